@@ -1,0 +1,445 @@
+package operation
+
+import (
+	"errors"
+	"testing"
+	"time"
+)
+
+var t0 = time.Date(2026, 11, 29, 8, 0, 0, 0, time.UTC)
+
+func prepared() Record {
+	return Record{
+		OperationID: "op-1", Revision: 1, SpecRevision: 1, Phase: Prepared,
+		UserID: "user-1", Model: "flux-pro-2", Authorized: true, AuthorizedSpecRevision: 1,
+		BudgetCredits: 20, EstimatedCredits: 12, Timestamps: Timestamps{Created: t0, Updated: t0},
+	}
+}
+
+func with(r Record, f func(*Record)) Record { c := r.Clone(); f(&c); return c }
+
+func snap(state RemoteState, charged int64, refund RefundState) Snapshot {
+	s := Snapshot{State: state, Credits: Credits{Reserved: 12, Charged: charged, RefundState: refund}, ObservedAt: t0}
+	if state == RemoteSucceeded {
+		s.Outputs = []OutputDescriptor{{ContentType: "image/png", SizeBytes: 10, SHA256: "ab"}, {ContentType: "image/png", SizeBytes: 11, SHA256: "cd"}}
+	}
+	return s
+}
+
+func TestCanTransitionTable(t *testing.T) {
+	t.Parallel()
+	legal := map[[2]Phase]bool{}
+	for from, tos := range edges {
+		for _, to := range tos {
+			legal[[2]Phase{from, to}] = true
+		}
+	}
+	// Spot-check the edges the invariants depend on.
+	must := []struct {
+		from, to Phase
+		ok       bool
+	}{
+		{Prepared, Submitting, true},
+		{Submitting, Uncertain, true},
+		{Uncertain, Accepted, true}, // a late worker's job id is never dropped
+		{Uncertain, Submitting, false},
+		{Accepted, Submitting, false}, // never a second POST
+		{Accepted, Prepared, false},
+		{Prepared, Accepted, true}, // a late job id after "confirmed not submitted" is kept
+		{Delivered, Succeeded, false},
+		{Rejected, Prepared, false},
+		{Superseded, Accepted, false},
+		{Succeeded, Failed, false}, // a delivery problem never reads as a failed render
+		{Stalled, Accepted, true},
+	}
+	for _, m := range must {
+		if got := CanTransition(m.from, m.to); got != m.ok {
+			t.Errorf("CanTransition(%s, %s) = %t, want %t", m.from, m.to, got, m.ok)
+		}
+	}
+	// Every pair of phases agrees with the edge table, and no edge leaves a
+	// terminal-only phase.
+	for _, from := range Phases {
+		for _, to := range Phases {
+			if got := CanTransition(from, to); got != legal[[2]Phase{from, to}] {
+				t.Errorf("CanTransition(%s, %s) = %t disagrees with the edge table", from, to, got)
+			}
+		}
+	}
+	for _, p := range []Phase{Delivered, Rejected, Superseded} {
+		if len(edges[p]) != 0 {
+			t.Errorf("terminal phase %s has edges %v", p, edges[p])
+		}
+	}
+}
+
+func TestTransitions(t *testing.T) {
+	t.Parallel()
+	now := t0.Add(time.Minute)
+	submitting := with(prepared(), func(r *Record) { r.Phase = Submitting; r.Claim = &Claim{Owner: "w1", At: t0}; r.Posts = 1 })
+	uncertain := with(submitting, func(r *Record) { r.Phase = Uncertain; r.Parked = &ParkedState{Reason: "x"} })
+	accepted := with(submitting, func(r *Record) { r.Phase = Accepted; r.RemoteJobID = "job_1"; r.Timestamps.Accepted = &t0 })
+	settled := with(accepted, func(r *Record) { r.Phase = Failed; r.Settlement = SettlementSettled })
+	delivered := with(accepted, func(r *Record) { r.Phase = Delivered })
+	tests := []struct {
+		name    string
+		do      func() (Record, error)
+		want    Phase
+		wantErr bool
+		check   func(t *testing.T, r Record)
+	}{
+		{"claim prepared", func() (Record, error) { return ClaimSubmission(prepared(), "w1", "m1", now) }, Submitting, false,
+			func(t *testing.T, r Record) {
+				if r.Claim == nil || r.Claim.Owner != "w1" || r.Posts != 1 {
+					t.Errorf("claim not recorded: %+v posts=%d", r.Claim, r.Posts)
+				}
+			}},
+		{"claim unauthorized", func() (Record, error) {
+			return ClaimSubmission(with(prepared(), func(r *Record) { r.Authorized = false }), "w", "m", now)
+		}, "", true, nil},
+		{"claim stale spec", func() (Record, error) {
+			return ClaimSubmission(with(prepared(), func(r *Record) { r.SpecRevision = 2 }), "w", "m", now)
+		}, "", true, nil},
+		{"claim over budget", func() (Record, error) {
+			return ClaimSubmission(with(prepared(), func(r *Record) { r.EstimatedCredits = 21 }), "w", "m", now)
+		}, "", true, nil},
+		{"claim no model", func() (Record, error) {
+			return ClaimSubmission(with(prepared(), func(r *Record) { r.Model = "" }), "w", "m", now)
+		}, "", true, nil},
+		{"claim with job id", func() (Record, error) {
+			return ClaimSubmission(with(prepared(), func(r *Record) { r.RemoteJobID = "job_9" }), "w", "m", now)
+		}, "", true, nil},
+		{"claim twice", func() (Record, error) { return ClaimSubmission(submitting, "w2", "m", now) }, "", true, nil},
+		{"release", func() (Record, error) { return ReleaseClaim(submitting, now) }, Prepared, false,
+			func(t *testing.T, r Record) {
+				if r.Claim != nil || r.Posts != 0 {
+					t.Errorf("release kept claim %+v posts %d", r.Claim, r.Posts)
+				}
+			}},
+		{"accept", func() (Record, error) { return Accept(submitting, "job_1", &Snapshot{State: RemoteQueued}, now) }, Accepted, false,
+			func(t *testing.T, r Record) {
+				if r.RemoteJobID != "job_1" || r.Timestamps.Accepted == nil || r.Remote == nil {
+					t.Errorf("accept lost data: %+v", r)
+				}
+			}},
+		{"accept late into uncertain", func() (Record, error) { return Accept(uncertain, "job_1", nil, now) }, Accepted, false,
+			func(t *testing.T, r Record) {
+				if r.Parked != nil {
+					t.Error("accept kept the parked marker")
+				}
+			}},
+		{"accept never replaces a job id", func() (Record, error) {
+			return Accept(with(uncertain, func(r *Record) { r.RemoteJobID = "job_1" }), "job_2", nil, now)
+		}, "", true, nil},
+		{"accept with empty id", func() (Record, error) { return Accept(submitting, "", nil, now) }, "", true, nil},
+		{"accept from accepted", func() (Record, error) { return Accept(accepted, "job_1", nil, now) }, Accepted, false, nil},
+		{"submission failed", func() (Record, error) { return SubmissionFailed(submitting, "job_5", "upstream_unavailable", now) }, Failed, false,
+			func(t *testing.T, r Record) {
+				if r.RemoteJobID != "job_5" || r.Settlement != SettlementUnresolved || r.Terminal() {
+					t.Errorf("submission failure not kept unresolved with its id: %+v", r)
+				}
+			}},
+		{"reject", func() (Record, error) { return Reject(submitting, "invalid_request", now) }, Rejected, false,
+			func(t *testing.T, r Record) {
+				if !r.Terminal() {
+					t.Error("rejected is not terminal")
+				}
+			}},
+		{"reject with job id", func() (Record, error) { return Reject(accepted, "x", now) }, "", true, nil},
+		{"rate limited", func() (Record, error) { return RateLimited(submitting, now) }, Prepared, false,
+			func(t *testing.T, r Record) {
+				if r.Counters.RateLimited != 1 || r.Claim != nil {
+					t.Errorf("rate limited: %+v", r)
+				}
+			}},
+		{"rate limited from accepted", func() (Record, error) { return RateLimited(accepted, now) }, "", true, nil},
+		{"uncertain", func() (Record, error) { return MarkUncertain(submitting, "response_lost", now) }, Uncertain, false,
+			func(t *testing.T, r Record) {
+				if r.Active() {
+					t.Error("uncertain must not be active (operator only)")
+				}
+			}},
+		{"uncertain from prepared", func() (Record, error) { return MarkUncertain(prepared(), "x", now) }, "", true, nil},
+		{"confirm not submitted", func() (Record, error) { return ConfirmNotSubmitted(uncertain, now) }, Prepared, false, nil},
+		{"confirm from accepted", func() (Record, error) { return ConfirmNotSubmitted(accepted, now) }, "", true, nil},
+		{"change spec", func() (Record, error) { return ChangeSpec(prepared(), now) }, Prepared, false,
+			func(t *testing.T, r Record) {
+				if r.SpecRevision != 2 {
+					t.Errorf("spec revision %d", r.SpecRevision)
+				}
+				if _, bad := FailedCheck(SubmitChecks(&r)); !bad {
+					t.Error("a changed spec still passes the authorization check")
+				}
+			}},
+		{"change spec after submit", func() (Record, error) { return ChangeSpec(accepted, now) }, "", true, nil},
+		{"supersede accepted", func() (Record, error) { return Supersede(accepted, now) }, Superseded, false,
+			func(t *testing.T, r Record) {
+				if r.RemoteJobID != "job_1" {
+					t.Error("supersede dropped the job id")
+				}
+			}},
+		{"supersede uncertain", func() (Record, error) { return Supersede(uncertain, now) }, "", true, nil},
+		{"supersede delivered", func() (Record, error) { return Supersede(delivered, now) }, "", true, nil},
+		{"settled failure is terminal", func() (Record, error) { return Supersede(settled, now) }, "", true, nil},
+		{"resume stalled", func() (Record, error) {
+			return ResumeObservation(with(accepted, func(r *Record) { r.Phase = Stalled; r.Counters.WindowObservations = 9 }), now)
+		}, Accepted, false,
+			func(t *testing.T, r Record) {
+				if r.Counters.WindowObservations != 0 {
+					t.Error("resume kept the spent budget")
+				}
+			}},
+		{"resume uncertain", func() (Record, error) { return ResumeObservation(uncertain, now) }, "", true, nil},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			t.Parallel()
+			got, err := tt.do()
+			if tt.wantErr {
+				if !errors.Is(err, ErrIllegalTransition) {
+					t.Fatalf("err = %v, want ErrIllegalTransition", err)
+				}
+				return
+			}
+			if err != nil {
+				t.Fatalf("unexpected error: %v", err)
+			}
+			if got.Phase != tt.want {
+				t.Fatalf("phase = %s, want %s", got.Phase, tt.want)
+			}
+			if !got.Timestamps.Updated.Equal(now) {
+				t.Errorf("updated = %v, want %v", got.Timestamps.Updated, now)
+			}
+			if tt.check != nil {
+				tt.check(t, got)
+			}
+		})
+	}
+}
+
+func TestTransitionsDoNotAliasInput(t *testing.T) {
+	t.Parallel()
+	in := with(prepared(), func(r *Record) {
+		r.Phase = Succeeded
+		r.RemoteJobID = "job_1"
+		r.Remote = &Snapshot{State: RemoteSucceeded, Outputs: []OutputDescriptor{{SHA256: "a"}}}
+		r.Deliveries = make([]Delivery, 0, 4) // spare capacity would expose aliasing
+	})
+	out, _, err := RecordDelivery(in, Delivery{Index: 0, Key: "k", SHA256: "a"}, t0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	out.Remote.Outputs[0].SHA256 = "changed"
+	if len(in.Deliveries) != 0 || in.Remote.Outputs[0].SHA256 != "a" {
+		t.Fatal("a transition modified its input record")
+	}
+}
+
+func TestObserve(t *testing.T) {
+	t.Parallel()
+	accepted := with(prepared(), func(r *Record) { r.Phase = Accepted; r.RemoteJobID = "job_1"; r.Timestamps.Accepted = &t0 })
+	failedUnresolved := with(accepted, func(r *Record) {
+		r.Phase = Failed
+		r.Settlement = SettlementUnresolved
+		r.Timestamps.RemoteFailed = &t0
+		r.Remote = &Snapshot{State: RemoteFailed, SubmissionFailure: true}
+	})
+	b := Budgets{MaxObservations: 3, Polling: time.Hour, Accounting: 2 * time.Hour}
+	tests := []struct {
+		name       string
+		rec        Record
+		snap       Snapshot
+		at         time.Duration
+		phase      Phase
+		settlement Settlement
+		follow     Follow
+		wantErr    bool
+	}{
+		{"still running", accepted, snap(RemoteRunning, 0, RefundNone), time.Minute, Accepted, "", FollowObserve, false},
+		{"succeeded", accepted, snap(RemoteSucceeded, 12, RefundNone), time.Minute, Succeeded, "", FollowDeliver, false},
+		{"render failed refund pending", accepted, snap(RemoteFailed, 12, RefundPending), time.Minute, Failed, SettlementUnresolved, FollowObserve, false},
+		{"render failed refund settled", accepted, snap(RemoteFailed, 12, RefundSettled), time.Minute, Failed, SettlementSettled, FollowNone, false},
+		{"canceled nothing charged", accepted, Snapshot{State: RemoteCanceled}, time.Minute, Failed, SettlementSettled, FollowNone, false},
+		{"reconcile --fail: charged, no refund, keeps observing", accepted, snap(RemoteFailed, 12, RefundNone), time.Minute, Failed, SettlementUnresolved, FollowObserve, false},
+		{"reconcile --fail past accounting budget", failedUnresolved, snap(RemoteFailed, 12, RefundNone), 3 * time.Hour, Failed, SettlementUnresolved, FollowReview, false},
+		{"submission failure refund advances", failedUnresolved, snap(RemoteFailed, 12, RefundPending), time.Minute, Failed, SettlementUnresolved, FollowObserve, false},
+		{"submission failure refund settles", failedUnresolved, snap(RemoteFailed, 12, RefundSettled), time.Minute, Failed, SettlementSettled, FollowNone, false},
+		{"polling budget by time", accepted, snap(RemoteRunning, 0, RefundNone), 2 * time.Hour, Stalled, "", FollowReview, false},
+		{"polling budget by count", with(accepted, func(r *Record) { r.Counters.WindowObservations = 2 }), snap(RemoteQueued, 0, RefundNone), time.Minute, Stalled, "", FollowReview, false},
+		{"stalled job finishes", with(accepted, func(r *Record) { r.Phase = Stalled }), snap(RemoteSucceeded, 12, RefundNone), time.Minute, Succeeded, "", FollowDeliver, false},
+		{"failed stays failed though remote says running", failedUnresolved, snap(RemoteRunning, 12, RefundPending), time.Minute, Failed, SettlementUnresolved, FollowObserve, false},
+		{"no job id", prepared(), snap(RemoteRunning, 0, RefundNone), time.Minute, "", "", FollowNone, true},
+		{"succeeded record is not observed again", with(accepted, func(r *Record) { r.Phase = Succeeded }), snap(RemoteSucceeded, 12, RefundNone), time.Minute, "", "", FollowNone, true},
+		{"unknown remote state", accepted, Snapshot{State: "exploded"}, time.Minute, "", "", FollowNone, true},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			t.Parallel()
+			got, follow, err := Observe(tt.rec, tt.snap, t0.Add(tt.at), b)
+			if tt.wantErr {
+				if err == nil {
+					t.Fatalf("want error, got phase %s", got.Phase)
+				}
+				return
+			}
+			if err != nil {
+				t.Fatal(err)
+			}
+			if got.Phase != tt.phase || got.Settlement != tt.settlement || follow != tt.follow {
+				t.Fatalf("got %s/%q/%s, want %s/%q/%s", got.Phase, got.Settlement, follow, tt.phase, tt.settlement, tt.follow)
+			}
+			if got.Remote == nil || got.Remote.State != tt.snap.State {
+				t.Errorf("snapshot not saved: %+v", got.Remote)
+			}
+			if follow == FollowReview && got.Parked == nil {
+				t.Error("review follow-up without a parked marker")
+			}
+			if got.Counters.Observations != tt.rec.Counters.Observations+1 {
+				t.Errorf("observations = %d", got.Counters.Observations)
+			}
+		})
+	}
+}
+
+func TestDelivery(t *testing.T) {
+	t.Parallel()
+	succ := with(prepared(), func(r *Record) {
+		r.Phase = Succeeded
+		r.RemoteJobID = "job_1"
+		s := snap(RemoteSucceeded, 12, RefundNone)
+		r.Remote = &s
+	})
+	d0 := Delivery{Index: 0, Key: "op-1/job_1/0", SHA256: "ab", SizeBytes: 10}
+	r1, changed, err := RecordDelivery(succ, d0, t0)
+	if err != nil || !changed {
+		t.Fatalf("first delivery: changed=%t err=%v", changed, err)
+	}
+	if _, err := CompleteDelivery(r1, t0); !errors.Is(err, ErrIllegalTransition) {
+		t.Fatalf("completed with one of two outputs: %v", err)
+	}
+	if _, changed, err := RecordDelivery(r1, d0, t0); err != nil || changed {
+		t.Fatalf("same output again: changed=%t err=%v; want a no-op", changed, err)
+	}
+	if _, _, err := RecordDelivery(r1, Delivery{Index: 0, Key: d0.Key, SHA256: "zz"}, t0); !errors.Is(err, ErrIllegalTransition) {
+		t.Fatalf("other checksum for a stored output: %v", err)
+	}
+	r2, _, err := RecordDelivery(r1, Delivery{Index: 1, Key: "op-1/job_1/1", SHA256: "cd"}, t0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	done, err := CompleteDelivery(r2, t0)
+	if err != nil || done.Phase != Delivered || !done.Terminal() {
+		t.Fatalf("complete: %s %v", done.Phase, err)
+	}
+	if _, _, err := RecordDelivery(with(done, func(r *Record) { r.Deliveries = nil }), d0, t0); !errors.Is(err, ErrIllegalTransition) {
+		t.Fatalf("delivery into a terminal record: %v", err)
+	}
+}
+
+func TestRecommendCoversEveryPhaseAndMatrixRow(t *testing.T) {
+	t.Parallel()
+	base := prepared()
+	tests := []struct {
+		name   string
+		rec    Record
+		action Action
+		effect Effect
+	}{
+		// The design's recovery matrix, row by row.
+		{"prepared, never dispatched → review allowance then dispatch", base, ActionDispatch, EffectSubmitNew},
+		{"accepted, job id known → observe", with(base, func(r *Record) { r.Phase = Accepted; r.RemoteJobID = "j" }), ActionObserve, EffectReadStatus},
+		{"succeeded, copy incomplete → deliver", with(base, func(r *Record) { r.Phase = Succeeded; r.RemoteJobID = "j" }), ActionDeliver, EffectCopyOutput},
+		{"failed, refund unresolved → inspect accounting", with(base, func(r *Record) { r.Phase = Failed; r.RemoteJobID = "j"; r.Settlement = SettlementUnresolved }), ActionInspectAccounting, EffectAccounting},
+		{"submitting → manual reconciliation", with(base, func(r *Record) { r.Phase = Submitting }), ActionReconcile, EffectManual},
+		{"uncertain → manual reconciliation", with(base, func(r *Record) { r.Phase = Uncertain }), ActionReconcile, EffectManual},
+		{"delivered → acknowledge", with(base, func(r *Record) { r.Phase = Delivered; r.RemoteJobID = "j" }), ActionAcknowledge, EffectNone},
+		{"failed, settled → acknowledge", with(base, func(r *Record) { r.Phase = Failed; r.RemoteJobID = "j"; r.Settlement = SettlementSettled }), ActionAcknowledge, EffectNone},
+		{"superseded → acknowledge", with(base, func(r *Record) { r.Phase = Superseded }), ActionAcknowledge, EffectNone},
+		// The phases the matrix leaves implicit.
+		{"rejected → acknowledge", with(base, func(r *Record) { r.Phase = Rejected }), ActionAcknowledge, EffectNone},
+		{"stalled with job id → observe", with(base, func(r *Record) { r.Phase = Stalled; r.RemoteJobID = "j" }), ActionObserve, EffectReadStatus},
+		{"accepted without job id → reconcile", with(base, func(r *Record) { r.Phase = Accepted }), ActionReconcile, EffectManual},
+		{"prepared with a job id → observe, never POST", with(base, func(r *Record) { r.RemoteJobID = "j" }), ActionObserve, EffectReadStatus},
+		{"unknown phase → reconcile", with(base, func(r *Record) { r.Phase = "bogus" }), ActionReconcile, EffectManual},
+	}
+	seen := map[Phase]bool{}
+	for _, tt := range tests {
+		seen[tt.rec.Phase] = true
+		t.Run(tt.name, func(t *testing.T) {
+			t.Parallel()
+			got := Recommend(&tt.rec)
+			if got.Action != tt.action || got.Effect != tt.effect || got.Reason == "" {
+				t.Fatalf("Recommend = %+v, want %s / %s with a reason", got, tt.action, tt.effect)
+			}
+		})
+	}
+	for _, p := range Phases {
+		if !seen[p] {
+			t.Errorf("phase %s has no recovery case", p)
+		}
+	}
+}
+
+func TestSweepDue(t *testing.T) {
+	t.Parallel()
+	due := t0.Add(time.Minute)
+	tests := []struct {
+		name string
+		rec  Record
+		ok   bool
+		at   time.Time
+	}{
+		{"prepared without schedule", prepared(), false, time.Time{}},
+		{"prepared with delayed dispatch", with(prepared(), func(r *Record) { r.Schedule = &NextAction{Action: "submit_generation", Due: due} }), true, due},
+		{"submitting claim", with(prepared(), func(r *Record) { r.Phase = Submitting; r.Claim = &Claim{At: t0} }), true, t0},
+		{"accepted with observation", with(prepared(), func(r *Record) { r.Phase = Accepted; r.Schedule = &NextAction{Due: due} }), true, due},
+		{"uncertain", with(prepared(), func(r *Record) { r.Phase = Uncertain; r.Schedule = &NextAction{Due: due} }), false, time.Time{}},
+		{"parked failure", with(prepared(), func(r *Record) {
+			r.Phase = Failed
+			r.Settlement = SettlementUnresolved
+			r.Parked = &ParkedState{}
+			r.Schedule = &NextAction{Due: due}
+		}), false, time.Time{}},
+		{"delivered", with(prepared(), func(r *Record) { r.Phase = Delivered; r.Schedule = &NextAction{Due: due} }), false, time.Time{}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			t.Parallel()
+			at, ok := tt.rec.SweepDue()
+			if ok != tt.ok || !at.Equal(tt.at) {
+				t.Fatalf("SweepDue = %v, %t; want %v, %t", at, ok, tt.at, tt.ok)
+			}
+		})
+	}
+}
+
+func TestParseAction(t *testing.T) {
+	t.Parallel()
+	for _, a := range Actions {
+		if got, err := ParseAction(string(a)); err != nil || got != a {
+			t.Errorf("ParseAction(%q) = %q, %v", a, got, err)
+		}
+	}
+	if _, err := ParseAction("redrive-all"); err == nil {
+		t.Error("ParseAction accepted an unknown action")
+	}
+}
+
+func TestReadFailed(t *testing.T) {
+	t.Parallel()
+	acc := with(prepared(), func(r *Record) { r.Phase = Accepted; r.RemoteJobID = "job_1"; r.Timestamps.Accepted = &t0 })
+	r1, err := ReadFailed(acc, "genace_5xx", t0)
+	if err != nil || r1.Phase != Accepted || r1.Counters.ReadFailures != 1 || r1.LastError != "genace_5xx" {
+		t.Fatalf("ReadFailed = %+v, %v", r1, err)
+	}
+	r2, _, err := Observe(r1, snap(RemoteRunning, 0, RefundNone), t0, DefaultBudgets)
+	if err != nil || r2.Counters.ReadFailures != 0 {
+		t.Fatalf("a successful read did not reset the failure count: %+v %v", r2.Counters, err)
+	}
+	if _, err := ReadFailed(prepared(), "x", t0); !errors.Is(err, ErrIllegalTransition) {
+		t.Fatalf("ReadFailed without a job id: %v", err)
+	}
+	if _, err := ReadFailed(with(acc, func(r *Record) { r.Phase = Delivered }), "x", t0); !errors.Is(err, ErrIllegalTransition) {
+		t.Fatalf("ReadFailed on a terminal record: %v", err)
+	}
+}

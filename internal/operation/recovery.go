@@ -1,0 +1,111 @@
+package operation
+
+import "fmt"
+
+// Action is a row of the recovery matrix: the next safe step for an
+// operation as its durable record stands, whatever a queue message says.
+type Action string
+
+// The recovery matrix's actions.
+const (
+	// ActionDispatch: prepared and never dispatched: review the allowance
+	// (user, model, spec revision, budget), then dispatch.
+	ActionDispatch Action = "dispatch"
+	// ActionObserve: a job id is known: GET that job, never POST.
+	ActionObserve Action = "observe"
+	// ActionDeliver: succeeded, copy incomplete: retry delivery, reusing
+	// outputs already stored.
+	ActionDeliver Action = "deliver"
+	// ActionInspectAccounting: failed with the refund unresolved: a GET
+	// advances a submission failure's refund; anything else is for
+	// accounting.
+	ActionInspectAccounting Action = "inspect_accounting"
+	// ActionReconcile: submitting or uncertain, no reliable outcome:
+	// manual reconciliation (attach a job id, or confirm not submitted).
+	ActionReconcile Action = "reconcile"
+	// ActionAcknowledge: delivered, settled, rejected or superseded:
+	// acknowledge as obsolete; nothing to do.
+	ActionAcknowledge Action = "acknowledge"
+)
+
+// Actions lists every action.
+var Actions = []Action{ActionDispatch, ActionObserve, ActionDeliver, ActionInspectAccounting, ActionReconcile, ActionAcknowledge}
+
+// ParseAction returns the action named s.
+func ParseAction(s string) (Action, error) {
+	for _, a := range Actions {
+		if string(a) == s {
+			return a, nil
+		}
+	}
+	return "", fmt.Errorf("unknown action %q (want one of %v)", s, Actions)
+}
+
+// Effect is what carrying out an action does on Genace and in storage, in
+// the words an operator needs before confirming a replay.
+type Effect string
+
+// The effects a replay can have.
+const (
+	EffectSubmitNew  Effect = "submits a new generation (a POST that may be charged)"
+	EffectReadStatus Effect = "reads status (GET of the known job; no POST)"
+	EffectCopyOutput Effect = "copies existing outputs (no POST; stored outputs are reused)"
+	EffectAccounting Effect = "inspects accounting (GET of the known job; no POST, no settlement by itself)"
+	EffectManual     Effect = "needs manual reconciliation (nothing automatic)"
+	EffectNone       Effect = "acknowledges as obsolete (changes nothing)"
+)
+
+// Recommendation is the matrix's answer for one record.
+type Recommendation struct {
+	Action Action `json:"action"`
+	Effect Effect `json:"effect"`
+	Reason string `json:"reason"`
+}
+
+// Recommend maps a durable record to its recovery action. It reads only
+// the record, never a message, so stale queue data cannot steer it.
+func Recommend(r *Record) Recommendation {
+	rec := func(a Action, e Effect, format string, args ...any) Recommendation {
+		return Recommendation{Action: a, Effect: e, Reason: fmt.Sprintf(format, args...)}
+	}
+	switch r.Phase {
+	case Delivered:
+		return rec(ActionAcknowledge, EffectNone, "already delivered (%d outputs)", len(r.Deliveries))
+	case Rejected:
+		return rec(ActionAcknowledge, EffectNone, "Genace rejected the request (%s); nothing was created", r.LastError)
+	case Superseded:
+		return rec(ActionAcknowledge, EffectNone, "the user replaced the request")
+	case Failed:
+		if r.Settlement == SettlementSettled {
+			return rec(ActionAcknowledge, EffectNone, "failed and settled")
+		}
+		return rec(ActionInspectAccounting, EffectAccounting, "failed with refund unresolved (%s)", refundSummary(r))
+	case Submitting, Uncertain:
+		return rec(ActionReconcile, EffectManual, "%s: a POST may have created a job; no reliable outcome", r.Phase)
+	case Succeeded:
+		want := 0
+		if r.Remote != nil {
+			want = len(r.Remote.Outputs)
+		}
+		return rec(ActionDeliver, EffectCopyOutput, "succeeded; %d of %d outputs stored", len(r.Deliveries), want)
+	case Accepted, Stalled:
+		if r.RemoteJobID == "" {
+			return rec(ActionReconcile, EffectManual, "%s without a job id: the record is inconsistent", r.Phase)
+		}
+		return rec(ActionObserve, EffectReadStatus, "job %s known (%s)", r.RemoteJobID, r.Phase)
+	case Prepared:
+		if r.RemoteJobID != "" {
+			return rec(ActionObserve, EffectReadStatus, "prepared but job %s is known: observe, never POST", r.RemoteJobID)
+		}
+		return rec(ActionDispatch, EffectSubmitNew, "prepared and never submitted: review the allowance, then dispatch")
+	}
+	return rec(ActionReconcile, EffectManual, "unknown phase %q", r.Phase)
+}
+
+func refundSummary(r *Record) string {
+	if r.Remote == nil {
+		return "no snapshot yet"
+	}
+	c := r.Remote.Credits
+	return fmt.Sprintf("remote %s, charged %d, refunded %d, refund_state %s", r.Remote.State, c.Charged, c.Refunded, c.RefundState)
+}

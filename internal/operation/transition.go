@@ -1,0 +1,282 @@
+package operation
+
+import (
+	"errors"
+	"fmt"
+	"time"
+)
+
+// ErrIllegalTransition is returned when a transition is not allowed from
+// the record's current phase. Callers branch on it (errors.Is) to treat a
+// message as obsolete rather than retry it.
+var ErrIllegalTransition = errors.New("illegal transition")
+
+// TransitionError says which transition was refused and why.
+type TransitionError struct {
+	Op   string
+	From Phase
+	To   Phase
+	Why  string
+}
+
+func (e *TransitionError) Error() string {
+	if e.Why != "" {
+		return fmt.Sprintf("%s: %s → %s: %s", e.Op, e.From, e.To, e.Why)
+	}
+	return fmt.Sprintf("%s: %s → %s not allowed", e.Op, e.From, e.To)
+}
+
+// Is makes errors.Is(err, ErrIllegalTransition) true.
+func (e *TransitionError) Is(target error) bool { return target == ErrIllegalTransition }
+
+// edges are the legal phase changes. A self-edge is a write that keeps the
+// phase (a new snapshot, delivery progress, a spec change).
+var edges = map[Phase][]Phase{
+	// Prepared → accepted/failed only carries late evidence: a POST's job
+	// id that arrives after an operator confirmed "not submitted". A known
+	// job id is never dropped (invariant 2).
+	Prepared:   {Prepared, Submitting, Superseded, Accepted, Failed},
+	Submitting: {Accepted, Failed, Rejected, Prepared, Uncertain},
+	// A late worker may still bring evidence (its job id or a definite
+	// rejection) after a redelivery marked the claim uncertain.
+	Uncertain: {Accepted, Failed, Rejected, Prepared},
+	Accepted:  {Accepted, Succeeded, Failed, Stalled, Superseded},
+	Stalled:   {Accepted, Succeeded, Failed, Stalled, Superseded},
+	Succeeded: {Succeeded, Delivered},
+	Failed:    {Failed},
+}
+
+// CanTransition reports whether a record may move from one phase to the
+// other. Terminal phases have no edges (a settled failure is checked by
+// the caller through Record.Terminal).
+func CanTransition(from, to Phase) bool {
+	for _, p := range edges[from] {
+		if p == to {
+			return true
+		}
+	}
+	return false
+}
+
+// move returns a copy of r in phase to, or a TransitionError.
+func move(op string, r Record, to Phase, now time.Time) (Record, error) {
+	if r.Terminal() {
+		return Record{}, &TransitionError{Op: op, From: r.Phase, To: to, Why: "record is terminal"}
+	}
+	if !CanTransition(r.Phase, to) {
+		return Record{}, &TransitionError{Op: op, From: r.Phase, To: to}
+	}
+	c := r.Clone()
+	c.Phase = to
+	c.Timestamps.Updated = now
+	return c, nil
+}
+
+// Check is one precondition of an action that can create work, with
+// whether it passed; plan output lists them all.
+type Check struct {
+	Name   string `json:"name"`
+	OK     bool   `json:"ok"`
+	Detail string `json:"detail"`
+}
+
+// SubmitChecks are the allowance checks before anything may be POSTed:
+// the selected model, the spec revision the authorization covers, the
+// user's authorization and the remaining budget.
+func SubmitChecks(r *Record) []Check {
+	return []Check{
+		{Name: "model", OK: r.Model != "", Detail: fmt.Sprintf("model %q", r.Model)},
+		{Name: "spec_revision", OK: r.AuthorizedSpecRevision == r.SpecRevision,
+			Detail: fmt.Sprintf("spec revision %d, authorized for %d", r.SpecRevision, r.AuthorizedSpecRevision)},
+		{Name: "authorization", OK: r.Authorized, Detail: fmt.Sprintf("user %q authorized=%t", r.UserID, r.Authorized)},
+		{Name: "budget", OK: r.EstimatedCredits <= r.BudgetCredits,
+			Detail: fmt.Sprintf("estimated %d of %d credits", r.EstimatedCredits, r.BudgetCredits)},
+	}
+}
+
+// FailedCheck returns the first failed check, if any.
+func FailedCheck(checks []Check) (Check, bool) {
+	for _, c := range checks {
+		if !c.OK {
+			return c, true
+		}
+	}
+	return Check{}, false
+}
+
+// ClaimSubmission moves a prepared operation to submitting for one worker, after
+// the allowance checks pass. The caller persists it conditionally before
+// it may POST.
+func ClaimSubmission(r Record, owner, messageID string, now time.Time) (Record, error) {
+	if r.RemoteJobID != "" {
+		return Record{}, &TransitionError{Op: "claim", From: r.Phase, To: Submitting, Why: "a job id is already known"}
+	}
+	if c, bad := FailedCheck(SubmitChecks(&r)); bad {
+		return Record{}, &TransitionError{Op: "claim", From: r.Phase, To: Submitting, Why: "precondition " + c.Name + " failed: " + c.Detail}
+	}
+	if r.Phase != Prepared {
+		return Record{}, &TransitionError{Op: "claim", From: r.Phase, To: Submitting}
+	}
+	c, err := move("claim", r, Submitting, now)
+	if err != nil {
+		return Record{}, err
+	}
+	c.Claim = &Claim{Owner: owner, MessageID: messageID, At: now}
+	c.Posts++ // counted at the claim: the POST follows it or nothing does
+	c.Schedule = nil
+	return c, nil
+}
+
+// ReleaseClaim puts a claim back to prepared when the worker knows it sent
+// no POST (its lease was lost before sending).
+func ReleaseClaim(r Record, now time.Time) (Record, error) {
+	if r.Phase != Submitting {
+		return Record{}, &TransitionError{Op: "release", From: r.Phase, To: Prepared}
+	}
+	c, err := move("release", r, Prepared, now)
+	if err != nil {
+		return Record{}, err
+	}
+	c.Claim = nil
+	c.Posts--
+	return c, nil
+}
+
+// recordJobID enforces invariant 2: a job id, once known, is never
+// replaced by another.
+func recordJobID(op string, c *Record, jobID string) error {
+	if jobID == "" {
+		return &TransitionError{Op: op, From: c.Phase, To: c.Phase, Why: "empty job id"}
+	}
+	if c.RemoteJobID != "" && c.RemoteJobID != jobID {
+		return &TransitionError{Op: op, From: c.Phase, To: c.Phase,
+			Why: fmt.Sprintf("record already holds job %s; refusing to replace it with %s", c.RemoteJobID, jobID)}
+	}
+	c.RemoteJobID = jobID
+	return nil
+}
+
+// Accept records a 202's job id and snapshot (or an operator's attached
+// job id, with snap nil) and moves the operation to accepted.
+func Accept(r Record, jobID string, snap *Snapshot, now time.Time) (Record, error) {
+	c, err := move("accept", r, Accepted, now)
+	if err != nil {
+		return Record{}, err
+	}
+	if err := recordJobID("accept", &c, jobID); err != nil {
+		return Record{}, err
+	}
+	c.Remote = snap
+	c.Parked = nil
+	c.LastError = ""
+	c.Timestamps.Accepted = &now
+	c.Counters.WindowObservations = 0
+	return c, nil
+}
+
+// SubmissionFailed records a known submission failure: a 5xx whose
+// envelope carried error.job_id. The job exists on Genace's side, failed,
+// and its refund still has to be observed to settlement.
+func SubmissionFailed(r Record, jobID, errorCode string, now time.Time) (Record, error) {
+	c, err := move("submission-failed", r, Failed, now)
+	if err != nil {
+		return Record{}, err
+	}
+	if err := recordJobID("submission-failed", &c, jobID); err != nil {
+		return Record{}, err
+	}
+	c.Settlement = SettlementUnresolved
+	c.LastError = errorCode
+	c.Timestamps.RemoteFailed = &now
+	c.Timestamps.Accepted = &now
+	c.Counters.WindowObservations = 0
+	return c, nil
+}
+
+// Reject records Genace's definite refusal: nothing was created.
+func Reject(r Record, errorCode string, now time.Time) (Record, error) {
+	if r.RemoteJobID != "" {
+		return Record{}, &TransitionError{Op: "reject", From: r.Phase, To: Rejected, Why: "a job id is known"}
+	}
+	c, err := move("reject", r, Rejected, now)
+	if err != nil {
+		return Record{}, err
+	}
+	c.LastError = errorCode
+	c.Schedule = nil
+	return c, nil
+}
+
+// RateLimited puts a submitting operation back to prepared after a 429:
+// nothing was created, and a delayed dispatch will try again.
+func RateLimited(r Record, now time.Time) (Record, error) {
+	if r.Phase != Submitting {
+		return Record{}, &TransitionError{Op: "rate-limited", From: r.Phase, To: Prepared}
+	}
+	c, err := move("rate-limited", r, Prepared, now)
+	if err != nil {
+		return Record{}, err
+	}
+	c.Claim = nil
+	c.Counters.RateLimited++
+	c.LastError = "rate_limited"
+	return c, nil
+}
+
+// MarkUncertain records that a POST may have created a job and nothing
+// proves it either way. Only evidence or an operator leaves this phase.
+func MarkUncertain(r Record, reason string, now time.Time) (Record, error) {
+	if r.Phase != Submitting {
+		return Record{}, &TransitionError{Op: "uncertain", From: r.Phase, To: Uncertain}
+	}
+	c, err := move("uncertain", r, Uncertain, now)
+	if err != nil {
+		return Record{}, err
+	}
+	c.LastError = reason
+	c.Schedule = nil
+	c.Parked = &ParkedState{Reason: reason, At: now}
+	return c, nil
+}
+
+// ConfirmNotSubmitted is the operator's reconciliation of an uncertain
+// operation that Genace shows no job for: back to prepared. Dispatching it
+// again is a separate decision that must pass the allowance checks.
+func ConfirmNotSubmitted(r Record, now time.Time) (Record, error) {
+	if r.Phase != Uncertain {
+		return Record{}, &TransitionError{Op: "confirm-not-submitted", From: r.Phase, To: Prepared}
+	}
+	c, err := move("confirm-not-submitted", r, Prepared, now)
+	if err != nil {
+		return Record{}, err
+	}
+	c.Claim = nil
+	c.Parked = nil
+	c.LastError = ""
+	return c, nil
+}
+
+// ChangeSpec records that the user changed a prepared request: the spec
+// revision moves, so the earlier authorization no longer covers it and
+// dispatch messages sent before are stale.
+func ChangeSpec(r Record, now time.Time) (Record, error) {
+	if r.Phase != Prepared {
+		return Record{}, &TransitionError{Op: "change-spec", From: r.Phase, To: Prepared, Why: "only a prepared request can change"}
+	}
+	c, err := move("change-spec", r, Prepared, now)
+	if err != nil {
+		return Record{}, err
+	}
+	c.SpecRevision++
+	return c, nil
+}
+
+// Supersede records that the user replaced the request.
+func Supersede(r Record, now time.Time) (Record, error) {
+	c, err := move("supersede", r, Superseded, now)
+	if err != nil {
+		return Record{}, err
+	}
+	c.Schedule = nil
+	return c, nil
+}
