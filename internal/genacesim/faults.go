@@ -1,0 +1,261 @@
+package genacesim
+
+import (
+	"fmt"
+	"time"
+)
+
+// FaultKind names one scripted misbehaviour. Each kind models a real
+// failure mode whose effect on the client's classification matters
+// because Genace has no idempotency.
+type FaultKind string
+
+const (
+	// FaultNone answers normally.
+	FaultNone FaultKind = ""
+	// FaultAcceptThenDrop: for POST, creates the job (credits reserved)
+	// then hijacks and closes the connection without any response; the
+	// client sees EOF/reset and must classify the outcome as unknown. For
+	// GET and file requests it just drops the connection.
+	FaultAcceptThenDrop FaultKind = "accept_then_drop"
+	// FaultDelayResponse: for POST, creates the job, then waits Delay on
+	// the simulator's clock (or until the client goes away) before
+	// answering 202, so a client timeout fires after the job exists. For
+	// GET and file requests it delays, then answers normally.
+	FaultDelayResponse FaultKind = "delay_response"
+	// FaultServerErrorWithJobID: for POST, creates a known submission
+	// failure (state failed, submission_failure true, credits reserved and
+	// charged, refund pending) and answers Status (default 502) with
+	// error.job_id. For GET/file it behaves like FaultServerErrorNoJob.
+	FaultServerErrorWithJobID FaultKind = "server_error_with_job_id"
+	// FaultServerErrorNoJob answers Status (default 503) with no job id and
+	// creates nothing.
+	FaultServerErrorNoJob FaultKind = "server_error_no_job"
+	// FaultServerErrorJobCreated: for POST, creates a normal job that runs
+	// and charges as usual, but answers Status (default 500) with no job
+	// id: the hardest real case, where the client cannot know a job
+	// exists. For GET/file it behaves like FaultServerErrorNoJob.
+	FaultServerErrorJobCreated FaultKind = "server_error_job_created"
+	// FaultRateLimited answers 429 with Retry-After (whole seconds,
+	// rounded up, default 1) and creates nothing.
+	FaultRateLimited FaultKind = "rate_limited"
+	// FaultGarbageBody answers 202 (POST) or 200 (GET/file) with an
+	// unparseable body. For POST the job IS created first.
+	FaultGarbageBody FaultKind = "garbage_body"
+	// FaultReject answers Status (default 400) with error code Code
+	// (default derived from the status, e.g. 402 insufficient_credits) and
+	// creates nothing: scripted 400/402/403/409/422 rejections.
+	FaultReject FaultKind = "reject"
+)
+
+// Fault is one scripted misbehaviour for one request. Build it with the
+// constructors; the fields are exported so a FaultFunc can compose them.
+type Fault struct {
+	Kind       FaultKind
+	Status     int           // HTTP status for server-error and reject kinds; 0 = kind default
+	Code       string        // error.code for FaultReject; "" = derived from Status
+	Delay      time.Duration // FaultDelayResponse, on the simulator clock
+	RetryAfter time.Duration // FaultRateLimited
+}
+
+// String is for logs and test failure messages.
+func (f Fault) String() string {
+	switch f.Kind {
+	case FaultNone:
+		return "none"
+	case FaultDelayResponse:
+		return fmt.Sprintf("%s(%s)", f.Kind, f.Delay)
+	case FaultRateLimited:
+		return fmt.Sprintf("%s(%s)", f.Kind, f.RetryAfter)
+	case FaultServerErrorWithJobID, FaultServerErrorNoJob, FaultServerErrorJobCreated, FaultReject:
+		return fmt.Sprintf("%s(%d)", f.Kind, f.status())
+	}
+	return string(f.Kind)
+}
+
+// NoFault answers normally; useful in a script to let one request through.
+func NoFault() Fault { return Fault{} }
+
+// AcceptThenDrop creates the job (for POST) and closes the connection
+// without answering.
+func AcceptThenDrop() Fault { return Fault{Kind: FaultAcceptThenDrop} }
+
+// DelayResponse creates the job (for POST) and answers only after d on the
+// simulator clock.
+func DelayResponse(d time.Duration) Fault { return Fault{Kind: FaultDelayResponse, Delay: d} }
+
+// Status5xx answers status (500..599; 0 means 502 with a job id, 503
+// without). withJobID creates a known submission failure and reports its
+// id; without, nothing is created (see ServerErrorJobCreated for the
+// created-but-unreported case).
+func Status5xx(status int, withJobID bool) Fault {
+	if status != 0 && (status < 500 || status > 599) {
+		panic(fmt.Sprintf("genacesim: Status5xx status %d is not 5xx", status))
+	}
+	if withJobID {
+		return Fault{Kind: FaultServerErrorWithJobID, Status: status}
+	}
+	return Fault{Kind: FaultServerErrorNoJob, Status: status}
+}
+
+// ServerErrorNoJob answers a 5xx without job id and creates nothing.
+func ServerErrorNoJob(status int) Fault { return Status5xx(status, false) }
+
+// ServerErrorJobCreated creates a normal job but answers a 5xx without its
+// id.
+func ServerErrorJobCreated(status int) Fault {
+	f := Status5xx(status, false)
+	f.Kind = FaultServerErrorJobCreated
+	return f
+}
+
+// SubmissionFailed is Status5xx(status, true).
+func SubmissionFailed(status int) Fault { return Status5xx(status, true) }
+
+// RateLimited answers 429 with Retry-After d (rounded up to seconds).
+func RateLimited(retryAfter time.Duration) Fault {
+	return Fault{Kind: FaultRateLimited, RetryAfter: retryAfter}
+}
+
+// GarbageBody answers success with an unparseable body (creating the job
+// for POST).
+func GarbageBody() Fault { return Fault{Kind: FaultGarbageBody} }
+
+// Reject answers a 4xx error envelope and creates nothing. code "" derives
+// the contract's code from status.
+func Reject(status int, code string) Fault {
+	if status < 400 || status > 499 || status == 429 {
+		panic(fmt.Sprintf("genacesim: Reject status %d is not a non-429 4xx", status))
+	}
+	return Fault{Kind: FaultReject, Status: status, Code: code}
+}
+
+// status returns the HTTP status the fault answers with.
+func (f Fault) status() int {
+	if f.Status != 0 {
+		return f.Status
+	}
+	switch f.Kind {
+	case FaultServerErrorWithJobID:
+		return 502
+	case FaultServerErrorNoJob:
+		return 503
+	case FaultServerErrorJobCreated:
+		return 500
+	case FaultReject:
+		return 400
+	case FaultRateLimited:
+		return 429
+	}
+	return 0
+}
+
+// codeFor is the contract's error code for a status.
+func codeFor(status int) string {
+	switch status {
+	case 400, 422:
+		return "invalid_request"
+	case 401:
+		return "unauthorized"
+	case 402:
+		return "insufficient_credits"
+	case 403:
+		return "forbidden"
+	case 404:
+		return "not_found"
+	case 429:
+		return "rate_limited"
+	case 502, 503, 504:
+		return "upstream_unavailable"
+	}
+	if status >= 500 {
+		return "internal"
+	}
+	return "invalid_request"
+}
+
+// RequestKind says which endpoint a request hit, for FaultFunc.
+type RequestKind string
+
+// The request kinds a fault can target.
+const (
+	KindPost RequestKind = "post" // POST /api/v1/jobs
+	KindGet  RequestKind = "get"  // GET /api/v1/jobs/{id}
+	KindFile RequestKind = "file" // GET /files/{job}/{index}
+)
+
+// RequestInfo describes a request to a FaultFunc.
+type RequestInfo struct {
+	Method      string
+	Kind        RequestKind
+	OperationID string // POST: metadata.operation_id ("" if absent)
+	JobID       string // GET and file requests
+	// Attempt is 1 for the first request of this kind for this operation
+	// (POST) or job (GET, file), 2 for the second, and so on.
+	Attempt int
+}
+
+// FaultFunc picks a fault for requests that no script covers; use it for
+// seeded random injection.
+type FaultFunc func(RequestInfo) Fault
+
+// ScriptPOST queues faults for POSTs whose metadata.operation_id equals
+// operationID ("" matches any POST). Faults are consumed in order, one
+// per request; a request with a specific queue uses it before the ""
+// queue. Only authorized, well-formed POSTs consume faults.
+func (s *Simulator) ScriptPOST(operationID string, faults ...Fault) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.postScripts[operationID] = append(s.postScripts[operationID], faults...)
+}
+
+// ScriptGET queues faults for GETs of jobID ("" matches any), like
+// ScriptPOST. Only authorized GETs with a valid wait consume faults.
+func (s *Simulator) ScriptGET(jobID string, faults ...Fault) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.getScripts[jobID] = append(s.getScripts[jobID], faults...)
+}
+
+// ScriptFile queues faults for signed-URL downloads of jobID's outputs
+// ("" matches any), like ScriptPOST.
+func (s *Simulator) ScriptFile(jobID string, faults ...Fault) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.fileScripts[jobID] = append(s.fileScripts[jobID], faults...)
+}
+
+// SetFaultFunc installs (or, with nil, removes) the fallback fault picker.
+// It is called without the simulator's lock held, so it may call the
+// simulator's methods.
+func (s *Simulator) SetFaultFunc(f FaultFunc) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.faultFunc = f
+}
+
+// pickFault pops the next scripted fault for key, else asks the FaultFunc.
+func (s *Simulator) pickFault(scripts map[string][]Fault, key string, info RequestInfo) Fault {
+	s.mu.Lock()
+	for _, k := range []string{key, ""} {
+		if q := scripts[k]; len(q) > 0 {
+			f := q[0]
+			if len(q) == 1 {
+				delete(scripts, k)
+			} else {
+				scripts[k] = q[1:]
+			}
+			s.mu.Unlock()
+			return f
+		}
+		if key == "" {
+			break
+		}
+	}
+	ff := s.faultFunc
+	s.mu.Unlock()
+	if ff == nil {
+		return Fault{}
+	}
+	return ff(info)
+}
