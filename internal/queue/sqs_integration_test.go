@@ -1,0 +1,279 @@
+//go:build integration
+
+package queue_test
+
+// These tests run against goaws (bash .ci/goaws.sh run -- go test -tags
+// integration ...), which the SDK reaches through AWS_ENDPOINT_URL_SQS on
+// its own. They check only what goaws does faithfully (see
+// /work/shared/local-aws.md): delays, long polls, visibility, deletes and
+// redrive. Receive counts, sent timestamps, typed errors and stale receipt
+// handles are covered by sqs_test.go against real SQS's wire format.
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"regexp"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/aws/aws-sdk-go-v2/aws"
+	"github.com/aws/aws-sdk-go-v2/config"
+	"github.com/aws/aws-sdk-go-v2/credentials"
+	"github.com/aws/aws-sdk-go-v2/service/sqs"
+	"github.com/aws/aws-sdk-go-v2/service/sqs/types"
+	"github.com/aws/smithy-go"
+
+	"github.com/genjobs/genjobs/internal/message"
+	"github.com/genjobs/genjobs/internal/queue"
+	"github.com/genjobs/genjobs/internal/testenv"
+)
+
+// newIntegrationClient returns a client for goaws, or skips (fails under
+// GENJOBS_REQUIRE_INTEGRATION=1) when AWS_ENDPOINT_URL_SQS is unset — the
+// guard that keeps these tests off a real account.
+func newIntegrationClient(t *testing.T) *sqs.Client {
+	t.Helper()
+	testenv.Endpoint(t, "AWS_ENDPOINT_URL_SQS")
+	var opts []func(*config.LoadOptions) error
+	if os.Getenv("AWS_ACCESS_KEY_ID") == "" {
+		opts = append(opts, config.WithCredentialsProvider(credentials.NewStaticCredentialsProvider("test", "test", "")))
+	}
+	if os.Getenv("AWS_REGION") == "" && os.Getenv("AWS_DEFAULT_REGION") == "" {
+		opts = append(opts, config.WithRegion("us-east-1"))
+	}
+	cfg, err := config.LoadDefaultConfig(context.Background(), opts...)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return sqs.NewFromConfig(cfg)
+}
+
+var unsafeQueueChars = regexp.MustCompile(`[^A-Za-z0-9_-]+`)
+
+// queueName is unique per test and run, so tests can share one goaws and
+// run in parallel.
+func queueName(t *testing.T, suffix string) string {
+	base := unsafeQueueChars.ReplaceAllString(t.Name(), "-")
+	stamp := fmt.Sprintf("-%d%s", time.Now().UnixNano(), suffix)
+	if len(base) > 80-len(stamp) {
+		base = base[:80-len(stamp)]
+	}
+	return base + stamp
+}
+
+// createQueue creates a queue and returns its URL and ARN; it is deleted
+// when the test ends.
+func createQueue(t *testing.T, c *sqs.Client, name string, attrs map[string]string) (string, string) {
+	t.Helper()
+	ctx := context.Background()
+	out, err := c.CreateQueue(ctx, &sqs.CreateQueueInput{QueueName: aws.String(name), Attributes: attrs})
+	if err != nil {
+		t.Fatalf("create queue %s: %v", name, err)
+	}
+	url := aws.ToString(out.QueueUrl)
+	t.Cleanup(func() { _, _ = c.DeleteQueue(context.Background(), &sqs.DeleteQueueInput{QueueUrl: aws.String(url)}) })
+	got, err := c.GetQueueAttributes(ctx, &sqs.GetQueueAttributesInput{
+		QueueUrl:       aws.String(url),
+		AttributeNames: []types.QueueAttributeName{types.QueueAttributeNameQueueArn},
+	})
+	if err != nil {
+		t.Fatalf("queue ARN of %s: %v", name, err)
+	}
+	arn := got.Attributes[string(types.QueueAttributeNameQueueArn)]
+	if arn == "" {
+		t.Fatalf("queue %s has no ARN", name)
+	}
+	return url, arn
+}
+
+func testBody(t *testing.T, op string) []byte {
+	t.Helper()
+	b, err := message.Envelope{Action: message.ObserveGeneration, OperationID: op, ExpectedRevision: 3, ExpectedRemoteJobID: "job-1", Attempt: 1}.Encode()
+	if err != nil {
+		t.Fatal(err)
+	}
+	return b
+}
+
+func receiveOne(t *testing.T, s *queue.SQS, url string, wait time.Duration) queue.Message {
+	t.Helper()
+	msgs, err := s.Receive(context.Background(), url, 1, wait, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(msgs) != 1 {
+		t.Fatalf("received %d messages within %v, want 1", len(msgs), wait)
+	}
+	return msgs[0]
+}
+
+func receiveNone(t *testing.T, s *queue.SQS, url string, wait time.Duration, why string) {
+	t.Helper()
+	msgs, err := s.Receive(context.Background(), url, 10, wait, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(msgs) != 0 {
+		t.Fatalf("%s: received %d messages (%s), want none", why, len(msgs), msgs[0].Body)
+	}
+}
+
+// TestSQSIntegrationDelayedSend: a delayed message stays invisible until
+// its delay has passed — rounded up, so 1.5 s means 2 s — and a long poll
+// picks it up as soon as it is due.
+func TestSQSIntegrationDelayedSend(t *testing.T) {
+	t.Parallel()
+	c := newIntegrationClient(t)
+	s := queue.NewSQS(c)
+	url, _ := createQueue(t, c, queueName(t, ""), map[string]string{"VisibilityTimeout": "30"})
+	body := testBody(t, "op-delayed")
+
+	sent := time.Now()
+	id, err := s.Send(context.Background(), url, body, 1500*time.Millisecond)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if id == "" {
+		t.Fatal("empty message id")
+	}
+	receiveNone(t, s, url, 0, "right after a delayed send")
+
+	m := receiveOne(t, s, url, 10*time.Second)
+	if elapsed := time.Since(sent); elapsed < 2*time.Second-10*time.Millisecond {
+		t.Errorf("received %v after send, before the 2 s delay (1.5 s rounded up)", elapsed)
+	}
+	if m.ID != id || string(m.Body) != string(body) || m.ReceiptHandle == "" {
+		t.Errorf("got %+v, want id %s and the sent body", m, id)
+	}
+	if _, err := message.Decode(m.Body); err != nil {
+		t.Errorf("body does not decode: %v", err)
+	}
+	if err := s.Delete(context.Background(), url, m.ReceiptHandle); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// TestSQSIntegrationVisibility: extending the visibility of a received
+// message keeps it from being redelivered past the queue's timeout;
+// setting it to 0 hands it back at once; a deleted message never returns.
+func TestSQSIntegrationVisibility(t *testing.T) {
+	t.Parallel()
+	c := newIntegrationClient(t)
+	s := queue.NewSQS(c)
+	ctx := context.Background()
+	url, _ := createQueue(t, c, queueName(t, ""), map[string]string{"VisibilityTimeout": "2"})
+	if _, err := s.Send(ctx, url, testBody(t, "op-visibility"), 0); err != nil {
+		t.Fatal(err)
+	}
+
+	first := receiveOne(t, s, url, 5*time.Second)
+	if err := s.ChangeVisibility(ctx, url, first.ReceiptHandle, 20*time.Second); err != nil {
+		t.Fatal(err)
+	}
+	// Well past the queue's 2 s: without the extension it would be back.
+	receiveNone(t, s, url, 4*time.Second, "visibility extended to 20 s")
+
+	if err := s.ChangeVisibility(ctx, url, first.ReceiptHandle, 0); err != nil {
+		t.Fatal(err)
+	}
+	start := time.Now()
+	again := receiveOne(t, s, url, 5*time.Second)
+	if elapsed := time.Since(start); elapsed > time.Second {
+		t.Errorf("redelivered %v after visibility 0, want at once", elapsed)
+	}
+	if again.ID != first.ID {
+		t.Errorf("redelivered %s, want %s", again.ID, first.ID)
+	}
+	if again.ReceiptHandle == first.ReceiptHandle {
+		t.Error("a new receive reused the receipt handle")
+	}
+
+	if err := s.Delete(ctx, url, again.ReceiptHandle); err != nil {
+		t.Fatal(err)
+	}
+	receiveNone(t, s, url, 4*time.Second, "deleted, past the visibility timeout")
+}
+
+// TestSQSIntegrationRedriveToDLQ: a message received maxReceiveCount (2)
+// times without being deleted moves to the dead-letter queue, where it
+// arrives unchanged.
+func TestSQSIntegrationRedriveToDLQ(t *testing.T) {
+	t.Parallel()
+	c := newIntegrationClient(t)
+	s := queue.NewSQS(c)
+	ctx := context.Background()
+	dlqURL, dlqARN := createQueue(t, c, queueName(t, "-dlq"), nil)
+	url, _ := createQueue(t, c, queueName(t, ""), map[string]string{
+		"VisibilityTimeout": "1",
+		"RedrivePolicy":     fmt.Sprintf(`{"maxReceiveCount":"2","deadLetterTargetArn":%q}`, dlqARN),
+	})
+	body := testBody(t, "op-poison")
+	id, err := s.Send(ctx, url, body, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+
+	for i := 1; i <= 2; i++ {
+		m := receiveOne(t, s, url, 5*time.Second)
+		if m.ID != id {
+			t.Fatalf("receive %d: got %s, want %s", i, m.ID, id)
+		}
+		// Not deleted: the visibility timeout gives it back (or, after
+		// the second receive, moves it to the DLQ).
+	}
+	receiveNone(t, s, url, 4*time.Second, "after maxReceiveCount receives")
+
+	dead := receiveOne(t, s, dlqURL, 5*time.Second)
+	if dead.ID != id || string(dead.Body) != string(body) {
+		t.Errorf("DLQ holds %+v, want message %s with the sent body", dead, id)
+	}
+	if err := s.Delete(ctx, dlqURL, dead.ReceiptHandle); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// TestSQSIntegrationQueueURLFromARN: the URL derived from a queue's ARN
+// (all a Lambda record carries) addresses that queue.
+func TestSQSIntegrationQueueURLFromARN(t *testing.T) {
+	t.Parallel()
+	c := newIntegrationClient(t)
+	s := queue.NewSQS(c)
+	_, arn := createQueue(t, c, queueName(t, ""), nil)
+	url, err := queue.QueueURLFromARN(arn)
+	if err != nil {
+		t.Fatal(err)
+	}
+	id, err := s.Send(context.Background(), url, testBody(t, "op-arn"), 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if m := receiveOne(t, s, url, 5*time.Second); m.ID != id {
+		t.Errorf("got %s, want %s", m.ID, id)
+	}
+}
+
+// TestSQSIntegrationMissingQueue: a send to a queue that does not exist
+// fails with context and is classified as permanent.
+func TestSQSIntegrationMissingQueue(t *testing.T) {
+	t.Parallel()
+	c := newIntegrationClient(t)
+	s := queue.NewSQS(c)
+	url := "https://sqs.us-east-1.amazonaws.com/000000000000/" + queueName(t, "-missing")
+	_, err := s.Send(context.Background(), url, testBody(t, "op-missing"), 0)
+	if err == nil {
+		t.Fatal("send to a missing queue succeeded")
+	}
+	var apiErr smithy.APIError
+	if !errors.As(err, &apiErr) {
+		t.Fatalf("error %v carries no API error", err)
+	}
+	if !strings.Contains(err.Error(), url) {
+		t.Errorf("error %q does not name the queue", err)
+	}
+	if queue.Retryable(err) {
+		t.Errorf("missing queue (code %s) classified as retryable", apiErr.ErrorCode())
+	}
+}
