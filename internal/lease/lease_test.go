@@ -1,0 +1,72 @@
+package lease
+
+import (
+	"context"
+	"errors"
+	"testing"
+	"time"
+
+	"github.com/genjobs/genjobs/internal/clock"
+)
+
+type fakeExtender struct {
+	err   error
+	calls []time.Duration
+}
+
+func (f *fakeExtender) ChangeVisibility(_ context.Context, _, _ string, timeout time.Duration) error {
+	f.calls = append(f.calls, timeout)
+	return f.err
+}
+
+func TestEnsure(t *testing.T) {
+	t.Parallel()
+	start := time.Date(2026, 11, 29, 8, 0, 0, 0, time.UTC)
+	tests := []struct {
+		name      string
+		elapsed   time.Duration
+		need      time.Duration
+		extErr    error
+		wantErr   bool
+		wantCalls []time.Duration
+		wantLeft  time.Duration
+	}{
+		{"enough left: no call", 10 * time.Second, 30 * time.Second, nil, false, nil, 50 * time.Second},
+		{"renews to the visibility", 40 * time.Second, 30 * time.Second, nil, false, []time.Duration{time.Minute}, time.Minute},
+		{"renews to a longer need", 40 * time.Second, 90 * time.Second, nil, false, []time.Duration{90 * time.Second}, 90 * time.Second},
+		{"renewal fails: lost", 40 * time.Second, 30 * time.Second, errors.New("throttled"), true, []time.Duration{time.Minute}, 20 * time.Second},
+		{"expired: lost without trying", 61 * time.Second, time.Second, nil, true, nil, -time.Second},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			t.Parallel()
+			clk := clock.NewManual(start)
+			ext := &fakeExtender{err: tt.extErr}
+			failures := 0
+			l := New(clk, ext, "q", "h", time.Minute, start)
+			l.OnRenewalFailure = func(error) { failures++ }
+			clk.Advance(tt.elapsed)
+			err := l.Ensure(context.Background(), tt.need)
+			if tt.wantErr != (err != nil) || (err != nil && !errors.Is(err, ErrLost)) {
+				t.Fatalf("Ensure = %v, wantErr %t (ErrLost)", err, tt.wantErr)
+			}
+			if len(ext.calls) != len(tt.wantCalls) || (len(ext.calls) > 0 && ext.calls[0] != tt.wantCalls[0]) {
+				t.Fatalf("calls = %v, want %v", ext.calls, tt.wantCalls)
+			}
+			if l.Remaining() != tt.wantLeft {
+				t.Fatalf("remaining = %v, want %v", l.Remaining(), tt.wantLeft)
+			}
+			if tt.wantErr != l.Lost() {
+				t.Fatalf("Lost() = %t", l.Lost())
+			}
+			if (tt.extErr != nil) != (failures == 1) {
+				t.Fatalf("renewal failures counted %d", failures)
+			}
+			if tt.wantErr {
+				if err := l.Ensure(context.Background(), 0); !errors.Is(err, ErrLost) {
+					t.Fatal("a lost lease came back")
+				}
+			}
+		})
+	}
+}

@@ -1,0 +1,98 @@
+// Package review holds what operators read and sign: review records for
+// work that automation stopped driving, and the audit trail of replays.
+// Neither ever holds a prompt, secret or signed URL.
+package review
+
+import (
+	"fmt"
+	"time"
+
+	"github.com/genjobs/genjobs/internal/operation"
+)
+
+// Source says who opened a review.
+type Source string
+
+// Sources of review records.
+const (
+	// SourceDLQ: the triage function, for a dead-lettered message.
+	SourceDLQ Source = "dlq"
+	// SourceHandler: a function that parked an operation (uncertain,
+	// stalled, refund unresolved past the accounting budget).
+	SourceHandler Source = "handler"
+	// SourceSweep: the sweep, for a claim that outlived the submit timeout.
+	SourceSweep Source = "sweep"
+)
+
+// Record is one item for manual review. It is keyed by ID (the
+// dead-lettered message id, or a deterministic id for a parked operation)
+// so writing the same review twice is a no-op.
+type Record struct {
+	ID           string `json:"id" dynamodbav:"id"`
+	Source       Source `json:"source" dynamodbav:"source"`
+	Queue        string `json:"queue,omitempty" dynamodbav:"queue,omitempty"`
+	OperationID  string `json:"operation_id,omitempty" dynamodbav:"operation_id,omitempty"`
+	MessageID    string `json:"message_id,omitempty" dynamodbav:"message_id,omitempty"`
+	MessageType  string `json:"action_type,omitempty" dynamodbav:"action_type,omitempty"`
+	ReceiveCount int    `json:"receive_count,omitempty" dynamodbav:"receive_count,omitempty"`
+	// ErrorCategory is a safe category (a code, never a message text).
+	ErrorCategory string `json:"error_category,omitempty" dynamodbav:"error_category,omitempty"`
+	RemoteJobID   string `json:"remote_job_id,omitempty" dynamodbav:"remote_job_id,omitempty"`
+	// Phase (ours) and RemoteState (Genace's) are kept apart so nobody
+	// reads a local delivery failure as a failed render.
+	Phase       operation.Phase       `json:"phase,omitempty" dynamodbav:"phase,omitempty"`
+	RemoteState operation.RemoteState `json:"remote_state,omitempty" dynamodbav:"remote_state,omitempty"`
+	Revision    int64                 `json:"revision,omitempty" dynamodbav:"revision,omitempty"`
+	Recommended operation.Action      `json:"recommended_action" dynamodbav:"recommended_action"`
+	Reason      string                `json:"reason,omitempty" dynamodbav:"reason,omitempty"`
+	// BodyDigest is the sha256 of a body that could not be decoded; the
+	// body itself is never kept.
+	BodyDigest string    `json:"body_digest,omitempty" dynamodbav:"body_digest,omitempty"`
+	CreatedAt  time.Time `json:"created_at" dynamodbav:"created_at"`
+	Open       bool      `json:"open" dynamodbav:"open"`
+	ClosedBy   string    `json:"closed_by,omitempty" dynamodbav:"closed_by,omitempty"`
+	ClosedAt   time.Time `json:"closed_at,omitzero" dynamodbav:"closed_at,omitempty"`
+}
+
+// AuditEntry is one operator decision, written in the same transaction as
+// the record update it caused.
+type AuditEntry struct {
+	OperationID string           `json:"operation_id" dynamodbav:"operation_id"`
+	Operator    string           `json:"operator" dynamodbav:"operator"`
+	Action      operation.Action `json:"action" dynamodbav:"action"`
+	// Decision refines the action (e.g. "attach-job", "confirmed-not-submitted").
+	Decision     string          `json:"decision,omitempty" dynamodbav:"decision,omitempty"`
+	FromPhase    operation.Phase `json:"from_phase" dynamodbav:"from_phase"`
+	ToPhase      operation.Phase `json:"to_phase" dynamodbav:"to_phase"`
+	FromRevision int64           `json:"from_revision" dynamodbav:"from_revision"`
+	// Revision is the record's revision that this decision produced; it
+	// keys the entry, so one revision has at most one audit entry.
+	Revision int64     `json:"resulting_revision" dynamodbav:"resulting_revision"`
+	ReviewID string    `json:"review_id,omitempty" dynamodbav:"review_id,omitempty"`
+	At       time.Time `json:"at" dynamodbav:"at"`
+}
+
+// ForRecord builds a review of an operation as its record stands, with the
+// recovery matrix's recommendation. It copies only safe fields: the
+// record's input never reaches a review.
+func ForRecord(id string, source Source, rec *operation.Record, now time.Time) Record {
+	rc := operation.Recommend(rec)
+	r := Record{
+		ID: id, Source: source, OperationID: rec.OperationID, ErrorCategory: rec.LastError,
+		RemoteJobID: rec.RemoteJobID, Phase: rec.Phase, Revision: rec.Revision,
+		Recommended: rc.Action, Reason: rc.Reason, CreatedAt: now, Open: true,
+	}
+	if rec.Parked != nil {
+		r.Reason = rec.Parked.Reason + "; " + rc.Reason
+	}
+	if rec.Remote != nil {
+		r.RemoteState = rec.Remote.State
+	}
+	return r
+}
+
+// ParkedID is the deterministic review id for an operation parked at a
+// revision, so a retried handler writes the same review once.
+func ParkedID(operationID string, revision int64) string {
+	return fmt.Sprintf("op:%s:r%d", operationID, revision)
+}
