@@ -1,0 +1,718 @@
+package store
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"math/rand/v2"
+	"os"
+	"slices"
+	"strconv"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/aws/aws-sdk-go-v2/aws"
+	"github.com/aws/aws-sdk-go-v2/config"
+	"github.com/aws/aws-sdk-go-v2/feature/dynamodb/attributevalue"
+	"github.com/aws/aws-sdk-go-v2/feature/dynamodb/expression"
+	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
+	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
+
+	"github.com/genjobs/genjobs/internal/operation"
+	"github.com/genjobs/genjobs/internal/review"
+)
+
+// Single-table design. Every item has the key (AttrPK, AttrSK); the
+// record's own attributes (operation_id, revision, phase, ...) sit beside
+// it, marshaled from their dynamodbav tags.
+//
+//	item          pk              sk                         status_pk        status_sk
+//	operation     OP#<id>         RECORD                     ACTIVE#<0..7>    <due>#<id>      (index attrs only while SweepDue says ok)
+//	audit entry   OP#<id>         AUDIT#<revision, 20 digits>
+//	review        REVIEW#<id>     REVIEW                     REVIEW#OPEN      <created>#<id>  (index attrs only while open)
+//
+// An operation's audit entries share its partition, so one Query reads
+// them in revision order. The GSI StatusIndex is sparse: only items that
+// carry AttrStatusPK are in it, so the sweep and the review list read
+// exactly the items they need instead of scanning the table. Times in
+// status_sk are fixed-width UTC RFC 3339 with nanoseconds, so byte order
+// is time order.
+const (
+	// AttrPK is the table's partition key (S).
+	AttrPK = "pk"
+	// AttrSK is the table's sort key (S).
+	AttrSK = "sk"
+	// AttrTerminal (BOOL) is operation.Record.Terminal() as of the last
+	// write; conditional writes test it because a condition expression
+	// cannot call Go.
+	AttrTerminal = "terminal"
+	// AttrStatusPK (S) is StatusIndex's partition key: ACTIVE#<shard> for
+	// an operation the sweep must look at, REVIEW#OPEN for an open review.
+	AttrStatusPK = "status_pk"
+	// AttrStatusSK (S) is StatusIndex's sort key: <fixed-width time>#<id>.
+	AttrStatusSK = "status_sk"
+	// StatusIndex is the sparse GSI (projection ALL) over AttrStatusPK and
+	// AttrStatusSK.
+	StatusIndex = "status"
+	// StatusShards is how many ACTIVE#<n> partitions the sweep index is
+	// spread over (shard = FNV-1a(operation_id) mod StatusShards), so a
+	// busy table has no single hot index partition; Due queries them all.
+	StatusShards = 8
+)
+
+// Key values and attribute names of the design above.
+const (
+	opKeyPrefix        = "OP#"
+	recordSK           = "RECORD"
+	auditSKPrefix      = "AUDIT#"
+	reviewKeyPrefix    = "REVIEW#"
+	reviewSK           = "REVIEW"
+	activeStatusPrefix = "ACTIVE#"
+	openReviewStatus   = "REVIEW#OPEN"
+
+	attrRevision = "revision"
+	attrOpen     = "open"
+	attrClosedBy = "closed_by"
+	attrClosedAt = "closed_at"
+)
+
+// txConflictAttempts bounds retries of a write that DynamoDB refused only
+// because another transaction was touching the same item at that moment:
+// that says nothing about revisions, so the write is simply tried again.
+const txConflictAttempts = 10
+
+// Dynamo is the Store on one DynamoDB table (see the design above).
+//
+// Due reads a GSI, which DynamoDB updates asynchronously: it may list a
+// record that has just moved on, or miss one that just became due. Callers
+// re-read each listed record (Get) before acting on it, and the revision
+// condition on every write stops a stale action anyway.
+type Dynamo struct {
+	client *dynamodb.Client
+	table  string
+}
+
+var _ Store = (*Dynamo)(nil)
+
+// NewDynamo returns a Store on table, which must exist (see EnsureTable).
+func NewDynamo(client *dynamodb.Client, table string) *Dynamo {
+	return &Dynamo{client: client, table: table}
+}
+
+// NewDynamoClient loads the default AWS configuration (optFns adjust it,
+// e.g. static credentials in tests) and returns a DynamoDB client. The SDK
+// itself honours AWS_ENDPOINT_URL_DYNAMODB. When that variable is set the
+// endpoint is a local one (DynamoDB Local), which omits x-amz-crc32 on
+// error replies; response checksum validation is then turned off so every
+// conditional-check failure does not log a checksum warning.
+func NewDynamoClient(ctx context.Context, optFns ...func(*config.LoadOptions) error) (*dynamodb.Client, error) {
+	cfg, err := config.LoadDefaultConfig(ctx, optFns...)
+	if err != nil {
+		return nil, fmt.Errorf("load aws config: %w", err)
+	}
+	local := os.Getenv("AWS_ENDPOINT_URL_DYNAMODB") != ""
+	return dynamodb.NewFromConfig(cfg, func(o *dynamodb.Options) {
+		if local {
+			o.DisableValidateResponseChecksum = true
+		}
+	}), nil
+}
+
+// TableDefinition is the table's schema: the single source of truth for
+// tests, the local stack and the template check.
+func TableDefinition(name string) *dynamodb.CreateTableInput {
+	str := func(n string) types.AttributeDefinition {
+		return types.AttributeDefinition{AttributeName: aws.String(n), AttributeType: types.ScalarAttributeTypeS}
+	}
+	key := func(n string, t types.KeyType) types.KeySchemaElement {
+		return types.KeySchemaElement{AttributeName: aws.String(n), KeyType: t}
+	}
+	return &dynamodb.CreateTableInput{
+		TableName:   aws.String(name),
+		BillingMode: types.BillingModePayPerRequest,
+		AttributeDefinitions: []types.AttributeDefinition{
+			str(AttrPK), str(AttrSK), str(AttrStatusPK), str(AttrStatusSK),
+		},
+		KeySchema: []types.KeySchemaElement{key(AttrPK, types.KeyTypeHash), key(AttrSK, types.KeyTypeRange)},
+		GlobalSecondaryIndexes: []types.GlobalSecondaryIndex{{
+			IndexName:  aws.String(StatusIndex),
+			KeySchema:  []types.KeySchemaElement{key(AttrStatusPK, types.KeyTypeHash), key(AttrStatusSK, types.KeyTypeRange)},
+			Projection: &types.Projection{ProjectionType: types.ProjectionTypeAll},
+		}},
+	}
+}
+
+// EnsureTable creates the table from TableDefinition if it is missing and
+// waits until it and its index are ACTIVE. It is idempotent, also when
+// two callers race to create the table.
+func EnsureTable(ctx context.Context, client *dynamodb.Client, name string) error {
+	_, err := client.DescribeTable(ctx, &dynamodb.DescribeTableInput{TableName: aws.String(name)})
+	var notFound *types.ResourceNotFoundException
+	switch {
+	case err == nil:
+	case errors.As(err, &notFound):
+		_, err = client.CreateTable(ctx, TableDefinition(name))
+		var inUse *types.ResourceInUseException
+		if err != nil && !errors.As(err, &inUse) {
+			return fmt.Errorf("create table %s: %w", name, err)
+		}
+	default:
+		return fmt.Errorf("describe table %s: %w", name, err)
+	}
+	return waitActive(ctx, client, name)
+}
+
+// waitActive polls until the table and every GSI are ACTIVE: the SDK's
+// TableExists waiter ignores index status, and a query on a GSI that is
+// still CREATING fails.
+func waitActive(ctx context.Context, client *dynamodb.Client, name string) error {
+	ctx, cancel := context.WithTimeout(ctx, 5*time.Minute)
+	defer cancel()
+	for {
+		out, err := client.DescribeTable(ctx, &dynamodb.DescribeTableInput{TableName: aws.String(name)})
+		if err != nil {
+			return fmt.Errorf("wait for table %s: %w", name, err)
+		}
+		if tableActive(out.Table) {
+			return nil
+		}
+		select {
+		case <-ctx.Done():
+			return fmt.Errorf("wait for table %s to become active: %w", name, ctx.Err())
+		case <-time.After(500 * time.Millisecond):
+		}
+	}
+}
+
+func tableActive(t *types.TableDescription) bool {
+	if t == nil || t.TableStatus != types.TableStatusActive {
+		return false
+	}
+	for _, g := range t.GlobalSecondaryIndexes {
+		if g.IndexStatus != types.IndexStatusActive {
+			return false
+		}
+	}
+	return true
+}
+
+func str(v string) types.AttributeValue { return &types.AttributeValueMemberS{Value: v} }
+
+func opKey(id string) map[string]types.AttributeValue {
+	return map[string]types.AttributeValue{AttrPK: str(opKeyPrefix + id), AttrSK: str(recordSK)}
+}
+
+func reviewKey(id string) map[string]types.AttributeValue {
+	return map[string]types.AttributeValue{AttrPK: str(reviewKeyPrefix + id), AttrSK: str(reviewSK)}
+}
+
+// recordItem is the full operation item. Writes replace the whole item, so
+// leaving the index attributes out of an item that is no longer due is
+// what takes it out of the sparse index.
+func recordItem(rec operation.Record) (map[string]types.AttributeValue, error) {
+	item, err := attributevalue.MarshalMap(rec)
+	if err != nil {
+		return nil, fmt.Errorf("marshal record: %w", err)
+	}
+	for k, v := range opKey(rec.OperationID) {
+		item[k] = v
+	}
+	item[AttrTerminal] = &types.AttributeValueMemberBOOL{Value: rec.Terminal()}
+	if due, ok := rec.SweepDue(); ok {
+		item[AttrStatusPK] = str(activeStatusPrefix + strconv.Itoa(statusShard(rec.OperationID)))
+		item[AttrStatusSK] = str(indexKey(due, rec.OperationID))
+	}
+	return item, nil
+}
+
+func decodeRecord(item map[string]types.AttributeValue) (operation.Record, error) {
+	var rec operation.Record
+	if err := attributevalue.UnmarshalMap(item, &rec); err != nil {
+		return rec, fmt.Errorf("unmarshal record: %w", err)
+	}
+	return rec, nil
+}
+
+// updateCondition is what makes only the current revision write, and
+// never over a terminal record: the item exists, is at expected, and is
+// not terminal (items written before AttrTerminal existed count as not).
+func updateCondition(expected int64) (expression.Expression, error) {
+	cond := expression.Name(AttrPK).AttributeExists().
+		And(expression.Name(attrRevision).Equal(expression.Value(expected))).
+		And(expression.Or(
+			expression.Name(AttrTerminal).AttributeNotExists(),
+			expression.Name(AttrTerminal).Equal(expression.Value(false)),
+		))
+	return expression.NewBuilder().WithCondition(cond).Build()
+}
+
+// absentCondition makes a Put create-only.
+func absentCondition() (expression.Expression, error) {
+	return expression.NewBuilder().WithCondition(expression.Name(AttrPK).AttributeNotExists()).Build()
+}
+
+// Create implements Store.
+func (d *Dynamo) Create(ctx context.Context, rec operation.Record) (operation.Record, error) {
+	rec, err := checkCreate(rec)
+	if err != nil {
+		return operation.Record{}, err
+	}
+	item, err := recordItem(rec)
+	if err != nil {
+		return operation.Record{}, fmt.Errorf("create %s: %w", rec.OperationID, err)
+	}
+	expr, err := absentCondition()
+	if err != nil {
+		return operation.Record{}, fmt.Errorf("create %s: build condition: %w", rec.OperationID, err)
+	}
+	err = retryTxConflict(ctx, func() error {
+		_, err := d.client.PutItem(ctx, &dynamodb.PutItemInput{
+			TableName:                 aws.String(d.table),
+			Item:                      item,
+			ConditionExpression:       expr.Condition(),
+			ExpressionAttributeNames:  expr.Names(),
+			ExpressionAttributeValues: expr.Values(),
+		})
+		return err
+	})
+	var failed *types.ConditionalCheckFailedException
+	switch {
+	case errors.As(err, &failed):
+		return operation.Record{}, fmt.Errorf("create %s: %w", rec.OperationID, ErrExists)
+	case err != nil:
+		return operation.Record{}, fmt.Errorf("create %s: %w", rec.OperationID, err)
+	}
+	return rec, nil
+}
+
+// Get implements Store with a strongly consistent read.
+func (d *Dynamo) Get(ctx context.Context, operationID string) (operation.Record, error) {
+	out, err := d.client.GetItem(ctx, &dynamodb.GetItemInput{
+		TableName:      aws.String(d.table),
+		Key:            opKey(operationID),
+		ConsistentRead: aws.Bool(true),
+	})
+	if err != nil {
+		return operation.Record{}, fmt.Errorf("get %s: %w", operationID, err)
+	}
+	if len(out.Item) == 0 {
+		return operation.Record{}, fmt.Errorf("get %s: %w", operationID, ErrNotFound)
+	}
+	rec, err := decodeRecord(out.Item)
+	if err != nil {
+		return operation.Record{}, fmt.Errorf("get %s: %w", operationID, err)
+	}
+	return rec, nil
+}
+
+// conditionalPut is the revision-guarded Put shared by Update and
+// UpdateWithAudit.
+func conditionalPut(table string, rec operation.Record, expected int64) (*types.Put, error) {
+	item, err := recordItem(rec)
+	if err != nil {
+		return nil, err
+	}
+	expr, err := updateCondition(expected)
+	if err != nil {
+		return nil, fmt.Errorf("build condition: %w", err)
+	}
+	return &types.Put{
+		TableName:                           aws.String(table),
+		Item:                                item,
+		ConditionExpression:                 expr.Condition(),
+		ExpressionAttributeNames:            expr.Names(),
+		ExpressionAttributeValues:           expr.Values(),
+		ReturnValuesOnConditionCheckFailure: types.ReturnValuesOnConditionCheckFailureAllOld,
+	}, nil
+}
+
+// Update implements Store.
+func (d *Dynamo) Update(ctx context.Context, rec operation.Record, expected int64) (operation.Record, error) {
+	rec, err := checkUpdate(rec, expected)
+	if err != nil {
+		return operation.Record{}, err
+	}
+	put, err := conditionalPut(d.table, rec, expected)
+	if err != nil {
+		return operation.Record{}, fmt.Errorf("update %s: %w", rec.OperationID, err)
+	}
+	err = retryTxConflict(ctx, func() error {
+		_, err := d.client.PutItem(ctx, &dynamodb.PutItemInput{
+			TableName:                           put.TableName,
+			Item:                                put.Item,
+			ConditionExpression:                 put.ConditionExpression,
+			ExpressionAttributeNames:            put.ExpressionAttributeNames,
+			ExpressionAttributeValues:           put.ExpressionAttributeValues,
+			ReturnValuesOnConditionCheckFailure: put.ReturnValuesOnConditionCheckFailure,
+		})
+		return err
+	})
+	var failed *types.ConditionalCheckFailedException
+	switch {
+	case errors.As(err, &failed):
+		return operation.Record{}, d.conflict(ctx, rec.OperationID, expected, failed.Item)
+	case err != nil:
+		return operation.Record{}, fmt.Errorf("update %s: %w", rec.OperationID, err)
+	}
+	return rec, nil
+}
+
+// conflict builds the *ConflictError from the item DynamoDB returned with
+// the failed condition (read atomically with it). Should an endpoint not
+// return it, a consistent Get stands in: later than the failure, but the
+// current state all the same.
+func (d *Dynamo) conflict(ctx context.Context, id string, expected int64, item map[string]types.AttributeValue) error {
+	ce := &ConflictError{OperationID: id, Expected: expected}
+	if len(item) > 0 {
+		cur, err := decodeRecord(item)
+		if err != nil {
+			return fmt.Errorf("update %s: conflict: %w", id, err)
+		}
+		ce.Current = &cur
+		return ce
+	}
+	cur, err := d.Get(ctx, id)
+	switch {
+	case errors.Is(err, ErrNotFound):
+		return ce
+	case err != nil:
+		return fmt.Errorf("update %s: conflict, and reading the current record failed: %w", id, err)
+	}
+	ce.Current = &cur
+	return ce
+}
+
+// UpdateWithAudit implements Store with one TransactWriteItems: the
+// revision-guarded record Put and a create-only Put of the audit entry.
+func (d *Dynamo) UpdateWithAudit(ctx context.Context, rec operation.Record, expected int64, entry review.AuditEntry) (operation.Record, error) {
+	rec, entry, err := checkAudit(rec, expected, entry)
+	if err != nil {
+		return operation.Record{}, err
+	}
+	id := rec.OperationID
+	put, err := conditionalPut(d.table, rec, expected)
+	if err != nil {
+		return operation.Record{}, fmt.Errorf("update %s with audit: %w", id, err)
+	}
+	auditItem, err := attributevalue.MarshalMap(entry)
+	if err != nil {
+		return operation.Record{}, fmt.Errorf("update %s with audit: marshal entry: %w", id, err)
+	}
+	auditItem[AttrPK] = str(opKeyPrefix + id)
+	auditItem[AttrSK] = str(auditSKPrefix + auditKey(entry.Revision))
+	absent, err := absentCondition()
+	if err != nil {
+		return operation.Record{}, fmt.Errorf("update %s with audit: build condition: %w", id, err)
+	}
+	in := &dynamodb.TransactWriteItemsInput{TransactItems: []types.TransactWriteItem{
+		{Put: put},
+		{Put: &types.Put{
+			TableName:                 aws.String(d.table),
+			Item:                      auditItem,
+			ConditionExpression:       absent.Condition(),
+			ExpressionAttributeNames:  absent.Names(),
+			ExpressionAttributeValues: absent.Values(),
+		}},
+	}}
+	err = retryTxConflict(ctx, func() error {
+		_, err := d.client.TransactWriteItems(ctx, in)
+		return err
+	})
+	var canceled *types.TransactionCanceledException
+	switch {
+	case err == nil:
+		return rec, nil
+	case errors.As(err, &canceled):
+		reasons := canceled.CancellationReasons
+		if len(reasons) > 0 && aws.ToString(reasons[0].Code) == "ConditionalCheckFailed" {
+			return operation.Record{}, d.conflict(ctx, id, expected, reasons[0].Item)
+		}
+		if len(reasons) > 1 && aws.ToString(reasons[1].Code) == "ConditionalCheckFailed" {
+			// The record was at expected, yet an entry for the revision
+			// it would produce exists: the data is inconsistent, and the
+			// entry, not the record, is what refused.
+			return operation.Record{}, fmt.Errorf("update %s with audit: an audit entry for revision %d already exists: %w", id, entry.Revision, ErrExists)
+		}
+		return operation.Record{}, fmt.Errorf("update %s with audit: %w", id, err)
+	default:
+		return operation.Record{}, fmt.Errorf("update %s with audit: %w", id, err)
+	}
+}
+
+// retryTxConflict runs write again, with jittered backoff, while DynamoDB
+// refuses it only because a concurrent transaction held the item. The SDK
+// does not retry these; they are no verdict on the revision condition, so
+// a retry is safe and reaches a real verdict.
+func retryTxConflict(ctx context.Context, write func() error) error {
+	delay := 5 * time.Millisecond
+	for attempt := 1; ; attempt++ {
+		err := write()
+		if err == nil || !isTxConflict(err) || attempt == txConflictAttempts {
+			return err
+		}
+		select {
+		case <-ctx.Done():
+			return err
+		case <-time.After(delay/2 + rand.N(delay)):
+		}
+		delay = min(2*delay, 500*time.Millisecond)
+	}
+}
+
+func isTxConflict(err error) bool {
+	var conflict *types.TransactionConflictException
+	if errors.As(err, &conflict) {
+		return true
+	}
+	var canceled *types.TransactionCanceledException
+	if !errors.As(err, &canceled) {
+		return false
+	}
+	txConflict := false
+	for _, r := range canceled.CancellationReasons {
+		switch aws.ToString(r.Code) {
+		case "TransactionConflict":
+			txConflict = true
+		case "None", "":
+		default:
+			// A condition or validation failure is a verdict: no retry.
+			return false
+		}
+	}
+	return txConflict
+}
+
+// Audit implements Store: the entries sort by zero-padded revision inside
+// the operation's partition, so a consistent Query returns them in order.
+func (d *Dynamo) Audit(ctx context.Context, operationID string) ([]review.AuditEntry, error) {
+	key := expression.Key(AttrPK).Equal(expression.Value(opKeyPrefix + operationID)).
+		And(expression.Key(AttrSK).BeginsWith(auditSKPrefix))
+	expr, err := expression.NewBuilder().WithKeyCondition(key).Build()
+	if err != nil {
+		return nil, fmt.Errorf("audit %s: build key condition: %w", operationID, err)
+	}
+	pages := dynamodb.NewQueryPaginator(d.client, &dynamodb.QueryInput{
+		TableName:                 aws.String(d.table),
+		KeyConditionExpression:    expr.KeyCondition(),
+		ExpressionAttributeNames:  expr.Names(),
+		ExpressionAttributeValues: expr.Values(),
+		ConsistentRead:            aws.Bool(true),
+	})
+	var entries []review.AuditEntry
+	for pages.HasMorePages() {
+		page, err := pages.NextPage(ctx)
+		if err != nil {
+			return nil, fmt.Errorf("audit %s: %w", operationID, err)
+		}
+		for _, item := range page.Items {
+			var e review.AuditEntry
+			if err := attributevalue.UnmarshalMap(item, &e); err != nil {
+				return nil, fmt.Errorf("audit %s: unmarshal entry: %w", operationID, err)
+			}
+			entries = append(entries, e)
+		}
+	}
+	return entries, nil
+}
+
+// PutReview implements Store with a create-only Put, so a redelivered DLQ
+// message cannot reopen or rewrite a review an operator already handled.
+func (d *Dynamo) PutReview(ctx context.Context, r review.Record) (bool, error) {
+	if r.ID == "" {
+		return false, errors.New("put review: empty id")
+	}
+	item, err := attributevalue.MarshalMap(r)
+	if err != nil {
+		return false, fmt.Errorf("put review %s: marshal: %w", r.ID, err)
+	}
+	for k, v := range reviewKey(r.ID) {
+		item[k] = v
+	}
+	if r.Open {
+		item[AttrStatusPK] = str(openReviewStatus)
+		item[AttrStatusSK] = str(indexKey(r.CreatedAt, r.ID))
+	}
+	expr, err := absentCondition()
+	if err != nil {
+		return false, fmt.Errorf("put review %s: build condition: %w", r.ID, err)
+	}
+	_, err = d.client.PutItem(ctx, &dynamodb.PutItemInput{
+		TableName:                 aws.String(d.table),
+		Item:                      item,
+		ConditionExpression:       expr.Condition(),
+		ExpressionAttributeNames:  expr.Names(),
+		ExpressionAttributeValues: expr.Values(),
+	})
+	var failed *types.ConditionalCheckFailedException
+	switch {
+	case errors.As(err, &failed):
+		return false, nil
+	case err != nil:
+		return false, fmt.Errorf("put review %s: %w", r.ID, err)
+	}
+	return true, nil
+}
+
+// GetReview implements Store with a strongly consistent read.
+func (d *Dynamo) GetReview(ctx context.Context, id string) (review.Record, error) {
+	out, err := d.client.GetItem(ctx, &dynamodb.GetItemInput{
+		TableName:      aws.String(d.table),
+		Key:            reviewKey(id),
+		ConsistentRead: aws.Bool(true),
+	})
+	if err != nil {
+		return review.Record{}, fmt.Errorf("get review %s: %w", id, err)
+	}
+	if len(out.Item) == 0 {
+		return review.Record{}, fmt.Errorf("get review %s: %w", id, ErrNotFound)
+	}
+	var r review.Record
+	if err := attributevalue.UnmarshalMap(out.Item, &r); err != nil {
+		return review.Record{}, fmt.Errorf("get review %s: unmarshal: %w", id, err)
+	}
+	return r, nil
+}
+
+// OpenReviews implements Store from the sparse index (eventually
+// consistent: a just-written or just-closed review may lag).
+func (d *Dynamo) OpenReviews(ctx context.Context) ([]review.Record, error) {
+	items, err := d.queryStatus(ctx, openReviewStatus, expression.Key(AttrStatusPK).Equal(expression.Value(openReviewStatus)), 0)
+	if err != nil {
+		return nil, fmt.Errorf("open reviews: %w", err)
+	}
+	out := make([]review.Record, 0, len(items))
+	for _, item := range items {
+		var r review.Record
+		if err := attributevalue.UnmarshalMap(item, &r); err != nil {
+			return nil, fmt.Errorf("open reviews: unmarshal: %w", err)
+		}
+		out = append(out, r)
+	}
+	return out, nil
+}
+
+// CloseReview implements Store. The condition open = true makes a second
+// close a no-op that keeps the first closer and time.
+func (d *Dynamo) CloseReview(ctx context.Context, id, by string, at time.Time) error {
+	upd := expression.Set(expression.Name(attrOpen), expression.Value(false)).
+		Set(expression.Name(attrClosedBy), expression.Value(by)).
+		Set(expression.Name(attrClosedAt), expression.Value(at)).
+		Remove(expression.Name(AttrStatusPK)).
+		Remove(expression.Name(AttrStatusSK))
+	cond := expression.Name(AttrPK).AttributeExists().And(expression.Name(attrOpen).Equal(expression.Value(true)))
+	expr, err := expression.NewBuilder().WithUpdate(upd).WithCondition(cond).Build()
+	if err != nil {
+		return fmt.Errorf("close review %s: build expression: %w", id, err)
+	}
+	_, err = d.client.UpdateItem(ctx, &dynamodb.UpdateItemInput{
+		TableName:                           aws.String(d.table),
+		Key:                                 reviewKey(id),
+		UpdateExpression:                    expr.Update(),
+		ConditionExpression:                 expr.Condition(),
+		ExpressionAttributeNames:            expr.Names(),
+		ExpressionAttributeValues:           expr.Values(),
+		ReturnValuesOnConditionCheckFailure: types.ReturnValuesOnConditionCheckFailureAllOld,
+	})
+	var failed *types.ConditionalCheckFailedException
+	switch {
+	case errors.As(err, &failed):
+		if len(failed.Item) > 0 {
+			return nil // already closed
+		}
+		// No item came back: absent, or an endpoint that does not
+		// return it; a read tells which.
+		if _, err := d.GetReview(ctx, id); err != nil {
+			return fmt.Errorf("close review %s: %w", id, err)
+		}
+		return nil
+	case err != nil:
+		return fmt.Errorf("close review %s: %w", id, err)
+	}
+	return nil
+}
+
+// Due implements Store: it queries every ACTIVE shard of the sparse index
+// for keys at or before t, in parallel, and merges them by key (due time,
+// then id). Results are eventually consistent; see Dynamo.
+func (d *Dynamo) Due(ctx context.Context, t time.Time, limit int) ([]operation.Record, error) {
+	bound := indexBound(t)
+	type result struct {
+		items []map[string]types.AttributeValue
+		err   error
+	}
+	results := make([]result, StatusShards)
+	var wg sync.WaitGroup
+	for shard := range StatusShards {
+		wg.Go(func() {
+			pk := activeStatusPrefix + strconv.Itoa(shard)
+			key := expression.Key(AttrStatusPK).Equal(expression.Value(pk)).
+				And(expression.Key(AttrStatusSK).LessThanEqual(expression.Value(bound)))
+			items, err := d.queryStatus(ctx, pk, key, limit)
+			results[shard] = result{items, err}
+		})
+	}
+	wg.Wait()
+	type keyed struct {
+		key string
+		rec operation.Record
+	}
+	var merged []keyed
+	for _, r := range results {
+		if r.err != nil {
+			return nil, fmt.Errorf("due %s: %w", sortableTime(t), r.err)
+		}
+		for _, item := range r.items {
+			rec, err := decodeRecord(item)
+			if err != nil {
+				return nil, fmt.Errorf("due %s: %w", sortableTime(t), err)
+			}
+			sk, _ := item[AttrStatusSK].(*types.AttributeValueMemberS)
+			if sk == nil {
+				return nil, fmt.Errorf("due %s: index item %s has no %s", sortableTime(t), rec.OperationID, AttrStatusSK)
+			}
+			merged = append(merged, keyed{sk.Value, rec})
+		}
+	}
+	slices.SortFunc(merged, func(a, b keyed) int { return strings.Compare(a.key, b.key) })
+	if limit > 0 && len(merged) > limit {
+		merged = merged[:limit]
+	}
+	out := make([]operation.Record, len(merged))
+	for i, m := range merged {
+		out[i] = m.rec
+	}
+	return out, nil
+}
+
+// queryStatus reads one StatusIndex partition in key order, stopping once
+// it has limit items (0 = all).
+func (d *Dynamo) queryStatus(ctx context.Context, partition string, key expression.KeyConditionBuilder, limit int) ([]map[string]types.AttributeValue, error) {
+	expr, err := expression.NewBuilder().WithKeyCondition(key).Build()
+	if err != nil {
+		return nil, fmt.Errorf("query %s: build key condition: %w", partition, err)
+	}
+	in := &dynamodb.QueryInput{
+		TableName:                 aws.String(d.table),
+		IndexName:                 aws.String(StatusIndex),
+		KeyConditionExpression:    expr.KeyCondition(),
+		ExpressionAttributeNames:  expr.Names(),
+		ExpressionAttributeValues: expr.Values(),
+	}
+	if limit > 0 {
+		in.Limit = aws.Int32(int32(min(limit, 1000)))
+	}
+	var items []map[string]types.AttributeValue
+	pages := dynamodb.NewQueryPaginator(d.client, in)
+	for pages.HasMorePages() && (limit <= 0 || len(items) < limit) {
+		page, err := pages.NextPage(ctx)
+		if err != nil {
+			return nil, fmt.Errorf("query %s: %w", partition, err)
+		}
+		items = append(items, page.Items...)
+	}
+	return items, nil
+}
+
+// Close implements Store; the client holds nothing that needs releasing.
+func (d *Dynamo) Close() error { return nil }

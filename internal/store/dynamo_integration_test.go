@@ -1,0 +1,227 @@
+//go:build integration
+
+package store_test
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"maps"
+	"os"
+	"slices"
+	"testing"
+	"time"
+
+	"github.com/aws/aws-sdk-go-v2/aws"
+	"github.com/aws/aws-sdk-go-v2/config"
+	"github.com/aws/aws-sdk-go-v2/credentials"
+	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
+	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
+
+	"github.com/genjobs/genjobs/internal/operation"
+	"github.com/genjobs/genjobs/internal/review"
+	"github.com/genjobs/genjobs/internal/store"
+	"github.com/genjobs/genjobs/internal/store/storetest"
+	"github.com/genjobs/genjobs/internal/testenv"
+)
+
+// dynamoClient talks to the DynamoDB Local named by
+// AWS_ENDPOINT_URL_DYNAMODB (skipping, or failing under
+// GENJOBS_REQUIRE_INTEGRATION=1, without one). Dummy credentials and a
+// region come from config options when the environment has none, so the
+// test process's environment stays untouched and tests may run parallel.
+func dynamoClient(t testing.TB) *dynamodb.Client {
+	t.Helper()
+	testenv.Endpoint(t, "AWS_ENDPOINT_URL_DYNAMODB")
+	var opts []func(*config.LoadOptions) error
+	if os.Getenv("AWS_ACCESS_KEY_ID") == "" && os.Getenv("AWS_PROFILE") == "" {
+		opts = append(opts, config.WithCredentialsProvider(credentials.NewStaticCredentialsProvider("local", "local", "")))
+	}
+	if os.Getenv("AWS_REGION") == "" && os.Getenv("AWS_DEFAULT_REGION") == "" {
+		opts = append(opts, config.WithRegion("us-east-1"))
+	}
+	client, err := store.NewDynamoClient(context.Background(), opts...)
+	if err != nil {
+		t.Fatalf("dynamodb client: %v", err)
+	}
+	return client
+}
+
+// tempTable creates a table of its own for this test (random suffix, so
+// runs and packages never collide) and deletes it when the test ends.
+func tempTable(t testing.TB, client *dynamodb.Client) string {
+	t.Helper()
+	b := make([]byte, 4)
+	if _, err := rand.Read(b); err != nil {
+		t.Fatal(err)
+	}
+	name := "genjobs-test-" + hex.EncodeToString(b)
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	if err := store.EnsureTable(ctx, client, name); err != nil {
+		t.Fatalf("ensure table: %v", err)
+	}
+	t.Cleanup(func() {
+		// Not t.Context(): it is already canceled when cleanups run.
+		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+		defer cancel()
+		if _, err := client.DeleteTable(ctx, &dynamodb.DeleteTableInput{TableName: aws.String(name)}); err != nil {
+			t.Errorf("delete table %s: %v", name, err)
+		}
+	})
+	return name
+}
+
+func TestDynamo(t *testing.T) {
+	client := dynamoClient(t)
+	table := tempTable(t, client)
+	storetest.Run(t, func(*testing.T) store.Store { return store.NewDynamo(client, table) })
+}
+
+func TestEnsureTableIdempotent(t *testing.T) {
+	client := dynamoClient(t)
+	table := tempTable(t, client)
+	for range 2 {
+		if err := store.EnsureTable(t.Context(), client, table); err != nil {
+			t.Fatalf("ensure existing table: %v", err)
+		}
+	}
+}
+
+// TestTableDefinitionMatchesTable checks that what DynamoDB built from
+// TableDefinition is that definition: keys, attribute types, the GSI and
+// its projection, and on-demand billing.
+func TestTableDefinitionMatchesTable(t *testing.T) {
+	client := dynamoClient(t)
+	table := tempTable(t, client)
+	out, err := client.DescribeTable(t.Context(), &dynamodb.DescribeTableInput{TableName: aws.String(table)})
+	if err != nil {
+		t.Fatalf("describe: %v", err)
+	}
+	got, want := out.Table, store.TableDefinition(table)
+
+	keys := func(ks []types.KeySchemaElement) map[string]types.KeyType {
+		m := map[string]types.KeyType{}
+		for _, k := range ks {
+			m[aws.ToString(k.AttributeName)] = k.KeyType
+		}
+		return m
+	}
+	attrs := func(as []types.AttributeDefinition) map[string]types.ScalarAttributeType {
+		m := map[string]types.ScalarAttributeType{}
+		for _, a := range as {
+			m[aws.ToString(a.AttributeName)] = a.AttributeType
+		}
+		return m
+	}
+	if !maps.Equal(keys(got.KeySchema), keys(want.KeySchema)) {
+		t.Errorf("key schema %v, want %v", keys(got.KeySchema), keys(want.KeySchema))
+	}
+	if !maps.Equal(attrs(got.AttributeDefinitions), attrs(want.AttributeDefinitions)) {
+		t.Errorf("attributes %v, want %v", attrs(got.AttributeDefinitions), attrs(want.AttributeDefinitions))
+	}
+	if got.BillingModeSummary == nil || got.BillingModeSummary.BillingMode != want.BillingMode {
+		t.Errorf("billing mode %+v, want %s", got.BillingModeSummary, want.BillingMode)
+	}
+	if len(got.GlobalSecondaryIndexes) != len(want.GlobalSecondaryIndexes) {
+		t.Fatalf("%d GSIs, want %d", len(got.GlobalSecondaryIndexes), len(want.GlobalSecondaryIndexes))
+	}
+	for i, w := range want.GlobalSecondaryIndexes {
+		g := got.GlobalSecondaryIndexes[i]
+		if aws.ToString(g.IndexName) != aws.ToString(w.IndexName) {
+			t.Errorf("GSI %d named %q, want %q", i, aws.ToString(g.IndexName), aws.ToString(w.IndexName))
+		}
+		if !maps.Equal(keys(g.KeySchema), keys(w.KeySchema)) {
+			t.Errorf("GSI %s keys %v, want %v", aws.ToString(w.IndexName), keys(g.KeySchema), keys(w.KeySchema))
+		}
+		if g.Projection == nil || g.Projection.ProjectionType != w.Projection.ProjectionType {
+			t.Errorf("GSI %s projection %+v, want %s", aws.ToString(w.IndexName), g.Projection, w.Projection.ProjectionType)
+		}
+	}
+	if len(got.LocalSecondaryIndexes) != 0 {
+		t.Errorf("unexpected LSIs: %+v", got.LocalSecondaryIndexes)
+	}
+}
+
+// TestDynamoItemLayout pins the documented single-table layout, which
+// operators' ad-hoc queries and the template rely on, at the item level.
+func TestDynamoItemLayout(t *testing.T) {
+	client := dynamoClient(t)
+	table := tempTable(t, client)
+	st := store.NewDynamo(client, table)
+	ctx := t.Context()
+	due := time.Date(2025, 1, 2, 3, 4, 5, 600, time.UTC)
+
+	raw := func(pk, sk string) map[string]types.AttributeValue {
+		t.Helper()
+		out, err := client.GetItem(ctx, &dynamodb.GetItemInput{
+			TableName: aws.String(table), ConsistentRead: aws.Bool(true),
+			Key: map[string]types.AttributeValue{
+				store.AttrPK: &types.AttributeValueMemberS{Value: pk},
+				store.AttrSK: &types.AttributeValueMemberS{Value: sk},
+			},
+		})
+		if err != nil || len(out.Item) == 0 {
+			t.Fatalf("get %s/%s: %v (found: %v)", pk, sk, err, len(out.Item) > 0)
+		}
+		return out.Item
+	}
+	s := func(item map[string]types.AttributeValue, name string) string {
+		v, _ := item[name].(*types.AttributeValueMemberS)
+		if v == nil {
+			return "<absent>"
+		}
+		return v.Value
+	}
+	wantAttrs := func(what string, item map[string]types.AttributeValue, want map[string]string) {
+		t.Helper()
+		for name, w := range want {
+			if g := s(item, name); g != w {
+				t.Errorf("%s: %s = %q, want %q", what, name, g, w)
+			}
+		}
+	}
+
+	rec := operation.Record{OperationID: "layout-1", Phase: operation.Accepted, RemoteJobID: "job-1",
+		Schedule: &operation.NextAction{Action: "observe_generation", Due: due}}
+	v1, err := st.Create(ctx, rec)
+	if err != nil {
+		t.Fatal(err)
+	}
+	item := raw("OP#layout-1", "RECORD")
+	wantAttrs("scheduled record", item, map[string]string{
+		"operation_id": "layout-1", "phase": "accepted",
+		store.AttrStatusSK: "2025-01-02T03:04:05.000000600Z#layout-1",
+	})
+	if pk := s(item, store.AttrStatusPK); !slices.Contains([]string{"ACTIVE#0", "ACTIVE#1", "ACTIVE#2", "ACTIVE#3", "ACTIVE#4", "ACTIVE#5", "ACTIVE#6", "ACTIVE#7"}, pk) {
+		t.Errorf("status_pk %q, want ACTIVE#0..7", pk)
+	}
+	if term, _ := item[store.AttrTerminal].(*types.AttributeValueMemberBOOL); term == nil || term.Value {
+		t.Errorf("terminal = %#v, want false", item[store.AttrTerminal])
+	}
+
+	done := v1
+	done.Phase = operation.Delivered
+	if _, err := st.UpdateWithAudit(ctx, done, 1, review.AuditEntry{Operator: "alice", Action: operation.ActionAcknowledge}); err != nil {
+		t.Fatal(err)
+	}
+	item = raw("OP#layout-1", "RECORD")
+	wantAttrs("terminal record", item, map[string]string{store.AttrStatusPK: "<absent>", store.AttrStatusSK: "<absent>"})
+	if term, _ := item[store.AttrTerminal].(*types.AttributeValueMemberBOOL); term == nil || !term.Value {
+		t.Errorf("terminal = %#v, want true", item[store.AttrTerminal])
+	}
+	wantAttrs("audit entry", raw("OP#layout-1", "AUDIT#00000000000000000002"), map[string]string{"operator": "alice"})
+
+	if _, err := st.PutReview(ctx, review.Record{ID: "r-1", CreatedAt: due, Open: true}); err != nil {
+		t.Fatal(err)
+	}
+	wantAttrs("open review", raw("REVIEW#r-1", "REVIEW"), map[string]string{
+		store.AttrStatusPK: "REVIEW#OPEN", store.AttrStatusSK: "2025-01-02T03:04:05.000000600Z#r-1",
+	})
+	if err := st.CloseReview(ctx, "r-1", "bob", due); err != nil {
+		t.Fatal(err)
+	}
+	wantAttrs("closed review", raw("REVIEW#r-1", "REVIEW"), map[string]string{
+		store.AttrStatusPK: "<absent>", store.AttrStatusSK: "<absent>", "closed_by": "bob",
+	})
+}
