@@ -1,0 +1,28 @@
+// Command observe is the observe function: one long-polled GET per
+// message, a revision-guarded snapshot write, and exactly one follow-up.
+// This file is the composition root only.
+package main
+
+import (
+	"context"
+
+	"github.com/aws/aws-lambda-go/lambda"
+
+	"github.com/genjobs/genjobs/internal/coldstart"
+	"github.com/genjobs/genjobs/internal/config"
+	"github.com/genjobs/genjobs/internal/message"
+	"github.com/genjobs/genjobs/internal/observe"
+	"github.com/genjobs/genjobs/internal/schedule"
+)
+
+func main() {
+	ctx := context.Background()
+	d, err := coldstart.Load(ctx, "observe", true, config.NeedTable, config.NeedGenace, config.NeedQueues, config.NeedVisibility)
+	if err != nil {
+		coldstart.Fatal("observe", err)
+	}
+	h := observe.New(observe.Config{
+		QueueURL: d.Config.Queues[message.ObserveGeneration].URL, Visibility: d.Config.Visibility, Concurrency: d.Config.Concurrency,
+	}, d.Store, d.Genace, schedule.NewObservation(d.Config.Policies), d.Queue, d.Dispatcher, d.Clock, d.Log, d.Metrics)
+	lambda.Start(h.Handle)
+}

@@ -1,0 +1,26 @@
+// Command submit is the submit function: SQS dispatch messages in, at most
+// one POST per operation out. This file is the composition root only.
+package main
+
+import (
+	"context"
+
+	"github.com/aws/aws-lambda-go/lambda"
+
+	"github.com/genjobs/genjobs/internal/coldstart"
+	"github.com/genjobs/genjobs/internal/config"
+	"github.com/genjobs/genjobs/internal/message"
+	"github.com/genjobs/genjobs/internal/submit"
+)
+
+func main() {
+	ctx := context.Background()
+	d, err := coldstart.Load(ctx, "submit", true, config.NeedTable, config.NeedGenace, config.NeedQueues, config.NeedVisibility)
+	if err != nil {
+		coldstart.Fatal("submit", err)
+	}
+	h := submit.New(submit.Config{
+		QueueURL: d.Config.Queues[message.SubmitGeneration].URL, Visibility: d.Config.Visibility, Concurrency: d.Config.Concurrency,
+	}, d.Store, d.Genace, d.Queue, d.Dispatcher, d.Clock, d.Log, d.Metrics)
+	lambda.Start(h.Handle)
+}

@@ -1,0 +1,100 @@
+// Package coldstart builds, once per Lambda cold start, the clients every
+// function shares: AWS SDK clients (endpoints from the SDK's standard
+// AWS_ENDPOINT_URL_* variables, so local runs need no code path of their
+// own), the operation store, the Genace client and the follow-up
+// dispatcher.
+package coldstart
+
+import (
+	"context"
+	"fmt"
+	"log/slog"
+	"net/http"
+	"os"
+
+	"github.com/aws/aws-lambda-go/lambdacontext"
+	"github.com/aws/aws-sdk-go-v2/aws"
+	awsconfig "github.com/aws/aws-sdk-go-v2/config"
+	"github.com/aws/aws-sdk-go-v2/service/scheduler"
+	"github.com/aws/aws-sdk-go-v2/service/secretsmanager"
+	"github.com/aws/aws-sdk-go-v2/service/sqs"
+
+	"github.com/genjobs/genjobs/internal/clock"
+	"github.com/genjobs/genjobs/internal/config"
+	"github.com/genjobs/genjobs/internal/genace"
+	"github.com/genjobs/genjobs/internal/metrics"
+	"github.com/genjobs/genjobs/internal/queue"
+	"github.com/genjobs/genjobs/internal/schedule"
+	"github.com/genjobs/genjobs/internal/secret"
+	"github.com/genjobs/genjobs/internal/store"
+)
+
+// Deps are a function's shared clients.
+type Deps struct {
+	Config     config.Config
+	AWS        aws.Config
+	Store      *store.Dynamo
+	Queue      *queue.SQS
+	Dispatcher *schedule.Dispatcher
+	Genace     *genace.Client
+	Clock      clock.Clock
+	Log        *slog.Logger
+	Metrics    *metrics.Emitter
+}
+
+// Load reads the environment and builds the clients for function name.
+// withGenace adds the Genace client (and reads its key).
+func Load(ctx context.Context, name string, withGenace bool, needs ...config.Need) (*Deps, error) {
+	cfg, err := config.Load(os.Getenv, needs...)
+	if err != nil {
+		return nil, err
+	}
+	d := &Deps{Config: cfg, Clock: clock.Real{}, Metrics: metrics.New(os.Stdout, name, clock.Real{})}
+	// Level and format come from the function's logging configuration
+	// (AWS_LAMBDA_LOG_LEVEL, AWS_LAMBDA_LOG_FORMAT).
+	d.Log = lambdacontext.NewLogger()
+	d.AWS, err = awsconfig.LoadDefaultConfig(ctx)
+	if err != nil {
+		return nil, fmt.Errorf("aws config: %w", err)
+	}
+	if cfg.Table != "" {
+		client, err := store.NewDynamoClient(ctx)
+		if err != nil {
+			return nil, err
+		}
+		d.Store = store.NewDynamo(client, cfg.Table)
+	}
+	d.Queue = queue.NewSQS(sqs.NewFromConfig(d.AWS))
+	var sched schedule.ScheduleCreator
+	if cfg.SchedulerRole != "" {
+		sched = schedule.NewEventBridgeScheduler(scheduler.NewFromConfig(d.AWS))
+	}
+	d.Dispatcher, err = schedule.NewDispatcher(cfg.DispatchConfig(), d.Queue, sched, d.Clock)
+	if err != nil {
+		return nil, err
+	}
+	if withGenace {
+		var sm secret.Getter
+		if cfg.GenaceKey == "" {
+			sm = secretsmanager.NewFromConfig(d.AWS)
+		}
+		key, err := secret.APIKey(ctx, cfg.GenaceKey, cfg.GenaceKeySecret, sm)
+		if err != nil {
+			return nil, err
+		}
+		// Per-call timeouts bound every request; the transport is shared
+		// across warm invocations so connections are reused.
+		d.Genace, err = genace.New(cfg.GenaceURL, key, &http.Client{Transport: http.DefaultTransport})
+		if err != nil {
+			return nil, err
+		}
+	}
+	return d, nil
+}
+
+// Fatal logs an init error and exits before lambda.Start, so the runtime
+// reports an init failure instead of serving a half-built function.
+func Fatal(name string, err error) {
+	slog.New(slog.NewJSONHandler(os.Stderr, nil)).Error("init failed", "function", name, "error", err.Error())
+	os.Exit(1)
+}

@@ -1,0 +1,41 @@
+package submit_test
+
+import (
+	"context"
+	"fmt"
+	"log/slog"
+	"testing"
+
+	"github.com/genjobs/genjobs/internal/clock"
+	"github.com/genjobs/genjobs/internal/genacesim"
+	"github.com/genjobs/genjobs/internal/metrics"
+	"github.com/genjobs/genjobs/internal/pipelinetest"
+	"github.com/genjobs/genjobs/internal/submit"
+)
+
+// BenchmarkSubmitAction measures one dispatch handled end to end: load,
+// claim (a conditional write), one POST to the simulator over loopback,
+// the accepted write and the follow-up send, with the embedded store.
+func BenchmarkSubmitAction(b *testing.B) {
+	clk := clock.NewManual(pipelinetest.Start)
+	_, client := pipelinetest.Sim(b, clk, genacesim.Config{})
+	st := pipelinetest.OpenStore(b, "bolt")
+	out := &pipelinetest.Outbox{}
+	h := submit.New(submit.Config{}, st, client, &pipelinetest.Extender{}, out, clk, slog.New(slog.DiscardHandler), metrics.Discard())
+	events := make([]pipelinetest.Sent, b.N)
+	for i := range b.N {
+		events[i] = pipelinetest.Dispatch(pipelinetest.Create(b, st, pipelinetest.Prepared(fmt.Sprintf("op-%d", i))))
+	}
+	ctx := context.Background()
+	b.ReportAllocs()
+	b.ResetTimer()
+	for i := range b.N {
+		if resp, _ := h.Handle(ctx, pipelinetest.Event(b, clk.Now(), events[i])); len(resp.BatchItemFailures) != 0 {
+			b.Fatal("dispatch failed")
+		}
+		if i%256 == 0 {
+			out.Take()
+		}
+	}
+	b.ReportMetric(float64(b.N)/b.Elapsed().Seconds(), "actions/s")
+}

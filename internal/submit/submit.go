@@ -1,0 +1,401 @@
+// Package submit is the submit function's handler: for each dispatch
+// message it loads the operation and acts on the record, never on the
+// message alone, so a redelivered or replayed dispatch never becomes a
+// second POST.
+package submit
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"math/rand/v2"
+	"strconv"
+	"time"
+
+	"github.com/aws/aws-lambda-go/events"
+	"github.com/aws/aws-lambda-go/lambdacontext"
+
+	"github.com/genjobs/genjobs/internal/batch"
+	"github.com/genjobs/genjobs/internal/clock"
+	"github.com/genjobs/genjobs/internal/followup"
+	"github.com/genjobs/genjobs/internal/genace"
+	"github.com/genjobs/genjobs/internal/lease"
+	"github.com/genjobs/genjobs/internal/message"
+	"github.com/genjobs/genjobs/internal/metrics"
+	"github.com/genjobs/genjobs/internal/operation"
+	"github.com/genjobs/genjobs/internal/review"
+	"github.com/genjobs/genjobs/internal/store"
+)
+
+// Store is what the handler needs of persistence.
+type Store interface {
+	Get(ctx context.Context, operationID string) (operation.Record, error)
+	Update(ctx context.Context, rec operation.Record, expected int64) (operation.Record, error)
+	PutReview(ctx context.Context, r review.Record) (bool, error)
+}
+
+// Genace creates jobs.
+type Genace interface {
+	Submit(ctx context.Context, req genace.SubmitRequest, timeout time.Duration) genace.SubmitResult
+}
+
+// Config tunes the handler.
+type Config struct {
+	// QueueURL is the dispatch queue, whose messages' visibility the lease
+	// renews.
+	QueueURL string
+	// Visibility is the dispatch queue's visibility timeout.
+	Visibility time.Duration
+	// SubmitTimeout bounds the one POST.
+	SubmitTimeout time.Duration
+	// PersistBudget is the time kept for persisting the outcome after it.
+	PersistBudget time.Duration
+	// OverdueAfter: a scheduled observation this late counts as lost, and
+	// a dispatch for a known job sends a new one.
+	OverdueAfter time.Duration
+	// RetryJitter spreads 429 retries over [1, 1+RetryJitter] × Retry-After.
+	RetryJitter float64
+	// ConnectBackoff delays a dispatch whose POST never left this process.
+	ConnectBackoff time.Duration
+	// Concurrency bounds records in flight per batch.
+	Concurrency int
+	// Worker names this process in claims when no Lambda request id exists.
+	Worker string
+}
+
+// Defaults fills zero fields.
+func (c Config) Defaults() Config {
+	if c.Visibility == 0 {
+		c.Visibility = 3 * time.Minute
+	}
+	if c.SubmitTimeout == 0 {
+		c.SubmitTimeout = 20 * time.Second
+	}
+	if c.PersistBudget == 0 {
+		c.PersistBudget = 5 * time.Second
+	}
+	if c.OverdueAfter == 0 {
+		c.OverdueAfter = 5 * time.Minute
+	}
+	if c.RetryJitter == 0 {
+		c.RetryJitter = 0.25
+	}
+	if c.ConnectBackoff == 0 {
+		c.ConnectBackoff = 10 * time.Second
+	}
+	if c.Worker == "" {
+		c.Worker = "submit"
+	}
+	return c
+}
+
+// Handler handles dispatch batches.
+type Handler struct {
+	store   Store
+	genace  Genace
+	ext     lease.Extender
+	follow  *followup.Emitter
+	clk     clock.Clock
+	log     *slog.Logger
+	metrics *metrics.Emitter
+	cfg     Config
+	runner  batch.Runner
+	rnd     func() float64
+}
+
+// New wires a handler. ext renews message visibility; sender delivers
+// follow-up messages.
+func New(cfg Config, st Store, g Genace, ext lease.Extender, sender followup.Sender, clk clock.Clock, log *slog.Logger, m *metrics.Emitter) *Handler {
+	cfg = cfg.Defaults()
+	return &Handler{
+		store: st, genace: g, ext: ext, clk: clk, log: log, metrics: m, cfg: cfg,
+		follow: &followup.Emitter{Sender: sender, Reviews: st, Clock: clk, Metrics: m, Source: review.SourceHandler},
+		runner: batch.Runner{Action: string(message.SubmitGeneration), Concurrency: cfg.Concurrency, Log: log, Metrics: m, Clock: clk},
+		rnd:    rand.Float64,
+	}
+}
+
+// Handle is the Lambda entry point for an SQS batch.
+func (h *Handler) Handle(ctx context.Context, ev events.SQSEvent) (events.SQSEventResponse, error) {
+	return h.runner.Run(ctx, ev, h.handleRecord), nil
+}
+
+func (h *Handler) handleRecord(ctx context.Context, m events.SQSMessage) error {
+	start := h.clk.Now()
+	env, err := message.Decode([]byte(m.Body))
+	if err != nil {
+		return fmt.Errorf("submit message %s: %w", m.MessageId, err)
+	}
+	if env.Action != message.SubmitGeneration {
+		return batch.MarkPermanent(fmt.Errorf("submit message %s: action %s does not belong on the dispatch queue", m.MessageId, env.Action))
+	}
+	rec, err := h.store.Get(ctx, env.OperationID)
+	if err != nil {
+		return fmt.Errorf("submit %s: load: %w", env.OperationID, err)
+	}
+	l := lease.New(h.clk, h.ext, h.cfg.QueueURL, m.ReceiptHandle, h.cfg.Visibility, start)
+	l.OnRenewalFailure = func(error) {
+		h.metrics.Count(metrics.LeaseRenewalFailures, 1, metrics.Dim{Name: "Action", Value: string(env.Action)})
+	}
+	outcome, err := h.decide(ctx, m, env, rec, l)
+	h.metrics.Duration(metrics.ActionDuration, h.clk.Now().Sub(start),
+		metrics.Dim{Name: "Action", Value: string(env.Action)}, metrics.Dim{Name: "Outcome", Value: outcome})
+	return err
+}
+
+// decide acts on the record. It returns a short outcome for metrics.
+func (h *Handler) decide(ctx context.Context, m events.SQSMessage, env message.Envelope, rec operation.Record, l *lease.Lease) (string, error) {
+	switch {
+	case rec.Terminal():
+		return h.obsolete(ctx, env, &rec, "terminal")
+	case rec.Phase == operation.Submitting:
+		// A previous worker claimed it and may have POSTed; redelivery is
+		// no proof that it did not. Reconcile, never POST again.
+		return "uncertain", h.markUncertain(ctx, rec, m, "redelivered_while_submitting")
+	case rec.LastAppliedMessageID == m.MessageId && rec.Revision > env.ExpectedRevision:
+		// This message's own write landed and the worker died before the
+		// follow-up left: send it now.
+		return "reemitted", h.follow.Emit(ctx, &rec, env.Attempt+1)
+	case rec.RemoteJobID != "":
+		return h.ensureObservation(ctx, env, &rec)
+	case rec.Phase == operation.Uncertain:
+		return h.obsolete(ctx, env, &rec, "awaiting_reconciliation")
+	case rec.Phase != operation.Prepared:
+		return h.obsolete(ctx, env, &rec, "phase_"+string(rec.Phase))
+	case rec.Revision != env.ExpectedRevision:
+		return h.obsolete(ctx, env, &rec, "stale_revision")
+	}
+	if c, bad := operation.FailedCheck(operation.SubmitChecks(&rec)); bad {
+		return h.obsolete(ctx, env, &rec, "precondition_"+c.Name)
+	}
+	return h.submit(ctx, m, rec, l)
+}
+
+// obsolete acknowledges a message that the record makes pointless.
+func (h *Handler) obsolete(ctx context.Context, env message.Envelope, rec *operation.Record, why string) (string, error) {
+	h.metrics.Count(metrics.Obsolete, 1, metrics.Dim{Name: "Action", Value: string(env.Action)}, metrics.Dim{Name: "Reason", Value: why})
+	h.log.InfoContext(ctx, "acknowledged as obsolete", "operation_id", env.OperationID, "reason", why,
+		"expected_revision", env.ExpectedRevision, "revision", rec.Revision, "phase", string(rec.Phase))
+	return "obsolete", nil
+}
+
+// ensureObservation answers a dispatch for an operation whose job id is
+// known: make sure an observation (or delivery) is pending, never POST.
+func (h *Handler) ensureObservation(ctx context.Context, env message.Envelope, rec *operation.Record) (string, error) {
+	if followup.NeedsReview(rec) {
+		return h.obsolete(ctx, env, rec, "awaiting_review")
+	}
+	now := h.clk.Now()
+	if rec.Schedule != nil && now.Before(rec.Schedule.Due.Add(h.cfg.OverdueAfter)) {
+		return h.obsolete(ctx, env, rec, "follow_up_pending")
+	}
+	action := message.ObserveGeneration
+	if rec.Phase == operation.Succeeded {
+		action = message.DeliverArtifacts
+	}
+	// Sent at the current revision without a write: duplicates of it
+	// collapse on the revision check in the observer.
+	next := message.Envelope{Action: action, OperationID: rec.OperationID, ExpectedRevision: rec.Revision,
+		ExpectedRemoteJobID: rec.RemoteJobID, Attempt: env.Attempt + 1}
+	if _, err := h.follow.Sender.Send(ctx, next, 0); err != nil {
+		return "error", fmt.Errorf("submit %s: re-arm %s: %w", rec.OperationID, action, err)
+	}
+	h.log.InfoContext(ctx, "job id known: re-armed observation instead of submitting", "operation_id", rec.OperationID, "job_id", rec.RemoteJobID)
+	return "rearmed", nil
+}
+
+func (h *Handler) owner(ctx context.Context) string {
+	if lc, ok := lambdacontext.FromContext(ctx); ok && lc.AwsRequestID != "" {
+		return lc.AwsRequestID
+	}
+	return h.cfg.Worker
+}
+
+// submit claims the operation, confirms the lease, POSTs once and
+// persists the outcome.
+func (h *Handler) submit(ctx context.Context, m events.SQSMessage, rec operation.Record, l *lease.Lease) (string, error) {
+	claimed, err := operation.ClaimSubmission(rec, h.owner(ctx), m.MessageId, h.clk.Now())
+	if err != nil {
+		return h.obsolete(ctx, message.Envelope{Action: message.SubmitGeneration, OperationID: rec.OperationID}, &rec, "claim_refused")
+	}
+	claimed.LastAppliedMessageID = m.MessageId
+	saved, err := h.store.Update(ctx, claimed, rec.Revision)
+	if errors.Is(err, store.ErrConflict) {
+		return h.obsolete(ctx, message.Envelope{Action: message.SubmitGeneration, OperationID: rec.OperationID}, &rec, "claim_conflict")
+	}
+	if err != nil {
+		return "error", fmt.Errorf("submit %s: claim: %w", rec.OperationID, err)
+	}
+	need := h.cfg.SubmitTimeout + h.cfg.PersistBudget
+	if err := h.authority(ctx, l, need); err != nil {
+		// No POST without authority. Nothing was sent, so the claim can
+		// honestly go back to prepared with a fresh dispatch.
+		h.log.WarnContext(ctx, "no authority to POST; releasing the claim", "operation_id", rec.OperationID, "error", err.Error())
+		return "released", h.release(ctx, m, saved, 0)
+	}
+	res := h.genace.Submit(ctx, genace.SubmitRequest{OperationID: rec.OperationID, Model: rec.Model, Input: rec.Input}, h.cfg.SubmitTimeout)
+	h.metrics.Count(metrics.PostOutcomes, 1, metrics.Dim{Name: "Outcome", Value: string(res.Outcome)}, metrics.Dim{Name: "Model", Value: rec.Model})
+	h.log.InfoContext(ctx, "POST classified", "operation_id", rec.OperationID, "result", res)
+	return string(res.Outcome), h.settle(ctx, m, saved, res)
+}
+
+// authority checks the function's deadline and the message lease before
+// the POST: both must outlast the POST and the write after it.
+func (h *Handler) authority(ctx context.Context, l *lease.Lease, need time.Duration) error {
+	if dl, ok := ctx.Deadline(); ok && dl.Sub(h.clk.Now()) < need {
+		return fmt.Errorf("function deadline in %s, POST and persist need %s", dl.Sub(h.clk.Now()).Round(time.Millisecond), need)
+	}
+	return l.Ensure(ctx, need)
+}
+
+// release puts an unused claim back and schedules a fresh dispatch.
+func (h *Handler) release(ctx context.Context, m events.SQSMessage, claimed operation.Record, delay time.Duration) error {
+	now := h.clk.Now()
+	saved, err := h.persist(ctx, claimed, m.MessageId, func(r operation.Record) (operation.Record, error) {
+		n, err := operation.ReleaseClaim(r, now)
+		n.Schedule = &operation.NextAction{Action: string(message.SubmitGeneration), Due: now.Add(delay)}
+		return n, err
+	})
+	if errors.Is(err, operation.ErrIllegalTransition) {
+		// Someone moved it first (a redelivery marked it uncertain): leave
+		// it for reconciliation; the operator will see no POST was made.
+		h.log.WarnContext(ctx, "claim moved before release", "operation_id", claimed.OperationID, "error", err.Error())
+		return nil
+	}
+	if err != nil {
+		return fmt.Errorf("submit %s: release claim: %w", claimed.OperationID, err)
+	}
+	return h.follow.Emit(ctx, &saved, 1)
+}
+
+// settle persists the POST's outcome. A job id is persisted even when the
+// revision moved meanwhile (invariant 2): persist re-applies the outcome
+// to whatever the record now is.
+func (h *Handler) settle(ctx context.Context, m events.SQSMessage, claimed operation.Record, res genace.SubmitResult) error {
+	now := h.clk.Now()
+	var mutate func(operation.Record) (operation.Record, error)
+	switch res.Outcome {
+	case genace.OutcomeAccepted:
+		snap := res.Job.Snapshot(now)
+		mutate = func(r operation.Record) (operation.Record, error) {
+			n, err := operation.Accept(r, res.JobID, &snap, now)
+			n.Schedule = &operation.NextAction{Action: string(message.ObserveGeneration), Due: now}
+			return n, err
+		}
+	case genace.OutcomeSubmissionFailed:
+		mutate = func(r operation.Record) (operation.Record, error) {
+			n, err := operation.SubmissionFailed(r, res.JobID, res.ErrorCode, now)
+			n.Schedule = &operation.NextAction{Action: string(message.ObserveGeneration), Due: now}
+			return n, err
+		}
+	case genace.OutcomeRejected:
+		mutate = func(r operation.Record) (operation.Record, error) {
+			return operation.Reject(r, safeCode(res.ErrorCode, "rejected_"+strconv.Itoa(res.StatusCode)), now)
+		}
+	case genace.OutcomeRateLimited:
+		delay := time.Duration(float64(res.RetryAfter) * (1 + h.cfg.RetryJitter*h.rnd()))
+		mutate = func(r operation.Record) (operation.Record, error) {
+			n, err := operation.RateLimited(r, now)
+			n.Schedule = &operation.NextAction{Action: string(message.SubmitGeneration), Due: now.Add(delay)}
+			return n, err
+		}
+	default:
+		if !res.RequestSent {
+			// No connection was ever made: proof that nothing was POSTed.
+			return h.release(ctx, m, claimed, h.cfg.ConnectBackoff)
+		}
+		h.metrics.Count(metrics.UncertainSubmissions, 1)
+		return h.markUncertain(ctx, claimed, m, "post_outcome_unknown")
+	}
+	saved, err := h.persist(ctx, claimed, m.MessageId, mutate)
+	if err != nil {
+		if res.JobID != "" {
+			// The job id could not be attached. Keep it where an operator
+			// will find it rather than lose it.
+			return h.keepJobID(ctx, claimed, res.JobID, err)
+		}
+		if errors.Is(err, operation.ErrIllegalTransition) {
+			h.log.WarnContext(ctx, "outcome no longer applies", "operation_id", claimed.OperationID, "error", err.Error())
+			return nil
+		}
+		return fmt.Errorf("submit %s: persist %s: %w", claimed.OperationID, res.Outcome, err)
+	}
+	return h.follow.Emit(ctx, &saved, 1)
+}
+
+// persistAttempts bounds re-reads after conflicts; each conflict means a
+// concurrent writer moved the record, which happens a handful of times at
+// most.
+const persistAttempts = 8
+
+// persist applies mutate to the record and writes it conditionally,
+// re-applying it to the current record after a conflict and retrying
+// transient store errors with a short backoff.
+func (h *Handler) persist(ctx context.Context, rec operation.Record, msgID string, mutate func(operation.Record) (operation.Record, error)) (operation.Record, error) {
+	cur := rec
+	var lastErr error
+	for attempt := range persistAttempts {
+		next, err := mutate(cur)
+		if err != nil {
+			return operation.Record{}, err
+		}
+		next.LastAppliedMessageID = msgID
+		saved, err := h.store.Update(ctx, next, cur.Revision)
+		if err == nil {
+			return saved, nil
+		}
+		lastErr = err
+		var ce *store.ConflictError
+		if errors.As(err, &ce) && ce.Current != nil {
+			h.metrics.Count(metrics.StaleWrites, 1, metrics.Dim{Name: "Action", Value: "submit"})
+			cur = *ce.Current
+			continue
+		}
+		if ctx.Err() != nil {
+			break
+		}
+		select {
+		case <-h.clk.After(time.Duration(attempt+1) * 100 * time.Millisecond):
+		case <-ctx.Done():
+		}
+	}
+	return operation.Record{}, lastErr
+}
+
+// keepJobID is the last resort when a job id cannot be attached: a review
+// that carries it, and an error log line with it (job ids are not
+// secrets), so reconciliation can find it.
+func (h *Handler) keepJobID(ctx context.Context, rec operation.Record, jobID string, cause error) error {
+	h.log.ErrorContext(ctx, "job id could not be persisted on the record", "operation_id", rec.OperationID, "job_id", jobID, "error", cause.Error())
+	r := review.ForRecord("job:"+jobID, review.SourceHandler, &rec, h.clk.Now())
+	r.RemoteJobID = jobID
+	r.ErrorCategory = "job_id_not_attached"
+	r.Recommended = operation.ActionReconcile
+	if _, err := h.store.PutReview(ctx, r); err != nil {
+		return fmt.Errorf("submit %s: keep job id %s: %w (after %w)", rec.OperationID, jobID, err, cause)
+	}
+	return nil
+}
+
+// markUncertain parks a claimed operation whose POST outcome is unknown.
+func (h *Handler) markUncertain(ctx context.Context, rec operation.Record, m events.SQSMessage, reason string) error {
+	saved, err := h.persist(ctx, rec, m.MessageId, func(r operation.Record) (operation.Record, error) {
+		return operation.MarkUncertain(r, reason, h.clk.Now())
+	})
+	if errors.Is(err, operation.ErrIllegalTransition) {
+		return nil // evidence arrived first; nothing uncertain any more
+	}
+	if err != nil {
+		return fmt.Errorf("submit %s: mark uncertain: %w", rec.OperationID, err)
+	}
+	h.log.WarnContext(ctx, "submission outcome unknown: left for reconciliation", "operation_id", rec.OperationID, "reason", reason)
+	return h.follow.Emit(ctx, &saved, 1)
+}
+
+func safeCode(code, fallback string) string {
+	if code == "" || len(code) > 48 {
+		return fallback
+	}
+	return code
+}
