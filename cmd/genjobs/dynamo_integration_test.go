@@ -1,0 +1,57 @@
+//go:build integration
+
+package main
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"strings"
+	"testing"
+
+	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
+
+	"github.com/genjobs/genjobs/internal/operation"
+	"github.com/genjobs/genjobs/internal/pipelinetest"
+	"github.com/genjobs/genjobs/internal/store"
+	"github.com/genjobs/genjobs/internal/testenv"
+)
+
+func TestOperatorCommandsAgainstDynamoDB(t *testing.T) {
+	endpoint := testenv.Endpoint(t, "AWS_ENDPOINT_URL_DYNAMODB")
+	ctx := context.Background()
+	client, err := store.NewDynamoClient(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	b := make([]byte, 4)
+	_, _ = rand.Read(b)
+	table := "genjobs-cli-" + hex.EncodeToString(b)
+	if err := store.EnsureTable(ctx, client, table); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _, _ = client.DeleteTable(context.Background(), &dynamodb.DeleteTableInput{TableName: &table}) })
+	st := store.NewDynamo(client, table)
+	rec := pipelinetest.Prepared("op-cli")
+	rec.Phase, rec.RemoteJobID = operation.Uncertain, ""
+	rec.Parked = &operation.ParkedState{Reason: "post_outcome_unknown", At: pipelinetest.Start}
+	pipelinetest.Create(t, st, rec)
+
+	flags := []string{"--table", table, "--dynamodb-endpoint", endpoint}
+	code, out, errOut := genjobs(t, append([]string{"plan", "op-cli"}, flags...)...)
+	if code != 0 || !strings.Contains(out, "next action   reconcile") || !strings.Contains(out, "--job-id ID") {
+		t.Fatalf("plan: %d %s %s", code, out, errOut)
+	}
+	code, out, errOut = genjobs(t, append([]string{"replay", "op-cli", "--action", "reconcile", "--operator", "grace", "--job-id", "job_found"}, flags...)...)
+	if code != 0 || !strings.Contains(out, "uncertain r1 → accepted r2 (audited)") {
+		t.Fatalf("replay: %d %s %s", code, out, errOut)
+	}
+	code, out, _ = genjobs(t, append([]string{"audit", "op-cli"}, flags...)...)
+	if code != 0 || !strings.Contains(out, "grace") || !strings.Contains(out, "attach-job") {
+		t.Fatalf("audit: %d %s", code, out)
+	}
+	got := pipelinetest.Get(t, st, "op-cli")
+	if got.Phase != operation.Accepted || got.RemoteJobID != "job_found" {
+		t.Fatalf("record %s %q", got.Phase, got.RemoteJobID)
+	}
+}

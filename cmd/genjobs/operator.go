@@ -1,0 +1,263 @@
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"flag"
+	"fmt"
+	"io"
+	"os"
+	"strings"
+	"text/tabwriter"
+	"time"
+
+	"github.com/aws/aws-sdk-go-v2/config"
+	"github.com/aws/aws-sdk-go-v2/service/sqs"
+
+	"github.com/genjobs/genjobs/internal/clock"
+	appconfig "github.com/genjobs/genjobs/internal/config"
+	"github.com/genjobs/genjobs/internal/operation"
+	"github.com/genjobs/genjobs/internal/queue"
+	"github.com/genjobs/genjobs/internal/replay"
+	"github.com/genjobs/genjobs/internal/review"
+	"github.com/genjobs/genjobs/internal/schedule"
+)
+
+func printJSON(w io.Writer, v any) error {
+	enc := json.NewEncoder(w)
+	enc.SetIndent("", "  ")
+	return enc.Encode(v)
+}
+
+func cmdReviews(ctx context.Context, args []string, stdout, _ io.Writer) error {
+	fs := flag.NewFlagSet("reviews", flag.ContinueOnError)
+	var sf storeFlags
+	sf.register(fs)
+	pos, err := parse(fs, args)
+	if err != nil {
+		return err
+	}
+	if len(pos) != 0 {
+		return usagef("reviews takes no arguments, got %q", pos)
+	}
+	st, err := sf.open(ctx)
+	if err != nil {
+		return err
+	}
+	defer st.Close()
+	rs, err := st.OpenReviews(ctx)
+	if err != nil {
+		return err
+	}
+	if sf.json {
+		if rs == nil {
+			rs = []review.Record{}
+		}
+		return printJSON(stdout, rs)
+	}
+	if len(rs) == 0 {
+		fmt.Fprintln(stdout, "no open reviews")
+		return nil
+	}
+	tw := tabwriter.NewWriter(stdout, 0, 4, 2, ' ', 0)
+	fmt.Fprintln(tw, "REVIEW\tOPERATION\tLOCAL PHASE\tREMOTE STATE\tJOB\tRECOMMENDED\tCATEGORY\tSOURCE\tCREATED")
+	for _, r := range rs {
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\n", r.ID, dash(r.OperationID), dash(string(r.Phase)), dash(string(r.RemoteState)),
+			dash(r.RemoteJobID), r.Recommended, dash(r.ErrorCategory), r.Source, r.CreatedAt.Format(time.RFC3339))
+	}
+	return tw.Flush()
+}
+
+func dash(s string) string {
+	if s == "" {
+		return "-"
+	}
+	return s
+}
+
+func oneOperation(fs *flag.FlagSet, args []string) (string, error) {
+	pos, err := parse(fs, args)
+	if err != nil {
+		return "", err
+	}
+	if len(pos) != 1 {
+		return "", usagef("want exactly one OPERATION_ID, got %d arguments", len(pos))
+	}
+	return pos[0], nil
+}
+
+func cmdPlan(ctx context.Context, args []string, stdout, _ io.Writer) error {
+	fs := flag.NewFlagSet("plan", flag.ContinueOnError)
+	var sf storeFlags
+	sf.register(fs)
+	id, err := oneOperation(fs, args)
+	if err != nil {
+		return err
+	}
+	st, err := sf.open(ctx)
+	if err != nil {
+		return err
+	}
+	defer st.Close()
+	rec, err := st.Get(ctx, id)
+	if err != nil {
+		return fmt.Errorf("operation %s: %w", id, err)
+	}
+	plan := replay.PlanFor(&rec)
+	if sf.json {
+		return printJSON(stdout, plan)
+	}
+	writePlan(stdout, plan)
+	return nil
+}
+
+func writePlan(w io.Writer, p replay.Plan) {
+	fmt.Fprintf(w, "operation     %s (revision %d)\n", p.OperationID, p.Revision)
+	fmt.Fprintf(w, "local phase   %s", p.Phase)
+	if p.Settlement != "" {
+		fmt.Fprintf(w, " (settlement %s)", p.Settlement)
+	}
+	fmt.Fprintln(w)
+	fmt.Fprintf(w, "remote state  %s\n", dash(string(p.RemoteState)))
+	fmt.Fprintf(w, "remote job    %s\n", dash(p.RemoteJobID))
+	fmt.Fprintf(w, "next action   %s: %s\n", p.Recommendation.Action, p.Recommendation.Reason)
+	fmt.Fprintf(w, "replay would  %s\n", p.Recommendation.Effect)
+	fmt.Fprintln(w, "checks")
+	for _, c := range p.Checks {
+		mark := "ok  "
+		if !c.OK {
+			mark = "FAIL"
+		}
+		fmt.Fprintf(w, "  %s %-16s %s\n", mark, c.Name, c.Detail)
+	}
+	switch {
+	case p.Recommendation.Action == operation.ActionAcknowledge:
+		fmt.Fprintf(w, "to acknowledge: genjobs replay %s --action %s --operator NAME\n", p.OperationID, p.Recommendation.Action)
+	case !p.Ready:
+		fmt.Fprintln(w, "not ready: a check failed; replay will refuse")
+	case p.Needs != "":
+		fmt.Fprintf(w, "to replay: genjobs replay %s --action %s --operator NAME and %s\n", p.OperationID, p.Recommendation.Action, p.Needs)
+	default:
+		fmt.Fprintf(w, "to replay: genjobs replay %s --action %s --operator NAME\n", p.OperationID, p.Recommendation.Action)
+	}
+}
+
+func cmdReplay(ctx context.Context, args []string, stdout, _ io.Writer) error {
+	fs := flag.NewFlagSet("replay", flag.ContinueOnError)
+	var sf storeFlags
+	sf.register(fs)
+	action := fs.String("action", "", "the action the plan computes (required)")
+	operator := fs.String("operator", "", "who decides (required)")
+	jobID := fs.String("job-id", "", "reconcile: attach this Genace job and observe it")
+	notSubmitted := fs.Bool("confirmed-not-submitted", false, "reconcile: Genace has no job for this operation; back to prepared")
+	id, err := oneOperation(fs, args)
+	if err != nil {
+		return err
+	}
+	if *action == "" {
+		return usagef("--action is required (run genjobs plan %s to see it)", id)
+	}
+	a, err := operation.ParseAction(*action)
+	if err != nil {
+		return usagef("%v", err)
+	}
+	if strings.TrimSpace(*operator) == "" {
+		return usagef("--operator is required: every replay is audited")
+	}
+	st, err := sf.open(ctx)
+	if err != nil {
+		return err
+	}
+	defer st.Close()
+	sender, err := replaySender(ctx)
+	if err != nil {
+		return err
+	}
+	r := &replay.Replayer{Store: st, Sender: sender, Clock: clock.Real{}}
+	res, err := r.Replay(ctx, replay.Request{OperationID: id, Action: a, Operator: *operator, JobID: *jobID, ConfirmedNotSubmitted: *notSubmitted})
+	if err != nil {
+		return err
+	}
+	if sf.json {
+		return printJSON(stdout, struct {
+			replay.Result
+			Phase    operation.Phase `json:"phase"`
+			Revision int64           `json:"revision"`
+		}{res, res.After.Phase, res.After.Revision})
+	}
+	if !res.Changed {
+		fmt.Fprintf(stdout, "%s: %s at revision %d; nothing changed\n", id, res.Decision, res.After.Revision)
+	} else {
+		fmt.Fprintf(stdout, "%s: %s by %s: %s r%d → %s r%d (audited)\n", id, res.Decision, res.Entry.Operator,
+			res.Before.Phase, res.Before.Revision, res.After.Phase, res.After.Revision)
+	}
+	switch {
+	case res.Sent != nil && res.SendErr != "":
+		fmt.Fprintf(stdout, "follow-up %s not sent (%s); it stays scheduled on the record\n", res.Sent.Action, res.SendErr)
+	case res.Sent != nil && sender == nil:
+		fmt.Fprintf(stdout, "follow-up %s scheduled on the record (no queue configured to send it now)\n", res.Sent.Action)
+	case res.Sent != nil:
+		fmt.Fprintf(stdout, "follow-up %s sent via %s\n", res.Sent.Action, res.Route)
+	}
+	if len(res.Closed) > 0 {
+		fmt.Fprintf(stdout, "closed reviews: %s\n", strings.Join(res.Closed, ", "))
+	}
+	return nil
+}
+
+// replaySender sends follow-ups through SQS when the deployment's queue
+// URLs are in the environment; otherwise the follow-up stays scheduled on
+// the record.
+func replaySender(ctx context.Context) (replay.Sender, error) {
+	if os.Getenv(appconfig.EnvDispatchQueueURL) == "" {
+		return nil, nil
+	}
+	cfg, err := appconfig.Load(os.Getenv, appconfig.NeedQueues)
+	if err != nil {
+		return nil, err
+	}
+	awsCfg, err := config.LoadDefaultConfig(ctx)
+	if err != nil {
+		return nil, err
+	}
+	return schedule.NewDispatcher(cfg.DispatchConfig(), queue.NewSQS(sqs.NewFromConfig(awsCfg)), nil, clock.Real{})
+}
+
+func cmdAudit(ctx context.Context, args []string, stdout, _ io.Writer) error {
+	fs := flag.NewFlagSet("audit", flag.ContinueOnError)
+	var sf storeFlags
+	sf.register(fs)
+	id, err := oneOperation(fs, args)
+	if err != nil {
+		return err
+	}
+	st, err := sf.open(ctx)
+	if err != nil {
+		return err
+	}
+	defer st.Close()
+	if _, err := st.Get(ctx, id); err != nil {
+		return fmt.Errorf("operation %s: %w", id, err)
+	}
+	entries, err := st.Audit(ctx, id)
+	if err != nil {
+		return err
+	}
+	if sf.json {
+		if entries == nil {
+			entries = []review.AuditEntry{}
+		}
+		return printJSON(stdout, entries)
+	}
+	if len(entries) == 0 {
+		fmt.Fprintf(stdout, "%s: no audit entries\n", id)
+		return nil
+	}
+	tw := tabwriter.NewWriter(stdout, 0, 4, 2, ' ', 0)
+	fmt.Fprintln(tw, "AT\tOPERATOR\tACTION\tDECISION\tFROM\tTO\tREVISION")
+	for _, e := range entries {
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s r%d\t%s\tr%d\n", e.At.Format(time.RFC3339), e.Operator, e.Action, dash(e.Decision),
+			e.FromPhase, e.FromRevision, e.ToPhase, e.Revision)
+	}
+	return tw.Flush()
+}

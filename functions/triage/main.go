@@ -1,0 +1,22 @@
+// Command triage is the DLQ-fed function: one review record per
+// dead-lettered message, never an action. This file is the composition
+// root only.
+package main
+
+import (
+	"context"
+
+	"github.com/aws/aws-lambda-go/lambda"
+
+	"github.com/genjobs/genjobs/internal/coldstart"
+	"github.com/genjobs/genjobs/internal/config"
+	"github.com/genjobs/genjobs/internal/triage"
+)
+
+func main() {
+	d, err := coldstart.Load(context.Background(), "triage", false, config.NeedTable)
+	if err != nil {
+		coldstart.Fatal("triage", err)
+	}
+	lambda.Start(triage.New(d.Store, d.Clock, d.Log, d.Metrics, d.Config.Concurrency).Handle)
+}

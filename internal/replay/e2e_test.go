@@ -1,0 +1,125 @@
+package replay_test
+
+import (
+	"context"
+	"log/slog"
+	"testing"
+	"time"
+
+	"github.com/genjobs/genjobs/internal/clock"
+	"github.com/genjobs/genjobs/internal/genacesim"
+	"github.com/genjobs/genjobs/internal/message"
+	"github.com/genjobs/genjobs/internal/metrics"
+	"github.com/genjobs/genjobs/internal/observe"
+	"github.com/genjobs/genjobs/internal/operation"
+	"github.com/genjobs/genjobs/internal/pipelinetest"
+	"github.com/genjobs/genjobs/internal/replay"
+	"github.com/genjobs/genjobs/internal/schedule"
+	"github.com/genjobs/genjobs/internal/submit"
+)
+
+// pipeline is the real submit and observe handlers on the simulator, with
+// the recorded follow-ups delivered by the test.
+type pipeline struct {
+	clk *clock.Manual
+	sim *genacesim.Simulator
+	env
+	sub *submit.Handler
+	obs *observe.Handler
+	del *schedule.Observation
+}
+
+func newPipeline(t *testing.T, kind string) *pipeline {
+	p := &pipeline{clk: clock.NewManual(pipelinetest.Start), env: *newEnv(t, kind)}
+	sim, c := pipelinetest.Sim(t, p.clk, genacesim.Config{})
+	p.sim = sim
+	ps := schedule.DefaultPolicies()
+	ps.Default = schedule.Policy{LongPoll: 0, Base: 5 * time.Second, Cap: time.Minute, Multiplier: 2}
+	p.del = schedule.NewObservation(ps)
+	p.del.DefaultBudgets = operation.Budgets{MaxObservations: 50, Polling: time.Hour, Accounting: 10 * time.Minute}
+	log := slog.New(slog.DiscardHandler)
+	p.sub = submit.New(submit.Config{}, p.store, c, &pipelinetest.Extender{}, p.out, p.clk, log, metrics.Discard())
+	p.obs = observe.New(observe.Config{}, p.store, c, p.del, &pipelinetest.Extender{}, p.out, p.clk, log, metrics.Discard())
+	p.r.Clock = p.clk
+	return p
+}
+
+// run delivers recorded messages to their handlers until none is left.
+func (p *pipeline) run(t *testing.T, max int) {
+	t.Helper()
+	for i := 0; i < max; i++ {
+		sent := p.out.Take()
+		if len(sent) == 0 {
+			return
+		}
+		for _, s := range sent {
+			p.clk.Advance(s.Delay)
+			ev := pipelinetest.Event(t, p.clk.Now(), s)
+			switch s.Env.Action {
+			case message.SubmitGeneration:
+				_, _ = p.sub.Handle(context.Background(), ev)
+			case message.ObserveGeneration:
+				_, _ = p.obs.Handle(context.Background(), ev)
+			}
+		}
+	}
+}
+
+// The seed: replay an accepted operation's message twice and confirm no
+// creation request occurs.
+func TestReplayingAnAcceptedOperationNeverPosts(t *testing.T) {
+	t.Parallel()
+	for _, kind := range pipelinetest.StoreKinds() {
+		t.Run(kind, func(t *testing.T) {
+			t.Parallel()
+			p := newPipeline(t, kind)
+			rec := pipelinetest.Create(t, p.store, pipelinetest.Prepared("op-acc"))
+			dispatch := pipelinetest.Dispatch(rec)
+			_, _ = p.sub.Handle(context.Background(), pipelinetest.Event(t, p.clk.Now(), dispatch))
+			p.out.Take() // the observation chain is "lost"; the operator replays
+			// The dead-lettered dispatch, redriven twice by mistake.
+			for range 2 {
+				_, _ = p.sub.Handle(context.Background(), pipelinetest.Event(t, p.clk.Now(), dispatch))
+			}
+			// The operator's replay, twice.
+			for range 2 {
+				if _, err := p.r.Replay(context.Background(), replay.Request{OperationID: "op-acc", Action: operation.ActionObserve, Operator: "ops"}); err != nil {
+					t.Fatal(err)
+				}
+			}
+			p.run(t, 50)
+			if n := p.sim.PostCount("op-acc"); n != 1 {
+				t.Fatalf("%d creation requests reached Genace, want the original 1", n)
+			}
+			if got := pipelinetest.Get(t, p.store, "op-acc"); got.Phase != operation.Succeeded {
+				t.Fatalf("phase %s, want the observation chain to finish", got.Phase)
+			}
+		})
+	}
+}
+
+// The seed: a reconcile-jobs --fail job is classified "inspect
+// accounting", and replaying that never settles it.
+func TestReconcileFailIsNeverSettledByReplay(t *testing.T) {
+	t.Parallel()
+	p := newPipeline(t, "bolt")
+	rec := pipelinetest.Create(t, p.store, pipelinetest.Prepared("op-rf"))
+	_, _ = p.sub.Handle(context.Background(), pipelinetest.Event(t, p.clk.Now(), pipelinetest.Dispatch(rec)))
+	p.sim.Reconcile(pipelinetest.Get(t, p.store, "op-rf").RemoteJobID)
+	p.run(t, 50)
+	got := pipelinetest.Get(t, p.store, "op-rf")
+	if plan := replay.PlanFor(&got); plan.Recommendation.Action != operation.ActionInspectAccounting {
+		t.Fatalf("plan %+v", plan.Recommendation)
+	}
+	if _, err := p.r.Replay(context.Background(), replay.Request{OperationID: "op-rf", Action: operation.ActionInspectAccounting, Operator: "acct"}); err != nil {
+		t.Fatal(err)
+	}
+	p.run(t, 50)
+	got = pipelinetest.Get(t, p.store, "op-rf")
+	if got.Settlement == operation.SettlementSettled || got.Phase != operation.Failed || got.Parked == nil {
+		t.Fatalf("after replay: %s/%s parked=%v; a failed state alone must never settle it", got.Phase, got.Settlement, got.Parked)
+	}
+	if p.sim.PostCount("op-rf") != 1 {
+		t.Fatal("inspecting accounting POSTed")
+	}
+}

@@ -1,0 +1,291 @@
+package replay_test
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/genjobs/genjobs/internal/clock"
+	"github.com/genjobs/genjobs/internal/message"
+	"github.com/genjobs/genjobs/internal/operation"
+	"github.com/genjobs/genjobs/internal/pipelinetest"
+	"github.com/genjobs/genjobs/internal/replay"
+	"github.com/genjobs/genjobs/internal/review"
+	"github.com/genjobs/genjobs/internal/store"
+)
+
+type fixture struct {
+	Name           string
+	ExpectedAction operation.Action `json:"expected_action"`
+	Record         operation.Record `json:"record"`
+}
+
+func fixtures(t *testing.T) []fixture {
+	t.Helper()
+	paths, err := filepath.Glob(filepath.Join("..", "..", "testdata", "recovery", "*.json"))
+	if err != nil || len(paths) == 0 {
+		t.Fatalf("no recovery fixtures: %v", err)
+	}
+	var out []fixture
+	for _, p := range paths {
+		b, err := os.ReadFile(p)
+		if err != nil {
+			t.Fatal(err)
+		}
+		dec := json.NewDecoder(bytes.NewReader(b))
+		dec.DisallowUnknownFields() // a fixture that drifts from the record fails loudly
+		var f fixture
+		if err := dec.Decode(&f); err != nil {
+			t.Fatalf("%s: %v", p, err)
+		}
+		f.Name = strings.TrimSuffix(filepath.Base(p), ".json")
+		out = append(out, f)
+	}
+	return out
+}
+
+func TestFixturesSelectTheirAction(t *testing.T) {
+	t.Parallel()
+	actions := map[operation.Action]bool{}
+	phases := map[operation.Phase]bool{}
+	for _, f := range fixtures(t) {
+		actions[f.ExpectedAction] = true
+		phases[f.Record.Phase] = true
+		plan := replay.PlanFor(&f.Record)
+		if plan.Recommendation.Action != f.ExpectedAction {
+			t.Errorf("%s: plan selects %s, fixture expects %s (%s)", f.Name, plan.Recommendation.Action, f.ExpectedAction, plan.Recommendation.Reason)
+		}
+		if plan.Phase != f.Record.Phase || (f.Record.Remote != nil && plan.RemoteState != f.Record.Remote.State) {
+			t.Errorf("%s: plan mixes phase %s / remote %s", f.Name, plan.Phase, plan.RemoteState)
+		}
+		if len(plan.Checks) == 0 {
+			t.Errorf("%s: plan lists no checks", f.Name)
+		}
+	}
+	for _, a := range operation.Actions {
+		if !actions[a] {
+			t.Errorf("no fixture selects %s", a)
+		}
+	}
+	for _, p := range operation.Phases {
+		if !phases[p] {
+			t.Errorf("no fixture in phase %s", p)
+		}
+	}
+}
+
+func TestDispatchPlanShowsEveryAllowanceCheck(t *testing.T) {
+	t.Parallel()
+	rec := pipelinetest.Prepared("op-x")
+	rec.EstimatedCredits = 99
+	rec.Authorized = false
+	plan := replay.PlanFor(&rec)
+	got := map[string]bool{}
+	for _, c := range plan.Checks {
+		got[c.Name] = c.OK
+	}
+	want := map[string]bool{"model": true, "spec_revision": true, "authorization": false, "budget": false, "never_submitted": true}
+	for k, v := range want {
+		if ok, seen := got[k]; !seen || ok != v {
+			t.Errorf("check %s = %v (seen %t), want %v", k, ok, seen, v)
+		}
+	}
+	if plan.Ready || plan.Recommendation.Effect != operation.EffectSubmitNew {
+		t.Fatalf("plan %+v", plan)
+	}
+}
+
+type env struct {
+	store store.Store
+	out   *pipelinetest.Outbox
+	r     *replay.Replayer
+}
+
+func newEnv(t *testing.T, kind string) *env {
+	st := pipelinetest.OpenStore(t, kind)
+	out := &pipelinetest.Outbox{}
+	return &env{store: st, out: out, r: &replay.Replayer{Store: st, Sender: out, Clock: clock.NewManual(pipelinetest.Start)}}
+}
+
+func (e *env) load(t *testing.T, f fixture) operation.Record {
+	rec := f.Record
+	rec.Revision = 0
+	return pipelinetest.Create(t, e.store, rec)
+}
+
+func (e *env) audit(t *testing.T, id string) []review.AuditEntry {
+	a, err := e.store.Audit(context.Background(), id)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return a
+}
+
+func TestReplayEachFixture(t *testing.T) {
+	t.Parallel()
+	for _, kind := range pipelinetest.StoreKinds() {
+		t.Run(kind, func(t *testing.T) {
+			t.Parallel()
+			e := newEnv(t, kind)
+			for _, f := range fixtures(t) {
+				before := e.load(t, f)
+				req := replay.Request{OperationID: before.OperationID, Action: f.ExpectedAction, Operator: "alice"}
+				if f.ExpectedAction == operation.ActionReconcile {
+					req.JobID = "job_found_by_alice"
+				}
+				res, err := e.r.Replay(context.Background(), req)
+				if f.Record.Phase == operation.Submitting {
+					// A claim may be mid-POST: replay waits for it to become uncertain.
+					if !errors.Is(err, replay.ErrNotReady) {
+						t.Fatalf("%s: err %v, want ErrNotReady", f.Name, err)
+					}
+					continue
+				}
+				if err != nil {
+					t.Fatalf("%s: %v", f.Name, err)
+				}
+				after := pipelinetest.Get(t, e.store, before.OperationID)
+				entries := e.audit(t, before.OperationID)
+				sent := e.out.Take()
+				if f.ExpectedAction == operation.ActionAcknowledge {
+					if after.Revision != before.Revision || len(entries) != 0 || len(sent) != 0 || res.Changed {
+						t.Fatalf("%s: acknowledging changed r%d→r%d, %d audit entries, %d sent", f.Name, before.Revision, after.Revision, len(entries), len(sent))
+					}
+					continue
+				}
+				if after.Revision != before.Revision+1 || len(entries) != 1 {
+					t.Fatalf("%s: r%d→r%d with %d audit entries; want one write and one entry", f.Name, before.Revision, after.Revision, len(entries))
+				}
+				a := entries[0]
+				if a.Operator != "alice" || a.Action != f.ExpectedAction || a.Revision != after.Revision || a.FromRevision != before.Revision || a.ToPhase != after.Phase {
+					t.Fatalf("%s: audit entry %+v", f.Name, a)
+				}
+				wantMsg := map[operation.Action]message.Action{
+					operation.ActionDispatch: message.SubmitGeneration, operation.ActionObserve: message.ObserveGeneration,
+					operation.ActionInspectAccounting: message.ObserveGeneration, operation.ActionDeliver: message.DeliverArtifacts,
+					operation.ActionReconcile: message.ObserveGeneration,
+				}[f.ExpectedAction]
+				if len(sent) != 1 || sent[0].Env.Action != wantMsg || sent[0].Env.ExpectedRevision != after.Revision {
+					t.Fatalf("%s: sent %+v, want one %s at r%d", f.Name, sent, wantMsg, after.Revision)
+				}
+			}
+		})
+	}
+}
+
+func TestBadInputChangesNothing(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t, "bolt")
+	var accepted, uncertain fixture
+	for _, f := range fixtures(t) {
+		switch f.Name {
+		case "accepted-job-known":
+			accepted = f
+		case "uncertain-lost-response":
+			uncertain = f
+		}
+	}
+	acc := e.load(t, accepted)
+	unc := e.load(t, uncertain)
+	tests := []struct {
+		name string
+		req  replay.Request
+		want error
+	}{
+		{"wrong action (would POST)", replay.Request{OperationID: acc.OperationID, Action: operation.ActionDispatch, Operator: "bob"}, replay.ErrActionMismatch},
+		{"missing operator", replay.Request{OperationID: acc.OperationID, Action: operation.ActionObserve}, replay.ErrBadRequest},
+		{"unknown operation", replay.Request{OperationID: "op-nobody", Action: operation.ActionObserve, Operator: "bob"}, store.ErrNotFound},
+		{"bad operation id", replay.Request{OperationID: "../etc", Action: operation.ActionObserve, Operator: "bob"}, replay.ErrBadRequest},
+		{"reconcile without evidence", replay.Request{OperationID: unc.OperationID, Action: operation.ActionReconcile, Operator: "bob"}, replay.ErrBadRequest},
+		{"reconcile with both", replay.Request{OperationID: unc.OperationID, Action: operation.ActionReconcile, Operator: "bob", JobID: "job_1", ConfirmedNotSubmitted: true}, replay.ErrBadRequest},
+		{"job id on observe", replay.Request{OperationID: acc.OperationID, Action: operation.ActionObserve, Operator: "bob", JobID: "job_1"}, replay.ErrBadRequest},
+		{"bad job id", replay.Request{OperationID: unc.OperationID, Action: operation.ActionReconcile, Operator: "bob", JobID: "https://x/y"}, replay.ErrBadRequest},
+	}
+	for _, tt := range tests {
+		if _, err := e.r.Replay(context.Background(), tt.req); !errors.Is(err, tt.want) {
+			t.Errorf("%s: err %v, want %v", tt.name, err, tt.want)
+		}
+	}
+	for _, rec := range []operation.Record{acc, unc} {
+		if got := pipelinetest.Get(t, e.store, rec.OperationID); got.Revision != rec.Revision || len(e.audit(t, rec.OperationID)) != 0 {
+			t.Fatalf("%s changed: r%d, %d audit entries", rec.OperationID, got.Revision, len(e.audit(t, rec.OperationID)))
+		}
+	}
+	if e.out.Len() != 0 {
+		t.Fatal("bad input sent a message")
+	}
+}
+
+func TestConfirmedNotSubmittedDoesNotDispatch(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t, "bolt")
+	for _, f := range fixtures(t) {
+		if f.Name != "uncertain-lost-response" {
+			continue
+		}
+		rec := e.load(t, f)
+		res, err := e.r.Replay(context.Background(), replay.Request{OperationID: rec.OperationID, Action: operation.ActionReconcile, Operator: "carol", ConfirmedNotSubmitted: true})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if res.After.Phase != operation.Prepared || e.out.Len() != 0 || res.Entry.Decision != "confirmed-not-submitted" {
+			t.Fatalf("phase %s, %d sent, decision %q: dispatch must stay a separate decision", res.After.Phase, e.out.Len(), res.Entry.Decision)
+		}
+		// The separate decision: the plan now says dispatch, with the allowance checks.
+		if plan := replay.PlanFor(&res.After); plan.Recommendation.Action != operation.ActionDispatch || !plan.Ready {
+			t.Fatalf("plan after confirmation: %+v", plan)
+		}
+		return
+	}
+	t.Fatal("fixture missing")
+}
+
+// moving wraps a store so the record changes right after replay reads
+// it, as when an observer lands between plan and write.
+type moving struct {
+	store.Store
+	once bool
+}
+
+func (m *moving) Get(ctx context.Context, id string) (operation.Record, error) {
+	rec, err := m.Store.Get(ctx, id)
+	if err != nil || m.once {
+		return rec, err
+	}
+	m.once = true
+	moved := rec
+	moved.Counters.Observations++
+	if _, err := m.Store.Update(ctx, moved, rec.Revision); err != nil {
+		return operation.Record{}, err
+	}
+	return rec, nil
+}
+
+func TestReplayRefusesWhenTheRecordMoved(t *testing.T) {
+	t.Parallel()
+	for _, kind := range pipelinetest.StoreKinds() {
+		t.Run(kind, func(t *testing.T) {
+			t.Parallel()
+			e := newEnv(t, kind)
+			e.r.Store = &moving{Store: e.store}
+			for _, f := range fixtures(t) {
+				if f.Name != "accepted-job-known" {
+					continue
+				}
+				rec := e.load(t, f)
+				_, err := e.r.Replay(context.Background(), replay.Request{OperationID: rec.OperationID, Action: operation.ActionObserve, Operator: "dave"})
+				if !errors.Is(err, store.ErrConflict) {
+					t.Fatalf("err %v, want a conflict", err)
+				}
+				if n := len(e.audit(t, rec.OperationID)); n != 0 || e.out.Len() != 0 {
+					t.Fatalf("%d audit entries, %d sent after a refused replay", n, e.out.Len())
+				}
+			}
+		})
+	}
+}

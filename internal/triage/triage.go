@@ -1,0 +1,139 @@
+// Package triage is the DLQ-fed function's handler: for each dead-lettered
+// message it writes a review record, with the recovery matrix's
+// recommendation computed from the operation's current record, and
+// acknowledges. It never acts: a dead-lettered message proves neither that
+// nothing was accepted nor that anything should be retried.
+package triage
+
+import (
+	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"log/slog"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/aws/aws-lambda-go/events"
+
+	"github.com/genjobs/genjobs/internal/batch"
+	"github.com/genjobs/genjobs/internal/clock"
+	"github.com/genjobs/genjobs/internal/message"
+	"github.com/genjobs/genjobs/internal/metrics"
+	"github.com/genjobs/genjobs/internal/operation"
+	"github.com/genjobs/genjobs/internal/review"
+	"github.com/genjobs/genjobs/internal/store"
+)
+
+// Store is what triage needs of persistence.
+type Store interface {
+	Get(ctx context.Context, operationID string) (operation.Record, error)
+	PutReview(ctx context.Context, r review.Record) (bool, error)
+}
+
+// Handler handles DLQ batches.
+type Handler struct {
+	store   Store
+	clk     clock.Clock
+	log     *slog.Logger
+	metrics *metrics.Emitter
+	runner  batch.Runner
+}
+
+// New wires a handler.
+func New(st Store, clk clock.Clock, log *slog.Logger, m *metrics.Emitter, concurrency int) *Handler {
+	return &Handler{store: st, clk: clk, log: log, metrics: m,
+		runner: batch.Runner{Action: "triage", Concurrency: concurrency, Log: log, Metrics: m, Clock: clk}}
+}
+
+// Handle is the Lambda entry point for a DLQ batch.
+func (h *Handler) Handle(ctx context.Context, ev events.SQSEvent) (events.SQSEventResponse, error) {
+	return h.runner.Run(ctx, ev, h.handleRecord), nil
+}
+
+// ReviewID keys a dead-lettered message's review, so a redelivered DLQ
+// message writes its review once.
+func ReviewID(messageID string) string { return "dlq:" + messageID }
+
+// Review builds the review for one dead-lettered message. rec is nil when
+// the message names no known operation.
+func Review(m events.SQSMessage, env *message.Envelope, rec *operation.Record, decodeErr error, now time.Time) review.Record {
+	id := ReviewID(m.MessageId)
+	var r review.Record
+	switch {
+	case rec != nil:
+		r = review.ForRecord(id, review.SourceDLQ, rec, now)
+		if r.ErrorCategory == "" {
+			r.ErrorCategory = "max_receives_exceeded"
+		}
+	default:
+		r = review.Record{ID: id, Source: review.SourceDLQ, CreatedAt: now, Open: true, Recommended: operation.ActionAcknowledge}
+		if decodeErr != nil {
+			sum := sha256.Sum256([]byte(m.Body))
+			r.BodyDigest = hex.EncodeToString(sum[:])
+			r.ErrorCategory = "malformed_message"
+			// The field name is safe to show; the body never is.
+			var de *message.DecodeError
+			field := ""
+			if errors.As(decodeErr, &de) && de.Field != "" {
+				field = " (field " + de.Field + ")"
+			}
+			r.Reason = fmt.Sprintf("malformed message%s, %d bytes: nothing to replay; the body is kept only as its digest", field, len(m.Body))
+		} else {
+			r.ErrorCategory = "unknown_operation"
+			r.Reason = "the message names an operation that does not exist: nothing to replay"
+		}
+	}
+	r.MessageID = m.MessageId
+	r.Queue = queueName(m.EventSourceARN)
+	r.ReceiveCount, _ = strconv.Atoi(m.Attributes["ApproximateReceiveCount"])
+	if env != nil {
+		r.OperationID = env.OperationID
+		r.MessageType = string(env.Action)
+		if r.RemoteJobID == "" {
+			r.RemoteJobID = env.ExpectedRemoteJobID
+		}
+	}
+	return r
+}
+
+func (h *Handler) handleRecord(ctx context.Context, m events.SQSMessage) error {
+	now := h.clk.Now()
+	var r review.Record
+	env, decodeErr := message.Decode([]byte(m.Body))
+	switch {
+	case decodeErr != nil:
+		r = Review(m, nil, nil, decodeErr, now)
+	default:
+		rec, err := h.store.Get(ctx, env.OperationID)
+		switch {
+		case errors.Is(err, store.ErrNotFound):
+			r = Review(m, &env, nil, nil, now)
+		case err != nil:
+			// Retry: a review must not be written without the current state.
+			return fmt.Errorf("triage %s: load %s: %w", m.MessageId, env.OperationID, err)
+		default:
+			r = Review(m, &env, &rec, nil, now)
+		}
+	}
+	wrote, err := h.store.PutReview(ctx, r)
+	if err != nil {
+		return fmt.Errorf("triage %s: write review: %w", m.MessageId, err)
+	}
+	if wrote {
+		h.metrics.Count(metrics.Reviews, 1, metrics.Dim{Name: "Phase", Value: string(r.Phase)}, metrics.Dim{Name: "Reason", Value: r.ErrorCategory})
+	}
+	h.log.InfoContext(ctx, "dead-lettered message reviewed", "review_id", r.ID, "operation_id", r.OperationID, "phase", string(r.Phase),
+		"remote_state", string(r.RemoteState), "recommended", string(r.Recommended), "new", wrote)
+	return nil
+}
+
+// queueName is the last part of an SQS ARN (arn:aws:sqs:region:acct:name).
+func queueName(arn string) string {
+	if i := strings.LastIndexByte(arn, ':'); i >= 0 {
+		return arn[i+1:]
+	}
+	return arn
+}
