@@ -60,7 +60,9 @@ func PlanFor(rec *operation.Record) Plan {
 	if rec.Remote != nil {
 		p.RemoteState = rec.Remote.State
 	}
-	check := func(name string, ok bool, detail string) { p.Checks = append(p.Checks, operation.Check{Name: name, OK: ok, Detail: detail}) }
+	check := func(name string, ok bool, detail string) {
+		p.Checks = append(p.Checks, operation.Check{Name: name, OK: ok, Detail: detail})
+	}
 	switch p.Recommendation.Action {
 	case operation.ActionDispatch:
 		// The only action that can create (and pay for) work: the full
