@@ -32,6 +32,9 @@ const (
 	EnvScheduleGroup    = "SCHEDULE_GROUP"
 	EnvPolicies         = "OBSERVE_POLICIES"
 	EnvConcurrency      = "BATCH_CONCURRENCY"
+	EnvArtifactBucket   = "ARTIFACT_BUCKET"
+	EnvSweepClaim       = "SWEEP_CLAIM_TIMEOUT_SECONDS"
+	EnvSweepOverdue     = "SWEEP_OVERDUE_SECONDS"
 )
 
 // Config is what the functions read from the environment.
@@ -46,6 +49,11 @@ type Config struct {
 	ScheduleGroup   string
 	Policies        schedule.Policies
 	Concurrency     int
+	ArtifactBucket  string
+	// SweepClaimTimeout and SweepOverdue are the sweep's thresholds (0:
+	// the sweep's defaults).
+	SweepClaimTimeout time.Duration
+	SweepOverdue      time.Duration
 }
 
 // Need names the settings a function cannot start without.
@@ -57,6 +65,7 @@ const (
 	NeedGenace
 	NeedQueues
 	NeedVisibility
+	NeedArtifactBucket
 )
 
 // Load reads the settings; getenv is os.Getenv in production.
@@ -91,15 +100,25 @@ func Load(getenv func(string) string, needs ...Need) (Config, error) {
 			require(EnvDeliverQueueURL, c.Queues[message.DeliverArtifacts].URL)
 		case NeedVisibility:
 			require(EnvVisibility, getenv(EnvVisibility))
+		case NeedArtifactBucket:
+			require(EnvArtifactBucket, getenv(EnvArtifactBucket))
 		}
 	}
-	if v := getenv(EnvVisibility); v != "" {
+	seconds := func(name string, max int) time.Duration {
+		v := getenv(name)
+		if v == "" {
+			return 0
+		}
 		n, err := strconv.Atoi(v)
-		if err != nil || n < 1 || n > 43200 {
-			errs = append(errs, fmt.Errorf("%s=%q: want whole seconds from 1 to 43200", EnvVisibility, v))
+		if err != nil || n < 1 || n > max {
+			errs = append(errs, fmt.Errorf("%s=%q: want whole seconds from 1 to %d", name, v, max))
 		}
-		c.Visibility = time.Duration(n) * time.Second
+		return time.Duration(n) * time.Second
 	}
+	c.Visibility = seconds(EnvVisibility, 43200)
+	c.SweepClaimTimeout = seconds(EnvSweepClaim, 86400)
+	c.SweepOverdue = seconds(EnvSweepOverdue, 86400)
+	c.ArtifactBucket = getenv(EnvArtifactBucket)
 	c.Concurrency = 8
 	if v := getenv(EnvConcurrency); v != "" {
 		n, err := strconv.Atoi(v)

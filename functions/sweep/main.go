@@ -1,0 +1,22 @@
+// Command sweep is the scheduled safety net: it re-arms overdue chains and
+// expires stale submission claims. This file is the composition root only.
+package main
+
+import (
+	"context"
+
+	"github.com/aws/aws-lambda-go/lambda"
+
+	"github.com/genjobs/genjobs/internal/coldstart"
+	"github.com/genjobs/genjobs/internal/config"
+	"github.com/genjobs/genjobs/internal/sweep"
+)
+
+func main() {
+	d, err := coldstart.Load(context.Background(), "sweep", false, config.NeedTable, config.NeedQueues)
+	if err != nil {
+		coldstart.Fatal("sweep", err)
+	}
+	cfg := sweep.Config{ClaimTimeout: d.Config.SweepClaimTimeout, OverdueAfter: d.Config.SweepOverdue}
+	lambda.Start(sweep.New(cfg, d.Store, d.Dispatcher, d.Clock, d.Log, d.Metrics).Handle)
+}

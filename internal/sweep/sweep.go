@@ -1,0 +1,163 @@
+// Package sweep is the scheduled safety net: it reads only active records
+// (the sparse index) and re-arms those whose next action is overdue — a
+// lost observation or delivery chain — and moves submission claims older
+// than the submit timeout to uncertain, for reconciliation. It never POSTs.
+package sweep
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"time"
+
+	"github.com/genjobs/genjobs/internal/clock"
+	"github.com/genjobs/genjobs/internal/followup"
+	"github.com/genjobs/genjobs/internal/metrics"
+	"github.com/genjobs/genjobs/internal/operation"
+	"github.com/genjobs/genjobs/internal/review"
+	"github.com/genjobs/genjobs/internal/store"
+)
+
+// Store is what the sweep needs of persistence.
+type Store interface {
+	Due(ctx context.Context, t time.Time, limit int) ([]operation.Record, error)
+	Get(ctx context.Context, operationID string) (operation.Record, error)
+	Update(ctx context.Context, rec operation.Record, expected int64) (operation.Record, error)
+	PutReview(ctx context.Context, r review.Record) (bool, error)
+}
+
+// Config tunes the sweep.
+type Config struct {
+	// ClaimTimeout: a submitting claim older than this has no live worker
+	// (it must exceed the submit function's timeout).
+	ClaimTimeout time.Duration
+	// OverdueAfter: a next action this late is taken as lost.
+	OverdueAfter time.Duration
+	// Limit bounds the records read per run.
+	Limit int
+}
+
+// Defaults fills zero fields.
+func (c Config) Defaults() Config {
+	if c.ClaimTimeout == 0 {
+		c.ClaimTimeout = 2 * time.Minute
+	}
+	if c.OverdueAfter == 0 {
+		c.OverdueAfter = 5 * time.Minute
+	}
+	if c.Limit == 0 {
+		c.Limit = 500
+	}
+	return c
+}
+
+// Result counts what one run did.
+type Result struct {
+	Read          int `json:"read"`
+	Rearmed       int `json:"rearmed"`
+	ClaimsExpired int `json:"claims_expired"`
+	Skipped       int `json:"skipped"`
+}
+
+// Sweeper runs sweeps.
+type Sweeper struct {
+	store   Store
+	follow  *followup.Emitter
+	clk     clock.Clock
+	log     *slog.Logger
+	metrics *metrics.Emitter
+	cfg     Config
+}
+
+// New wires a sweeper.
+func New(cfg Config, st Store, sender followup.Sender, clk clock.Clock, log *slog.Logger, m *metrics.Emitter) *Sweeper {
+	return &Sweeper{store: st, clk: clk, log: log, metrics: m, cfg: cfg.Defaults(),
+		follow: &followup.Emitter{Sender: sender, Reviews: st, Clock: clk, Metrics: m, Source: review.SourceSweep}}
+}
+
+// Handle is the Lambda entry point for the scheduled event (its content
+// does not matter).
+func (s *Sweeper) Handle(ctx context.Context, _ any) (Result, error) { return s.Sweep(ctx) }
+
+// Sweep runs once. Errors on single records are logged and counted; the
+// run goes on, and the next run retries them.
+func (s *Sweeper) Sweep(ctx context.Context) (Result, error) {
+	now := s.clk.Now()
+	horizon := now.Add(-min(s.cfg.ClaimTimeout, s.cfg.OverdueAfter))
+	due, err := s.store.Due(ctx, horizon, s.cfg.Limit)
+	if err != nil {
+		return Result{}, fmt.Errorf("sweep: read due records: %w", err)
+	}
+	var res Result
+	var errs []error
+	for _, stale := range due {
+		res.Read++
+		// The index lags the table: decide on a fresh read.
+		rec, err := s.store.Get(ctx, stale.OperationID)
+		if err != nil {
+			errs = append(errs, err)
+			continue
+		}
+		did, err := s.one(ctx, rec, now)
+		switch {
+		case err != nil:
+			errs = append(errs, err)
+		case did == "rearmed":
+			res.Rearmed++
+		case did == "claim_expired":
+			res.ClaimsExpired++
+		default:
+			res.Skipped++
+		}
+	}
+	s.metrics.Count("SweepRearmed", float64(res.Rearmed))
+	s.metrics.Count("SweepClaimsExpired", float64(res.ClaimsExpired))
+	s.log.InfoContext(ctx, "sweep done", "read", res.Read, "rearmed", res.Rearmed, "claims_expired", res.ClaimsExpired, "skipped", res.Skipped, "errors", len(errs))
+	if len(errs) > 0 {
+		return res, fmt.Errorf("sweep: %d records failed: %w", len(errs), errors.Join(errs...))
+	}
+	return res, nil
+}
+
+func (s *Sweeper) one(ctx context.Context, rec operation.Record, now time.Time) (string, error) {
+	at, ok := rec.SweepDue()
+	if !ok {
+		return "skipped", nil
+	}
+	if rec.Phase == operation.Submitting {
+		if now.Sub(at) < s.cfg.ClaimTimeout {
+			return "skipped", nil
+		}
+		next, err := operation.MarkUncertain(rec, "claim_timed_out", now)
+		if err != nil {
+			return "", err
+		}
+		return s.write(ctx, rec, next, "claim_expired")
+	}
+	if now.Sub(at) < s.cfg.OverdueAfter {
+		return "skipped", nil
+	}
+	// A fresh revision makes any late copy of the lost message stale, so
+	// re-arming never forks the chain.
+	next := rec.Clone()
+	next.Schedule.Due = now
+	next.Timestamps.Updated = now
+	return s.write(ctx, rec, next, "rearmed")
+}
+
+func (s *Sweeper) write(ctx context.Context, rec, next operation.Record, did string) (string, error) {
+	next.LastAppliedMessageID = "sweep"
+	saved, err := s.store.Update(ctx, next, rec.Revision)
+	if errors.Is(err, store.ErrConflict) {
+		return "skipped", nil // it moved on by itself
+	}
+	if err != nil {
+		return "", fmt.Errorf("sweep %s: %w", rec.OperationID, err)
+	}
+	s.log.WarnContext(ctx, "sweep acted", "operation_id", rec.OperationID, "did", did, "phase", string(saved.Phase), "revision", saved.Revision)
+	if err := s.follow.Emit(ctx, &saved, 0); err != nil {
+		return "", err
+	}
+	return did, nil
+}
