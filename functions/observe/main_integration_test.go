@@ -1,0 +1,197 @@
+//go:build integration
+
+// These tests run the observe function as Lambda runs it: the deployment
+// build of this package under the Runtime Interface Emulator, fed
+// events/observe.json, talking to DynamoDB Local, goaws and the Genace
+// simulator through nothing but its environment.
+package main_test
+
+import (
+	"bytes"
+	"context"
+	"crypto/md5"
+	"encoding/hex"
+	"encoding/json"
+	"net/http"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/aws/aws-lambda-go/events"
+
+	"github.com/genjobs/genjobs/internal/genace"
+	"github.com/genjobs/genjobs/internal/genacesim"
+	"github.com/genjobs/genjobs/internal/lambdatest"
+	"github.com/genjobs/genjobs/internal/message"
+	"github.com/genjobs/genjobs/internal/operation"
+	"github.com/genjobs/genjobs/internal/pipelinetest"
+)
+
+// opID is the operation events/observe.json names.
+const opID = "op-sample-2"
+
+// policies shortens the long poll from 25 s to 1 s. The simulator, like
+// Genace, holds a long poll for its whole wait unless the job changes
+// state, and a job that already finished never does; 1 s keeps each
+// invocation short without changing what the function decides.
+const policies = `{"default":{"long_poll":"1s"}}`
+
+// acceptedOperation stores op-sample-2 as the submit function leaves it
+// after a 202: a job created on the simulator for it, claimed then
+// accepted (revision 3, as the sample event expects) with the job's
+// snapshot and an observation due now.
+func acceptedOperation(t *testing.T, st *lambdatest.Stack) operation.Record {
+	t.Helper()
+	ctx := context.Background()
+	rec := pipelinetest.Create(t, st.Store, pipelinetest.Prepared(opID))
+	res := st.Genace.Submit(ctx, genace.SubmitRequest{OperationID: opID, Model: rec.Model, Input: rec.Input}, 10*time.Second)
+	if res.Outcome != genace.OutcomeAccepted {
+		t.Fatalf("simulator refused the job: %v", res.Err)
+	}
+	now := time.Now().UTC()
+	claimed, err := operation.ClaimSubmission(rec, "lambdatest", "arrange", now)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if rec, err = st.Store.Update(ctx, claimed, rec.Revision); err != nil {
+		t.Fatal(err)
+	}
+	snap := res.Job.Snapshot(now)
+	accepted, err := operation.Accept(rec, res.JobID, &snap, now)
+	if err != nil {
+		t.Fatal(err)
+	}
+	accepted.Schedule = &operation.NextAction{Action: string(message.ObserveGeneration), Due: now}
+	if rec, err = st.Store.Update(ctx, accepted, rec.Revision); err != nil {
+		t.Fatal(err)
+	}
+	return rec
+}
+
+// observeEvent is events/observe.json addressed to rec. The file carries
+// a placeholder job id (job_sample_observe): the simulator makes up its
+// own ids, so the test writes the real one, and the record's revision,
+// into each body, and recomputes md5OfBody to keep the event consistent.
+// Everything else stays exactly as in the file.
+func observeEvent(t *testing.T, rec operation.Record) []byte {
+	t.Helper()
+	var ev map[string]any
+	if err := json.Unmarshal(lambdatest.Event(t, "observe.json"), &ev); err != nil {
+		t.Fatal(err)
+	}
+	records, _ := ev["Records"].([]any)
+	if len(records) == 0 {
+		t.Fatal("observe.json has no records")
+	}
+	for _, r := range records {
+		m := r.(map[string]any)
+		env, err := message.Decode([]byte(m["body"].(string)))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if env.OperationID != rec.OperationID {
+			t.Fatalf("observe.json names %s, the test arranged %s", env.OperationID, rec.OperationID)
+		}
+		env.ExpectedRemoteJobID, env.ExpectedRevision = rec.RemoteJobID, rec.Revision
+		body, err := env.Encode()
+		if err != nil {
+			t.Fatal(err)
+		}
+		sum := md5.Sum(body)
+		m["body"], m["md5OfBody"] = string(body), hex.EncodeToString(sum[:])
+	}
+	out, err := json.Marshal(ev)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return out
+}
+
+func TestObserveSampleEvent(t *testing.T) {
+	for _, tc := range []struct {
+		name string
+		// model is how the simulator runs op-sample-2's render; the
+		// durations make the outcome certain, whatever the machine's speed.
+		model     genacesim.ModelConfig
+		phase     operation.Phase
+		remote    operation.RemoteState
+		follow    message.Action
+		attempt   int
+		untouched message.Action
+	}{{
+		// Queued for an hour: the GET finds it queued, so the observer
+		// saves the snapshot and, inside the immediate window, sends the
+		// next observation with no delay.
+		name:  "job still queued schedules the next observation",
+		model: genacesim.ModelConfig{Price: 12, QueueFor: time.Hour, RunFor: time.Hour},
+		phase: operation.Accepted, remote: operation.RemoteQueued,
+		follow: message.ObserveGeneration, attempt: 2, untouched: message.DeliverArtifacts,
+	}, {
+		// Finished at creation: the GET finds it succeeded, so the
+		// observer hands over to delivery.
+		name:  "job already succeeded hands over to delivery",
+		model: genacesim.ModelConfig{Price: 12, QueueFor: 0, RunFor: 0},
+		phase: operation.Succeeded, remote: operation.RemoteSucceeded,
+		follow: message.DeliverArtifacts, attempt: 2, untouched: message.ObserveGeneration,
+	}} {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			st := lambdatest.NewStack(t, genacesim.Config{DefaultModel: tc.model})
+			rec := acceptedOperation(t, st)
+			env := st.Env()
+			env["OBSERVE_POLICIES"] = policies
+			fn := lambdatest.Start(t, lambdatest.Config{Function: "observe", Env: env})
+
+			ctx, cancel := context.WithTimeout(context.Background(), 90*time.Second)
+			defer cancel()
+			status, body, err := fn.Invoke(ctx, observeEvent(t, rec))
+			if err != nil {
+				t.Fatal(err)
+			}
+			t.Logf("observe: first invoke (cold start and a 1 s long poll) %v", fn.FirstInvoke())
+			if status != http.StatusOK {
+				t.Fatalf("status %d, body %s", status, body)
+			}
+			dec := json.NewDecoder(bytes.NewReader(body))
+			dec.DisallowUnknownFields()
+			var resp events.SQSEventResponse
+			if err := dec.Decode(&resp); err != nil || resp.BatchItemFailures == nil || len(resp.BatchItemFailures) != 0 {
+				t.Fatalf("answer %s: want a batch response without failures (%v)", body, err)
+			}
+
+			saved := pipelinetest.Get(t, st.Store, opID)
+			if saved.Revision != rec.Revision+1 {
+				t.Errorf("revision %d, want %d: the snapshot was not saved once", saved.Revision, rec.Revision+1)
+			}
+			if saved.Counters.Observations != 1 {
+				t.Errorf("counters.observations %d, want 1", saved.Counters.Observations)
+			}
+			if saved.Phase != tc.phase || saved.Remote == nil || saved.Remote.State != tc.remote {
+				t.Errorf("record: phase %s, remote %+v; want %s with remote %s", saved.Phase, saved.Remote, tc.phase, tc.remote)
+			}
+			if saved.RemoteJobID != rec.RemoteJobID {
+				t.Errorf("job id changed from %s to %s", rec.RemoteJobID, saved.RemoteJobID)
+			}
+
+			want := message.Envelope{Action: tc.follow, OperationID: opID, ExpectedRevision: saved.Revision, ExpectedRemoteJobID: rec.RemoteJobID, Attempt: tc.attempt}
+			if msgs := st.Messages(t, tc.follow, 5*time.Second); len(msgs) != 1 || msgs[0] != want {
+				t.Errorf("%s queue holds %+v, want exactly %+v", tc.follow, msgs, want)
+			}
+			for _, a := range []message.Action{tc.untouched, message.SubmitGeneration} {
+				if msgs := st.Messages(t, a, 0); len(msgs) != 0 {
+					t.Errorf("%s queue holds %+v, want nothing", a, msgs)
+				}
+			}
+			if n := st.Sim.PostCount(opID); n != 1 {
+				t.Errorf("%d POSTs for %s, want only the arranging one", n, opID)
+			}
+
+			if !fn.WaitStdout(`"_aws"`, 5*time.Second) {
+				t.Errorf("no EMF line in the function's output:\n%s", fn.Stdout())
+			}
+			if strings.Contains(fn.Stdout(), lambdatest.APIKey) || strings.Contains(fn.Stderr(), lambdatest.APIKey) {
+				t.Error("the Genace API key appears in the output")
+			}
+		})
+	}
+}
