@@ -162,7 +162,7 @@ func (h *Handler) decide(ctx context.Context, m events.SQSMessage, env message.E
 	if !observable(&rec) {
 		return h.obsolete(ctx, env, &rec, "phase_"+string(rec.Phase))
 	}
-	wait := h.window(ctx, l, rec.Model)
+	wait := h.window(ctx, l, &rec)
 	job, err := h.genace.Get(ctx, rec.RemoteJobID, wait, wait+h.cfg.Overhead)
 	if err != nil {
 		return h.readFailed(ctx, m, rec, err)
@@ -209,8 +209,15 @@ func (h *Handler) decide(ctx context.Context, m events.SQSMessage, env message.E
 }
 
 // window is the long poll that fits the lease and the function's deadline.
-func (h *Handler) window(ctx context.Context, l *lease.Lease, model string) time.Duration {
-	wait := h.delays.LongPoll(model)
+// Genace holds a long poll until the job changes from what it is when the
+// request arrives, so a long poll only pays off right after the previous
+// look: after a delay the job may already be finished (it would never
+// change again and the poll would wait in vain), so that read is immediate.
+func (h *Handler) window(ctx context.Context, l *lease.Lease, rec *operation.Record) time.Duration {
+	wait := h.delays.LongPoll(rec.Model)
+	if rec.Remote == nil || h.clk.Now().Sub(rec.Remote.ObservedAt) > wait {
+		wait = 0
+	}
 	if dl, ok := ctx.Deadline(); ok {
 		wait = min(wait, dl.Sub(h.clk.Now())-h.cfg.Overhead)
 	}

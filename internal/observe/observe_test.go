@@ -438,3 +438,16 @@ func TestNoPromptOrSignedURLInLogs(t *testing.T) {
 		t.Fatal("no logs to check")
 	}
 }
+
+func TestLongPollOnlyRightAfterThePreviousLook(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t, "bolt", genacesim.Config{DefaultModel: genacesim.ModelConfig{Price: 5, QueueFor: time.Hour, RunFor: time.Hour}}, observe.Config{})
+	m := e.accept(t, "op-fresh")
+	e.observe(t, m) // right after acceptance: long poll
+	next := e.out.Take()[0]
+	e.clk.Advance(time.Minute) // a delay: the job may have finished meanwhile
+	e.observe(t, next)
+	if len(e.gen.waits) != 2 || e.gen.waits[0] != 20*time.Second || e.gen.waits[1] != 0 {
+		t.Fatalf("long polls %v, want [20s 0s]", e.gen.waits)
+	}
+}
