@@ -67,3 +67,29 @@ bench: ## run the benchmarks and print their figures (store against DynamoDB Loc
 
 clean: ## remove build output (keeps the download cache)
 	rm -rf build
+
+# ---------------------------------------------------------------------------
+# SAM build targets (template.yaml: Metadata: BuildMethod: makefile).
+# `sam build` runs `make build-<LogicalId>` with ARTIFACTS_DIR set; each
+# target leaves one linux/arm64 `bootstrap` there for provided.al2023.
+# internal/template checks that every function in the template has one.
+# ---------------------------------------------------------------------------
+SAM_GO_BUILD = $(if $(ARTIFACTS_DIR),,$(error ARTIFACTS_DIR is not set (sam build sets it)))GOOS=linux GOARCH=arm64 CGO_ENABLED=0 \
+	$(GO) build -tags lambda.norpc -trimpath -ldflags='-s -w' -o $(ARTIFACTS_DIR)/bootstrap
+
+.PHONY: build-SubmitFunction build-ObserveFunction build-DeliverFunction build-TriageFunction build-SweepFunction
+
+build-SubmitFunction:
+	$(SAM_GO_BUILD) ./functions/submit
+
+build-ObserveFunction:
+	$(SAM_GO_BUILD) ./functions/observe
+
+build-DeliverFunction:
+	$(SAM_GO_BUILD) ./functions/deliver
+
+build-TriageFunction:
+	$(SAM_GO_BUILD) ./functions/triage
+
+build-SweepFunction:
+	$(SAM_GO_BUILD) ./functions/sweep

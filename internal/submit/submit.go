@@ -294,7 +294,10 @@ func (h *Handler) settle(ctx context.Context, m events.SQSMessage, claimed opera
 			return operation.Reject(r, safeCode(res.ErrorCode, "rejected_"+strconv.Itoa(res.StatusCode)), now)
 		}
 	case genace.OutcomeRateLimited:
-		delay := time.Duration(float64(res.RetryAfter) * (1 + h.cfg.RetryJitter*h.rnd()))
+		// Capped at SQS's longest delay: the dispatch queue needs no
+		// Scheduler, and retrying earlier than asked only earns another 429
+		// (nothing is created either way).
+		delay := min(maxRetryDelay, time.Duration(float64(res.RetryAfter)*(1+h.cfg.RetryJitter*h.rnd())))
 		mutate = func(r operation.Record) (operation.Record, error) {
 			n, err := operation.RateLimited(r, now)
 			n.Schedule = &operation.NextAction{Action: string(message.SubmitGeneration), Due: now.Add(delay)}
@@ -323,6 +326,9 @@ func (h *Handler) settle(ctx context.Context, m events.SQSMessage, claimed opera
 	}
 	return h.follow.Emit(ctx, &saved, 1)
 }
+
+// maxRetryDelay is SQS's longest DelaySeconds.
+const maxRetryDelay = 15 * time.Minute
 
 // persistAttempts bounds re-reads after conflicts; each conflict means a
 // concurrent writer moved the record, which happens a handful of times at

@@ -426,3 +426,15 @@ func TestNoSecretOrPromptInLogsMetricsOrMessages(t *testing.T) {
 		t.Fatal("the logs are empty; the leak check proves nothing")
 	}
 }
+
+func TestRateLimitRetryStaysWithinSQSDelay(t *testing.T) {
+	t.Parallel()
+	e, _ := newEnv(t, "bolt", submit.Config{})
+	rec := pipelinetest.Create(t, e.store, pipelinetest.Prepared("op-429"))
+	e.sim.ScriptPOST("op-429", genacesim.RateLimited(2*time.Hour))
+	e.handle(t, pipelinetest.Dispatch(rec))
+	sent := e.out.Take()
+	if len(sent) != 1 || sent[0].Delay != 15*time.Minute {
+		t.Fatalf("sent %+v, want one dispatch after exactly 15m", sent)
+	}
+}

@@ -1,0 +1,92 @@
+# genjobs: Go Lambda functions that drive Genace render jobs safely.
+# Everything the tests need is fetched once into .cache/ and started here.
+
+SHELL := bash
+.SHELLFLAGS := -euo pipefail -c
+.DEFAULT_GOAL := help
+
+GO        ?= go
+CACHE     := $(CURDIR)/.cache
+BIN       := $(CACHE)/bin
+STATICCHECK_VERSION := v0.8.2
+FUNCTIONS := $(notdir $(wildcard functions/*))
+GOARCH_DEPLOY ?= arm64
+FUZZTIME  ?= 10s
+
+export GOBIN := $(BIN)
+
+.PHONY: help build test unit lint fmt bench fuzz clean
+
+help: ## list the targets
+	@grep -hE '^[a-zA-Z_-]+:.*## ' $(MAKEFILE_LIST) | sort | \
+		awk 'BEGIN {FS = ":.*## "}; {printf "  \033[36m%-10s\033[0m %s\n", $$1, $$2}'
+
+build: ## compile everything, and each function as a Lambda bootstrap (linux/arm64)
+	$(GO) build ./...
+	@for fn in $(FUNCTIONS); do \
+		echo "build/$$fn/bootstrap"; \
+		GOOS=linux GOARCH=$(GOARCH_DEPLOY) CGO_ENABLED=0 $(GO) build -tags lambda.norpc -trimpath -ldflags='-s -w' \
+			-o build/$$fn/bootstrap ./functions/$$fn; \
+	done
+
+test: ## run every test (unit, race, integration) against DynamoDB Local, started and stopped here
+	$(GO) vet ./...
+	$(GO) vet -tags integration ./...
+	bash .ci/rie.sh install
+	bash .ci/dynamodb-local.sh run -- bash .ci/goaws.sh run -- env GENJOBS_REQUIRE_INTEGRATION=1 \
+		$(GO) test -race -tags integration -count=1 -timeout 20m ./...
+	$(MAKE) --no-print-directory fuzz FUZZTIME=$(FUZZTIME)
+
+unit: ## run the tests that need no local service (integration tests skip)
+	$(GO) test -race -count=1 ./...
+
+fuzz: ## run each fuzz target for FUZZTIME (default 10s)
+	@for target in $$(grep -rhoE --include='*_test.go' '^func Fuzz[A-Za-z0-9_]+' . | sed 's/^func //' | sort -u); do \
+		pkg=$$(grep -rlE --include='*_test.go' "^func $$target\b" . | head -1 | xargs dirname); \
+		echo "fuzz $$target in $$pkg for $(FUZZTIME)"; \
+		$(GO) test -run='^$$' -fuzz="^$$target$$" -fuzztime=$(FUZZTIME) $$pkg >/dev/null; \
+	done
+
+lint: $(BIN)/staticcheck ## gofmt, go vet and staticcheck
+	@out=$$(gofmt -l $$(git ls-files '*.go') 2>/dev/null); if [ -n "$$out" ]; then echo "gofmt needed:"; echo "$$out"; exit 1; fi
+	$(GO) vet ./...
+	$(GO) vet -tags integration ./...
+	$(BIN)/staticcheck ./...
+	$(BIN)/staticcheck -tags integration ./...
+
+$(BIN)/staticcheck:
+	$(GO) install honnef.co/go/tools/cmd/staticcheck@$(STATICCHECK_VERSION)
+
+fmt: ## format the code
+	gofmt -w $$(git ls-files '*.go')
+
+bench: ## run the benchmarks and print their figures (store against DynamoDB Local too)
+	bash .ci/rie.sh install
+	bash .ci/dynamodb-local.sh run -- bash .ci/goaws.sh run -- \
+		$(GO) test -tags integration -run='^$$' -bench=. -benchmem -count=1 ./...
+
+clean: ## remove build output (keeps the download cache)
+	rm -rf build
+
+# ---------------------------------------------------------------------------
+# SAM build targets (template.yaml: Metadata: BuildMethod: makefile).
+# `sam build` runs `make build-<LogicalId>` with ARTIFACTS_DIR set; each
+# target leaves one linux/arm64 `bootstrap` there for provided.al2023.
+# internal/template checks that every function in the template has one.
+# ---------------------------------------------------------------------------
+SAM_GO_BUILD = $(if $(ARTIFACTS_DIR),,$(error ARTIFACTS_DIR is not set (sam build sets it)))GOOS=linux GOARCH=arm64 CGO_ENABLED=0 \
+	$(GO) build -tags lambda.norpc -trimpath -ldflags='-s -w' -o $(ARTIFACTS_DIR)/bootstrap
+
+.PHONY: build-SubmitFunction build-ObserveFunction build-DeliverFunction build-TriageFunction build-SweepFunction
+
+build-SubmitFunction:
+	$(SAM_GO_BUILD) ./functions/submit
+
+build-DeliverFunction:
+	$(SAM_GO_BUILD) ./functions/deliver
+
+build-TriageFunction:
+	$(SAM_GO_BUILD) ./functions/triage
+
+build-SweepFunction:
+	$(SAM_GO_BUILD) ./functions/sweep
