@@ -33,6 +33,7 @@ const (
 	EnvPolicies         = "OBSERVE_POLICIES"
 	EnvConcurrency      = "BATCH_CONCURRENCY"
 	EnvArtifactBucket   = "ARTIFACT_BUCKET"
+	EnvArtifactDir      = "ARTIFACT_DIR" // local runs only: a Lambda's disk does not last
 	EnvSweepClaim       = "SWEEP_CLAIM_TIMEOUT_SECONDS"
 	EnvSweepOverdue     = "SWEEP_OVERDUE_SECONDS"
 )
@@ -50,6 +51,7 @@ type Config struct {
 	Policies        schedule.Policies
 	Concurrency     int
 	ArtifactBucket  string
+	ArtifactDir     string
 	// SweepClaimTimeout and SweepOverdue are the sweep's thresholds (0:
 	// the sweep's defaults).
 	SweepClaimTimeout time.Duration
@@ -65,7 +67,7 @@ const (
 	NeedGenace
 	NeedQueues
 	NeedVisibility
-	NeedArtifactBucket
+	NeedArtifacts
 )
 
 // Load reads the settings; getenv is os.Getenv in production.
@@ -100,8 +102,16 @@ func Load(getenv func(string) string, needs ...Need) (Config, error) {
 			require(EnvDeliverQueueURL, c.Queues[message.DeliverArtifacts].URL)
 		case NeedVisibility:
 			require(EnvVisibility, getenv(EnvVisibility))
-		case NeedArtifactBucket:
-			require(EnvArtifactBucket, getenv(EnvArtifactBucket))
+		case NeedArtifacts:
+			// Exactly one, so a deployment never writes outputs to an
+			// instance's disk by accident.
+			bucket, dir := strings.TrimSpace(getenv(EnvArtifactBucket)), strings.TrimSpace(getenv(EnvArtifactDir))
+			switch {
+			case bucket != "" && dir != "":
+				errs = append(errs, fmt.Errorf("set %s or %s, not both", EnvArtifactBucket, EnvArtifactDir))
+			case bucket == "" && dir == "":
+				errs = append(errs, fmt.Errorf("%s is required", EnvArtifactBucket))
+			}
 		}
 	}
 	seconds := func(name string, max int) time.Duration {
@@ -118,7 +128,8 @@ func Load(getenv func(string) string, needs ...Need) (Config, error) {
 	c.Visibility = seconds(EnvVisibility, 43200)
 	c.SweepClaimTimeout = seconds(EnvSweepClaim, 86400)
 	c.SweepOverdue = seconds(EnvSweepOverdue, 86400)
-	c.ArtifactBucket = getenv(EnvArtifactBucket)
+	c.ArtifactBucket = strings.TrimSpace(getenv(EnvArtifactBucket))
+	c.ArtifactDir = strings.TrimSpace(getenv(EnvArtifactDir))
 	c.Concurrency = 8
 	if v := getenv(EnvConcurrency); v != "" {
 		n, err := strconv.Atoi(v)

@@ -15,10 +15,10 @@ func TestLoad(t *testing.T) {
 	full := map[string]string{
 		EnvTable: "ops", EnvGenaceURL: "http://127.0.0.1:1", EnvGenaceKey: "k",
 		EnvDispatchQueueURL: "d", EnvObserveQueueURL: "o", EnvDeliverQueueURL: "v", EnvObserveQueueARN: "arn:o",
-		EnvVisibility: "180", EnvConcurrency: "4",
+		EnvVisibility: "180", EnvArtifactBucket: "bucket", EnvConcurrency: "4",
 		EnvPolicies: `{"default":{"immediate":"5m"}}`,
 	}
-	c, err := Load(env(full), NeedTable, NeedGenace, NeedQueues, NeedVisibility)
+	c, err := Load(env(full), NeedTable, NeedGenace, NeedQueues, NeedVisibility, NeedArtifacts)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -35,6 +35,7 @@ func TestLoad(t *testing.T) {
 		{"everything missing is named at once", []string{EnvTable, EnvGenaceURL, EnvGenaceKey, EnvObserveQueueURL}, nil,
 			[]string{EnvTable, EnvGenaceURL, EnvGenaceKeySecret, EnvObserveQueueURL}},
 		{"bad numbers", nil, map[string]string{EnvVisibility: "soon", EnvConcurrency: "0"}, []string{EnvVisibility, EnvConcurrency}},
+		{"two artifact stores", nil, map[string]string{EnvArtifactBucket: "b", EnvArtifactDir: "/tmp/x"}, []string{EnvArtifactBucket, EnvArtifactDir}},
 		{"bad policy", nil, map[string]string{EnvPolicies: `{"default":{"longpoll":"5s"}}`}, []string{EnvPolicies, "longpoll"}},
 	}
 	for _, tt := range tests {
@@ -50,7 +51,7 @@ func TestLoad(t *testing.T) {
 			for k, v := range tt.set {
 				m[k] = v
 			}
-			_, err := Load(env(m), NeedTable, NeedGenace, NeedQueues, NeedVisibility)
+			_, err := Load(env(m), NeedTable, NeedGenace, NeedQueues, NeedVisibility, NeedArtifacts)
 			if err == nil {
 				t.Fatal("no error")
 			}

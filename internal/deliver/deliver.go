@@ -1,0 +1,587 @@
+// Package deliver is the deliver function's handler: for a succeeded
+// operation it copies every remote output into our artifact store and
+// then marks the operation delivered. Delivery is idempotent (design
+// invariant 5): keys are deterministic, every copy is verified against the
+// sha256 Genace reported, an output already recorded on the record is
+// skipped, and an output already in the store (an earlier attempt that
+// stored it but died before recording it) is recorded without a second
+// download or upload.
+//
+// One delivery message legitimately moves the revision several times: one
+// conditional write per stored output, then the completion. Every such
+// write carries the message's id as LastAppliedMessageID, so a redelivery
+// of that message recognises the record's newer revision as its own
+// progress and continues from it, while any other message that finds the
+// revision moved is acknowledged as obsolete.
+package deliver
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"math/rand/v2"
+	"time"
+
+	"github.com/aws/aws-lambda-go/events"
+
+	"github.com/genjobs/genjobs/internal/artifact"
+	"github.com/genjobs/genjobs/internal/batch"
+	"github.com/genjobs/genjobs/internal/clock"
+	"github.com/genjobs/genjobs/internal/followup"
+	"github.com/genjobs/genjobs/internal/genace"
+	"github.com/genjobs/genjobs/internal/lease"
+	"github.com/genjobs/genjobs/internal/message"
+	"github.com/genjobs/genjobs/internal/metrics"
+	"github.com/genjobs/genjobs/internal/operation"
+	"github.com/genjobs/genjobs/internal/review"
+	"github.com/genjobs/genjobs/internal/schedule"
+	"github.com/genjobs/genjobs/internal/store"
+)
+
+// Store is what the handler needs of persistence.
+type Store interface {
+	Get(ctx context.Context, operationID string) (operation.Record, error)
+	Update(ctx context.Context, rec operation.Record, expected int64) (operation.Record, error)
+	PutReview(ctx context.Context, r review.Record) (bool, error)
+}
+
+// Genace reads the job (for freshly signed output URLs) and downloads its
+// outputs. Download dials the signed URL; nothing else here reveals it.
+type Genace interface {
+	Get(ctx context.Context, jobID string, wait, timeout time.Duration) (*genace.Job, error)
+	Download(ctx context.Context, u genace.SignedURL, timeout time.Duration) (io.ReadCloser, int64, error)
+}
+
+// Artifacts is our artifact store (artifact.S3 deployed, artifact.Dir
+// locally). Put streams and verifies, never replaces an object, and
+// reuses one with the same content; Stat reports size and sha256.
+type Artifacts interface {
+	Stat(ctx context.Context, key string) (artifact.Object, bool, error)
+	Put(ctx context.Context, key string, r io.Reader, size int64, sha256hex, contentType string) (artifact.Object, error)
+}
+
+// Config tunes the handler.
+type Config struct {
+	// QueueURL and Visibility describe the deliver queue (for the lease).
+	QueueURL   string
+	Visibility time.Duration
+	// ReadTimeout bounds one GET of the job.
+	ReadTimeout time.Duration
+	// CopyTimeout bounds one output's download and store. A copy gets less
+	// when the function's deadline or the lease leaves less, but never
+	// less than MinCopyWindow: then the rest is handed on.
+	CopyTimeout   time.Duration
+	MinCopyWindow time.Duration
+	// Overhead is what one output needs beyond the copy: the store's Stat
+	// and the conditional write.
+	Overhead time.Duration
+	// MaxCopyFailures is how many consecutive failed attempts (reading the
+	// job, downloading or storing an output) the operation rides out by
+	// scheduling retries itself, before the message is left to fail
+	// towards the DLQ and triage.
+	MaxCopyFailures int
+	// Retry is the delay before the retry after the n-th consecutive
+	// failure. Its Cap must stay within SQS's 15-minute delay or the
+	// dispatcher routes the retry through EventBridge Scheduler.
+	Retry       schedule.Backoff
+	Concurrency int
+}
+
+// Defaults fills zero fields.
+func (c Config) Defaults() Config {
+	if c.Visibility == 0 {
+		c.Visibility = 6 * time.Minute
+	}
+	if c.ReadTimeout == 0 {
+		c.ReadTimeout = 10 * time.Second
+	}
+	if c.CopyTimeout == 0 {
+		c.CopyTimeout = 5 * time.Minute
+	}
+	if c.MinCopyWindow == 0 {
+		c.MinCopyWindow = 20 * time.Second
+	}
+	if c.Overhead == 0 {
+		c.Overhead = 5 * time.Second
+	}
+	if c.MaxCopyFailures == 0 {
+		c.MaxCopyFailures = 10
+	}
+	if c.Retry == (schedule.Backoff{}) {
+		c.Retry = schedule.Backoff{Base: 10 * time.Second, Cap: 15 * time.Minute, Multiplier: 2, Jitter: 0.2}
+	}
+	return c
+}
+
+// Handler handles delivery batches.
+type Handler struct {
+	store     Store
+	genace    Genace
+	artifacts Artifacts
+	ext       lease.Extender
+	follow    *followup.Emitter
+	clk       clock.Clock
+	log       *slog.Logger
+	metrics   *metrics.Emitter
+	cfg       Config
+	runner    batch.Runner
+	rnd       func() float64
+}
+
+// New wires a handler. ext renews message visibility; sender delivers
+// follow-up messages (retries and continuations).
+func New(cfg Config, st Store, g Genace, a Artifacts, ext lease.Extender, sender followup.Sender, clk clock.Clock, log *slog.Logger, m *metrics.Emitter) *Handler {
+	cfg = cfg.Defaults()
+	return &Handler{
+		store: st, genace: g, artifacts: a, ext: ext, clk: clk, log: log, metrics: m, cfg: cfg,
+		follow: &followup.Emitter{Sender: sender, Reviews: st, Clock: clk, Metrics: m, Source: review.SourceHandler},
+		runner: batch.Runner{Action: string(message.DeliverArtifacts), Concurrency: cfg.Concurrency, Log: log, Metrics: m, Clock: clk},
+		rnd:    rand.Float64,
+	}
+}
+
+// Handle is the Lambda entry point for an SQS batch.
+func (h *Handler) Handle(ctx context.Context, ev events.SQSEvent) (events.SQSEventResponse, error) {
+	return h.runner.Run(ctx, ev, h.handleRecord), nil
+}
+
+func (h *Handler) handleRecord(ctx context.Context, m events.SQSMessage) error {
+	start := h.clk.Now()
+	env, err := message.Decode([]byte(m.Body))
+	if err != nil {
+		return fmt.Errorf("deliver message %s: %w", m.MessageId, err)
+	}
+	if env.Action != message.DeliverArtifacts {
+		return batch.MarkPermanent(fmt.Errorf("deliver message %s: action %s does not belong on the deliver queue", m.MessageId, env.Action))
+	}
+	rec, err := h.store.Get(ctx, env.OperationID)
+	if err != nil {
+		return fmt.Errorf("deliver %s: load: %w", env.OperationID, err)
+	}
+	l := lease.New(h.clk, h.ext, h.cfg.QueueURL, m.ReceiptHandle, h.cfg.Visibility, start)
+	l.OnRenewalFailure = func(error) {
+		h.metrics.Count(metrics.LeaseRenewalFailures, 1, metrics.Dim{Name: "Action", Value: string(env.Action)})
+	}
+	run := &delivery{h: h, m: m, env: env, lease: l, cur: rec}
+	outcome, err := run.decide(ctx)
+	h.metrics.Duration(metrics.ActionDuration, h.clk.Now().Sub(start),
+		metrics.Dim{Name: "Action", Value: string(env.Action)}, metrics.Dim{Name: "Outcome", Value: outcome})
+	return err
+}
+
+// delivery is one message's work on one record. cur is the record as this
+// worker last read or wrote it.
+type delivery struct {
+	h     *Handler
+	m     events.SQSMessage
+	env   message.Envelope
+	lease *lease.Lease
+	cur   operation.Record
+	job   *genace.Job
+	// copyBudget is the time the next copy may take; stored counts the
+	// outputs this message stored (progress, for yield).
+	copyBudget time.Duration
+	stored     int
+}
+
+// obsolete acknowledges a message that the record makes pointless.
+func (d *delivery) obsolete(ctx context.Context, why string) (string, error) {
+	h := d.h
+	h.metrics.Count(metrics.Obsolete, 1, metrics.Dim{Name: "Action", Value: string(d.env.Action)}, metrics.Dim{Name: "Reason", Value: why})
+	h.log.InfoContext(ctx, "acknowledged as obsolete", "operation_id", d.env.OperationID, "reason", why,
+		"expected_revision", d.env.ExpectedRevision, "revision", d.cur.Revision, "phase", string(d.cur.Phase))
+	return "obsolete", nil
+}
+
+// decide checks the message against the record, then delivers.
+func (d *delivery) decide(ctx context.Context) (string, error) {
+	rec := &d.cur
+	if rec.RemoteJobID != d.env.ExpectedRemoteJobID {
+		return d.obsolete(ctx, "job_id_mismatch")
+	}
+	if rec.Phase == operation.Delivered {
+		return d.obsolete(ctx, "already_delivered")
+	}
+	if rec.Revision != d.env.ExpectedRevision {
+		if rec.LastAppliedMessageID != d.m.MessageId {
+			return d.obsolete(ctx, "stale_revision")
+		}
+		// The newer revision is this message's own work (a redelivery
+		// after a crash, a timeout or an unacknowledged batch).
+		if rec.Phase == operation.Succeeded && rec.Counters.ReadFailures > 0 &&
+			rec.Schedule != nil && rec.Schedule.Due.After(d.h.clk.Now()) {
+			// Its last write recorded a failure and scheduled a retry; the
+			// retry message may not have left. Send it (duplicates
+			// collapse on the revision) instead of retrying early.
+			return "reemitted", d.h.follow.Emit(ctx, rec, d.env.Attempt+1)
+		}
+		// Otherwise its last writes were progress: continue from them.
+	}
+	if rec.Phase != operation.Succeeded {
+		return d.obsolete(ctx, "phase_"+string(rec.Phase))
+	}
+	if rec.Parked != nil {
+		return d.obsolete(ctx, "parked")
+	}
+	if rec.Remote == nil {
+		return "permanent", batch.MarkPermanent(fmt.Errorf("deliver %s: succeeded without a remote snapshot", rec.OperationID))
+	}
+	return d.deliver(ctx)
+}
+
+// deliver stores every output not yet recorded, then completes.
+func (d *delivery) deliver(ctx context.Context) (string, error) {
+	h := d.h
+	descs := d.cur.Remote.Outputs
+	for i, desc := range descs {
+		if !artifact.ValidSHA256(desc.SHA256) || desc.SizeBytes < 0 {
+			return "permanent", batch.MarkPermanent(fmt.Errorf("deliver %s: output %d: the snapshot holds no usable sha256 or size to verify a copy against", d.cur.OperationID, i))
+		}
+	}
+	if pending(&d.cur) > 0 {
+		// Fresh signed URLs: the snapshot never keeps them, and any URL an
+		// earlier read saw may have expired.
+		if st := d.fetch(ctx); st != nil {
+			return st.outcome, st.err
+		}
+	}
+	for i, desc := range descs {
+		if _, ok := d.cur.Delivered(i); ok {
+			continue // recorded by an earlier attempt: reuse it
+		}
+		if why := d.authority(ctx); why != "" {
+			return d.yield(ctx, why)
+		}
+		key := artifact.Key(d.cur.OperationID, d.cur.RemoteJobID, i, desc.ContentType)
+		obj, how, err := d.store(ctx, i, desc, key)
+		if err != nil {
+			return d.failed(ctx, err)
+		}
+		rec := operation.Delivery{Index: i, Key: obj.Key, SizeBytes: obj.Size, SHA256: obj.SHA256, StoredAt: h.clk.Now()}
+		if st := d.record(ctx, rec); st != nil {
+			return st.outcome, st.err
+		}
+		d.stored++
+		h.metrics.Count(metrics.Deliveries, 1, metrics.Dim{Name: "Outcome", Value: how})
+		h.log.InfoContext(ctx, "output stored", "operation_id", d.cur.OperationID, "index", i, "key", obj.Key,
+			"size_bytes", obj.Size, "outcome", how, "revision", d.cur.Revision)
+	}
+	if d.cur.Phase == operation.Succeeded {
+		// Every output was recorded before this message (a crash between
+		// the last output and the completion): complete now.
+		if st := d.persist(ctx, func(r operation.Record) (operation.Record, bool, error) {
+			if r.Phase != operation.Succeeded {
+				return r, false, errMovedOn
+			}
+			n, err := operation.CompleteDelivery(r, h.clk.Now())
+			return n, true, err
+		}); st != nil {
+			return st.outcome, st.err
+		}
+	}
+	h.log.InfoContext(ctx, "operation delivered", "operation_id", d.cur.OperationID, "revision", d.cur.Revision, "outputs", len(descs))
+	return "delivered", h.follow.Emit(ctx, &d.cur, d.env.Attempt+1)
+}
+
+func pending(r *operation.Record) int {
+	n := 0
+	for i := range r.Remote.Outputs {
+		if _, ok := r.Delivered(i); !ok {
+			n++
+		}
+	}
+	return n
+}
+
+// stop is how a message's handling ends early: the outcome for metrics
+// and the error for the batch (nil acknowledges the message).
+type stop struct {
+	outcome string
+	err     error
+}
+
+// fetch GETs the job (no long poll) for freshly signed URLs and checks the
+// outputs against the snapshot's descriptors.
+func (d *delivery) fetch(ctx context.Context) *stop {
+	job, err := d.h.genace.Get(ctx, d.cur.RemoteJobID, 0, d.h.cfg.ReadTimeout)
+	if err != nil {
+		outcome, err := d.failed(ctx, &readError{err: err})
+		return &stop{outcome, err}
+	}
+	if err := matches(d.cur.Remote.Outputs, job); err != nil {
+		// The outputs we would copy are not the ones observation saw. A
+		// copy could not be verified against the record; a person must
+		// look.
+		return &stop{"permanent", batch.MarkPermanent(fmt.Errorf("deliver %s: job %s: %w", d.cur.OperationID, d.cur.RemoteJobID, err))}
+	}
+	d.job = job
+	return nil
+}
+
+// matches cross-checks a fresh read of the job with the snapshot's
+// descriptors. Its errors name indexes and fields, never URLs.
+func matches(descs []operation.OutputDescriptor, job *genace.Job) error {
+	if job.State != genace.StateSucceeded {
+		return fmt.Errorf("remote state is now %s, observed succeeded", job.State)
+	}
+	if len(job.Outputs) != len(descs) {
+		return fmt.Errorf("remote lists %d outputs, the snapshot %d", len(job.Outputs), len(descs))
+	}
+	for i, o := range job.Outputs {
+		w := descs[i]
+		if o.SizeBytes != w.SizeBytes || o.SHA256 != w.SHA256 || o.ContentType != w.ContentType {
+			return fmt.Errorf("output %d is now %s/%d bytes/sha256 %s, the snapshot says %s/%d bytes/sha256 %s",
+				i, o.ContentType, o.SizeBytes, o.SHA256, w.ContentType, w.SizeBytes, w.SHA256)
+		}
+		if o.URL.IsZero() {
+			return fmt.Errorf("output %d has no URL", i)
+		}
+	}
+	return nil
+}
+
+// authority says why this worker should stop before another copy, or "".
+// A copy needs the lease and the function's deadline to outlast it; if
+// either will not, progress so far is kept and the rest handed on.
+func (d *delivery) authority(ctx context.Context) string {
+	budget := d.h.cfg.CopyTimeout
+	if dl, ok := ctx.Deadline(); ok {
+		budget = min(budget, dl.Sub(d.h.clk.Now())-d.h.cfg.Overhead)
+	}
+	if budget < d.h.cfg.MinCopyWindow {
+		return "deadline"
+	}
+	d.copyBudget = budget
+	if err := d.lease.Ensure(ctx, budget+d.h.cfg.Overhead); err != nil {
+		d.h.log.WarnContext(ctx, "lease not renewed; handing the rest of the delivery on", "operation_id", d.cur.OperationID, "error", err.Error())
+		return "lease"
+	}
+	return ""
+}
+
+// yield hands the remaining outputs to a fresh message at the current
+// revision, instead of copying past the lease or the deadline. Nothing is
+// lost: recorded outputs stay recorded, and a stored but unrecorded one
+// is found by the next attempt's Stat.
+func (d *delivery) yield(ctx context.Context, why string) (string, error) {
+	next := message.Envelope{Action: message.DeliverArtifacts, OperationID: d.cur.OperationID, ExpectedRevision: d.cur.Revision,
+		ExpectedRemoteJobID: d.cur.RemoteJobID, Attempt: d.env.Attempt + 1}
+	// Handing on at once is right after progress; without any, an
+	// immediate re-send would spin (a function whose timeout cannot fit a
+	// copy), so wait the retry backoff instead.
+	delay := time.Duration(0)
+	if d.stored == 0 {
+		delay = d.h.cfg.Retry.Delay(0, nil)
+	}
+	if _, err := d.h.follow.Sender.Send(ctx, next, delay); err != nil {
+		return "error", fmt.Errorf("deliver %s: hand on after %s: %w", d.cur.OperationID, why, err)
+	}
+	d.h.log.InfoContext(ctx, "delivery handed on", "operation_id", d.cur.OperationID, "reason", why, "revision", d.cur.Revision)
+	return "yielded_" + why, nil
+}
+
+// store puts output i under key, or finds it already there. how is
+// "reused" or "copied".
+func (d *delivery) store(ctx context.Context, i int, desc operation.OutputDescriptor, key string) (artifact.Object, string, error) {
+	obj, ok, err := d.h.artifacts.Stat(ctx, key)
+	if err != nil {
+		return artifact.Object{}, "", &copyError{err: err}
+	}
+	if ok {
+		if obj.Size == desc.SizeBytes && obj.SHA256 == desc.SHA256 {
+			return obj, "reused", nil
+		}
+		return artifact.Object{}, "", batch.MarkPermanent(fmt.Errorf("output %d: %s already holds %d bytes with sha256 %q, expected %d bytes with %s: %w",
+			i, key, obj.Size, obj.SHA256, desc.SizeBytes, desc.SHA256, artifact.ErrConflict))
+	}
+	for refreshed := false; ; refreshed = true {
+		obj, err = d.copy(ctx, d.job.Outputs[i].URL, key, desc)
+		if err == nil {
+			return obj, "copied", nil
+		}
+		if !errors.Is(err, genace.ErrURLExpired) || refreshed {
+			return artifact.Object{}, "", &copyError{err: fmt.Errorf("output %d: %w", i, err)}
+		}
+		// Signed URLs expire; a new GET signs them afresh. Once.
+		d.h.log.InfoContext(ctx, "signed URL expired; reading the job again", "operation_id", d.cur.OperationID, "index", i)
+		if st := d.fetch(ctx); st != nil {
+			return artifact.Object{}, "", &handled{st}
+		}
+	}
+}
+
+// copy streams one output from its signed URL into the store.
+func (d *delivery) copy(ctx context.Context, u genace.SignedURL, key string, desc operation.OutputDescriptor) (artifact.Object, error) {
+	ctx, cancel := context.WithTimeout(ctx, d.copyBudget)
+	defer cancel()
+	body, n, err := d.h.genace.Download(ctx, u, d.copyBudget)
+	if err != nil {
+		return artifact.Object{}, err
+	}
+	defer body.Close()
+	if n >= 0 && n != desc.SizeBytes {
+		return artifact.Object{}, fmt.Errorf("%w: download announces %d bytes, the snapshot %d", artifact.ErrMismatch, n, desc.SizeBytes)
+	}
+	return d.h.artifacts.Put(ctx, key, body, desc.SizeBytes, desc.SHA256, desc.ContentType)
+}
+
+// errMovedOn: the record left succeeded under this worker (another worker
+// completed the delivery). The newer state stands.
+var errMovedOn = errors.New("record moved on")
+
+// record notes one stored output with a conditional write, completing the
+// operation when it was the last.
+func (d *delivery) record(ctx context.Context, del operation.Delivery) *stop {
+	now := d.h.clk.Now()
+	return d.persist(ctx, func(r operation.Record) (operation.Record, bool, error) {
+		if r.Phase != operation.Succeeded {
+			return r, false, errMovedOn
+		}
+		n, changed, err := operation.RecordDelivery(r, del, now)
+		if err != nil {
+			return r, false, err // recorded with another checksum or key: permanent
+		}
+		if !changed && pending(&n) > 0 {
+			return r, false, nil // another worker recorded the same output
+		}
+		// A stored output ends a run of failures.
+		n.Counters.ReadFailures = 0
+		if pending(&n) == 0 {
+			n, err = operation.CompleteDelivery(n, now)
+			return n, true, err
+		}
+		// Progress: the sweep sees a delivery that is due now, and
+		// re-arms it only if progress stops for its grace period.
+		n.Schedule = &operation.NextAction{Action: string(message.DeliverArtifacts), Due: now}
+		return n, true, nil
+	})
+}
+
+// persistAttempts bounds re-reads after conflicts: each one means another
+// writer moved the record, which happens a handful of times at most.
+const persistAttempts = 8
+
+// persist applies mutate to the current record and writes it
+// conditionally, stamped with this message's id. On a conflict it
+// re-applies mutate to the record as it now stands, so a concurrent
+// worker that recorded the same output costs nothing.
+func (d *delivery) persist(ctx context.Context, mutate func(operation.Record) (operation.Record, bool, error)) *stop {
+	h := d.h
+	for range persistAttempts {
+		next, write, err := mutate(d.cur)
+		if errors.Is(err, errMovedOn) {
+			h.log.InfoContext(ctx, "record moved on under this delivery; the newer state stands", "operation_id", d.cur.OperationID,
+				"revision", d.cur.Revision, "phase", string(d.cur.Phase))
+			return &stop{"moved_on", nil}
+		}
+		if err != nil {
+			return &stop{"permanent", batch.MarkPermanent(fmt.Errorf("deliver %s: %w", d.cur.OperationID, err))}
+		}
+		if !write {
+			return nil
+		}
+		next.LastAppliedMessageID = d.m.MessageId
+		saved, err := h.store.Update(ctx, next, d.cur.Revision)
+		if err == nil {
+			d.cur = saved
+			return nil
+		}
+		var ce *store.ConflictError
+		if errors.As(err, &ce) && ce.Current != nil {
+			h.metrics.Count(metrics.StaleWrites, 1, metrics.Dim{Name: "Action", Value: string(d.env.Action)})
+			d.cur = *ce.Current
+			continue
+		}
+		return &stop{"error", fmt.Errorf("deliver %s: write: %w", d.cur.OperationID, err)}
+	}
+	return &stop{"error", fmt.Errorf("deliver %s: still conflicting after %d writes", d.cur.OperationID, persistAttempts)}
+}
+
+// readError is a failed GET of the job.
+type readError struct{ err error }
+
+func (e *readError) Error() string { return e.err.Error() }
+func (e *readError) Unwrap() error { return e.err }
+
+// copyError is a failed download or store of one output.
+type copyError struct{ err error }
+
+func (e *copyError) Error() string { return e.err.Error() }
+func (e *copyError) Unwrap() error { return e.err }
+
+// handled carries an end already decided deeper down (a re-read that
+// failed and was recorded, or found the outputs changed).
+type handled struct{ *stop }
+
+func (e *handled) Error() string {
+	if e.err == nil {
+		return e.outcome
+	}
+	return e.err.Error()
+}
+func (e *handled) Unwrap() error { return e.err }
+
+// category names a transient failure on the record (LastError), or says
+// it is permanent: retrying cannot help and a person must look.
+func category(err error) (string, bool) {
+	var re *readError
+	switch {
+	case errors.As(err, &re):
+		if errors.Is(err, genace.ErrNotFound) || !genace.Retryable(err) {
+			return "", true
+		}
+		return "genace_read_failed", false
+	case batch.Classify(err) == batch.Permanent,
+		errors.Is(err, artifact.ErrConflict), errors.Is(err, artifact.ErrInvalid),
+		errors.Is(err, genace.ErrNotFound), errors.Is(err, genace.ErrInvalidArgument):
+		return "", true
+	case errors.Is(err, genace.ErrURLExpired):
+		return "signed_url_expired", false
+	case errors.Is(err, artifact.ErrMismatch):
+		return "artifact_verify_failed", false
+	}
+	return "artifact_copy_failed", false
+}
+
+// failed handles a failed read or copy. A transient failure is recorded on
+// the record (phase unchanged, failure counted, retry scheduled with
+// backoff) so delivery rides out an outage without burning the message's
+// receive count; past MaxCopyFailures, or for a permanent failure, the
+// message fails towards the DLQ and triage.
+func (d *delivery) failed(ctx context.Context, err error) (string, error) {
+	h := d.h
+	var done *handled
+	if errors.As(err, &done) {
+		return done.outcome, done.err
+	}
+	cat, permanent := category(err)
+	if permanent {
+		return "permanent", batch.MarkPermanent(fmt.Errorf("deliver %s: %w", d.cur.OperationID, err))
+	}
+	rec := d.cur
+	if rec.Counters.ReadFailures+1 >= h.cfg.MaxCopyFailures {
+		return "failed", fmt.Errorf("deliver %s: %d consecutive failures: %w", rec.OperationID, rec.Counters.ReadFailures+1, err)
+	}
+	now := h.clk.Now()
+	next, terr := operation.ReadFailed(rec, cat, now)
+	if terr != nil {
+		return "failed", fmt.Errorf("deliver %s: %w (after %w)", rec.OperationID, terr, err)
+	}
+	next.Schedule = &operation.NextAction{Action: string(message.DeliverArtifacts), Due: now.Add(h.cfg.Retry.Delay(next.Counters.ReadFailures-1, h.rnd))}
+	next.LastAppliedMessageID = d.m.MessageId
+	saved, uerr := h.store.Update(ctx, next, rec.Revision)
+	if errors.Is(uerr, store.ErrConflict) {
+		// Another worker moved the record: it drives the delivery now.
+		h.metrics.Count(metrics.StaleWrites, 1, metrics.Dim{Name: "Action", Value: string(d.env.Action)})
+		return "lost_race", nil
+	}
+	if uerr != nil {
+		return "failed", fmt.Errorf("deliver %s: record failure: %w (after %w)", rec.OperationID, uerr, err)
+	}
+	d.cur = saved
+	h.log.WarnContext(ctx, "delivery failed; retrying later", "operation_id", rec.OperationID, "category", cat,
+		"failures", saved.Counters.ReadFailures, "retry_at", saved.Schedule.Due, "error", err.Error())
+	return "retry_" + cat, h.follow.Emit(ctx, &saved, d.env.Attempt+1)
+}

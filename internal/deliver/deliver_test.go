@@ -1,0 +1,788 @@
+package deliver_test
+
+import (
+	"bytes"
+	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"errors"
+	"io"
+	"log/slog"
+	"os"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/aws/aws-sdk-go-v2/aws"
+	"github.com/aws/aws-sdk-go-v2/service/s3"
+
+	"github.com/genjobs/genjobs/internal/artifact"
+	"github.com/genjobs/genjobs/internal/artifact/artifacttest"
+	"github.com/genjobs/genjobs/internal/clock"
+	"github.com/genjobs/genjobs/internal/deliver"
+	"github.com/genjobs/genjobs/internal/genace"
+	"github.com/genjobs/genjobs/internal/genacesim"
+	"github.com/genjobs/genjobs/internal/message"
+	"github.com/genjobs/genjobs/internal/metrics"
+	"github.com/genjobs/genjobs/internal/observe"
+	"github.com/genjobs/genjobs/internal/operation"
+	"github.com/genjobs/genjobs/internal/pipelinetest"
+	"github.com/genjobs/genjobs/internal/schedule"
+	"github.com/genjobs/genjobs/internal/store"
+	"github.com/genjobs/genjobs/internal/submit"
+)
+
+// The production stores satisfy the handler's interfaces.
+var (
+	_ deliver.Artifacts = (*artifact.S3)(nil)
+	_ deliver.Artifacts = (*artifact.Dir)(nil)
+	_ deliver.Genace    = (*genace.Client)(nil)
+	_ deliver.Store     = (store.Store)(nil)
+)
+
+type syncBuffer struct {
+	mu sync.Mutex
+	b  bytes.Buffer
+}
+
+func (s *syncBuffer) Write(p []byte) (int, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.Write(p)
+}
+func (s *syncBuffer) String() string { s.mu.Lock(); defer s.mu.Unlock(); return s.b.String() }
+
+// gen wraps the Genace client: it counts the handler's GETs, can hold a
+// GET until released, and runs a hook before the next download (to move
+// the clock past a signed URL's expiry between GET and download).
+type gen struct {
+	inner          *genace.Client
+	mu             sync.Mutex
+	gets           int
+	entered        chan struct{}
+	release        chan struct{}
+	beforeDownload []func()
+}
+
+func (g *gen) Get(ctx context.Context, jobID string, wait, timeout time.Duration) (*genace.Job, error) {
+	g.mu.Lock()
+	g.gets++
+	entered, release := g.entered, g.release
+	g.entered, g.release = nil, nil
+	g.mu.Unlock()
+	job, err := g.inner.Get(ctx, jobID, wait, timeout)
+	if entered != nil {
+		close(entered)
+		<-release
+	}
+	return job, err
+}
+
+func (g *gen) Download(ctx context.Context, u genace.SignedURL, timeout time.Duration) (io.ReadCloser, int64, error) {
+	g.mu.Lock()
+	var hook func()
+	if len(g.beforeDownload) > 0 {
+		hook, g.beforeDownload = g.beforeDownload[0], g.beforeDownload[1:]
+	}
+	g.mu.Unlock()
+	if hook != nil {
+		hook()
+	}
+	return g.inner.Download(ctx, u, timeout)
+}
+
+// noWait answers observation's long polls at once: the simulator holds a
+// long poll on the manual clock, which no one advances meanwhile.
+type noWait struct{ c *genace.Client }
+
+func (n noWait) Get(ctx context.Context, jobID string, _, _ time.Duration) (*genace.Job, error) {
+	return n.c.Get(ctx, jobID, 0, 5*time.Second)
+}
+
+func (g *gen) hold() (entered, release chan struct{}) {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	g.entered, g.release = make(chan struct{}), make(chan struct{})
+	return g.entered, g.release
+}
+
+func (g *gen) Gets() int { g.mu.Lock(); defer g.mu.Unlock(); return g.gets }
+
+// counting wraps the artifact store: it counts Stat and Put per key and
+// can fail a Put part-way through its stream, as an S3 outage mid-upload
+// would.
+type counting struct {
+	inner deliver.Artifacts
+	mu    sync.Mutex
+	stats map[string]int
+	puts  map[string]int
+	fail  map[string]int // key → Puts still to fail
+}
+
+var errStoreDown = errors.New("artifact store: injected outage mid-upload")
+
+func (c *counting) Stat(ctx context.Context, key string) (artifact.Object, bool, error) {
+	c.mu.Lock()
+	c.stats[key]++
+	c.mu.Unlock()
+	return c.inner.Stat(ctx, key)
+}
+
+func (c *counting) Put(ctx context.Context, key string, r io.Reader, size int64, sum, contentType string) (artifact.Object, error) {
+	c.mu.Lock()
+	c.puts[key]++
+	fail := c.fail[key] != 0
+	if c.fail[key] > 0 {
+		c.fail[key]--
+	}
+	c.mu.Unlock()
+	if fail {
+		_, _ = io.CopyN(io.Discard, r, 16) // some of the stream went out
+		return artifact.Object{}, errStoreDown
+	}
+	return c.inner.Put(ctx, key, r, size, sum, contentType)
+}
+
+func (c *counting) failPuts(key string, n int) { c.mu.Lock(); c.fail[key] = n; c.mu.Unlock() }
+func (c *counting) Puts(key string) int        { c.mu.Lock(); defer c.mu.Unlock(); return c.puts[key] }
+func (c *counting) Stats(key string) int       { c.mu.Lock(); defer c.mu.Unlock(); return c.stats[key] }
+
+// flaky wraps the operation store and fails chosen record writes with a
+// transient error, as a crash or a DynamoDB outage between the copy and
+// its record would.
+type flaky struct {
+	store.Store
+	mu      sync.Mutex
+	updates int
+	failAt  map[int]bool
+}
+
+func (f *flaky) Update(ctx context.Context, rec operation.Record, expected int64) (operation.Record, error) {
+	f.mu.Lock()
+	f.updates++
+	fail := f.failAt[f.updates]
+	f.mu.Unlock()
+	if fail {
+		return operation.Record{}, errors.New("store: injected write failure")
+	}
+	return f.Store.Update(ctx, rec, expected)
+}
+
+// failUpdate makes the n-th record write from now fail (1 = the next).
+func (f *flaky) failUpdate(n int) { f.mu.Lock(); f.failAt[f.updates+n] = true; f.mu.Unlock() }
+
+type env struct {
+	clk   *clock.Manual
+	sim   *genacesim.Simulator
+	gen   *gen
+	store store.Store
+	st    *flaky
+	out   *pipelinetest.Outbox
+	ext   *pipelinetest.Extender
+	logs  *syncBuffer
+	mets  *syncBuffer
+	dir   *artifact.Dir
+	s3    *s3.Client
+	art   *counting
+	del   *deliver.Handler
+	obs   *observe.Handler
+	sub   *submit.Handler
+}
+
+type options struct {
+	outputs int
+	s3      bool
+	cfg     deliver.Config
+}
+
+func testPolicies() schedule.Policies {
+	ps := schedule.DefaultPolicies()
+	ps.Default = schedule.Policy{LongPoll: 20 * time.Second, Immediate: 0, Base: 5 * time.Second, Cap: time.Minute, Multiplier: 2, Jitter: 0}
+	return ps
+}
+
+func newEnv(t testing.TB, kind string, o options) *env {
+	t.Helper()
+	if o.outputs == 0 {
+		o.outputs = 2
+	}
+	e := &env{clk: clock.NewManual(pipelinetest.Start), out: &pipelinetest.Outbox{}, ext: &pipelinetest.Extender{}, logs: &syncBuffer{}, mets: &syncBuffer{}}
+	simCfg := genacesim.Config{DefaultModel: genacesim.ModelConfig{Price: 10, QueueFor: 2 * time.Second, RunFor: 10 * time.Second, OutputCount: o.outputs}}
+	var client *genace.Client
+	e.sim, client = pipelinetest.Sim(t, e.clk, simCfg)
+	e.gen = &gen{inner: client}
+	e.store = pipelinetest.OpenStore(t, kind)
+	e.st = &flaky{Store: e.store, failAt: map[int]bool{}}
+	var inner deliver.Artifacts
+	if o.s3 {
+		e.s3 = artifacttest.FakeS3(t)
+		inner = artifact.NewS3(e.s3, artifacttest.Bucket)
+	} else {
+		d, err := artifact.NewDir(t.TempDir())
+		if err != nil {
+			t.Fatal(err)
+		}
+		e.dir, inner = d, d
+	}
+	e.art = &counting{inner: inner, stats: map[string]int{}, puts: map[string]int{}, fail: map[string]int{}}
+	log := slog.New(slog.NewJSONHandler(e.logs, nil))
+	delays := schedule.NewObservation(testPolicies())
+	delays.Rand = func() float64 { return 0.5 }
+	e.sub = submit.New(submit.Config{}, e.store, client, e.ext, e.out, e.clk, log, metrics.Discard())
+	e.obs = observe.New(observe.Config{}, e.store, noWait{client}, delays, e.ext, e.out, e.clk, log, metrics.Discard())
+	e.del = deliver.New(o.cfg, e.st, e.gen, e.art, e.ext, e.out, e.clk, log, metrics.New(e.mets, "deliver", e.clk))
+	return e
+}
+
+// succeed runs the real submit and observe handlers against the simulator
+// until observation hands the operation to delivery; it returns that
+// deliver_artifacts message.
+func (e *env) succeed(t *testing.T, id string) pipelinetest.Sent {
+	t.Helper()
+	rec := pipelinetest.Create(t, e.store, pipelinetest.Prepared(id))
+	if resp, err := e.sub.Handle(context.Background(), pipelinetest.Event(t, e.clk.Now(), pipelinetest.Dispatch(rec))); err != nil || len(resp.BatchItemFailures) != 0 {
+		t.Fatalf("submit: %v %v", resp, err)
+	}
+	sent := e.out.Take()
+	for steps := 0; steps < 50; steps++ {
+		if len(sent) != 1 {
+			t.Fatalf("expected one follow-up, got %+v", sent)
+		}
+		next := sent[0]
+		if next.Env.Action == message.DeliverArtifacts {
+			if got := pipelinetest.Get(t, e.store, id); got.Phase != operation.Succeeded {
+				t.Fatalf("handed to delivery in phase %s", got.Phase)
+			}
+			return next
+		}
+		e.clk.Advance(next.Delay)
+		if resp, _ := e.obs.Handle(context.Background(), pipelinetest.Event(t, e.clk.Now(), next)); len(resp.BatchItemFailures) != 0 {
+			t.Fatalf("observation failed\n%s", e.logs.String())
+		}
+		sent = e.out.Take()
+	}
+	t.Fatal("never succeeded")
+	return pipelinetest.Sent{}
+}
+
+func (e *env) deliver(t *testing.T, msgs ...pipelinetest.Sent) []string {
+	t.Helper()
+	resp, err := e.del.Handle(context.Background(), pipelinetest.Event(t, e.clk.Now(), msgs...))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return pipelinetest.Failed(resp)
+}
+
+func keyOf(rec operation.Record, i int) string {
+	return artifact.Key(rec.OperationID, rec.RemoteJobID, i, rec.Remote.Outputs[i].ContentType)
+}
+
+// stored reads an artifact back from the Dir (or S3) store and returns
+// its bytes' sha256.
+func (e *env) stored(t *testing.T, key string) (string, os.FileInfo) {
+	t.Helper()
+	var data []byte
+	var fi os.FileInfo
+	if e.dir != nil {
+		p, err := e.dir.Path(key)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if data, err = os.ReadFile(p); err != nil {
+			t.Fatal(err)
+		}
+		if fi, err = os.Stat(p); err != nil {
+			t.Fatal(err)
+		}
+	} else {
+		out, err := e.s3.GetObject(context.Background(), &s3.GetObjectInput{Bucket: aws.String(artifacttest.Bucket), Key: aws.String(key)})
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer out.Body.Close()
+		if data, err = io.ReadAll(out.Body); err != nil {
+			t.Fatal(err)
+		}
+		if out.Metadata[artifact.MetaSHA256] == "" {
+			t.Fatalf("%s stored without its sha256 metadata", key)
+		}
+	}
+	h := sha256.Sum256(data)
+	return hex.EncodeToString(h[:]), fi
+}
+
+// checkDelivered asserts a delivered record whose every output is stored
+// under its deterministic key with the sha256 Genace reported.
+func (e *env) checkDelivered(t *testing.T, id string) operation.Record {
+	t.Helper()
+	got := pipelinetest.Get(t, e.store, id)
+	if got.Phase != operation.Delivered || got.Schedule != nil || !got.Terminal() {
+		t.Fatalf("phase %s, schedule %+v; want delivered\n%s", got.Phase, got.Schedule, e.logs.String())
+	}
+	if len(got.Deliveries) != len(got.Remote.Outputs) {
+		t.Fatalf("%d deliveries for %d outputs", len(got.Deliveries), len(got.Remote.Outputs))
+	}
+	for i, desc := range got.Remote.Outputs {
+		d, ok := got.Delivered(i)
+		if !ok || d.Key != keyOf(got, i) || d.SHA256 != desc.SHA256 || d.SizeBytes != desc.SizeBytes {
+			t.Fatalf("output %d: delivery %+v, descriptor %+v", i, d, desc)
+		}
+		if sum, _ := e.stored(t, d.Key); sum != desc.SHA256 {
+			t.Fatalf("output %d: stored sha256 %s, Genace reported %s", i, sum, desc.SHA256)
+		}
+	}
+	return got
+}
+
+func (e *env) count(metric, outcome string) int {
+	n := 0
+	for _, line := range strings.Split(e.mets.String(), "\n") {
+		if strings.Contains(line, `"`+metric+`"`) && strings.Contains(line, `"Outcome":"`+outcome+`"`) {
+			n++
+		}
+	}
+	return n
+}
+
+func forEachStore(t *testing.T, f func(t *testing.T, kind string)) {
+	for _, kind := range pipelinetest.StoreKinds() {
+		t.Run(kind, func(t *testing.T) {
+			t.Parallel()
+			f(t, kind)
+		})
+	}
+}
+
+func TestDeliversSucceededOperation(t *testing.T) {
+	t.Parallel()
+	forEachStore(t, func(t *testing.T, kind string) {
+		e := newEnv(t, kind, options{})
+		m := e.succeed(t, "op-ok")
+		before := pipelinetest.Get(t, e.store, "op-ok")
+		if failed := e.deliver(t, m); len(failed) != 0 {
+			t.Fatalf("failures %v\n%s", failed, e.logs.String())
+		}
+		got := e.checkDelivered(t, "op-ok")
+		if n := e.sim.FileGets(); n != 2 {
+			t.Fatalf("%d signed-URL downloads for 2 outputs", n)
+		}
+		// One conditional write per output, the last one completing.
+		if got.Revision != before.Revision+2 || got.LastAppliedMessageID != m.ID {
+			t.Fatalf("revision %d → %d, last applied %q", before.Revision, got.Revision, got.LastAppliedMessageID)
+		}
+		if e.out.Len() != 0 || e.sim.TotalPosts() != 1 {
+			t.Fatalf("%d follow-ups, %d POSTs", e.out.Len(), e.sim.TotalPosts())
+		}
+		if e.count(metrics.Deliveries, "copied") != 2 || e.count(metrics.ActionDuration, "delivered") != 1 {
+			t.Fatalf("metrics:\n%s", e.mets.String())
+		}
+	})
+}
+
+// The replay the seed asks for: the artifact store fails after the first
+// of two outputs. The failure is recorded (no receive count burnt) with a
+// retry; the retry reuses output 0 as stored: no second download, no
+// second upload, the stored file untouched.
+func TestReplayAfterStoreFailureReusesStoredOutput(t *testing.T) {
+	t.Parallel()
+	forEachStore(t, func(t *testing.T, kind string) {
+		e := newEnv(t, kind, options{})
+		m := e.succeed(t, "op-replay")
+		rec := pipelinetest.Get(t, e.store, "op-replay")
+		k0, k1 := keyOf(rec, 0), keyOf(rec, 1)
+		e.art.failPuts(k1, 1)
+		if failed := e.deliver(t, m); len(failed) != 0 {
+			t.Fatalf("a store outage failed the message (%v); it must be recorded and retried", failed)
+		}
+		mid := pipelinetest.Get(t, e.store, "op-replay")
+		if mid.Phase != operation.Succeeded || len(mid.Deliveries) != 1 || mid.Deliveries[0].Index != 0 ||
+			mid.Counters.ReadFailures != 1 || mid.LastError != "artifact_copy_failed" {
+			t.Fatalf("after the outage: phase %s, deliveries %+v, failures %d, last error %q",
+				mid.Phase, mid.Deliveries, mid.Counters.ReadFailures, mid.LastError)
+		}
+		retry := e.out.Take()
+		if len(retry) != 1 || retry[0].Env.Action != message.DeliverArtifacts || retry[0].Env.ExpectedRevision != mid.Revision || retry[0].Delay <= 0 {
+			t.Fatalf("retry %+v, want one delayed deliver_artifacts at r%d", retry, mid.Revision)
+		}
+		gets := e.sim.FileGets() // output 0 copied, output 1 started
+		_, fi0 := e.stored(t, k0)
+
+		e.clk.Advance(retry[0].Delay)
+		if failed := e.deliver(t, retry[0]); len(failed) != 0 {
+			t.Fatalf("retry failed: %v\n%s", failed, e.logs.String())
+		}
+		got := e.checkDelivered(t, "op-replay")
+		if n := e.sim.FileGets() - gets; n != 1 {
+			t.Fatalf("the retry downloaded %d outputs, want 1 (output 1 only)", n)
+		}
+		if e.art.Puts(k0) != 1 || e.art.Stats(k0) != 1 || e.art.Puts(k1) != 2 {
+			t.Fatalf("output 0: %d puts, %d stats; output 1: %d puts", e.art.Puts(k0), e.art.Stats(k0), e.art.Puts(k1))
+		}
+		if _, fi := e.stored(t, k0); !os.SameFile(fi, fi0) || !fi.ModTime().Equal(fi0.ModTime()) {
+			t.Fatal("output 0 was rewritten")
+		}
+		if d0, _ := got.Delivered(0); d0 != mid.Deliveries[0] {
+			t.Fatalf("output 0's delivery changed: %+v → %+v", mid.Deliveries[0], d0)
+		}
+		if got.Counters.ReadFailures != 0 {
+			t.Fatalf("failures %d after success", got.Counters.ReadFailures)
+		}
+	})
+}
+
+// A copy that reached the store but whose record write never landed (a
+// crash, a table outage) is found by Stat on the redelivery and recorded
+// without downloading or uploading it again.
+func TestStoredButUnrecordedOutputIsReused(t *testing.T) {
+	t.Parallel()
+	forEachStore(t, func(t *testing.T, kind string) {
+		e := newEnv(t, kind, options{})
+		m := e.succeed(t, "op-unrec")
+		rec := pipelinetest.Get(t, e.store, "op-unrec")
+		k0 := keyOf(rec, 0)
+		e.st.failUpdate(1)
+		if failed := e.deliver(t, m); len(failed) != 1 {
+			t.Fatalf("a failed record write must fail the message so SQS redelivers it; failures %v", failed)
+		}
+		if got := pipelinetest.Get(t, e.store, "op-unrec"); got.Revision != rec.Revision || len(got.Deliveries) != 0 {
+			t.Fatalf("r%d → r%d, deliveries %+v", rec.Revision, got.Revision, got.Deliveries)
+		}
+		if e.sim.FileGets() != 1 || e.art.Puts(k0) != 1 {
+			t.Fatalf("%d downloads, %d puts of output 0", e.sim.FileGets(), e.art.Puts(k0))
+		}
+		if failed := e.deliver(t, m); len(failed) != 0 { // SQS redelivers the same message
+			t.Fatalf("redelivery failed: %v\n%s", failed, e.logs.String())
+		}
+		e.checkDelivered(t, "op-unrec")
+		if e.sim.FileGets() != 2 || e.art.Puts(k0) != 1 {
+			t.Fatalf("after redelivery: %d downloads (want 2: output 0 once, output 1 once), %d puts of output 0", e.sim.FileGets(), e.art.Puts(k0))
+		}
+		if e.count(metrics.Deliveries, "reused") != 1 || e.count(metrics.Deliveries, "copied") != 1 {
+			t.Fatalf("metrics:\n%s", e.mets.String())
+		}
+	})
+}
+
+// One message moves the revision once per output. When it is redelivered
+// mid-way it recognises those writes as its own and continues; another
+// message at the original revision is stale.
+func TestRedeliveredMessageContinuesFromItsOwnProgress(t *testing.T) {
+	t.Parallel()
+	forEachStore(t, func(t *testing.T, kind string) {
+		e := newEnv(t, kind, options{})
+		m := e.succeed(t, "op-cont")
+		rec := pipelinetest.Get(t, e.store, "op-cont")
+		e.st.failUpdate(2) // output 0 is recorded, output 1 stored but its write fails
+		if failed := e.deliver(t, m); len(failed) != 1 {
+			t.Fatalf("failures %v", failed)
+		}
+		mid := pipelinetest.Get(t, e.store, "op-cont")
+		if mid.Revision != rec.Revision+1 || len(mid.Deliveries) != 1 || mid.LastAppliedMessageID != m.ID {
+			t.Fatalf("r%d, deliveries %+v, last applied %q", mid.Revision, mid.Deliveries, mid.LastAppliedMessageID)
+		}
+		other := m
+		other.ID = "another-message"
+		gets := e.gen.Gets()
+		if failed := e.deliver(t, other); len(failed) != 0 {
+			t.Fatalf("failures %v", failed)
+		}
+		if e.gen.Gets() != gets || pipelinetest.Get(t, e.store, "op-cont").Revision != mid.Revision {
+			t.Fatal("a message at an old revision read the job or wrote")
+		}
+		if failed := e.deliver(t, m); len(failed) != 0 {
+			t.Fatalf("redelivery failed: %v\n%s", failed, e.logs.String())
+		}
+		e.checkDelivered(t, "op-cont")
+		k0, k1 := keyOf(rec, 0), keyOf(rec, 1)
+		if e.sim.FileGets() != 2 || e.art.Puts(k0) != 1 || e.art.Puts(k1) != 1 || e.art.Stats(k0) != 1 {
+			t.Fatalf("%d downloads; puts %d/%d; stats of output 0 %d", e.sim.FileGets(), e.art.Puts(k0), e.art.Puts(k1), e.art.Stats(k0))
+		}
+	})
+}
+
+func TestDuplicateAfterDeliveredIsObsolete(t *testing.T) {
+	t.Parallel()
+	forEachStore(t, func(t *testing.T, kind string) {
+		e := newEnv(t, kind, options{})
+		m := e.succeed(t, "op-dup")
+		e.deliver(t, m)
+		done := e.checkDelivered(t, "op-dup")
+		gets, files := e.gen.Gets(), e.sim.FileGets()
+		copyOf := m
+		copyOf.ID = "copy"
+		current := pipelinetest.Sent{ID: "rearm", Env: message.Envelope{Action: message.DeliverArtifacts, OperationID: "op-dup",
+			ExpectedRevision: done.Revision, ExpectedRemoteJobID: done.RemoteJobID}}
+		if failed := e.deliver(t, m, copyOf, current); len(failed) != 0 {
+			t.Fatalf("duplicates failed: %v", failed)
+		}
+		after := pipelinetest.Get(t, e.store, "op-dup")
+		if after.Revision != done.Revision || e.gen.Gets() != gets || e.sim.FileGets() != files || e.out.Len() != 0 {
+			t.Fatalf("duplicates: r%d → r%d, %d GETs, %d downloads, %d sent", done.Revision, after.Revision,
+				e.gen.Gets()-gets, e.sim.FileGets()-files, e.out.Len())
+		}
+		if !strings.Contains(e.logs.String(), `"reason":"already_delivered"`) {
+			t.Fatal("no obsolete acknowledgement logged")
+		}
+	})
+}
+
+// The signed URL expires between the GET and the download: the handler
+// reads the job again for a fresh URL and copies. Twice in a row, it
+// records the failure and retries later.
+func TestExpiredSignedURLIsRefreshed(t *testing.T) {
+	t.Parallel()
+	forEachStore(t, func(t *testing.T, kind string) {
+		e := newEnv(t, kind, options{outputs: 1})
+		expire := func() { e.clk.Advance(16 * time.Minute) } // the simulator signs for 15
+		m := e.succeed(t, "op-exp")
+		e.gen.beforeDownload = []func(){expire}
+		gets := e.gen.Gets()
+		if failed := e.deliver(t, m); len(failed) != 0 {
+			t.Fatalf("failures %v\n%s", failed, e.logs.String())
+		}
+		e.checkDelivered(t, "op-exp")
+		if e.gen.Gets()-gets != 2 || e.sim.FileGets() != 2 {
+			t.Fatalf("%d GETs (want the first and a refresh), %d downloads (want the expired one and the copy)", e.gen.Gets()-gets, e.sim.FileGets())
+		}
+
+		m2 := e.succeed(t, "op-exp2")
+		e.gen.beforeDownload = []func(){expire, expire}
+		if failed := e.deliver(t, m2); len(failed) != 0 {
+			t.Fatalf("failures %v", failed)
+		}
+		got := pipelinetest.Get(t, e.store, "op-exp2")
+		retry := e.out.Take()
+		if got.Phase != operation.Succeeded || got.LastError != "signed_url_expired" || got.Counters.ReadFailures != 1 || len(retry) != 1 {
+			t.Fatalf("phase %s, last error %q, failures %d, sent %+v", got.Phase, got.LastError, got.Counters.ReadFailures, retry)
+		}
+		e.clk.Advance(retry[0].Delay)
+		e.deliver(t, retry[0])
+		e.checkDelivered(t, "op-exp2")
+	})
+}
+
+// A worker that read the record, then stalled while another completed the
+// delivery, never writes over the delivered (terminal) record.
+func TestStaleWorkerNeverOverwritesDelivered(t *testing.T) {
+	t.Parallel()
+	forEachStore(t, func(t *testing.T, kind string) {
+		e := newEnv(t, kind, options{})
+		m := e.succeed(t, "op-race")
+		entered, release := e.gen.hold()
+		done := make(chan []string)
+		go func() {
+			resp, _ := e.del.Handle(context.Background(), pipelinetest.Event(t, e.clk.Now(), m))
+			done <- pipelinetest.Failed(resp)
+		}()
+		<-entered // worker A loaded revision R and read the job
+		rearm := m
+		rearm.ID = "sweep-rearm" // the sweep's copy at the same revision
+		if failed := e.deliver(t, rearm); len(failed) != 0 {
+			t.Fatalf("worker B failed: %v", failed)
+		}
+		afterB := e.checkDelivered(t, "op-race")
+		close(release)
+		if failed := <-done; len(failed) != 0 {
+			t.Fatalf("worker A failed %v; finding the work done is a normal acknowledgement", failed)
+		}
+		after := pipelinetest.Get(t, e.store, "op-race")
+		if after.Revision != afterB.Revision || after.LastAppliedMessageID != rearm.ID || after.Deliveries[0] != afterB.Deliveries[0] {
+			t.Fatalf("A wrote over B: r%d → r%d, last applied %q", afterB.Revision, after.Revision, after.LastAppliedMessageID)
+		}
+		if e.sim.FileGets() != 2 || e.out.Len() != 0 {
+			t.Fatalf("%d downloads (A must reuse B's copies), %d sent", e.sim.FileGets(), e.out.Len())
+		}
+	})
+}
+
+func TestMalformedAndUnknownMessagesFail(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t, "bolt", options{})
+	cases := []struct {
+		name string
+		ev   func() []string
+	}{
+		{"not json", func() []string { return e.failedRaw(t, "{not json") }},
+		{"deliver without job id", func() []string {
+			return e.failedRaw(t, `{"action":"deliver_artifacts","operation_id":"op-x","expected_revision":1,"attempt":0}`)
+		}},
+		{"observe action on the deliver queue", func() []string {
+			return e.failedRaw(t, `{"action":"observe_generation","operation_id":"op-x","expected_revision":1,"expected_remote_job_id":"job_x","attempt":0}`)
+		}},
+		{"unknown operation", func() []string {
+			return e.deliver(t, pipelinetest.Sent{ID: "ghost", Env: message.Envelope{Action: message.DeliverArtifacts, OperationID: "op-nobody", ExpectedRevision: 1, ExpectedRemoteJobID: "job_x"}})
+		}},
+	}
+	for _, c := range cases {
+		if failed := c.ev(); len(failed) != 1 {
+			t.Errorf("%s: failures %v, want the record failed towards the DLQ", c.name, failed)
+		}
+	}
+	if e.sim.FileGets() != 0 || e.gen.Gets() != 0 {
+		t.Fatal("a bad message reached Genace")
+	}
+}
+
+func (e *env) failedRaw(t *testing.T, body string) []string {
+	t.Helper()
+	resp, err := e.del.Handle(context.Background(), pipelinetest.Raw("raw", body))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return pipelinetest.Failed(resp)
+}
+
+// Outputs that no longer match what observation recorded cannot be
+// verified: permanent, for review, with nothing stored.
+func TestChangedRemoteOutputsFailPermanently(t *testing.T) {
+	t.Parallel()
+	forEachStore(t, func(t *testing.T, kind string) {
+		e := newEnv(t, kind, options{})
+		e.succeed(t, "op-tamper")
+		rec := pipelinetest.Get(t, e.store, "op-tamper")
+		rec.Remote.Outputs[1].SHA256 = strings.Repeat("ab", 32)
+		saved, err := e.store.Update(context.Background(), rec, rec.Revision)
+		if err != nil {
+			t.Fatal(err)
+		}
+		m := pipelinetest.Sent{ID: "tampered", Env: message.Envelope{Action: message.DeliverArtifacts, OperationID: "op-tamper",
+			ExpectedRevision: saved.Revision, ExpectedRemoteJobID: saved.RemoteJobID}}
+		if failed := e.deliver(t, m); len(failed) != 1 {
+			t.Fatalf("failures %v", failed)
+		}
+		if got := pipelinetest.Get(t, e.store, "op-tamper"); got.Revision != saved.Revision || e.sim.FileGets() != 0 || e.art.Puts(keyOf(rec, 0)) != 0 {
+			t.Fatalf("r%d → r%d, %d downloads", saved.Revision, got.Revision, e.sim.FileGets())
+		}
+		if !strings.Contains(e.logs.String(), `"class":"permanent"`) {
+			t.Fatalf("not classified permanent:\n%s", e.logs.String())
+		}
+	})
+}
+
+func TestRepeatedFailuresGoToTheDLQ(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t, "bolt", options{outputs: 1, cfg: deliver.Config{MaxCopyFailures: 3}})
+	m := e.succeed(t, "op-down")
+	rec := pipelinetest.Get(t, e.store, "op-down")
+	e.art.failPuts(keyOf(rec, 0), -1) // always
+	next := m
+	for i := 1; i <= 2; i++ {
+		e.clk.Advance(next.Delay)
+		if failed := e.deliver(t, next); len(failed) != 0 {
+			t.Fatalf("failure %d failed the message: %v", i, failed)
+		}
+		sent := e.out.Take()
+		if len(sent) != 1 || pipelinetest.Get(t, e.store, "op-down").Counters.ReadFailures != i {
+			t.Fatalf("after failure %d: sent %+v", i, sent)
+		}
+		next = sent[0]
+	}
+	e.clk.Advance(next.Delay)
+	before := pipelinetest.Get(t, e.store, "op-down")
+	if failed := e.deliver(t, next); len(failed) != 1 {
+		t.Fatalf("third consecutive failure: failures %v, want the message failed", failed)
+	}
+	if got := pipelinetest.Get(t, e.store, "op-down"); got.Revision != before.Revision || e.out.Len() != 0 {
+		t.Fatal("the last failure wrote or scheduled")
+	}
+}
+
+// A failure write lands but its retry message is lost (crash before the
+// send): the redelivered message re-sends the retry instead of copying
+// before the backoff.
+func TestCrashAfterFailureWriteReemitsTheRetry(t *testing.T) {
+	t.Parallel()
+	forEachStore(t, func(t *testing.T, kind string) {
+		e := newEnv(t, kind, options{})
+		m := e.succeed(t, "op-crash")
+		rec := pipelinetest.Get(t, e.store, "op-crash")
+		e.art.failPuts(keyOf(rec, 1), 1)
+		e.out.FailNext(1)
+		if failed := e.deliver(t, m); len(failed) != 1 {
+			t.Fatalf("a lost follow-up must fail the message; failures %v", failed)
+		}
+		written := pipelinetest.Get(t, e.store, "op-crash")
+		files := e.sim.FileGets()
+		if failed := e.deliver(t, m); len(failed) != 0 {
+			t.Fatalf("failures %v", failed)
+		}
+		sent := e.out.Take()
+		if len(sent) != 1 || sent[0].Env.ExpectedRevision != written.Revision || sent[0].Delay <= 0 {
+			t.Fatalf("re-emitted %+v, want one delayed retry at r%d", sent, written.Revision)
+		}
+		if e.sim.FileGets() != files || pipelinetest.Get(t, e.store, "op-crash").Revision != written.Revision {
+			t.Fatal("the re-emission copied or wrote")
+		}
+		e.clk.Advance(sent[0].Delay)
+		e.deliver(t, sent[0])
+		e.checkDelivered(t, "op-crash")
+	})
+}
+
+// Without a lease that covers the next copy, the worker keeps its
+// progress and hands the rest on to a fresh message; having stored
+// nothing, it waits the retry backoff first, so a renewal that always
+// fails (a missing permission) cannot spin.
+func TestLeaseLossHandsTheRestOn(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t, "bolt", options{cfg: deliver.Config{Visibility: 30 * time.Second, CopyTimeout: time.Minute}})
+	m := e.succeed(t, "op-lease")
+	rec := pipelinetest.Get(t, e.store, "op-lease")
+	e.ext.Fail = true
+	if failed := e.deliver(t, m); len(failed) != 0 {
+		t.Fatalf("failures %v", failed)
+	}
+	sent := e.out.Take()
+	if len(sent) != 1 || sent[0].Env.ExpectedRevision != rec.Revision || sent[0].Delay <= 0 || e.sim.FileGets() != 0 {
+		t.Fatalf("sent %+v, %d downloads; want one delayed hand-on and no copy", sent, e.sim.FileGets())
+	}
+	e.ext.Fail = false
+	e.clk.Advance(sent[0].Delay)
+	e.deliver(t, sent[0])
+	e.checkDelivered(t, "op-lease")
+}
+
+func TestDeliversToS3(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t, "bolt", options{s3: true})
+	m := e.succeed(t, "op-s3")
+	if failed := e.deliver(t, m); len(failed) != 0 {
+		t.Fatalf("failures %v\n%s", failed, e.logs.String())
+	}
+	e.checkDelivered(t, "op-s3")
+	// A replay after delivery copies nothing; a fresh store Stat agrees.
+	rec := pipelinetest.Get(t, e.store, "op-s3")
+	s := artifact.NewS3(e.s3, artifacttest.Bucket)
+	for i, desc := range rec.Remote.Outputs {
+		obj, ok, err := s.Stat(context.Background(), keyOf(rec, i))
+		if err != nil || !ok || obj.SHA256 != desc.SHA256 || obj.Size != desc.SizeBytes {
+			t.Fatalf("output %d in S3: %+v %v %v", i, obj, ok, err)
+		}
+	}
+}
+
+func TestNoSecretInLogsOrMetrics(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t, "bolt", options{cfg: deliver.Config{Visibility: time.Hour}})
+	m := e.succeed(t, "op-logs")
+	rec := pipelinetest.Get(t, e.store, "op-logs")
+	e.gen.beforeDownload = []func(){func() { e.clk.Advance(16 * time.Minute) }}
+	e.art.failPuts(keyOf(rec, 1), 1)
+	e.deliver(t, m)
+	retry := e.out.Take()
+	e.clk.Advance(retry[0].Delay)
+	e.deliver(t, retry[0])
+	e.checkDelivered(t, "op-logs")
+	for what, text := range map[string]string{"logs": e.logs.String(), "metrics": e.mets.String()} {
+		for _, leak := range []string{pipelinetest.APIKey, "sig=", "expires=", "/files/", "lighthouse"} {
+			if strings.Contains(text, leak) {
+				t.Errorf("%q in %s", leak, what)
+			}
+		}
+	}
+	if !strings.Contains(e.logs.String(), "output stored") || !strings.Contains(e.logs.String(), "signed URL expired") {
+		t.Fatal("no logs to check")
+	}
+}
