@@ -15,11 +15,14 @@ FUZZTIME  ?= 10s
 
 export GOBIN := $(BIN)
 
-.PHONY: help build test unit lint fmt bench fuzz clean
+.PHONY: help run build test unit lint fmt bench fuzz clean
 
 help: ## list the targets
 	@grep -hE '^[a-zA-Z_-]+:.*## ' $(MAKEFILE_LIST) | sort | \
 		awk 'BEGIN {FS = ":.*## "}; {printf "  \033[36m%-10s\033[0m %s\n", $$1, $$2}'
+
+run: ## run the whole pipeline locally on the built-in demo (ARGS="--workload FILE --report FILE ..." to change it)
+	$(GO) run ./cmd/genjobs local $(ARGS)
 
 build: ## compile everything, and each function as a Lambda bootstrap (linux/arm64)
 	$(GO) build ./...

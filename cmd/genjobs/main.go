@@ -1,6 +1,6 @@
-// Command genjobs is the operator's tool: review what automation parked,
-// plan and replay one operation at a time with an audit trail. The local
-// stack and the simulator will join it as subcommands.
+// Command genjobs runs the genjobs pipeline locally (local, sim) and is the
+// operator's tool: review what automation parked, plan and replay one
+// operation at a time with an audit trail.
 package main
 
 import (
@@ -29,6 +29,7 @@ type command struct {
 
 func commands() []command {
 	return []command{
+		{"local", "[--workload FILE] [--report FILE] [--timeout D] [--genace-url URL] [--table T --dynamodb-endpoint URL]", "run the whole pipeline locally on embedded defaults (the demo without --workload)", cmdLocal},
 		{"reviews", "", "list open review records", cmdReviews},
 		{"plan", "OPERATION_ID", "show the next action for one operation and every precondition checked", cmdPlan},
 		{"replay", "OPERATION_ID --action A --operator NAME [--job-id ID | --confirmed-not-submitted]", "carry out the planned action on one operation, with an audit entry", cmdReplay},

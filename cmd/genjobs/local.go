@@ -1,0 +1,117 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"log/slog"
+	"os"
+	"path/filepath"
+	"time"
+
+	"github.com/genjobs/genjobs/internal/clock"
+	"github.com/genjobs/genjobs/internal/localstack"
+	"github.com/genjobs/genjobs/internal/workload"
+)
+
+func cmdLocal(ctx context.Context, args []string, stdout, stderr io.Writer) error {
+	fs := flag.NewFlagSet("local", flag.ContinueOnError)
+	workloadPath := fs.String("workload", "", "JSON Lines workload, one operation a line (default: the built-in demo)")
+	reportPath := fs.String("report", "", "write the JSON report here (it is also kept in the state dir)")
+	timeout := fs.Duration("timeout", 3*time.Minute, "stop after this long even if operations are still running")
+	state := fs.String("state", ".genjobs", "state directory (embedded store, artifacts, report); started afresh")
+	genaceURL := fs.String("genace-url", "", "use this Genace instead of the built-in simulator")
+	genaceKey := fs.String("genace-key", os.Getenv("GENACE_API_KEY"), "API key for --genace-url (env GENACE_API_KEY)")
+	table := fs.String("table", "", "store operations in this DynamoDB table instead of the embedded store")
+	endpoint := fs.String("dynamodb-endpoint", "", "DynamoDB endpoint (sets AWS_ENDPOINT_URL_DYNAMODB), e.g. DynamoDB Local")
+	quiet := fs.Bool("quiet", false, "no progress lines")
+	verbose := fs.Bool("v", false, "print the functions' logs to stderr")
+	var sf simFlags
+	sf.register(fs)
+	pos, err := parse(fs, args)
+	if err != nil {
+		return err
+	}
+	if len(pos) != 0 {
+		return usagef("local takes no arguments, got %q", pos)
+	}
+	if *timeout <= 0 {
+		return usagef("--timeout must be positive")
+	}
+	if err := sf.validate(); err != nil {
+		return err
+	}
+	if *genaceURL != "" && *genaceKey == "" {
+		return usagef("--genace-url needs --genace-key (or GENACE_API_KEY)")
+	}
+	if *endpoint != "" {
+		if *table == "" {
+			return usagef("--dynamodb-endpoint goes with --table")
+		}
+		if err := os.Setenv("AWS_ENDPOINT_URL_DYNAMODB", *endpoint); err != nil {
+			return err
+		}
+	}
+	items := workload.Demo()
+	if *workloadPath != "" {
+		f, err := os.Open(*workloadPath)
+		if err != nil {
+			return err
+		}
+		items, err = workload.Read(f)
+		f.Close()
+		if err != nil {
+			return err
+		}
+	}
+	cfg := localstack.Config{StateDir: *state, Workload: items, Timeout: *timeout, Table: *table, Progress: stdout, ProgressEvery: time.Second}
+	if *quiet {
+		cfg.Progress = nil
+	}
+	if *verbose {
+		cfg.Log = slog.New(slog.NewTextHandler(stderr, nil))
+	}
+	if *genaceURL == "" {
+		const key = "local-sim-key"
+		cfg.Sim, cfg.GenaceKey = sf.simulator(key, clock.Real{}), key
+		cfg.Prices = map[string]int64{}
+		for name, m := range simModels(sf.runFor) {
+			cfg.Prices[name] = m.Price
+		}
+		for _, it := range items {
+			if _, ok := cfg.Prices[it.Model]; !ok {
+				cfg.Prices[it.Model] = sf.price
+			}
+		}
+	} else {
+		cfg.GenaceURL, cfg.GenaceKey = *genaceURL, *genaceKey
+		for _, it := range items {
+			if it.Scenario != "" {
+				fmt.Fprintln(stderr, "note: the demo's scripted faults need the built-in simulator; against another Genace they run as plain renders")
+				break
+			}
+		}
+	}
+	fmt.Fprintf(stdout, "genjobs local: %d operations, state in %s\n", len(items), *state)
+	rep, err := localstack.Run(ctx, cfg)
+	if rep != nil {
+		fmt.Fprintln(stdout)
+		rep.WriteSummary(stdout)
+		if werr := rep.WriteJSON(localstack.ReportPath(*state)); werr != nil && err == nil {
+			err = werr
+		}
+		if *reportPath != "" {
+			if werr := rep.WriteJSON(*reportPath); werr != nil && err == nil {
+				err = werr
+			}
+		}
+		db, _ := filepath.Abs(localstack.DBPath(*state))
+		fmt.Fprintf(stdout, "\nState kept: genjobs reviews --db %s   (then plan, replay, audit)\n", db)
+		if rep.TimedOut && err == nil {
+			err = errors.New("timed out: see the summary for the operations still running")
+		}
+	}
+	return err
+}
