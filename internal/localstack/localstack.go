@@ -321,7 +321,7 @@ func (s *stack) wait(ctx context.Context) bool {
 	tick := time.NewTicker(200 * time.Millisecond)
 	defer tick.Stop()
 	reconciled := map[string]bool{}
-	lastProgress, lastSweep := time.Time{}, time.Now()
+	lastProgress, lastSweep, lastLine := time.Time{}, time.Now(), ""
 	for {
 		recs := s.records(ctx)
 		all := len(recs) == len(s.cfg.Workload)
@@ -337,8 +337,11 @@ func (s *stack) wait(ctx context.Context) bool {
 			}
 		}
 		if s.cfg.Progress != nil && (time.Since(lastProgress) >= s.cfg.ProgressEvery || all) {
-			fmt.Fprintln(s.cfg.Progress, s.progressLine(recs))
-			lastProgress = time.Now()
+			// A line when something moved, and a heartbeat every 5 s.
+			if line := s.progressLine(recs); line != lastLine || time.Since(lastProgress) >= 5*time.Second {
+				fmt.Fprintf(s.cfg.Progress, "[%s] %s\n", time.Now().Format("15:04:05"), line)
+				lastProgress, lastLine = time.Now(), line
+			}
 		}
 		if all {
 			return true
@@ -391,7 +394,7 @@ func (s *stack) progressLine(recs map[string]operation.Record) string {
 	if s.cfg.Sim != nil {
 		posts, gets = fmt.Sprint(s.cfg.Sim.TotalPosts()), fmt.Sprint(s.cfg.Sim.TotalGets())
 	}
-	return fmt.Sprintf("[%s] %s| POSTs %s  GETs %s  DLQ %d", time.Now().Format("15:04:05"), line, posts, gets, s.dlqDepth())
+	return fmt.Sprintf("%s| POSTs %s  GETs %s  DLQ %d", line, posts, gets, s.dlqDepth())
 }
 
 // Names of the functions whose invocations the report counts.
