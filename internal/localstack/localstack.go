@@ -441,6 +441,9 @@ func (s *stack) report(ctx context.Context, elapsed time.Duration, timedOut bool
 			op.RemoteState = rec.Remote.State
 			op.Credits = &rec.Remote.Credits
 		}
+		if s.cfg.Sim != nil {
+			op.GenaceJobs = s.cfg.Sim.JobsForOperation(rec.OperationID)
+		}
 		for _, d := range rec.Deliveries {
 			op.Artifacts = append(op.Artifacts, Artifact{Path: filepath.Join(ArtifactDir(s.cfg.StateDir), filepath.FromSlash(d.Key)), SizeBytes: d.SizeBytes, SHA256: d.SHA256})
 		}

@@ -37,8 +37,12 @@ type OpReport struct {
 	Settlement  operation.Settlement  `json:"settlement,omitempty"`
 	Credits     *operation.Credits    `json:"credits,omitempty"`
 	Posts       int                   `json:"posts"`
-	Artifacts   []Artifact            `json:"artifacts,omitempty"`
-	Reviews     []ReviewRef           `json:"open_reviews,omitempty"`
+	// GenaceJobs is the simulator's ground truth: the jobs Genace really
+	// created for the operation (what an operator would look up on
+	// Genace's side to reconcile an uncertain one).
+	GenaceJobs []string    `json:"genace_jobs,omitempty"`
+	Artifacts  []Artifact  `json:"artifacts,omitempty"`
+	Reviews    []ReviewRef `json:"open_reviews,omitempty"`
 }
 
 // Artifact is one delivered output.
@@ -98,6 +102,12 @@ func (r *Report) WriteSummary(w io.Writer) {
 	fmt.Fprintf(w, "Genace: %d POSTs, %d jobs, %d GETs, %d downloads; invocations: submit %d, observe %d, deliver %d, triage %d; DLQ %d\n",
 		r.Totals.Posts, r.Totals.GenaceJobs, r.Totals.Gets, r.Totals.Downloads, r.Totals.Invocations["submit"], r.Totals.Invocations["observe"],
 		r.Totals.Invocations["deliver"], r.Totals.Invocations["triage"], r.Totals.DLQDepth)
+	for _, op := range r.Operations {
+		if op.Phase == operation.Uncertain && len(op.GenaceJobs) > 0 {
+			fmt.Fprintf(w, "%s is uncertain; the simulator shows Genace created %s for it: genjobs replay %s --action reconcile --operator NAME --job-id %s\n",
+				op.OperationID, strings.Join(op.GenaceJobs, ", "), op.OperationID, op.GenaceJobs[0])
+		}
+	}
 	if r.TimedOut {
 		fmt.Fprintln(w, "TIMED OUT before every operation was terminal or waiting for review")
 	}
