@@ -11,6 +11,7 @@ import (
 	"log/slog"
 	"net/http"
 	"os"
+	"slices"
 
 	"github.com/aws/aws-lambda-go/lambdacontext"
 	"github.com/aws/aws-sdk-go-v2/aws"
@@ -69,9 +70,13 @@ func Load(ctx context.Context, name string, withGenace bool, needs ...config.Nee
 	if cfg.SchedulerRole != "" {
 		sched = schedule.NewEventBridgeScheduler(scheduler.NewFromConfig(d.AWS))
 	}
-	d.Dispatcher, err = schedule.NewDispatcher(cfg.DispatchConfig(), d.Queue, sched, d.Clock)
-	if err != nil {
-		return nil, err
+	// Only functions that send follow-ups get a dispatcher: triage is
+	// deployed with nothing but its table.
+	if slices.Contains(needs, config.NeedQueues) {
+		d.Dispatcher, err = schedule.NewDispatcher(cfg.DispatchConfig(), d.Queue, sched, d.Clock)
+		if err != nil {
+			return nil, err
+		}
 	}
 	if withGenace {
 		var sm secret.Getter

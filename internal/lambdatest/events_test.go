@@ -20,8 +20,13 @@ import (
 // malformed lists the records whose bodies are deliberately not
 // envelopes (by file, message id): they exercise the DLQ path.
 var malformed = map[string]map[string]bool{
-	"submit-batch.json": {"c0d9e1a2-6b3f-4f70-8e15-92a4b7c6d3e8": true},
+	"submit-batch.json":     {"c0d9e1a2-6b3f-4f70-8e15-92a4b7c6d3e8": true},
+	"triage-malformed.json": {"d89a416d-891f-4ee6-8a9c-455de48190b9": true},
 }
+
+// scheduled lists the files that are EventBridge scheduled events (the
+// sweep's), not SQS events.
+var scheduled = map[string]bool{"sweep.json": true}
 
 // queueFor is the queue each action is consumed from.
 var queueFor = map[message.Action]string{
@@ -52,6 +57,10 @@ func TestSampleEvents(t *testing.T) {
 			}
 			dec := json.NewDecoder(bytes.NewReader(raw))
 			dec.DisallowUnknownFields()
+			if scheduled[name] {
+				checkScheduled(t, dec)
+				return
+			}
 			var ev events.SQSEvent
 			if err := dec.Decode(&ev); err != nil {
 				t.Fatalf("not an SQS event: %v", err)
@@ -74,6 +83,11 @@ func TestSampleEvents(t *testing.T) {
 					}
 				case err != nil:
 					t.Errorf("record %s: %v", r.MessageId, err)
+				case strings.HasPrefix(name, "triage"):
+					// Triage reads the DLQ of the queue the action belongs on.
+					if !strings.HasSuffix(r.EventSourceARN, ":"+queueFor[env.Action]+"-dlq") {
+						t.Errorf("record %s: %s on %s, want the DLQ %s-dlq", r.MessageId, env.Action, r.EventSourceARN, queueFor[env.Action])
+					}
 				case !strings.HasSuffix(r.EventSourceARN, ":"+queueFor[env.Action]):
 					t.Errorf("record %s: %s on %s, want queue %s", r.MessageId, env.Action, r.EventSourceARN, queueFor[env.Action])
 				}
@@ -110,5 +124,23 @@ func checkRecord(t *testing.T, r events.SQSMessage) {
 	}
 	if r.MessageAttributes == nil {
 		t.Errorf("record %s: messageAttributes missing; Lambda sends {} when there are none", r.MessageId)
+	}
+}
+
+// checkScheduled checks a scheduled event as EventBridge delivers it.
+func checkScheduled(t *testing.T, dec *json.Decoder) {
+	t.Helper()
+	var ev events.CloudWatchEvent
+	if err := dec.Decode(&ev); err != nil {
+		t.Fatalf("not a scheduled event: %v", err)
+	}
+	if ev.DetailType != "Scheduled Event" || ev.Source != "aws.events" || ev.Version != "0" || ev.ID == "" || ev.AccountID == "" || ev.Time.IsZero() {
+		t.Errorf("scheduled event fields: %+v", ev)
+	}
+	if string(ev.Detail) != "{}" {
+		t.Errorf("detail %s, want {}", ev.Detail)
+	}
+	if len(ev.Resources) != 1 || !strings.HasPrefix(ev.Resources[0], "arn:aws:events:"+ev.Region+":"+ev.AccountID+":rule/") {
+		t.Errorf("resources %v, want one rule ARN", ev.Resources)
 	}
 }

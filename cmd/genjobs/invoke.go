@@ -1,0 +1,117 @@
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"os"
+	"path/filepath"
+	"strings"
+
+	"github.com/genjobs/genjobs/internal/invoke"
+)
+
+// cmdInvoke runs one function under the Lambda Runtime Interface Emulator
+// with a sample event, as `sam local invoke` does, against DynamoDB Local
+// and goaws (whose endpoints `make invoke` exports), the Genace simulator
+// and an in-process S3. The report goes to stdout, progress to stderr.
+func cmdInvoke(ctx context.Context, args []string, stdout, stderr io.Writer) error {
+	fs := flag.NewFlagSet("invoke", flag.ContinueOnError)
+	function := fs.String("function", "", "the function to run: "+strings.Join(invoke.FunctionNames(), ", "))
+	eventPath := fs.String("event", "", "the event file, e.g. events/submit.json")
+	keep := fs.Bool("keep", false, "keep the emulator, table, queues, simulator and S3 until Ctrl-C, and print how to reach them")
+	asJSON := fs.Bool("json", false, "print the report as JSON")
+	pos, err := parse(fs, args)
+	if err != nil {
+		return err
+	}
+	if len(pos) != 0 {
+		return usagef("invoke takes no arguments, got %q", pos)
+	}
+	names := strings.Join(invoke.FunctionNames(), ", ")
+	switch {
+	case *function == "":
+		return usagef("--function is required (one of %s)", names)
+	case *eventPath == "":
+		return usagef("--event is required, e.g. --event events/%s.json", *function)
+	}
+	if _, ok := invoke.Lookup(*function); !ok {
+		return usagef("unknown function %q: want one of %s", *function, names)
+	}
+	root, err := invoke.FindRoot(".")
+	if err != nil {
+		return err
+	}
+	path := *eventPath
+	if _, err := os.Stat(path); err != nil && !filepath.IsAbs(path) {
+		// Run from a subfolder: the samples are relative to the root.
+		if _, rerr := os.Stat(filepath.Join(root, path)); rerr == nil {
+			path = filepath.Join(root, path)
+		}
+	}
+	// The event is checked before the services: a typo in a file name
+	// deserves its own error, whatever else is missing.
+	ev, err := invoke.ReadEvent(path)
+	if err != nil {
+		return err
+	}
+	spec, _ := invoke.Lookup(*function)
+	if err := invoke.CheckPairing(spec, ev); err != nil {
+		return err
+	}
+	ep := invoke.Endpoints{
+		DynamoDB:  os.Getenv("AWS_ENDPOINT_URL_DYNAMODB"),
+		SQS:       os.Getenv("AWS_ENDPOINT_URL_SQS"),
+		Region:    invokeEnvOr("AWS_REGION", invokeEnvOr("AWS_DEFAULT_REGION", "us-east-1")),
+		AccessKey: invokeEnvOr("AWS_ACCESS_KEY_ID", "local"),
+		SecretKey: invokeEnvOr("AWS_SECRET_ACCESS_KEY", "local"),
+	}
+	if err := ep.Check(); err != nil {
+		return err
+	}
+
+	sess, err := invoke.Prepare(ctx, invoke.Options{Root: root, Function: *function, EventPath: path, Endpoints: ep, Progress: stderr})
+	if err != nil {
+		return err
+	}
+	defer sess.Close()
+	res, err := sess.Invoke(ctx)
+	if res != nil {
+		if werr := writeInvokeResult(stdout, res, *asJSON); werr != nil {
+			return werr
+		}
+	}
+	if err != nil {
+		return err
+	}
+	if *keep {
+		if err := sess.WriteKeep(stderr); err != nil {
+			return err
+		}
+		<-ctx.Done()
+		fmt.Fprintln(stderr, "invoke: stopping")
+	}
+	return res.Err()
+}
+
+func writeInvokeResult(w io.Writer, res *invoke.Result, asJSON bool) error {
+	if !asJSON {
+		return res.WriteText(w)
+	}
+	enc := json.NewEncoder(w)
+	enc.SetIndent("", "  ")
+	if err := enc.Encode(res); err != nil {
+		return errors.Join(errors.New("write the report"), err)
+	}
+	return nil
+}
+
+func invokeEnvOr(name, fallback string) string {
+	if v := os.Getenv(name); v != "" {
+		return v
+	}
+	return fallback
+}
