@@ -3,13 +3,8 @@
 package main
 
 import (
-	"context"
-	"crypto/rand"
-	"encoding/hex"
 	"strings"
 	"testing"
-
-	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
 
 	"github.com/genjobs/genjobs/internal/operation"
 	"github.com/genjobs/genjobs/internal/pipelinetest"
@@ -19,18 +14,7 @@ import (
 
 func TestOperatorCommandsAgainstDynamoDB(t *testing.T) {
 	endpoint := testenv.Endpoint(t, "AWS_ENDPOINT_URL_DYNAMODB")
-	ctx := context.Background()
-	client, err := store.NewDynamoClient(ctx)
-	if err != nil {
-		t.Fatal(err)
-	}
-	b := make([]byte, 4)
-	_, _ = rand.Read(b)
-	table := "genjobs-cli-" + hex.EncodeToString(b)
-	if err := store.EnsureTable(ctx, client, table); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _, _ = client.DeleteTable(context.Background(), &dynamodb.DeleteTableInput{TableName: &table}) })
+	client, table := pipelinetest.DynamoTable(t)
 	st := store.NewDynamo(client, table)
 	rec := pipelinetest.Prepared("op-cli")
 	rec.Phase, rec.RemoteJobID = operation.Uncertain, ""

@@ -9,6 +9,8 @@ import (
 	"sync"
 	"testing"
 	"time"
+
+	"github.com/genjobs/genjobs/internal/pipelinetest"
 )
 
 type lockedBuffer struct {
@@ -37,7 +39,7 @@ func TestSimServesUntilCancelled(t *testing.T) {
 	t.Parallel()
 	addr := freeAddr(t)
 	ctx, cancel := context.WithCancel(context.Background())
-	out := &lockedBuffer{}
+	out := &pipelinetest.Buffer{}
 	done := make(chan int)
 	go func() { done <- run(ctx, []string{"sim", "--addr", addr, "--api-key", "k"}, out, &bytes.Buffer{}) }()
 	deadline := time.Now().Add(5 * time.Second)

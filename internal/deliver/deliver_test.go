@@ -1,7 +1,6 @@
 package deliver_test
 
 import (
-	"bytes"
 	"context"
 	"crypto/sha256"
 	"encoding/hex"
@@ -40,18 +39,6 @@ var (
 	_ deliver.Genace    = (*genace.Client)(nil)
 	_ deliver.Store     = (store.Store)(nil)
 )
-
-type syncBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (s *syncBuffer) Write(p []byte) (int, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.Write(p)
-}
-func (s *syncBuffer) String() string { s.mu.Lock(); defer s.mu.Unlock(); return s.b.String() }
 
 // gen wraps the Genace client: it counts the handler's GETs, can hold a
 // GET until released, and runs a hook before the next download (to move
@@ -180,8 +167,8 @@ type env struct {
 	st    *flaky
 	out   *pipelinetest.Outbox
 	ext   *pipelinetest.Extender
-	logs  *syncBuffer
-	mets  *syncBuffer
+	logs  *pipelinetest.Buffer
+	mets  *pipelinetest.Buffer
 	dir   *artifact.Dir
 	s3    *s3.Client
 	art   *counting
@@ -207,7 +194,7 @@ func newEnv(t testing.TB, kind string, o options) *env {
 	if o.outputs == 0 {
 		o.outputs = 2
 	}
-	e := &env{clk: clock.NewManual(pipelinetest.Start), out: &pipelinetest.Outbox{}, ext: &pipelinetest.Extender{}, logs: &syncBuffer{}, mets: &syncBuffer{}}
+	e := &env{clk: clock.NewManual(pipelinetest.Start), out: &pipelinetest.Outbox{}, ext: &pipelinetest.Extender{}, logs: &pipelinetest.Buffer{}, mets: &pipelinetest.Buffer{}}
 	simCfg := genacesim.Config{DefaultModel: genacesim.ModelConfig{Price: 10, QueueFor: 2 * time.Second, RunFor: 10 * time.Second, OutputCount: o.outputs}}
 	var client *genace.Client
 	e.sim, client = pipelinetest.Sim(t, e.clk, simCfg)

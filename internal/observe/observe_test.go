@@ -1,7 +1,6 @@
 package observe_test
 
 import (
-	"bytes"
 	"context"
 	"log/slog"
 	"strings"
@@ -23,18 +22,6 @@ import (
 )
 
 var _ observe.Delays = (*schedule.Observation)(nil)
-
-type syncBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (s *syncBuffer) Write(p []byte) (int, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.Write(p)
-}
-func (s *syncBuffer) String() string { s.mu.Lock(); defer s.mu.Unlock(); return s.b.String() }
 
 // gen wraps the client: it records the long poll asked for, can hold a
 // GET until released, and answers at once (wait 0) so the manual clock
@@ -77,7 +64,7 @@ type env struct {
 	out    *pipelinetest.Outbox
 	ext    *pipelinetest.Extender
 	delays *schedule.Observation
-	logs   *syncBuffer
+	logs   *pipelinetest.Buffer
 	obs    *observe.Handler
 	sub    *submit.Handler
 	cfg    observe.Config
@@ -92,7 +79,7 @@ func testPolicies() schedule.Policies {
 
 func newEnv(t testing.TB, kind string, simCfg genacesim.Config, cfg observe.Config) *env {
 	t.Helper()
-	e := &env{clk: clock.NewManual(pipelinetest.Start), out: &pipelinetest.Outbox{}, ext: &pipelinetest.Extender{}, logs: &syncBuffer{}, cfg: cfg}
+	e := &env{clk: clock.NewManual(pipelinetest.Start), out: &pipelinetest.Outbox{}, ext: &pipelinetest.Extender{}, logs: &pipelinetest.Buffer{}, cfg: cfg}
 	var client *genace.Client
 	e.sim, client = pipelinetest.Sim(t, e.clk, simCfg)
 	e.gen = &gen{inner: client}

@@ -6,6 +6,7 @@
 package pipelinetest
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
@@ -217,3 +218,16 @@ func StoreKinds() []string {
 	}
 	return []string{"bolt"}
 }
+
+// Buffer is a bytes.Buffer safe for the concurrent writes of a logger or
+// a metrics emitter shared by a batch's goroutines.
+type Buffer struct {
+	mu sync.Mutex
+	b  bytes.Buffer
+}
+
+// Write appends p.
+func (s *Buffer) Write(p []byte) (int, error) { s.mu.Lock(); defer s.mu.Unlock(); return s.b.Write(p) }
+
+// String returns everything written so far.
+func (s *Buffer) String() string { s.mu.Lock(); defer s.mu.Unlock(); return s.b.String() }

@@ -1,13 +1,11 @@
 package submit_test
 
 import (
-	"bytes"
 	"context"
 	"errors"
 	"log/slog"
 	"slices"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
@@ -29,22 +27,10 @@ type env struct {
 	store  store.Store
 	out    *pipelinetest.Outbox
 	ext    *pipelinetest.Extender
-	logs   *syncBuffer
-	mlines *syncBuffer
+	logs   *pipelinetest.Buffer
+	mlines *pipelinetest.Buffer
 	h      *submit.Handler
 }
-
-type syncBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (s *syncBuffer) Write(p []byte) (int, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.Write(p)
-}
-func (s *syncBuffer) String() string { s.mu.Lock(); defer s.mu.Unlock(); return s.b.String() }
 
 // gen wraps the client so a test can act while a POST is in flight.
 type gen struct {
@@ -62,7 +48,7 @@ func (g *gen) Submit(ctx context.Context, req genace.SubmitRequest, timeout time
 
 func newEnv(t *testing.T, kind string, cfg submit.Config) (*env, *gen) {
 	t.Helper()
-	e := &env{clk: clock.NewManual(pipelinetest.Start), out: &pipelinetest.Outbox{}, ext: &pipelinetest.Extender{}, logs: &syncBuffer{}, mlines: &syncBuffer{}}
+	e := &env{clk: clock.NewManual(pipelinetest.Start), out: &pipelinetest.Outbox{}, ext: &pipelinetest.Extender{}, logs: &pipelinetest.Buffer{}, mlines: &pipelinetest.Buffer{}}
 	e.sim, e.client = pipelinetest.Sim(t, e.clk, genacesim.Config{})
 	e.store = pipelinetest.OpenStore(t, kind)
 	g := &gen{inner: e.client}

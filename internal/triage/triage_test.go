@@ -1,12 +1,10 @@
 package triage_test
 
 import (
-	"bytes"
 	"context"
 	"encoding/json"
 	"log/slog"
 	"strings"
-	"sync"
 	"testing"
 
 	"github.com/aws/aws-lambda-go/events"
@@ -19,18 +17,6 @@ import (
 	"github.com/genjobs/genjobs/internal/triage"
 )
 
-type syncBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (s *syncBuffer) Write(p []byte) (int, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.Write(p)
-}
-func (s *syncBuffer) String() string { s.mu.Lock(); defer s.mu.Unlock(); return s.b.String() }
-
 func dlqMessage(id, body string) events.SQSMessage {
 	return events.SQSMessage{MessageId: id, Body: body, EventSourceARN: "arn:aws:sqs:us-east-1:000000000000:genjobs-observe-dlq",
 		Attributes: map[string]string{"ApproximateReceiveCount": "5"}}
@@ -42,7 +28,7 @@ func TestTriageWritesOneReviewPerMessageAndNeverActs(t *testing.T) {
 		t.Run(kind, func(t *testing.T) {
 			t.Parallel()
 			st := pipelinetest.OpenStore(t, kind)
-			logs := &syncBuffer{}
+			logs := &pipelinetest.Buffer{}
 			h := triage.New(st, clock.NewManual(pipelinetest.Start), slog.New(slog.NewJSONHandler(logs, nil)), metrics.Discard(), 4)
 			ctx := context.Background()
 			// A delivered operation whose old observe message died in the DLQ.
