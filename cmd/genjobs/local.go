@@ -26,6 +26,8 @@ func cmdLocal(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	genaceKey := fs.String("genace-key", os.Getenv("GENACE_API_KEY"), "API key for --genace-url (env GENACE_API_KEY)")
 	table := fs.String("table", "", "store operations in this DynamoDB table instead of the embedded store")
 	endpoint := fs.String("dynamodb-endpoint", "", "DynamoDB endpoint (sets AWS_ENDPOINT_URL_DYNAMODB), e.g. DynamoDB Local")
+	longPoll := fs.Duration("long-poll", 10*time.Second, "observation long poll (Genace allows up to 30s)")
+	accounting := fs.Duration("accounting-budget", 10*time.Second, "how long a failed job's refund is observed before it is left for accounting")
 	quiet := fs.Bool("quiet", false, "no progress lines")
 	verbose := fs.Bool("v", false, "print the functions' logs to stderr")
 	var sf simFlags
@@ -39,6 +41,9 @@ func cmdLocal(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	}
 	if *timeout <= 0 {
 		return usagef("--timeout must be positive")
+	}
+	if *longPoll <= 0 || *longPoll > 30*time.Second || *accounting <= 0 {
+		return usagef("--long-poll must be in (0, 30s] and --accounting-budget positive")
 	}
 	if err := sf.validate(); err != nil {
 		return err
@@ -66,7 +71,8 @@ func cmdLocal(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 			return err
 		}
 	}
-	cfg := localstack.Config{StateDir: *state, Workload: items, Timeout: *timeout, Table: *table, Progress: stdout, ProgressEvery: time.Second}
+	cfg := localstack.Config{StateDir: *state, Workload: items, Timeout: *timeout, Table: *table, Progress: stdout, ProgressEvery: time.Second,
+		LongPoll: *longPoll, Accounting: *accounting}
 	if *quiet {
 		cfg.Progress = nil
 	}
