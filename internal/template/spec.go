@@ -193,7 +193,7 @@ var configEnv = []string{
 }
 
 // localOnlyEnv are config's variables a template must never set.
-var localOnlyEnv = []string{"GENACE_API_KEY"}
+var localOnlyEnv = []string{"GENACE_API_KEY", "ARTIFACT_DIR"}
 
 // emitted lists, per genjobs metric, the dimension sets the code emits
 // (internal/metrics adds Function to every point). An alarm or a SEARCH

@@ -15,11 +15,14 @@ FUZZTIME  ?= 10s
 
 export GOBIN := $(BIN)
 
-.PHONY: help build test unit lint fmt bench fuzz clean
+.PHONY: help run invoke build test unit lint fmt bench fuzz clean
 
 help: ## list the targets
 	@grep -hE '^[a-zA-Z_-]+:.*## ' $(MAKEFILE_LIST) | sort | \
 		awk 'BEGIN {FS = ":.*## "}; {printf "  \033[36m%-10s\033[0m %s\n", $$1, $$2}'
+
+run: ## run the whole pipeline locally on the built-in demo (ARGS="--workload FILE --report FILE ..." to change it)
+	$(GO) run ./cmd/genjobs local $(ARGS)
 
 build: ## compile everything, and each function as a Lambda bootstrap (linux/arm64)
 	$(GO) build ./...
@@ -36,6 +39,11 @@ test: ## run every test (unit, race, integration) against DynamoDB Local, starte
 	bash .ci/dynamodb-local.sh run -- bash .ci/goaws.sh run -- env GENJOBS_REQUIRE_INTEGRATION=1 \
 		$(GO) test -race -tags integration -count=1 -timeout 20m ./...
 	$(MAKE) --no-print-directory fuzz FUZZTIME=$(FUZZTIME)
+
+invoke: ## run one function under the Lambda runtime emulator with a sample event: make invoke FN=submit EVENT=events/submit.json
+	@test -n "$(FN)" -a -n "$(EVENT)" || { echo "usage: make invoke FN=submit|observe|deliver|triage|sweep EVENT=events/FILE.json"; exit 2; }
+	bash .ci/rie.sh install
+	bash .ci/dynamodb-local.sh run -- bash .ci/goaws.sh run -- $(GO) run ./cmd/genjobs invoke --function $(FN) --event $(EVENT)
 
 unit: ## run the tests that need no local service (integration tests skip)
 	$(GO) test -race -count=1 ./...
