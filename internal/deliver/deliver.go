@@ -29,6 +29,7 @@ import (
 	"github.com/genjobs/genjobs/internal/artifact"
 	"github.com/genjobs/genjobs/internal/batch"
 	"github.com/genjobs/genjobs/internal/clock"
+	"github.com/genjobs/genjobs/internal/consume"
 	"github.com/genjobs/genjobs/internal/followup"
 	"github.com/genjobs/genjobs/internal/genace"
 	"github.com/genjobs/genjobs/internal/lease"
@@ -120,13 +121,13 @@ type Handler struct {
 	store     Store
 	genace    Genace
 	artifacts Artifacts
-	ext       lease.Extender
 	follow    *followup.Emitter
 	clk       clock.Clock
 	log       *slog.Logger
 	metrics   *metrics.Emitter
 	cfg       Config
 	runner    batch.Runner
+	records   consume.Consumer
 	rnd       func() float64
 }
 
@@ -135,40 +136,24 @@ type Handler struct {
 func New(cfg Config, st Store, g Genace, a Artifacts, ext lease.Extender, sender followup.Sender, clk clock.Clock, log *slog.Logger, m *metrics.Emitter) *Handler {
 	cfg = cfg.Defaults()
 	return &Handler{
-		store: st, genace: g, artifacts: a, ext: ext, clk: clk, log: log, metrics: m, cfg: cfg,
+		store: st, genace: g, artifacts: a, clk: clk, log: log, metrics: m, cfg: cfg,
 		follow: &followup.Emitter{Sender: sender, Reviews: st, Clock: clk, Metrics: m, Source: review.SourceHandler},
 		runner: batch.Runner{Action: string(message.DeliverArtifacts), Concurrency: cfg.Concurrency, Log: log, Metrics: m, Clock: clk},
-		rnd:    rand.Float64,
+		records: consume.Consumer{Action: message.DeliverArtifacts, Name: "deliver", Queue: "deliver", Store: st,
+			Extender: ext, QueueURL: cfg.QueueURL, Visibility: cfg.Visibility, Clock: clk, Log: log, Metrics: m},
+		rnd: rand.Float64,
 	}
 }
 
 // Handle is the Lambda entry point for an SQS batch.
 func (h *Handler) Handle(ctx context.Context, ev events.SQSEvent) (events.SQSEventResponse, error) {
-	return h.runner.Run(ctx, ev, h.handleRecord), nil
+	return h.runner.Run(ctx, ev, h.records.Record(h.decide)), nil
 }
 
-func (h *Handler) handleRecord(ctx context.Context, m events.SQSMessage) error {
-	start := h.clk.Now()
-	env, err := message.Decode([]byte(m.Body))
-	if err != nil {
-		return fmt.Errorf("deliver message %s: %w", m.MessageId, err)
-	}
-	if env.Action != message.DeliverArtifacts {
-		return batch.MarkPermanent(fmt.Errorf("deliver message %s: action %s does not belong on the deliver queue", m.MessageId, env.Action))
-	}
-	rec, err := h.store.Get(ctx, env.OperationID)
-	if err != nil {
-		return fmt.Errorf("deliver %s: load: %w", env.OperationID, err)
-	}
-	l := lease.New(h.clk, h.ext, h.cfg.QueueURL, m.ReceiptHandle, h.cfg.Visibility, start)
-	l.OnRenewalFailure = func(error) {
-		h.metrics.Count(metrics.LeaseRenewalFailures, 1, metrics.Dim{Name: "Action", Value: string(env.Action)})
-	}
+// decide runs one message's delivery on its record.
+func (h *Handler) decide(ctx context.Context, m events.SQSMessage, env message.Envelope, rec operation.Record, l *lease.Lease) (string, error) {
 	run := &delivery{h: h, m: m, env: env, lease: l, cur: rec}
-	outcome, err := run.decide(ctx)
-	h.metrics.Duration(metrics.ActionDuration, h.clk.Now().Sub(start),
-		metrics.Dim{Name: "Action", Value: string(env.Action)}, metrics.Dim{Name: "Outcome", Value: outcome})
-	return err
+	return run.decide(ctx)
 }
 
 // delivery is one message's work on one record. cur is the record as this
@@ -188,11 +173,7 @@ type delivery struct {
 
 // obsolete acknowledges a message that the record makes pointless.
 func (d *delivery) obsolete(ctx context.Context, why string) (string, error) {
-	h := d.h
-	h.metrics.Count(metrics.Obsolete, 1, metrics.Dim{Name: "Action", Value: string(d.env.Action)}, metrics.Dim{Name: "Reason", Value: why})
-	h.log.InfoContext(ctx, "acknowledged as obsolete", "operation_id", d.env.OperationID, "reason", why,
-		"expected_revision", d.env.ExpectedRevision, "revision", d.cur.Revision, "phase", string(d.cur.Phase))
-	return "obsolete", nil
+	return d.h.records.Obsolete(ctx, d.env, &d.cur, why)
 }
 
 // decide checks the message against the record, then delivers.

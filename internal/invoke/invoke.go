@@ -7,9 +7,9 @@
 // the invocation it seeds the operations the event names (see Samples);
 // afterwards it reports the answer, the function's log and what changed.
 //
-// It backs `genjobs invoke` (`make invoke FN=... EVENT=...`). Unlike
-// internal/lambdatest, which does the same for tests, it depends on no
-// testing package.
+// It backs `genjobs invoke` (`make invoke FN=... EVENT=...`). The build
+// and the emulator are internal/rie's, which internal/lambdatest wraps for
+// tests; like rie, this package depends on no testing package.
 package invoke
 
 import (
@@ -30,6 +30,7 @@ import (
 	"github.com/genjobs/genjobs/internal/config"
 	"github.com/genjobs/genjobs/internal/operation"
 	"github.com/genjobs/genjobs/internal/review"
+	"github.com/genjobs/genjobs/internal/rie"
 	"github.com/genjobs/genjobs/internal/store"
 )
 
@@ -197,8 +198,8 @@ func Prepare(ctx context.Context, opts Options) (*Session, error) {
 	if err := opts.Endpoints.Check(); err != nil {
 		return nil, err
 	}
-	rie := filepath.Join(opts.Root, RIEPath)
-	if !fileExists(rie) {
+	rieBin, installed := rie.Installed(opts.Root)
+	if !installed {
 		return nil, fmt.Errorf("the Lambda Runtime Interface Emulator is not installed at %s: run `bash .ci/rie.sh install` (make invoke does)", RIEPath)
 	}
 	if opts.Progress == nil {
@@ -268,7 +269,7 @@ func Prepare(ctx context.Context, opts Options) (*Session, error) {
 	}
 	s.progress("built %s", relative(opts.Root, b.path))
 	s.emu, err = StartEmulator(EmulatorConfig{
-		RIE: rie, Bootstrap: b.path, Name: spec.Name, Env: spec.Env(s.stack),
+		RIE: rieBin, Bootstrap: b.path, Name: spec.Name, Env: spec.Env(s.stack),
 		Timeout: spec.Timeout, MemoryMB: spec.MemoryMB, Region: opts.Endpoints.Region,
 	})
 	if err != nil {

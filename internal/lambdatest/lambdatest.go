@@ -11,39 +11,32 @@
 // A test gets one emulator process per Start, on two free loopback ports
 // of its own, so tests may run in parallel. The emulator is installed by
 // `bash .ci/rie.sh install`; without it the tests skip (or fail when
-// GENJOBS_REQUIRE_INTEGRATION=1).
+// GENJOBS_REQUIRE_INTEGRATION=1). The build and the emulator are
+// internal/rie's; this package ties them to a test (skips, failures,
+// t.Cleanup).
 package lambdatest
 
 import (
-	"bytes"
 	"context"
-	"crypto/rand"
-	"errors"
 	"fmt"
-	"io"
-	"net"
-	"net/http"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"runtime"
-	"sort"
-	"strconv"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
+	"github.com/genjobs/genjobs/internal/rie"
 	"github.com/genjobs/genjobs/internal/testenv"
 )
 
 // InvokePath is the emulator's invocation endpoint. The emulator serves
 // one function, and only under the name "function".
-const InvokePath = "/2015-03-31/functions/function/invocations"
+const InvokePath = rie.InvokePath
 
 // RIEPath is where `bash .ci/rie.sh install` puts the emulator, relative
 // to the module root.
-const RIEPath = ".cache/bin/aws-lambda-rie"
+const RIEPath = rie.Path
 
 // Defaults for the function's configuration. The timeout is the
 // template's (a submit must keep 25 s in hand before it POSTs), the
@@ -53,13 +46,6 @@ const (
 	DefaultMemoryMB = 128
 	DefaultRegion   = "us-east-1"
 )
-
-// startAttempts bounds restarts when a port found free was taken before
-// the emulator bound it: a race with other processes, not a failure.
-const startAttempts = 5
-
-// readyTimeout bounds the wait for the emulator to listen.
-const readyTimeout = 20 * time.Second
 
 // Root returns the module root (the nearest folder with a go.mod, from the
 // working directory up). Tests run in their package's folder, so the
@@ -78,16 +64,11 @@ func findRoot() (string, error) {
 	if err != nil {
 		return "", fmt.Errorf("lambdatest: working directory: %w", err)
 	}
-	for {
-		if _, err := os.Stat(filepath.Join(dir, "go.mod")); err == nil {
-			return dir, nil
-		}
-		parent := filepath.Dir(dir)
-		if parent == dir {
-			return "", errors.New("lambdatest: no go.mod above the working directory")
-		}
-		dir = parent
+	root, err := rie.FindRoot(dir)
+	if err != nil {
+		return "", fmt.Errorf("lambdatest: %w", err)
 	}
+	return root, nil
 }
 
 // Event returns the sample event events/NAME from the module root: the
@@ -102,22 +83,12 @@ func Event(t testing.TB, name string) []byte {
 	return b
 }
 
-// builds holds one build per package per test binary run: the bootstrap
-// is the same for every test, and building it once keeps a run with many
-// emulators cheap.
-var builds sync.Map // package path -> *build
-
-type build struct {
-	once sync.Once
-	path string
-	err  error
-}
-
 // Build builds a function's bootstrap for the host's architecture (Lambda
 // runs linux; deployment builds arm64 elsewhere, but the tests run the
 // binary here) and returns its path. name is a folder under functions/,
-// or a module-relative package path starting with "./". The build runs
-// once per test binary run; every caller gets its result.
+// or a module-relative package path starting with "./". The bootstrap is
+// .cache/lambdatest/OS_ARCH/PKG/bootstrap, built once per test binary run
+// (rie.Build); every caller gets its result.
 func Build(t testing.TB, name string) string {
 	t.Helper()
 	pkg := name
@@ -125,49 +96,12 @@ func Build(t testing.TB, name string) string {
 		pkg = "./functions/" + name
 	}
 	root := Root(t)
-	v, _ := builds.LoadOrStore(pkg, &build{})
-	b := v.(*build)
-	b.once.Do(func() { b.path, b.err = buildBootstrap(root, pkg) })
-	if b.err != nil {
-		t.Fatal(b.err)
-	}
-	return b.path
-}
-
-// buildBootstrap compiles pkg into .cache/lambdatest/OS_ARCH/PKG/bootstrap.
-// The binary is built in a private folder and renamed into place, so two
-// test binaries building the same function at once (go test runs packages
-// in parallel) never run or overwrite a half-written file, and the cache
-// holds one binary per function instead of one per run.
-func buildBootstrap(root, pkg string) (string, error) {
-	goBin, err := exec.LookPath("go")
-	if err != nil {
-		return "", fmt.Errorf("lambdatest: go not found on PATH to build %s: %w", pkg, err)
-	}
 	slug := strings.NewReplacer("./", "", "/", "_").Replace(pkg)
-	dir := filepath.Join(root, ".cache", "lambdatest", "linux_"+runtime.GOARCH, slug)
-	if err := os.MkdirAll(dir, 0o755); err != nil {
-		return "", fmt.Errorf("lambdatest: %w", err)
-	}
-	tmp, err := os.MkdirTemp(dir, ".build-")
+	path, err := rie.Build(context.Background(), root, pkg, filepath.Join(root, ".cache", "lambdatest", "linux_"+runtime.GOARCH, slug))
 	if err != nil {
-		return "", fmt.Errorf("lambdatest: %w", err)
+		t.Fatalf("lambdatest: %v", err)
 	}
-	defer os.RemoveAll(tmp)
-	// The deployment build's flags (Makefile `build`), but GOARCH stays
-	// the host's: the emulator executes the binary on this machine.
-	cmd := exec.Command(goBin, "build", "-tags", "lambda.norpc", "-trimpath", "-ldflags=-s -w",
-		"-o", filepath.Join(tmp, "bootstrap"), pkg)
-	cmd.Dir = root
-	cmd.Env = append(os.Environ(), "GOOS=linux", "GOARCH="+runtime.GOARCH, "CGO_ENABLED=0")
-	if out, err := cmd.CombinedOutput(); err != nil {
-		return "", fmt.Errorf("lambdatest: build %s: %w\n%s", pkg, err, out)
-	}
-	path := filepath.Join(dir, "bootstrap")
-	if err := os.Rename(filepath.Join(tmp, "bootstrap"), path); err != nil {
-		return "", fmt.Errorf("lambdatest: %w", err)
-	}
-	return path, nil
+	return path
 }
 
 // Config describes one function instance.
@@ -194,20 +128,29 @@ type Config struct {
 	Region string
 }
 
+// emulatorConfig is cfg for rie.Start, the defaults filled in.
+func (cfg Config) emulatorConfig(rieBin, bootstrap string) rie.Config {
+	out := rie.Config{
+		RIE: rieBin, Bootstrap: bootstrap, Name: filepath.Base(cfg.Function), Env: cfg.Env,
+		Timeout: cfg.Timeout, MemoryMB: cfg.MemoryMB, Region: cfg.Region,
+	}
+	if out.Timeout <= 0 {
+		out.Timeout = DefaultTimeout
+	}
+	if out.MemoryMB <= 0 {
+		out.MemoryMB = DefaultMemoryMB
+	}
+	if out.Region == "" {
+		out.Region = DefaultRegion
+	}
+	return out
+}
+
 // Function is one running emulator with its bootstrap. Its methods are
 // safe for concurrent use.
 type Function struct {
-	name   string
-	addr   string
-	client *http.Client
-	cmd    *exec.Cmd
-	exited chan struct{}
-	stdout *syncBuffer
-	stderr *syncBuffer
-
-	mu       sync.Mutex
-	invokes  int
-	firstDur time.Duration
+	name string
+	emu  *rie.Emulator
 }
 
 // Start builds cfg.Function (once per run) and starts it under the
@@ -218,197 +161,29 @@ type Function struct {
 // installed the test skips (fails under GENJOBS_REQUIRE_INTEGRATION=1).
 func Start(t testing.TB, cfg Config) *Function {
 	t.Helper()
-	root := Root(t)
-	rie := filepath.Join(root, RIEPath)
-	if _, err := os.Stat(rie); err != nil {
+	rieBin, installed := rie.Installed(Root(t))
+	if !installed {
 		testenv.Skip(t, "the Lambda Runtime Interface Emulator is not installed at "+RIEPath+"; run `bash .ci/rie.sh install`")
 	}
 	bootstrap := Build(t, cfg.Function)
-	env := environment(cfg, filepath.Dir(bootstrap))
-	var lastErr error
-	for range startAttempts {
-		f, err := launch(rie, bootstrap, env)
-		if err == nil {
-			f.name = cfg.Function
-			t.Cleanup(func() {
-				f.stop()
-				if t.Failed() {
-					t.Logf("%s: function output (emulator stdout):\n%s", f.name, tail(f.Stdout(), 16<<10))
-					t.Logf("%s: emulator log (stderr):\n%s", f.name, tail(f.Stderr(), 8<<10))
-				}
-			})
-			return f
-		}
-		lastErr = err
-		if !errors.Is(err, errPortTaken) {
-			break
-		}
-	}
-	t.Fatalf("lambdatest: start %s: %v", cfg.Function, lastErr)
-	return nil
-}
-
-// environment is the emulator's environment, which it hands on to the
-// bootstrap: Lambda's reserved variables, then cfg.Env. PATH, TZ and LANG
-// are what Lambda's provided runtimes set; HOME stays unset, as in Lambda.
-func environment(cfg Config, taskRoot string) []string {
-	timeout := cfg.Timeout
-	if timeout <= 0 {
-		timeout = DefaultTimeout
-	}
-	memory := cfg.MemoryMB
-	if memory <= 0 {
-		memory = DefaultMemoryMB
-	}
-	region := cfg.Region
-	if region == "" {
-		region = DefaultRegion
-	}
-	name := filepath.Base(cfg.Function)
-	vars := map[string]string{}
-	for k, v := range cfg.Env {
-		vars[k] = v
-	}
-	for k, v := range map[string]string{
-		"PATH":                            "/usr/local/bin:/usr/bin:/bin",
-		"TZ":                              ":UTC",
-		"LANG":                            "en_US.UTF-8",
-		"LAMBDA_TASK_ROOT":                taskRoot,
-		"AWS_LAMBDA_FUNCTION_NAME":        name,
-		"AWS_LAMBDA_FUNCTION_TIMEOUT":     strconv.Itoa(int((timeout + time.Second - 1) / time.Second)),
-		"AWS_LAMBDA_FUNCTION_MEMORY_SIZE": strconv.Itoa(memory),
-		"AWS_LAMBDA_FUNCTION_VERSION":     "$LATEST",
-		"AWS_LAMBDA_LOG_GROUP_NAME":       "/aws/lambda/" + name,
-		"AWS_REGION":                      region,
-		"AWS_DEFAULT_REGION":              region,
-	} {
-		vars[k] = v
-	}
-	out := make([]string, 0, len(vars))
-	for k, v := range vars {
-		out = append(out, k+"="+v)
-	}
-	sort.Strings(out)
-	return out
-}
-
-// errPortTaken marks a start that lost a port to another process.
-var errPortTaken = errors.New("port taken")
-
-// launch starts one emulator and waits until it listens.
-func launch(rie, bootstrap string, env []string) (*Function, error) {
-	apiAddr, err := freeAddr()
+	emu, err := rie.Start(cfg.emulatorConfig(rieBin, bootstrap))
 	if err != nil {
-		return nil, err
+		t.Fatalf("lambdatest: %v", err)
 	}
-	addr, err := freeAddr()
-	if err != nil {
-		return nil, err
-	}
-	f := &Function{
-		addr:   addr,
-		exited: make(chan struct{}),
-		stdout: &syncBuffer{},
-		stderr: &syncBuffer{},
-		// No client timeout: each Invoke's context bounds it.
-		client: &http.Client{Transport: &http.Transport{DisableKeepAlives: true}},
-	}
-	// The emulator relays the bootstrap's stdout and stderr on its own
-	// stdout, framed by START/END/REPORT lines as in CloudWatch Logs; its
-	// own log goes to stderr.
-	cmd := exec.Command(rie,
-		"--runtime-interface-emulator-address", addr,
-		"--runtime-api-address", apiAddr,
-		bootstrap)
-	cmd.Dir = filepath.Dir(bootstrap)
-	cmd.Env = env
-	cmd.Stdout = f.stdout
-	cmd.Stderr = f.stderr
-	ownProcessGroup(cmd)
-	// A descendant that outlives the emulator holds the output pipes
-	// open; Wait then gives up on them instead of hanging the cleanup.
-	cmd.WaitDelay = 2 * time.Second
-	if err := cmd.Start(); err != nil {
-		return nil, fmt.Errorf("start emulator: %w", err)
-	}
-	f.cmd = cmd
-	go func() { _ = cmd.Wait(); close(f.exited) }()
-
-	// Ready means both ports answer and the emulator still runs: it
-	// panics at once when either port is taken, and the port may then
-	// answer for the process that took it.
-	deadline := time.Now().Add(readyTimeout)
-	for {
-		if listening(addr) && listening(apiAddr) {
-			select {
-			case <-f.exited:
-			default:
-				return f, nil
-			}
+	f := &Function{name: cfg.Function, emu: emu}
+	t.Cleanup(func() {
+		emu.Stop()
+		if t.Failed() {
+			t.Logf("%s: function output (emulator stdout):\n%s", f.name, rie.Tail(f.Stdout(), 16<<10))
+			t.Logf("%s: emulator log (stderr):\n%s", f.name, rie.Tail(f.Stderr(), 8<<10))
 		}
-		select {
-		case <-f.exited:
-			log := f.Stderr() + f.Stdout()
-			if strings.Contains(log, "address already in use") {
-				return nil, errPortTaken
-			}
-			return nil, fmt.Errorf("emulator exited during start-up:\n%s", tail(log, 4<<10))
-		default:
-		}
-		if time.Now().After(deadline) {
-			f.stop()
-			return nil, fmt.Errorf("emulator not listening on %s after %s:\n%s", addr, readyTimeout, tail(f.Stderr(), 4<<10))
-		}
-		time.Sleep(20 * time.Millisecond)
-	}
-}
-
-// listening reports whether something accepts connections at addr.
-func listening(addr string) bool {
-	conn, err := net.DialTimeout("tcp", addr, 200*time.Millisecond)
-	if err != nil {
-		return false
-	}
-	_ = conn.Close()
-	return true
-}
-
-// freeAddr asks the kernel for a free loopback port. It is free when
-// asked, not necessarily when the emulator binds it; launch retries.
-func freeAddr() (string, error) {
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		return "", fmt.Errorf("free port: %w", err)
-	}
-	addr := ln.Addr().String()
-	_ = ln.Close()
-	return addr, nil
-}
-
-// stop ends the emulator and the bootstrap it started. The emulator puts
-// the bootstrap in a process group of its own, so that group is found
-// first and killed too: a bootstrap busy in a handler would otherwise
-// outlive the test.
-func (f *Function) stop() {
-	select {
-	case <-f.exited:
-		return
-	default:
-	}
-	killTree(f.cmd.Process.Pid)
-	select {
-	case <-f.exited:
-	case <-time.After(10 * time.Second):
-	}
+	})
+	return f
 }
 
 // URL is the emulator's base URL (http://127.0.0.1:PORT), for tools that
 // build their own requests.
-func (f *Function) URL() string { return "http://" + f.addr }
-
-// endLineWait bounds how long Invoke waits for the emulator's END line
-// after a successful answer.
-const endLineWait = 2 * time.Second
+func (f *Function) URL() string { return f.emu.URL() }
 
 // Invoke sends one synchronous invocation, as `aws lambda invoke` or the
 // SQS event source mapping would, and returns the HTTP status and the
@@ -419,63 +194,14 @@ const endLineWait = 2 * time.Second
 // the invocation's END line, so Stdout then holds what the invocation
 // wrote.
 func (f *Function) Invoke(ctx context.Context, payload []byte) (status int, body []byte, err error) {
-	f.mu.Lock()
-	f.invokes++
-	first := f.invokes == 1
-	f.mu.Unlock()
-	requestID, err := newRequestID()
-	if err != nil {
-		return 0, nil, err
-	}
-	start := time.Now()
-	req, err := http.NewRequestWithContext(ctx, http.MethodPost, f.URL()+InvokePath, bytes.NewReader(payload))
-	if err != nil {
-		return 0, nil, err
-	}
-	req.Header.Set("Content-Type", "application/json")
-	// Our own request id (the emulator otherwise makes one up) tells this
-	// invocation's END line from another's.
-	req.Header.Set("X-Amzn-RequestId", requestID)
-	resp, err := f.client.Do(req)
-	if err != nil {
-		return 0, nil, fmt.Errorf("invoke %s: %w", f.name, err)
-	}
-	defer resp.Body.Close()
-	body, err = io.ReadAll(resp.Body)
-	if err != nil {
-		return resp.StatusCode, body, fmt.Errorf("invoke %s: read answer: %w", f.name, err)
-	}
-	if first {
-		f.mu.Lock()
-		f.firstDur = time.Since(start)
-		f.mu.Unlock()
-	}
-	if resp.StatusCode == http.StatusOK {
-		f.stdout.waitFor("END RequestId: "+requestID, endLineWait)
-	}
-	return resp.StatusCode, body, nil
-}
-
-// newRequestID makes a random UUID, the shape of Lambda's request ids.
-func newRequestID() (string, error) {
-	var b [16]byte
-	if _, err := rand.Read(b[:]); err != nil {
-		return "", fmt.Errorf("request id: %w", err)
-	}
-	b[6] = b[6]&0x0f | 0x40
-	b[8] = b[8]&0x3f | 0x80
-	return fmt.Sprintf("%x-%x-%x-%x-%x", b[0:4], b[4:6], b[6:8], b[8:10], b[10:16]), nil
+	return f.emu.Invoke(ctx, payload)
 }
 
 // FirstInvoke is how long the first Invoke took, from sending the request
 // to reading the whole answer: the cold start (the bootstrap's process
 // start and init, which the emulator defers to the first invocation) plus
 // that invocation's own work. Zero until the first Invoke has answered.
-func (f *Function) FirstInvoke() time.Duration {
-	f.mu.Lock()
-	defer f.mu.Unlock()
-	return f.firstDur
-}
+func (f *Function) FirstInvoke() time.Duration { return f.emu.FirstInvoke() }
 
 // Stdout is everything the function wrote, stdout and stderr alike, as
 // the emulator relays it: the lines CloudWatch Logs would hold (log
@@ -483,74 +209,19 @@ func (f *Function) FirstInvoke() time.Duration {
 // pipes, so it can trail an invocation's answer; Invoke waits for a
 // successful invocation's END line, and WaitStdout waits for anything
 // else.
-func (f *Function) Stdout() string { return f.stdout.String() }
+func (f *Function) Stdout() string { return f.emu.Stdout() }
 
 // Stderr is the emulator's own log: init and invoke phases, runtime exits.
-func (f *Function) Stderr() string { return f.stderr.String() }
+func (f *Function) Stderr() string { return f.emu.Stderr() }
 
 // WaitStdout waits up to timeout for s to appear in Stdout and reports
 // whether it did.
 func (f *Function) WaitStdout(s string, timeout time.Duration) bool {
-	return f.stdout.waitFor(s, timeout)
+	return f.emu.WaitStdout(s, timeout)
 }
 
 // WaitStderr waits up to timeout for s to appear in Stderr and reports
 // whether it did.
 func (f *Function) WaitStderr(s string, timeout time.Duration) bool {
-	return f.stderr.waitFor(s, timeout)
-}
-
-// syncBuffer is a bytes.Buffer the process writers and the test may use
-// at once, and that a test can wait on.
-type syncBuffer struct {
-	mu      sync.Mutex
-	buf     bytes.Buffer
-	written chan struct{} // closed and replaced on every write
-}
-
-func (b *syncBuffer) Write(p []byte) (int, error) {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	if b.written != nil {
-		close(b.written)
-		b.written = nil
-	}
-	return b.buf.Write(p)
-}
-
-func (b *syncBuffer) String() string {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.String()
-}
-
-// waitFor waits until the buffer holds s, or timeout passes.
-func (b *syncBuffer) waitFor(s string, timeout time.Duration) bool {
-	timer := time.NewTimer(timeout)
-	defer timer.Stop()
-	for {
-		b.mu.Lock()
-		if strings.Contains(b.buf.String(), s) {
-			b.mu.Unlock()
-			return true
-		}
-		if b.written == nil {
-			b.written = make(chan struct{})
-		}
-		written := b.written
-		b.mu.Unlock()
-		select {
-		case <-written:
-		case <-timer.C:
-			return false
-		}
-	}
-}
-
-// tail keeps the last n bytes of s, for failure logs.
-func tail(s string, n int) string {
-	if len(s) <= n {
-		return s
-	}
-	return "…" + s[len(s)-n:]
+	return f.emu.WaitStderr(s, timeout)
 }

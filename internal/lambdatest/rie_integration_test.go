@@ -146,7 +146,7 @@ func TestCleanupKillsEverything(t *testing.T) {
 	t.Run("run", func(t *testing.T) {
 		f := Start(t, Config{Function: echo})
 		bootstrap = invokeEcho(t, f, `{}`).PID
-		rie = f.cmd.Process.Pid
+		rie = f.emu.PID()
 		// Leave the bootstrap busy in a handler when cleanup comes.
 		go func() { _, _, _ = f.Invoke(context.Background(), []byte(`{"sleep":"30s"}`)) }()
 		time.Sleep(200 * time.Millisecond)

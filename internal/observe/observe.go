@@ -17,6 +17,7 @@ import (
 
 	"github.com/genjobs/genjobs/internal/batch"
 	"github.com/genjobs/genjobs/internal/clock"
+	"github.com/genjobs/genjobs/internal/consume"
 	"github.com/genjobs/genjobs/internal/followup"
 	"github.com/genjobs/genjobs/internal/genace"
 	"github.com/genjobs/genjobs/internal/lease"
@@ -86,58 +87,35 @@ type Handler struct {
 	store   Store
 	genace  Genace
 	delays  Delays
-	ext     lease.Extender
 	follow  *followup.Emitter
 	clk     clock.Clock
 	log     *slog.Logger
 	metrics *metrics.Emitter
 	cfg     Config
 	runner  batch.Runner
+	records consume.Consumer
 }
 
 // New wires a handler.
 func New(cfg Config, st Store, g Genace, d Delays, ext lease.Extender, sender followup.Sender, clk clock.Clock, log *slog.Logger, m *metrics.Emitter) *Handler {
 	cfg = cfg.Defaults()
 	return &Handler{
-		store: st, genace: g, delays: d, ext: ext, clk: clk, log: log, metrics: m, cfg: cfg,
+		store: st, genace: g, delays: d, clk: clk, log: log, metrics: m, cfg: cfg,
 		follow: &followup.Emitter{Sender: sender, Reviews: st, Clock: clk, Metrics: m, Source: review.SourceHandler},
 		runner: batch.Runner{Action: string(message.ObserveGeneration), Concurrency: cfg.Concurrency, Log: log, Metrics: m, Clock: clk},
+		records: consume.Consumer{Action: message.ObserveGeneration, Name: "observe", Queue: "observe", Store: st,
+			Extender: ext, QueueURL: cfg.QueueURL, Visibility: cfg.Visibility, Clock: clk, Log: log, Metrics: m},
 	}
 }
 
 // Handle is the Lambda entry point for an SQS batch.
 func (h *Handler) Handle(ctx context.Context, ev events.SQSEvent) (events.SQSEventResponse, error) {
-	return h.runner.Run(ctx, ev, h.handleRecord), nil
+	return h.runner.Run(ctx, ev, h.records.Record(h.decide)), nil
 }
 
-func (h *Handler) handleRecord(ctx context.Context, m events.SQSMessage) error {
-	start := h.clk.Now()
-	env, err := message.Decode([]byte(m.Body))
-	if err != nil {
-		return fmt.Errorf("observe message %s: %w", m.MessageId, err)
-	}
-	if env.Action != message.ObserveGeneration {
-		return batch.MarkPermanent(fmt.Errorf("observe message %s: action %s does not belong on the observe queue", m.MessageId, env.Action))
-	}
-	rec, err := h.store.Get(ctx, env.OperationID)
-	if err != nil {
-		return fmt.Errorf("observe %s: load: %w", env.OperationID, err)
-	}
-	l := lease.New(h.clk, h.ext, h.cfg.QueueURL, m.ReceiptHandle, h.cfg.Visibility, start)
-	l.OnRenewalFailure = func(error) {
-		h.metrics.Count(metrics.LeaseRenewalFailures, 1, metrics.Dim{Name: "Action", Value: string(env.Action)})
-	}
-	outcome, err := h.decide(ctx, m, env, rec, l)
-	h.metrics.Duration(metrics.ActionDuration, h.clk.Now().Sub(start),
-		metrics.Dim{Name: "Action", Value: string(env.Action)}, metrics.Dim{Name: "Outcome", Value: outcome})
-	return err
-}
-
+// obsolete acknowledges a message that the record makes pointless.
 func (h *Handler) obsolete(ctx context.Context, env message.Envelope, rec *operation.Record, why string) (string, error) {
-	h.metrics.Count(metrics.Obsolete, 1, metrics.Dim{Name: "Action", Value: string(env.Action)}, metrics.Dim{Name: "Reason", Value: why})
-	h.log.InfoContext(ctx, "acknowledged as obsolete", "operation_id", env.OperationID, "reason", why,
-		"expected_revision", env.ExpectedRevision, "revision", rec.Revision, "phase", string(rec.Phase))
-	return "obsolete", nil
+	return h.records.Obsolete(ctx, env, rec, why)
 }
 
 func observable(rec *operation.Record) bool {

@@ -18,6 +18,7 @@ import (
 
 	"github.com/genjobs/genjobs/internal/batch"
 	"github.com/genjobs/genjobs/internal/clock"
+	"github.com/genjobs/genjobs/internal/consume"
 	"github.com/genjobs/genjobs/internal/followup"
 	"github.com/genjobs/genjobs/internal/genace"
 	"github.com/genjobs/genjobs/internal/lease"
@@ -94,13 +95,13 @@ func (c Config) Defaults() Config {
 type Handler struct {
 	store   Store
 	genace  Genace
-	ext     lease.Extender
 	follow  *followup.Emitter
 	clk     clock.Clock
 	log     *slog.Logger
 	metrics *metrics.Emitter
 	cfg     Config
 	runner  batch.Runner
+	records consume.Consumer
 	rnd     func() float64
 }
 
@@ -109,39 +110,18 @@ type Handler struct {
 func New(cfg Config, st Store, g Genace, ext lease.Extender, sender followup.Sender, clk clock.Clock, log *slog.Logger, m *metrics.Emitter) *Handler {
 	cfg = cfg.Defaults()
 	return &Handler{
-		store: st, genace: g, ext: ext, clk: clk, log: log, metrics: m, cfg: cfg,
+		store: st, genace: g, clk: clk, log: log, metrics: m, cfg: cfg,
 		follow: &followup.Emitter{Sender: sender, Reviews: st, Clock: clk, Metrics: m, Source: review.SourceHandler},
 		runner: batch.Runner{Action: string(message.SubmitGeneration), Concurrency: cfg.Concurrency, Log: log, Metrics: m, Clock: clk},
-		rnd:    rand.Float64,
+		records: consume.Consumer{Action: message.SubmitGeneration, Name: "submit", Queue: "dispatch", Store: st,
+			Extender: ext, QueueURL: cfg.QueueURL, Visibility: cfg.Visibility, Clock: clk, Log: log, Metrics: m},
+		rnd: rand.Float64,
 	}
 }
 
 // Handle is the Lambda entry point for an SQS batch.
 func (h *Handler) Handle(ctx context.Context, ev events.SQSEvent) (events.SQSEventResponse, error) {
-	return h.runner.Run(ctx, ev, h.handleRecord), nil
-}
-
-func (h *Handler) handleRecord(ctx context.Context, m events.SQSMessage) error {
-	start := h.clk.Now()
-	env, err := message.Decode([]byte(m.Body))
-	if err != nil {
-		return fmt.Errorf("submit message %s: %w", m.MessageId, err)
-	}
-	if env.Action != message.SubmitGeneration {
-		return batch.MarkPermanent(fmt.Errorf("submit message %s: action %s does not belong on the dispatch queue", m.MessageId, env.Action))
-	}
-	rec, err := h.store.Get(ctx, env.OperationID)
-	if err != nil {
-		return fmt.Errorf("submit %s: load: %w", env.OperationID, err)
-	}
-	l := lease.New(h.clk, h.ext, h.cfg.QueueURL, m.ReceiptHandle, h.cfg.Visibility, start)
-	l.OnRenewalFailure = func(error) {
-		h.metrics.Count(metrics.LeaseRenewalFailures, 1, metrics.Dim{Name: "Action", Value: string(env.Action)})
-	}
-	outcome, err := h.decide(ctx, m, env, rec, l)
-	h.metrics.Duration(metrics.ActionDuration, h.clk.Now().Sub(start),
-		metrics.Dim{Name: "Action", Value: string(env.Action)}, metrics.Dim{Name: "Outcome", Value: outcome})
-	return err
+	return h.runner.Run(ctx, ev, h.records.Record(h.decide)), nil
 }
 
 // decide acts on the record. It returns a short outcome for metrics.
@@ -174,10 +154,7 @@ func (h *Handler) decide(ctx context.Context, m events.SQSMessage, env message.E
 
 // obsolete acknowledges a message that the record makes pointless.
 func (h *Handler) obsolete(ctx context.Context, env message.Envelope, rec *operation.Record, why string) (string, error) {
-	h.metrics.Count(metrics.Obsolete, 1, metrics.Dim{Name: "Action", Value: string(env.Action)}, metrics.Dim{Name: "Reason", Value: why})
-	h.log.InfoContext(ctx, "acknowledged as obsolete", "operation_id", env.OperationID, "reason", why,
-		"expected_revision", env.ExpectedRevision, "revision", rec.Revision, "phase", string(rec.Phase))
-	return "obsolete", nil
+	return h.records.Obsolete(ctx, env, rec, why)
 }
 
 // ensureObservation answers a dispatch for an operation whose job id is

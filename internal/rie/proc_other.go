@@ -1,6 +1,6 @@
 //go:build !linux
 
-package invoke
+package rie
 
 import (
 	"os"

@@ -1,6 +1,6 @@
 //go:build linux
 
-package lambdatest
+package rie
 
 import (
 	"os"
@@ -14,7 +14,7 @@ import (
 
 // ownProcessGroup puts the emulator in a new process group, so stopping
 // it signals the group and reaches anything it left in it, without
-// touching the test binary's own group.
+// touching the caller's own group.
 func ownProcessGroup(cmd *exec.Cmd) {
 	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
 }

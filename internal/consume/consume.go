@@ -1,0 +1,92 @@
+// Package consume is what the operation queues' consumers (submit,
+// observe, deliver) share around their decisions: one SQS record is
+// decoded into its envelope, checked to belong on the queue, turned into
+// the operation record it names and a lease on the message, and the
+// decision on it is timed. A message the record makes pointless is
+// acknowledged as obsolete the same way by all of them.
+package consume
+
+import (
+	"context"
+	"fmt"
+	"log/slog"
+	"time"
+
+	"github.com/aws/aws-lambda-go/events"
+
+	"github.com/genjobs/genjobs/internal/batch"
+	"github.com/genjobs/genjobs/internal/clock"
+	"github.com/genjobs/genjobs/internal/lease"
+	"github.com/genjobs/genjobs/internal/message"
+	"github.com/genjobs/genjobs/internal/metrics"
+	"github.com/genjobs/genjobs/internal/operation"
+)
+
+// Store loads the operation a message names.
+type Store interface {
+	Get(ctx context.Context, operationID string) (operation.Record, error)
+}
+
+// Decision acts on one message's record, under the message's lease. It
+// returns a short outcome for metrics.
+type Decision func(ctx context.Context, m events.SQSMessage, env message.Envelope, rec operation.Record, l *lease.Lease) (string, error)
+
+// Consumer is one queue's consumer.
+type Consumer struct {
+	// Action is the only action its queue carries.
+	Action message.Action
+	// Name is the function ("submit"), which starts its error texts;
+	// Queue names its queue in them ("dispatch").
+	Name, Queue string
+	// Store loads records.
+	Store Store
+	// Extender, QueueURL and Visibility make the message's lease.
+	Extender   lease.Extender
+	QueueURL   string
+	Visibility time.Duration
+	Clock      clock.Clock
+	Log        *slog.Logger
+	Metrics    *metrics.Emitter
+}
+
+// Record is the batch.Func that hands each record to decide: it decodes
+// the message (a malformed one fails permanently, through
+// message.ErrMalformed), refuses one whose action does not belong on the
+// queue (permanently), loads the record (an unknown operation fails
+// permanently, through store.ErrNotFound), leases the message from the
+// moment it was picked up, and records the decision's ActionDuration
+// with its outcome.
+func (c *Consumer) Record(decide Decision) batch.Func {
+	return func(ctx context.Context, m events.SQSMessage) error {
+		start := c.Clock.Now()
+		env, err := message.Decode([]byte(m.Body))
+		if err != nil {
+			return fmt.Errorf("%s message %s: %w", c.Name, m.MessageId, err)
+		}
+		if env.Action != c.Action {
+			return batch.MarkPermanent(fmt.Errorf("%s message %s: action %s does not belong on the %s queue", c.Name, m.MessageId, env.Action, c.Queue))
+		}
+		rec, err := c.Store.Get(ctx, env.OperationID)
+		if err != nil {
+			return fmt.Errorf("%s %s: load: %w", c.Name, env.OperationID, err)
+		}
+		l := lease.New(c.Clock, c.Extender, c.QueueURL, m.ReceiptHandle, c.Visibility, start)
+		l.OnRenewalFailure = func(error) {
+			c.Metrics.Count(metrics.LeaseRenewalFailures, 1, metrics.Dim{Name: "Action", Value: string(env.Action)})
+		}
+		outcome, err := decide(ctx, m, env, rec, l)
+		c.Metrics.Duration(metrics.ActionDuration, c.Clock.Now().Sub(start),
+			metrics.Dim{Name: "Action", Value: string(env.Action)}, metrics.Dim{Name: "Outcome", Value: outcome})
+		return err
+	}
+}
+
+// Obsolete acknowledges a message that the record makes pointless: it
+// counts it by action and reason, logs it, and returns the outcome
+// "obsolete" with no error.
+func (c *Consumer) Obsolete(ctx context.Context, env message.Envelope, rec *operation.Record, why string) (string, error) {
+	c.Metrics.Count(metrics.Obsolete, 1, metrics.Dim{Name: "Action", Value: string(env.Action)}, metrics.Dim{Name: "Reason", Value: why})
+	c.Log.InfoContext(ctx, "acknowledged as obsolete", "operation_id", env.OperationID, "reason", why,
+		"expected_revision", env.ExpectedRevision, "revision", rec.Revision, "phase", string(rec.Phase))
+	return "obsolete", nil
+}
