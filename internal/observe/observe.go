@@ -193,7 +193,9 @@ func (h *Handler) decide(ctx context.Context, m events.SQSMessage, env message.E
 // change again and the poll would wait in vain), so that read is immediate.
 func (h *Handler) window(ctx context.Context, l *lease.Lease, rec *operation.Record) time.Duration {
 	wait := h.delays.LongPoll(rec.Model)
-	if rec.Remote == nil || h.clk.Now().Sub(rec.Remote.ObservedAt) > wait {
+	if rec.Remote == nil || h.clk.Now().Sub(rec.Remote.ObservedAt) > wait || rec.Remote.State == operation.RemoteSucceeded {
+		// A succeeded job never changes again: its long poll would be held
+		// for the whole window.
 		wait = 0
 	}
 	if dl, ok := ctx.Deadline(); ok {

@@ -438,3 +438,18 @@ func TestLongPollOnlyRightAfterThePreviousLook(t *testing.T) {
 		t.Fatalf("long polls %v, want [20s 0s]", e.gen.waits)
 	}
 }
+
+func TestNoLongPollForASucceededSnapshot(t *testing.T) {
+	t.Parallel()
+	// A render that finished at once: the 202's snapshot already says so.
+	e := newEnv(t, "bolt", genacesim.Config{DefaultModel: genacesim.ModelConfig{Price: 5}}, observe.Config{})
+	m := e.accept(t, "op-instant")
+	rec := pipelinetest.Get(t, e.store, "op-instant")
+	if rec.Remote == nil || rec.Remote.State != operation.RemoteSucceeded {
+		t.Fatalf("the simulator's 202 reported %v; the test needs an instantly finished render", rec.Remote)
+	}
+	e.observe(t, m)
+	if len(e.gen.waits) != 1 || e.gen.waits[0] != 0 {
+		t.Fatalf("long polls %v, want one immediate read", e.gen.waits)
+	}
+}
