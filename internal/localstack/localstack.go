@@ -287,6 +287,9 @@ func (s *stack) seed(ctx context.Context) error {
 			OperationID: it.OperationID, SpecRevision: 1, Phase: operation.Prepared, UserID: it.UserID, Model: it.Model,
 			Input: it.Input, Authorized: true, AuthorizedSpecRevision: 1, BudgetCredits: it.BudgetCredits,
 			EstimatedCredits: s.cfg.Prices[it.Model], Timestamps: operation.Timestamps{Created: now, Updated: now},
+			// The dispatch this run owes is recorded with the record, so the
+			// sweep re-sends it if the message is lost or goes stale.
+			Schedule: &operation.NextAction{Action: string(message.SubmitGeneration), Due: now},
 		}
 		if s.cfg.Sim != nil {
 			switch it.Scenario {

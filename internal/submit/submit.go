@@ -149,7 +149,7 @@ func (h *Handler) decide(ctx context.Context, m events.SQSMessage, env message.E
 	if c, bad := operation.FailedCheck(operation.SubmitChecks(&rec)); bad {
 		return h.obsolete(ctx, env, &rec, "precondition_"+c.Name)
 	}
-	return h.submit(ctx, m, rec, l)
+	return h.submit(ctx, m, env, rec, l)
 }
 
 // obsolete acknowledges a message that the record makes pointless.
@@ -191,15 +191,15 @@ func (h *Handler) owner(ctx context.Context) string {
 
 // submit claims the operation, confirms the lease, POSTs once and
 // persists the outcome.
-func (h *Handler) submit(ctx context.Context, m events.SQSMessage, rec operation.Record, l *lease.Lease) (string, error) {
+func (h *Handler) submit(ctx context.Context, m events.SQSMessage, env message.Envelope, rec operation.Record, l *lease.Lease) (string, error) {
 	claimed, err := operation.ClaimSubmission(rec, h.owner(ctx), m.MessageId, h.clk.Now())
 	if err != nil {
-		return h.obsolete(ctx, message.Envelope{Action: message.SubmitGeneration, OperationID: rec.OperationID}, &rec, "claim_refused")
+		return h.obsolete(ctx, env, &rec, "claim_refused")
 	}
 	claimed.LastAppliedMessageID = m.MessageId
 	saved, err := h.store.Update(ctx, claimed, rec.Revision)
 	if errors.Is(err, store.ErrConflict) {
-		return h.obsolete(ctx, message.Envelope{Action: message.SubmitGeneration, OperationID: rec.OperationID}, &rec, "claim_conflict")
+		return h.obsolete(ctx, env, &rec, "claim_conflict")
 	}
 	if err != nil {
 		return "error", fmt.Errorf("submit %s: claim: %w", rec.OperationID, err)

@@ -138,6 +138,15 @@ func (s *Sweeper) one(ctx context.Context, rec operation.Record, now time.Time) 
 	if now.Sub(at) < s.cfg.OverdueAfter {
 		return "skipped", nil
 	}
+	if rec.Phase == operation.Prepared {
+		// A dispatch the allowance no longer covers (the user changed the
+		// request, the budget ran out) waits for the application, which
+		// re-authorizes and dispatches; re-arming it would only be
+		// acknowledged as obsolete again, every sweep.
+		if _, bad := operation.FailedCheck(operation.SubmitChecks(&rec)); bad {
+			return "skipped", nil
+		}
+	}
 	// A fresh revision makes any late copy of the lost message stale, so
 	// re-arming never forks the chain.
 	next := rec.Clone()

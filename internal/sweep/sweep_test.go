@@ -52,13 +52,22 @@ func TestSweep(t *testing.T) {
 				r.Schedule = &operation.NextAction{Action: string(message.ObserveGeneration), Due: now.Add(-time.Hour)}
 			})
 			mk("op-never", func(r *operation.Record) {}) // prepared, never dispatched: not the sweep's to dispatch
+			// Dispatched (recorded), but the dispatch went stale: re-armed at the current revision.
+			stale := mk("op-stale-dispatch", func(r *operation.Record) {
+				r.Schedule = &operation.NextAction{Action: string(message.SubmitGeneration), Due: now.Add(-10 * time.Minute)}
+			})
+			// Dispatched, but the user changed the request since: waits for re-authorization.
+			mk("op-unauthorized", func(r *operation.Record) {
+				r.SpecRevision = 2
+				r.Schedule = &operation.NextAction{Action: string(message.SubmitGeneration), Due: now.Add(-10 * time.Minute)}
+			})
 
 			res, err := s.Sweep(context.Background())
 			if err != nil {
 				t.Fatal(err)
 			}
-			if res.Rearmed != 2 || res.ClaimsExpired != 1 {
-				t.Fatalf("result %+v, want 2 re-armed and 1 claim expired", res)
+			if res.Rearmed != 3 || res.ClaimsExpired != 1 {
+				t.Fatalf("result %+v, want 3 re-armed and 1 claim expired", res)
 			}
 			sent := map[string]message.Envelope{}
 			for _, m := range out.Take() {
@@ -70,8 +79,11 @@ func TestSweep(t *testing.T) {
 			if env := sent["op-deliver"]; env.Action != message.DeliverArtifacts || env.ExpectedRevision != deliver.Revision+1 {
 				t.Fatalf("delivery: sent %+v", env)
 			}
-			if len(sent) != 2 {
-				t.Fatalf("sent to %v; want only the two lost chains", sent)
+			if env := sent["op-stale-dispatch"]; env.Action != message.SubmitGeneration || env.ExpectedRevision != stale.Revision+1 {
+				t.Fatalf("stale dispatch: sent %+v", env)
+			}
+			if len(sent) != 3 {
+				t.Fatalf("sent to %v; want only the three lost chains", sent)
 			}
 			if got := pipelinetest.Get(t, st, "op-old-claim"); got.Phase != operation.Uncertain {
 				t.Fatalf("old claim: %s", got.Phase)

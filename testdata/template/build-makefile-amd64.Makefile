@@ -15,7 +15,7 @@ FUZZTIME  ?= 10s
 
 export GOBIN := $(BIN)
 
-.PHONY: help run invoke build test unit lint fmt bench fuzz clean
+.PHONY: help run invoke build test unit lint fmt bench fuzz soak faultsim clean
 
 help: ## list the targets
 	@grep -hE '^[a-zA-Z_-]+:.*## ' $(MAKEFILE_LIST) | sort | \
@@ -72,6 +72,16 @@ bench: ## run the benchmarks and print their figures (store against DynamoDB Loc
 	bash .ci/rie.sh install
 	bash .ci/dynamodb-local.sh run -- bash .ci/goaws.sh run -- \
 		$(GO) test -tags integration -run='^$$' -bench=. -benchmem -count=1 ./...
+
+SOAK_OPS    ?= 100000
+SOAK_SEED   ?= 1
+SOAK_FAULTS ?= all
+
+soak: ## fault-injection soak: SOAK_OPS operations (default 100000, ~7 min), SOAK_SEED, SOAK_FAULTS; fails on any invariant violation
+	$(GO) run ./cmd/genjobs soak --operations $(SOAK_OPS) --seed $(SOAK_SEED) --faults $(SOAK_FAULTS)
+
+faultsim: ## replay one simulation: SEED=N [OPS=1000] [FAULTS=all]
+	$(GO) test -count=1 -v -run 'TestSimulation$$' ./internal/faultsim -faultsim.seed=$(SEED) -faultsim.ops=$(or $(OPS),1000) -faultsim.faults=$(or $(FAULTS),all)
 
 clean: ## remove build output (keeps the download cache)
 	rm -rf build

@@ -1,0 +1,272 @@
+package faultsim
+
+import (
+	"fmt"
+	"hash/fnv"
+	"math/rand/v2"
+	"sort"
+	"strconv"
+	"strings"
+	"sync"
+)
+
+// Fault names one kind of injected fault. Each kind has a probability in
+// Faults (the knob) and a count in Result.Faults (how often it was really
+// injected: a roll that hits but finds nothing to act on is not counted).
+type Fault string
+
+// The faults, one per boundary of a queue-driven Lambda system.
+const (
+	// DupSend sends a follow-up message twice (SQS at-least-once, or a
+	// sender retry after an unseen success); the copy arrives up to 3 s
+	// later.
+	DupSend Fault = "dup_send"
+	// DupReceive hands a received message to a second worker before the
+	// first starts on it: the first one's visibility is cut to 0 and the
+	// mapping polls again, so both work on the same message.
+	DupReceive Fault = "dup_receive"
+	// VisibilityExpiry pauses a worker inside its Genace call (POST, GET or
+	// download) after the request was answered and before the answer is
+	// handed back: meanwhile its message's visibility runs out and a
+	// second worker takes the message and handles it to the end.
+	VisibilityExpiry Fault = "visibility_expiry"
+	// CrashAfterWrite kills the worker right after a successful store
+	// write (record update or review): nothing of its invocation is
+	// acknowledged and its batch comes back after the visibility timeout.
+	CrashAfterWrite Fault = "crash_after_write"
+	// CrashBeforeSend kills the worker just before it sends a follow-up.
+	CrashBeforeSend Fault = "crash_before_send"
+	// CrashAfterPost kills the worker after Genace answered its POST and
+	// before the answer reached the handler: the job (if any) exists, its
+	// id is lost with the process.
+	CrashAfterPost Fault = "crash_after_post"
+	// LeaseRenewalFailure fails ChangeMessageVisibility.
+	LeaseRenewalFailure Fault = "lease_renewal_failure"
+	// PostAcceptThenDrop: Genace creates the job, then drops the
+	// connection without answering.
+	PostAcceptThenDrop Fault = "post_accept_then_drop"
+	// Post502JobID: a known submission failure, 502 with error.job_id.
+	Post502JobID Fault = "post_502_job_id"
+	// Post5xxNoJob: 503 without a job id; nothing created.
+	Post5xxNoJob Fault = "post_5xx_no_job"
+	// Post5xxJobCreated: 500 without a job id although a job was created.
+	Post5xxJobCreated Fault = "post_5xx_job_created"
+	// PostReject: a definite 400 rejection; nothing created.
+	PostReject Fault = "post_reject"
+	// RateLimitStorm is a burst of 429s: 10–40 s of virtual time in which
+	// 80% of POSTs and 30% of GETs are refused with Retry-After 1–5 s. Its
+	// rate is per virtual minute, not per request. Each 429 it causes is
+	// counted as RateLimited.
+	RateLimitStorm Fault = "rate_limit_storm"
+	// RateLimited counts the 429 answers of the storms; it has no knob of
+	// its own.
+	RateLimited Fault = "rate_limited_429"
+	// GetTimeout: a job GET reaches Genace but its answer never comes back
+	// before the client's timeout; the caller gets the client's own
+	// timeout error.
+	GetTimeout Fault = "get_timeout"
+	// Get5xx: a job GET answered 500/502/503.
+	Get5xx Fault = "get_5xx"
+	// Download5xx: a signed-URL download answered 502.
+	Download5xx Fault = "download_5xx"
+	// URLExpired: the download reaches Genace after the signed URL's
+	// lifetime, as if the worker had paused between the GET that signed it
+	// and the copy (Genace's clock runs ahead for that one request).
+	URLExpired Fault = "url_expired"
+	// ArtifactPutFailure: the artifact store fails after reading part of
+	// the stream.
+	ArtifactPutFailure Fault = "artifact_put_failure"
+	// StoreConflict: a concurrent writer rewrites the record (a harmless
+	// write that only bumps the revision) right before a handler's
+	// conditional update, which therefore conflicts.
+	StoreConflict Fault = "store_conflict"
+	// ReconcileFail: Genace's operators run reconcile-jobs --fail on the
+	// operation's running job (failed, charged, never refunded).
+	ReconcileFail Fault = "reconcile_fail"
+	// UserChangeSpec: the user changes a prepared request
+	// (operation.ChangeSpec, re-authorized, dispatched again).
+	UserChangeSpec Fault = "user_change_spec"
+	// UserSupersede: the user replaces an accepted request
+	// (operation.Supersede).
+	UserSupersede Fault = "user_supersede"
+)
+
+// Kinds lists every fault with a knob, in report order.
+var Kinds = []Fault{
+	DupSend, DupReceive, VisibilityExpiry, CrashAfterWrite, CrashBeforeSend, CrashAfterPost, LeaseRenewalFailure,
+	PostAcceptThenDrop, Post502JobID, Post5xxNoJob, Post5xxJobCreated, PostReject, RateLimitStorm,
+	GetTimeout, Get5xx, Download5xx, URLExpired, ArtifactPutFailure, StoreConflict,
+	ReconcileFail, UserChangeSpec, UserSupersede,
+}
+
+// defaultRates are the probabilities of DefaultFaults: per opportunity
+// (a send, a received record, a Genace call, a write, a POST, an
+// operation), high enough that a thousand operations meet every fault
+// many times, low enough that most operations still finish.
+var defaultRates = map[Fault]float64{
+	DupSend: 0.03, DupReceive: 0.01, VisibilityExpiry: 0.01,
+	CrashAfterWrite: 0.005, CrashBeforeSend: 0.005, CrashAfterPost: 0.005, LeaseRenewalFailure: 0.05,
+	PostAcceptThenDrop: 0.01, Post502JobID: 0.02, Post5xxNoJob: 0.01, Post5xxJobCreated: 0.005, PostReject: 0.005,
+	RateLimitStorm: 0.1,
+	GetTimeout:     0.02, Get5xx: 0.03, Download5xx: 0.02, URLExpired: 0.02, ArtifactPutFailure: 0.02,
+	StoreConflict: 0.02,
+	ReconcileFail: 0.01, UserChangeSpec: 0.01, UserSupersede: 0.01,
+}
+
+// Faults maps each fault to its probability per opportunity (0..1).
+// Missing faults are off.
+type Faults map[Fault]float64
+
+// DefaultFaults turns every fault on at its default rate.
+func DefaultFaults() Faults {
+	f := Faults{}
+	for k, p := range defaultRates {
+		f[k] = p
+	}
+	return f
+}
+
+// NoFaults turns every fault off: the run checks the invariants on a
+// healthy system.
+func NoFaults() Faults { return Faults{} }
+
+// ParseFaults reads a fault selection: "all", "none", or a comma list of
+// fault names, each at its default rate or with its own as name=rate;
+// "all" may be followed by overrides ("all,dup_send=0.2,get_5xx=0").
+func ParseFaults(s string) (Faults, error) {
+	s = strings.TrimSpace(s)
+	f := Faults{}
+	if s == "" || s == "none" {
+		return f, nil
+	}
+	for _, part := range strings.Split(s, ",") {
+		part = strings.TrimSpace(part)
+		if part == "" {
+			continue
+		}
+		if part == "all" {
+			for k, p := range defaultRates {
+				f[k] = p
+			}
+			continue
+		}
+		name, rate, hasRate := strings.Cut(part, "=")
+		k := Fault(name)
+		def, known := defaultRates[k]
+		if !known {
+			return nil, fmt.Errorf("unknown fault %q (known: all, none, %s)", name, strings.Join(faultNames(), ", "))
+		}
+		p := def
+		if hasRate {
+			v, err := strconv.ParseFloat(rate, 64)
+			if err != nil || v < 0 || v > 1 {
+				return nil, fmt.Errorf("fault %s: rate %q is not a probability in 0..1", name, rate)
+			}
+			p = v
+		}
+		f[k] = p
+	}
+	return f, nil
+}
+
+// String is the selection in ParseFaults' syntax, sorted, so a replay
+// command reproduces it exactly.
+func (f Faults) String() string {
+	if len(f) == 0 {
+		return "none"
+	}
+	parts := make([]string, 0, len(f))
+	for _, k := range Kinds {
+		if p, ok := f[k]; ok && p > 0 {
+			parts = append(parts, fmt.Sprintf("%s=%s", k, strconv.FormatFloat(p, 'g', -1, 64)))
+		}
+	}
+	if len(parts) == 0 {
+		return "none"
+	}
+	return strings.Join(parts, ",")
+}
+
+func faultNames() []string {
+	out := make([]string, len(Kinds))
+	for i, k := range Kinds {
+		out[i] = string(k)
+	}
+	sort.Strings(out)
+	return out
+}
+
+// injector rolls the dice. Each fault has its own PCG stream derived from
+// the seed and the fault's name, so switching one fault off does not
+// reshuffle the rolls of the others. It is called from the driver's
+// goroutines and from the simulator's HTTP handlers (the fault function),
+// strictly in turn, but the race detector cannot see the ordering that a
+// loopback socket provides, hence the mutex.
+type injector struct {
+	mu     sync.Mutex
+	rates  Faults
+	rngs   map[Fault]*rand.Rand
+	counts map[Fault]int64
+	seed   uint64
+}
+
+func newInjector(seed uint64, rates Faults) *injector {
+	return &injector{rates: rates, rngs: map[Fault]*rand.Rand{}, counts: map[Fault]int64{}, seed: seed}
+}
+
+// stream returns the fault's own generator; mu must be held.
+func (in *injector) stream(f Fault) *rand.Rand {
+	r, ok := in.rngs[f]
+	if !ok {
+		h := fnv.New64a()
+		h.Write([]byte(f))
+		r = rand.New(rand.NewPCG(in.seed, h.Sum64()))
+		in.rngs[f] = r
+	}
+	return r
+}
+
+// roll reports whether fault f strikes at this opportunity, without
+// counting it: the caller counts it with note once it really acted.
+func (in *injector) roll(f Fault) bool {
+	p := in.rates[f]
+	if p <= 0 {
+		return false
+	}
+	in.mu.Lock()
+	defer in.mu.Unlock()
+	return in.stream(f).Float64() < p
+}
+
+// hit is roll plus note, for faults that always act when they strike.
+func (in *injector) hit(f Fault) bool {
+	if !in.roll(f) {
+		return false
+	}
+	in.note(f)
+	return true
+}
+
+// note counts one injection of f.
+func (in *injector) note(f Fault) {
+	in.mu.Lock()
+	in.counts[f]++
+	in.mu.Unlock()
+}
+
+// intn draws from f's stream, for the shape of a fault (a delay, a status).
+func (in *injector) intn(f Fault, n int) int {
+	in.mu.Lock()
+	defer in.mu.Unlock()
+	return in.stream(f).IntN(n)
+}
+
+func (in *injector) snapshot() map[Fault]int64 {
+	in.mu.Lock()
+	defer in.mu.Unlock()
+	out := make(map[Fault]int64, len(in.counts))
+	for k, v := range in.counts {
+		out[k] = v
+	}
+	return out
+}

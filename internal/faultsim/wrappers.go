@@ -1,0 +1,567 @@
+package faultsim
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"net/url"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/aws/aws-lambda-go/events"
+
+	"github.com/genjobs/genjobs/internal/artifact"
+	"github.com/genjobs/genjobs/internal/esm"
+	"github.com/genjobs/genjobs/internal/genace"
+	"github.com/genjobs/genjobs/internal/localqueue"
+	"github.com/genjobs/genjobs/internal/message"
+	"github.com/genjobs/genjobs/internal/operation"
+	"github.com/genjobs/genjobs/internal/review"
+	"github.com/genjobs/genjobs/internal/store"
+)
+
+// The wrappers in this file sit at the boundaries the handlers cross —
+// store, Genace, queue sends, lease renewals, artifact store — and inject
+// the faults there. The handlers get them through their own interfaces,
+// exactly where production code gets DynamoDB, the Genace client, SQS and
+// S3, so nothing in the handlers knows it is being tested.
+
+type ctxKey int
+
+const (
+	invKey ctxKey = iota
+	depthKey
+	writerKey
+)
+
+// invocation is one handler invocation (or one sweep run) in progress:
+// what its faults need to know, and whether it has crashed.
+type invocation struct {
+	fn       string
+	queueURL string
+	m        *esm.Mapping
+	records  []events.SQSMessage
+	ops      []string // each record's operation id ("" when undecodable)
+	depth    int      // 0 for the driver's own polls, 1 for a second worker
+	// crashed is set when a fault killed the invocation: every later call
+	// through a wrapper panics again (a dead process does nothing more),
+	// and the invocation fails as a whole, acknowledging nothing.
+	crashed bool
+}
+
+func invOf(ctx context.Context) *invocation {
+	inv, _ := ctx.Value(invKey).(*invocation)
+	return inv
+}
+
+func depthOf(ctx context.Context) int {
+	d, _ := ctx.Value(depthKey).(int)
+	return d
+}
+
+// withWriter names who writes outside an invocation (the application, the
+// user, a concurrent writer), for the write history.
+func withWriter(ctx context.Context, who string) context.Context {
+	return context.WithValue(ctx, writerKey, who)
+}
+
+func writerOf(ctx context.Context) string {
+	if who, ok := ctx.Value(writerKey).(string); ok {
+		return who
+	}
+	if inv := invOf(ctx); inv != nil {
+		if inv.depth > 0 {
+			return inv.fn + "#2"
+		}
+		return inv.fn
+	}
+	return "?"
+}
+
+// crashPanic is how an injected crash unwinds a worker. The batch runner
+// recovers it per record; the invocation's crashed flag then fails the
+// whole invocation, as a dead Lambda would.
+type crashPanic struct{ fault Fault }
+
+// errCrashed is what a crashed invocation returns to the event source
+// mapping, which then leaves the whole batch for redelivery.
+var errCrashed = errors.New("faultsim: injected crash")
+
+// alive panics if the invocation behind ctx has crashed.
+func (w *world) alive(ctx context.Context) {
+	if inv := invOf(ctx); inv != nil && inv.crashed {
+		panic(crashPanic{})
+	}
+}
+
+// maybeCrash kills the invocation behind ctx if fault f strikes. Outside
+// an invocation (the application's own writes) nothing crashes.
+func (w *world) maybeCrash(ctx context.Context, f Fault, op string) {
+	inv := invOf(ctx)
+	if inv == nil || !w.inj.hit(f) {
+		return
+	}
+	inv.crashed = true
+	w.tracef(op, "FAULT %s: %s worker dies", f, writerOf(ctx))
+	panic(crashPanic{fault: f})
+}
+
+// wrapHandler puts the invocation on the context, injects DupReceive and
+// turns a crash into a failed invocation.
+func (w *world) wrapHandler(fn string, m *esm.Mapping, h esm.Handler) esm.Handler {
+	return func(ctx context.Context, ev events.SQSEvent) (events.SQSEventResponse, error) {
+		inv := &invocation{fn: fn, queueURL: m.Queue, m: m, records: ev.Records, depth: depthOf(ctx), ops: make([]string, len(ev.Records))}
+		for i, r := range ev.Records {
+			w.nestedSeen(r.MessageId)
+			env, err := message.Decode([]byte(r.Body))
+			if err != nil {
+				continue
+			}
+			inv.ops[i] = env.OperationID
+			if w.traced(env.OperationID) {
+				w.tracef(env.OperationID, "%s%s receives %s r%d job=%q attempt %d (message %s, receive %s)", fn, depthMark(inv.depth), env.Action,
+					env.ExpectedRevision, env.ExpectedRemoteJobID, env.Attempt, shortID(r.MessageId), r.Attributes["ApproximateReceiveCount"])
+			}
+		}
+		ctx = context.WithValue(ctx, invKey, inv)
+		if inv.depth == 0 {
+			for i := range ev.Records {
+				if w.inj.roll(DupReceive) {
+					if w.secondWorker(inv, i) {
+						w.inj.note(DupReceive)
+						w.tracef(inv.ops[i], "FAULT %s: a second %s worker took message %s first", DupReceive, fn, shortID(ev.Records[i].MessageId))
+					}
+					break
+				}
+			}
+		}
+		resp, err := h(ctx, ev)
+		if inv.crashed {
+			for i := range ev.Records {
+				w.tracef(inv.ops[i], "%s%s died: message %s stays for redelivery", fn, depthMark(inv.depth), shortID(ev.Records[i].MessageId))
+			}
+			return events.SQSEventResponse{}, errCrashed
+		}
+		failed := map[string]bool{}
+		for _, f := range resp.BatchItemFailures {
+			failed[f.ItemIdentifier] = true
+		}
+		for i, r := range ev.Records {
+			if failed[r.MessageId] || err != nil {
+				w.tracef(inv.ops[i], "%s%s reports message %s failed: it stays for redelivery", fn, depthMark(inv.depth), shortID(r.MessageId))
+			} else {
+				w.tracef(inv.ops[i], "%s%s acknowledges message %s", fn, depthMark(inv.depth), shortID(r.MessageId))
+			}
+		}
+		return resp, err
+	}
+}
+
+func depthMark(depth int) string {
+	if depth > 0 {
+		return "#2"
+	}
+	return ""
+}
+
+func shortID(id string) string {
+	if i := strings.LastIndexByte(id, '-'); i >= 0 {
+		return strings.TrimLeft(id[i+1:], "0")
+	}
+	return id
+}
+
+// nestedSeen notes that a handler received message id, so secondWorker
+// knows when the message it freed has been taken.
+func (w *world) nestedSeen(id string) {
+	if w.waitingFor == id {
+		w.waitingFor = ""
+	}
+}
+
+// secondWorker makes record i of inv visible again (its visibility ran
+// out) and polls the same mapping until another worker has taken it and
+// handled it to the end. The first worker resumes afterwards. It reports
+// whether the second worker got the message.
+func (w *world) secondWorker(inv *invocation, i int) bool {
+	if inv.depth > 0 || inv.m == nil {
+		return false
+	}
+	r := inv.records[i]
+	err := w.broker.ChangeVisibility(context.Background(), inv.queueURL, r.ReceiptHandle, 0)
+	if err != nil && !errors.Is(err, localqueue.ErrNotInFlight) {
+		return false // received again or deleted already: nothing to take
+	}
+	w.waitingFor = r.MessageId
+	ctx := context.WithValue(context.Background(), depthKey, inv.depth+1)
+	// Older visible messages come first; keep polling (other workers
+	// handle them meanwhile) until the freed one is taken.
+	for range 1000 {
+		n, err := inv.m.PollOnce(ctx)
+		if w.waitingFor == "" || n == 0 || (err != nil && !errors.Is(err, esm.ErrInvocation)) {
+			break
+		}
+	}
+	taken := w.waitingFor == ""
+	w.waitingFor = ""
+	return taken
+}
+
+// opRecord finds the record of inv that concerns operation op.
+func (inv *invocation) opRecord(op string) int {
+	if inv == nil || op == "" {
+		return -1
+	}
+	for i, o := range inv.ops {
+		if o == op {
+			return i
+		}
+	}
+	return -1
+}
+
+// midCall injects VisibilityExpiry while a worker is inside a Genace call
+// about operation op.
+func (w *world) midCall(ctx context.Context, op, call string) {
+	inv := invOf(ctx)
+	i := inv.opRecord(op)
+	if i < 0 || inv.depth > 0 || !w.inj.roll(VisibilityExpiry) {
+		return
+	}
+	if w.secondWorker(inv, i) {
+		w.inj.note(VisibilityExpiry)
+		w.tracef(op, "FAULT %s: %s paused inside %s; a second worker took message %s meanwhile", VisibilityExpiry, inv.fn, call, shortID(inv.records[i].MessageId))
+	}
+}
+
+// faultStore is the store the handlers and the sweep see: it crashes the
+// worker after a successful write and lets a concurrent writer bump the
+// revision right before an update.
+type faultStore struct {
+	*recorder
+	w *world
+}
+
+// Get reads through, unless the worker is dead.
+func (s *faultStore) Get(ctx context.Context, id string) (operation.Record, error) {
+	s.w.alive(ctx)
+	return s.recorder.Get(ctx, id)
+}
+
+// Due reads through, unless the worker is dead.
+func (s *faultStore) Due(ctx context.Context, t time.Time, limit int) ([]operation.Record, error) {
+	s.w.alive(ctx)
+	return s.recorder.Due(ctx, t, limit)
+}
+
+// Update injects StoreConflict before the write and CrashAfterWrite after it.
+func (s *faultStore) Update(ctx context.Context, rec operation.Record, expected int64) (operation.Record, error) {
+	s.w.alive(ctx)
+	if invOf(ctx) != nil && s.w.inj.roll(StoreConflict) {
+		// A harmless write by someone else (the application touching the
+		// item): the same record, one revision on.
+		cur, err := s.recorder.Get(ctx, rec.OperationID)
+		if err == nil && !cur.Terminal() {
+			if _, err := s.recorder.Update(withWriter(ctx, "concurrent-writer"), cur, cur.Revision); err == nil {
+				s.w.inj.note(StoreConflict)
+			}
+		}
+	}
+	saved, err := s.recorder.Update(ctx, rec, expected)
+	if err == nil {
+		s.w.maybeCrash(ctx, CrashAfterWrite, rec.OperationID)
+	}
+	return saved, err
+}
+
+// PutReview injects CrashAfterWrite after a successful review write.
+func (s *faultStore) PutReview(ctx context.Context, r review.Record) (bool, error) {
+	s.w.alive(ctx)
+	wrote, err := s.recorder.PutReview(ctx, r)
+	if err == nil {
+		if wrote {
+			s.w.tracef(r.OperationID, "review %s by %s: %s (%s)", r.ID, writerOf(ctx), r.Recommended, r.ErrorCategory)
+		}
+		s.w.maybeCrash(ctx, CrashAfterWrite, r.OperationID)
+	}
+	return wrote, err
+}
+
+// recorder sits right above the real store (or a planted bug) and checks
+// every successful write against the one before it: the store is only
+// ever written through it, so its memory of each record's last state is
+// the store's truth.
+type recorder struct {
+	store.Store
+	w      *world
+	mu     sync.Mutex
+	last   map[string]State
+	writes int64
+}
+
+// Create records the new record as the operation's first state.
+func (r *recorder) Create(ctx context.Context, rec operation.Record) (operation.Record, error) {
+	saved, err := r.Store.Create(ctx, rec)
+	if err == nil {
+		r.observe(ctx, 0, saved)
+	}
+	return saved, err
+}
+
+// Update checks a successful write against the state it replaced.
+func (r *recorder) Update(ctx context.Context, rec operation.Record, expected int64) (operation.Record, error) {
+	saved, err := r.Store.Update(ctx, rec, expected)
+	if err == nil {
+		r.observe(ctx, expected, saved)
+	}
+	return saved, err
+}
+
+// UpdateWithAudit is Update for an operator's audited write.
+func (r *recorder) UpdateWithAudit(ctx context.Context, rec operation.Record, expected int64, e review.AuditEntry) (operation.Record, error) {
+	saved, err := r.Store.UpdateWithAudit(ctx, rec, expected, e)
+	if err == nil {
+		r.observe(ctx, expected, saved)
+	}
+	return saved, err
+}
+
+// observe checks one successful write (expected 0: a create).
+func (r *recorder) observe(ctx context.Context, expected int64, saved operation.Record) {
+	next := StateOf(saved)
+	r.mu.Lock()
+	old, had := r.last[saved.OperationID]
+	r.last[saved.OperationID] = next
+	r.writes++
+	if writerOf(ctx) == "sweep" {
+		if next.Phase == operation.Uncertain {
+			r.w.sweepClaims++
+		} else {
+			r.w.sweepRearmed++
+		}
+	}
+	r.mu.Unlock()
+	var prev *State
+	if had {
+		prev = &old
+	}
+	w := r.w
+	if w.traced(saved.OperationID) {
+		from := "-"
+		if prev != nil {
+			from = fmt.Sprintf("r%d %s", prev.Revision, prev.Phase)
+		}
+		sched := "-"
+		if saved.Schedule != nil {
+			sched = fmt.Sprintf("%s@%s", saved.Schedule.Action, w.at(saved.Schedule.Due))
+		}
+		w.tracef(saved.OperationID, "write by %s (expected r%d): %s → r%d %s job=%q settlement=%q deliveries=%d next=%s msg=%s",
+			writerOf(ctx), expected, from, saved.Revision, saved.Phase, saved.RemoteJobID, saved.Settlement, len(saved.Deliveries), sched, shortID(saved.LastAppliedMessageID))
+	}
+	for _, p := range CheckWrite(expected, prev, next) {
+		w.violate(InvWrites, saved.OperationID, fmt.Sprintf("write by %s: %s", writerOf(ctx), p))
+	}
+}
+
+// sender is the queue the dispatcher sends through: it crashes the worker
+// before a send and sends some messages twice.
+type sender struct{ w *world }
+
+// Send injects CrashBeforeSend before the send and DupSend after it.
+func (s *sender) Send(ctx context.Context, queueURL string, body []byte, delay time.Duration) (string, error) {
+	w := s.w
+	w.alive(ctx)
+	env, _ := message.Decode(body)
+	w.maybeCrash(ctx, CrashBeforeSend, env.OperationID)
+	id, err := w.broker.Send(ctx, queueURL, body, delay)
+	if err != nil {
+		return id, err
+	}
+	if w.traced(env.OperationID) {
+		w.tracef(env.OperationID, "%s sends %s r%d job=%q delay %s (message %s)", writerOf(ctx), env.Action, env.ExpectedRevision, env.ExpectedRemoteJobID, delay, shortID(id))
+	}
+	if w.inj.hit(DupSend) {
+		extra := time.Duration(w.inj.intn(DupSend, 4)) * time.Second
+		dup, derr := w.broker.Send(ctx, queueURL, body, delay+extra)
+		if derr == nil {
+			w.tracef(env.OperationID, "FAULT %s: %s sent again as message %s, %s later", DupSend, env.Action, shortID(dup), extra)
+		}
+	}
+	return id, nil
+}
+
+// extender renews leases through the broker, or fails to.
+type extender struct{ w *world }
+
+// ChangeVisibility renews a lease, or fails (LeaseRenewalFailure).
+func (e *extender) ChangeVisibility(ctx context.Context, queueURL, receiptHandle string, timeout time.Duration) error {
+	e.w.alive(ctx)
+	if e.w.inj.hit(LeaseRenewalFailure) {
+		if inv := invOf(ctx); inv != nil {
+			for i, r := range inv.records {
+				if r.ReceiptHandle == receiptHandle {
+					e.w.tracef(inv.ops[i], "FAULT %s: %s cannot renew its lease", LeaseRenewalFailure, inv.fn)
+				}
+			}
+		}
+		return errors.New("faultsim: injected ChangeMessageVisibility failure")
+	}
+	return e.w.broker.ChangeVisibility(ctx, queueURL, receiptHandle, timeout)
+}
+
+// genaceClient is the Genace client the handlers see: the real client
+// over loopback HTTP (where the simulator injects its own faults), plus
+// the faults only a client can meet: timeouts, pauses, a crash after the
+// POST, URLs expiring before the download.
+type genaceClient struct {
+	w *world
+	c Genace
+}
+
+// Genace is what the handlers use of the Genace client; Config.WrapGenace
+// receives and returns it.
+type Genace interface {
+	Submit(ctx context.Context, req genace.SubmitRequest, timeout time.Duration) genace.SubmitResult
+	Get(ctx context.Context, jobID string, wait, timeout time.Duration) (*genace.Job, error)
+	Download(ctx context.Context, u genace.SignedURL, timeout time.Duration) (io.ReadCloser, int64, error)
+}
+
+// Submit POSTs through the real client, tallies the outcome for
+// invariant a, and injects CrashAfterPost and VisibilityExpiry before the
+// answer reaches the handler.
+func (g *genaceClient) Submit(ctx context.Context, req genace.SubmitRequest, timeout time.Duration) genace.SubmitResult {
+	w := g.w
+	w.alive(ctx)
+	res := g.c.Submit(ctx, req, timeout)
+	w.tracef(req.OperationID, "POST by %s → %s status %d job=%q sent=%t", writerOf(ctx), res.Outcome, res.StatusCode, res.JobID, res.RequestSent)
+	t := w.tally(req.OperationID)
+	if res.Outcome == genace.OutcomeRateLimited {
+		t.rateLimited++
+	}
+	w.maybeCrash(ctx, CrashAfterPost, req.OperationID)
+	w.midCall(ctx, req.OperationID, "its POST")
+	if res.JobID != "" {
+		// Handed back to a live handler: from here on invariant 2 holds
+		// the handler to it.
+		t.returned = append(t.returned, res.JobID)
+	}
+	return res
+}
+
+// Get injects GetTimeout, or reads through and injects VisibilityExpiry.
+func (g *genaceClient) Get(ctx context.Context, jobID string, wait, timeout time.Duration) (*genace.Job, error) {
+	w := g.w
+	w.alive(ctx)
+	op := w.opOfJob(jobID)
+	if w.inj.hit(GetTimeout) {
+		// The request reaches Genace (its side effects happen); the answer
+		// does not come back before the client gives up. The wait costs
+		// no virtual time: the clock is the whole world's, and one
+		// worker's wait must not stall every other.
+		_, _ = g.c.Get(ctx, jobID, wait, timeout)
+		expired, cancel := context.WithDeadline(context.Background(), time.Unix(0, 0))
+		defer cancel()
+		_, err := g.c.Get(expired, jobID, wait, timeout)
+		w.tracef(op, "FAULT %s: GET %s by %s timed out: %v", GetTimeout, jobID, writerOf(ctx), err)
+		return nil, err
+	}
+	job, err := g.c.Get(ctx, jobID, wait, timeout)
+	if w.traced(op) {
+		if err != nil {
+			w.tracef(op, "GET %s by %s → %v", jobID, writerOf(ctx), err)
+		} else {
+			w.tracef(op, "GET %s by %s → %s refund=%s charged=%d outputs=%d", jobID, writerOf(ctx), job.State, job.Credits.RefundState, job.Credits.Charged, len(job.Outputs))
+		}
+	}
+	w.midCall(ctx, op, "its GET")
+	return job, err
+}
+
+// Download injects URLExpired and VisibilityExpiry around the real download.
+func (g *genaceClient) Download(ctx context.Context, u genace.SignedURL, timeout time.Duration) (io.ReadCloser, int64, error) {
+	w := g.w
+	w.alive(ctx)
+	jobID := jobOfURL(u)
+	op := w.opOfJob(jobID)
+	if w.inj.hit(URLExpired) {
+		// The download reaches Genace after the URL's lifetime, as if the
+		// worker had paused that long between the GET that signed it and
+		// the copy: only Genace's clock jumps, for this one request, so
+		// the pause stalls nobody else.
+		w.simClock.skew(w.urlTTL + time.Second)
+		defer w.simClock.skew(0)
+		w.tracef(op, "FAULT %s: %s downloads %s after the URL expired", URLExpired, writerOf(ctx), w.urlTTL+time.Second)
+	}
+	body, n, err := g.c.Download(ctx, u, timeout)
+	w.tracef(op, "download of %s by %s → err=%v", jobID, writerOf(ctx), err)
+	w.midCall(ctx, op, "its download")
+	return body, n, err
+}
+
+// jobOfURL reads the job id out of a simulator output URL
+// (/files/{job}/{index}); the URL itself is never printed.
+func jobOfURL(u genace.SignedURL) string {
+	p, err := url.Parse(u.Reveal())
+	if err != nil {
+		return ""
+	}
+	parts := strings.Split(strings.Trim(p.Path, "/"), "/")
+	if len(parts) == 3 && parts[0] == "files" {
+		return parts[1]
+	}
+	return ""
+}
+
+// artifacts is the artifact store the deliver handler sees: artifact.Dir,
+// failing mid-copy now and then, and counting what is stored per key.
+type artifacts struct {
+	w       *world
+	d       *artifact.Dir
+	mu      sync.Mutex
+	puts    map[string]int // successful Puts
+	created map[string]int // Puts that found the key empty and filled it
+}
+
+// Stat reads through, unless the worker is dead.
+func (a *artifacts) Stat(ctx context.Context, key string) (artifact.Object, bool, error) {
+	a.w.alive(ctx)
+	return a.d.Stat(ctx, key)
+}
+
+// Put injects ArtifactPutFailure mid-stream, or stores through
+// artifact.Dir and counts what it stored per key.
+func (a *artifacts) Put(ctx context.Context, key string, r io.Reader, size int64, sum, contentType string) (artifact.Object, error) {
+	a.w.alive(ctx)
+	if a.w.inj.hit(ArtifactPutFailure) {
+		n, _ := io.CopyN(io.Discard, r, size/2)
+		a.w.tracef(opOfKey(key), "FAULT %s: the store failed after %d of %d bytes of %s", ArtifactPutFailure, n, size, key)
+		return artifact.Object{}, fmt.Errorf("faultsim: injected artifact store failure after %d of %d bytes", n, size)
+	}
+	_, existed, err := a.d.Stat(ctx, key)
+	if err != nil {
+		return artifact.Object{}, err
+	}
+	obj, err := a.d.Put(ctx, key, r, size, sum, contentType)
+	if err == nil {
+		a.mu.Lock()
+		a.puts[key]++
+		if !existed {
+			a.created[key]++
+		}
+		a.mu.Unlock()
+		a.w.tracef(opOfKey(key), "stored %s (existed before: %t)", key, existed)
+	}
+	return obj, err
+}
+
+// opOfKey reads the operation id out of an artifact key
+// (ops/<operation>/<job>/<index><ext>); ids here need no unescaping.
+func opOfKey(key string) string {
+	parts := strings.Split(key, "/")
+	if len(parts) >= 2 {
+		return parts[1]
+	}
+	return ""
+}
