@@ -68,10 +68,11 @@ $(BIN)/staticcheck:
 fmt: ## format the code
 	gofmt -w $$(git ls-files '*.go')
 
-bench: ## run the benchmarks and print their figures (store against DynamoDB Local too)
+bench: ## run the Go benchmarks (with DynamoDB Local and goaws), then genjobs bench (bench/results.md, bench/observation.png)
 	bash .ci/rie.sh install
 	bash .ci/dynamodb-local.sh run -- bash .ci/goaws.sh run -- \
 		$(GO) test -tags integration -run='^$$' -bench=. -benchmem -count=1 ./...
+	$(GO) run ./cmd/genjobs bench --out bench
 
 SOAK_OPS    ?= 100000
 SOAK_SEED   ?= 1

@@ -36,6 +36,7 @@ func commands() []command {
 		{"audit", "OPERATION_ID", "print the operation's audit trail", cmdAudit},
 		{"invoke", "--function NAME --event FILE [--keep] [--json]", "run one function under the Lambda runtime emulator with a sample event, against local services (make invoke)", cmdInvoke},
 		{"soak", "[--operations N] [--seed N] [--faults all|none|LIST] [--trace OPS] [--unrecorded-dispatch] [--json FILE] [--quiet]", "run the deterministic fault-injection simulation and check the invariants (exit 1 on any violation)", cmdSoak},
+		{"bench", "[--out DIR] [--renders N] [--seed S] [--quick]", "run the comparative benchmarks: print the table, write DIR/results.md and DIR/observation.png", cmdBench},
 		{"sim", "[--addr HOST:PORT] [--api-key K] [--run-for D] [--fault-rate F] ...", "serve the Genace simulator over HTTP until Ctrl-C", cmdSim},
 	}
 }
@@ -47,7 +48,7 @@ func usage(w io.Writer) {
 		fmt.Fprintf(w, "  %-8s %s\n           %s\n", c.name, c.args, c.summary)
 	}
 	fmt.Fprintln(w)
-	fmt.Fprintln(w, "Every command takes the store flags: --db PATH (the embedded store file, default", defaultDB+";")
+	fmt.Fprintln(w, "reviews, plan, replay and audit take the store flags: --db PATH (the embedded store file, default", defaultDB+";")
 	fmt.Fprintln(w, "env GENJOBS_DB) or --table NAME (DynamoDB; env TABLE_NAME) with --dynamodb-endpoint URL")
 	fmt.Fprintln(w, "(env AWS_ENDPOINT_URL_DYNAMODB) for DynamoDB Local; and --json for machine-readable output.")
 }

@@ -1,0 +1,303 @@
+package benchmark
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"runtime"
+	"slices"
+	"sync"
+	"time"
+)
+
+// RIEPath is where `bash .ci/rie.sh install` puts the Lambda Runtime
+// Interface Emulator, relative to the module root.
+const RIEPath = ".cache/bin/aws-lambda-rie"
+
+// DeployArch is the architecture the functions deploy on.
+const DeployArch = "arm64"
+
+// emptySQSEvent is an SQS batch without records: the first invoke then
+// measures the runtime's start, the function's init and an empty
+// handler run, and touches no AWS service.
+var emptySQSEvent = []byte(`{"Records":[]}`)
+
+// ColdStartConfig says which functions to build and start.
+type ColdStartConfig struct {
+	// Root is the module root (ModuleRoot finds it).
+	Root string
+	// Functions are folders under functions/ whose bootstrap is built for
+	// DeployArch and the host, and measured.
+	Functions []string
+	// Invoke are the functions (of Functions) started under the emulator.
+	Invoke []string
+	// Starts is how many fresh starts each invoked function gets.
+	Starts int
+	// Go is the go command (default: "go" on PATH).
+	Go string
+}
+
+// ColdStart is one function's figures.
+type ColdStart struct {
+	// Function names the folder under functions/.
+	Function string
+	// DeployBytes and HostBytes are the bootstrap's sizes for DeployArch
+	// and for the host's architecture.
+	DeployBytes, HostBytes int64
+	// FirstInvokes are the fresh starts' first-invoke times, from sending
+	// the invocation to reading its answer (the emulator starts the
+	// bootstrap on the first invocation); empty when not measured.
+	FirstInvokes []time.Duration
+	// Skipped says why the function was not invoked, if it was not.
+	Skipped string
+}
+
+// Median is the median first invoke (0 when none).
+func (c ColdStart) Median() time.Duration { return median(c.FirstInvokes) }
+
+func median(ds []time.Duration) time.Duration {
+	if len(ds) == 0 {
+		return 0
+	}
+	s := slices.Clone(ds)
+	slices.Sort(s)
+	if len(s)%2 == 1 {
+		return s[len(s)/2]
+	}
+	return (s[len(s)/2-1] + s[len(s)/2]) / 2
+}
+
+// ModuleRoot returns the nearest folder with a go.mod, from the working
+// directory up.
+func ModuleRoot() (string, error) {
+	dir, err := os.Getwd()
+	if err != nil {
+		return "", err
+	}
+	for {
+		if _, err := os.Stat(filepath.Join(dir, "go.mod")); err == nil {
+			return dir, nil
+		}
+		parent := filepath.Dir(dir)
+		if parent == dir {
+			return "", errors.New("no go.mod above the working directory")
+		}
+		dir = parent
+	}
+}
+
+// MeasureColdStarts builds each function twice (deploy and host
+// architecture, as the Makefile's build does: linux, no cgo,
+// -tags lambda.norpc, -trimpath, stripped) and starts the Invoke ones
+// cfg.Starts times under the emulator, each start a new emulator and
+// bootstrap. Without the emulator, or off linux, sizes are still
+// measured and Skipped says why starts were not.
+func MeasureColdStarts(ctx context.Context, cfg ColdStartConfig) ([]ColdStart, error) {
+	if cfg.Go == "" {
+		cfg.Go = "go"
+	}
+	if cfg.Starts <= 0 {
+		cfg.Starts = 5
+	}
+	tmp, err := os.MkdirTemp("", "genjobs-bench-bootstrap-")
+	if err != nil {
+		return nil, err
+	}
+	defer os.RemoveAll(tmp)
+	rie := filepath.Join(cfg.Root, RIEPath)
+	skip := ""
+	if runtime.GOOS != "linux" {
+		skip = "not on linux"
+	} else if _, err := os.Stat(rie); err != nil {
+		skip = "emulator not installed (bash .ci/rie.sh install)"
+	}
+	var out []ColdStart
+	for _, fn := range cfg.Functions {
+		c := ColdStart{Function: fn}
+		deploy := filepath.Join(tmp, DeployArch, fn, "bootstrap")
+		host := filepath.Join(tmp, "host", fn, "bootstrap")
+		if c.DeployBytes, err = buildBootstrap(ctx, cfg, fn, DeployArch, deploy); err != nil {
+			return nil, err
+		}
+		if c.HostBytes, err = buildBootstrap(ctx, cfg, fn, runtime.GOARCH, host); err != nil {
+			return nil, err
+		}
+		switch {
+		case !slices.Contains(cfg.Invoke, fn):
+			c.Skipped = "not invoked"
+		case skip != "":
+			c.Skipped = skip
+		default:
+			for range cfg.Starts {
+				var first time.Duration
+				// A port found free may be taken before the emulator binds
+				// it: start again.
+				for attempt := 0; ; attempt++ {
+					if first, err = firstInvoke(ctx, rie, host, fn); err == nil || attempt == 2 {
+						break
+					}
+				}
+				if err != nil {
+					return nil, fmt.Errorf("cold start %s: %w", fn, err)
+				}
+				c.FirstInvokes = append(c.FirstInvokes, first)
+			}
+		}
+		out = append(out, c)
+	}
+	return out, nil
+}
+
+func buildBootstrap(ctx context.Context, cfg ColdStartConfig, fn, arch, path string) (int64, error) {
+	cmd := exec.CommandContext(ctx, cfg.Go, "build", "-tags", "lambda.norpc", "-trimpath", "-ldflags=-s -w", "-o", path, "./functions/"+fn)
+	cmd.Dir = cfg.Root
+	cmd.Env = append(os.Environ(), "GOOS=linux", "GOARCH="+arch, "CGO_ENABLED=0")
+	if out, err := cmd.CombinedOutput(); err != nil {
+		return 0, fmt.Errorf("build %s for linux/%s: %w\n%s", fn, arch, err, out)
+	}
+	st, err := os.Stat(path)
+	if err != nil {
+		return 0, err
+	}
+	return st.Size(), nil
+}
+
+// functionEnv is what template.yaml would give the function, with
+// endpoints nobody listens on: init only builds clients (no secret id is
+// set, so no Secrets Manager call), and an empty batch calls nothing.
+func functionEnv(name, taskRoot string) []string {
+	dead := "http://127.0.0.1:9"
+	vars := map[string]string{
+		"PATH": "/usr/local/bin:/usr/bin:/bin", "TZ": ":UTC", "LANG": "en_US.UTF-8",
+		"LAMBDA_TASK_ROOT": taskRoot, "AWS_LAMBDA_FUNCTION_NAME": name, "AWS_LAMBDA_FUNCTION_TIMEOUT": "60",
+		"AWS_LAMBDA_FUNCTION_MEMORY_SIZE": "256", "AWS_LAMBDA_FUNCTION_VERSION": "$LATEST",
+		"AWS_LAMBDA_LOG_GROUP_NAME": "/aws/lambda/" + name, "AWS_REGION": "us-east-1", "AWS_DEFAULT_REGION": "us-east-1",
+		"AWS_ACCESS_KEY_ID": "bench", "AWS_SECRET_ACCESS_KEY": "bench",
+		"AWS_ENDPOINT_URL_DYNAMODB": dead, "AWS_ENDPOINT_URL_SQS": dead, "AWS_ENDPOINT_URL_S3": dead,
+		"AWS_ENDPOINT_URL_SCHEDULER": dead, "AWS_ENDPOINT_URL_SECRETS_MANAGER": dead,
+		"TABLE_NAME": "genjobs-bench", "GENACE_BASE_URL": dead, "GENACE_API_KEY": "bench-key",
+		"DISPATCH_QUEUE_URL": dead + "/000000000000/genjobs-dispatch", "DISPATCH_QUEUE_ARN": "arn:aws:sqs:us-east-1:000000000000:genjobs-dispatch",
+		"OBSERVE_QUEUE_URL": dead + "/000000000000/genjobs-observe", "OBSERVE_QUEUE_ARN": "arn:aws:sqs:us-east-1:000000000000:genjobs-observe",
+		"DELIVER_QUEUE_URL": dead + "/000000000000/genjobs-deliver", "DELIVER_QUEUE_ARN": "arn:aws:sqs:us-east-1:000000000000:genjobs-deliver",
+		"QUEUE_VISIBILITY_SECONDS": "360", "ARTIFACT_BUCKET": "genjobs-bench", "BATCH_CONCURRENCY": "10",
+	}
+	out := make([]string, 0, len(vars))
+	for k, v := range vars {
+		out = append(out, k+"="+v)
+	}
+	slices.Sort(out)
+	return out
+}
+
+// lockedBuffer collects a process's output while it runs.
+type lockedBuffer struct {
+	mu  sync.Mutex
+	buf bytes.Buffer
+}
+
+// Write appends p.
+func (b *lockedBuffer) Write(p []byte) (int, error) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.buf.Write(p)
+}
+
+// String is everything written so far.
+func (b *lockedBuffer) String() string {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.buf.String()
+}
+
+// firstInvoke starts one emulator with a fresh bootstrap, sends the
+// empty batch and times the answer.
+func firstInvoke(ctx context.Context, rie, bootstrap, name string) (time.Duration, error) {
+	apiAddr, err := freeAddr()
+	if err != nil {
+		return 0, err
+	}
+	addr, err := freeAddr()
+	if err != nil {
+		return 0, err
+	}
+	var stdout, stderr lockedBuffer
+	cmd := exec.Command(rie, "--runtime-interface-emulator-address", addr, "--runtime-api-address", apiAddr, bootstrap)
+	cmd.Dir = filepath.Dir(bootstrap)
+	cmd.Env = functionEnv(name, filepath.Dir(bootstrap))
+	cmd.Stdout, cmd.Stderr = &stdout, &stderr
+	ownProcessGroup(cmd)
+	cmd.WaitDelay = 2 * time.Second
+	if err := cmd.Start(); err != nil {
+		return 0, fmt.Errorf("start emulator: %w", err)
+	}
+	exited := make(chan struct{})
+	go func() { _ = cmd.Wait(); close(exited) }()
+	defer func() {
+		killTree(cmd.Process.Pid)
+		select {
+		case <-exited:
+		case <-time.After(10 * time.Second):
+		}
+	}()
+	deadline := time.Now().Add(20 * time.Second)
+	for !(listening(addr) && listening(apiAddr)) {
+		select {
+		case <-exited:
+			return 0, fmt.Errorf("emulator exited during start-up: %s", stderr.String())
+		default:
+		}
+		if time.Now().After(deadline) {
+			return 0, errors.New("emulator not listening after 20s")
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	ictx, cancel := context.WithTimeout(ctx, time.Minute)
+	defer cancel()
+	req, err := http.NewRequestWithContext(ictx, http.MethodPost, "http://"+addr+"/2015-03-31/functions/function/invocations", bytes.NewReader(emptySQSEvent))
+	if err != nil {
+		return 0, err
+	}
+	req.Header.Set("Content-Type", "application/json")
+	client := &http.Client{Transport: &http.Transport{DisableKeepAlives: true}}
+	start := time.Now()
+	resp, err := client.Do(req)
+	if err != nil {
+		return 0, err
+	}
+	body, err := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	first := time.Since(start)
+	if err != nil {
+		return 0, err
+	}
+	if resp.StatusCode != http.StatusOK || bytes.Contains(body, []byte(`"errorType"`)) {
+		return 0, fmt.Errorf("invoke answered %d %s\n%s", resp.StatusCode, body, stdout.String())
+	}
+	return first, nil
+}
+
+func freeAddr() (string, error) {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		return "", err
+	}
+	addr := ln.Addr().String()
+	_ = ln.Close()
+	return addr, nil
+}
+
+func listening(addr string) bool {
+	conn, err := net.DialTimeout("tcp", addr, 200*time.Millisecond)
+	if err != nil {
+		return false
+	}
+	_ = conn.Close()
+	return true
+}

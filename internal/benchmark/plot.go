@@ -1,0 +1,131 @@
+package benchmark
+
+import (
+	"fmt"
+	"io"
+	"math"
+	"slices"
+	"time"
+
+	"gonum.org/v1/plot"
+	"gonum.org/v1/plot/plotter"
+	"gonum.org/v1/plot/plotutil"
+	"gonum.org/v1/plot/vg"
+	"gonum.org/v1/plot/vg/draw"
+	"gonum.org/v1/plot/vg/vgimg"
+)
+
+// plotBins is how many log-spaced render-time bins the GETs panel uses.
+const plotBins = 16
+
+// WritePlot draws the observation figure as a PNG: on the left, mean
+// GETs per render against render time (log-spaced bins, both axes
+// logarithmic); on the right, the cumulative distribution of detection
+// latency (renders never seen finished are left out, so their curve
+// stays below 1).
+func WritePlot(w io.Writer, outcomes []Outcome) error {
+	gets := plot.New()
+	gets.Title.Text = "Observation cost by render time"
+	gets.X.Label.Text = "render time (s, log)"
+	gets.Y.Label.Text = "GETs per render (mean per bin, log)"
+	gets.X.Scale, gets.Y.Scale = plot.LogScale{}, plot.LogScale{}
+	gets.X.Tick.Marker, gets.Y.Tick.Marker = plot.LogTicks{Prec: -1}, plot.LogTicks{Prec: -1}
+	gets.Legend.Top, gets.Legend.Left = true, true
+	gets.Add(plotter.NewGrid())
+
+	cdf := plot.New()
+	cdf.Title.Text = "Detection latency (remote finish → local record)"
+	cdf.X.Label.Text = "detection latency (s, log)"
+	cdf.Y.Label.Text = "fraction of renders detected"
+	cdf.X.Scale = plot.LogScale{}
+	cdf.X.Tick.Marker = plot.LogTicks{Prec: -1}
+	cdf.Y.Min, cdf.Y.Max = 0, 1
+	cdf.Legend.Top, cdf.Legend.Left = false, false
+	cdf.Legend.XOffs, cdf.Legend.YOffs = -vg.Millimeter, vg.Centimeter
+	cdf.Add(plotter.NewGrid())
+
+	for i, o := range outcomes {
+		binned, err := getsByRenderTime(o)
+		if err != nil {
+			return err
+		}
+		l, pts, err := plotter.NewLinePoints(binned)
+		if err != nil {
+			return fmt.Errorf("plot %s: %w", o.Strategy, err)
+		}
+		l.Color, pts.Color = plotutil.Color(i), plotutil.Color(i)
+		l.Dashes = plotutil.Dashes(i)
+		pts.Shape = plotutil.Shape(i)
+		gets.Add(l, pts)
+		gets.Legend.Add(o.Strategy, l, pts)
+
+		c, err := plotter.NewLine(detectionCDF(o))
+		if err != nil {
+			return fmt.Errorf("plot %s: %w", o.Strategy, err)
+		}
+		c.Color, c.Dashes, c.Width = plotutil.Color(i), plotutil.Dashes(i), vg.Points(1.5)
+		cdf.Add(c)
+		cdf.Legend.Add(o.Strategy, c)
+	}
+
+	img := vgimg.New(32*vg.Centimeter, 13*vg.Centimeter)
+	dc := draw.New(img)
+	t := draw.Tiles{Rows: 1, Cols: 2, PadX: vg.Centimeter, PadTop: vg.Millimeter * 3, PadBottom: vg.Millimeter * 3,
+		PadLeft: vg.Millimeter * 3, PadRight: vg.Millimeter * 5}
+	plots := [][]*plot.Plot{{gets, cdf}}
+	canvases := plot.Align(plots, t, dc)
+	gets.Draw(canvases[0][0])
+	cdf.Draw(canvases[0][1])
+	_, err := vgimg.PngCanvas{Canvas: img}.WriteTo(w)
+	return err
+}
+
+// getsByRenderTime bins the renders on a log scale of render time and
+// returns each non-empty bin's geometric centre and mean GETs.
+func getsByRenderTime(o Outcome) (plotter.XYs, error) {
+	if len(o.Renders) == 0 {
+		return nil, fmt.Errorf("plot %s: no renders", o.Strategy)
+	}
+	lo, hi := math.Inf(1), math.Inf(-1)
+	for _, r := range o.Renders {
+		s := r.Time.Seconds()
+		lo, hi = math.Min(lo, s), math.Max(hi, s)
+	}
+	lo, hi = math.Log(lo), math.Log(hi)+1e-9
+	sum := make([]float64, plotBins)
+	n := make([]int, plotBins)
+	for _, r := range o.Renders {
+		b := int(float64(plotBins) * (math.Log(r.Time.Seconds()) - lo) / (hi - lo))
+		b = min(max(b, 0), plotBins-1)
+		sum[b] += float64(r.GETs)
+		n[b]++
+	}
+	var xy plotter.XYs
+	for b := range plotBins {
+		if n[b] == 0 {
+			continue
+		}
+		centre := math.Exp(lo + (float64(b)+0.5)*(hi-lo)/plotBins)
+		xy = append(xy, plotter.XY{X: centre, Y: sum[b] / float64(n[b])})
+	}
+	return xy, nil
+}
+
+// detectionCDF is the empirical distribution of the detected renders'
+// latencies, as a step curve over all renders.
+func detectionCDF(o Outcome) plotter.XYs {
+	var ds []time.Duration
+	for _, r := range o.Renders {
+		if r.Detect != Never {
+			ds = append(ds, r.Detect)
+		}
+	}
+	slices.Sort(ds)
+	total := float64(len(o.Renders))
+	xy := make(plotter.XYs, 0, 2*len(ds))
+	for i, d := range ds {
+		x := math.Max(d.Seconds(), 1e-3)
+		xy = append(xy, plotter.XY{X: x, Y: float64(i) / total}, plotter.XY{X: x, Y: float64(i+1) / total})
+	}
+	return xy
+}
