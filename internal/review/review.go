@@ -4,7 +4,12 @@
 package review
 
 import (
+	"bytes"
+	"encoding/json"
+	"errors"
 	"fmt"
+	"io"
+	"regexp"
 	"time"
 
 	"github.com/genjobs/genjobs/internal/operation"
@@ -96,3 +101,42 @@ func ForRecord(id string, source Source, rec *operation.Record, now time.Time) R
 func ParkedID(operationID string, revision int64) string {
 	return fmt.Sprintf("op:%s:r%d", operationID, revision)
 }
+
+// Decode reads a stored review strictly: unknown fields, trailing data,
+// an unknown phase, action or source, or a missing id are errors. A
+// corrupted record must not show an operator a wrong recommendation.
+func Decode(b []byte) (Record, error) {
+	dec := json.NewDecoder(bytes.NewReader(b))
+	dec.DisallowUnknownFields()
+	var r Record
+	if err := dec.Decode(&r); err != nil {
+		return Record{}, fmt.Errorf("review record: %w", err)
+	}
+	if _, err := dec.Token(); err != io.EOF {
+		return Record{}, errors.New("review record: trailing data")
+	}
+	if err := r.Validate(); err != nil {
+		return Record{}, err
+	}
+	return r, nil
+}
+
+// Validate checks the fields an operator acts on.
+func (r Record) Validate() error {
+	switch {
+	case r.ID == "" || len(r.ID) > 512:
+		return errors.New("review record: id missing or over 512 bytes")
+	case r.Source != SourceDLQ && r.Source != SourceHandler && r.Source != SourceSweep:
+		return fmt.Errorf("review record %s: unknown source %.20q", r.ID, r.Source)
+	case r.Phase != "" && !r.Phase.Valid():
+		return fmt.Errorf("review record %s: unknown phase %.20q", r.ID, r.Phase)
+	case r.BodyDigest != "" && !sha256Hex.MatchString(r.BodyDigest):
+		return fmt.Errorf("review record %s: body digest is not a sha256", r.ID)
+	}
+	if _, err := operation.ParseAction(string(r.Recommended)); err != nil {
+		return fmt.Errorf("review record %s: %w", r.ID, err)
+	}
+	return nil
+}
+
+var sha256Hex = regexp.MustCompile(`^[0-9a-f]{64}$`)

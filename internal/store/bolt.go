@@ -333,13 +333,14 @@ func (b *Bolt) PutReview(ctx context.Context, r review.Record) (bool, error) {
 }
 
 func getReview(tx *bolt.Tx, id string) (review.Record, error) {
-	var r review.Record
 	raw := tx.Bucket(bucketReviews).Get([]byte(id))
 	if raw == nil {
-		return r, ErrNotFound
+		return review.Record{}, ErrNotFound
 	}
-	if err := json.Unmarshal(raw, &r); err != nil {
-		return r, fmt.Errorf("decode review: %w", err)
+	// Strict: a corrupted review must not show an operator a wrong action.
+	r, err := review.Decode(raw)
+	if err != nil {
+		return review.Record{}, fmt.Errorf("decode review %s: %w", id, err)
 	}
 	return r, nil
 }
