@@ -3,23 +3,21 @@ package benchmark
 import (
 	"bytes"
 	"context"
-	"errors"
 	"fmt"
-	"io"
-	"net"
 	"net/http"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"runtime"
 	"slices"
-	"sync"
 	"time"
+
+	"github.com/genjobs/genjobs/internal/rie"
 )
 
 // RIEPath is where `bash .ci/rie.sh install` puts the Lambda Runtime
 // Interface Emulator, relative to the module root.
-const RIEPath = ".cache/bin/aws-lambda-rie"
+const RIEPath = rie.Path
 
 // DeployArch is the architecture the functions deploy on.
 const DeployArch = "arm64"
@@ -81,16 +79,7 @@ func ModuleRoot() (string, error) {
 	if err != nil {
 		return "", err
 	}
-	for {
-		if _, err := os.Stat(filepath.Join(dir, "go.mod")); err == nil {
-			return dir, nil
-		}
-		parent := filepath.Dir(dir)
-		if parent == dir {
-			return "", errors.New("no go.mod above the working directory")
-		}
-		dir = parent
-	}
+	return rie.FindRoot(dir)
 }
 
 // MeasureColdStarts builds each function twice (deploy and host
@@ -111,11 +100,11 @@ func MeasureColdStarts(ctx context.Context, cfg ColdStartConfig) ([]ColdStart, e
 		return nil, err
 	}
 	defer os.RemoveAll(tmp)
-	rie := filepath.Join(cfg.Root, RIEPath)
+	rieBin := filepath.Join(cfg.Root, RIEPath)
 	skip := ""
 	if runtime.GOOS != "linux" {
 		skip = "not on linux"
-	} else if _, err := os.Stat(rie); err != nil {
+	} else if _, err := os.Stat(rieBin); err != nil {
 		skip = "emulator not installed (bash .ci/rie.sh install)"
 	}
 	var out []ColdStart
@@ -140,7 +129,7 @@ func MeasureColdStarts(ctx context.Context, cfg ColdStartConfig) ([]ColdStart, e
 				// A port found free may be taken before the emulator binds
 				// it: start again.
 				for attempt := 0; ; attempt++ {
-					if first, err = firstInvoke(ctx, rie, host, fn); err == nil || attempt == 2 {
+					if first, err = firstInvoke(ctx, rieBin, host, fn); err == nil || attempt == 2 {
 						break
 					}
 				}
@@ -171,14 +160,11 @@ func buildBootstrap(ctx context.Context, cfg ColdStartConfig, fn, arch, path str
 
 // functionEnv is what template.yaml would give the function, with
 // endpoints nobody listens on: init only builds clients (no secret id is
-// set, so no Secrets Manager call), and an empty batch calls nothing.
-func functionEnv(name, taskRoot string) []string {
+// set, so no Secrets Manager call), and an empty batch calls nothing. The
+// emulator runner adds Lambda's own variables.
+func functionEnv() map[string]string {
 	dead := "http://127.0.0.1:9"
-	vars := map[string]string{
-		"PATH": "/usr/local/bin:/usr/bin:/bin", "TZ": ":UTC", "LANG": "en_US.UTF-8",
-		"LAMBDA_TASK_ROOT": taskRoot, "AWS_LAMBDA_FUNCTION_NAME": name, "AWS_LAMBDA_FUNCTION_TIMEOUT": "60",
-		"AWS_LAMBDA_FUNCTION_MEMORY_SIZE": "256", "AWS_LAMBDA_FUNCTION_VERSION": "$LATEST",
-		"AWS_LAMBDA_LOG_GROUP_NAME": "/aws/lambda/" + name, "AWS_REGION": "us-east-1", "AWS_DEFAULT_REGION": "us-east-1",
+	return map[string]string{
 		"AWS_ACCESS_KEY_ID": "bench", "AWS_SECRET_ACCESS_KEY": "bench",
 		"AWS_ENDPOINT_URL_DYNAMODB": dead, "AWS_ENDPOINT_URL_SQS": dead, "AWS_ENDPOINT_URL_S3": dead,
 		"AWS_ENDPOINT_URL_SCHEDULER": dead, "AWS_ENDPOINT_URL_SECRETS_MANAGER": dead,
@@ -188,116 +174,25 @@ func functionEnv(name, taskRoot string) []string {
 		"DELIVER_QUEUE_URL": dead + "/000000000000/genjobs-deliver", "DELIVER_QUEUE_ARN": "arn:aws:sqs:us-east-1:000000000000:genjobs-deliver",
 		"QUEUE_VISIBILITY_SECONDS": "360", "ARTIFACT_BUCKET": "genjobs-bench", "BATCH_CONCURRENCY": "10",
 	}
-	out := make([]string, 0, len(vars))
-	for k, v := range vars {
-		out = append(out, k+"="+v)
-	}
-	slices.Sort(out)
-	return out
-}
-
-// lockedBuffer collects a process's output while it runs.
-type lockedBuffer struct {
-	mu  sync.Mutex
-	buf bytes.Buffer
-}
-
-// Write appends p.
-func (b *lockedBuffer) Write(p []byte) (int, error) {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.Write(p)
-}
-
-// String is everything written so far.
-func (b *lockedBuffer) String() string {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.String()
 }
 
 // firstInvoke starts one emulator with a fresh bootstrap, sends the
 // empty batch and times the answer.
-func firstInvoke(ctx context.Context, rie, bootstrap, name string) (time.Duration, error) {
-	apiAddr, err := freeAddr()
+func firstInvoke(ctx context.Context, rieBin, bootstrap, name string) (time.Duration, error) {
+	emu, err := rie.Start(rie.Config{RIE: rieBin, Bootstrap: bootstrap, Name: name, Env: functionEnv(),
+		Timeout: time.Minute, MemoryMB: 256, Region: "us-east-1"})
 	if err != nil {
 		return 0, err
 	}
-	addr, err := freeAddr()
-	if err != nil {
-		return 0, err
-	}
-	var stdout, stderr lockedBuffer
-	cmd := exec.Command(rie, "--runtime-interface-emulator-address", addr, "--runtime-api-address", apiAddr, bootstrap)
-	cmd.Dir = filepath.Dir(bootstrap)
-	cmd.Env = functionEnv(name, filepath.Dir(bootstrap))
-	cmd.Stdout, cmd.Stderr = &stdout, &stderr
-	ownProcessGroup(cmd)
-	cmd.WaitDelay = 2 * time.Second
-	if err := cmd.Start(); err != nil {
-		return 0, fmt.Errorf("start emulator: %w", err)
-	}
-	exited := make(chan struct{})
-	go func() { _ = cmd.Wait(); close(exited) }()
-	defer func() {
-		killTree(cmd.Process.Pid)
-		select {
-		case <-exited:
-		case <-time.After(10 * time.Second):
-		}
-	}()
-	deadline := time.Now().Add(20 * time.Second)
-	for !(listening(addr) && listening(apiAddr)) {
-		select {
-		case <-exited:
-			return 0, fmt.Errorf("emulator exited during start-up: %s", stderr.String())
-		default:
-		}
-		if time.Now().After(deadline) {
-			return 0, errors.New("emulator not listening after 20s")
-		}
-		time.Sleep(10 * time.Millisecond)
-	}
+	defer emu.Stop()
 	ictx, cancel := context.WithTimeout(ctx, time.Minute)
 	defer cancel()
-	req, err := http.NewRequestWithContext(ictx, http.MethodPost, "http://"+addr+"/2015-03-31/functions/function/invocations", bytes.NewReader(emptySQSEvent))
+	status, body, err := emu.Invoke(ictx, emptySQSEvent)
 	if err != nil {
 		return 0, err
 	}
-	req.Header.Set("Content-Type", "application/json")
-	client := &http.Client{Transport: &http.Transport{DisableKeepAlives: true}}
-	start := time.Now()
-	resp, err := client.Do(req)
-	if err != nil {
-		return 0, err
+	if status != http.StatusOK || bytes.Contains(body, []byte(`"errorType"`)) {
+		return 0, fmt.Errorf("invoke answered %d %s\n%s", status, body, emu.Stdout())
 	}
-	body, err := io.ReadAll(resp.Body)
-	resp.Body.Close()
-	first := time.Since(start)
-	if err != nil {
-		return 0, err
-	}
-	if resp.StatusCode != http.StatusOK || bytes.Contains(body, []byte(`"errorType"`)) {
-		return 0, fmt.Errorf("invoke answered %d %s\n%s", resp.StatusCode, body, stdout.String())
-	}
-	return first, nil
-}
-
-func freeAddr() (string, error) {
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		return "", err
-	}
-	addr := ln.Addr().String()
-	_ = ln.Close()
-	return addr, nil
-}
-
-func listening(addr string) bool {
-	conn, err := net.DialTimeout("tcp", addr, 200*time.Millisecond)
-	if err != nil {
-		return false
-	}
-	_ = conn.Close()
-	return true
+	return emu.FirstInvoke(), nil
 }
