@@ -21,6 +21,7 @@ import (
 	"github.com/genjobs/genjobs/internal/replay"
 	"github.com/genjobs/genjobs/internal/review"
 	"github.com/genjobs/genjobs/internal/schedule"
+	"github.com/genjobs/genjobs/internal/store"
 )
 
 func printJSON(w io.Writer, v any) error {
@@ -86,15 +87,25 @@ func oneOperation(fs *flag.FlagSet, args []string) (string, error) {
 	return pos[0], nil
 }
 
+// openOne parses a command line naming one operation and opens the store
+// the flags name.
+func openOne(ctx context.Context, fs *flag.FlagSet, sf *storeFlags, args []string) (string, store.Store, error) {
+	id, err := oneOperation(fs, args)
+	if err != nil {
+		return "", nil, err
+	}
+	st, err := sf.open(ctx)
+	if err != nil {
+		return "", nil, err
+	}
+	return id, st, nil
+}
+
 func cmdPlan(ctx context.Context, args []string, stdout, _ io.Writer) error {
 	fs := flag.NewFlagSet("plan", flag.ContinueOnError)
 	var sf storeFlags
 	sf.register(fs)
-	id, err := oneOperation(fs, args)
-	if err != nil {
-		return err
-	}
-	st, err := sf.open(ctx)
+	id, st, err := openOne(ctx, fs, &sf, args)
 	if err != nil {
 		return err
 	}
@@ -227,11 +238,7 @@ func cmdAudit(ctx context.Context, args []string, stdout, _ io.Writer) error {
 	fs := flag.NewFlagSet("audit", flag.ContinueOnError)
 	var sf storeFlags
 	sf.register(fs)
-	id, err := oneOperation(fs, args)
-	if err != nil {
-		return err
-	}
-	st, err := sf.open(ctx)
+	id, st, err := openOne(ctx, fs, &sf, args)
 	if err != nil {
 		return err
 	}
