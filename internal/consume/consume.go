@@ -20,11 +20,20 @@ import (
 	"github.com/genjobs/genjobs/internal/message"
 	"github.com/genjobs/genjobs/internal/metrics"
 	"github.com/genjobs/genjobs/internal/operation"
+	"github.com/genjobs/genjobs/internal/review"
 )
 
 // Store loads the operation a message names.
 type Store interface {
 	Get(ctx context.Context, operationID string) (operation.Record, error)
+}
+
+// RecordStore is what every SQS handler needs of persistence: read the
+// record, write it conditionally, and open a review.
+type RecordStore interface {
+	Store
+	Update(ctx context.Context, rec operation.Record, expected int64) (operation.Record, error)
+	PutReview(ctx context.Context, r review.Record) (bool, error)
 }
 
 // Decision acts on one message's record, under the message's lease. It

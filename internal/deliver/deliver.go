@@ -42,11 +42,7 @@ import (
 )
 
 // Store is what the handler needs of persistence.
-type Store interface {
-	Get(ctx context.Context, operationID string) (operation.Record, error)
-	Update(ctx context.Context, rec operation.Record, expected int64) (operation.Record, error)
-	PutReview(ctx context.Context, r review.Record) (bool, error)
-}
+type Store = consume.RecordStore
 
 // Genace reads the job (for freshly signed output URLs) and downloads its
 // outputs. Download dials the signed URL; nothing else here reveals it.
