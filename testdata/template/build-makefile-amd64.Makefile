@@ -52,7 +52,13 @@ fuzz: ## run each fuzz target for FUZZTIME (default 10s)
 	@for target in $$(grep -rhoE --include='*_test.go' '^func Fuzz[A-Za-z0-9_]+' . | sed 's/^func //' | sort -u); do \
 		pkg=$$(grep -rlE --include='*_test.go' "^func $$target\b" . | head -1 | xargs dirname); \
 		echo "fuzz $$target in $$pkg for $(FUZZTIME)"; \
-		$(GO) test -run='^$$' -fuzz="^$$target$$" -fuzztime=$(FUZZTIME) $$pkg >/dev/null; \
+		log=$(CACHE)/fuzz-$$target.log; mkdir -p $(CACHE); \
+		for attempt in 1 2; do \
+			if $(GO) test -run='^$$' -fuzz="^$$target$$" -fuzztime=$(FUZZTIME) $$pkg > $$log 2>&1; then break; fi; \
+			cat $$log; \
+			if grep -q "Failing input written to" $$log || [ $$attempt = 2 ]; then exit 1; fi; \
+			echo "the fuzzing engine failed without a failing input; trying $$target once more"; \
+		done; \
 	done
 
 lint: $(BIN)/staticcheck ## gofmt, go vet and staticcheck
