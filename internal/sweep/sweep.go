@@ -58,6 +58,9 @@ type Result struct {
 	Rearmed       int `json:"rearmed"`
 	ClaimsExpired int `json:"claims_expired"`
 	Skipped       int `json:"skipped"`
+	// DispatchesDropped counts prepared records whose overdue dispatch the
+	// allowance no longer covers, taken out of the index with a review.
+	DispatchesDropped int `json:"dispatches_dropped"`
 }
 
 // Sweeper runs sweeps.
@@ -107,13 +110,17 @@ func (s *Sweeper) Sweep(ctx context.Context) (Result, error) {
 			res.Rearmed++
 		case did == "claim_expired":
 			res.ClaimsExpired++
+		case did == "dispatch_dropped":
+			res.DispatchesDropped++
 		default:
 			res.Skipped++
 		}
 	}
 	s.metrics.Count("SweepRearmed", float64(res.Rearmed))
 	s.metrics.Count("SweepClaimsExpired", float64(res.ClaimsExpired))
-	s.log.InfoContext(ctx, "sweep done", "read", res.Read, "rearmed", res.Rearmed, "claims_expired", res.ClaimsExpired, "skipped", res.Skipped, "errors", len(errs))
+	s.metrics.Count("SweepDispatchesDropped", float64(res.DispatchesDropped))
+	s.log.InfoContext(ctx, "sweep done", "read", res.Read, "rearmed", res.Rearmed, "claims_expired", res.ClaimsExpired,
+		"dispatches_dropped", res.DispatchesDropped, "skipped", res.Skipped, "errors", len(errs))
 	if len(errs) > 0 {
 		return res, fmt.Errorf("sweep: %d records failed: %w", len(errs), errors.Join(errs...))
 	}
@@ -139,12 +146,8 @@ func (s *Sweeper) one(ctx context.Context, rec operation.Record, now time.Time) 
 		return "skipped", nil
 	}
 	if rec.Phase == operation.Prepared {
-		// A dispatch the allowance no longer covers (the user changed the
-		// request, the budget ran out) waits for the application, which
-		// re-authorizes and dispatches; re-arming it would only be
-		// acknowledged as obsolete again, every sweep.
-		if _, bad := operation.FailedCheck(operation.SubmitChecks(&rec)); bad {
-			return "skipped", nil
+		if c, bad := operation.FailedCheck(operation.SubmitChecks(&rec)); bad {
+			return s.dropDispatch(ctx, rec, c, now)
 		}
 	}
 	// A fresh revision makes any late copy of the lost message stale, so
@@ -153,6 +156,50 @@ func (s *Sweeper) one(ctx context.Context, rec operation.Record, now time.Time) 
 	next.Schedule.Due = now
 	next.Timestamps.Updated = now
 	return s.write(ctx, rec, next, "rearmed")
+}
+
+// dropDispatch takes a dispatch the allowance no longer covers (the user
+// changed the request after a 429, the budget ran out) out of the index.
+// Only the application can re-authorize it: re-arming it would only be
+// acknowledged as obsolete again, and left in place its old due time
+// would sort it first in every run, so that Limit of them would keep the
+// sweep from ever reaching a lost chain again. An operator is told, by a
+// review keyed by the revision judged. The review is written first: a
+// crash before the record's write leaves the record due, and the next run
+// writes both (the review once). If the record moved meanwhile, the review
+// stays open; the write that gives the operation a job id, or ends it,
+// closes it (followup.Resolves).
+func (s *Sweeper) dropDispatch(ctx context.Context, rec operation.Record, failed operation.Check, now time.Time) (string, error) {
+	r := review.ForRecord(DroppedDispatchID(rec.OperationID, rec.Revision), review.SourceSweep, &rec, now)
+	r.ErrorCategory = "precondition_" + failed.Name
+	r.Reason = fmt.Sprintf("dispatch dropped by the sweep: precondition %s failed (%s); re-authorize the request, then dispatch", failed.Name, failed.Detail)
+	wrote, err := s.store.PutReview(ctx, r)
+	if err != nil {
+		return "", fmt.Errorf("sweep %s: review of the dropped dispatch: %w", rec.OperationID, err)
+	}
+	if wrote {
+		s.metrics.Count(metrics.Reviews, 1, metrics.Dim{Name: "Phase", Value: string(rec.Phase)})
+	}
+	next := rec.Clone()
+	next.Schedule = nil // the dispatch it named is obsolete: out of the index
+	next.Timestamps.Updated = now
+	next.LastAppliedMessageID = "sweep"
+	saved, err := s.store.Update(ctx, next, rec.Revision)
+	if errors.Is(err, store.ErrConflict) {
+		return "skipped", nil // it moved on; the next run judges what it is now
+	}
+	if err != nil {
+		return "", fmt.Errorf("sweep %s: drop dispatch: %w", rec.OperationID, err)
+	}
+	s.log.WarnContext(ctx, "sweep dropped a dispatch the allowance no longer covers", "operation_id", rec.OperationID,
+		"precondition", failed.Name, "revision", saved.Revision, "review_id", r.ID)
+	return "dispatch_dropped", nil
+}
+
+// DroppedDispatchID is the review id for the dispatch the sweep dropped
+// from an operation at a revision, so a retried run writes it once.
+func DroppedDispatchID(operationID string, revision int64) string {
+	return fmt.Sprintf("dispatch:%s:r%d", operationID, revision)
 }
 
 func (s *Sweeper) write(ctx context.Context, rec, next operation.Record, did string) (string, error) {

@@ -3,6 +3,7 @@ package sweep_test
 import (
 	"context"
 	"log/slog"
+	"strings"
 	"testing"
 	"time"
 
@@ -11,6 +12,7 @@ import (
 	"github.com/genjobs/genjobs/internal/metrics"
 	"github.com/genjobs/genjobs/internal/operation"
 	"github.com/genjobs/genjobs/internal/pipelinetest"
+	"github.com/genjobs/genjobs/internal/review"
 	"github.com/genjobs/genjobs/internal/sweep"
 )
 
@@ -56,8 +58,9 @@ func TestSweep(t *testing.T) {
 			stale := mk("op-stale-dispatch", func(r *operation.Record) {
 				r.Schedule = &operation.NextAction{Action: string(message.SubmitGeneration), Due: now.Add(-10 * time.Minute)}
 			})
-			// Dispatched, but the user changed the request since: waits for re-authorization.
-			mk("op-unauthorized", func(r *operation.Record) {
+			// Dispatched, but the user changed the request since: the dispatch is
+			// dropped, and an operator told, until the request is re-authorized.
+			unauthorized := mk("op-unauthorized", func(r *operation.Record) {
 				r.SpecRevision = 2
 				r.Schedule = &operation.NextAction{Action: string(message.SubmitGeneration), Due: now.Add(-10 * time.Minute)}
 			})
@@ -66,8 +69,8 @@ func TestSweep(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			if res.Rearmed != 3 || res.ClaimsExpired != 1 {
-				t.Fatalf("result %+v, want 3 re-armed and 1 claim expired", res)
+			if res.Rearmed != 3 || res.ClaimsExpired != 1 || res.DispatchesDropped != 1 {
+				t.Fatalf("result %+v, want 3 re-armed, 1 claim expired, 1 dispatch dropped", res)
 			}
 			sent := map[string]message.Envelope{}
 			for _, m := range out.Take() {
@@ -91,13 +94,126 @@ func TestSweep(t *testing.T) {
 			if got := pipelinetest.Get(t, st, "op-fresh-claim"); got.Phase != operation.Submitting {
 				t.Fatalf("fresh claim touched: %s", got.Phase)
 			}
+			if got := pipelinetest.Get(t, st, "op-unauthorized"); got.Schedule != nil || got.Revision != unauthorized.Revision+1 {
+				t.Fatalf("unauthorized dispatch kept: r%d schedule %+v", got.Revision, got.Schedule)
+			}
 			rv, _ := st.OpenReviews(context.Background())
-			if len(rv) != 1 || rv[0].OperationID != "op-old-claim" || rv[0].Recommended != operation.ActionReconcile {
+			recommended := map[string]operation.Action{}
+			for _, r := range rv {
+				recommended[r.OperationID] = r.Recommended
+			}
+			if len(rv) != 2 || recommended["op-old-claim"] != operation.ActionReconcile || recommended["op-unauthorized"] != operation.ActionDispatch {
 				t.Fatalf("reviews %+v", rv)
 			}
 			// A second run right after does nothing: the re-armed chains are pending again.
-			if res, err := s.Sweep(context.Background()); err != nil || res.Rearmed != 0 || res.ClaimsExpired != 0 || out.Len() != 0 {
+			if res, err := s.Sweep(context.Background()); err != nil || res.Rearmed != 0 || res.ClaimsExpired != 0 || res.DispatchesDropped != 0 || out.Len() != 0 {
 				t.Fatalf("second run %+v %v, sent %d", res, err, out.Len())
+			}
+		})
+	}
+}
+
+// Dispatches the allowance no longer covers sort first in the due index
+// (their due times are the oldest). The sweep must move them out of the
+// way, with a review each, so an overdue chain behind more of them than
+// Limit is still re-armed, and must not read them again.
+func TestSweepSkippedDispatchesDoNotStarveOverdueChains(t *testing.T) {
+	t.Parallel()
+	const limit = 3
+	for _, kind := range pipelinetest.StoreKinds() {
+		t.Run(kind, func(t *testing.T) {
+			t.Parallel()
+			ctx := context.Background()
+			st := pipelinetest.OpenStore(t, kind)
+			clk := clock.NewManual(pipelinetest.Start.Add(time.Hour))
+			out := &pipelinetest.Outbox{}
+			s := sweep.New(sweep.Config{Limit: limit}, st, out, clk, slog.New(slog.DiscardHandler), metrics.Discard())
+			now := clk.Now()
+			// More unauthorized dispatches than Limit, each older than the chain.
+			unauthorized := []struct {
+				id, check string
+				edit      func(r *operation.Record)
+			}{
+				{"op-edited-after-429", "spec_revision", func(r *operation.Record) { r.SpecRevision, r.LastError = 2, "rate_limited" }},
+				{"op-edited", "spec_revision", func(r *operation.Record) { r.SpecRevision = 3 }},
+				{"op-revoked", "authorization", func(r *operation.Record) { r.Authorized = false }},
+				{"op-over-budget", "budget", func(r *operation.Record) { r.EstimatedCredits = r.BudgetCredits + 1 }},
+				{"op-no-model", "model", func(r *operation.Record) { r.Model = "" }},
+			}
+			created := map[string]operation.Record{}
+			for i, u := range unauthorized {
+				r := pipelinetest.Prepared(u.id)
+				u.edit(&r)
+				r.Schedule = &operation.NextAction{Action: string(message.SubmitGeneration), Due: now.Add(-time.Hour + time.Duration(i)*time.Minute)}
+				created[u.id] = pipelinetest.Create(t, st, r)
+			}
+			chain := pipelinetest.Prepared("op-lost-chain")
+			chain.Phase, chain.RemoteJobID = operation.Accepted, "job_lost"
+			chain.Schedule = &operation.NextAction{Action: string(message.ObserveGeneration), Due: now.Add(-10 * time.Minute)}
+			chain = pipelinetest.Create(t, st, chain)
+
+			var results []sweep.Result
+			rearmed := false
+			for run := 0; run < 4 && !rearmed; run++ {
+				res, err := s.Sweep(ctx)
+				if err != nil {
+					t.Fatal(err)
+				}
+				results = append(results, res)
+				for _, m := range out.Take() {
+					if m.Env.OperationID != chain.OperationID {
+						t.Fatalf("run %d sent %+v; only the lost chain may be re-armed", run, m.Env)
+					}
+					rearmed = m.Env.Action == message.ObserveGeneration && m.Env.ExpectedRevision == chain.Revision+1
+				}
+				clk.Advance(time.Minute)
+			}
+			if !rearmed {
+				t.Fatalf("the overdue chain behind %d skipped dispatches (limit %d) was never re-armed; runs: %+v", len(unauthorized), limit, results)
+			}
+
+			open, err := st.OpenReviews(ctx)
+			if err != nil {
+				t.Fatal(err)
+			}
+			reviews := map[string][]string{}
+			for _, rv := range open {
+				reviews[rv.OperationID] = append(reviews[rv.OperationID], rv.ID)
+				if rv.Recommended != operation.ActionDispatch || rv.Phase != operation.Prepared || rv.Source != review.SourceSweep {
+					t.Errorf("review %s: %s/%s/%s, want a sweep review recommending dispatch of a prepared operation", rv.ID, rv.Source, rv.Phase, rv.Recommended)
+				}
+				if !strings.Contains(rv.Reason, "re-authorize") {
+					t.Errorf("review %s reason %q does not tell the operator what to do", rv.ID, rv.Reason)
+				}
+			}
+			for _, u := range unauthorized {
+				got := pipelinetest.Get(t, st, u.id)
+				if got.Phase != operation.Prepared || got.Schedule != nil || got.Revision != created[u.id].Revision+1 {
+					t.Errorf("%s: %s r%d schedule %+v; want prepared, its stale dispatch dropped in one write", u.id, got.Phase, got.Revision, got.Schedule)
+				}
+				if len(reviews[u.id]) != 1 {
+					t.Errorf("%s: reviews %v, want exactly one", u.id, reviews[u.id])
+					continue
+				}
+				rv, err := st.GetReview(ctx, reviews[u.id][0])
+				if err != nil {
+					t.Fatal(err)
+				}
+				if rv.ErrorCategory != "precondition_"+u.check {
+					t.Errorf("%s: review category %q, want precondition_%s", u.id, rv.ErrorCategory, u.check)
+				}
+			}
+			if len(reviews) != len(unauthorized) {
+				t.Errorf("reviews for %v; want one per dropped dispatch only", reviews)
+			}
+			// Out of the way for good: later runs do not read them again.
+			clk.Advance(time.Hour)
+			res, err := s.Sweep(ctx)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if res.Read != 1 || res.Rearmed != 1 {
+				t.Fatalf("later run %+v: want only the (again overdue) chain read and re-armed", res)
 			}
 		})
 	}
