@@ -1,6 +1,7 @@
 package deliver_test
 
 import (
+	"bytes"
 	"context"
 	"crypto/sha256"
 	"encoding/hex"
@@ -771,5 +772,51 @@ func TestNoSecretInLogsOrMetrics(t *testing.T) {
 	}
 	if !strings.Contains(e.logs.String(), "output stored") || !strings.Contains(e.logs.String(), "signed URL expired") {
 		t.Fatal("no logs to check")
+	}
+}
+
+// An object already under an output's key with the right size but other
+// content (not what Genace reported) is neither taken as the delivered
+// output nor replaced: the message fails permanently towards the DLQ and
+// triage, the record gains no delivery, and the object stays as found.
+func TestExistingObjectWithWrongSHA256IsRefused(t *testing.T) {
+	t.Parallel()
+	for _, backend := range []struct {
+		name string
+		s3   bool
+	}{{"dir", false}, {"s3", true}} {
+		t.Run(backend.name, func(t *testing.T) {
+			t.Parallel()
+			ctx := context.Background()
+			e := newEnv(t, "bolt", options{outputs: 1, s3: backend.s3})
+			m := e.succeed(t, "op-squat")
+			rec := pipelinetest.Get(t, e.store, "op-squat")
+			desc, key := rec.Remote.Outputs[0], keyOf(rec, 0)
+			other := []byte(strings.Repeat("x", int(desc.SizeBytes)))
+			sum := sha256.Sum256(other)
+			otherSum := hex.EncodeToString(sum[:])
+			if otherSum == desc.SHA256 {
+				t.Fatal("the planted object must differ from the output")
+			}
+			if _, err := e.art.inner.Put(ctx, key, bytes.NewReader(other), desc.SizeBytes, otherSum, desc.ContentType); err != nil {
+				t.Fatal(err)
+			}
+			if failed := e.deliver(t, m); len(failed) != 1 {
+				t.Fatalf("failures %v: an object of the right size with another sha256 must not pass as the output\n%s", failed, e.logs.String())
+			}
+			got := pipelinetest.Get(t, e.store, "op-squat")
+			if got.Phase != operation.Succeeded || len(got.Deliveries) != 0 || got.Revision != rec.Revision {
+				t.Fatalf("record %s r%d → r%d, deliveries %+v; want it untouched", got.Phase, rec.Revision, got.Revision, got.Deliveries)
+			}
+			if e.sim.FileGets() != 0 || e.art.Puts(key) != 0 || e.out.Len() != 0 {
+				t.Fatalf("%d downloads, %d puts, %d follow-ups; want none", e.sim.FileGets(), e.art.Puts(key), e.out.Len())
+			}
+			if stored, _ := e.stored(t, key); stored != otherSum {
+				t.Fatalf("the object under %s changed: sha256 %s", key, stored)
+			}
+			if !strings.Contains(e.logs.String(), `"class":"permanent"`) || !strings.Contains(e.logs.String(), artifact.ErrConflict.Error()) {
+				t.Fatalf("not refused as a permanent conflict:\n%s", e.logs.String())
+			}
+		})
 	}
 }
