@@ -57,6 +57,9 @@ type Record struct {
 	Open       bool      `json:"open" dynamodbav:"open"`
 	ClosedBy   string    `json:"closed_by,omitempty" dynamodbav:"closed_by,omitempty"`
 	ClosedAt   time.Time `json:"closed_at,omitzero" dynamodbav:"closed_at,omitempty"`
+	// ClosedReason says why a review closed without an operator's replay:
+	// the write whose evidence settled it ("resolved: ...").
+	ClosedReason string `json:"closed_reason,omitempty" dynamodbav:"closed_reason,omitempty"`
 }
 
 // AuditEntry is one operator decision, written in the same transaction as

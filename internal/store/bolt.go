@@ -29,6 +29,9 @@ var (
 	bucketOpenReviews = []byte("open_reviews")
 	// bucketDue: <due>#<id> → id, for records whose SweepDue says ok.
 	bucketDue = []byte("due")
+	// bucketOpReviews: operation id → nested bucket of review id → empty,
+	// for every review that names an operation (OpenReviewsOf).
+	bucketOpReviews = []byte("operation_reviews")
 )
 
 // BoltLockTimeout is how long OpenBolt waits for the file lock, which a
@@ -90,7 +93,7 @@ func openBoltWith(path string, lockTimeout time.Duration, opts BoltOptions) (*Bo
 		return nil, fmt.Errorf("open store %s: %w", path, err)
 	}
 	err = db.Update(func(tx *bolt.Tx) error {
-		for _, name := range [][]byte{bucketOps, bucketAudit, bucketReviews, bucketOpenReviews, bucketDue} {
+		for _, name := range [][]byte{bucketOps, bucketAudit, bucketReviews, bucketOpenReviews, bucketDue, bucketOpReviews} {
 			if _, err := tx.CreateBucketIfNotExists(name); err != nil {
 				return fmt.Errorf("bucket %s: %w", name, err)
 			}
@@ -323,6 +326,15 @@ func (b *Bolt) PutReview(ctx context.Context, r review.Record) (bool, error) {
 				return fmt.Errorf("index: %w", err)
 			}
 		}
+		if r.OperationID != "" {
+			of, err := tx.Bucket(bucketOpReviews).CreateBucketIfNotExists([]byte(r.OperationID))
+			if err != nil {
+				return fmt.Errorf("file under operation: %w", err)
+			}
+			if err := of.Put([]byte(r.ID), nil); err != nil {
+				return fmt.Errorf("file under operation: %w", err)
+			}
+		}
 		wrote = true
 		return nil
 	})
@@ -387,6 +399,42 @@ func (b *Bolt) OpenReviews(ctx context.Context) ([]review.Record, error) {
 // CloseReview implements Store; closing a closed review keeps the first
 // closer and time.
 func (b *Bolt) CloseReview(ctx context.Context, id, by string, at time.Time) error {
+	return b.ResolveReview(ctx, id, by, "", at)
+}
+
+// OpenReviewsOf implements Store from the operation's nested bucket, in
+// creation order.
+func (b *Bolt) OpenReviewsOf(ctx context.Context, operationID string) ([]review.Record, error) {
+	if err := ctx.Err(); err != nil {
+		return nil, fmt.Errorf("open reviews of %s: %w", operationID, err)
+	}
+	var out []review.Record
+	err := b.db.View(func(tx *bolt.Tx) error {
+		of := tx.Bucket(bucketOpReviews).Bucket([]byte(operationID))
+		if of == nil {
+			return nil
+		}
+		return of.ForEach(func(id, _ []byte) error {
+			r, err := getReview(tx, string(id))
+			if err != nil {
+				return fmt.Errorf("review %s: %w", id, err)
+			}
+			if r.Open {
+				out = append(out, r)
+			}
+			return nil
+		})
+	})
+	if err != nil {
+		return nil, fmt.Errorf("open reviews of %s: %w", operationID, err)
+	}
+	sortReviews(out)
+	return out, nil
+}
+
+// ResolveReview implements Store; closing a closed review keeps the first
+// closer, time and reason.
+func (b *Bolt) ResolveReview(ctx context.Context, id, by, reason string, at time.Time) error {
 	if err := ctx.Err(); err != nil {
 		return fmt.Errorf("close review %s: %w", id, err)
 	}
@@ -398,7 +446,7 @@ func (b *Bolt) CloseReview(ctx context.Context, id, by string, at time.Time) err
 		if err := tx.Bucket(bucketOpenReviews).Delete([]byte(indexKey(r.CreatedAt, r.ID))); err != nil {
 			return fmt.Errorf("unindex: %w", err)
 		}
-		r.Open, r.ClosedBy, r.ClosedAt = false, by, at
+		r.Open, r.ClosedBy, r.ClosedAt, r.ClosedReason = false, by, at, reason
 		raw, err := json.Marshal(r)
 		if err != nil {
 			return fmt.Errorf("encode: %w", err)

@@ -30,10 +30,12 @@ import (
 //	item          pk              sk                         status_pk        status_sk
 //	operation     OP#<id>         RECORD                     ACTIVE#<0..7>    <due>#<id>      (index attrs only while SweepDue says ok)
 //	audit entry   OP#<id>         AUDIT#<revision, 20 digits>
+//	review ref    OP#<id>         REVIEW#<review id>                                          (for each review that names the operation)
 //	review        REVIEW#<id>     REVIEW                     REVIEW#OPEN      <created>#<id>  (index attrs only while open)
 //
 // An operation's audit entries share its partition, so one Query reads
-// them in revision order. The GSI StatusIndex is sparse: only items that
+// them in revision order; so do the references to its reviews, so one
+// consistent Query finds them without reading anyone else's. The GSI StatusIndex is sparse: only items that
 // carry AttrStatusPK are in it, so the sweep and the review list read
 // exactly the items they need instead of scanning the table. Times in
 // status_sk are fixed-width UTC RFC 3339 with nanoseconds, so byte order
@@ -68,13 +70,15 @@ const (
 	auditSKPrefix      = "AUDIT#"
 	reviewKeyPrefix    = "REVIEW#"
 	reviewSK           = "REVIEW"
+	reviewRefSKPrefix  = "REVIEW#"
 	activeStatusPrefix = "ACTIVE#"
 	openReviewStatus   = "REVIEW#OPEN"
 
-	attrRevision = "revision"
-	attrOpen     = "open"
-	attrClosedBy = "closed_by"
-	attrClosedAt = "closed_at"
+	attrRevision     = "revision"
+	attrOpen         = "open"
+	attrClosedBy     = "closed_by"
+	attrClosedAt     = "closed_at"
+	attrClosedReason = "closed_reason"
 )
 
 // txConflictAttempts bounds retries of a write that DynamoDB refused only
@@ -518,9 +522,22 @@ func (d *Dynamo) Audit(ctx context.Context, operationID string) ([]review.AuditE
 
 // PutReview implements Store with a create-only Put, so a redelivered DLQ
 // message cannot reopen or rewrite a review an operator already handled.
+// A review that names an operation is first filed under it (a plain Put,
+// idempotent): a reference left by a review Put that then failed points
+// at nothing and is skipped, while the other order could leave a review
+// that OpenReviewsOf never finds.
 func (d *Dynamo) PutReview(ctx context.Context, r review.Record) (bool, error) {
 	if r.ID == "" {
 		return false, errors.New("put review: empty id")
+	}
+	if r.OperationID != "" {
+		_, err := d.client.PutItem(ctx, &dynamodb.PutItemInput{
+			TableName: aws.String(d.table),
+			Item:      map[string]types.AttributeValue{AttrPK: str(opKeyPrefix + r.OperationID), AttrSK: str(reviewRefSKPrefix + r.ID)},
+		})
+		if err != nil {
+			return false, fmt.Errorf("put review %s: file under operation %s: %w", r.ID, r.OperationID, err)
+		}
 	}
 	item, err := attributevalue.MarshalMap(r)
 	if err != nil {
@@ -595,11 +612,63 @@ func (d *Dynamo) OpenReviews(ctx context.Context) ([]review.Record, error) {
 // CloseReview implements Store. The condition open = true makes a second
 // close a no-op that keeps the first closer and time.
 func (d *Dynamo) CloseReview(ctx context.Context, id, by string, at time.Time) error {
+	return d.ResolveReview(ctx, id, by, "", at)
+}
+
+// OpenReviewsOf implements Store: one consistent Query of the references
+// in the operation's partition, then a consistent read of each review.
+func (d *Dynamo) OpenReviewsOf(ctx context.Context, operationID string) ([]review.Record, error) {
+	key := expression.Key(AttrPK).Equal(expression.Value(opKeyPrefix + operationID)).
+		And(expression.Key(AttrSK).BeginsWith(reviewRefSKPrefix))
+	expr, err := expression.NewBuilder().WithKeyCondition(key).Build()
+	if err != nil {
+		return nil, fmt.Errorf("open reviews of %s: build key condition: %w", operationID, err)
+	}
+	pages := dynamodb.NewQueryPaginator(d.client, &dynamodb.QueryInput{
+		TableName:                 aws.String(d.table),
+		KeyConditionExpression:    expr.KeyCondition(),
+		ExpressionAttributeNames:  expr.Names(),
+		ExpressionAttributeValues: expr.Values(),
+		ConsistentRead:            aws.Bool(true),
+	})
+	var out []review.Record
+	for pages.HasMorePages() {
+		page, err := pages.NextPage(ctx)
+		if err != nil {
+			return nil, fmt.Errorf("open reviews of %s: %w", operationID, err)
+		}
+		for _, item := range page.Items {
+			sk, _ := item[AttrSK].(*types.AttributeValueMemberS)
+			if sk == nil {
+				return nil, fmt.Errorf("open reviews of %s: reference without %s", operationID, AttrSK)
+			}
+			r, err := d.GetReview(ctx, strings.TrimPrefix(sk.Value, reviewRefSKPrefix))
+			if errors.Is(err, ErrNotFound) {
+				continue // its review Put failed after the reference
+			}
+			if err != nil {
+				return nil, fmt.Errorf("open reviews of %s: %w", operationID, err)
+			}
+			if r.Open {
+				out = append(out, r)
+			}
+		}
+	}
+	sortReviews(out)
+	return out, nil
+}
+
+// ResolveReview implements Store. The condition open = true makes a
+// second close a no-op that keeps the first closer, time and reason.
+func (d *Dynamo) ResolveReview(ctx context.Context, id, by, reason string, at time.Time) error {
 	upd := expression.Set(expression.Name(attrOpen), expression.Value(false)).
 		Set(expression.Name(attrClosedBy), expression.Value(by)).
 		Set(expression.Name(attrClosedAt), expression.Value(at)).
 		Remove(expression.Name(AttrStatusPK)).
 		Remove(expression.Name(AttrStatusSK))
+	if reason != "" {
+		upd = upd.Set(expression.Name(attrClosedReason), expression.Value(reason))
+	}
 	cond := expression.Name(AttrPK).AttributeExists().And(expression.Name(attrOpen).Equal(expression.Value(true)))
 	expr, err := expression.NewBuilder().WithUpdate(upd).WithCondition(cond).Build()
 	if err != nil {

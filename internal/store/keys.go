@@ -4,6 +4,8 @@ import (
 	"errors"
 	"fmt"
 	"hash/fnv"
+	"slices"
+	"strings"
 	"time"
 
 	"github.com/genjobs/genjobs/internal/operation"
@@ -86,4 +88,15 @@ func checkAudit(rec operation.Record, expected int64, entry review.AuditEntry) (
 			rec.OperationID, entry.Revision, rec.Revision)
 	}
 	return rec, entry, nil
+}
+
+// sortReviews orders reviews as the open-review index does: oldest first,
+// then by id.
+func sortReviews(rs []review.Record) {
+	slices.SortFunc(rs, func(a, b review.Record) int {
+		if c := a.CreatedAt.Compare(b.CreatedAt); c != 0 {
+			return c
+		}
+		return strings.Compare(a.ID, b.ID)
+	})
 }

@@ -73,6 +73,15 @@ type Store interface {
 	// CloseReview marks a review closed by an operator; closing a closed
 	// review is a no-op.
 	CloseReview(ctx context.Context, id, by string, at time.Time) error
+	// ResolveReview is CloseReview with the reason recorded: the evidence
+	// that settled what the review was about. Closing a closed review is a
+	// no-op that keeps the first closer, time and reason.
+	ResolveReview(ctx context.Context, id, by, reason string, at time.Time) error
+	// OpenReviewsOf lists one operation's open reviews, oldest first. It
+	// reads what PutReview filed under the operation, consistently (not
+	// the open-review index), so a review written before the call is
+	// seen; its cost follows the operation's own reviews, not all of them.
+	OpenReviewsOf(ctx context.Context, operationID string) ([]review.Record, error)
 	// Due lists active records whose DueAt is at or before t, from the
 	// sparse index, at most limit (0 = no limit), earliest first.
 	Due(ctx context.Context, t time.Time, limit int) ([]operation.Record, error)

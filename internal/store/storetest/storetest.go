@@ -62,6 +62,7 @@ func Run(t *testing.T, open func(t *testing.T) store.Store) {
 	t.Run("GetReviewMissing", s.getReviewMissing)
 	t.Run("OpenReviewsExcludesClosed", s.openReviews)
 	t.Run("CloseReviewIdempotent", s.closeReview)
+	s.runReviewsOf(t)
 	// Not parallel, in this order: see dueEpoch.
 	t.Run("Due", func(t *testing.T) {
 		t.Run("OnlyDueAtOrBefore", s.dueBound)
