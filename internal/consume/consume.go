@@ -29,11 +29,14 @@ type Store interface {
 }
 
 // RecordStore is what every SQS handler needs of persistence: read the
-// record, write it conditionally, and open a review.
+// record, write it conditionally, open a review, and find and close the
+// reviews a write resolved.
 type RecordStore interface {
 	Store
 	Update(ctx context.Context, rec operation.Record, expected int64) (operation.Record, error)
 	PutReview(ctx context.Context, r review.Record) (bool, error)
+	OpenReviewsOf(ctx context.Context, operationID string) ([]review.Record, error)
+	ResolveReview(ctx context.Context, id, by, reason string, at time.Time) error
 }
 
 // Decision acts on one message's record, under the message's lease. It

@@ -43,6 +43,7 @@ const (
 	UncertainSubmissions = "UncertainSubmissions"
 	StaleWrites          = "StaleWritesRejected"
 	Reviews              = "ReviewsOpened"
+	ReviewsResolved      = "ReviewsResolved"
 	Deliveries           = "OutputsDelivered"
 )
 

@@ -25,6 +25,8 @@ type Store interface {
 	Get(ctx context.Context, operationID string) (operation.Record, error)
 	Update(ctx context.Context, rec operation.Record, expected int64) (operation.Record, error)
 	PutReview(ctx context.Context, r review.Record) (bool, error)
+	OpenReviewsOf(ctx context.Context, operationID string) ([]review.Record, error)
+	ResolveReview(ctx context.Context, id, by, reason string, at time.Time) error
 }
 
 // Config tunes the sweep.
