@@ -1,7 +1,8 @@
 // Package triage is the DLQ-fed function's handler: for each dead-lettered
 // message it writes a review record, with the recovery matrix's
-// recommendation computed from the operation's current record, and
-// acknowledges. It never acts: a dead-lettered message proves neither that
+// recommendation computed from the operation's current record (already
+// closed, with the reason, when the record has settled what the message
+// was for), and acknowledges. It never acts: a dead-lettered message proves neither that
 // nothing was accepted nor that anything should be retried.
 package triage
 
@@ -20,6 +21,7 @@ import (
 
 	"github.com/genjobs/genjobs/internal/batch"
 	"github.com/genjobs/genjobs/internal/clock"
+	"github.com/genjobs/genjobs/internal/followup"
 	"github.com/genjobs/genjobs/internal/message"
 	"github.com/genjobs/genjobs/internal/metrics"
 	"github.com/genjobs/genjobs/internal/operation"
@@ -116,6 +118,11 @@ func (h *Handler) handleRecord(ctx context.Context, m events.SQSMessage) error {
 			return fmt.Errorf("triage %s: load %s: %w", m.MessageId, env.OperationID, err)
 		default:
 			r = Review(m, &env, &rec, nil, now)
+			if reason, ok := followup.Resolves(&rec, r); ok {
+				// The operation already settled what the message was
+				// for: the dead letter is on file, with nothing to ask.
+				r.Open, r.ClosedBy, r.ClosedAt, r.ClosedReason = false, "automation (triage)", now, reason
+			}
 		}
 	}
 	wrote, err := h.store.PutReview(ctx, r)
@@ -126,7 +133,7 @@ func (h *Handler) handleRecord(ctx context.Context, m events.SQSMessage) error {
 		h.metrics.Count(metrics.Reviews, 1, metrics.Dim{Name: "Phase", Value: string(r.Phase)}, metrics.Dim{Name: "Reason", Value: r.ErrorCategory})
 	}
 	h.log.InfoContext(ctx, "dead-lettered message reviewed", "review_id", r.ID, "operation_id", r.OperationID, "phase", string(r.Phase),
-		"remote_state", string(r.RemoteState), "recommended", string(r.Recommended), "new", wrote)
+		"remote_state", string(r.RemoteState), "recommended", string(r.Recommended), "open", r.Open, "new", wrote)
 	return nil
 }
 
