@@ -2,11 +2,14 @@ package observe_test
 
 import (
 	"context"
+	"fmt"
 	"log/slog"
 	"strings"
 	"sync"
 	"testing"
 	"time"
+
+	"github.com/aws/aws-lambda-go/events"
 
 	"github.com/genjobs/genjobs/internal/clock"
 	"github.com/genjobs/genjobs/internal/genace"
@@ -16,9 +19,11 @@ import (
 	"github.com/genjobs/genjobs/internal/observe"
 	"github.com/genjobs/genjobs/internal/operation"
 	"github.com/genjobs/genjobs/internal/pipelinetest"
+	"github.com/genjobs/genjobs/internal/review"
 	"github.com/genjobs/genjobs/internal/schedule"
 	"github.com/genjobs/genjobs/internal/store"
 	"github.com/genjobs/genjobs/internal/submit"
+	"github.com/genjobs/genjobs/internal/triage"
 )
 
 var _ observe.Delays = (*schedule.Observation)(nil)
@@ -452,4 +457,53 @@ func TestNoLongPollForASucceededSnapshot(t *testing.T) {
 	if len(e.gen.waits) != 1 || e.gen.waits[0] != 0 {
 		t.Fatalf("long polls %v, want one immediate read", e.gen.waits)
 	}
+}
+
+// The observation that settles a failed operation closes the reviews it
+// resolved, through the handler's own write path: the dead letter triage
+// filed while the refund was pending closes with the reason; a review
+// that carries a job the record does not hold stays for an operator.
+func TestSettlingObservationClosesResolvedReviews(t *testing.T) {
+	t.Parallel()
+	forEachStore(t, func(t *testing.T, kind string) {
+		ctx := context.Background()
+		e := newEnv(t, kind, genacesim.Config{RefundSettleAfter: 2 * time.Minute}, observe.Config{})
+		e.sim.ScriptPOST("op-settle", genacesim.SubmissionFailed(502))
+		first := e.accept(t, "op-settle")
+		failed := pipelinetest.Get(t, e.store, "op-settle")
+		if failed.Phase != operation.Failed || failed.Terminal() {
+			t.Fatalf("record %s/%s; want failed with the refund unresolved", failed.Phase, failed.Settlement)
+		}
+		// An earlier observe message dead-lettered: triage files it.
+		tri := triage.New(e.store, e.clk, slog.New(slog.DiscardHandler), metrics.Discard(), 1)
+		body, _ := first.Env.Encode()
+		if resp, err := tri.Handle(ctx, events.SQSEvent{Records: []events.SQSMessage{{MessageId: "dead-observe", Body: string(body)}}}); err != nil || len(resp.BatchItemFailures) != 0 {
+			t.Fatalf("triage: %v %v", resp, err)
+		}
+		foreign := review.ForRecord("job:job_foreign", review.SourceHandler, &failed, e.clk.Now())
+		foreign.RemoteJobID, foreign.Recommended = "job_foreign", operation.ActionReconcile
+		if _, err := e.store.PutReview(ctx, foreign); err != nil {
+			t.Fatal(err)
+		}
+		e.drain(t, first, 20)
+		got := pipelinetest.Get(t, e.store, "op-settle")
+		if !got.Terminal() {
+			t.Fatalf("record %s/%s; want settled", got.Phase, got.Settlement)
+		}
+		dead, err := e.store.GetReview(ctx, triage.ReviewID("dead-observe"))
+		if err != nil {
+			t.Fatal(err)
+		}
+		want := fmt.Sprintf("resolved: operation failed at revision %d", got.Revision)
+		if dead.Open || dead.ClosedReason != want || dead.ClosedBy != "automation (handler)" {
+			t.Fatalf("dead letter's review open=%t, closed by %q because %q; want closed by automation (handler) because %q", dead.Open, dead.ClosedBy, dead.ClosedReason, want)
+		}
+		open, err := e.store.OpenReviewsOf(ctx, "op-settle")
+		if err != nil {
+			t.Fatal(err)
+		}
+		if len(open) != 1 || open[0].ID != foreign.ID {
+			t.Fatalf("open reviews %+v; want only the one about job_foreign", open)
+		}
+	})
 }
