@@ -291,11 +291,41 @@ func (s *countingStore) UpdateWithAudit(ctx context.Context, rec operation.Recor
 	return out, err
 }
 
-// PutReview is a conditional PutItem, indexed while open.
+// PutReview is a conditional PutItem, indexed while open, after a plain
+// PutItem of the reference that files it under its operation.
 func (s *countingStore) PutReview(ctx context.Context, rv review.Record) (bool, error) {
 	size := reviewSize(rv)
-	s.c.add(func(r *Requests) { r.DynamoPut++; r.WRU += 2 * units(size, writeUnit) })
+	s.c.add(func(r *Requests) {
+		r.DynamoPut++
+		r.WRU += 2 * units(size, writeUnit)
+		if rv.OperationID != "" {
+			r.DynamoPut++
+			r.WRU++
+		}
+	})
 	return s.Store.PutReview(ctx, rv)
+}
+
+// OpenReviewsOf is a consistent Query of the operation's references, then
+// a consistent GetItem per review (charged for those it returns).
+func (s *countingStore) OpenReviewsOf(ctx context.Context, operationID string) ([]review.Record, error) {
+	rs, err := s.Store.OpenReviewsOf(ctx, operationID)
+	s.c.add(func(r *Requests) {
+		r.DynamoQuery++
+		r.RRU++
+		for _, rv := range rs {
+			r.DynamoGet++
+			r.RRU += units(reviewSize(rv), readUnit)
+		}
+	})
+	return rs, err
+}
+
+// ResolveReview is a conditional UpdateItem of the review that also takes
+// it out of the open-review index (charged as a put).
+func (s *countingStore) ResolveReview(ctx context.Context, id, by, reason string, at time.Time) error {
+	s.c.add(func(r *Requests) { r.DynamoPut++; r.WRU += 2 })
+	return s.Store.ResolveReview(ctx, id, by, reason, at)
 }
 
 // Due is one Query per status index shard.
