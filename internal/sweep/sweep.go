@@ -169,8 +169,8 @@ func (s *Sweeper) one(ctx context.Context, rec operation.Record, now time.Time) 
 // review keyed by the revision judged. The review is written first: a
 // crash before the record's write leaves the record due, and the next run
 // writes both (the review once). If the record moved meanwhile, the review
-// stays open; the write that gives the operation a job id, or ends it,
-// closes it (followup.Resolves).
+// stays open until a handler's write gives the operation a job id or ends
+// it (followup.Resolves), or an operator closes it.
 func (s *Sweeper) dropDispatch(ctx context.Context, rec operation.Record, failed operation.Check, now time.Time) (string, error) {
 	r := review.ForRecord(DroppedDispatchID(rec.OperationID, rec.Revision), review.SourceSweep, &rec, now)
 	r.ErrorCategory = "precondition_" + failed.Name
