@@ -213,13 +213,16 @@ func (h *Handler) submit(ctx context.Context, m events.SQSMessage, env message.E
 	return string(res.Outcome), h.settle(ctx, m, saved, res)
 }
 
-// authority checks the function's deadline and the message lease before
-// the POST: both must outlast the POST and the write after it.
+// authority checks the function's deadline and renews the message's
+// visibility right before the POST: both must outlast the POST and the
+// write after it. The renewal goes to the queue whatever the lease
+// estimates, since the estimate starts when the handler reached the record,
+// not at the receive, and only the queue knows the message is still ours.
 func (h *Handler) authority(ctx context.Context, l *lease.Lease, need time.Duration) error {
 	if dl, ok := ctx.Deadline(); ok && dl.Sub(h.clk.Now()) < need {
 		return fmt.Errorf("function deadline in %s, POST and persist need %s", dl.Sub(h.clk.Now()).Round(time.Millisecond), need)
 	}
-	return l.Ensure(ctx, need)
+	return l.Renew(ctx, need)
 }
 
 // release puts an unused claim back and schedules a fresh dispatch.
