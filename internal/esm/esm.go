@@ -138,8 +138,8 @@ func (m *Mapping) Stats() Stats {
 // PollOnce is one turn of the mapping: it receives up to BatchSize records
 // visible now (never waiting), and if there are any invokes the handler
 // once, synchronously, Gap after the receive, then deletes every record
-// the handler did not report in BatchItemFailures. handled is the number of records in the
-// batch (0: nothing was visible, or the receive failed).
+// the handler did not report in BatchItemFailures. handled is the number
+// of records in the batch (0: nothing was visible, or the receive failed).
 //
 // As in Lambda, an invocation that fails as a whole deletes nothing: the
 // handler returned an error, panicked (recovered here; Lambda would see
