@@ -54,14 +54,15 @@ func setup(t *testing.T) env {
 	return env{stack: st, fn: lambdatest.Start(t, lambdatest.Config{Function: "submit", Env: st.Env()})}
 }
 
-// invoke sends a sample event and returns the ids the function reported
-// as failed. Anything but a 200 with a well-formed SQSEventResponse (an
+// invoke sends a sample event, its records passed through the stack's
+// queues as the event source mapping would hand them over, and returns
+// the ids the function reported as failed. Anything but a 200 with a well-formed SQSEventResponse (an
 // error object included) fails the test.
 func (e env) invoke(t *testing.T, event string) []string {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 90*time.Second)
 	defer cancel()
-	status, body, err := e.fn.Invoke(ctx, lambdatest.Event(t, event))
+	status, body, err := e.fn.Invoke(ctx, e.stack.Received(t, lambdatest.Event(t, event)))
 	if err != nil {
 		t.Fatal(err)
 	}

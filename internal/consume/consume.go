@@ -65,9 +65,12 @@ type Consumer struct {
 // the message (a malformed one fails permanently, through
 // message.ErrMalformed), refuses one whose action does not belong on the
 // queue (permanently), loads the record (an unknown operation fails
-// permanently, through store.ErrNotFound), leases the message from the
-// moment it was picked up, and records the decision's ActionDuration
-// with its outcome.
+// permanently, through store.ErrNotFound), leases the message, and
+// records the decision's ActionDuration with its outcome. The lease's
+// estimate starts when the handler reached the record, after the receive
+// (the batching window, a cold start, throttling and the records before it
+// in the batch come first), so it errs long: a decision that needs the
+// message for sure renews it with the queue (lease.Lease.Renew).
 func (c *Consumer) Record(decide Decision) batch.Func {
 	return func(ctx context.Context, m events.SQSMessage) error {
 		start := c.Clock.Now()

@@ -4,9 +4,9 @@
 // handler acknowledged, following Lambda's rules for partial batch
 // responses (ReportBatchItemFailures, which every genjobs mapping enables).
 //
-// PollOnce is one non-blocking step, for a simulation that drives the
-// queue and the handlers itself on a virtual clock; Run loops it for the
-// local stack.
+// PollOnce is one step, non-blocking unless the mapping has a Gap, for a
+// simulation that drives the queue and the handlers itself on a virtual
+// clock; Run loops it for the local stack.
 package esm
 
 import (
@@ -87,6 +87,14 @@ type Mapping struct {
 	// Workers is how many pollers Run runs in parallel, as Lambda scales
 	// out concurrent invocations on a backlog; 0 means 1.
 	Workers int
+	// Gap is the time between receiving a batch and invoking the handler:
+	// in Lambda the batching window, a cold start and throttled
+	// invocations retried all fall there, and the records' visibility
+	// timeouts run meanwhile, so a handler may start with little of its
+	// lease left, or none. PollOnce waits it out on Clock; on a manual
+	// clock someone else must advance the clock past it (NextWaiter shows
+	// the waiter). 0 invokes at once.
+	Gap time.Duration
 	// Log, if set, receives Run's reports of failed invocations.
 	Log *slog.Logger
 
@@ -129,9 +137,9 @@ func (m *Mapping) Stats() Stats {
 
 // PollOnce is one turn of the mapping: it receives up to BatchSize records
 // visible now (never waiting), and if there are any invokes the handler
-// once, synchronously, then deletes every record the handler did not
-// report in BatchItemFailures. handled is the number of records in the
-// batch (0: nothing was visible, or the receive failed).
+// once, synchronously, Gap after the receive, then deletes every record
+// the handler did not report in BatchItemFailures. handled is the number
+// of records in the batch (0: nothing was visible, or the receive failed).
 //
 // As in Lambda, an invocation that fails as a whole deletes nothing: the
 // handler returned an error, panicked (recovered here; Lambda would see
@@ -155,6 +163,15 @@ func (m *Mapping) PollOnce(ctx context.Context) (handled int, err error) {
 	}
 	if len(msgs) == 0 {
 		return 0, nil
+	}
+	if m.Gap > 0 {
+		select {
+		case <-m.clock().After(m.Gap):
+		case <-ctx.Done():
+			// The batch stays in flight and comes back after its
+			// visibility timeout, as when Lambda's poller stops.
+			return 0, fmt.Errorf("esm %s: %w", info.Name, ctx.Err())
+		}
 	}
 	n := len(msgs)
 	m.invocations.Add(1)
@@ -348,6 +365,8 @@ func (m *Mapping) check() error {
 		return fmt.Errorf("esm: negative Timeout %v", m.Timeout)
 	case m.Workers < 0:
 		return fmt.Errorf("esm: negative Workers %d", m.Workers)
+	case m.Gap < 0:
+		return fmt.Errorf("esm: negative Gap %v", m.Gap)
 	}
 	return nil
 }

@@ -395,6 +395,63 @@ func TestStaleDeleteIsCounted(t *testing.T) {
 	}
 }
 
+func TestGapBetweenReceiveAndInvoke(t *testing.T) {
+	t.Parallel()
+	const gap = 25 * time.Second
+	tests := []struct {
+		name string
+		// renewAt is when the handler renews its lease, after it starts.
+		renewAt time.Duration
+		wantErr error
+	}{
+		{"the visibility left is the visibility less the gap", vis - gap - time.Second, nil},
+		{"the visibility ran out during the gap and the handler", vis - gap, localqueue.ErrNotInFlight},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			t.Parallel()
+			f := newFixture(t, 5)
+			f.send(t, "x")
+			var invokedAt, deadline time.Time
+			var renewErr error
+			m := &Mapping{Broker: f.b, Queue: f.url, Clock: f.clk, Timeout: time.Minute, Gap: gap,
+				Handler: func(ctx context.Context, ev events.SQSEvent) (events.SQSEventResponse, error) {
+					invokedAt = f.clk.Now()
+					deadline, _ = ctx.Deadline()
+					f.clk.Advance(tt.renewAt)
+					renewErr = f.b.ChangeVisibility(ctx, f.url, ev.Records[0].ReceiptHandle, vis)
+					return events.SQSEventResponse{}, nil
+				}}
+			done := make(chan error, 1)
+			go func() { _, err := m.PollOnce(context.Background()); done <- err }()
+			// The batch is received at t0 and waits out the gap.
+			for {
+				if at, ok := f.clk.NextWaiter(); ok && at.Equal(t0.Add(gap)) {
+					break
+				}
+				select {
+				case err := <-done:
+					t.Fatalf("PollOnce returned before the gap ran out: %v", err)
+				case <-time.After(time.Millisecond):
+				}
+			}
+			if s := m.Stats(); s.Invocations != 0 || f.b.Depth(f.url).InFlight != 1 {
+				t.Fatalf("during the gap: %+v, %+v; want the batch received and not yet handed over", s, f.b.Depth(f.url))
+			}
+			f.clk.Set(t0.Add(gap))
+			if err := <-done; err != nil {
+				t.Fatal(err)
+			}
+			if !invokedAt.Equal(t0.Add(gap)) || !deadline.Equal(t0.Add(gap+time.Minute)) {
+				t.Errorf("invoked at %v with deadline %v; want t0+%v, the timeout counted from the invocation", invokedAt, deadline, gap)
+			}
+			if !errors.Is(renewErr, tt.wantErr) || (tt.wantErr == nil) != (renewErr == nil) {
+				t.Errorf("renewal %v after the handler ran %v: want %v (the visibility counts from the receive)", renewErr, tt.renewAt, tt.wantErr)
+			}
+		})
+	}
+}
+
 func TestRun(t *testing.T) {
 	t.Parallel()
 	t.Run("workers drain the queue", func(t *testing.T) {
@@ -479,6 +536,7 @@ func TestMisconfiguration(t *testing.T) {
 		{Broker: b, Handler: ok, BatchSize: MaxBatchSize + 1},
 		{Broker: b, Handler: ok, Timeout: -time.Second},
 		{Broker: b, Handler: ok, Workers: -1},
+		{Broker: b, Handler: ok, Gap: -time.Second},
 	} {
 		if _, err := m.PollOnce(context.Background()); err == nil || errors.Is(err, ErrInvocation) {
 			t.Errorf("PollOnce(%+v): %v, want a configuration error", m, err)

@@ -29,6 +29,7 @@ import (
 
 	"github.com/genjobs/genjobs/internal/config"
 	"github.com/genjobs/genjobs/internal/operation"
+	"github.com/genjobs/genjobs/internal/queue"
 	"github.com/genjobs/genjobs/internal/review"
 	"github.com/genjobs/genjobs/internal/rie"
 	"github.com/genjobs/genjobs/internal/store"
@@ -376,8 +377,23 @@ func (s *Session) Invoke(ctx context.Context) (*Result, error) {
 	}
 	ictx, cancel := context.WithTimeout(ctx, s.spec.Timeout+30*time.Second)
 	defer cancel()
+	// The records go through their queues first, for receipt handles the
+	// function can renew; afterwards they leave the queues whatever the
+	// answer, so the report shows only what the function sent.
+	q := queue.NewSQS(s.stack.sqs)
+	payload, received, err := PassThrough(ictx, q, s.payload, s.stack.queueFor)
+	drop := func() {
+		for _, r := range received {
+			_ = q.Delete(context.WithoutCancel(ctx), r.QueueURL, r.ReceiptHandle)
+		}
+	}
+	if err != nil {
+		drop()
+		return nil, err
+	}
 	start := time.Now()
-	status, body, err := s.emu.Invoke(ictx, s.payload)
+	status, body, err := s.emu.Invoke(ictx, payload)
+	drop()
 	if err != nil {
 		return nil, err
 	}

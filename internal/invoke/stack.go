@@ -12,6 +12,7 @@ import (
 	"net/url"
 	"sort"
 	"strconv"
+	"strings"
 	"time"
 
 	"github.com/aws/aws-sdk-go-v2/aws"
@@ -283,6 +284,18 @@ func (st *Stack) QueueOf(kind string) Queue {
 		}
 	}
 	return Queue{}
+}
+
+// queueFor maps a record's eventSourceARN to the stack's queue of the same
+// kind (a sample's genjobs-dispatch to this stack's ...-dispatch).
+func (st *Stack) queueFor(arn string) (string, bool) {
+	name := arn[strings.LastIndexByte(arn, ':')+1:]
+	for _, q := range st.Queues {
+		if strings.HasSuffix(name, "-"+q.Kind) {
+			return q.URL, true
+		}
+	}
+	return "", false
 }
 
 // QueuedMessage is a message waiting on a queue.

@@ -7,6 +7,7 @@ import (
 	"net/http"
 	"os"
 	"strconv"
+	"strings"
 	"testing"
 	"time"
 
@@ -20,6 +21,7 @@ import (
 	"github.com/genjobs/genjobs/internal/config"
 	"github.com/genjobs/genjobs/internal/genace"
 	"github.com/genjobs/genjobs/internal/genacesim"
+	"github.com/genjobs/genjobs/internal/invoke"
 	"github.com/genjobs/genjobs/internal/message"
 	"github.com/genjobs/genjobs/internal/queue"
 	"github.com/genjobs/genjobs/internal/store"
@@ -31,9 +33,7 @@ import (
 const APIKey = "lambdatest-genace-key-must-never-be-logged"
 
 // Visibility is the queues' visibility timeout and the functions'
-// QUEUE_VISIBILITY_SECONDS: the template's, long enough that no lease
-// renewal happens (a renewal would need a receipt handle SQS issued, and
-// the sample events' handles are made up, as `sam local invoke` ones are).
+// QUEUE_VISIBILITY_SECONDS.
 const Visibility = 3 * time.Minute
 
 // Stack is what a function talks to, stood up locally for one test: a
@@ -186,6 +186,30 @@ func (s *Stack) Messages(t testing.TB, action message.Action, wait time.Duration
 		}
 		wait = time.Second
 	}
+}
+
+// Received returns event (a sample SQS event) with each record passed
+// through its queue of this stack, as the event source mapping hands
+// records over: with a receipt handle goaws issued, which a function can
+// renew (submit does before every POST; the samples' handles are made up,
+// as `sam local invoke` ones are). The records stay in flight; the
+// function's answer decides nothing about them here.
+func (s *Stack) Received(t testing.TB, event []byte) []byte {
+	t.Helper()
+	out, _, err := invoke.PassThrough(context.Background(), s.Queue, event, func(arn string) (string, bool) {
+		for action, kind := range map[message.Action]string{
+			message.SubmitGeneration: "dispatch", message.ObserveGeneration: "observe", message.DeliverArtifacts: "deliver",
+		} {
+			if strings.HasSuffix(arn, "-"+kind) {
+				return s.QueueURLs[action], true
+			}
+		}
+		return "", false
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return out
 }
 
 func envOr(name, fallback string) string {

@@ -70,3 +70,46 @@ func TestEnsure(t *testing.T) {
 		})
 	}
 }
+
+func TestRenewAlwaysAsksTheQueue(t *testing.T) {
+	t.Parallel()
+	start := time.Date(2026, 11, 29, 8, 0, 0, 0, time.UTC)
+	tests := []struct {
+		name      string
+		elapsed   time.Duration
+		need      time.Duration
+		extErr    error
+		wantErr   bool
+		wantCalls []time.Duration
+		wantLeft  time.Duration
+	}{
+		{"plenty left by estimate: renews all the same", 10 * time.Second, 30 * time.Second, nil, false, []time.Duration{time.Minute}, time.Minute},
+		{"renews to a longer need", 10 * time.Second, 90 * time.Second, nil, false, []time.Duration{90 * time.Second}, 90 * time.Second},
+		{"the queue says no: lost though the estimate runs", 10 * time.Second, 30 * time.Second, errors.New("receipt handle is stale"), true, []time.Duration{time.Minute}, 50 * time.Second},
+		{"expired by estimate: lost without asking", 61 * time.Second, time.Second, nil, true, nil, -time.Second},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			t.Parallel()
+			clk := clock.NewManual(start)
+			ext := &fakeExtender{err: tt.extErr}
+			l := New(clk, ext, "q", "h", time.Minute, start)
+			clk.Advance(tt.elapsed)
+			err := l.Renew(context.Background(), tt.need)
+			if tt.wantErr != (err != nil) || (err != nil && !errors.Is(err, ErrLost)) {
+				t.Fatalf("Renew = %v, wantErr %t (ErrLost)", err, tt.wantErr)
+			}
+			if len(ext.calls) != len(tt.wantCalls) || (len(ext.calls) > 0 && ext.calls[0] != tt.wantCalls[0]) {
+				t.Fatalf("calls = %v, want %v", ext.calls, tt.wantCalls)
+			}
+			if l.Remaining() != tt.wantLeft {
+				t.Fatalf("remaining = %v, want %v", l.Remaining(), tt.wantLeft)
+			}
+			if tt.wantErr {
+				if err := l.Renew(context.Background(), 0); !errors.Is(err, ErrLost) || len(ext.calls) > 1 {
+					t.Fatalf("a lost lease came back (%v) or asked again (%d calls)", err, len(ext.calls))
+				}
+			}
+		})
+	}
+}

@@ -81,6 +81,18 @@ func TestTransitions(t *testing.T) {
 	accepted := with(submitting, func(r *Record) { r.Phase = Accepted; r.RemoteJobID = "job_1"; r.Timestamps.Accepted = &t0 })
 	settled := with(accepted, func(r *Record) { r.Phase = Failed; r.Settlement = SettlementSettled })
 	delivered := with(accepted, func(r *Record) { r.Phase = Delivered })
+	mine := *submitting.Claim
+	// theirs replaced mine after an operator's reset and a new dispatch.
+	theirs := with(submitting, func(r *Record) { r.Claim = &Claim{Owner: "w2", MessageID: "m2", At: t0.Add(time.Minute)} })
+	theirsUncertain := with(theirs, func(r *Record) { r.Phase = Uncertain; r.Parked = &ParkedState{Reason: "x"} })
+	reset := with(prepared(), func(r *Record) { r.Posts = 1 }) // confirmed not submitted: no claim
+	unparked := func(want Phase) func(t *testing.T, r Record) {
+		return func(t *testing.T, r Record) {
+			if r.Parked != nil {
+				t.Errorf("%s kept the parked marker %+v", want, r.Parked)
+			}
+		}
+	}
 	tests := []struct {
 		name    string
 		do      func() (Record, error)
@@ -110,12 +122,22 @@ func TestTransitions(t *testing.T) {
 			return ClaimSubmission(with(prepared(), func(r *Record) { r.RemoteJobID = "job_9" }), "w", "m", now)
 		}, "", true, nil},
 		{"claim twice", func() (Record, error) { return ClaimSubmission(submitting, "w2", "m", now) }, "", true, nil},
-		{"release", func() (Record, error) { return ReleaseClaim(submitting, now) }, Prepared, false,
+		{"release", func() (Record, error) { return mine.Release(submitting, now) }, Prepared, false,
 			func(t *testing.T, r Record) {
 				if r.Claim != nil || r.Posts != 0 {
 					t.Errorf("release kept claim %+v posts %d", r.Claim, r.Posts)
 				}
 			}},
+		{"release after its redelivery marked it uncertain", func() (Record, error) { return mine.Release(uncertain, now) }, Prepared, false,
+			func(t *testing.T, r Record) {
+				if r.Claim != nil || r.Posts != 0 || r.Parked != nil || r.LastError != "" {
+					t.Errorf("release kept claim %+v posts %d parked %+v error %q", r.Claim, r.Posts, r.Parked, r.LastError)
+				}
+			}},
+		{"release of a claim another replaced", func() (Record, error) { return mine.Release(theirs, now) }, "", true, nil},
+		{"release of a claim another replaced, uncertain", func() (Record, error) { return mine.Release(theirsUncertain, now) }, "", true, nil},
+		{"release after an operator's reset", func() (Record, error) { return mine.Release(reset, now) }, "", true, nil},
+		{"release of an accepted claim", func() (Record, error) { return mine.Release(accepted, now) }, "", true, nil},
 		{"accept", func() (Record, error) { return Accept(submitting, "job_1", &Snapshot{State: RemoteQueued}, now) }, Accepted, false,
 			func(t *testing.T, r Record) {
 				if r.RemoteJobID != "job_1" || r.Timestamps.Accepted == nil || r.Remote == nil {
@@ -132,6 +154,22 @@ func TestTransitions(t *testing.T) {
 			return Accept(with(uncertain, func(r *Record) { r.RemoteJobID = "job_1" }), "job_2", nil, now)
 		}, "", true, nil},
 		{"accept with empty id", func() (Record, error) { return Accept(submitting, "", nil, now) }, "", true, nil},
+		{"claimant's accept", func() (Record, error) { return mine.Accept(submitting, "job_1", nil, now) }, Accepted, false, nil},
+		{"claimant's accept after uncertain", func() (Record, error) { return mine.Accept(uncertain, "job_1", nil, now) }, Accepted, false, unparked(Accepted)},
+		{"claimant's accept after an operator's reset", func() (Record, error) { return mine.Accept(reset, "job_1", nil, now) }, Accepted, false,
+			func(t *testing.T, r Record) {
+				if r.RemoteJobID != "job_1" {
+					t.Errorf("late job id dropped: %+v", r)
+				}
+			}},
+		{"claimant's accept under another claim", func() (Record, error) { return mine.Accept(theirs, "job_1", nil, now) }, "", true, nil},
+		{"claimant's accept under another uncertain claim", func() (Record, error) { return mine.Accept(theirsUncertain, "job_1", nil, now) }, "", true, nil},
+		{"claimant's submission failure after uncertain", func() (Record, error) {
+			return mine.SubmissionFailed(uncertain, "job_5", "upstream_unavailable", now)
+		}, Failed, false, unparked(Failed)},
+		{"claimant's submission failure under another claim", func() (Record, error) {
+			return mine.SubmissionFailed(theirs, "job_5", "upstream_unavailable", now)
+		}, "", true, nil},
 		{"accept from accepted", func() (Record, error) { return Accept(accepted, "job_1", nil, now) }, Accepted, false, nil},
 		{"submission failed", func() (Record, error) { return SubmissionFailed(submitting, "job_5", "upstream_unavailable", now) }, Failed, false,
 			func(t *testing.T, r Record) {
@@ -139,27 +177,46 @@ func TestTransitions(t *testing.T) {
 					t.Errorf("submission failure not kept unresolved with its id: %+v", r)
 				}
 			}},
-		{"reject", func() (Record, error) { return Reject(submitting, "invalid_request", now) }, Rejected, false,
+		{"reject", func() (Record, error) { return mine.Reject(submitting, "invalid_request", now) }, Rejected, false,
 			func(t *testing.T, r Record) {
 				if !r.Terminal() {
 					t.Error("rejected is not terminal")
 				}
 			}},
-		{"reject with job id", func() (Record, error) { return Reject(accepted, "x", now) }, "", true, nil},
-		{"rate limited", func() (Record, error) { return RateLimited(submitting, now) }, Prepared, false,
+		{"reject with job id", func() (Record, error) { return mine.Reject(accepted, "x", now) }, "", true, nil},
+		{"reject after uncertain", func() (Record, error) { return mine.Reject(uncertain, "invalid_request", now) }, Rejected, false, unparked(Rejected)},
+		{"reject under another claim", func() (Record, error) { return mine.Reject(theirs, "invalid_request", now) }, "", true, nil},
+		{"reject after an operator's reset", func() (Record, error) { return mine.Reject(reset, "invalid_request", now) }, "", true, nil},
+		{"rate limited", func() (Record, error) { return mine.RateLimited(submitting, now) }, Prepared, false,
 			func(t *testing.T, r Record) {
 				if r.Counters.RateLimited != 1 || r.Claim != nil {
 					t.Errorf("rate limited: %+v", r)
 				}
 			}},
-		{"rate limited from accepted", func() (Record, error) { return RateLimited(accepted, now) }, "", true, nil},
+		{"rate limited after uncertain", func() (Record, error) { return mine.RateLimited(uncertain, now) }, Prepared, false,
+			func(t *testing.T, r Record) {
+				if r.Counters.RateLimited != 1 || r.Claim != nil || r.Parked != nil || r.Posts != 1 {
+					t.Errorf("rate limited: %+v", r)
+				}
+			}},
+		{"rate limited under another claim", func() (Record, error) { return mine.RateLimited(theirs, now) }, "", true, nil},
+		{"rate limited under another uncertain claim", func() (Record, error) { return mine.RateLimited(theirsUncertain, now) }, "", true, nil},
+		{"rate limited from accepted", func() (Record, error) { return mine.RateLimited(accepted, now) }, "", true, nil},
 		{"uncertain", func() (Record, error) { return MarkUncertain(submitting, "response_lost", now) }, Uncertain, false,
 			func(t *testing.T, r Record) {
 				if r.Active() {
 					t.Error("uncertain must not be active (operator only)")
 				}
+				if r.Claim == nil || !r.Claim.Same(mine) {
+					t.Errorf("uncertain dropped the claim its claimant's answer needs: %+v", r.Claim)
+				}
 			}},
 		{"uncertain from prepared", func() (Record, error) { return MarkUncertain(prepared(), "x", now) }, "", true, nil},
+		{"claim uncertain", func() (Record, error) { return mine.MarkUncertain(submitting, "redelivered_while_submitting", now) }, Uncertain, false, nil},
+		{"claim uncertain after another claim replaced it", func() (Record, error) {
+			return mine.MarkUncertain(theirs, "redelivered_while_submitting", now)
+		}, "", true, nil},
+		{"claim uncertain after its release", func() (Record, error) { return mine.MarkUncertain(reset, "redelivered_while_submitting", now) }, "", true, nil},
 		{"confirm not submitted", func() (Record, error) { return ConfirmNotSubmitted(uncertain, now) }, Prepared, false, nil},
 		{"confirm from accepted", func() (Record, error) { return ConfirmNotSubmitted(accepted, now) }, "", true, nil},
 		{"change spec", func() (Record, error) { return ChangeSpec(prepared(), now) }, Prepared, false,
@@ -212,6 +269,30 @@ func TestTransitions(t *testing.T) {
 			}
 			if tt.check != nil {
 				tt.check(t, got)
+			}
+		})
+	}
+}
+
+func TestClaimSame(t *testing.T) {
+	t.Parallel()
+	c := Claim{Owner: "req-1", MessageID: "m1", At: t0}
+	tests := []struct {
+		name string
+		o    Claim
+		want bool
+	}{
+		{"itself", c, true},
+		{"the same instant elsewhere", Claim{Owner: "req-1", MessageID: "m1", At: t0.In(time.FixedZone("x", 3600))}, true},
+		{"another worker", Claim{Owner: "req-2", MessageID: "m1", At: t0}, false},
+		{"another message", Claim{Owner: "req-1", MessageID: "m2", At: t0}, false},
+		{"a later claim of the same message", Claim{Owner: "req-1", MessageID: "m1", At: t0.Add(time.Second)}, false},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			t.Parallel()
+			if got := c.Same(tt.o); got != tt.want {
+				t.Errorf("Same = %t, want %t", got, tt.want)
 			}
 		})
 	}

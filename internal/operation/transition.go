@@ -37,8 +37,10 @@ var edges = map[Phase][]Phase{
 	// job id is never dropped (invariant 2).
 	Prepared:   {Prepared, Submitting, Superseded, Accepted, Failed},
 	Submitting: {Accepted, Failed, Rejected, Prepared, Uncertain},
-	// A late worker may still bring evidence (its job id or a definite
-	// rejection) after a redelivery marked the claim uncertain.
+	// The claimant's definite answer (a job id, a rejection, a 429) or its
+	// release after an unsent POST still applies after its message's
+	// redelivery or the sweep marked the claim uncertain: it is the outcome
+	// of the only POST. An operator's reconciliation leaves the same way.
 	Uncertain: {Accepted, Failed, Rejected, Prepared},
 	Accepted:  {Accepted, Succeeded, Failed, Stalled, Superseded},
 	Stalled:   {Accepted, Succeeded, Failed, Stalled, Superseded},
@@ -127,19 +129,112 @@ func ClaimSubmission(r Record, owner, messageID string, now time.Time) (Record, 
 	return c, nil
 }
 
-// ReleaseClaim puts a claim back to prepared when the worker knows it sent
-// no POST (its lease was lost before sending).
-func ReleaseClaim(r Record, now time.Time) (Record, error) {
-	if r.Phase != Submitting {
-		return Record{}, &TransitionError{Op: "release", From: r.Phase, To: Prepared}
+// Same reports whether o is the same claim: the same worker, message and
+// moment (a message whose claim was released may claim again later).
+func (c Claim) Same(o Claim) bool {
+	return c.Owner == o.Owner && c.MessageID == o.MessageID && c.At.Equal(o.At)
+}
+
+// holds checks that the claimant's outcome may still be applied to r: r
+// carries this claim (submitting, or uncertain after the claiming
+// message's redelivery or the sweep gave up on it), or, for an outcome
+// that names a job, no claim at all (an operator confirmed "not
+// submitted"; the job id is late evidence and is never dropped). Once
+// another claim replaced this one, this worker's answer must not undo
+// that claim's POST.
+func (c Claim) holds(op string, r Record, to Phase, namesJob bool) error {
+	if r.Claim != nil && r.Claim.Same(c) {
+		return nil
 	}
-	c, err := move("release", r, Prepared, now)
+	if r.Claim == nil && namesJob {
+		return nil
+	}
+	why := "the claim was released"
+	if r.Claim != nil {
+		why = "another claim holds the record"
+	}
+	return &TransitionError{Op: op, From: r.Phase, To: to, Why: why}
+}
+
+// Release puts the claim back to prepared when its worker knows it sent no
+// POST (its authority was lost before sending, or no connection was ever
+// made), from uncertain too: the claim's own redelivery may have marked it
+// meanwhile, but nothing was sent, and saying so is the claimant's to do.
+func (c Claim) Release(r Record, now time.Time) (Record, error) {
+	from := r.Phase
+	if from != Submitting && from != Uncertain {
+		return Record{}, &TransitionError{Op: "release", From: from, To: Prepared}
+	}
+	if err := c.holds("release", r, Prepared, false); err != nil {
+		return Record{}, err
+	}
+	n, err := move("release", r, Prepared, now)
 	if err != nil {
 		return Record{}, err
 	}
-	c.Claim = nil
-	c.Posts--
-	return c, nil
+	n.Claim = nil
+	n.Parked = nil
+	if from == Uncertain {
+		n.LastError = ""
+	}
+	n.Posts--
+	return n, nil
+}
+
+// Accept is Accept for the claimant's 202.
+func (c Claim) Accept(r Record, jobID string, snap *Snapshot, now time.Time) (Record, error) {
+	if err := c.holds("accept", r, Accepted, true); err != nil {
+		return Record{}, err
+	}
+	return Accept(r, jobID, snap, now)
+}
+
+// SubmissionFailed is SubmissionFailed for the claimant's 5xx that named
+// a job.
+func (c Claim) SubmissionFailed(r Record, jobID, errorCode string, now time.Time) (Record, error) {
+	if err := c.holds("submission-failed", r, Failed, true); err != nil {
+		return Record{}, err
+	}
+	return SubmissionFailed(r, jobID, errorCode, now)
+}
+
+// Reject records Genace's definite refusal of the claimant's POST:
+// nothing was created.
+func (c Claim) Reject(r Record, errorCode string, now time.Time) (Record, error) {
+	if err := c.holds("reject", r, Rejected, false); err != nil {
+		return Record{}, err
+	}
+	if r.RemoteJobID != "" {
+		return Record{}, &TransitionError{Op: "reject", From: r.Phase, To: Rejected, Why: "a job id is known"}
+	}
+	n, err := move("reject", r, Rejected, now)
+	if err != nil {
+		return Record{}, err
+	}
+	n.LastError = errorCode
+	n.Schedule = nil
+	n.Parked = nil
+	return n, nil
+}
+
+// RateLimited puts the claimed operation back to prepared after a 429:
+// nothing was created, and a delayed dispatch will try again.
+func (c Claim) RateLimited(r Record, now time.Time) (Record, error) {
+	if r.Phase != Submitting && r.Phase != Uncertain {
+		return Record{}, &TransitionError{Op: "rate-limited", From: r.Phase, To: Prepared}
+	}
+	if err := c.holds("rate-limited", r, Prepared, false); err != nil {
+		return Record{}, err
+	}
+	n, err := move("rate-limited", r, Prepared, now)
+	if err != nil {
+		return Record{}, err
+	}
+	n.Claim = nil
+	n.Parked = nil
+	n.Counters.RateLimited++
+	n.LastError = "rate_limited"
+	return n, nil
 }
 
 // recordJobID enforces invariant 2: a job id, once known, is never
@@ -186,40 +281,11 @@ func SubmissionFailed(r Record, jobID, errorCode string, now time.Time) (Record,
 		return Record{}, err
 	}
 	c.Settlement = SettlementUnresolved
+	c.Parked = nil
 	c.LastError = errorCode
 	c.Timestamps.RemoteFailed = &now
 	c.Timestamps.Accepted = &now
 	c.Counters.WindowObservations = 0
-	return c, nil
-}
-
-// Reject records Genace's definite refusal: nothing was created.
-func Reject(r Record, errorCode string, now time.Time) (Record, error) {
-	if r.RemoteJobID != "" {
-		return Record{}, &TransitionError{Op: "reject", From: r.Phase, To: Rejected, Why: "a job id is known"}
-	}
-	c, err := move("reject", r, Rejected, now)
-	if err != nil {
-		return Record{}, err
-	}
-	c.LastError = errorCode
-	c.Schedule = nil
-	return c, nil
-}
-
-// RateLimited puts a submitting operation back to prepared after a 429:
-// nothing was created, and a delayed dispatch will try again.
-func RateLimited(r Record, now time.Time) (Record, error) {
-	if r.Phase != Submitting {
-		return Record{}, &TransitionError{Op: "rate-limited", From: r.Phase, To: Prepared}
-	}
-	c, err := move("rate-limited", r, Prepared, now)
-	if err != nil {
-		return Record{}, err
-	}
-	c.Claim = nil
-	c.Counters.RateLimited++
-	c.LastError = "rate_limited"
 	return c, nil
 }
 
@@ -237,6 +303,17 @@ func MarkUncertain(r Record, reason string, now time.Time) (Record, error) {
 	c.Schedule = nil
 	c.Parked = &ParkedState{Reason: reason, At: now}
 	return c, nil
+}
+
+// MarkUncertain is MarkUncertain for a claim whose POST outcome is
+// unknown, by its worker or its message's redelivery: once the record no
+// longer carries the claim (it was released and maybe claimed again), the
+// claim has nothing left to be uncertain about.
+func (c Claim) MarkUncertain(r Record, reason string, now time.Time) (Record, error) {
+	if err := c.holds("uncertain", r, Uncertain, false); err != nil {
+		return Record{}, err
+	}
+	return MarkUncertain(r, reason, now)
 }
 
 // ConfirmNotSubmitted is the operator's reconciliation of an uncertain

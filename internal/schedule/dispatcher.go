@@ -162,10 +162,16 @@ func NewDispatcher(cfg Config, sender QueueSender, sched ScheduleCreator, c cloc
 // the name and client token derive from (action, operation id, expected
 // revision, attempt), and an existing schedule of that name counts as
 // success. On the SQS route a retry can send a second message; consumers
-// tolerate that, as they must SQS's at-least-once delivery anyway (the
-// envelope's expected revision makes the duplicate a no-op). A schedule
-// that has already fired is deleted, so a retry later than the delay
-// creates it again: a duplicate of the same harmless kind.
+// tolerate that, as they must SQS's at-least-once delivery anyway. Both
+// copies carry the same expected revision: a copy handled after the other
+// one wrote is acknowledged as obsolete, and so is a dispatch that finds
+// the other copy holding the submission claim. Two copies handled at once
+// race on the record's conditional write, and what both may do costs
+// nothing twice: never a second POST, at most a second read of the job, a
+// second copy of an output to the same key, or an overdue observation
+// re-armed at the current revision. A schedule that has already fired is
+// deleted, so a retry later than the delay creates it again: a duplicate
+// of the same kind.
 //
 // The route is returned with errors too, so failures can be counted per
 // path; it is empty when the envelope was refused before choosing one.

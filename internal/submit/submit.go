@@ -125,10 +125,17 @@ func (h *Handler) decide(ctx context.Context, m events.SQSMessage, env message.E
 	switch {
 	case rec.Terminal():
 		return h.obsolete(ctx, env, &rec, "terminal")
-	case rec.Phase == operation.Submitting:
-		// A previous worker claimed it and may have POSTed; redelivery is
-		// no proof that it did not. Reconcile, never POST again.
+	case rec.Phase == operation.Submitting && (rec.Claim == nil || rec.Claim.MessageID == m.MessageId):
+		// The claiming message came back: its worker died or ran out of
+		// time, maybe after POSTing, and redelivery is no proof that it did
+		// not. Reconcile, never POST again. (A claimant still alive applies
+		// its definite answer all the same.)
 		return "uncertain", h.markUncertain(ctx, rec, m, "redelivered_while_submitting")
+	case rec.Phase == operation.Submitting:
+		// Another message holds the claim (this one is an SQS duplicate, a
+		// re-emit, a sweep re-arm): the claimant settles it, or, should it
+		// die, its own message's redelivery or the sweep marks it uncertain.
+		return h.obsolete(ctx, env, &rec, "claimed_by_another_message")
 	case rec.LastAppliedMessageID == m.MessageId && rec.Revision > env.ExpectedRevision:
 		// This message's own write landed and the worker died before the
 		// follow-up left: send it now.
@@ -213,27 +220,32 @@ func (h *Handler) submit(ctx context.Context, m events.SQSMessage, env message.E
 	return string(res.Outcome), h.settle(ctx, m, saved, res)
 }
 
-// authority checks the function's deadline and the message lease before
-// the POST: both must outlast the POST and the write after it.
+// authority checks the function's deadline and renews the message's
+// visibility right before the POST: both must outlast the POST and the
+// write after it. The renewal goes to the queue whatever the lease
+// estimates, since the estimate starts when the handler reached the record,
+// not at the receive, and only the queue knows the message is still ours.
 func (h *Handler) authority(ctx context.Context, l *lease.Lease, need time.Duration) error {
 	if dl, ok := ctx.Deadline(); ok && dl.Sub(h.clk.Now()) < need {
 		return fmt.Errorf("function deadline in %s, POST and persist need %s", dl.Sub(h.clk.Now()).Round(time.Millisecond), need)
 	}
-	return l.Ensure(ctx, need)
+	return l.Renew(ctx, need)
 }
 
-// release puts an unused claim back and schedules a fresh dispatch.
+// release puts an unused claim back and schedules a fresh dispatch, also
+// when the claim's own redelivery marked it uncertain meanwhile.
 func (h *Handler) release(ctx context.Context, m events.SQSMessage, claimed operation.Record, delay time.Duration) error {
 	now := h.clk.Now()
+	claim := *claimed.Claim
 	saved, err := h.persist(ctx, claimed, m.MessageId, func(r operation.Record) (operation.Record, error) {
-		n, err := operation.ReleaseClaim(r, now)
+		n, err := claim.Release(r, now)
 		n.Schedule = &operation.NextAction{Action: string(message.SubmitGeneration), Due: now.Add(delay)}
 		return n, err
 	})
 	if errors.Is(err, operation.ErrIllegalTransition) {
-		// Someone moved it first (a redelivery marked it uncertain): leave
-		// it for reconciliation; the operator will see no POST was made.
-		h.log.WarnContext(ctx, "claim moved before release", "operation_id", claimed.OperationID, "error", err.Error())
+		// The claim is gone (an operator reconciled the operation, or
+		// another claim followed): what the record says now stands.
+		h.log.WarnContext(ctx, "claim gone before release; this worker sent no POST", "operation_id", claimed.OperationID, "error", err.Error())
 		return nil
 	}
 	if err != nil {
@@ -244,27 +256,31 @@ func (h *Handler) release(ctx context.Context, m events.SQSMessage, claimed oper
 
 // settle persists the POST's outcome. A job id is persisted even when the
 // revision moved meanwhile (invariant 2): persist re-applies the outcome
-// to whatever the record now is.
+// to whatever the record now is, as long as it still carries this claim
+// (or no claim, for a job id); one refused keeps its job id in a review.
 func (h *Handler) settle(ctx context.Context, m events.SQSMessage, claimed operation.Record, res genace.SubmitResult) error {
 	now := h.clk.Now()
+	// The outcome is this claim's: it applies while the record carries it,
+	// uncertain meanwhile or not (operation.Claim).
+	claim := *claimed.Claim
 	var mutate func(operation.Record) (operation.Record, error)
 	switch res.Outcome {
 	case genace.OutcomeAccepted:
 		snap := res.Job.Snapshot(now)
 		mutate = func(r operation.Record) (operation.Record, error) {
-			n, err := operation.Accept(r, res.JobID, &snap, now)
+			n, err := claim.Accept(r, res.JobID, &snap, now)
 			n.Schedule = &operation.NextAction{Action: string(message.ObserveGeneration), Due: now}
 			return n, err
 		}
 	case genace.OutcomeSubmissionFailed:
 		mutate = func(r operation.Record) (operation.Record, error) {
-			n, err := operation.SubmissionFailed(r, res.JobID, res.ErrorCode, now)
+			n, err := claim.SubmissionFailed(r, res.JobID, res.ErrorCode, now)
 			n.Schedule = &operation.NextAction{Action: string(message.ObserveGeneration), Due: now}
 			return n, err
 		}
 	case genace.OutcomeRejected:
 		mutate = func(r operation.Record) (operation.Record, error) {
-			return operation.Reject(r, safeCode(res.ErrorCode, "rejected_"+strconv.Itoa(res.StatusCode)), now)
+			return claim.Reject(r, safeCode(res.ErrorCode, "rejected_"+strconv.Itoa(res.StatusCode)), now)
 		}
 	case genace.OutcomeRateLimited:
 		// Capped at SQS's longest delay: the dispatch queue needs no
@@ -272,7 +288,7 @@ func (h *Handler) settle(ctx context.Context, m events.SQSMessage, claimed opera
 		// (nothing is created either way).
 		delay := min(maxRetryDelay, time.Duration(float64(res.RetryAfter)*(1+h.cfg.RetryJitter*h.rnd())))
 		mutate = func(r operation.Record) (operation.Record, error) {
-			n, err := operation.RateLimited(r, now)
+			n, err := claim.RateLimited(r, now)
 			n.Schedule = &operation.NextAction{Action: string(message.SubmitGeneration), Due: now.Add(delay)}
 			return n, err
 		}
@@ -357,13 +373,17 @@ func (h *Handler) keepJobID(ctx context.Context, rec operation.Record, jobID str
 	return nil
 }
 
-// markUncertain parks a claimed operation whose POST outcome is unknown.
+// markUncertain parks a claimed operation whose POST outcome is unknown,
+// as long as the record still carries rec's claim.
 func (h *Handler) markUncertain(ctx context.Context, rec operation.Record, m events.SQSMessage, reason string) error {
 	saved, err := h.persist(ctx, rec, m.MessageId, func(r operation.Record) (operation.Record, error) {
-		return operation.MarkUncertain(r, reason, h.clk.Now())
+		if rec.Claim == nil {
+			return operation.MarkUncertain(r, reason, h.clk.Now())
+		}
+		return rec.Claim.MarkUncertain(r, reason, h.clk.Now())
 	})
 	if errors.Is(err, operation.ErrIllegalTransition) {
-		return nil // evidence arrived first; nothing uncertain any more
+		return nil // evidence or a release came first; nothing uncertain any more
 	}
 	if err != nil {
 		return fmt.Errorf("submit %s: mark uncertain: %w", rec.OperationID, err)

@@ -32,13 +32,19 @@ type env struct {
 	h      *submit.Handler
 }
 
-// gen wraps the client so a test can act while a POST is in flight.
+// gen wraps the client so a test can act while a POST is in flight:
+// before runs as it leaves, during once Genace has answered and before the
+// answer is persisted.
 type gen struct {
 	inner  *genace.Client
+	before func()
 	during func()
 }
 
 func (g *gen) Submit(ctx context.Context, req genace.SubmitRequest, timeout time.Duration) genace.SubmitResult {
+	if g.before != nil {
+		g.before()
+	}
 	res := g.inner.Submit(ctx, req, timeout)
 	if g.during != nil {
 		g.during()

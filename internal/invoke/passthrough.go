@@ -1,0 +1,94 @@
+package invoke
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"time"
+
+	"github.com/genjobs/genjobs/internal/queue"
+)
+
+// Messenger is what PassThrough needs of SQS; *queue.SQS has it.
+type Messenger interface {
+	Send(ctx context.Context, queueURL string, body []byte, delay time.Duration) (string, error)
+	Receive(ctx context.Context, queueURL string, maxMessages int, wait, visibility time.Duration) ([]queue.Message, error)
+	ChangeVisibility(ctx context.Context, queueURL, receiptHandle string, timeout time.Duration) error
+}
+
+// Received is one record PassThrough took from its queue: still in flight
+// there until the caller deletes it.
+type Received struct {
+	QueueURL      string
+	ReceiptHandle string
+}
+
+// PassThrough gives an SQS event's records receipt handles a queue issued,
+// as records from the event source mapping have: a sample event's are made
+// up, and submit renews its message's visibility before it POSTs, which a
+// made-up handle fails (so it releases its claim instead). Each record
+// whose eventSourceARN queueOf maps to a queue URL is sent there, received
+// back under the queue's visibility timeout, and given that receive's
+// handle; message id, body and attributes stay the event's. It returns the
+// rewritten event and the receives, which the caller deletes after the
+// invocation, as the mapping would.
+func PassThrough(ctx context.Context, q Messenger, payload []byte, queueOf func(eventSourceARN string) (string, bool)) ([]byte, []Received, error) {
+	var doc map[string]any
+	if err := json.Unmarshal(payload, &doc); err != nil {
+		return nil, nil, fmt.Errorf("pass the event through its queues: %w", err)
+	}
+	records, _ := doc["Records"].([]any)
+	var got []Received
+	for _, r := range records {
+		m, ok := r.(map[string]any)
+		if !ok {
+			continue
+		}
+		arn, _ := m["eventSourceARN"].(string)
+		body, hasBody := m["body"].(string)
+		url, known := queueOf(arn)
+		if !hasBody || !known {
+			continue
+		}
+		id, err := q.Send(ctx, url, []byte(body), 0)
+		if err != nil {
+			return nil, got, fmt.Errorf("pass record %v through %s: %w", m["messageId"], url, err)
+		}
+		handle, err := receiveOne(ctx, q, url, id)
+		if err != nil {
+			return nil, got, fmt.Errorf("pass record %v through %s: %w", m["messageId"], url, err)
+		}
+		m["receiptHandle"] = handle
+		got = append(got, Received{QueueURL: url, ReceiptHandle: handle})
+	}
+	out, err := json.MarshalIndent(doc, "", "  ")
+	if err != nil {
+		return nil, got, err
+	}
+	return out, got, nil
+}
+
+// receiveOne receives the message id from url and returns its receipt
+// handle; any other message received meanwhile is made visible again.
+func receiveOne(ctx context.Context, q Messenger, url, id string) (string, error) {
+	for range 10 {
+		msgs, err := q.Receive(ctx, url, queue.MaxReceive, time.Second, 0)
+		if err != nil {
+			return "", err
+		}
+		handle := ""
+		for _, m := range msgs {
+			if m.ID == id {
+				handle = m.ReceiptHandle
+				continue
+			}
+			if err := q.ChangeVisibility(ctx, url, m.ReceiptHandle, 0); err != nil {
+				return "", fmt.Errorf("put back message %s: %w", m.ID, err)
+			}
+		}
+		if handle != "" {
+			return handle, nil
+		}
+	}
+	return "", fmt.Errorf("message %s never came back", id)
+}

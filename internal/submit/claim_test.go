@@ -1,0 +1,333 @@
+package submit_test
+
+import (
+	"context"
+	"log/slog"
+	"net"
+	"net/http"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/genjobs/genjobs/internal/genace"
+	"github.com/genjobs/genjobs/internal/genacesim"
+	"github.com/genjobs/genjobs/internal/message"
+	"github.com/genjobs/genjobs/internal/metrics"
+	"github.com/genjobs/genjobs/internal/operation"
+	"github.com/genjobs/genjobs/internal/pipelinetest"
+	"github.com/genjobs/genjobs/internal/store"
+	"github.com/genjobs/genjobs/internal/submit"
+)
+
+// postOutcomes are the definite answers a claimant's POST can get.
+var postOutcomes = []struct {
+	name     string
+	fault    genacesim.Fault
+	phase    operation.Phase
+	followUp message.Action
+}{
+	{"202", genacesim.NoFault(), operation.Accepted, message.ObserveGeneration},
+	{"429", genacesim.RateLimited(7 * time.Second), operation.Prepared, message.SubmitGeneration},
+	{"422", genacesim.Reject(422, "invalid_request"), operation.Rejected, ""},
+	{"502 with a job id", genacesim.SubmissionFailed(502), operation.Failed, message.ObserveGeneration},
+}
+
+// other is a second submit worker on the same store, Genace and queues.
+func (e *env) other() *submit.Handler {
+	return submit.New(submit.Config{}, e.store, &gen{inner: e.client}, e.ext, e.out, e.clk, slog.New(slog.DiscardHandler), metrics.Discard())
+}
+
+// checkApplied asserts that the claimant's definite answer is what the
+// record says, with the follow-up it needs and nothing left parked.
+func checkApplied(t *testing.T, e *env, op string, phase operation.Phase, followUp message.Action) {
+	t.Helper()
+	got := pipelinetest.Get(t, e.store, op)
+	if got.Phase != phase || got.Parked != nil {
+		t.Fatalf("record %s parked=%+v last_error=%q; want the claimant's answer applied: %s", got.Phase, got.Parked, got.LastError, phase)
+	}
+	if jobs := e.sim.JobsForOperation(op); len(jobs) > 0 && got.RemoteJobID != jobs[0] {
+		t.Fatalf("job %q on the record, Genace created %v", got.RemoteJobID, jobs)
+	}
+	sent := e.out.Take()
+	if followUp == "" {
+		if len(sent) != 0 {
+			t.Fatalf("sent %+v, want nothing", sent)
+		}
+		return
+	}
+	if len(sent) != 1 || sent[0].Env.Action != followUp || sent[0].Env.ExpectedRevision != got.Revision {
+		t.Fatalf("sent %+v, want one %s at r%d", sent, followUp, got.Revision)
+	}
+}
+
+// A duplicate dispatch (an SQS duplicate, a re-emit, a sweep re-arm) that
+// arrives while another worker holds the claim is obsolete: it must not
+// make the operation uncertain, and the claimant's answer then applies.
+func TestDuplicateDispatchDuringLiveClaimIsObsolete(t *testing.T) {
+	t.Parallel()
+	for _, tt := range postOutcomes {
+		t.Run(tt.name, func(t *testing.T) {
+			t.Parallel()
+			e, g := newEnv(t, "bolt", submit.Config{})
+			rec := pipelinetest.Create(t, e.store, pipelinetest.Prepared("op"))
+			e.sim.ScriptPOST("op", tt.fault)
+			d := pipelinetest.Dispatch(rec)
+			dup := d
+			dup.ID = "duplicate-dispatch"
+			g.during = func() {
+				g.during = nil
+				resp, err := e.other().Handle(context.Background(), pipelinetest.Event(t, e.clk.Now(), dup))
+				if err != nil || len(resp.BatchItemFailures) != 0 {
+					t.Errorf("duplicate: %v, failures %v; want it acknowledged", err, pipelinetest.Failed(resp))
+				}
+				if got := pipelinetest.Get(t, e.store, "op"); got.Phase != operation.Submitting || got.Revision != 2 {
+					t.Errorf("the duplicate wrote the live claim: %s r%d, want submitting r2", got.Phase, got.Revision)
+				}
+			}
+			e.handle(t, d)
+			checkApplied(t, e, "op", tt.phase, tt.followUp)
+			if n := e.sim.PostCount("op"); n != 1 {
+				t.Fatalf("POSTs = %d, want 1", n)
+			}
+		})
+	}
+}
+
+// Only the claiming message's own redelivery may take a live claim for
+// dead; any other dispatch is obsolete.
+func TestOnlyTheClaimingMessageMarksALiveClaimUncertain(t *testing.T) {
+	t.Parallel()
+	tests := []struct {
+		name      string
+		messageID string
+		phase     operation.Phase
+		revision  int64
+	}{
+		{"the claiming message redelivered", "dispatch-op", operation.Uncertain, 3},
+		{"another dispatch", "duplicate-dispatch", operation.Submitting, 2},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			t.Parallel()
+			e, _ := newEnv(t, "bolt", submit.Config{})
+			rec := pipelinetest.Create(t, e.store, pipelinetest.Prepared("op"))
+			d := pipelinetest.Dispatch(rec)
+			claimed, err := operation.ClaimSubmission(rec, "a-worker", d.ID, pipelinetest.Start)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if _, err := e.store.Update(context.Background(), claimed, rec.Revision); err != nil {
+				t.Fatal(err)
+			}
+			d.ID = tt.messageID
+			if failed := e.handle(t, d); len(failed) != 0 {
+				t.Fatalf("failed %v", failed)
+			}
+			if got := pipelinetest.Get(t, e.store, "op"); got.Phase != tt.phase || got.Revision != tt.revision {
+				t.Fatalf("record %s r%d, want %s r%d", got.Phase, got.Revision, tt.phase, tt.revision)
+			}
+			if n := e.sim.TotalPosts(); n != 0 {
+				t.Fatalf("%d POSTs", n)
+			}
+		})
+	}
+}
+
+// The claiming message comes back while its POST is in flight (its
+// visibility ran out) and marks the claim uncertain; the answer the
+// claimant then gets is the outcome of the only POST and is applied.
+func TestLateDefiniteAnswerAfterUncertainIsApplied(t *testing.T) {
+	t.Parallel()
+	type row struct {
+		name     string
+		fault    genacesim.Fault
+		unsent   bool // the POST never left: release
+		phase    operation.Phase
+		followUp message.Action
+	}
+	var tests []row
+	for _, o := range postOutcomes {
+		tests = append(tests, row{o.name, o.fault, false, o.phase, o.followUp})
+	}
+	tests = append(tests, row{"POST never sent", genacesim.NoFault(), true, operation.Prepared, message.SubmitGeneration})
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			t.Parallel()
+			e, g := newEnv(t, "bolt", submit.Config{})
+			rec := pipelinetest.Create(t, e.store, pipelinetest.Prepared("op"))
+			e.sim.ScriptPOST("op", tt.fault)
+			if tt.unsent {
+				g.inner = refusingClient(t)
+			}
+			d := pipelinetest.Dispatch(rec)
+			g.during = func() {
+				g.during = nil
+				if _, err := e.other().Handle(context.Background(), pipelinetest.Event(t, e.clk.Now(), d)); err != nil {
+					t.Error(err)
+				}
+				if got := pipelinetest.Get(t, e.store, "op"); got.Phase != operation.Uncertain {
+					t.Errorf("the redelivery left %s, want uncertain", got.Phase)
+				}
+			}
+			e.handle(t, d)
+			checkApplied(t, e, "op", tt.phase, tt.followUp)
+			got := pipelinetest.Get(t, e.store, "op")
+			wantPosts := 1
+			if tt.unsent {
+				wantPosts = 0
+			}
+			if n := e.sim.PostCount("op"); n != wantPosts || got.Posts != wantPosts {
+				t.Fatalf("Genace saw %d POSTs, the record counts %d; want %d", n, got.Posts, wantPosts)
+			}
+			if tt.phase == operation.Prepared && got.Claim != nil {
+				t.Fatalf("claim %+v kept on a prepared record", got.Claim)
+			}
+		})
+	}
+}
+
+// While a claimant's POST was in flight, its message came back and
+// marked the claim uncertain, an operator confirmed "not submitted", and
+// a new dispatch claimed the operation. The first claimant's answer must
+// not undo the new claim (whose POST may be under way): a job id goes to
+// a review, anything else is dropped.
+func TestClaimantsAnswerNeverUndoesAnotherClaim(t *testing.T) {
+	t.Parallel()
+	tests := []struct {
+		name   string
+		fault  genacesim.Fault
+		unsent bool
+	}{
+		{"202", genacesim.NoFault(), false},
+		{"429", genacesim.RateLimited(7 * time.Second), false},
+		{"422", genacesim.Reject(422, "invalid_request"), false},
+		{"POST never sent", genacesim.NoFault(), true},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			t.Parallel()
+			ctx := context.Background()
+			e, g := newEnv(t, "bolt", submit.Config{})
+			rec := pipelinetest.Create(t, e.store, pipelinetest.Prepared("op"))
+			e.sim.ScriptPOST("op", tt.fault)
+			if tt.unsent {
+				g.inner = refusingClient(t)
+			}
+			d := pipelinetest.Dispatch(rec)
+			var theirs operation.Record
+			g.during = func() {
+				g.during = nil
+				if _, err := e.other().Handle(ctx, pipelinetest.Event(t, e.clk.Now(), d)); err != nil {
+					t.Error(err)
+				}
+				cur, err := e.store.Get(ctx, "op")
+				if err == nil {
+					var reset operation.Record
+					if reset, err = operation.ConfirmNotSubmitted(cur, e.clk.Now()); err == nil {
+						cur, err = e.store.Update(ctx, reset, cur.Revision)
+					}
+				}
+				if err == nil {
+					var claimed operation.Record
+					if claimed, err = operation.ClaimSubmission(cur, "worker-2", "dispatch-2", e.clk.Now()); err == nil {
+						theirs, err = e.store.Update(ctx, claimed, cur.Revision)
+					}
+				}
+				if err != nil {
+					t.Errorf("operator's reset and the new claim: %v", err)
+				}
+			}
+			e.handle(t, d)
+			got := pipelinetest.Get(t, e.store, "op")
+			if theirs.Claim == nil {
+				t.Fatal("the race was not set up")
+			}
+			if got.Revision != theirs.Revision || got.Phase != operation.Submitting || got.Claim == nil || got.Claim.Owner != "worker-2" {
+				t.Fatalf("record %s r%d claim %+v; want the new claim untouched at r%d", got.Phase, got.Revision, got.Claim, theirs.Revision)
+			}
+			if sent := e.out.Take(); len(sent) != 0 {
+				t.Fatalf("sent %+v", sent)
+			}
+			jobs := e.sim.JobsForOperation("op")
+			rv, err := e.store.OpenReviews(ctx)
+			if err != nil {
+				t.Fatal(err)
+			}
+			kept := false
+			for _, r := range rv {
+				kept = kept || (len(jobs) == 1 && r.RemoteJobID == jobs[0])
+			}
+			if (len(jobs) == 1) != kept {
+				t.Fatalf("Genace created %v; open reviews %+v: a job id must be kept in one", jobs, rv)
+			}
+		})
+	}
+}
+
+// refusingClient is a Genace client whose every connection is refused: a
+// POST through it provably never leaves.
+func refusingClient(t *testing.T) *genace.Client {
+	t.Helper()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	addr := ln.Addr().String()
+	ln.Close()
+	c, err := genace.New("http://"+addr, pipelinetest.APIKey, &http.Client{Transport: &http.Transport{}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return c
+}
+
+// racingStore lets another writer move the record right after the
+// handler read it.
+type racingStore struct {
+	store.Store
+	once sync.Once
+	race func()
+}
+
+func (s *racingStore) Get(ctx context.Context, id string) (operation.Record, error) {
+	r, err := s.Store.Get(ctx, id)
+	s.once.Do(s.race)
+	return r, err
+}
+
+// Two dispatches race for one operation: the other worker's claim lands
+// between this worker's read and its claim. The claim's conditional
+// write fails, and without a claim there is no POST.
+func TestLostClaimRaceNeverPosts(t *testing.T) {
+	t.Parallel()
+	forEachStore(t, func(t *testing.T, kind string) {
+		e, g := newEnv(t, kind, submit.Config{})
+		rec := pipelinetest.Create(t, e.store, pipelinetest.Prepared("op"))
+		st := &racingStore{Store: e.store, race: func() {
+			claimed, err := operation.ClaimSubmission(rec, "other-worker", "other-dispatch", pipelinetest.Start)
+			if err != nil {
+				t.Error(err)
+				return
+			}
+			if _, err := e.store.Update(context.Background(), claimed, rec.Revision); err != nil {
+				t.Error(err)
+			}
+		}}
+		h := submit.New(submit.Config{}, st, g, e.ext, e.out, e.clk, slog.New(slog.NewJSONHandler(e.logs, nil)), metrics.New(e.mlines, "submit", e.clk))
+		resp, err := h.Handle(context.Background(), pipelinetest.Event(t, e.clk.Now(), pipelinetest.Dispatch(rec)))
+		if err != nil || len(resp.BatchItemFailures) != 0 {
+			t.Fatalf("%v, failures %v", err, pipelinetest.Failed(resp))
+		}
+		if n := e.sim.TotalPosts(); n != 0 {
+			t.Fatalf("POSTed %d times without holding the claim", n)
+		}
+		got := pipelinetest.Get(t, e.store, "op")
+		if got.Phase != operation.Submitting || got.Revision != 2 || got.Claim == nil || got.Claim.Owner != "other-worker" {
+			t.Fatalf("record %s r%d claim %+v; want the other worker's claim untouched", got.Phase, got.Revision, got.Claim)
+		}
+		if e.out.Len() != 0 || !strings.Contains(e.mlines.String(), `"Reason":"claim_conflict"`) {
+			t.Fatalf("sent %d; metrics:\n%s", e.out.Len(), e.mlines.String())
+		}
+	})
+}
