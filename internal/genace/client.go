@@ -4,6 +4,16 @@
 // Outcome; Get and Download return typed errors and Retryable decides
 // which ones are transient. The API key and signed output URLs never
 // appear in errors, fmt output or slog output.
+//
+// No layer re-sends a POST. The request has no GetBody, so once any of
+// the body was written neither net/http's HTTP/2 transport (which
+// otherwise retries after REFUSED_STREAM, a PROTOCOL_ERROR from the peer
+// or a GOAWAY) nor its HTTP/1 transport can rewind it; redirects are not
+// followed for API calls; no Idempotency-Key header is sent (net/http
+// treats a request carrying one as replayable). The one thing this
+// package cannot see is a RoundTripper that buffers bodies and retries on
+// its own: New must never be given one. GETs carry no body and stay
+// retryable by the transport.
 package genace
 
 import (
@@ -427,11 +437,16 @@ func (c *Client) newRequest(ctx context.Context, method, u string, body []byte) 
 	if err != nil {
 		return nil, err
 	}
-	req.Header.Set("Authorization", string(c.auth))
-	req.Header.Set("Accept", "application/json")
 	if body != nil {
+		// No replay: without GetBody neither the HTTP/2 transport (after
+		// REFUSED_STREAM, PROTOCOL_ERROR or GOAWAY) nor the HTTP/1
+		// transport nor a redirect can rewind and re-send the body once
+		// any of it was written. ContentLength stays as NewRequest set it.
+		req.GetBody = nil
 		req.Header.Set("Content-Type", "application/json")
 	}
+	req.Header.Set("Authorization", string(c.auth))
+	req.Header.Set("Accept", "application/json")
 	return req, nil
 }
 
