@@ -339,7 +339,11 @@ func (c *Client) classify(resp *http.Response) SubmitResult {
 			res.Drift = drift(err)
 			return res
 		}
-		res.Job = j // decodeJob read the same single id namedIn found
+		if j.ID != n.id { // unreachable while both read keys alike; never trust a Job naming another id
+			res.Drift = drift(errors.New("job: decoded id differs from the id read first"))
+			return res
+		}
+		res.Job = j
 		return res
 	case n.id != "":
 		ae.JobID = n.id

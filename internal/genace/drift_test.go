@@ -58,6 +58,8 @@ func TestSubmitKeepsJobIDWhateverElseDrifts(t *testing.T) {
 		{"202 garbage", 202, "{\"id\": \"job_\x00\xff<html>502 Bad Gateway", false, genace.OutcomeUnknown, "", false},
 		{"202 truncated inside the id", 202, `{"id":"job_dr`, true, genace.OutcomeUnknown, "", false},
 		{"202 two different ids", 202, swap(`"id":"job_drift"`, `"id":"job_a","id":"job_b"`), false, genace.OutcomeUnknown, "", false},
+		{"202 id in capitals", 202, swap(`"id":"job_drift"`, `"ID":"job_drift"`), false, genace.OutcomeAccepted, "job_drift", false},
+		{"202 id twice, differing in case", 202, swap(`"id":"job_drift"`, `"id":"job_drift","Id":"job_other"`), false, genace.OutcomeUnknown, "", false},
 		{"202 nested id only", 202, `{"job":{"id":"job_drift"}}`, false, genace.OutcomeUnknown, "", false},
 		{"202 oversized body", 202, swap(`"model":"flux-pro-2"`, `"model":"`+strings.Repeat("x", genace.MaxBodyBytes)+`"`), false, genace.OutcomeAccepted, "job_drift", true},
 

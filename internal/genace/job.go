@@ -75,8 +75,8 @@ func (r RefundState) Valid() bool {
 }
 
 // Job is a decoded, validated Genace job. Decoding guarantees ID is a
-// non-empty printable string, State and Credits.RefundState are known
-// values and credit amounts are non-negative.
+// valid job id (message.ValidJobID), State and Credits.RefundState are
+// known values and credit amounts are non-negative.
 type Job struct {
 	ID                string
 	Model             string
@@ -205,7 +205,8 @@ type named struct {
 // namedIn reads the value at path (object keys from the top) and nothing
 // else, tolerating every other departure from the contract: wrong types
 // and junk elsewhere, unknown fields, a body that breaks off after the
-// value. A null or absent value names nothing.
+// value. A null or absent value names nothing; a key given twice with
+// different values names no job, only evidence.
 func namedIn(data []byte, path ...string) named {
 	var seen []string // distinct renderings, "s:" + string or "x:" + description
 	add := func(v string) {
@@ -256,7 +257,9 @@ func scanObject(dec *json.Decoder, path []string, add func(string)) error {
 		if err != nil {
 			return err
 		}
-		if key, _ := t.(string); key != path[0] {
+		// Keys match as encoding/json matches them, case-insensitively, so
+		// the two readings of a body cannot name different jobs.
+		if key, _ := t.(string); !strings.EqualFold(key, path[0]) {
 			if err := skipValue(dec); err != nil {
 				return err
 			}
