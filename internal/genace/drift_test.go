@@ -74,6 +74,8 @@ func TestSubmitKeepsJobIDWhateverElseDrifts(t *testing.T) {
 		// job anyway is drift, and the job is kept rather than forgotten.
 		{"400 with job_id", 400, `{"error":{"code":"invalid_request","job_id":"job_drift"}}`, false, genace.OutcomeSubmissionFailed, "job_drift", true},
 		{"429 with job_id", 429, `{"error":{"code":"rate_limited","job_id":"job_drift"}}`, false, genace.OutcomeSubmissionFailed, "job_drift", true},
+		{"408 with job_id", 408, `{"error":{"code":"request_timeout","job_id":"job_drift"}}`, false, genace.OutcomeSubmissionFailed, "job_drift", true},
+		{"408 without job_id", 408, `{"error":{"code":"request_timeout"}}`, false, genace.OutcomeUnknown, "", false},
 		{"400 without job_id", 400, `{"error":{"code":"invalid_request"}}`, false, genace.OutcomeRejected, "", false},
 	}
 	for _, tc := range tests {
