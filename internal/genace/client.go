@@ -4,6 +4,16 @@
 // Outcome; Get and Download return typed errors and Retryable decides
 // which ones are transient. The API key and signed output URLs never
 // appear in errors, fmt output or slog output.
+//
+// No layer re-sends a POST. The request has no GetBody, so once any of
+// the body was written neither net/http's HTTP/2 transport (which
+// otherwise retries after REFUSED_STREAM, a PROTOCOL_ERROR from the peer
+// or a GOAWAY) nor its HTTP/1 transport can rewind it; redirects are not
+// followed for API calls; no Idempotency-Key header is sent (net/http
+// treats a request carrying one as replayable). The one thing this
+// package cannot see is a RoundTripper that buffers bodies and retries on
+// its own: New must never be given one. GETs carry no body and stay
+// retryable by the transport.
 package genace
 
 import (
@@ -113,32 +123,42 @@ func (c Client) baseString() string {
 // Outcome classifies a POST /api/v1/jobs exactly. Because Genace has no
 // idempotency, the outcome, not the error, decides what the caller may do
 // next.
+//
+// The job id is read first: an answer that names a valid job id yields it
+// whatever else in the body breaks the contract, since only a job that
+// exists gets an id. The status decides only when no job is named.
 type Outcome string
 
 const (
-	// OutcomeAccepted: HTTP 202 with a valid job body. The job exists and
-	// credits are reserved; persist Job.ID before anything else. Never
-	// POST again for this operation.
+	// OutcomeAccepted: a 2xx (202 by contract) whose body names a job id.
+	// The job exists and credits are reserved; persist JobID before
+	// anything else. Job is the decoded body, or nil when the rest of the
+	// body drifted from the contract (Drift says how): GET the job for its
+	// state. Never POST again for this operation.
 	OutcomeAccepted Outcome = "accepted"
-	// OutcomeSubmissionFailed: a 5xx whose envelope carries error.job_id.
-	// A job record exists (state failed, submission_failure true) and
-	// credits may be reserved; persist JobID and GET it like any job: the
-	// GETs advance its refund. Never POST again without reconciliation.
+	// OutcomeSubmissionFailed: a non-2xx whose envelope carries
+	// error.job_id (a 5xx by contract; on any other status it is also
+	// Drift). A job record exists (state failed, submission_failure true)
+	// and credits may be reserved; persist JobID and GET it like any job:
+	// the GETs advance its refund. Never POST again without
+	// reconciliation.
 	OutcomeSubmissionFailed Outcome = "submission_failed"
-	// OutcomeRejected: a 4xx other than 429 (400, 401, 402, 403, 404,
-	// 409, 422, ...), or StatusCode 0 when the request was refused locally
-	// before sending. Nothing was created or charged; resubmitting the
-	// same request will be rejected again until it or the account changes.
+	// OutcomeRejected: a 4xx other than 408 and 429 naming no job (400,
+	// 401, 402, 403, 404, 409, 422, ...), or StatusCode 0 when the request
+	// was refused locally before sending. Nothing was created or charged;
+	// resubmitting the same request will be rejected again until it or the
+	// account changes.
 	OutcomeRejected Outcome = "rejected"
-	// OutcomeRateLimited: HTTP 429. Nothing was created; the caller may
-	// POST again after RetryAfter.
+	// OutcomeRateLimited: HTTP 429 naming no job. Nothing was created; the
+	// caller may POST again after RetryAfter.
 	OutcomeRateLimited Outcome = "rate_limited"
 	// OutcomeUnknown: the request may or may not have created a job (5xx
-	// without job id, timeout, reset, unreadable or undecodable body after
-	// sending, including a 202 whose body is bad or lacks an id). The
-	// caller must NOT POST again; it must reconcile (find the job by
-	// operation id out of band, or have an operator decide).
-	// RequestSent false proves no connection was obtained, hence no job.
+	// without job id, 408, 1xx/3xx, timeout, reset, unreadable body after
+	// sending, a 2xx that names no job id, an answer that names a job only
+	// by an id outside message.ValidJobID: see UnusableJobID). The caller
+	// must NOT POST again; it must reconcile (find the job by operation id
+	// out of band, or have an operator decide). RequestSent false proves
+	// no connection was obtained, hence no job.
 	OutcomeUnknown Outcome = "unknown"
 )
 
@@ -154,12 +174,26 @@ type SubmitRequest struct {
 // SubmitResult is the classified outcome of one POST. Exactly the fields
 // the outcome promises are filled.
 type SubmitResult struct {
-	Outcome    Outcome
-	Job        *Job          // OutcomeAccepted
-	JobID      string        // OutcomeAccepted and OutcomeSubmissionFailed
-	StatusCode int           // HTTP status if a status line arrived, else 0
-	ErrorCode  string        // Genace error.code when an envelope was readable
-	RetryAfter time.Duration // OutcomeRateLimited
+	Outcome Outcome
+	// Job is the decoded body of an OutcomeAccepted; nil if it drifted.
+	Job *Job
+	// JobID is set for OutcomeAccepted and OutcomeSubmissionFailed, always,
+	// and satisfies message.ValidJobID.
+	JobID string
+	// Drift is set when the answer named JobID but otherwise broke the
+	// contract: an unknown state, missing or mistyped fields, trailing
+	// junk, a body cut off after the id, a job id on a status that should
+	// create nothing. The job exists all the same. Its text names fields
+	// and reasons, never body content.
+	Drift error
+	// UnusableJobID, on an OutcomeUnknown, is evidence that the answer
+	// named a job by an id outside message.ValidJobID, or by conflicting
+	// ids: quoted, capped, a URL query cut off. A job probably exists; the
+	// evidence is for an operator's reconciliation, never a handle to GET.
+	UnusableJobID string
+	StatusCode    int           // HTTP status if a status line arrived, else 0
+	ErrorCode     string        // Genace error.code when an envelope was readable
+	RetryAfter    time.Duration // OutcomeRateLimited
 	// RequestSent is false only when no connection to Genace was ever
 	// obtained, which proves the POST never left this process.
 	RequestSent bool
@@ -178,6 +212,12 @@ func (r SubmitResult) LogValue() slog.Value {
 	if r.RetryAfter > 0 {
 		attrs = append(attrs, slog.Duration("retry_after", r.RetryAfter))
 	}
+	if r.Drift != nil {
+		attrs = append(attrs, slog.String("drift", r.Drift.Error()))
+	}
+	if r.UnusableJobID != "" {
+		attrs = append(attrs, slog.String("unusable_job_id", r.UnusableJobID))
+	}
 	if r.Job != nil {
 		attrs = append(attrs, slog.Any("job", r.Job))
 	}
@@ -194,6 +234,20 @@ type envelope struct {
 		Message string `json:"message"`
 		JobID   string `json:"job_id"`
 	} `json:"error"`
+}
+
+// strictEnvelope reports how an error body departs from the contract: not
+// one JSON object, an error member that is missing or mistyped, no code.
+// Unknown fields are additive and fine.
+func strictEnvelope(data []byte) error {
+	var env envelope
+	if err := json.Unmarshal(data, &env); err != nil {
+		return fmt.Errorf("envelope json: %w", stripJSONErr(err))
+	}
+	if env.Error == nil || env.Error.Code == "" {
+		return errors.New("envelope: missing error.code")
+	}
+	return nil
 }
 
 // Submit POSTs one job, exactly once, and classifies the result. It never
@@ -245,49 +299,97 @@ func (c *Client) submit(ctx context.Context, req SubmitRequest, timeout time.Dur
 		return SubmitResult{Outcome: OutcomeUnknown, RequestSent: gotConn.Load(), Err: c.transportErr(opSubmit, err, "")}
 	}
 	defer resp.Body.Close()
-	res := SubmitResult{StatusCode: resp.StatusCode, RequestSent: true}
+	return c.classify(resp)
+}
+
+// classify reads and classifies the answer to a POST that was sent. The
+// job id comes first (see Outcome); only an answer naming no job is
+// classified by its status, as the contract's table says.
+func (c *Client) classify(resp *http.Response) SubmitResult {
+	code := resp.StatusCode
+	res := SubmitResult{StatusCode: code, RequestSent: true}
+	// Even a body that breaks off may name the job before it does.
 	data, readErr := readBody(resp.Body)
 	if readErr != nil {
 		readErr = c.transportErr(opSubmit, readErr, "")
 	}
-	code := resp.StatusCode
+	ok := code >= 200 && code < 300
+	var n named
+	if ok {
+		n = namedIn(data, "id")
+	} else {
+		n = namedIn(data, "error", "job_id")
+	}
+	var ae *APIError
+	if !ok {
+		ae = c.apiError(opSubmit, resp, data)
+		res.ErrorCode = ae.Code
+	}
+	drift := func(reason error) *DecodeError { return &DecodeError{Op: opSubmit, StatusCode: code, err: reason} }
+
 	switch {
-	case code >= 200 && code < 300:
+	case n.id != "" && ok:
+		res.Outcome, res.JobID = OutcomeAccepted, n.id
 		if readErr != nil {
-			res.Outcome, res.Err = OutcomeUnknown, readErr
+			res.Drift = drift(fmt.Errorf("body broke off after the job id: %w", readErr))
 			return res
 		}
 		j, err := decodeJob(data)
 		if err != nil {
-			res.Outcome, res.Err = OutcomeUnknown, &DecodeError{Op: opSubmit, StatusCode: code, err: err}
+			res.Drift = drift(err)
 			return res
 		}
-		res.Outcome, res.Job, res.JobID = OutcomeAccepted, j, j.ID
+		if j.ID != n.id { // unreachable while both read keys alike; never trust a Job naming another id
+			res.Drift = drift(errors.New("job: decoded id differs from the id read first"))
+			return res
+		}
+		res.Job = j
 		return res
+	case n.id != "":
+		ae.JobID = n.id
+		res.Outcome, res.JobID, res.Err = OutcomeSubmissionFailed, n.id, ae
+		switch {
+		case readErr != nil:
+			res.Drift = drift(fmt.Errorf("envelope broke off after error.job_id: %w", readErr))
+		case code < 500 || code > 599:
+			res.Drift = drift(fmt.Errorf("error.job_id on HTTP %d, which the contract says creates nothing", code))
+		default:
+			if err := strictEnvelope(data); err != nil {
+				res.Drift = drift(err)
+			}
+		}
+		return res
+	case n.evidence != "":
+		res.Outcome, res.UnusableJobID = OutcomeUnknown, n.evidence
+		res.Err = drift(errors.New("the answer names a job only by an id outside the job id definition"))
+		return res
+	}
+
+	switch {
+	case ok && readErr != nil:
+		res.Outcome, res.Err = OutcomeUnknown, readErr
+	case ok:
+		err := errors.New("job: missing id")
+		if _, derr := decodeJob(data); derr != nil {
+			err = derr
+		}
+		res.Outcome, res.Err = OutcomeUnknown, drift(err)
 	case code == http.StatusTooManyRequests:
-		ae := c.apiError(opSubmit, resp, data)
-		res.Outcome, res.ErrorCode, res.RetryAfter, res.Err = OutcomeRateLimited, ae.Code, ae.RetryAfter, ae
-		return res
+		res.Outcome, res.RetryAfter, res.Err = OutcomeRateLimited, ae.RetryAfter, ae
+	case code == http.StatusRequestTimeout:
+		// Not among the contract's "nothing created" answers: a proxy or
+		// the server may send it after the request was acted on.
+		res.Outcome, res.Err = OutcomeUnknown, ae
 	case code >= 400 && code < 500:
 		// The status line alone proves rejection; an unreadable body only
 		// loses the error code.
-		ae := c.apiError(opSubmit, resp, data)
-		res.Outcome, res.ErrorCode, res.Err = OutcomeRejected, ae.Code, ae
-		return res
-	case code >= 500 && code < 600:
-		ae := c.apiError(opSubmit, resp, data)
-		res.ErrorCode = ae.Code
-		if readErr == nil && ae.JobID != "" {
-			res.Outcome, res.JobID, res.Err = OutcomeSubmissionFailed, ae.JobID, ae
-			return res
-		}
-		res.Outcome, res.Err = OutcomeUnknown, ae
-		return res
+		res.Outcome, res.Err = OutcomeRejected, ae
 	default:
-		// 1xx/3xx: nothing in the contract; the server may have acted.
-		res.Outcome, res.Err = OutcomeUnknown, c.apiError(opSubmit, resp, data)
-		return res
+		// A 5xx without job id, or 1xx/3xx, which the contract does not
+		// know: the server may have acted.
+		res.Outcome, res.Err = OutcomeUnknown, ae
 	}
+	return res
 }
 
 // Get reads a job. wait in [0, 30s] long-polls (?wait=N, whole seconds,
@@ -427,11 +529,16 @@ func (c *Client) newRequest(ctx context.Context, method, u string, body []byte) 
 	if err != nil {
 		return nil, err
 	}
-	req.Header.Set("Authorization", string(c.auth))
-	req.Header.Set("Accept", "application/json")
 	if body != nil {
+		// No replay: without GetBody neither the HTTP/2 transport (after
+		// REFUSED_STREAM, PROTOCOL_ERROR or GOAWAY) nor the HTTP/1
+		// transport nor a redirect can rewind and re-send the body once
+		// any of it was written. ContentLength stays as NewRequest set it.
+		req.GetBody = nil
 		req.Header.Set("Content-Type", "application/json")
 	}
+	req.Header.Set("Authorization", string(c.auth))
+	req.Header.Set("Accept", "application/json")
 	return req, nil
 }
 
@@ -447,29 +554,30 @@ func (c *Client) jobsURL(jobID string) string {
 }
 
 // readBody reads at most MaxBodyBytes; a longer body is an error rather
-// than a silent truncation that might still decode.
+// than a silent truncation that might still decode. On error it still
+// returns what was read (at most MaxBodyBytes), which may name a job.
 func readBody(r io.Reader) ([]byte, error) {
 	data, err := io.ReadAll(io.LimitReader(r, MaxBodyBytes+1))
 	if err != nil {
 		return data, err
 	}
 	if len(data) > MaxBodyBytes {
-		return nil, fmt.Errorf("body exceeds %d bytes", MaxBodyBytes)
+		return data[:MaxBodyBytes], fmt.Errorf("body exceeds %d bytes", MaxBodyBytes)
 	}
 	return data, nil
 }
 
 // apiError builds an *APIError from a non-success answer; an unreadable or
-// non-JSON envelope only loses the code.
+// non-JSON envelope only loses the code, and a mistyped field elsewhere
+// in it loses nothing else.
 func (c *Client) apiError(op string, resp *http.Response, data []byte) *APIError {
 	ae := &APIError{Op: op, StatusCode: resp.StatusCode}
 	var env envelope
-	if json.Unmarshal(data, &env) == nil && env.Error != nil {
+	_ = json.Unmarshal(data, &env) // fills what it can before any type error
+	if env.Error != nil {
 		ae.Code = truncate(env.Error.Code, 64)
-		if validID(env.Error.JobID) {
-			ae.JobID = env.Error.JobID
-		}
 	}
+	ae.JobID = namedIn(data, "error", "job_id").id
 	if resp.StatusCode == http.StatusTooManyRequests {
 		ae.RetryAfter = parseRetryAfter(resp.Header.Get("Retry-After"))
 	}

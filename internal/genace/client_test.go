@@ -42,6 +42,8 @@ func TestSubmitOutcomes(t *testing.T) {
 		{name: "403 rejected", fault: ptr(genacesim.Reject(403, "")), want: genace.OutcomeRejected, wantStatus: 403, wantCode: "forbidden"},
 		{name: "409 rejected", fault: ptr(genacesim.Reject(409, "conflict")), want: genace.OutcomeRejected, wantStatus: 409, wantCode: "conflict"},
 		{name: "401 wrong key", key: "sk-wrong", want: genace.OutcomeRejected, wantStatus: 401, wantCode: "unauthorized"},
+		// 408 is not among the contract's "nothing created" answers.
+		{name: "408 unknown", fault: ptr(genacesim.Reject(408, "request_timeout")), want: genace.OutcomeUnknown, wantStatus: 408, wantCode: "request_timeout"},
 		{name: "429 retry-after", fault: ptr(genacesim.RateLimited(3 * time.Second)), want: genace.OutcomeRateLimited, wantStatus: 429, wantCode: "rate_limited", wantRetry: 3 * time.Second},
 		{name: "503 without job id", fault: ptr(genacesim.ServerErrorNoJob(503)), want: genace.OutcomeUnknown, wantStatus: 503, wantCode: "upstream_unavailable"},
 		{name: "500 job created, no id", fault: ptr(genacesim.ServerErrorJobCreated(500)), want: genace.OutcomeUnknown, wantStatus: 500, wantCode: "internal", wantJobs: 1},

@@ -32,7 +32,7 @@ type APIError struct {
 	Op         string        // "submit", "get" or "download"
 	StatusCode int           // HTTP status
 	Code       string        // Genace error.code, "" if the body had none
-	JobID      string        // error.job_id when present (submission failures)
+	JobID      string        // error.job_id when present and a valid job id (submission failures)
 	RetryAfter time.Duration // from Retry-After on 429; 0 otherwise
 }
 
@@ -82,8 +82,9 @@ func (e *TransportError) Error() string { return e.Op + ": transport: " + e.msg 
 func (e *TransportError) Unwrap() error { return e.err }
 
 // DecodeError means an answer arrived but could not be decoded or failed
-// validation. For a 202 this makes the submit outcome unknown; for a GET
-// it is transient (the next read may be fine).
+// validation. For a POST answer that names no usable job id it makes the
+// outcome unknown; for one that does, it is SubmitResult.Drift. For a GET
+// it is transient (the next read may be fine). It never quotes the body.
 type DecodeError struct {
 	Op         string
 	StatusCode int

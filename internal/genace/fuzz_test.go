@@ -81,3 +81,35 @@ func TestDecodeJobValid(t *testing.T) {
 		t.Fatalf("%+v", j)
 	}
 }
+
+// FuzzNamedIn checks the id-first read against the full decoder: whatever
+// decodeJob accepts, namedIn names the same job or reports conflicting
+// ids; whatever namedIn hands back as an id is a valid one; evidence
+// stays bounded.
+func FuzzNamedIn(f *testing.F) {
+	f.Add([]byte(validJobJSON))
+	f.Add([]byte(`{"id":"a","id":"b"}`))
+	f.Add([]byte(`{"id":"job_1","state":7}`))
+	f.Add([]byte(`{"state":"queued","id":"job.1:x"`))
+	f.Add([]byte(`{"error":{"code":5,"job_id":"job_1"}} junk`))
+	f.Add([]byte(`{"id":{"x":[1,{"id":"y"}]},"error":{"job_id":"z/1"}}`))
+	f.Add([]byte(`{"id":"https://h/f?sig=abc"}`))
+	f.Add([]byte(`{"ID":"job_1","state":"queued","credits":{"refund_state":"none"}}`))
+	f.Add([]byte(`{"id":"job_1","Id":"job_2","state":"queued","credits":{"refund_state":"none"}}`))
+	f.Fuzz(func(t *testing.T, data []byte) {
+		for _, path := range [][]string{{"id"}, {"error", "job_id"}} {
+			n := namedIn(data, path...)
+			if n.id != "" && (!validID(n.id) || n.evidence != "") {
+				t.Fatalf("named %+v", n)
+			}
+			if len(n.evidence) > maxEvidence+len("...") {
+				t.Fatalf("evidence of %d bytes", len(n.evidence))
+			}
+		}
+		if j, err := decodeJob(data); err == nil {
+			if n := namedIn(data, "id"); n.id != j.ID && n.evidence == "" {
+				t.Fatalf("decodeJob read job %q, namedIn %+v", j.ID, n)
+			}
+		}
+	})
+}

@@ -8,9 +8,12 @@ import (
 	"io"
 	"log/slog"
 	"net/url"
+	"slices"
+	"strconv"
+	"strings"
 	"time"
-	"unicode"
-	"unicode/utf8"
+
+	"github.com/genjobs/genjobs/internal/message"
 )
 
 // RemoteState is Genace's job state enum. It is Genace's vocabulary, not
@@ -72,8 +75,8 @@ func (r RefundState) Valid() bool {
 }
 
 // Job is a decoded, validated Genace job. Decoding guarantees ID is a
-// non-empty printable string, State and Credits.RefundState are known
-// values and credit amounts are non-negative.
+// valid job id (message.ValidJobID), State and Credits.RefundState are
+// known values and credit amounts are non-negative.
 type Job struct {
 	ID                string
 	Model             string
@@ -187,22 +190,138 @@ type wireCredits struct {
 	RefundState *string `json:"refund_state"`
 }
 
-// maxIDLen bounds ids: they end up in URLs, logs and database keys.
-const maxIDLen = 256
+// validID is the one definition of a job id, message.ValidJobID: an id
+// the client hands back is one every follow-up message can carry. An id
+// outside it is not dropped: see namedIn.
+func validID(id string) bool { return message.ValidJobID(id) }
 
-// validID accepts any non-empty, bounded, printable id. It is not stricter
-// because refusing an unfamiliar but real id in a 202 would turn a known
-// acceptance into an "unknown" outcome.
-func validID(id string) bool {
-	if id == "" || len(id) > maxIDLen || !utf8.ValidString(id) {
-		return false
-	}
-	for _, r := range id {
-		if !unicode.IsPrint(r) || unicode.IsSpace(r) {
-			return false
+// named is what a body says about which job it concerns, read before and
+// independently of the rest of it.
+type named struct {
+	id       string // the one valid job id the body names, or ""
+	evidence string // else: what it named instead (bad or conflicting ids), quoted and capped; "" if nothing
+}
+
+// namedIn reads the value at path (object keys from the top) and nothing
+// else, tolerating every other departure from the contract: wrong types
+// and junk elsewhere, unknown fields, a body that breaks off after the
+// value. A null or absent value names nothing; a key given twice with
+// different values names no job, only evidence.
+func namedIn(data []byte, path ...string) named {
+	var seen []string // distinct renderings, "s:" + string or "x:" + description
+	add := func(v string) {
+		if !slices.Contains(seen, v) {
+			seen = append(seen, v)
 		}
 	}
-	return true
+	dec := json.NewDecoder(bytes.NewReader(data))
+	dec.UseNumber()
+	if t, err := dec.Token(); err == nil && t == json.Delim('{') {
+		_ = scanObject(dec, path, add) // a syntax error ends the scan; what came before stands
+	}
+	switch {
+	case len(seen) == 0:
+		return named{}
+	case len(seen) == 1 && strings.HasPrefix(seen[0], "s:") && validID(seen[0][2:]):
+		return named{id: seen[0][2:]}
+	}
+	var ev []string
+	for _, v := range seen {
+		if s, ok := strings.CutPrefix(v, "s:"); ok {
+			ev = append(ev, evidenceOf(s))
+		} else {
+			ev = append(ev, v[2:])
+		}
+	}
+	return named{evidence: truncate(strings.Join(ev, ", "), maxEvidence)}
+}
+
+// maxEvidence caps what a bad id can put in a log line or a review.
+const maxEvidence = 300
+
+// evidenceOf renders a job id outside the definition so an operator can
+// search Genace for it: quoted, ASCII, capped, and cut at '?' or '#',
+// where a URL would carry its signature.
+func evidenceOf(s string) string {
+	if i := strings.IndexAny(s, "?#"); i >= 0 {
+		s = s[:i] + "?[redacted]"
+	}
+	return strconv.QuoteToASCII(truncate(s, 128))
+}
+
+// scanObject walks the members of an object whose '{' was read, calling
+// add for each value found at path.
+func scanObject(dec *json.Decoder, path []string, add func(string)) error {
+	for dec.More() {
+		t, err := dec.Token()
+		if err != nil {
+			return err
+		}
+		// Keys match as encoding/json matches them, case-insensitively, so
+		// the two readings of a body cannot name different jobs.
+		if key, _ := t.(string); !strings.EqualFold(key, path[0]) {
+			if err := skipValue(dec); err != nil {
+				return err
+			}
+			continue
+		}
+		if t, err = dec.Token(); err != nil {
+			return err
+		}
+		d, isDelim := t.(json.Delim)
+		switch {
+		case len(path) > 1 && d == '{':
+			err = scanObject(dec, path[1:], add)
+		case isDelim:
+			if len(path) == 1 {
+				add("x:" + map[json.Delim]string{'{': "an object", '[': "an array"}[d])
+			}
+			err = skipRest(dec)
+		case len(path) > 1 || t == nil:
+			// A scalar where an object was expected, or null: names nothing.
+		default:
+			if v, ok := t.(string); ok {
+				add("s:" + v)
+			} else {
+				add(fmt.Sprintf("x:%v", t)) // a number or a boolean
+			}
+		}
+		if err != nil {
+			return err
+		}
+	}
+	_, err := dec.Token() // the closing '}'
+	return err
+}
+
+// skipValue skips one value, scalar or nested.
+func skipValue(dec *json.Decoder) error {
+	t, err := dec.Token()
+	if err != nil {
+		return err
+	}
+	if _, ok := t.(json.Delim); ok {
+		return skipRest(dec)
+	}
+	return nil
+}
+
+// skipRest skips to the end of the object or array whose opening
+// delimiter was just read.
+func skipRest(dec *json.Decoder) error {
+	for depth := 1; depth > 0; {
+		t, err := dec.Token()
+		if err != nil {
+			return err
+		}
+		switch t {
+		case json.Delim('{'), json.Delim('['):
+			depth++
+		case json.Delim('}'), json.Delim(']'):
+			depth--
+		}
+	}
+	return nil
 }
 
 // decodeJob strictly decodes one job object. Unknown fields are tolerated
@@ -229,7 +348,7 @@ func decodeJob(data []byte) (*Job, error) {
 	}
 	st := RemoteState(*w.State)
 	if !st.Valid() {
-		return nil, fmt.Errorf("job: unknown state %q", truncate(*w.State, 32))
+		return nil, fmt.Errorf("job: unknown state %s", enumText(*w.State))
 	}
 	if w.Credits == nil {
 		return nil, errors.New("job: missing credits")
@@ -239,7 +358,7 @@ func decodeJob(data []byte) (*Job, error) {
 	}
 	rs := RefundState(*w.Credits.RefundState)
 	if !rs.Valid() {
-		return nil, fmt.Errorf("job: unknown refund_state %q", truncate(*w.Credits.RefundState, 32))
+		return nil, fmt.Errorf("job: unknown refund_state %s", enumText(*w.Credits.RefundState))
 	}
 	if w.Credits.Reserved < 0 || w.Credits.Charged < 0 || w.Credits.Refunded < 0 {
 		return nil, errors.New("job: negative credits")
@@ -315,6 +434,21 @@ func stripJSONErr(err error) error {
 		return errors.New("bad timestamp")
 	}
 	return errors.New("invalid json")
+}
+
+// enumText quotes an unknown enum value for an error, or says it is not a
+// plain token: an error must never carry a piece of body that could be a
+// URL.
+func enumText(v string) string {
+	if len(v) == 0 || len(v) > 32 {
+		return "(not a token)"
+	}
+	for _, r := range v {
+		if !('a' <= r && r <= 'z' || '0' <= r && r <= '9' || r == '_' || r == '-') {
+			return "(not a token)"
+		}
+	}
+	return strconv.Quote(v)
 }
 
 func clamp01(f float64) float64 {

@@ -48,6 +48,40 @@ const (
 	FaultReject FaultKind = "reject"
 )
 
+// BodyDrift is how an answer that names a job departs from the contract
+// while still naming it: the drift a client must survive without losing
+// the job id. It applies to a POST's 202 job object or its
+// FaultServerErrorWithJobID envelope, and to a GET's 200 job object.
+type BodyDrift string
+
+const (
+	// DriftNone sends the contract's body.
+	DriftNone BodyDrift = ""
+	// DriftUnknownState: the job's state is "paused", not in the enum.
+	DriftUnknownState BodyDrift = "unknown_state"
+	// DriftMissingCredits: the job object has no credits.
+	DriftMissingCredits BodyDrift = "missing_credits"
+	// DriftWrongType: the job's credits is a string; an envelope's
+	// error.code is a number and error.message an object.
+	DriftWrongType BodyDrift = "wrong_type"
+	// DriftBadOutputs: the job's outputs is an object, not a list.
+	DriftBadOutputs BodyDrift = "bad_outputs"
+	// DriftTrailingJunk: bytes follow the JSON object.
+	DriftTrailingJunk BodyDrift = "trailing_junk"
+	// DriftTruncated: the body breaks off right after the job id, although
+	// Content-Length promised all of it; the connection is then dropped.
+	DriftTruncated BodyDrift = "truncated"
+)
+
+// BodyDrifts lists every drift, for tables and random injection.
+var BodyDrifts = []BodyDrift{DriftUnknownState, DriftMissingCredits, DriftWrongType, DriftBadOutputs, DriftTrailingJunk, DriftTruncated}
+
+// BendsEnvelope reports whether d changes an error envelope; the others
+// concern job objects only, and leave an envelope as the contract has it.
+func (d BodyDrift) BendsEnvelope() bool {
+	return d == DriftWrongType || d == DriftTrailingJunk || d == DriftTruncated
+}
+
 // Fault is one scripted misbehaviour for one request. Build it with the
 // constructors; the fields are exported so a FaultFunc can compose them.
 type Fault struct {
@@ -56,10 +90,36 @@ type Fault struct {
 	Code       string        // error.code for FaultReject; "" = derived from Status
 	Delay      time.Duration // FaultDelayResponse, on the simulator clock
 	RetryAfter time.Duration // FaultRateLimited
+	// Drift bends the body of an answer that names a job (see BodyDrift).
+	Drift BodyDrift
+	// JobID, for a POST that creates a job, is the id Genace gives it
+	// instead of a generated one: ids a client might not expect.
+	JobID string
 }
+
+// WithDrift returns f answering with a drifted body.
+func (f Fault) WithDrift(d BodyDrift) Fault { f.Drift = d; return f }
+
+// WithJobID returns f creating its job (if any) under id.
+func (f Fault) WithJobID(id string) Fault { f.JobID = id; return f }
+
+// Drifted answers normally (202 for a POST, 200 for a GET) with body
+// drift d.
+func Drifted(d BodyDrift) Fault { return Fault{Drift: d} }
 
 // String is for logs and test failure messages.
 func (f Fault) String() string {
+	s := f.kindString()
+	if f.Drift != DriftNone {
+		s += "+drift(" + string(f.Drift) + ")"
+	}
+	if f.JobID != "" {
+		s += fmt.Sprintf("+id(%q)", f.JobID)
+	}
+	return s
+}
+
+func (f Fault) kindString() string {
 	switch f.Kind {
 	case FaultNone:
 		return "none"

@@ -240,12 +240,12 @@ func (s *Simulator) handlePost(w http.ResponseWriter, r *http.Request) {
 	}
 
 	s.mu.Lock()
-	j := s.newJobLocked(opID, req.Model, req.Metadata, f.Kind == FaultServerErrorWithJobID)
+	j := s.newJobLocked(opID, req.Model, req.Metadata, f.Kind == FaultServerErrorWithJobID, f.JobID)
 	s.mu.Unlock()
 
 	switch f.Kind {
 	case FaultServerErrorWithJobID:
-		writeError(w, f.status(), "submission_failed", "the job could not be submitted", j.id, 0)
+		writeDrifted(w, f.status(), wireEnvelope{Error: wireEnvelopeError{Code: "submission_failed", Message: "the job could not be submitted", JobID: j.id}}, f.Drift)
 	case FaultServerErrorJobCreated:
 		writeError(w, f.status(), codeFor(f.status()), "internal error", "", 0)
 	case FaultAcceptThenDrop:
@@ -258,9 +258,73 @@ func (s *Simulator) handlePost(w http.ResponseWriter, r *http.Request) {
 		if !s.sleep(r.Context(), f.Delay) {
 			return // the client gave up; the job exists regardless
 		}
-		writeJSON(w, http.StatusAccepted, s.snapshot(r, j))
+		writeDrifted(w, http.StatusAccepted, s.snapshot(r, j), f.Drift)
 	default:
-		writeJSON(w, http.StatusAccepted, s.snapshot(r, j))
+		writeDrifted(w, http.StatusAccepted, s.snapshot(r, j), f.Drift)
+	}
+}
+
+// writeDrifted writes v (a job object or an error envelope) bent by d.
+func writeDrifted(w http.ResponseWriter, status int, v any, d BodyDrift) {
+	if d == DriftNone {
+		writeJSON(w, status, v)
+		return
+	}
+	b, err := json.Marshal(v)
+	if err != nil {
+		http.Error(w, "encode", http.StatusInternalServerError)
+		return
+	}
+	var m map[string]any
+	if err := json.Unmarshal(b, &m); err != nil {
+		http.Error(w, "encode", http.StatusInternalServerError)
+		return
+	}
+	env, isEnvelope := m["error"].(map[string]any)
+	switch d {
+	case DriftUnknownState:
+		m["state"] = "paused"
+	case DriftMissingCredits:
+		delete(m, "credits")
+	case DriftWrongType:
+		if isEnvelope {
+			env["code"], env["message"] = 500, map[string]any{"text": "oops"}
+		} else {
+			m["credits"] = "12"
+		}
+	case DriftBadOutputs:
+		m["outputs"] = map[string]any{"url": "not a list"}
+	}
+	if b, err = json.Marshal(m); err != nil {
+		http.Error(w, "encode", http.StatusInternalServerError)
+		return
+	}
+	full := len(b)
+	switch d {
+	case DriftTrailingJunk:
+		b = append(b, " <html>oops</html>"...)
+		full = len(b)
+	case DriftTruncated:
+		// Cut right after the job's id (keys marshal sorted, so only
+		// created_at, credits, error and finished_at precede it), or after
+		// an envelope's job_id.
+		key := []byte(`"id":`)
+		if isEnvelope {
+			key = []byte(`"job_id":`)
+		}
+		if i := bytes.Index(b, key); i >= 0 {
+			if end := bytes.IndexByte(b[i+len(key)+1:], '"'); end >= 0 {
+				b = b[:i+len(key)+1+end+1]
+			}
+		}
+	}
+	w.Header().Set("Content-Type", "application/json")
+	w.Header().Set("Content-Length", strconv.Itoa(full))
+	w.WriteHeader(status)
+	_, _ = w.Write(b)
+	if len(b) < full {
+		_ = http.NewResponseController(w).Flush()
+		panic(http.ErrAbortHandler) // the promised rest never comes
 	}
 }
 
@@ -332,7 +396,7 @@ func (s *Simulator) handleGet(w http.ResponseWriter, r *http.Request) {
 		}
 		return
 	}
-	writeJSON(w, http.StatusOK, wj)
+	writeDrifted(w, http.StatusOK, wj, f.Drift)
 }
 
 // poll implements GET with long polling. It observes the job (advancing a

@@ -380,17 +380,19 @@ func (s *Simulator) Reconcile(jobIDs ...string) []string {
 const idAlphabet = "0123456789abcdefghjkmnpqrstvwxyz"
 
 // newJobLocked creates and stores a job at now. s.mu must be held.
-func (s *Simulator) newJobLocked(opID, model string, metadata map[string]string, subFail bool) *job {
-	var id string
-	for {
+func (s *Simulator) newJobLocked(opID, model string, metadata map[string]string, subFail bool, id string) *job {
+	if _, dup := s.jobs[id]; dup {
+		id = "" // a scripted id already taken: Genace would never reuse one
+	}
+	for id == "" {
 		b := make([]byte, 0, 24)
 		b = append(b, "job_"...)
 		for i := 0; i < 20; i++ {
 			b = append(b, idAlphabet[s.rng.IntN(len(idAlphabet))])
 		}
 		id = string(b)
-		if _, dup := s.jobs[id]; !dup {
-			break
+		if _, dup := s.jobs[id]; dup {
+			id = ""
 		}
 	}
 	mc := s.model(model)

@@ -58,19 +58,19 @@ func (e *DecodeError) Error() string {
 // Is makes errors.Is(err, ErrMalformed) true.
 func (e *DecodeError) Is(target error) bool { return target == ErrMalformed }
 
-// Identifiers are short tokens: letters, digits and . _ : - only. That is
-// what keeps URLs (no '/'), prompts (no spaces) and keys (bounded length)
-// out of a message.
-var (
-	operationIDPattern = regexp.MustCompile(`^[A-Za-z0-9][A-Za-z0-9._:-]{0,127}$`)
-	jobIDPattern       = regexp.MustCompile(`^[A-Za-z0-9][A-Za-z0-9_-]{0,127}$`)
-)
+// Identifiers are short tokens: a letter or digit, then letters, digits
+// and . _ : - only, at most 128 bytes. That is what keeps URLs (no '/' or
+// '?'), prompts (no spaces) and keys (bounded length) out of a message,
+// and makes every identifier safe as a URL path segment and a table key.
+var identifierPattern = regexp.MustCompile(`^[A-Za-z0-9][A-Za-z0-9._:-]{0,127}$`)
 
 // ValidOperationID reports whether s may name an operation.
-func ValidOperationID(s string) bool { return operationIDPattern.MatchString(s) }
+func ValidOperationID(s string) bool { return identifierPattern.MatchString(s) }
 
-// ValidJobID reports whether s may name a Genace job.
-func ValidJobID(s string) bool { return jobIDPattern.MatchString(s) }
+// ValidJobID reports whether s may name a Genace job. It is the one
+// definition of a job id: the Genace client hands back no other id as a
+// job handle, so every id on a record can be carried in a follow-up.
+func ValidJobID(s string) bool { return identifierPattern.MatchString(s) }
 
 // MaxAttempt bounds the attempt counter; beyond it something loops.
 const MaxAttempt = 1_000_000
@@ -153,7 +153,7 @@ func (e Envelope) Validate() error {
 			return &DecodeError{Field: "expected_remote_job_id", Problem: "required for " + string(e.Action)}
 		}
 		if !ValidJobID(e.ExpectedRemoteJobID) {
-			return &DecodeError{Field: "expected_remote_job_id", Problem: "not a job id (letters, digits, _ and - only, at most 128)"}
+			return &DecodeError{Field: "expected_remote_job_id", Problem: "not a job id (letters, digits, . _ : - only, at most 128)"}
 		}
 	default:
 		return &DecodeError{Field: "action", Problem: fmt.Sprintf("unknown action %.40q", string(e.Action))}

@@ -17,6 +17,10 @@ func TestDecode(t *testing.T) {
 		{"observe", `{"action":"observe_generation","operation_id":"op-42","expected_remote_job_id":"job_01J","expected_revision":7,"attempt":3}`, "", true},
 		{"submit", `{"action":"submit_generation","operation_id":"op-42","expected_revision":1,"attempt":0}`, "", true},
 		{"deliver", `{"action":"deliver_artifacts","operation_id":"op-42","expected_remote_job_id":"job_01J","expected_revision":9,"attempt":1}`, "", true},
+		// Genace may hand out ids with '.' and ':'; the client accepts them,
+		// so the follow-up must carry them.
+		{"job id with . and :", `{"action":"observe_generation","operation_id":"op-42","expected_remote_job_id":"job.01:x","expected_revision":7,"attempt":3}`, "", true},
+		{"job id with a space", `{"action":"observe_generation","operation_id":"op","expected_remote_job_id":"job 01","expected_revision":1,"attempt":0}`, "expected_remote_job_id", false},
 		{"unknown action", `{"action":"post_again","operation_id":"op-42","expected_revision":1,"attempt":0}`, "action", false},
 		{"missing action", `{"operation_id":"op-42","expected_revision":1,"attempt":0}`, "action", false},
 		{"missing operation", `{"action":"submit_generation","expected_revision":1,"attempt":0}`, "operation_id", false},

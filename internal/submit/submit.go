@@ -266,9 +266,13 @@ func (h *Handler) settle(ctx context.Context, m events.SQSMessage, claimed opera
 	var mutate func(operation.Record) (operation.Record, error)
 	switch res.Outcome {
 	case genace.OutcomeAccepted:
-		snap := res.Job.Snapshot(now)
+		var snap *operation.Snapshot
+		if res.Job != nil { // nil when the body drifted: the observation's GET fills it in
+			s := res.Job.Snapshot(now)
+			snap = &s
+		}
 		mutate = func(r operation.Record) (operation.Record, error) {
-			n, err := claim.Accept(r, res.JobID, &snap, now)
+			n, err := claim.Accept(r, res.JobID, snap, now)
 			n.Schedule = &operation.NextAction{Action: string(message.ObserveGeneration), Due: now}
 			return n, err
 		}
@@ -298,6 +302,10 @@ func (h *Handler) settle(ctx context.Context, m events.SQSMessage, claimed opera
 			return h.release(ctx, m, claimed, h.cfg.ConnectBackoff)
 		}
 		h.metrics.Count(metrics.UncertainSubmissions, 1)
+		if res.UnusableJobID != "" {
+			h.keepUnusableJobID(ctx, claimed, res.UnusableJobID)
+			return h.markUncertain(ctx, claimed, m, "unusable_job_id")
+		}
 		return h.markUncertain(ctx, claimed, m, "post_outcome_unknown")
 	}
 	saved, err := h.persist(ctx, claimed, m.MessageId, mutate)
@@ -371,6 +379,23 @@ func (h *Handler) keepJobID(ctx context.Context, rec operation.Record, jobID str
 		return fmt.Errorf("submit %s: keep job id %s: %w (after %w)", rec.OperationID, jobID, err, cause)
 	}
 	return nil
+}
+
+// keepUnusableJobID keeps the evidence of a job Genace named by an id that
+// no record or message may carry, in a review for the reconciliation the
+// operation now waits for. It is written before the operation is parked:
+// a redelivery would find it uncertain and write nothing more.
+func (h *Handler) keepUnusableJobID(ctx context.Context, rec operation.Record, evidence string) {
+	r := review.ForRecord("evidence:"+review.ParkedID(rec.OperationID, rec.Revision), review.SourceHandler, &rec, h.clk.Now())
+	r.ErrorCategory = "unusable_job_id"
+	r.Recommended = operation.ActionReconcile
+	r.Reason = "Genace named the job by an id outside the job id definition: " + evidence +
+		"; find the job on Genace and reconcile the operation with it"
+	if _, err := h.store.PutReview(ctx, r); err != nil {
+		// The log line is then the only copy; job ids are not secrets and
+		// the evidence is quoted, capped and stripped of any URL query.
+		h.log.ErrorContext(ctx, "evidence of a job id could not be kept in a review", "operation_id", rec.OperationID, "unusable_job_id", evidence, "error", err.Error())
+	}
 }
 
 // markUncertain parks a claimed operation whose POST outcome is unknown,
