@@ -8,6 +8,8 @@ package consume
 
 import (
 	"context"
+	"crypto/sha256"
+	"encoding/hex"
 	"fmt"
 	"log/slog"
 	"time"
@@ -21,6 +23,7 @@ import (
 	"github.com/genjobs/genjobs/internal/metrics"
 	"github.com/genjobs/genjobs/internal/operation"
 	"github.com/genjobs/genjobs/internal/review"
+	"github.com/genjobs/genjobs/internal/store"
 )
 
 // Store loads the operation a message names.
@@ -81,6 +84,10 @@ func (c *Consumer) Record(decide Decision) batch.Func {
 		if env.Action != c.Action {
 			return batch.MarkPermanent(fmt.Errorf("%s message %s: action %s does not belong on the %s queue", c.Name, m.MessageId, env.Action, c.Queue))
 		}
+		// Every write of this handling names this receive as its writer:
+		// a write sent again is known as its own, while a worker that got
+		// the same message (another receive) stays another writer.
+		ctx = store.WithWriter(ctx, Writer(c.Name, m))
 		rec, err := c.Store.Get(ctx, env.OperationID)
 		if err != nil {
 			return fmt.Errorf("%s %s: load: %w", c.Name, env.OperationID, err)
@@ -94,6 +101,14 @@ func (c *Consumer) Record(decide Decision) batch.Func {
 			metrics.Dim{Name: "Action", Value: string(env.Action)}, metrics.Dim{Name: "Outcome", Value: outcome})
 		return err
 	}
+}
+
+// Writer names the function's handling of one receive of m (the store's
+// writer): the receipt handle is new with every receive. Only a digest of
+// it is kept, since the handle itself lets its holder delete the message.
+func Writer(name string, m events.SQSMessage) string {
+	sum := sha256.Sum256([]byte(m.ReceiptHandle))
+	return name + "/" + hex.EncodeToString(sum[:8])
 }
 
 // Obsolete acknowledges a message that the record makes pointless: it

@@ -44,6 +44,13 @@ type Record struct {
 	// revision, so a redelivery after a crash between write and send can
 	// recognise its own write and re-emit the follow-up.
 	LastAppliedMessageID string `json:"last_applied_message_id,omitempty" dynamodbav:"last_applied_message_id,omitempty"`
+	// Writer names who wrote this revision: one worker's receive of a
+	// message, one sweep run. The store sets it from the writer's context
+	// (store.WithWriter); it is empty for a writer that named none. Unlike
+	// LastAppliedMessageID it differs between two workers that received
+	// the same message, so a write found standing with this writer is
+	// this writer's own, whose answer was lost.
+	Writer string `json:"writer,omitempty" dynamodbav:"writer,omitempty"`
 }
 
 // Claim records who claimed submission and when.

@@ -155,7 +155,7 @@ func putRecord(tx *bolt.Tx, old *operation.Record, rec operation.Record) error {
 
 // Create implements Store.
 func (b *Bolt) Create(ctx context.Context, rec operation.Record) (operation.Record, error) {
-	rec, err := checkCreate(rec)
+	rec, err := checkCreate(ctx, rec)
 	if err != nil {
 		return operation.Record{}, err
 	}
@@ -243,13 +243,16 @@ func (b *Bolt) update(ctx context.Context, rec operation.Record, expected int64,
 
 // Update implements Store.
 func (b *Bolt) Update(ctx context.Context, rec operation.Record, expected int64) (operation.Record, error) {
-	rec, err := checkUpdate(rec, expected)
+	rec, err := checkUpdate(ctx, rec, expected)
 	if err != nil {
 		return operation.Record{}, err
 	}
 	if err := b.update(ctx, rec, expected, nil); err != nil {
 		var conflict *ConflictError
 		if errors.As(err, &conflict) {
+			if own, _ := ownWrite(ctx, rec, nil, err, b.Audit); own {
+				return rec, nil
+			}
 			return operation.Record{}, err
 		}
 		return operation.Record{}, fmt.Errorf("update %s: %w", rec.OperationID, err)
@@ -259,13 +262,20 @@ func (b *Bolt) Update(ctx context.Context, rec operation.Record, expected int64)
 
 // UpdateWithAudit implements Store.
 func (b *Bolt) UpdateWithAudit(ctx context.Context, rec operation.Record, expected int64, entry review.AuditEntry) (operation.Record, error) {
-	rec, entry, err := checkAudit(rec, expected, entry)
+	rec, entry, err := checkAudit(ctx, rec, expected, entry)
 	if err != nil {
 		return operation.Record{}, err
 	}
 	if err := b.update(ctx, rec, expected, &entry); err != nil {
 		var conflict *ConflictError
 		if errors.As(err, &conflict) {
+			own, oerr := ownWrite(ctx, rec, &entry, err, b.Audit)
+			switch {
+			case oerr != nil:
+				return operation.Record{}, oerr
+			case own:
+				return rec, nil
+			}
 			return operation.Record{}, err
 		}
 		return operation.Record{}, fmt.Errorf("update %s with audit: %w", rec.OperationID, err)

@@ -27,6 +27,13 @@ func TestBolt(t *testing.T) {
 	storetest.Run(t, func(t *testing.T) store.Store { return openTempBolt(t) })
 }
 
+// TestBoltLostAck: bbolt has no transport to lose an answer, so the fault
+// is re-created above it (storetest.LoseAcks); a caller that re-sends a
+// write it already applied must hear that it succeeded.
+func TestBoltLostAck(t *testing.T) {
+	storetest.RunLostAck(t, func(t *testing.T) storetest.LostAck { return storetest.LoseAcks(openTempBolt(t)) })
+}
+
 // TestBoltSharedFile runs the suite with every subtest on one file, as a
 // shared DynamoDB table is used, so the suite's id isolation is checked
 // without DynamoDB too.

@@ -258,7 +258,7 @@ func absentCondition() (expression.Expression, error) {
 
 // Create implements Store.
 func (d *Dynamo) Create(ctx context.Context, rec operation.Record) (operation.Record, error) {
-	rec, err := checkCreate(rec)
+	rec, err := checkCreate(ctx, rec)
 	if err != nil {
 		return operation.Record{}, err
 	}
@@ -333,7 +333,7 @@ func conditionalPut(table string, rec operation.Record, expected int64) (*types.
 
 // Update implements Store.
 func (d *Dynamo) Update(ctx context.Context, rec operation.Record, expected int64) (operation.Record, error) {
-	rec, err := checkUpdate(rec, expected)
+	rec, err := checkUpdate(ctx, rec, expected)
 	if err != nil {
 		return operation.Record{}, err
 	}
@@ -355,7 +355,13 @@ func (d *Dynamo) Update(ctx context.Context, rec operation.Record, expected int6
 	var failed *types.ConditionalCheckFailedException
 	switch {
 	case errors.As(err, &failed):
-		return operation.Record{}, d.conflict(ctx, rec.OperationID, expected, failed.Item)
+		// Often this write itself: applied, its answer lost, and the
+		// SDK's retry failed on it (ownWrite).
+		cerr := d.conflict(ctx, rec.OperationID, expected, failed.Item)
+		if own, _ := ownWrite(ctx, rec, nil, cerr, d.Audit); own {
+			return rec, nil
+		}
+		return operation.Record{}, cerr
 	case err != nil:
 		return operation.Record{}, fmt.Errorf("update %s: %w", rec.OperationID, err)
 	}
@@ -390,7 +396,7 @@ func (d *Dynamo) conflict(ctx context.Context, id string, expected int64, item m
 // UpdateWithAudit implements Store with one TransactWriteItems: the
 // revision-guarded record Put and a create-only Put of the audit entry.
 func (d *Dynamo) UpdateWithAudit(ctx context.Context, rec operation.Record, expected int64, entry review.AuditEntry) (operation.Record, error) {
-	rec, entry, err := checkAudit(rec, expected, entry)
+	rec, entry, err := checkAudit(ctx, rec, expected, entry)
 	if err != nil {
 		return operation.Record{}, err
 	}
@@ -430,7 +436,18 @@ func (d *Dynamo) UpdateWithAudit(ctx context.Context, rec operation.Record, expe
 	case errors.As(err, &canceled):
 		reasons := canceled.CancellationReasons
 		if len(reasons) > 0 && aws.ToString(reasons[0].Code) == "ConditionalCheckFailed" {
-			return operation.Record{}, d.conflict(ctx, id, expected, reasons[0].Item)
+			// The SDK's retries carry the same ClientRequestToken, which
+			// DynamoDB answers as the applied transaction; a caller's
+			// re-send after a timeout does not, and meets it here.
+			cerr := d.conflict(ctx, id, expected, reasons[0].Item)
+			own, oerr := ownWrite(ctx, rec, &entry, cerr, d.Audit)
+			switch {
+			case oerr != nil:
+				return operation.Record{}, oerr
+			case own:
+				return rec, nil
+			}
+			return operation.Record{}, cerr
 		}
 		if len(reasons) > 1 && aws.ToString(reasons[1].Code) == "ConditionalCheckFailed" {
 			// The record was at expected, yet an entry for the revision

@@ -6,9 +6,14 @@ import (
 	"context"
 	"crypto/rand"
 	"encoding/hex"
+	"io"
 	"maps"
+	"net"
+	"net/http"
 	"os"
 	"slices"
+	"sync"
+	"syscall"
 	"testing"
 	"time"
 
@@ -76,6 +81,82 @@ func TestDynamo(t *testing.T) {
 	client := dynamoClient(t)
 	table := tempTable(t, client)
 	storetest.Run(t, func(*testing.T) store.Store { return store.NewDynamo(client, table) })
+}
+
+// TestDynamoLostAck runs the lost-answer part of the suite with the real
+// fault: the client's HTTP client lets DynamoDB Local apply a conditional
+// write and then drops its answer, so the SDK's own retryer sends the
+// write again (AckRetried), or every answer is dropped until the SDK
+// gives up and the caller sends it again (AckErrored).
+func TestDynamoLostAck(t *testing.T) {
+	table := tempTable(t, dynamoClient(t))
+	storetest.RunLostAck(t, func(t *testing.T) storetest.LostAck {
+		// A client of its own per subtest: arming one subtest's fault
+		// must not touch the writes of the others running in parallel.
+		// The SDK's own HTTP client (with whatever the environment
+		// configured on it) stays underneath.
+		var d *ackDropper
+		client := dynamodb.New(dynamoClient(t).Options(), func(o *dynamodb.Options) {
+			d = &ackDropper{next: o.HTTPClient}
+			o.HTTPClient = d
+		})
+		return storetest.LostAck{Store: store.NewDynamo(client, table), Lose: d.lose}
+	})
+}
+
+// ackDropper is the SDK's HTTP client with the fault "DynamoDB applied the
+// write, the answer never arrived": while armed, it sends a conditional
+// write (PutItem, TransactWriteItems) on, reads DynamoDB's whole answer,
+// and reports a connection reset instead, which the SDK's retryer
+// retries. Other requests pass untouched.
+type ackDropper struct {
+	next  dynamodb.HTTPClient
+	mu    sync.Mutex
+	armed storetest.AckLoss
+	lost  int
+}
+
+func (d *ackDropper) lose(loss storetest.AckLoss) func() int {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	d.armed, d.lost = loss, 0
+	return func() int {
+		d.mu.Lock()
+		defer d.mu.Unlock()
+		d.armed = 0
+		return d.lost
+	}
+}
+
+// drop reports whether the answer to this request is to be lost.
+func (d *ackDropper) drop(req *http.Request) bool {
+	switch req.Header.Get("X-Amz-Target") {
+	case "DynamoDB_20120810.PutItem", "DynamoDB_20120810.TransactWriteItems":
+	default:
+		return false
+	}
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	switch d.armed {
+	case 0:
+		return false
+	case storetest.AckRetried:
+		d.armed = 0 // only the first answer: the retry's is delivered
+	}
+	d.lost++
+	return true
+}
+
+func (d *ackDropper) Do(req *http.Request) (*http.Response, error) {
+	drop := d.drop(req)
+	resp, err := d.next.Do(req)
+	if err != nil || !drop {
+		return resp, err
+	}
+	// The whole answer is read first: DynamoDB has applied the write.
+	_, _ = io.Copy(io.Discard, resp.Body)
+	_ = resp.Body.Close()
+	return nil, &net.OpError{Op: "read", Net: "tcp", Err: syscall.ECONNRESET}
 }
 
 func TestEnsureTableIdempotent(t *testing.T) {

@@ -1,6 +1,7 @@
 package store
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"hash/fnv"
@@ -40,8 +41,10 @@ func statusShard(operationID string) int {
 // int64, so byte order equals numeric order (revision 10 after 9).
 func auditKey(revision int64) string { return fmt.Sprintf("%020d", revision) }
 
-// checkCreate validates a record for Create and returns it at revision 1.
-func checkCreate(rec operation.Record) (operation.Record, error) {
+// checkCreate validates a record for Create and returns it at revision 1,
+// stamped with ctx's writer.
+func checkCreate(ctx context.Context, rec operation.Record) (operation.Record, error) {
+	rec.Writer = writerOf(ctx)
 	if rec.OperationID == "" {
 		return rec, errors.New("create: empty operation id")
 	}
@@ -52,8 +55,10 @@ func checkCreate(rec operation.Record) (operation.Record, error) {
 	return rec, nil
 }
 
-// checkUpdate validates an Update and returns rec at revision expected+1.
-func checkUpdate(rec operation.Record, expected int64) (operation.Record, error) {
+// checkUpdate validates an Update and returns rec at revision expected+1,
+// stamped with ctx's writer.
+func checkUpdate(ctx context.Context, rec operation.Record, expected int64) (operation.Record, error) {
+	rec.Writer = writerOf(ctx)
 	if rec.OperationID == "" {
 		return rec, errors.New("update: empty operation id")
 	}
@@ -67,8 +72,8 @@ func checkUpdate(rec operation.Record, expected int64) (operation.Record, error)
 // checkAudit validates an UpdateWithAudit: the entry must belong to the
 // same operation and be keyed by the revision the update produces, since
 // that key is what makes a second entry for one revision impossible.
-func checkAudit(rec operation.Record, expected int64, entry review.AuditEntry) (operation.Record, review.AuditEntry, error) {
-	rec, err := checkUpdate(rec, expected)
+func checkAudit(ctx context.Context, rec operation.Record, expected int64, entry review.AuditEntry) (operation.Record, review.AuditEntry, error) {
+	rec, err := checkUpdate(ctx, rec, expected)
 	if err != nil {
 		return rec, entry, err
 	}

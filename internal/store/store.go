@@ -4,7 +4,9 @@
 package store
 
 import (
+	"bytes"
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"time"
@@ -55,11 +57,15 @@ type Store interface {
 	Get(ctx context.Context, operationID string) (operation.Record, error)
 	// Update writes rec as revision expected+1 only if the stored revision
 	// is expected and the stored record is not terminal; otherwise it
-	// returns a *ConflictError with the current record. It returns the
-	// record as written.
+	// returns a *ConflictError with the current record. It stamps rec
+	// with ctx's writer (WithWriter) and returns the record as written.
+	// A write whose record already stands at expected+1, field for field
+	// and with the same writer, is reported as written: it is this write,
+	// applied by an attempt whose answer was lost (see ownWrite).
 	Update(ctx context.Context, rec operation.Record, expected int64) (operation.Record, error)
 	// UpdateWithAudit is Update plus the audit entry (keyed by the
-	// resulting revision) in one transaction: both or neither.
+	// resulting revision) in one transaction: both or neither. It counts
+	// as already written only if the stored entry is this one too.
 	UpdateWithAudit(ctx context.Context, rec operation.Record, expected int64, entry review.AuditEntry) (operation.Record, error)
 	// Audit lists an operation's audit entries, oldest first.
 	Audit(ctx context.Context, operationID string) ([]review.AuditEntry, error)
@@ -87,4 +93,72 @@ type Store interface {
 	Due(ctx context.Context, t time.Time, limit int) ([]operation.Record, error)
 	// Close releases the store's resources.
 	Close() error
+}
+
+type writerKey struct{}
+
+// WithWriter names who writes with ctx: one worker's handling of one
+// receive of a message, one sweep run. The name must differ between two
+// writers that may write at the same time. Create, Update and
+// UpdateWithAudit stamp it on the record (operation.Record.Writer), which
+// is how a writer that sends a write again knows it as its own.
+func WithWriter(ctx context.Context, writer string) context.Context {
+	return context.WithValue(ctx, writerKey{}, writer)
+}
+
+func writerOf(ctx context.Context) string {
+	w, _ := ctx.Value(writerKey{}).(string)
+	return w
+}
+
+// ownWrite decides, for a conditional write that err says lost (a
+// *ConflictError), whether the record in its way is the write itself,
+// applied by an earlier attempt whose answer was lost: DynamoDB applied
+// the Put, the response never arrived, and the SDK's retry (or the
+// caller, after a timeout) sent the same write again, whose condition
+// then failed on it. Both stores rely on this one check, so no caller
+// takes a write of its own for a lost race.
+//
+// Own means: the current record is rec at expected+1 (rec.Revision),
+// equal in every field, the writer stamped from the context included.
+// They are compared in one encoding, so that what a store's round trip
+// changes (a time's zone object, a nil against an empty list) cannot
+// tell them apart, while any field that differs, even by a nanosecond,
+// can. With entry (UpdateWithAudit), the audit entry stored for that
+// revision must equal it too. A write without a writer is never own: two
+// workers that received one message at the same (simulated) instant can
+// compute identical records, and taking the other's write for one's own
+// would fork the chain or let two claimants POST. With writers, identical
+// content from two writers cannot happen.
+//
+// audit reads the operation's audit entries; it is called only when the
+// record matches and an entry must be checked.
+func ownWrite(ctx context.Context, rec operation.Record, entry *review.AuditEntry, err error,
+	audit func(context.Context, string) ([]review.AuditEntry, error)) (bool, error) {
+	var ce *ConflictError
+	if rec.Writer == "" || !errors.As(err, &ce) || ce.Current == nil || ce.Current.Revision != rec.Revision || !sameEncoding(rec, *ce.Current) {
+		return false, nil
+	}
+	if entry == nil {
+		return true, nil
+	}
+	entries, aerr := audit(ctx, rec.OperationID)
+	if aerr != nil {
+		return false, fmt.Errorf("update %s with audit: the record at revision %d is this write's, and reading its audit entry failed: %w",
+			rec.OperationID, rec.Revision, aerr)
+	}
+	for _, e := range entries {
+		if e.Revision == entry.Revision {
+			return sameEncoding(*entry, e), nil
+		}
+	}
+	return false, nil
+}
+
+// sameEncoding reports whether a and b encode to the same JSON: equal
+// values, with times compared as the instants and offsets they denote.
+func sameEncoding[T any](a, b T) bool {
+	ja, errA := json.Marshal(a)
+	jb, errB := json.Marshal(b)
+	return errA == nil && errB == nil && bytes.Equal(ja, jb)
 }

@@ -334,7 +334,10 @@ const persistAttempts = 8
 
 // persist applies mutate to the record and writes it conditionally,
 // re-applying it to the current record after a conflict and retrying
-// transient store errors with a short backoff.
+// transient store errors with a short backoff. mutate must give the same
+// record for the same input (take the time once, outside it): a retry
+// after an error whose write was in fact applied is then that same write,
+// which the store reports as written.
 func (h *Handler) persist(ctx context.Context, rec operation.Record, msgID string, mutate func(operation.Record) (operation.Record, error)) (operation.Record, error) {
 	cur := rec
 	var lastErr error
@@ -401,11 +404,14 @@ func (h *Handler) keepUnusableJobID(ctx context.Context, rec operation.Record, e
 // markUncertain parks a claimed operation whose POST outcome is unknown,
 // as long as the record still carries rec's claim.
 func (h *Handler) markUncertain(ctx context.Context, rec operation.Record, m events.SQSMessage, reason string) error {
+	// One time for every attempt: a re-sent write must be the same write
+	// for the store to know it as its own (store.Update).
+	now := h.clk.Now()
 	saved, err := h.persist(ctx, rec, m.MessageId, func(r operation.Record) (operation.Record, error) {
 		if rec.Claim == nil {
-			return operation.MarkUncertain(r, reason, h.clk.Now())
+			return operation.MarkUncertain(r, reason, now)
 		}
-		return rec.Claim.MarkUncertain(r, reason, h.clk.Now())
+		return rec.Claim.MarkUncertain(r, reason, now)
 	})
 	if errors.Is(err, operation.ErrIllegalTransition) {
 		return nil // evidence or a release came first; nothing uncertain any more

@@ -89,6 +89,9 @@ func (s *Sweeper) Handle(ctx context.Context, _ any) (Result, error) { return s.
 // run goes on, and the next run retries them.
 func (s *Sweeper) Sweep(ctx context.Context) (Result, error) {
 	now := s.clk.Now()
+	// This run is its writes' writer, so a write it sends again (below)
+	// is known as its own.
+	ctx = store.WithWriter(ctx, "sweep@"+now.UTC().Format(time.RFC3339Nano))
 	horizon := now.Add(-min(s.cfg.ClaimTimeout, s.cfg.OverdueAfter))
 	due, err := s.store.Due(ctx, horizon, s.cfg.Limit)
 	if err != nil {
@@ -207,6 +210,13 @@ func DroppedDispatchID(operationID string, revision int64) string {
 func (s *Sweeper) write(ctx context.Context, rec, next operation.Record, did string) (string, error) {
 	next.LastAppliedMessageID = "sweep"
 	saved, err := s.store.Update(ctx, next, rec.Revision)
+	if err != nil && !errors.Is(err, store.ErrConflict) && ctx.Err() == nil {
+		// No verdict: the write may have been applied and its answer
+		// lost. Sent again, it is written or known as this write
+		// (store.Update), so a record that leaves the index with this
+		// write (uncertain) still gets its review from this sweep.
+		saved, err = s.store.Update(ctx, next, rec.Revision)
+	}
 	if errors.Is(err, store.ErrConflict) {
 		return "skipped", nil // it moved on by itself
 	}

@@ -52,6 +52,8 @@ func Run(t *testing.T, open func(t *testing.T) store.Store) {
 	t.Run("ConcurrentWritersOneWins", s.concurrentWriters)
 	t.Run("ConcurrentIncrementsLoseNothing", s.noLostUpdates)
 	t.Run("TerminalNeverOverwritten", s.terminal)
+	t.Run("OwnWriteIsWritten", s.ownWriteResent)
+	t.Run("OtherWriteAtNextRevisionConflicts", s.otherWriteConflicts)
 	t.Run("UpdateWithAuditWritesBoth", s.auditWritesBoth)
 	t.Run("UpdateWithAuditStaleWritesNeither", s.auditStale)
 	t.Run("OneAuditEntryPerRevision", s.oneAuditPerRevision)
@@ -184,6 +186,7 @@ func fullRecord(id string) operation.Record {
 		LastError:            "rate_limited",
 		Parked:               &operation.ParkedState{Reason: "operator asked", At: at(12 * time.Second)},
 		LastAppliedMessageID: "msg-full",
+		Writer:               "observe/receive-full", // the store sets it from the context: write with store.WithWriter
 	}
 }
 
@@ -502,7 +505,11 @@ func (s *suite) updateRoundTrips(t *testing.T) {
 
 	full := fullRecord(id)
 	full.Revision = 99 // the store sets the revision, whatever came in
-	got := mustUpdate(t, st, full, 1)
+	ctx := store.WithWriter(t.Context(), full.Writer)
+	got, err := st.Update(ctx, full, 1)
+	if err != nil {
+		t.Fatalf("update: %v", err)
+	}
 	want := full
 	want.Revision = 2
 	equalRecord(t, "update's result", got, want)
@@ -512,9 +519,13 @@ func (s *suite) updateRoundTrips(t *testing.T) {
 	}
 	equalRecord(t, "stored full record", stored, want)
 
-	// Writing back what was read keeps it all too.
+	// Writing back what was read keeps it all too, but for the writer:
+	// that is whoever writes now (the context's), not who wrote before.
 	stored.Counters.Observations++
-	mustUpdate(t, st, stored, 2)
+	stored.Writer = "the previous writer"
+	if _, err := st.Update(ctx, stored, 2); err != nil {
+		t.Fatalf("read-modify-write: %v", err)
+	}
 	want.Revision, want.Counters.Observations = 3, want.Counters.Observations+1
 	equalRecord(t, "record after a read-modify-write", mustGet(t, st, id), want)
 }

@@ -1,0 +1,89 @@
+package observe_test
+
+import (
+	"context"
+	"log/slog"
+	"testing"
+	"time"
+
+	"github.com/genjobs/genjobs/internal/clock"
+	"github.com/genjobs/genjobs/internal/genacesim"
+	"github.com/genjobs/genjobs/internal/message"
+	"github.com/genjobs/genjobs/internal/metrics"
+	"github.com/genjobs/genjobs/internal/observe"
+	"github.com/genjobs/genjobs/internal/pipelinetest"
+	"github.com/genjobs/genjobs/internal/schedule"
+	"github.com/genjobs/genjobs/internal/store/storetest"
+	"github.com/genjobs/genjobs/internal/submit"
+)
+
+// TestLostAckOfObservationStillSchedulesTheNext: the observation's write
+// is applied and its answer lost. The observer must know its own write
+// and send the next observation; taking it for another observer's write
+// would leave the chain with no message and nobody told.
+func TestLostAckOfObservationStillSchedulesTheNext(t *testing.T) {
+	t.Parallel()
+	for _, loss := range []storetest.AckLoss{storetest.AckRetried, storetest.AckErrored} {
+		for _, kind := range pipelinetest.StoreKinds() {
+			t.Run(loss.String()+"/"+kind, func(t *testing.T) {
+				t.Parallel()
+				clk := clock.NewManual(pipelinetest.Start)
+				sim, client := pipelinetest.Sim(t, clk, genacesim.Config{})
+				la := storetest.LoseAcks(pipelinetest.OpenStore(t, kind))
+				out := &pipelinetest.Outbox{}
+				ps := testPolicies()
+				ps.Default.LongPoll = 0 // an immediate GET: nothing waits on the manual clock
+				delays := schedule.NewObservation(ps)
+				delays.Rand = func() float64 { return 0.5 }
+				log := slog.New(slog.DiscardHandler)
+				obs := observe.New(observe.Config{}, la.Store, client, delays, &pipelinetest.Extender{}, out, clk, log, metrics.Discard())
+				sub := submit.New(submit.Config{}, la.Store, client, &pipelinetest.Extender{}, out, clk, log, metrics.Discard())
+
+				rec := pipelinetest.Create(t, la.Store, pipelinetest.Prepared("op-obs"))
+				if _, err := sub.Handle(context.Background(), pipelinetest.Event(t, clk.Now(), pipelinetest.Dispatch(rec))); err != nil {
+					t.Fatal(err)
+				}
+				first := out.Take()
+				if len(first) != 1 || first[0].Env.Action != message.ObserveGeneration {
+					t.Fatalf("submit sent %+v, want the first observation", first)
+				}
+				accepted := pipelinetest.Get(t, la.Store, "op-obs")
+
+				clk.Advance(time.Second)
+				disarm := la.Lose(loss)
+				resp, err := obs.Handle(context.Background(), pipelinetest.Event(t, clk.Now(), first[0]))
+				if err != nil {
+					t.Fatal(err)
+				}
+				if lost := disarm(); lost != 1 {
+					t.Fatalf("%d answers lost, want the observation's", lost)
+				}
+				if loss == storetest.AckErrored {
+					// The write's outcome is unknown: the message fails and
+					// comes back, and its redelivery finds its own write.
+					if failed := pipelinetest.Failed(resp); len(failed) != 1 {
+						t.Fatalf("failed records %v, want the observation to be retried", failed)
+					}
+					if resp, err = obs.Handle(context.Background(), pipelinetest.Event(t, clk.Now(), first[0])); err != nil {
+						t.Fatal(err)
+					}
+				}
+				if failed := pipelinetest.Failed(resp); len(failed) != 0 {
+					t.Fatalf("failed records %v", failed)
+				}
+				got := pipelinetest.Get(t, la.Store, "op-obs")
+				if got.Revision != accepted.Revision+1 || got.Counters.Observations != 1 || got.Schedule == nil {
+					t.Fatalf("record r%d with %d observations, schedule %+v: want the observation saved once at r%d",
+						got.Revision, got.Counters.Observations, got.Schedule, accepted.Revision+1)
+				}
+				next := out.Take()
+				if len(next) != 1 || next[0].Env.Action != message.ObserveGeneration || next[0].Env.ExpectedRevision != got.Revision {
+					t.Fatalf("sent %+v, want the next observation at r%d (the observer took its own write for a lost race)", next, got.Revision)
+				}
+				if n := sim.GetCount(got.RemoteJobID); n != 1 {
+					t.Fatalf("%d GETs, want 1", n)
+				}
+			})
+		}
+	}
+}

@@ -1,0 +1,55 @@
+package sweep_test
+
+import (
+	"context"
+	"log/slog"
+	"testing"
+	"time"
+
+	"github.com/genjobs/genjobs/internal/clock"
+	"github.com/genjobs/genjobs/internal/metrics"
+	"github.com/genjobs/genjobs/internal/operation"
+	"github.com/genjobs/genjobs/internal/pipelinetest"
+	"github.com/genjobs/genjobs/internal/review"
+	"github.com/genjobs/genjobs/internal/store/storetest"
+	"github.com/genjobs/genjobs/internal/sweep"
+)
+
+// TestLostAckOfExpiredClaimStillOpensAReview: the sweep marks a stale
+// claim uncertain, the write is applied and its answer lost. An uncertain
+// record leaves the sweep's index, so this sweep is the only one that
+// will ever tell an operator: it must know the write as its own and open
+// the review, not skip it as a lost race (or give up on a timeout).
+func TestLostAckOfExpiredClaimStillOpensAReview(t *testing.T) {
+	t.Parallel()
+	for _, loss := range []storetest.AckLoss{storetest.AckRetried, storetest.AckErrored} {
+		for _, kind := range pipelinetest.StoreKinds() {
+			t.Run(loss.String()+"/"+kind, func(t *testing.T) {
+				t.Parallel()
+				la := storetest.LoseAcks(pipelinetest.OpenStore(t, kind))
+				clk := clock.NewManual(pipelinetest.Start.Add(time.Hour))
+				s := sweep.New(sweep.Config{}, la.Store, &pipelinetest.Outbox{}, clk, slog.New(slog.DiscardHandler), metrics.Discard())
+				r := pipelinetest.Prepared("op-old-claim")
+				r.Phase, r.Claim = operation.Submitting, &operation.Claim{Owner: "gone", At: clk.Now().Add(-3 * time.Minute)}
+				pipelinetest.Create(t, la.Store, r)
+
+				disarm := la.Lose(loss)
+				res, err := s.Sweep(context.Background())
+				if lost := disarm(); lost != 1 {
+					t.Fatalf("%d answers lost, want the expiry's", lost)
+				}
+				if err != nil || res.ClaimsExpired != 1 {
+					t.Fatalf("sweep %+v, %v: want the claim expired", res, err)
+				}
+				got := pipelinetest.Get(t, la.Store, "op-old-claim")
+				if got.Phase != operation.Uncertain || got.Revision != 2 {
+					t.Fatalf("record %s r%d, want uncertain at r2", got.Phase, got.Revision)
+				}
+				rv, err := la.Store.GetReview(context.Background(), review.ParkedID("op-old-claim", got.Revision))
+				if err != nil || !rv.Open || rv.Recommended != operation.ActionReconcile {
+					t.Fatalf("review %+v, %v: want an open one asking to reconcile", rv, err)
+				}
+			})
+		}
+	}
+}
