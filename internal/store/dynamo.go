@@ -27,10 +27,11 @@ import (
 // record's own attributes (operation_id, revision, phase, ...) sit beside
 // it, marshaled from their dynamodbav tags.
 //
-//	item          pk              sk                         status_pk        status_sk
-//	operation     OP#<id>         RECORD                     ACTIVE#<0..7>    <due>#<id>      (index attrs only while SweepDue says ok)
+//	item          pk              sk                         status_pk              status_sk
+//	operation     OP#<id>         RECORD                     ACTIVE#<0..7>          <due>#<id>      (index attrs only while SweepDue says ok)
 //	audit entry   OP#<id>         AUDIT#<revision, 20 digits>
-//	review        REVIEW#<id>     REVIEW                     REVIEW#OPEN      <created>#<id>  (index attrs only while open)
+//	review        REVIEW#<id>     REVIEW                     REVIEW#OPEN            <created>#<id>  (while open)
+//	                                                         REVIEW#CLOSED#<op id>  <created>#<id>  (once closed, if it names an operation)
 //
 // An operation's audit entries share its partition, so one Query reads
 // them in revision order. The GSI StatusIndex is sparse: only items that
@@ -38,6 +39,10 @@ import (
 // exactly the items they need instead of scanning the table. Times in
 // status_sk are fixed-width UTC RFC 3339 with nanoseconds, so byte order
 // is time order.
+//
+// The GSI JobIndex (keys only) is keyed on the items' own remote_job_id
+// and operation_id attributes: every record, review and audit entry that
+// names a job is in it, so "who holds job X" is one Query.
 const (
 	// AttrPK is the table's partition key (S).
 	AttrPK = "pk"
@@ -55,6 +60,17 @@ const (
 	// StatusIndex is the sparse GSI (projection ALL) over AttrStatusPK and
 	// AttrStatusSK.
 	StatusIndex = "status"
+	// AttrRemoteJobID (S) is JobIndex's partition key: the job id a
+	// record, review or audit entry names (absent when none).
+	AttrRemoteJobID = "remote_job_id"
+	// AttrOperationID (S) is JobIndex's sort key: the operation the item
+	// belongs to.
+	AttrOperationID = "operation_id"
+	// JobIndex is the sparse GSI (projection KEYS_ONLY) over
+	// AttrRemoteJobID and AttrOperationID. Its keys never change once an
+	// item names a job (a job id is never replaced), so rewrites of a
+	// record leave it alone.
+	JobIndex = "job"
 	// StatusShards is how many ACTIVE#<n> partitions the sweep index is
 	// spread over (shard = FNV-1a(operation_id) mod StatusShards), so a
 	// busy table has no single hot index partition; Due queries them all.
@@ -70,6 +86,7 @@ const (
 	reviewSK           = "REVIEW"
 	activeStatusPrefix = "ACTIVE#"
 	openReviewStatus   = "REVIEW#OPEN"
+	closedReviewPrefix = "REVIEW#CLOSED#"
 
 	attrRevision = "revision"
 	attrOpen     = "open"
@@ -132,13 +149,17 @@ func TableDefinition(name string) *dynamodb.CreateTableInput {
 		TableName:   aws.String(name),
 		BillingMode: types.BillingModePayPerRequest,
 		AttributeDefinitions: []types.AttributeDefinition{
-			str(AttrPK), str(AttrSK), str(AttrStatusPK), str(AttrStatusSK),
+			str(AttrPK), str(AttrSK), str(AttrStatusPK), str(AttrStatusSK), str(AttrRemoteJobID), str(AttrOperationID),
 		},
 		KeySchema: []types.KeySchemaElement{key(AttrPK, types.KeyTypeHash), key(AttrSK, types.KeyTypeRange)},
 		GlobalSecondaryIndexes: []types.GlobalSecondaryIndex{{
 			IndexName:  aws.String(StatusIndex),
 			KeySchema:  []types.KeySchemaElement{key(AttrStatusPK, types.KeyTypeHash), key(AttrStatusSK, types.KeyTypeRange)},
 			Projection: &types.Projection{ProjectionType: types.ProjectionTypeAll},
+		}, {
+			IndexName:  aws.String(JobIndex),
+			KeySchema:  []types.KeySchemaElement{key(AttrRemoteJobID, types.KeyTypeHash), key(AttrOperationID, types.KeyTypeRange)},
+			Projection: &types.Projection{ProjectionType: types.ProjectionTypeKeysOnly},
 		}},
 	}
 }
@@ -529,8 +550,8 @@ func (d *Dynamo) PutReview(ctx context.Context, r review.Record) (bool, error) {
 	for k, v := range reviewKey(r.ID) {
 		item[k] = v
 	}
-	if r.Open {
-		item[AttrStatusPK] = str(openReviewStatus)
+	if pk, ok := reviewStatus(r); ok {
+		item[AttrStatusPK] = str(pk)
 		item[AttrStatusSK] = str(indexKey(r.CreatedAt, r.ID))
 	}
 	expr, err := absentCondition()
@@ -592,14 +613,39 @@ func (d *Dynamo) OpenReviews(ctx context.Context) ([]review.Record, error) {
 	return out, nil
 }
 
-// CloseReview implements Store. The condition open = true makes a second
-// close a no-op that keeps the first closer and time.
+// reviewStatus is where a review sits in StatusIndex: the open list, or
+// once closed its operation's closed list (a review naming no operation
+// leaves the index).
+func reviewStatus(r review.Record) (string, bool) {
+	switch {
+	case r.Open:
+		return openReviewStatus, true
+	case r.OperationID != "":
+		return closedReviewPrefix + r.OperationID, true
+	}
+	return "", false
+}
+
+// CloseReview implements Store. It reads the review first, since where
+// it moves in StatusIndex depends on its operation. The condition open =
+// true makes a second close a no-op that keeps the first closer and time.
 func (d *Dynamo) CloseReview(ctx context.Context, id, by string, at time.Time) error {
+	cur, err := d.GetReview(ctx, id)
+	if err != nil {
+		return fmt.Errorf("close review %s: %w", id, err)
+	}
+	if !cur.Open {
+		return nil
+	}
 	upd := expression.Set(expression.Name(attrOpen), expression.Value(false)).
 		Set(expression.Name(attrClosedBy), expression.Value(by)).
-		Set(expression.Name(attrClosedAt), expression.Value(at)).
-		Remove(expression.Name(AttrStatusPK)).
-		Remove(expression.Name(AttrStatusSK))
+		Set(expression.Name(attrClosedAt), expression.Value(at))
+	cur.Open = false
+	if pk, ok := reviewStatus(cur); ok {
+		upd = upd.Set(expression.Name(AttrStatusPK), expression.Value(pk))
+	} else {
+		upd = upd.Remove(expression.Name(AttrStatusPK)).Remove(expression.Name(AttrStatusSK))
+	}
 	cond := expression.Name(AttrPK).AttributeExists().And(expression.Name(attrOpen).Equal(expression.Value(true)))
 	expr, err := expression.NewBuilder().WithUpdate(upd).WithCondition(cond).Build()
 	if err != nil {
