@@ -26,7 +26,10 @@ func TestOperatorCommandsAgainstDynamoDB(t *testing.T) {
 	if code != 0 || !strings.Contains(out, "next action   reconcile") || !strings.Contains(out, "--job-id ID") {
 		t.Fatalf("plan: %d %s %s", code, out, errOut)
 	}
-	code, out, errOut = genjobs(t, append([]string{"replay", "op-cli", "--action", "reconcile", "--operator", "grace", "--job-id", "job_found"}, flags...)...)
+	url, key, c := genaceFor(t)
+	job := createJob(t, c, "op-cli")
+	code, out, errOut = genjobs(t, append([]string{"replay", "op-cli", "--action", "reconcile", "--operator", "grace", "--job-id", job,
+		"--genace-url", url, "--genace-key", key}, flags...)...)
 	if code != 0 || !strings.Contains(out, "uncertain r1 → accepted r2 (audited)") {
 		t.Fatalf("replay: %d %s %s", code, out, errOut)
 	}
@@ -35,7 +38,16 @@ func TestOperatorCommandsAgainstDynamoDB(t *testing.T) {
 		t.Fatalf("audit: %d %s", code, out)
 	}
 	got := pipelinetest.Get(t, st, "op-cli")
-	if got.Phase != operation.Accepted || got.RemoteJobID != "job_found" {
+	if got.Phase != operation.Accepted || got.RemoteJobID != job {
 		t.Fatalf("record %s %q", got.Phase, got.RemoteJobID)
+	}
+	// Another operation can never take the same job.
+	other := pipelinetest.Prepared("op-cli-2")
+	other.Phase = operation.Uncertain
+	pipelinetest.Create(t, st, other)
+	code, _, errOut = genjobs(t, append([]string{"replay", "op-cli-2", "--action", "reconcile", "--operator", "grace", "--job-id", job,
+		"--genace-url", url, "--genace-key", key, "--force-unverified", "--reason", "test"}, flags...)...)
+	if code != 1 || !strings.Contains(errOut, "held by operation op-cli") {
+		t.Fatalf("a second operation attached job %s: %d %s", job, code, errOut)
 	}
 }

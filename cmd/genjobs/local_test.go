@@ -65,10 +65,17 @@ func TestLocalRunsTheDemo(t *testing.T) {
 			lostJob = op.GenaceJobs[0]
 		}
 	}
-	// The operator reconciles the lost response with the job Genace shows.
+	// The operator reconciles the lost response with the job the report
+	// shows. The simulator has exited, so nothing can look the job up:
+	// the attach is refused unless forced, with a reason.
 	db := filepath.Join(state, "genjobs.db")
-	code, out, errOut = genjobs(t, "replay", "demo-lost-response", "--action", "reconcile", "--operator", "test", "--job-id", lostJob, "--db", db)
-	if code != 0 || !strings.Contains(out, "uncertain r3 → accepted r4 (audited)") {
+	code, _, errOut = genjobs(t, "replay", "demo-lost-response", "--action", "reconcile", "--operator", "test", "--job-id", lostJob, "--db", db)
+	if code != 1 || !strings.Contains(errOut, "not verified") {
+		t.Fatalf("unverifiable job: exit %d %s", code, errOut)
+	}
+	code, out, errOut = genjobs(t, "replay", "demo-lost-response", "--action", "reconcile", "--operator", "test", "--job-id", lostJob,
+		"--force-unverified", "--reason", "the local run's report lists it", "--db", db)
+	if code != 0 || !strings.Contains(out, "uncertain r3 → accepted r4 (audited)") || !strings.Contains(out, "UNVERIFIED") {
 		t.Fatalf("replay: %d %s %s", code, out, errOut)
 	}
 }

@@ -32,7 +32,7 @@ func commands() []command {
 		{"local", "[--workload FILE] [--report FILE] [--timeout D] [--genace-url URL] [--table T --dynamodb-endpoint URL]", "run the whole pipeline locally on embedded defaults (the demo without --workload)", cmdLocal},
 		{"reviews", "", "list open review records", cmdReviews},
 		{"plan", "OPERATION_ID", "show the next action for one operation and every precondition checked", cmdPlan},
-		{"replay", "OPERATION_ID --action A --operator NAME [--job-id ID | --confirmed-not-submitted]", "carry out the planned action on one operation, with an audit entry", cmdReplay},
+		{"replay", "OPERATION_ID --action A --operator NAME [--job-id ID [--force-unverified --reason TEXT] | --confirmed-not-submitted] [--genace-url URL --genace-key K]", "carry out the planned action on one operation, with an audit entry", cmdReplay},
 		{"audit", "OPERATION_ID", "print the operation's audit trail", cmdAudit},
 		{"invoke", "--function NAME --event FILE [--keep] [--json]", "run one function under the Lambda runtime emulator with a sample event, against local services (make invoke)", cmdInvoke},
 		{"soak", "[--operations N] [--seed N] [--faults all|none|LIST] [--trace OPS] [--unrecorded-dispatch] [--json FILE] [--quiet]", "run the deterministic fault-injection simulation and check the invariants (exit 1 on any violation)", cmdSoak},

@@ -12,15 +12,18 @@ import (
 	"time"
 
 	"github.com/aws/aws-sdk-go-v2/config"
+	"github.com/aws/aws-sdk-go-v2/service/secretsmanager"
 	"github.com/aws/aws-sdk-go-v2/service/sqs"
 
 	"github.com/genjobs/genjobs/internal/clock"
 	appconfig "github.com/genjobs/genjobs/internal/config"
+	"github.com/genjobs/genjobs/internal/genace"
 	"github.com/genjobs/genjobs/internal/operation"
 	"github.com/genjobs/genjobs/internal/queue"
 	"github.com/genjobs/genjobs/internal/replay"
 	"github.com/genjobs/genjobs/internal/review"
 	"github.com/genjobs/genjobs/internal/schedule"
+	"github.com/genjobs/genjobs/internal/secret"
 	"github.com/genjobs/genjobs/internal/store"
 )
 
@@ -110,11 +113,10 @@ func cmdPlan(ctx context.Context, args []string, stdout, _ io.Writer) error {
 		return err
 	}
 	defer st.Close()
-	rec, err := st.Get(ctx, id)
+	plan, err := (&replay.Replayer{Store: st}).Plan(ctx, id)
 	if err != nil {
-		return fmt.Errorf("operation %s: %w", id, err)
+		return err
 	}
-	plan := replay.PlanFor(&rec)
 	if sf.json {
 		return printJSON(stdout, plan)
 	}
@@ -131,6 +133,13 @@ func writePlan(w io.Writer, p replay.Plan) {
 	fmt.Fprintln(w)
 	fmt.Fprintf(w, "remote state  %s\n", dash(string(p.RemoteState)))
 	fmt.Fprintf(w, "remote job    %s\n", dash(p.RemoteJobID))
+	for i, k := range p.KnownJobs {
+		label := ""
+		if i == 0 {
+			label = "known jobs"
+		}
+		fmt.Fprintf(w, "%-13s %s (%s)\n", label, k.JobID, strings.Join(k.Sources, "; "))
+	}
 	fmt.Fprintf(w, "next action   %s: %s\n", p.Recommendation.Action, p.Recommendation.Reason)
 	fmt.Fprintf(w, "replay would  %s\n", p.Recommendation.Effect)
 	fmt.Fprintln(w, "checks")
@@ -159,8 +168,12 @@ func cmdReplay(ctx context.Context, args []string, stdout, _ io.Writer) error {
 	sf.register(fs)
 	action := fs.String("action", "", "the action the plan computes (required)")
 	operator := fs.String("operator", "", "who decides (required)")
-	jobID := fs.String("job-id", "", "reconcile: attach this Genace job and observe it")
+	jobID := fs.String("job-id", "", "reconcile: attach this Genace job (looked up on Genace first) and observe it")
 	notSubmitted := fs.Bool("confirmed-not-submitted", false, "reconcile: Genace has no job for this operation; back to prepared")
+	force := fs.Bool("force-unverified", false, "reconcile --job-id: attach although Genace does not confirm the job names this operation (audited; needs --reason)")
+	reason := fs.String("reason", "", "why --force-unverified is right (one line, kept in the audit entry; no URLs)")
+	var gf genaceFlags
+	gf.register(fs)
 	id, err := oneOperation(fs, args)
 	if err != nil {
 		return err
@@ -175,6 +188,19 @@ func cmdReplay(ctx context.Context, args []string, stdout, _ io.Writer) error {
 	if strings.TrimSpace(*operator) == "" {
 		return usagef("--operator is required: every replay is audited")
 	}
+	var reader replay.JobReader
+	if *jobID != "" {
+		c, key, err := gf.client(ctx)
+		if err != nil {
+			return err
+		}
+		if key != "" && strings.Contains(*reason, key) {
+			return usagef("--reason contains the Genace API key; it would be kept in the audit trail")
+		}
+		if c != nil {
+			reader = c
+		}
+	}
 	st, err := sf.open(ctx)
 	if err != nil {
 		return err
@@ -184,8 +210,9 @@ func cmdReplay(ctx context.Context, args []string, stdout, _ io.Writer) error {
 	if err != nil {
 		return err
 	}
-	r := &replay.Replayer{Store: st, Sender: sender, Clock: clock.Real{}}
-	res, err := r.Replay(ctx, replay.Request{OperationID: id, Action: a, Operator: *operator, JobID: *jobID, ConfirmedNotSubmitted: *notSubmitted})
+	r := &replay.Replayer{Store: st, Sender: sender, Genace: reader, Clock: clock.Real{}}
+	res, err := r.Replay(ctx, replay.Request{OperationID: id, Action: a, Operator: *operator, JobID: *jobID,
+		ConfirmedNotSubmitted: *notSubmitted, ForceUnverified: *force, Reason: *reason})
 	if err != nil {
 		return err
 	}
@@ -210,10 +237,53 @@ func cmdReplay(ctx context.Context, args []string, stdout, _ io.Writer) error {
 	case res.Sent != nil:
 		fmt.Fprintf(stdout, "follow-up %s sent via %s\n", res.Sent.Action, res.Route)
 	}
+	if res.Entry.Verification != "" && res.Entry.Verification != replay.Verified {
+		fmt.Fprintf(stdout, "job %s attached UNVERIFIED (%s); reason audited: %s\n", res.Entry.RemoteJobID, res.Entry.Verification, res.Entry.Reason)
+	}
 	if len(res.Closed) > 0 {
 		fmt.Fprintf(stdout, "closed reviews: %s\n", strings.Join(res.Closed, ", "))
 	}
+	for _, k := range res.Kept {
+		fmt.Fprintf(stdout, "left open: review %s (%s)\n", k.ID, k.Why)
+	}
 	return nil
+}
+
+// genaceFlags name the Genace endpoint replay verifies a --job-id on.
+type genaceFlags struct {
+	url, key string
+}
+
+func (g *genaceFlags) register(fs *flag.FlagSet) {
+	fs.StringVar(&g.url, "genace-url", os.Getenv(appconfig.EnvGenaceURL), "Genace base URL to look a --job-id up on (env "+appconfig.EnvGenaceURL+")")
+	fs.StringVar(&g.key, "genace-key", os.Getenv(appconfig.EnvGenaceKey), "Genace API key (env "+appconfig.EnvGenaceKey+", or the secret named by "+appconfig.EnvGenaceKeySecret+")")
+}
+
+// client returns a Genace client and its key, or nil when no URL is
+// configured: replay then refuses an unverified --job-id unless forced.
+func (g *genaceFlags) client(ctx context.Context) (*genace.Client, string, error) {
+	if g.url == "" {
+		return nil, "", nil
+	}
+	key := g.key
+	if key == "" {
+		secretID := os.Getenv(appconfig.EnvGenaceKeySecret)
+		if secretID == "" {
+			return nil, "", usagef("--genace-url needs --genace-key (or %s, or %s)", appconfig.EnvGenaceKey, appconfig.EnvGenaceKeySecret)
+		}
+		awsCfg, err := config.LoadDefaultConfig(ctx)
+		if err != nil {
+			return nil, "", err
+		}
+		if key, err = secret.APIKey(ctx, "", secretID, secretsmanager.NewFromConfig(awsCfg)); err != nil {
+			return nil, "", err
+		}
+	}
+	c, err := genace.New(g.url, key, nil)
+	if err != nil {
+		return nil, "", fmt.Errorf("genace client: %w", err)
+	}
+	return c, key, nil
 }
 
 // replaySender sends follow-ups through SQS when the deployment's queue

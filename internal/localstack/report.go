@@ -104,7 +104,9 @@ func (r *Report) WriteSummary(w io.Writer) {
 		r.Totals.Invocations["deliver"], r.Totals.Invocations["triage"], r.Totals.DLQDepth)
 	for _, op := range r.Operations {
 		if op.Phase == operation.Uncertain && len(op.GenaceJobs) > 0 {
-			fmt.Fprintf(w, "%s is uncertain; the simulator shows Genace created %s for it: genjobs replay %s --action reconcile --operator NAME --job-id %s\n",
+			// The simulator exits with the run, so replay cannot look the
+			// job up on it: the attach has to be forced, with a reason.
+			fmt.Fprintf(w, "%s is uncertain; the simulator showed Genace created %s for it: genjobs replay %s --action reconcile --operator NAME --job-id %s --force-unverified --reason \"listed by the local run's report\"\n",
 				op.OperationID, strings.Join(op.GenaceJobs, ", "), op.OperationID, op.GenaceJobs[0])
 		}
 	}

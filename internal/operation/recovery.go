@@ -97,6 +97,12 @@ func Recommend(r *Record) Recommendation {
 		if r.RemoteJobID != "" {
 			return rec(ActionObserve, EffectReadStatus, "prepared but job %s is known: observe, never POST", r.RemoteJobID)
 		}
+		if r.Posts > 0 {
+			// A 429, or an operator's confirmation, brought it back; the
+			// plan's never_submitted check says whether every POST is
+			// settled.
+			return rec(ActionDispatch, EffectSubmitNew, "prepared again after %d POST(s): check that none created a job, review the allowance, then dispatch", r.Posts)
+		}
 		return rec(ActionDispatch, EffectSubmitNew, "prepared and never submitted: review the allowance, then dispatch")
 	}
 	return rec(ActionReconcile, EffectManual, "unknown phase %q", r.Phase)

@@ -6,8 +6,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/genjobs/genjobs/internal/clock"
-	"github.com/genjobs/genjobs/internal/genacesim"
 	"github.com/genjobs/genjobs/internal/message"
 	"github.com/genjobs/genjobs/internal/metrics"
 	"github.com/genjobs/genjobs/internal/observe"
@@ -21,8 +19,6 @@ import (
 // pipeline is the real submit and observe handlers on the simulator, with
 // the recorded follow-ups delivered by the test.
 type pipeline struct {
-	clk *clock.Manual
-	sim *genacesim.Simulator
 	env
 	sub *submit.Handler
 	obs *observe.Handler
@@ -30,9 +26,8 @@ type pipeline struct {
 }
 
 func newPipeline(t *testing.T, kind string) *pipeline {
-	p := &pipeline{clk: clock.NewManual(pipelinetest.Start), env: *newEnv(t, kind)}
-	sim, c := pipelinetest.Sim(t, p.clk, genacesim.Config{})
-	p.sim = sim
+	p := &pipeline{env: *newEnv(t, kind)}
+	c := p.genace
 	ps := schedule.DefaultPolicies()
 	ps.Default = schedule.Policy{LongPoll: 0, Base: 5 * time.Second, Cap: time.Minute, Multiplier: 2}
 	p.del = schedule.NewObservation(ps)
@@ -40,7 +35,6 @@ func newPipeline(t *testing.T, kind string) *pipeline {
 	log := slog.New(slog.DiscardHandler)
 	p.sub = submit.New(submit.Config{}, p.store, c, &pipelinetest.Extender{}, p.out, p.clk, log, metrics.Discard())
 	p.obs = observe.New(observe.Config{}, p.store, c, p.del, &pipelinetest.Extender{}, p.out, p.clk, log, metrics.Discard())
-	p.r.Clock = p.clk
 	return p
 }
 
@@ -108,8 +102,8 @@ func TestReconcileFailIsNeverSettledByReplay(t *testing.T) {
 	p.sim.Reconcile(pipelinetest.Get(t, p.store, "op-rf").RemoteJobID)
 	p.run(t, 50)
 	got := pipelinetest.Get(t, p.store, "op-rf")
-	if plan := replay.PlanFor(&got); plan.Recommendation.Action != operation.ActionInspectAccounting {
-		t.Fatalf("plan %+v", plan.Recommendation)
+	if plan, err := p.r.Plan(context.Background(), "op-rf"); err != nil || plan.Recommendation.Action != operation.ActionInspectAccounting {
+		t.Fatalf("plan %+v, %v", plan.Recommendation, err)
 	}
 	if _, err := p.r.Replay(context.Background(), replay.Request{OperationID: "op-rf", Action: operation.ActionInspectAccounting, Operator: "acct"}); err != nil {
 		t.Fatal(err)

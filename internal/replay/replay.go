@@ -9,11 +9,15 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
+	"strconv"
 	"strings"
 	"time"
+	"unicode"
 
 	"github.com/genjobs/genjobs/internal/clock"
 	"github.com/genjobs/genjobs/internal/followup"
+	"github.com/genjobs/genjobs/internal/genace"
 	"github.com/genjobs/genjobs/internal/message"
 	"github.com/genjobs/genjobs/internal/operation"
 	"github.com/genjobs/genjobs/internal/review"
@@ -25,13 +29,88 @@ import (
 type Store interface {
 	Get(ctx context.Context, operationID string) (operation.Record, error)
 	UpdateWithAudit(ctx context.Context, rec operation.Record, expected int64, entry review.AuditEntry) (operation.Record, error)
-	OpenReviews(ctx context.Context) ([]review.Record, error)
+	Audit(ctx context.Context, operationID string) ([]review.AuditEntry, error)
+	OperationReviews(ctx context.Context, operationID string) ([]review.Record, error)
+	JobRefs(ctx context.Context, jobID string) ([]store.JobRef, error)
 	CloseReview(ctx context.Context, id, by string, at time.Time) error
 }
+
+// JobReader looks a job up on Genace (*genace.Client is one).
+type JobReader interface {
+	Get(ctx context.Context, jobID string, wait, timeout time.Duration) (*genace.Job, error)
+}
+
+// lookupTimeout bounds the GET that verifies an operator's job id.
+const lookupTimeout = 15 * time.Second
+
+// Decisions an audit entry records for a reconciliation.
+const (
+	DecisionAttachJob             = "attach-job"
+	DecisionConfirmedNotSubmitted = "confirmed-not-submitted"
+)
+
+// Verified is the audit entry's Verification when Genace confirmed that
+// the attached job exists and names this operation.
+const Verified = "verified"
 
 // Sender delivers the follow-up message a replay schedules.
 type Sender interface {
 	Send(ctx context.Context, env message.Envelope, delay time.Duration) (schedule.Route, error)
+}
+
+// Evidence is what the store holds about an operation besides its
+// record: a job id may survive only there (a review kept it when the
+// record could not be written, or a replay closed that review).
+type Evidence struct {
+	// Reviews are the operation's reviews, open and closed.
+	Reviews []review.Record
+	// Audit is the operation's audit trail.
+	Audit []review.AuditEntry
+}
+
+// KnownJob is a job id recorded for the operation, and where.
+type KnownJob struct {
+	JobID string `json:"job_id"`
+	// Sources name each place it was found ("record", "review job:X
+	// (open)", "audit r5").
+	Sources []string `json:"sources"`
+}
+
+// KnownJobs lists every job id the record and the evidence name for the
+// operation, record first, then in the order found.
+func KnownJobs(rec *operation.Record, ev Evidence) []KnownJob {
+	var out []KnownJob
+	add := func(jobID, source string) {
+		if jobID == "" {
+			return
+		}
+		i := slices.IndexFunc(out, func(k KnownJob) bool { return k.JobID == jobID })
+		if i < 0 {
+			out = append(out, KnownJob{JobID: jobID})
+			i = len(out) - 1
+		}
+		out[i].Sources = append(out[i].Sources, source)
+	}
+	add(rec.RemoteJobID, "record")
+	for _, rv := range ev.Reviews {
+		state := "closed"
+		if rv.Open {
+			state = "open"
+		}
+		add(rv.RemoteJobID, fmt.Sprintf("review %s (%s)", rv.ID, state))
+	}
+	for _, e := range ev.Audit {
+		add(e.RemoteJobID, fmt.Sprintf("audit r%d (%s by %s)", e.Revision, e.Decision, e.Operator))
+	}
+	return out
+}
+
+func jobIDs(known []KnownJob) []string {
+	out := make([]string, len(known))
+	for i, k := range known {
+		out[i] = k.JobID
+	}
+	return out
 }
 
 // Plan is what replay would do now, and why.
@@ -43,6 +122,9 @@ type Plan struct {
 	RemoteJobID    string                   `json:"remote_job_id,omitempty"`
 	Settlement     operation.Settlement     `json:"settlement,omitempty"`
 	Recommendation operation.Recommendation `json:"recommendation"`
+	// KnownJobs are the job ids recorded anywhere for the operation: on
+	// the record, in its reviews (open or closed), in its audit trail.
+	KnownJobs []KnownJob `json:"known_jobs,omitempty"`
 	// Checks are the preconditions for the action, each with its result.
 	Checks []operation.Check `json:"checks"`
 	// Ready says whether the action may run as the record stands.
@@ -51,11 +133,28 @@ type Plan struct {
 	Needs string `json:"needs,omitempty"`
 }
 
-// PlanFor computes the plan for a record.
-func PlanFor(rec *operation.Record) Plan {
+// PostsAccounted says whether every POST the record counts is known to
+// have created nothing: answered 429, or confirmed not submitted by an
+// operator (each confirmation settles the one uncertain POST that led to
+// it). The detail says how the count adds up.
+func PostsAccounted(rec *operation.Record, audit []review.AuditEntry) (bool, string) {
+	confirmed := 0
+	for _, e := range audit {
+		if e.Decision == DecisionConfirmedNotSubmitted {
+			confirmed++
+		}
+	}
+	open := rec.Posts - rec.Counters.RateLimited - confirmed
+	return open <= 0, fmt.Sprintf("%d POSTs: %d answered 429, %d confirmed not submitted, %d with an unsettled outcome",
+		rec.Posts, rec.Counters.RateLimited, confirmed, max(open, 0))
+}
+
+// PlanFor computes the plan for a record and the evidence stored beside
+// it (Replayer.Plan reads both).
+func PlanFor(rec *operation.Record, ev Evidence) Plan {
 	p := Plan{
 		OperationID: rec.OperationID, Revision: rec.Revision, Phase: rec.Phase, RemoteJobID: rec.RemoteJobID,
-		Settlement: rec.Settlement, Recommendation: operation.Recommend(rec),
+		Settlement: rec.Settlement, Recommendation: operation.Recommend(rec), KnownJobs: KnownJobs(rec, ev),
 	}
 	if rec.Remote != nil {
 		p.RemoteState = rec.Remote.State
@@ -68,7 +167,9 @@ func PlanFor(rec *operation.Record) Plan {
 		// The only action that can create (and pay for) work: the full
 		// allowance review.
 		p.Checks = operation.SubmitChecks(rec)
-		check("never_submitted", rec.RemoteJobID == "" && rec.Claim == nil, fmt.Sprintf("job id %q, claim %v", rec.RemoteJobID, rec.Claim != nil))
+		accounted, posts := PostsAccounted(rec, ev.Audit)
+		check("never_submitted", len(p.KnownJobs) == 0 && rec.Claim == nil && accounted,
+			fmt.Sprintf("known jobs %v, claim %v; %s", jobIDs(p.KnownJobs), rec.Claim != nil, posts))
 	case operation.ActionObserve, operation.ActionInspectAccounting:
 		check("job_id_known", rec.RemoteJobID != "", "job "+rec.RemoteJobID)
 	case operation.ActionDeliver:
@@ -82,6 +183,10 @@ func PlanFor(rec *operation.Record) Plan {
 		check("uncertain", rec.Phase == operation.Uncertain,
 			fmt.Sprintf("phase %s (a submitting claim may still be mid-POST: wait for the sweep to mark it uncertain)", rec.Phase))
 		p.Needs = "--job-id ID (the job exists on Genace) or --confirmed-not-submitted (Genace has no job for this operation)"
+		if len(p.KnownJobs) > 0 {
+			p.Needs = fmt.Sprintf("--job-id ID: job %s is recorded for this operation (see known jobs); "+
+				"--confirmed-not-submitted is refused while a job id is known", strings.Join(jobIDs(p.KnownJobs), ", "))
+		}
 	case operation.ActionAcknowledge:
 		check("terminal", rec.Terminal(), string(rec.Phase))
 	}
@@ -97,10 +202,24 @@ type Request struct {
 	OperationID string
 	Action      operation.Action
 	Operator    string
-	// JobID attaches a job the operator found (reconcile only).
+	// JobID attaches a job the operator found (reconcile only). It is
+	// looked up on Genace first.
 	JobID string
 	// ConfirmedNotSubmitted says Genace has no job for it (reconcile only).
 	ConfirmedNotSubmitted bool
+	// ForceUnverified attaches JobID although Genace did not confirm that
+	// it names this operation (not found, another operation's, no
+	// metadata, lookup failed). It never attaches a job another
+	// operation holds. Reason is then required and goes into the audit
+	// entry.
+	ForceUnverified bool
+	Reason          string
+}
+
+// KeptReview is an open review a replay left open, and why.
+type KeptReview struct {
+	ID  string `json:"id"`
+	Why string `json:"why"`
 }
 
 // Result is what a replay did.
@@ -112,6 +231,7 @@ type Result struct {
 	Route    schedule.Route    `json:"route,omitempty"`
 	SendErr  string            `json:"send_error,omitempty"`
 	Closed   []string          `json:"closed_reviews,omitempty"`
+	Kept     []KeptReview      `json:"kept_reviews,omitempty"`
 	Changed  bool              `json:"changed"`
 	Decision string            `json:"decision"`
 }
@@ -125,40 +245,120 @@ var (
 	ErrActionMismatch = errors.New("action does not match the plan")
 	// ErrNotReady: a precondition failed.
 	ErrNotReady = errors.New("precondition failed")
+	// ErrJobKnown: --confirmed-not-submitted while a job id is recorded
+	// for the operation.
+	ErrJobKnown = errors.New("a job id is known for this operation")
+	// ErrUnverified: Genace did not confirm the job the operator named.
+	ErrUnverified = errors.New("job not verified on Genace")
+	// ErrJobHeld: another operation already holds or claims the job.
+	ErrJobHeld = errors.New("job held by another operation")
 )
+
+// maxReasonLen bounds an override's reason.
+const maxReasonLen = 500
 
 // Replayer carries out replays.
 type Replayer struct {
 	Store  Store
 	Sender Sender // nil: the follow-up stays scheduled on the record
+	// Genace verifies an operator's --job-id; nil: no job can be
+	// verified, so attaching one needs ForceUnverified.
+	Genace JobReader
 	Clock  clock.Clock
+}
+
+// evidence reads what the store holds about the operation beside its
+// record.
+func (r *Replayer) evidence(ctx context.Context, operationID string) (Evidence, error) {
+	rs, err := r.Store.OperationReviews(ctx, operationID)
+	if err != nil {
+		return Evidence{}, fmt.Errorf("reviews of %s: %w", operationID, err)
+	}
+	audit, err := r.Store.Audit(ctx, operationID)
+	if err != nil {
+		return Evidence{}, fmt.Errorf("audit of %s: %w", operationID, err)
+	}
+	return Evidence{Reviews: rs, Audit: audit}, nil
+}
+
+// Plan reads the operation's record and evidence and computes its plan.
+func (r *Replayer) Plan(ctx context.Context, operationID string) (Plan, error) {
+	rec, err := r.Store.Get(ctx, operationID)
+	if err != nil {
+		return Plan{}, fmt.Errorf("operation %s: %w", operationID, err)
+	}
+	ev, err := r.evidence(ctx, operationID)
+	if err != nil {
+		return Plan{}, err
+	}
+	return PlanFor(&rec, ev), nil
+}
+
+// checkRequest refuses a request that is incomplete or contradictory
+// before anything is read.
+func checkRequest(req Request) error {
+	if strings.TrimSpace(req.Operator) == "" {
+		return fmt.Errorf("%w: an operator name is required (--operator)", ErrBadRequest)
+	}
+	if !message.ValidOperationID(req.OperationID) {
+		return fmt.Errorf("%w: %q is not an operation id", ErrBadRequest, req.OperationID)
+	}
+	if req.Action != operation.ActionReconcile {
+		if req.JobID != "" || req.ConfirmedNotSubmitted || req.ForceUnverified || req.Reason != "" {
+			return fmt.Errorf("%w: --job-id, --confirmed-not-submitted, --force-unverified and --reason go with --action reconcile only", ErrBadRequest)
+		}
+		return nil
+	}
+	if (req.JobID == "") == !req.ConfirmedNotSubmitted {
+		return fmt.Errorf("%w: reconcile needs exactly one of --job-id or --confirmed-not-submitted", ErrBadRequest)
+	}
+	if req.JobID != "" && !message.ValidJobID(req.JobID) {
+		return fmt.Errorf("%w: %q is not a job id", ErrBadRequest, req.JobID)
+	}
+	if (req.ForceUnverified || req.Reason != "") && req.JobID == "" {
+		return fmt.Errorf("%w: --force-unverified and --reason go with --job-id only", ErrBadRequest)
+	}
+	if req.Reason != "" && !req.ForceUnverified {
+		return fmt.Errorf("%w: --reason explains an override; it goes with --force-unverified", ErrBadRequest)
+	}
+	if req.ForceUnverified {
+		return checkReason(req.Reason)
+	}
+	return nil
+}
+
+// checkReason keeps an override's reason fit for the audit trail: said,
+// bounded, one printable line, and no URL (a signed URL is a secret).
+func checkReason(reason string) error {
+	switch {
+	case strings.TrimSpace(reason) == "":
+		return fmt.Errorf("%w: --force-unverified needs --reason saying why the job is this operation's", ErrBadRequest)
+	case len(reason) > maxReasonLen:
+		return fmt.Errorf("%w: --reason is %d bytes, at most %d", ErrBadRequest, len(reason), maxReasonLen)
+	case strings.Contains(reason, "://"):
+		return fmt.Errorf("%w: --reason must not contain a URL (it may carry a signature); cite a ticket instead", ErrBadRequest)
+	case strings.IndexFunc(reason, func(c rune) bool { return !unicode.IsPrint(c) }) >= 0:
+		return fmt.Errorf("%w: --reason must be one line of printable text", ErrBadRequest)
+	}
+	return nil
 }
 
 // Replay runs one operator decision on one operation. It changes nothing
 // unless every check passes, and its record update and audit entry are one
 // transaction conditioned on the revision the plan was computed from.
 func (r *Replayer) Replay(ctx context.Context, req Request) (Result, error) {
-	if strings.TrimSpace(req.Operator) == "" {
-		return Result{}, fmt.Errorf("%w: an operator name is required (--operator)", ErrBadRequest)
-	}
-	if !message.ValidOperationID(req.OperationID) {
-		return Result{}, fmt.Errorf("%w: %q is not an operation id", ErrBadRequest, req.OperationID)
-	}
-	if req.Action == operation.ActionReconcile {
-		if (req.JobID == "") == !req.ConfirmedNotSubmitted {
-			return Result{}, fmt.Errorf("%w: reconcile needs exactly one of --job-id or --confirmed-not-submitted", ErrBadRequest)
-		}
-		if req.JobID != "" && !message.ValidJobID(req.JobID) {
-			return Result{}, fmt.Errorf("%w: %q is not a job id", ErrBadRequest, req.JobID)
-		}
-	} else if req.JobID != "" || req.ConfirmedNotSubmitted {
-		return Result{}, fmt.Errorf("%w: --job-id and --confirmed-not-submitted go with --action reconcile only", ErrBadRequest)
+	if err := checkRequest(req); err != nil {
+		return Result{}, err
 	}
 	rec, err := r.Store.Get(ctx, req.OperationID)
 	if err != nil {
 		return Result{}, fmt.Errorf("replay %s: %w", req.OperationID, err)
 	}
-	plan := PlanFor(&rec)
+	ev, err := r.evidence(ctx, req.OperationID)
+	if err != nil {
+		return Result{}, fmt.Errorf("replay %s: %w", req.OperationID, err)
+	}
+	plan := PlanFor(&rec, ev)
 	if plan.Recommendation.Action != req.Action {
 		return Result{}, fmt.Errorf("%w: you asked for %s, the plan for %s at revision %d (phase %s) is %s: %s",
 			ErrActionMismatch, req.Action, req.OperationID, rec.Revision, rec.Phase, plan.Recommendation.Action, plan.Recommendation.Reason)
@@ -168,13 +368,24 @@ func (r *Replayer) Replay(ctx context.Context, req Request) (Result, error) {
 			return Result{}, fmt.Errorf("%w: %s: %s", ErrNotReady, c.Name, c.Detail)
 		}
 	}
+	if req.ConfirmedNotSubmitted && len(plan.KnownJobs) > 0 {
+		k := plan.KnownJobs[0]
+		return Result{}, fmt.Errorf("%w: job %s is recorded for %s (%s); look it up on Genace and attach it with --job-id %s",
+			ErrJobKnown, k.JobID, req.OperationID, strings.Join(k.Sources, "; "), k.JobID)
+	}
+	var verification string
+	if req.JobID != "" {
+		if verification, err = r.verifyJob(ctx, req); err != nil {
+			return Result{}, fmt.Errorf("replay %s: %w", req.OperationID, err)
+		}
+	}
 	now := r.Clock.Now()
 	res := Result{Before: rec}
 	if req.Action == operation.ActionAcknowledge {
 		// Nothing to change on a terminal record (it is never written
 		// again); closing its reviews records who acknowledged it.
 		res.After, res.Decision = rec, "acknowledged"
-		res.Closed, err = r.closeReviews(ctx, rec.OperationID, req.Operator, now)
+		res.Closed, res.Kept, err = r.closeResolved(ctx, ev.Reviews, rec, req.Operator, now)
 		return res, err
 	}
 	next, decision, err := apply(rec, req, now)
@@ -184,6 +395,10 @@ func (r *Replayer) Replay(ctx context.Context, req Request) (Result, error) {
 	entry := review.AuditEntry{
 		OperationID: rec.OperationID, Operator: req.Operator, Action: req.Action, Decision: decision,
 		FromPhase: rec.Phase, ToPhase: next.Phase, FromRevision: rec.Revision, Revision: rec.Revision + 1, At: now,
+		RemoteJobID: req.JobID, Verification: verification,
+	}
+	if req.ForceUnverified {
+		entry.Reason = req.Reason
 	}
 	next.LastAppliedMessageID = ""
 	saved, err := r.Store.UpdateWithAudit(ctx, next, rec.Revision, entry)
@@ -205,8 +420,59 @@ func (r *Replayer) Replay(ctx context.Context, req Request) (Result, error) {
 			res.Route = route
 		}
 	}
-	res.Closed, err = r.closeReviews(ctx, rec.OperationID, req.Operator, now)
+	res.Closed, res.Kept, err = r.closeResolved(ctx, ev.Reviews, saved, req.Operator, now)
 	return res, err
+}
+
+// verifyJob checks an operator's job id before it is written: no other
+// operation may hold or claim it (never overridable: two operations must
+// not share one job), and Genace must show the job naming this
+// operation, unless the request forces it. It returns the audit entry's
+// Verification.
+func (r *Replayer) verifyJob(ctx context.Context, req Request) (string, error) {
+	refs, err := r.Store.JobRefs(ctx, req.JobID)
+	if err != nil {
+		return "", fmt.Errorf("look up holders of job %s: %w", req.JobID, err)
+	}
+	for _, ref := range refs {
+		if ref.OperationID != req.OperationID {
+			where := string(ref.Kind)
+			if ref.Key != "" {
+				where += " " + ref.Key
+			}
+			return "", fmt.Errorf("%w: job %s is already held by operation %s (%s)", ErrJobHeld, req.JobID, ref.OperationID, where)
+		}
+	}
+	verification, refusal := r.lookUp(ctx, req.OperationID, req.JobID)
+	if refusal != nil && !req.ForceUnverified {
+		return "", fmt.Errorf("%w: %w (--force-unverified --reason ... overrides this, audited)", ErrUnverified, refusal)
+	}
+	return verification, nil
+}
+
+// lookUp GETs the job on Genace. It returns what the audit entry says of
+// the job, and why it does not count as verified (nil if it does).
+func (r *Replayer) lookUp(ctx context.Context, operationID, jobID string) (string, error) {
+	if r.Genace == nil {
+		return "unverified: no Genace client configured", errors.New("no Genace configured to look the job up (--genace-url and --genace-key, or GENACE_BASE_URL and GENACE_API_KEY)")
+	}
+	job, err := r.Genace.Get(ctx, jobID, 0, lookupTimeout)
+	if errors.Is(err, genace.ErrNotFound) {
+		return "unverified: no such job on Genace", fmt.Errorf("no such job on Genace: %s", jobID)
+	}
+	if err != nil {
+		// The client's errors carry no URL or key; the audit gets only a
+		// category.
+		return "unverified: the Genace lookup failed", fmt.Errorf("the Genace lookup of %s failed: %w", jobID, err)
+	}
+	switch named := job.Metadata["operation_id"]; named {
+	case operationID:
+		return Verified, nil
+	case "":
+		return "unverified: the job has no metadata.operation_id", fmt.Errorf("job %s has no metadata.operation_id on Genace", jobID)
+	default:
+		return "unverified: the job names operation " + named, fmt.Errorf("job %s names operation %s on Genace, not %s", jobID, named, operationID)
+	}
 }
 
 // apply computes the record an action produces.
@@ -236,31 +502,49 @@ func apply(rec operation.Record, req Request, now time.Time) (operation.Record, 
 		if req.ConfirmedNotSubmitted {
 			c, err := operation.ConfirmNotSubmitted(rec, now)
 			// Dispatch stays a separate decision that passes the allowance review.
-			return c, "confirmed-not-submitted", err
+			return c, DecisionConfirmedNotSubmitted, err
 		}
 		c, err := operation.Accept(rec, req.JobID, nil, now)
 		if err != nil {
 			return operation.Record{}, "", err
 		}
-		return schedule(c, message.ObserveGeneration), "attach-job", nil
+		return schedule(c, message.ObserveGeneration), DecisionAttachJob, nil
 	}
 	return operation.Record{}, "", fmt.Errorf("%w: action %s cannot be replayed", ErrBadRequest, req.Action)
 }
 
-func (r *Replayer) closeReviews(ctx context.Context, operationID, operator string, now time.Time) ([]string, error) {
-	open, err := r.Store.OpenReviews(ctx)
-	if err != nil {
-		return nil, fmt.Errorf("list reviews: %w", err)
+// unresolved says why a replay that left the record as after does not
+// resolve an open review ("" if it does): the review names a job the
+// record does not hold (it may be the only trace of that job), or it is
+// about a revision after the one this replay read and wrote.
+func unresolved(rv review.Record, after operation.Record) string {
+	switch {
+	case rv.RemoteJobID != "" && rv.RemoteJobID != after.RemoteJobID:
+		return "names job " + rv.RemoteJobID + ", which the record does not hold"
+	case rv.Revision > after.Revision:
+		return "about revision " + strconv.FormatInt(rv.Revision, 10) + ", later than this replay's"
 	}
+	return ""
+}
+
+// closeResolved closes the open reviews (as read for the plan) that the
+// replay resolved, and reports the others. A review written since was
+// not read, so it stays open.
+func (r *Replayer) closeResolved(ctx context.Context, reviews []review.Record, after operation.Record, operator string, now time.Time) ([]string, []KeptReview, error) {
 	var closed []string
-	for _, rv := range open {
-		if rv.OperationID != operationID {
+	var kept []KeptReview
+	for _, rv := range reviews {
+		if !rv.Open {
+			continue
+		}
+		if why := unresolved(rv, after); why != "" {
+			kept = append(kept, KeptReview{ID: rv.ID, Why: why})
 			continue
 		}
 		if err := r.Store.CloseReview(ctx, rv.ID, operator, now); err != nil {
-			return closed, fmt.Errorf("close review %s: %w", rv.ID, err)
+			return closed, kept, fmt.Errorf("close review %s: %w", rv.ID, err)
 		}
 		closed = append(closed, rv.ID)
 	}
-	return closed, nil
+	return closed, kept, nil
 }

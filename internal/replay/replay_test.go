@@ -9,8 +9,11 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/genjobs/genjobs/internal/clock"
+	"github.com/genjobs/genjobs/internal/genace"
+	"github.com/genjobs/genjobs/internal/genacesim"
 	"github.com/genjobs/genjobs/internal/message"
 	"github.com/genjobs/genjobs/internal/operation"
 	"github.com/genjobs/genjobs/internal/pipelinetest"
@@ -23,6 +26,9 @@ type fixture struct {
 	Name           string
 	ExpectedAction operation.Action `json:"expected_action"`
 	Record         operation.Record `json:"record"`
+	// Audit is the operator decisions that led to the record, where the
+	// plan depends on them.
+	Audit []review.AuditEntry `json:"audit"`
 }
 
 func fixtures(t *testing.T) []fixture {
@@ -56,7 +62,7 @@ func TestFixturesSelectTheirAction(t *testing.T) {
 	for _, f := range fixtures(t) {
 		actions[f.ExpectedAction] = true
 		phases[f.Record.Phase] = true
-		plan := replay.PlanFor(&f.Record)
+		plan := replay.PlanFor(&f.Record, replay.Evidence{Audit: f.Audit})
 		if plan.Recommendation.Action != f.ExpectedAction {
 			t.Errorf("%s: plan selects %s, fixture expects %s (%s)", f.Name, plan.Recommendation.Action, f.ExpectedAction, plan.Recommendation.Reason)
 		}
@@ -84,7 +90,7 @@ func TestDispatchPlanShowsEveryAllowanceCheck(t *testing.T) {
 	rec := pipelinetest.Prepared("op-x")
 	rec.EstimatedCredits = 99
 	rec.Authorized = false
-	plan := replay.PlanFor(&rec)
+	plan := replay.PlanFor(&rec, replay.Evidence{})
 	got := map[string]bool{}
 	for _, c := range plan.Checks {
 		got[c.Name] = c.OK
@@ -101,21 +107,47 @@ func TestDispatchPlanShowsEveryAllowanceCheck(t *testing.T) {
 }
 
 type env struct {
-	store store.Store
-	out   *pipelinetest.Outbox
-	r     *replay.Replayer
+	store  store.Store
+	out    *pipelinetest.Outbox
+	clk    *clock.Manual
+	sim    *genacesim.Simulator
+	genace *genace.Client
+	r      *replay.Replayer
 }
 
 func newEnv(t *testing.T, kind string) *env {
 	st := pipelinetest.OpenStore(t, kind)
 	out := &pipelinetest.Outbox{}
-	return &env{store: st, out: out, r: &replay.Replayer{Store: st, Sender: out, Clock: clock.NewManual(pipelinetest.Start)}}
+	clk := clock.NewManual(pipelinetest.Start)
+	sim, c := pipelinetest.Sim(t, clk, genacesim.Config{})
+	return &env{store: st, out: out, clk: clk, sim: sim, genace: c, r: &replay.Replayer{Store: st, Sender: out, Genace: c, Clock: clk}}
 }
 
+// load writes a fixture's record, and its audit entries through as many
+// audited writes.
 func (e *env) load(t *testing.T, f fixture) operation.Record {
 	rec := f.Record
 	rec.Revision = 0
-	return pipelinetest.Create(t, e.store, rec)
+	rec = pipelinetest.Create(t, e.store, rec)
+	for _, entry := range f.Audit {
+		entry.OperationID, entry.FromRevision, entry.Revision = rec.OperationID, rec.Revision, 0
+		var err error
+		if rec, err = e.store.UpdateWithAudit(context.Background(), rec, rec.Revision, entry); err != nil {
+			t.Fatal(err)
+		}
+	}
+	return rec
+}
+
+// jobOnGenace creates the job a POST for operationID creates, as the one
+// whose answer was lost would have.
+func (e *env) jobOnGenace(t *testing.T, operationID string) string {
+	t.Helper()
+	res := e.genace.Submit(context.Background(), genace.SubmitRequest{OperationID: operationID, Model: "flux-pro-2", Input: json.RawMessage(`{"prompt":"x"}`)}, 10*time.Second)
+	if res.Outcome != genace.OutcomeAccepted {
+		t.Fatalf("create a job for %s: %+v", operationID, res)
+	}
+	return res.JobID
 }
 
 func (e *env) audit(t *testing.T, id string) []review.AuditEntry {
@@ -136,7 +168,7 @@ func TestReplayEachFixture(t *testing.T) {
 				before := e.load(t, f)
 				req := replay.Request{OperationID: before.OperationID, Action: f.ExpectedAction, Operator: "alice"}
 				if f.ExpectedAction == operation.ActionReconcile {
-					req.JobID = "job_found_by_alice"
+					req.JobID = e.jobOnGenace(t, before.OperationID)
 				}
 				res, err := e.r.Replay(context.Background(), req)
 				if f.Record.Phase == operation.Submitting {
@@ -150,7 +182,7 @@ func TestReplayEachFixture(t *testing.T) {
 					t.Fatalf("%s: %v", f.Name, err)
 				}
 				after := pipelinetest.Get(t, e.store, before.OperationID)
-				entries := e.audit(t, before.OperationID)
+				entries := e.audit(t, before.OperationID)[len(f.Audit):]
 				sent := e.out.Take()
 				if f.ExpectedAction == operation.ActionAcknowledge {
 					if after.Revision != before.Revision || len(entries) != 0 || len(sent) != 0 || res.Changed {
@@ -237,8 +269,8 @@ func TestConfirmedNotSubmittedDoesNotDispatch(t *testing.T) {
 			t.Fatalf("phase %s, %d sent, decision %q: dispatch must stay a separate decision", res.After.Phase, e.out.Len(), res.Entry.Decision)
 		}
 		// The separate decision: the plan now says dispatch, with the allowance checks.
-		if plan := replay.PlanFor(&res.After); plan.Recommendation.Action != operation.ActionDispatch || !plan.Ready {
-			t.Fatalf("plan after confirmation: %+v", plan)
+		if plan, err := e.r.Plan(context.Background(), rec.OperationID); err != nil || plan.Recommendation.Action != operation.ActionDispatch || !plan.Ready {
+			t.Fatalf("plan after confirmation: %+v, %v", plan, err)
 		}
 		return
 	}

@@ -78,6 +78,14 @@ type AuditEntry struct {
 	Revision int64     `json:"resulting_revision" dynamodbav:"resulting_revision"`
 	ReviewID string    `json:"review_id,omitempty" dynamodbav:"review_id,omitempty"`
 	At       time.Time `json:"at" dynamodbav:"at"`
+	// RemoteJobID is the job an attach-job decision put on the record, so
+	// the audit trail alone says which job an operator vouched for.
+	RemoteJobID string `json:"remote_job_id,omitempty" dynamodbav:"remote_job_id,omitempty"`
+	// Verification is what Genace said of that job before it was
+	// attached: "verified", or why it could not be (an override).
+	Verification string `json:"verification,omitempty" dynamodbav:"verification,omitempty"`
+	// Reason is the operator's own account of an override.
+	Reason string `json:"reason,omitempty" dynamodbav:"reason,omitempty"`
 }
 
 // ForRecord builds a review of an operation as its record stands, with the

@@ -412,11 +412,17 @@ func (b *Bolt) CloseReview(ctx context.Context, id, by string, at time.Time) err
 	return b.ResolveReview(ctx, id, by, "", at)
 }
 
-// OpenReviewsOf implements Store from the operation's nested bucket, in
-// creation order.
+// OpenReviewsOf implements Store: OperationReviews, open ones only.
 func (b *Bolt) OpenReviewsOf(ctx context.Context, operationID string) ([]review.Record, error) {
+	rs, err := b.OperationReviews(ctx, operationID)
+	return openOnly(rs), err
+}
+
+// OperationReviews implements Store from the operation's nested bucket,
+// in creation order.
+func (b *Bolt) OperationReviews(ctx context.Context, operationID string) ([]review.Record, error) {
 	if err := ctx.Err(); err != nil {
-		return nil, fmt.Errorf("open reviews of %s: %w", operationID, err)
+		return nil, fmt.Errorf("reviews of %s: %w", operationID, err)
 	}
 	var out []review.Record
 	err := b.db.View(func(tx *bolt.Tx) error {
@@ -429,14 +435,12 @@ func (b *Bolt) OpenReviewsOf(ctx context.Context, operationID string) ([]review.
 			if err != nil {
 				return fmt.Errorf("review %s: %w", id, err)
 			}
-			if r.Open {
-				out = append(out, r)
-			}
+			out = append(out, r)
 			return nil
 		})
 	})
 	if err != nil {
-		return nil, fmt.Errorf("open reviews of %s: %w", operationID, err)
+		return nil, fmt.Errorf("reviews of %s: %w", operationID, err)
 	}
 	sortReviews(out)
 	return out, nil

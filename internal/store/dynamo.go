@@ -27,8 +27,8 @@ import (
 // record's own attributes (operation_id, revision, phase, ...) sit beside
 // it, marshaled from their dynamodbav tags.
 //
-//	item          pk              sk                         status_pk        status_sk
-//	operation     OP#<id>         RECORD                     ACTIVE#<0..7>    <due>#<id>      (index attrs only while SweepDue says ok)
+//	item          pk              sk                         status_pk              status_sk
+//	operation     OP#<id>         RECORD                     ACTIVE#<0..7>          <due>#<id>      (index attrs only while SweepDue says ok)
 //	audit entry   OP#<id>         AUDIT#<revision, 20 digits>
 //	review ref    OP#<id>         REVIEW#<review id>                                          (for each review that names the operation)
 //	review        REVIEW#<id>     REVIEW                     REVIEW#OPEN      <created>#<id>  (index attrs only while open)
@@ -40,6 +40,10 @@ import (
 // exactly the items they need instead of scanning the table. Times in
 // status_sk are fixed-width UTC RFC 3339 with nanoseconds, so byte order
 // is time order.
+//
+// The GSI JobIndex (keys only) is keyed on the items' own remote_job_id
+// and operation_id attributes: every record, review and audit entry that
+// names a job is in it, so "who holds job X" is one Query.
 const (
 	// AttrPK is the table's partition key (S).
 	AttrPK = "pk"
@@ -57,6 +61,17 @@ const (
 	// StatusIndex is the sparse GSI (projection ALL) over AttrStatusPK and
 	// AttrStatusSK.
 	StatusIndex = "status"
+	// AttrRemoteJobID (S) is JobIndex's partition key: the job id a
+	// record, review or audit entry names (absent when none).
+	AttrRemoteJobID = "remote_job_id"
+	// AttrOperationID (S) is JobIndex's sort key: the operation the item
+	// belongs to.
+	AttrOperationID = "operation_id"
+	// JobIndex is the sparse GSI (projection KEYS_ONLY) over
+	// AttrRemoteJobID and AttrOperationID. Its keys never change once an
+	// item names a job (a job id is never replaced), so rewrites of a
+	// record leave it alone.
+	JobIndex = "job"
 	// StatusShards is how many ACTIVE#<n> partitions the sweep index is
 	// spread over (shard = FNV-1a(operation_id) mod StatusShards), so a
 	// busy table has no single hot index partition; Due queries them all.
@@ -136,13 +151,17 @@ func TableDefinition(name string) *dynamodb.CreateTableInput {
 		TableName:   aws.String(name),
 		BillingMode: types.BillingModePayPerRequest,
 		AttributeDefinitions: []types.AttributeDefinition{
-			str(AttrPK), str(AttrSK), str(AttrStatusPK), str(AttrStatusSK),
+			str(AttrPK), str(AttrSK), str(AttrStatusPK), str(AttrStatusSK), str(AttrRemoteJobID), str(AttrOperationID),
 		},
 		KeySchema: []types.KeySchemaElement{key(AttrPK, types.KeyTypeHash), key(AttrSK, types.KeyTypeRange)},
 		GlobalSecondaryIndexes: []types.GlobalSecondaryIndex{{
 			IndexName:  aws.String(StatusIndex),
 			KeySchema:  []types.KeySchemaElement{key(AttrStatusPK, types.KeyTypeHash), key(AttrStatusSK, types.KeyTypeRange)},
 			Projection: &types.Projection{ProjectionType: types.ProjectionTypeAll},
+		}, {
+			IndexName:  aws.String(JobIndex),
+			KeySchema:  []types.KeySchemaElement{key(AttrRemoteJobID, types.KeyTypeHash), key(AttrOperationID, types.KeyTypeRange)},
+			Projection: &types.Projection{ProjectionType: types.ProjectionTypeKeysOnly},
 		}},
 	}
 }
@@ -626,20 +645,28 @@ func (d *Dynamo) OpenReviews(ctx context.Context) ([]review.Record, error) {
 	return out, nil
 }
 
-// CloseReview implements Store. The condition open = true makes a second
-// close a no-op that keeps the first closer and time.
+// CloseReview implements Store. It reads the review first, since where
+// it moves in StatusIndex depends on its operation. The condition open =
+// true makes a second close a no-op that keeps the first closer and time.
 func (d *Dynamo) CloseReview(ctx context.Context, id, by string, at time.Time) error {
 	return d.ResolveReview(ctx, id, by, "", at)
 }
 
-// OpenReviewsOf implements Store: one consistent Query of the references
-// in the operation's partition, then a consistent read of each review.
+// OpenReviewsOf implements Store: OperationReviews, open ones only.
 func (d *Dynamo) OpenReviewsOf(ctx context.Context, operationID string) ([]review.Record, error) {
+	rs, err := d.OperationReviews(ctx, operationID)
+	return openOnly(rs), err
+}
+
+// OperationReviews implements Store: one consistent Query of the
+// references in the operation's partition, then a consistent read of
+// each review.
+func (d *Dynamo) OperationReviews(ctx context.Context, operationID string) ([]review.Record, error) {
 	key := expression.Key(AttrPK).Equal(expression.Value(opKeyPrefix + operationID)).
 		And(expression.Key(AttrSK).BeginsWith(reviewRefSKPrefix))
 	expr, err := expression.NewBuilder().WithKeyCondition(key).Build()
 	if err != nil {
-		return nil, fmt.Errorf("open reviews of %s: build key condition: %w", operationID, err)
+		return nil, fmt.Errorf("reviews of %s: build key condition: %w", operationID, err)
 	}
 	pages := dynamodb.NewQueryPaginator(d.client, &dynamodb.QueryInput{
 		TableName:                 aws.String(d.table),
@@ -652,23 +679,21 @@ func (d *Dynamo) OpenReviewsOf(ctx context.Context, operationID string) ([]revie
 	for pages.HasMorePages() {
 		page, err := pages.NextPage(ctx)
 		if err != nil {
-			return nil, fmt.Errorf("open reviews of %s: %w", operationID, err)
+			return nil, fmt.Errorf("reviews of %s: %w", operationID, err)
 		}
 		for _, item := range page.Items {
 			sk, _ := item[AttrSK].(*types.AttributeValueMemberS)
 			if sk == nil {
-				return nil, fmt.Errorf("open reviews of %s: reference without %s", operationID, AttrSK)
+				return nil, fmt.Errorf("reviews of %s: reference without %s", operationID, AttrSK)
 			}
 			r, err := d.GetReview(ctx, strings.TrimPrefix(sk.Value, reviewRefSKPrefix))
 			if errors.Is(err, ErrNotFound) {
 				continue // its review Put failed after the reference
 			}
 			if err != nil {
-				return nil, fmt.Errorf("open reviews of %s: %w", operationID, err)
+				return nil, fmt.Errorf("reviews of %s: %w", operationID, err)
 			}
-			if r.Open {
-				out = append(out, r)
-			}
+			out = append(out, r)
 		}
 	}
 	sortReviews(out)

@@ -207,11 +207,16 @@ func TestTableDefinitionMatchesTable(t *testing.T) {
 	if len(got.GlobalSecondaryIndexes) != len(want.GlobalSecondaryIndexes) {
 		t.Fatalf("%d GSIs, want %d", len(got.GlobalSecondaryIndexes), len(want.GlobalSecondaryIndexes))
 	}
-	for i, w := range want.GlobalSecondaryIndexes {
-		g := got.GlobalSecondaryIndexes[i]
-		if aws.ToString(g.IndexName) != aws.ToString(w.IndexName) {
-			t.Errorf("GSI %d named %q, want %q", i, aws.ToString(g.IndexName), aws.ToString(w.IndexName))
+	for _, w := range want.GlobalSecondaryIndexes {
+		// DescribeTable lists indexes in no particular order.
+		i := slices.IndexFunc(got.GlobalSecondaryIndexes, func(g types.GlobalSecondaryIndexDescription) bool {
+			return aws.ToString(g.IndexName) == aws.ToString(w.IndexName)
+		})
+		if i < 0 {
+			t.Errorf("no GSI named %q", aws.ToString(w.IndexName))
+			continue
 		}
+		g := got.GlobalSecondaryIndexes[i]
 		if !maps.Equal(keys(g.KeySchema), keys(w.KeySchema)) {
 			t.Errorf("GSI %s keys %v, want %v", aws.ToString(w.IndexName), keys(g.KeySchema), keys(w.KeySchema))
 		}
@@ -304,5 +309,17 @@ func TestDynamoItemLayout(t *testing.T) {
 	}
 	wantAttrs("closed review", raw("REVIEW#r-1", "REVIEW"), map[string]string{
 		store.AttrStatusPK: "<absent>", store.AttrStatusSK: "<absent>", "closed_by": "bob",
+	})
+	// A closed review of an operation leaves the index; it stays filed
+	// under its operation (OperationReviews).
+	if _, err := st.PutReview(ctx, review.Record{ID: "r-2", OperationID: "layout-1", RemoteJobID: "job-2", CreatedAt: due, Open: true}); err != nil {
+		t.Fatal(err)
+	}
+	if err := st.CloseReview(ctx, "r-2", "bob", due); err != nil {
+		t.Fatal(err)
+	}
+	wantAttrs("closed review of an operation", raw("REVIEW#r-2", "REVIEW"), map[string]string{
+		store.AttrStatusPK: "<absent>", store.AttrStatusSK: "<absent>",
+		store.AttrRemoteJobID: "job-2", store.AttrOperationID: "layout-1",
 	})
 }

@@ -5,10 +5,12 @@ package store
 
 import (
 	"bytes"
+	"cmp"
 	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
+	"slices"
 	"time"
 
 	"github.com/genjobs/genjobs/internal/operation"
@@ -88,6 +90,13 @@ type Store interface {
 	// the open-review index), so a review written before the call is
 	// seen; its cost follows the operation's own reviews, not all of them.
 	OpenReviewsOf(ctx context.Context, operationID string) ([]review.Record, error)
+	// OperationReviews lists an operation's reviews, open and closed,
+	// oldest first: a closed review may still be the only place a job id
+	// was kept.
+	OperationReviews(ctx context.Context, operationID string) ([]review.Record, error)
+	// JobRefs lists every operation record, review and audit entry that
+	// names jobID, of any operation: who holds or claims that job.
+	JobRefs(ctx context.Context, jobID string) ([]JobRef, error)
 	// Due lists active records whose DueAt is at or before t, from the
 	// sparse index, at most limit (0 = no limit), earliest first.
 	Due(ctx context.Context, t time.Time, limit int) ([]operation.Record, error)
@@ -161,4 +170,47 @@ func sameEncoding[T any](a, b T) bool {
 	ja, errA := json.Marshal(a)
 	jb, errB := json.Marshal(b)
 	return errA == nil && errB == nil && bytes.Equal(ja, jb)
+}
+
+// RefKind says what kind of item a JobRef found.
+type RefKind string
+
+// Kinds of items that name a job.
+const (
+	// RefRecord: the operation record holds the job (remote_job_id).
+	RefRecord RefKind = "record"
+	// RefReview: a review, open or closed, names the job.
+	RefReview RefKind = "review"
+	// RefAudit: an operator's audit entry attached the job.
+	RefAudit RefKind = "audit"
+)
+
+// JobRef is one stored item that names a Genace job, and the operation it
+// belongs to.
+type JobRef struct {
+	JobID       string  `json:"job_id"`
+	OperationID string  `json:"operation_id"`
+	Kind        RefKind `json:"kind"`
+	// Key names the item within its kind: the review's id, or the audit
+	// entry's resulting revision; empty for the record.
+	Key string `json:"key,omitempty"`
+}
+
+// sortJobRefs orders refs by operation, kind and key, so both stores
+// list them alike.
+func sortJobRefs(refs []JobRef) {
+	slices.SortFunc(refs, func(a, b JobRef) int {
+		return cmp.Or(cmp.Compare(a.OperationID, b.OperationID), cmp.Compare(a.Kind, b.Kind), cmp.Compare(a.Key, b.Key))
+	})
+}
+
+// openOnly keeps the open reviews of rs, in order.
+func openOnly(rs []review.Record) []review.Record {
+	var out []review.Record
+	for _, r := range rs {
+		if r.Open {
+			out = append(out, r)
+		}
+	}
+	return out
 }

@@ -65,6 +65,8 @@ func Run(t *testing.T, open func(t *testing.T) store.Store) {
 	t.Run("OpenReviewsExcludesClosed", s.openReviews)
 	t.Run("CloseReviewIdempotent", s.closeReview)
 	s.runReviewsOf(t)
+	t.Run("OperationReviewsOpenAndClosed", s.operationReviews)
+	t.Run("JobRefsFindEveryHolder", s.jobRefs)
 	// Not parallel, in this order: see dueEpoch.
 	t.Run("Due", func(t *testing.T) {
 		t.Run("OnlyDueAtOrBefore", s.dueBound)

@@ -1,0 +1,78 @@
+package store
+
+import (
+	"context"
+	"fmt"
+	"strconv"
+	"strings"
+
+	"github.com/aws/aws-sdk-go-v2/aws"
+	"github.com/aws/aws-sdk-go-v2/feature/dynamodb/expression"
+	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
+	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
+)
+
+// JobRefs implements Store with one Query of JobIndex (eventually
+// consistent: an item written a moment ago may be missing). The keys
+// alone say what each item is: OP#<id>/RECORD, OP#<id>/AUDIT#<revision>
+// or REVIEW#<id>/REVIEW.
+func (d *Dynamo) JobRefs(ctx context.Context, jobID string) ([]JobRef, error) {
+	if jobID == "" {
+		return nil, fmt.Errorf("job refs: empty job id")
+	}
+	expr, err := expression.NewBuilder().WithKeyCondition(expression.Key(AttrRemoteJobID).Equal(expression.Value(jobID))).Build()
+	if err != nil {
+		return nil, fmt.Errorf("job refs %s: build key condition: %w", jobID, err)
+	}
+	pages := dynamodb.NewQueryPaginator(d.client, &dynamodb.QueryInput{
+		TableName:                 aws.String(d.table),
+		IndexName:                 aws.String(JobIndex),
+		KeyConditionExpression:    expr.KeyCondition(),
+		ExpressionAttributeNames:  expr.Names(),
+		ExpressionAttributeValues: expr.Values(),
+	})
+	var refs []JobRef
+	for pages.HasMorePages() {
+		page, err := pages.NextPage(ctx)
+		if err != nil {
+			return nil, fmt.Errorf("job refs %s: %w", jobID, err)
+		}
+		for _, item := range page.Items {
+			ref, err := jobRef(jobID, item)
+			if err != nil {
+				return nil, fmt.Errorf("job refs %s: %w", jobID, err)
+			}
+			refs = append(refs, ref)
+		}
+	}
+	sortJobRefs(refs)
+	return refs, nil
+}
+
+// jobRef reads one JobIndex item's keys.
+func jobRef(jobID string, item map[string]types.AttributeValue) (JobRef, error) {
+	attr := func(name string) string {
+		v, _ := item[name].(*types.AttributeValueMemberS)
+		if v == nil {
+			return ""
+		}
+		return v.Value
+	}
+	pk, sk := attr(AttrPK), attr(AttrSK)
+	ref := JobRef{JobID: jobID, OperationID: attr(AttrOperationID)}
+	switch {
+	case strings.HasPrefix(pk, opKeyPrefix) && sk == recordSK:
+		ref.Kind = RefRecord
+	case strings.HasPrefix(pk, opKeyPrefix) && strings.HasPrefix(sk, auditSKPrefix):
+		rev, err := strconv.ParseInt(strings.TrimPrefix(sk, auditSKPrefix), 10, 64)
+		if err != nil {
+			return JobRef{}, fmt.Errorf("audit item %s/%s: %w", pk, sk, err)
+		}
+		ref.Kind, ref.Key = RefAudit, strconv.FormatInt(rev, 10)
+	case strings.HasPrefix(pk, reviewKeyPrefix) && sk == reviewSK:
+		ref.Kind, ref.Key = RefReview, strings.TrimPrefix(pk, reviewKeyPrefix)
+	default:
+		return JobRef{}, fmt.Errorf("unexpected item %s/%s in %s", pk, sk, JobIndex)
+	}
+	return ref, nil
+}
