@@ -215,6 +215,8 @@ var emitted = map[string][][]string{
 	"OutputsDelivered":         {{"Function", "Outcome"}}, // deliver
 	"SweepRearmed":             {{"Function"}},            // sweep
 	"SweepClaimsExpired":       {{"Function"}},            // sweep
+	"SweepDispatchesDropped":   {{"Function"}},            // sweep
+	"ReviewsResolved":          {{"Function", "Phase"}},   // followup
 }
 
 // seedMeasures must each have a dashboard widget of their own.
