@@ -2,7 +2,9 @@
 // It runs the real handlers (submit, observe, deliver, triage, sweep) on
 // the embedded queue (localqueue) through the local event source mapping
 // (esm), on the embedded bbolt store, against the Genace simulator over
-// loopback HTTP, with outputs copied into an artifact.Dir — all on ONE
+// loopback HTTP/2 over TLS (through Go's own transport and a frame relay
+// that can reset streams, see relay.go), with outputs copied into an
+// artifact.Dir — all on ONE
 // virtual clock — and injects, with seeded probabilities, the faults a
 // queue-driven Lambda system meets at each of its boundaries (see Fault).
 // When the queues are drained it checks design invariants 1–6 against the
@@ -51,11 +53,16 @@
 // # What is checked
 //
 // Every record write goes through a recorder right above the store, which
-// checks it against the write before (CheckWrite: invariant c). After the
+// checks it against the two writes before (CheckWrite: invariant c, a
+// stale overwrite or a write computed from a stale view) and checks the
+// first write each queue message leads to against the revision the
+// message names (CheckFirstWrite: invariant g, no forked chain). A wire
+// tap on the simulator's side of the connection records every job id
+// Genace's answers name, whatever the client makes of them. After the
 // run, CheckFinal holds each operation's final record, reviews and audit
 // entries against the simulator's ground truth (jobs created, POSTs
-// received, credits) and the artifact store's content (invariants a, b,
-// d, e, f).
+// received, ids handed out, credits), the artifact store's content and
+// the sweep's re-arms (invariants a, b, d, e, f, g).
 package faultsim
 
 import (
@@ -63,13 +70,25 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"net/http"
 	"sort"
 	"strings"
 	"time"
 
 	"github.com/genjobs/genjobs/internal/operation"
+	"github.com/genjobs/genjobs/internal/review"
+	"github.com/genjobs/genjobs/internal/schedule"
 	"github.com/genjobs/genjobs/internal/store"
 )
+
+// Records is what the handlers and the sweep use of the store;
+// Config.WrapRecords receives and returns it.
+type Records interface {
+	Get(ctx context.Context, operationID string) (operation.Record, error)
+	Update(ctx context.Context, rec operation.Record, expected int64) (operation.Record, error)
+	PutReview(ctx context.Context, r review.Record) (bool, error)
+	Due(ctx context.Context, t time.Time, limit int) ([]operation.Record, error)
+}
 
 // Config describes one simulation run.
 type Config struct {
@@ -102,6 +121,19 @@ type Config struct {
 	// WrapGenace, if set, wraps the Genace client under the fault
 	// wrappers, for the same purpose (a client that retries a POST, say).
 	WrapGenace func(Genace) Genace
+	// WrapRecords, if set, wraps the store the handlers and the sweep
+	// see, above the write recorder and the fault wrappers, for the same
+	// purpose (a handler that rewrites its stale view at the current
+	// revision after a conflict, say): what it does reaches the recorder
+	// as the handler's own write.
+	WrapRecords func(Records) Records
+	// WrapQueue, if set, wraps the queue the follow-ups are sent to, for
+	// the same purpose (follow-ups sent for the wrong revision, say).
+	WrapQueue func(schedule.QueueSender) schedule.QueueSender
+	// WrapTransport, if set, wraps the HTTP transport under the Genace
+	// client, for the same purpose (a transport that re-sends a POST
+	// whose stream was reset, say).
+	WrapTransport func(http.RoundTripper) http.RoundTripper
 	// UnrecordedDispatch makes the application send the dispatch without
 	// recording it as the new record's next action: the contract before
 	// this simulation found that a dispatch made stale by any write to
@@ -148,6 +180,18 @@ const (
 	// shows the refund settled or nothing charged; unsettled ones wait for
 	// review.
 	InvRefund Invariant = "f:refund-settled"
+	// InvChain (design 4): the observation chain neither forks nor lives
+	// on the sweep. A message's handler acts only on the revision the
+	// message names (or on its own earlier progress), so two messages
+	// never drive one operation at once; and no operation's chain is
+	// re-armed by the sweep more often than the faults that hit it can
+	// explain (see SweepBound).
+	InvChain Invariant = "g:one-chain"
+	// InvAuthority (design 7): no POST leaves without authority. When a
+	// worker POSTs, its message is still in flight under the worker's
+	// receipt handle, by the queue's own truth, for at least the POST's
+	// timeout and the time to persist its outcome.
+	InvAuthority Invariant = "h:post-authority"
 )
 
 // Violation is one broken invariant.

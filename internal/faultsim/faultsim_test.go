@@ -2,6 +2,7 @@ package faultsim_test
 
 import (
 	"context"
+	"errors"
 	"flag"
 	"fmt"
 	"path/filepath"
@@ -12,7 +13,9 @@ import (
 
 	"github.com/genjobs/genjobs/internal/faultsim"
 	"github.com/genjobs/genjobs/internal/genace"
+	"github.com/genjobs/genjobs/internal/message"
 	"github.com/genjobs/genjobs/internal/operation"
+	"github.com/genjobs/genjobs/internal/schedule"
 	"github.com/genjobs/genjobs/internal/store"
 	"github.com/genjobs/genjobs/internal/store/storetest"
 )
@@ -160,6 +163,51 @@ func (c retryUnknownPost) Submit(ctx context.Context, req genace.SubmitRequest, 
 	return res
 }
 
+// staleRewrite is a planted bug: a handler that, when its conditional
+// write loses, writes what it computed from its older read again at the
+// revision the conflict reported (the mutant "rewrite a stale view at the
+// current revision"): the revision check passes, the content is stale.
+type staleRewrite struct{ faultsim.Records }
+
+func (s staleRewrite) Update(ctx context.Context, rec operation.Record, expected int64) (operation.Record, error) {
+	saved, err := s.Records.Update(ctx, rec, expected)
+	var ce *store.ConflictError
+	if errors.As(err, &ce) && ce.Current != nil && !ce.Current.Terminal() {
+		return s.Records.Update(ctx, rec, ce.Current.Revision)
+	}
+	return saved, err
+}
+
+// dropFailedJobID is a planted bug: a client that classifies a 5xx as
+// unknown without looking for error.job_id (the mutant "drop a 5xx's job
+// id in the client's classification"). Genace created the job and named
+// it; nothing the client hands back says so.
+type dropFailedJobID struct{ faultsim.Genace }
+
+func (c dropFailedJobID) Submit(ctx context.Context, req genace.SubmitRequest, timeout time.Duration) genace.SubmitResult {
+	res := c.Genace.Submit(ctx, req, timeout)
+	if res.Outcome == genace.OutcomeSubmissionFailed {
+		res.Outcome, res.JobID = genace.OutcomeUnknown, ""
+	}
+	return res
+}
+
+// staleFollowUps is a planted bug: follow-ups of observations sent for
+// the revision before the one just written (the mutant that kills the
+// chain): each one arrives stale and is dropped, and only the sweep moves
+// the operation on, one step per re-arm.
+type staleFollowUps struct{ schedule.QueueSender }
+
+func (q staleFollowUps) Send(ctx context.Context, queueURL string, body []byte, delay time.Duration) (string, error) {
+	if env, err := message.Decode(body); err == nil && env.Action == message.ObserveGeneration && env.Attempt > 1 {
+		env.ExpectedRevision--
+		if b, err := env.Encode(); err == nil {
+			body = b
+		}
+	}
+	return q.QueueSender.Send(ctx, queueURL, body, delay)
+}
+
 // TestPlantedBugIsFound turns one safeguard off at a time through a store
 // wrapper and asserts that the run reports it: the checks are only worth
 // their zero if they can fail.
@@ -176,6 +224,9 @@ func TestPlantedBugIsFound(t *testing.T) {
 		// neither redelivery nor the sweep parks it for review.
 		{"a claimed record reads as prepared", faultsim.Config{WrapStore: func(s store.Store) store.Store { return hideSubmitting{s} }}, "all,crash_after_post=0.05", faultsim.InvSettled},
 		{"the client retries a POST of unknown outcome", faultsim.Config{WrapGenace: func(g faultsim.Genace) faultsim.Genace { return retryUnknownPost{g} }}, "all", faultsim.InvPosts},
+		{"a handler rewrites its stale view at the current revision", faultsim.Config{WrapRecords: func(r faultsim.Records) faultsim.Records { return staleRewrite{r} }}, "all", faultsim.InvWrites},
+		{"the client drops a 5xx's job id", faultsim.Config{WrapGenace: func(g faultsim.Genace) faultsim.Genace { return dropFailedJobID{g} }}, "all", faultsim.InvJobID},
+		{"follow-ups name the revision before", faultsim.Config{WrapQueue: func(q schedule.QueueSender) schedule.QueueSender { return staleFollowUps{q} }}, "all", faultsim.InvChain},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {

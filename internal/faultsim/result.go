@@ -76,7 +76,12 @@ func (w *world) result() (*Result, error) {
 		}
 		t := w.tally(op.id)
 		f := Final{Record: rec, Audit: len(audit), Reviews: len(byOp[op.id]), Jobs: jobs[op.id], Posts: w.sim.PostCount(op.id),
-			RateLimited: t.rateLimited, Returned: t.returned, Stored: map[string]string{}, Created: map[string]int{}}
+			RateLimited: t.rateLimited, Returned: t.returned, HandedOut: t.handedOut, Confirmed: t.confirmed,
+			SweepRearms: w.rec.rearms[op.id], SweepBound: SweepBound(w.stops[op.id]),
+			Stored: map[string]string{}, Created: map[string]int{}}
+		if rec.RemoteJobID != "" {
+			f.RecordJobOperation = w.opOfJob(rec.RemoteJobID)
+		}
 		for _, r := range byOp[op.id] {
 			if r.RemoteJobID != "" {
 				f.ReviewJobIDs = append(f.ReviewJobIDs, r.RemoteJobID)

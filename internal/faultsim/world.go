@@ -8,7 +8,6 @@ import (
 	"fmt"
 	"log/slog"
 	"math/rand/v2"
-	"net/http/httptest"
 	"os"
 	"path/filepath"
 	"runtime/debug"
@@ -80,7 +79,8 @@ type world struct {
 	urlTTL   time.Duration
 
 	sim    *genacesim.Simulator
-	srv    *httptest.Server
+	wire   *wire
+	relay  *relay
 	client *genace.Client
 	bolt   *store.Bolt
 	rec    *recorder
@@ -112,6 +112,7 @@ type world struct {
 
 	mu         sync.Mutex
 	tallies    map[string]*tally
+	stops      map[string]int // faults that end a chain by design, per operation
 	traceAll   bool
 	traceOps   map[string]bool
 	traces     map[string][]string
@@ -129,12 +130,14 @@ type mapping struct {
 // tally is what the Genace wrapper saw of one operation's POSTs.
 type tally struct {
 	rateLimited int      // POSTs answered 429: nothing created
-	returned    []string // job ids handed back to a live handler
+	returned    []string // job ids the client handed back to a live handler
+	handedOut   []string // job ids Genace's answers carried to a live worker
+	confirmed   int      // informed operator confirmations (Final.Confirmed)
 }
 
 func newWorld(cfg Config) (w *world, err error) {
 	w = &world{
-		cfg: cfg, urlTTL: urlTTL, urls: map[string]string{}, tallies: map[string]*tally{}, storms: map[int64]bool{},
+		cfg: cfg, urlTTL: urlTTL, urls: map[string]string{}, tallies: map[string]*tally{}, stops: map[string]int{}, storms: map[int64]bool{},
 		traceAll: cfg.Operations <= TraceAllBelow, traceOps: map[string]bool{}, traces: map[string][]string{},
 		wallStart: time.Now(),
 	}
@@ -168,8 +171,16 @@ func newWorld(cfg Config) (w *world, err error) {
 	w.simClock = &skewClock{Clock: w.clk}
 	w.sim = genacesim.New(genacesim.Config{APIKey: apiKey, Models: ms, RefundSettleAfter: refundSettle, SignedURLTTL: urlTTL, Seed: int64(cfg.Seed)}, w.simClock)
 	w.sim.SetFaultFunc(w.simFault)
-	w.srv = httptest.NewServer(w.sim)
-	if w.client, err = genace.New(w.srv.URL, apiKey, w.srv.Client()); err != nil {
+	w.wire = newWire(w, w.sim)
+	base, hc, rl, err := startTLS(w.wire, w.wire)
+	if err != nil {
+		return nil, fmt.Errorf("faultsim: start the simulator: %w", err)
+	}
+	w.relay = rl
+	if cfg.WrapTransport != nil {
+		hc.Transport = cfg.WrapTransport(hc.Transport)
+	}
+	if w.client, err = genace.New(base, apiKey, hc); err != nil {
 		return nil, err
 	}
 
@@ -180,7 +191,7 @@ func newWorld(cfg Config) (w *world, err error) {
 	if cfg.WrapStore != nil {
 		under = cfg.WrapStore(w.bolt)
 	}
-	w.rec = &recorder{Store: under, w: w, last: map[string]State{}}
+	w.rec = &recorder{Store: under, w: w, last: map[string]State{}, prev: map[string]State{}, hist: map[string]*revisions{}, rearms: map[string]int{}}
 	w.st = &faultStore{recorder: w.rec, w: w}
 	d, err := artifact.NewDir(filepath.Join(dir, "artifacts"))
 	if err != nil {
@@ -188,7 +199,7 @@ func newWorld(cfg Config) (w *world, err error) {
 	}
 	w.arts = &artifacts{w: w, d: d, puts: map[string]int{}, created: map[string]int{}}
 
-	if err := w.wire(); err != nil {
+	if err := w.wireUp(); err != nil {
 		return nil, err
 	}
 	for i := range w.ops {
@@ -212,7 +223,7 @@ func newWorld(cfg Config) (w *world, err error) {
 
 // wire builds the queues, the handlers and their event source mappings
 // as the template wires the functions, on the simulation's time scale.
-func (w *world) wire() error {
+func (w *world) wireUp() error {
 	w.broker = localqueue.New(w.clk)
 	for _, q := range []string{qDispatch, qObserve, qDeliver} {
 		dlq, err := w.broker.Create(q+"-dlq", localqueue.Config{Visibility: time.Minute})
@@ -226,6 +237,14 @@ func (w *world) wire() error {
 		}
 		w.urls[q] = u
 	}
+	var queue schedule.QueueSender = &sender{w: w}
+	if w.cfg.WrapQueue != nil {
+		queue = w.cfg.WrapQueue(queue)
+	}
+	var records Records = w.st
+	if w.cfg.WrapRecords != nil {
+		records = w.cfg.WrapRecords(records)
+	}
 	disp, err := schedule.NewDispatcher(schedule.Config{
 		Queues: map[message.Action]schedule.Target{
 			message.SubmitGeneration:  {URL: w.urls[qDispatch]},
@@ -233,7 +252,7 @@ func (w *world) wire() error {
 			message.DeliverArtifacts:  {URL: w.urls[qDeliver]},
 		},
 		MaxQueueDelay: 365 * 24 * time.Hour, // the embedded queue takes any delay
-	}, &sender{w: w}, nil, w.clk)
+	}, queue, nil, w.clk)
 	if err != nil {
 		return err
 	}
@@ -263,17 +282,17 @@ func (w *world) wire() error {
 		// jitter this small never moves a whole-second Retry-After, so
 		// the delay (SQS rounds it up to whole seconds) is the seed's.
 		RetryJitter: 1e-15,
-	}, w.st, g, ext, w.disp, w.clk, log.With("function", "submit"), nil)
+	}, records, g, ext, w.disp, w.clk, log.With("function", "submit"), nil)
 	obs := observe.New(observe.Config{QueueURL: w.urls[qObserve], Visibility: visibilities[qObserve], Overhead: 5 * time.Second, MaxReadFailures: 20, Concurrency: 1},
-		w.st, g, delays, ext, w.disp, w.clk, log.With("function", "observe"), nil)
+		records, g, delays, ext, w.disp, w.clk, log.With("function", "observe"), nil)
 	del := deliver.New(deliver.Config{
 		QueueURL: w.urls[qDeliver], Visibility: visibilities[qDeliver], ReadTimeout: 10 * time.Second, CopyTimeout: time.Minute,
 		MinCopyWindow: 20 * time.Second, Overhead: 5 * time.Second, MaxCopyFailures: 10, Concurrency: 1,
 		// No jitter: the handler's jitter source is the global one.
 		Retry: schedule.Backoff{Base: 5 * time.Second, Cap: 5 * time.Minute, Multiplier: 2, Jitter: 0},
-	}, w.st, g, w.arts, ext, w.disp, w.clk, log.With("function", "deliver"), nil)
-	tri := triage.New(w.st, w.clk, log.With("function", "triage"), nil, 1)
-	w.sweep = sweep.New(sweep.Config{ClaimTimeout: 2 * time.Minute, OverdueAfter: 2 * time.Minute, Limit: 1000}, w.st, w.disp, w.clk, log.With("function", "sweep"), nil)
+	}, records, g, w.arts, ext, w.disp, w.clk, log.With("function", "deliver"), nil)
+	tri := triage.New(records, w.clk, log.With("function", "triage"), nil, 1)
+	w.sweep = sweep.New(sweep.Config{ClaimTimeout: 2 * time.Minute, OverdueAfter: 2 * time.Minute, Limit: 1000}, records, w.disp, w.clk, log.With("function", "sweep"), nil)
 	add := func(fn, queue string, h esm.Handler, timeout time.Duration) {
 		m := &esm.Mapping{Broker: w.broker, Queue: w.urls[queue], BatchSize: 10, Timeout: timeout, Clock: w.clk, Region: "local"}
 		m.Handler = w.wrapHandler(fn, m, h)
@@ -292,8 +311,8 @@ func (w *world) close() {
 	if w.sim != nil {
 		w.sim.Close()
 	}
-	if w.srv != nil {
-		w.srv.Close()
+	if w.relay != nil {
+		w.relay.close()
 	}
 	if w.bolt != nil {
 		_ = w.bolt.Close()
@@ -666,6 +685,23 @@ func (w *world) simFault(r genacesim.RequestInfo) genacesim.Fault {
 			return genacesim.ServerErrorJobCreated(500)
 		case w.inj.hit(PostReject):
 			return genacesim.Reject(400, "")
+		case w.inj.hit(H2Reset):
+			// The job is created and answered; the relay swallows the
+			// answer and resets the stream.
+			code, name := h2ErrRefusedStream, "REFUSED_STREAM"
+			if w.inj.intn(H2Reset, 2) == 1 {
+				code, name = h2ErrProtocol, "PROTOCOL_ERROR"
+			}
+			w.wire.resetNext(r.OperationID, code)
+			w.tracef(r.OperationID, "FAULT %s: Genace read the POST, created the job and reset the stream (%s)", H2Reset, name)
+			return genacesim.NoFault()
+		case w.inj.hit(BodyDrift):
+			v := w.inj.intn(BodyDrift, len(driftNames))
+			w.wire.driftNext(r.OperationID, v)
+			if v >= driftKinds202 {
+				return genacesim.SubmissionFailed(502)
+			}
+			return genacesim.NoFault()
 		}
 	case genacesim.KindGet:
 		if storm && w.inj.intn(RateLimitStorm, 10) < 3 {
@@ -711,6 +747,17 @@ func (w *world) storm(t time.Time) bool {
 		}
 	}
 	return false
+}
+
+// chainStop counts a fault that ends an operation's chain by design (see
+// SweepBound).
+func (w *world) chainStop(op string) {
+	if op == "" {
+		return
+	}
+	w.mu.Lock()
+	w.stops[op]++
+	w.mu.Unlock()
 }
 
 // tally returns the POST tally of an operation.

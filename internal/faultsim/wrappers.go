@@ -43,8 +43,12 @@ type invocation struct {
 	queueURL string
 	m        *esm.Mapping
 	records  []events.SQSMessage
-	ops      []string // each record's operation id ("" when undecodable)
-	depth    int      // 0 for the driver's own polls, 1 for a second worker
+	ops      []string           // each record's operation id ("" when undecodable)
+	envs     []message.Envelope // each record's envelope (zero when undecodable)
+	// firstWrite notes the messages whose first write attempt was checked
+	// (CheckFirstWrite).
+	firstWrite map[string]bool
+	depth      int // 0 for the driver's own polls, 1 for a second worker
 	// crashed is set when a fault killed the invocation: every later call
 	// through a wrapper panics again (a dead process does nothing more),
 	// and the invocation fails as a whole, acknowledging nothing.
@@ -104,6 +108,11 @@ func (w *world) maybeCrash(ctx context.Context, f Fault, op string) {
 		return
 	}
 	inv.crashed = true
+	if inv.fn == "sweep" {
+		// The sweep's re-arm may be written and never sent: the next
+		// sweep re-arms the chain again.
+		w.chainStop(op)
+	}
 	w.tracef(op, "FAULT %s: %s worker dies", f, writerOf(ctx))
 	panic(crashPanic{fault: f})
 }
@@ -112,20 +121,28 @@ func (w *world) maybeCrash(ctx context.Context, f Fault, op string) {
 // turns a crash into a failed invocation.
 func (w *world) wrapHandler(fn string, m *esm.Mapping, h esm.Handler) esm.Handler {
 	return func(ctx context.Context, ev events.SQSEvent) (events.SQSEventResponse, error) {
-		inv := &invocation{fn: fn, queueURL: m.Queue, m: m, records: ev.Records, depth: depthOf(ctx), ops: make([]string, len(ev.Records))}
+		inv := &invocation{fn: fn, queueURL: m.Queue, m: m, records: ev.Records, depth: depthOf(ctx),
+			ops: make([]string, len(ev.Records)), envs: make([]message.Envelope, len(ev.Records)), firstWrite: map[string]bool{}}
 		for i, r := range ev.Records {
 			w.nestedSeen(r.MessageId)
 			env, err := message.Decode([]byte(r.Body))
 			if err != nil {
 				continue
 			}
-			inv.ops[i] = env.OperationID
+			inv.ops[i], inv.envs[i] = env.OperationID, env
 			if w.traced(env.OperationID) {
 				w.tracef(env.OperationID, "%s%s receives %s r%d job=%q attempt %d (message %s, receive %s)", fn, depthMark(inv.depth), env.Action,
 					env.ExpectedRevision, env.ExpectedRemoteJobID, env.Attempt, shortID(r.MessageId), r.Attributes["ApproximateReceiveCount"])
 			}
 		}
 		ctx = context.WithValue(ctx, invKey, inv)
+		if fn == "triage" {
+			// A dead-lettered message ended its chain; the sweep re-arms
+			// the operation if it is still active.
+			for _, op := range inv.ops {
+				w.chainStop(op)
+			}
+		}
 		if inv.depth == 0 {
 			for i := range ev.Records {
 				if w.inj.roll(DupReceive) {
@@ -260,12 +277,16 @@ func (s *faultStore) Due(ctx context.Context, t time.Time, limit int) ([]operati
 func (s *faultStore) Update(ctx context.Context, rec operation.Record, expected int64) (operation.Record, error) {
 	s.w.alive(ctx)
 	if invOf(ctx) != nil && s.w.inj.roll(StoreConflict) {
-		// A harmless write by someone else (the application touching the
-		// item): the same record, one revision on.
+		// A write by someone else: the application raising the budget,
+		// which no handler owns. A handler that loses this race and then
+		// writes what it computed from its older read puts the old budget
+		// back: a stale view the write check sees.
 		cur, err := s.recorder.Get(ctx, rec.OperationID)
 		if err == nil && !cur.Terminal() {
+			cur.BudgetCredits++
 			if _, err := s.recorder.Update(withWriter(ctx, "concurrent-writer"), cur, cur.Revision); err == nil {
 				s.w.inj.note(StoreConflict)
+				s.w.chainStop(rec.OperationID)
 			}
 		}
 	}
@@ -290,15 +311,41 @@ func (s *faultStore) PutReview(ctx context.Context, r review.Record) (bool, erro
 }
 
 // recorder sits right above the real store (or a planted bug) and checks
-// every successful write against the one before it: the store is only
-// ever written through it, so its memory of each record's last state is
+// every successful write against the ones before it: the store is only
+// ever written through it, so its memory of each record's last states is
 // the store's truth.
 type recorder struct {
 	store.Store
 	w      *world
 	mu     sync.Mutex
 	last   map[string]State
+	prev   map[string]State // the state before last, while the operation is active
+	hist   map[string]*revisions
+	rearms map[string]int // the sweep's re-arms per operation
 	writes int64
+}
+
+// revisions remembers which message wrote each of an operation's recent
+// revisions, for CheckFirstWrite.
+type revisions struct {
+	rev [8]int64
+	msg [8]string
+	n   int
+}
+
+func (h *revisions) add(rev int64, msg string) {
+	i := h.n % len(h.rev)
+	h.rev[i], h.msg[i] = rev, msg
+	h.n++
+}
+
+func (h *revisions) by(rev int64) string {
+	for i := range h.rev {
+		if h.rev[i] == rev && (h.n > i) {
+			return h.msg[i]
+		}
+	}
+	return ""
 }
 
 // Create records the new record as the operation's first state.
@@ -310,8 +357,10 @@ func (r *recorder) Create(ctx context.Context, rec operation.Record) (operation.
 	return saved, err
 }
 
-// Update checks a successful write against the state it replaced.
+// Update checks a handler's first write attempt for its message, and a
+// successful write against the state it replaced.
 func (r *recorder) Update(ctx context.Context, rec operation.Record, expected int64) (operation.Record, error) {
+	r.checkAttempt(ctx, rec, expected)
 	saved, err := r.Store.Update(ctx, rec, expected)
 	if err == nil {
 		r.observe(ctx, expected, saved)
@@ -328,27 +377,81 @@ func (r *recorder) UpdateWithAudit(ctx context.Context, rec operation.Record, ex
 	return saved, err
 }
 
+// checkAttempt applies CheckFirstWrite to the first write a queue
+// handler attempts for a message.
+func (r *recorder) checkAttempt(ctx context.Context, rec operation.Record, expected int64) {
+	inv := invOf(ctx)
+	if inv == nil || inv.records == nil {
+		return // the application, the user, the sweep, an operator
+	}
+	if _, other := ctx.Value(writerKey).(string); other {
+		return // a concurrent writer injected inside the invocation
+	}
+	msg := rec.LastAppliedMessageID
+	i := -1
+	for k, m := range inv.records {
+		if m.MessageId == msg && inv.ops[k] == rec.OperationID {
+			i = k
+		}
+	}
+	if i < 0 || inv.firstWrite[msg] {
+		return
+	}
+	inv.firstWrite[msg] = true
+	r.mu.Lock()
+	by := ""
+	if h := r.hist[rec.OperationID]; h != nil {
+		by = h.by(expected)
+	}
+	r.mu.Unlock()
+	if p := CheckFirstWrite(msg, inv.envs[i].ExpectedRevision, expected, by); p != "" {
+		r.w.tracef(rec.OperationID, "VIOLATION %s: %s", InvChain, p)
+		r.w.violate(InvChain, rec.OperationID, fmt.Sprintf("%s%s: %s", inv.fn, depthMark(inv.depth), p))
+	}
+}
+
 // observe checks one successful write (expected 0: a create).
 func (r *recorder) observe(ctx context.Context, expected int64, saved operation.Record) {
 	next := StateOf(saved)
+	id := saved.OperationID
 	r.mu.Lock()
-	old, had := r.last[saved.OperationID]
-	r.last[saved.OperationID] = next
+	old, had := r.last[id]
+	before, hadBefore := r.prev[id]
+	r.last[id] = next
+	if had {
+		r.prev[id] = old
+	}
+	h := r.hist[id]
+	if h == nil {
+		h = &revisions{}
+		r.hist[id] = h
+	}
+	h.add(saved.Revision, saved.LastAppliedMessageID)
+	if next.Terminal() {
+		// Never written again: only the last state stays, for the check
+		// that no write follows.
+		delete(r.prev, id)
+		delete(r.hist, id)
+	}
 	r.writes++
 	if writerOf(ctx) == "sweep" {
 		if next.Phase == operation.Uncertain {
 			r.w.sweepClaims++
 		} else {
 			r.w.sweepRearmed++
+			r.rearms[id]++
 		}
 	}
 	r.mu.Unlock()
-	var prev *State
+	var prev, prior *State
 	if had {
 		prev = &old
 	}
+	if hadBefore {
+		prior = &before
+	}
 	w := r.w
-	if w.traced(saved.OperationID) {
+	if w.traced(id) {
 		from := "-"
 		if prev != nil {
 			from = fmt.Sprintf("r%d %s", prev.Revision, prev.Phase)
@@ -357,11 +460,12 @@ func (r *recorder) observe(ctx context.Context, expected int64, saved operation.
 		if saved.Schedule != nil {
 			sched = fmt.Sprintf("%s@%s", saved.Schedule.Action, w.at(saved.Schedule.Due))
 		}
-		w.tracef(saved.OperationID, "write by %s (expected r%d): %s → r%d %s job=%q settlement=%q deliveries=%d next=%s msg=%s",
+		w.tracef(id, "write by %s (expected r%d): %s → r%d %s job=%q settlement=%q deliveries=%d next=%s msg=%s",
 			writerOf(ctx), expected, from, saved.Revision, saved.Phase, saved.RemoteJobID, saved.Settlement, len(saved.Deliveries), sched, shortID(saved.LastAppliedMessageID))
 	}
-	for _, p := range CheckWrite(expected, prev, next) {
-		w.violate(InvWrites, saved.OperationID, fmt.Sprintf("write by %s: %s", writerOf(ctx), p))
+	for _, p := range CheckWrite(expected, prior, prev, next) {
+		w.tracef(id, "VIOLATION %s: %s", InvWrites, p)
+		w.violate(InvWrites, id, fmt.Sprintf("write by %s: %s", writerOf(ctx), p))
 	}
 }
 
@@ -434,6 +538,7 @@ type Genace interface {
 func (g *genaceClient) Submit(ctx context.Context, req genace.SubmitRequest, timeout time.Duration) genace.SubmitResult {
 	w := g.w
 	w.alive(ctx)
+	sent := w.wire.count(req.OperationID)
 	res := g.c.Submit(ctx, req, timeout)
 	w.tracef(req.OperationID, "POST by %s → %s status %d job=%q sent=%t", writerOf(ctx), res.Outcome, res.StatusCode, res.JobID, res.RequestSent)
 	t := w.tally(req.OperationID)
@@ -441,10 +546,16 @@ func (g *genaceClient) Submit(ctx context.Context, req genace.SubmitRequest, tim
 		t.rateLimited++
 	}
 	w.maybeCrash(ctx, CrashAfterPost, req.OperationID)
+	// The worker lives to see the answer: from here on invariant 2 holds
+	// the handler to every job id Genace's answers named on the wire, and
+	// to the one its client handed back.
+	for _, p := range w.wire.since(req.OperationID, sent) {
+		if !p.lost && p.jobID != "" {
+			t.handedOut = append(t.handedOut, p.jobID)
+		}
+	}
 	w.midCall(ctx, req.OperationID, "its POST")
 	if res.JobID != "" {
-		// Handed back to a live handler: from here on invariant 2 holds
-		// the handler to it.
 		t.returned = append(t.returned, res.JobID)
 	}
 	return res
