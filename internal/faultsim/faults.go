@@ -138,6 +138,7 @@ var Kinds = []Fault{
 	PostAcceptThenDrop, Post502JobID, Post5xxNoJob, Post5xxJobCreated, PostReject, RateLimitStorm,
 	GetTimeout, Get5xx, Download5xx, URLExpired, ArtifactPutFailure, StoreConflict,
 	ReconcileFail, UserChangeSpec, UserSupersede,
+	CrashAfterClaim,
 }
 
 // defaultRates are the probabilities of DefaultFaults: per opportunity
@@ -152,6 +153,7 @@ var defaultRates = map[Fault]float64{
 	GetTimeout:     0.02, Get5xx: 0.03, Download5xx: 0.02, URLExpired: 0.02, ArtifactPutFailure: 0.02,
 	StoreConflict: 0.02,
 	ReconcileFail: 0.01, UserChangeSpec: 0.01, UserSupersede: 0.01,
+	CrashAfterClaim: 0.005,
 }
 
 // Faults maps each fault to its probability per opportunity (0..1).

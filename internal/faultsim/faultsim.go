@@ -249,6 +249,10 @@ type Result struct {
 	// meanwhile (the store kept the first copy): duplicate work, not a
 	// duplicate object.
 	Reuploads int `json:"reuploads"`
+	// Paths counts the decisions the handlers logged, by function,
+	// message and reason ("submit: acknowledged as obsolete
+	// (claim_conflict)"): which code paths the run reached.
+	Paths map[string]int `json:"paths"`
 	// StaleDeletes counts acknowledgements that found the message taken
 	// by another worker (the at-least-once cases the handlers must bear).
 	StaleDeletes int64       `json:"stale_deletes"`

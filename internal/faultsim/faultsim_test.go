@@ -60,9 +60,64 @@ func TestSimulation(t *testing.T) {
 				t.Errorf("fault %s is on but was never injected: the run does not exercise it", k)
 			}
 		}
+		reachesEveryPath(t, res)
 	}
 	if n := len(res.Violations); n > 0 {
 		t.Errorf("%d invariant violations with seed %d (listed above); replay: %s", n, res.Seed, res.ReplayTest())
+	}
+}
+
+// defaultPaths are the decisions the default run must reach: every path
+// a fault leads a handler or the sweep down. A run that stops reaching
+// one no longer tests it, however many operations it drives.
+var defaultPaths = []string{
+	"submit: no authority to POST; releasing the claim",
+	"submit: submission outcome unknown: left for reconciliation (post_outcome_unknown)",
+	"submit: submission outcome unknown: left for reconciliation (redelivered_while_submitting)",
+	"submit: acknowledged as obsolete (claim_conflict)",
+	"submit: acknowledged as obsolete (stale_revision)",
+	"submit: acknowledged as obsolete (follow_up_pending)",
+	"submit: acknowledged as obsolete (awaiting_reconciliation)",
+	"submit: acknowledged as obsolete (terminal)",
+	"submit: outcome no longer applies",
+	"observe: observation lost the revision race",
+	"observe: job read failed; retrying later",
+	"observe: acknowledged as obsolete (stale_revision)",
+	"deliver: delivery handed on (lease)",
+	"deliver: delivery failed; retrying later",
+	"deliver: signed URL expired; reading the job again",
+	"deliver: record moved on under this delivery; the newer state stands",
+	"deliver: acknowledged as obsolete (already_delivered)",
+	"sweep: sweep acted (rearmed)",
+	// A worker died between its claim and its POST, and the sweep, not
+	// the redelivery, found the claim first (as with the deployed
+	// visibility): the only path that parks a claim nobody redelivers.
+	"sweep: sweep acted (claim_expired)",
+}
+
+// reachesEveryPath fails for every path of defaultPaths the run missed,
+// and for the safety net's figures that must not be zero.
+func reachesEveryPath(t *testing.T, res *faultsim.Result) {
+	t.Helper()
+	for _, p := range defaultPaths {
+		if res.Paths[p] == 0 {
+			t.Errorf("the default run never reached %q", p)
+		}
+	}
+	for name, n := range map[string]int{
+		"stale claims parked by the sweep (SweepClaimsExpired)": res.SweepClaimsExpired,
+		"chains re-armed by the sweep (SweepRearmed)":           res.SweepRearmed,
+		"acknowledgements of a message another worker held":     int(res.StaleDeletes),
+		"outputs uploaded again":                                res.Reuploads,
+	} {
+		if n == 0 {
+			t.Errorf("the default run had no %s", name)
+		}
+	}
+	for _, p := range []operation.Phase{operation.Delivered, operation.Failed, operation.Rejected, operation.Superseded, operation.Uncertain} {
+		if res.Phases[p] == 0 {
+			t.Errorf("no operation of the default run ended %s", p)
+		}
 	}
 }
 

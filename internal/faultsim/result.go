@@ -21,8 +21,13 @@ func (w *world) result() (*Result, error) {
 		Seed: w.cfg.Seed, Operations: len(w.ops), Faults: w.cfg.Faults.String(), UnrecordedDispatch: w.cfg.UnrecordedDispatch, Virtual: w.clk.Now().Sub(simStart),
 		Invocations: map[string]int64{}, Records: map[string]int64{}, Injected: w.inj.snapshot(), Phases: map[operation.Phase]int{},
 		Sweeps: w.sweeps, SweepRearmed: w.sweepRearmed, SweepClaimsExpired: w.sweepClaims, Writes: w.rec.writes,
-		Posts: w.sim.TotalPosts(), Gets: w.sim.TotalGets(), Downloads: w.sim.FileGets(),
+		Posts: w.sim.TotalPosts(), Gets: w.sim.TotalGets(), Downloads: w.sim.FileGets(), Paths: map[string]int{},
 	}
+	w.mu.Lock()
+	for k, n := range w.paths {
+		res.Paths[k] = n
+	}
+	w.mu.Unlock()
 	for _, m := range w.maps {
 		st := m.m.Stats()
 		res.Invocations[m.fn] += st.Invocations

@@ -113,6 +113,7 @@ type world struct {
 	mu         sync.Mutex
 	tallies    map[string]*tally
 	stops      map[string]int // faults that end a chain by design, per operation
+	paths      map[string]int // decisions the handlers logged (Result.Paths)
 	traceAll   bool
 	traceOps   map[string]bool
 	traces     map[string][]string
@@ -137,7 +138,7 @@ type tally struct {
 
 func newWorld(cfg Config) (w *world, err error) {
 	w = &world{
-		cfg: cfg, urlTTL: urlTTL, urls: map[string]string{}, tallies: map[string]*tally{}, stops: map[string]int{}, storms: map[int64]bool{},
+		cfg: cfg, urlTTL: urlTTL, urls: map[string]string{}, tallies: map[string]*tally{}, stops: map[string]int{}, paths: map[string]int{}, storms: map[int64]bool{},
 		traceAll: cfg.Operations <= TraceAllBelow, traceOps: map[string]bool{}, traces: map[string][]string{},
 		wallStart: time.Now(),
 	}
@@ -747,6 +748,13 @@ func (w *world) storm(t time.Time) bool {
 		}
 	}
 	return false
+}
+
+// countPath counts one decision a handler logged.
+func (w *world) countPath(key string) {
+	w.mu.Lock()
+	w.paths[key]++
+	w.mu.Unlock()
 }
 
 // chainStop counts a fault that ends an operation's chain by design (see

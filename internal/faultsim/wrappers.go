@@ -292,9 +292,37 @@ func (s *faultStore) Update(ctx context.Context, rec operation.Record, expected 
 	}
 	saved, err := s.recorder.Update(ctx, rec, expected)
 	if err == nil {
+		s.w.crashAfterClaim(ctx, saved)
 		s.w.maybeCrash(ctx, CrashAfterWrite, rec.OperationID)
 	}
 	return saved, err
+}
+
+// deployedVisibility is how long the deployed dispatch queue hides a
+// received message: 6 × the submit function's timeout (the template's
+// rule), longer than the sweep's claim timeout.
+const deployedVisibility = 6 * submitTimeout
+
+// crashAfterClaim injects CrashAfterClaim after a submit worker's claim
+// write: the worker dies before its POST, and its message stays hidden as
+// long as the deployed queue would hide it, so the sweep finds the claim
+// older than its timeout before the redelivery comes.
+func (w *world) crashAfterClaim(ctx context.Context, saved operation.Record) {
+	inv := invOf(ctx)
+	if inv == nil || inv.fn != "submit" || saved.Phase != operation.Submitting || saved.Claim == nil {
+		return
+	}
+	i := inv.opRecord(saved.OperationID)
+	if i < 0 || !w.inj.roll(CrashAfterClaim) {
+		return
+	}
+	if err := w.broker.ChangeVisibility(context.Background(), inv.queueURL, inv.records[i].ReceiptHandle, deployedVisibility); err != nil {
+		return // the message is no longer this worker's to hide
+	}
+	w.inj.note(CrashAfterClaim)
+	inv.crashed = true
+	w.tracef(saved.OperationID, "FAULT %s: %s worker dies after its claim, before the POST; message %s stays hidden %s", CrashAfterClaim, writerOf(ctx), shortID(inv.records[i].MessageId), deployedVisibility)
+	panic(crashPanic{fault: CrashAfterClaim})
 }
 
 // PutReview injects CrashAfterWrite after a successful review write.
