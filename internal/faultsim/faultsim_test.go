@@ -1,10 +1,13 @@
 package faultsim_test
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"flag"
 	"fmt"
+	"io"
+	"net/http"
 	"path/filepath"
 	"reflect"
 	"strings"
@@ -263,6 +266,39 @@ func (q staleFollowUps) Send(ctx context.Context, queueURL string, body []byte, 
 	return q.QueueSender.Send(ctx, queueURL, body, delay)
 }
 
+// replayablePost is a planted bug: a transport that makes every POST body
+// rewindable (as http.NewRequest does for a bytes.Reader), so Go's HTTP/2
+// transport re-sends a POST whose stream the server reset after reading
+// it: two POSTs, two jobs.
+type replayablePost struct{ http.RoundTripper }
+
+func (t replayablePost) RoundTrip(r *http.Request) (*http.Response, error) {
+	if r.Method == http.MethodPost && r.Body != nil && r.GetBody == nil {
+		b, err := io.ReadAll(r.Body)
+		_ = r.Body.Close()
+		if err != nil {
+			return nil, err
+		}
+		r = r.Clone(r.Context())
+		r.Body = io.NopCloser(bytes.NewReader(b))
+		r.GetBody = func() (io.ReadCloser, error) { return io.NopCloser(bytes.NewReader(b)), nil }
+	}
+	return t.RoundTripper.RoundTrip(r)
+}
+
+// dropIDOfDrift is a planted bug: a client that decodes the whole body
+// before it takes the job id, so an answer that names its job but drifts
+// elsewhere comes back unknown, without the id.
+type dropIDOfDrift struct{ faultsim.Genace }
+
+func (c dropIDOfDrift) Submit(ctx context.Context, req genace.SubmitRequest, timeout time.Duration) genace.SubmitResult {
+	res := c.Genace.Submit(ctx, req, timeout)
+	if res.Outcome == genace.OutcomeUnknown || (res.Outcome == genace.OutcomeAccepted && res.Job == nil) {
+		res.Outcome, res.JobID, res.Job = genace.OutcomeUnknown, "", nil
+	}
+	return res
+}
+
 // TestPlantedBugIsFound turns one safeguard off at a time through a store
 // wrapper and asserts that the run reports it: the checks are only worth
 // their zero if they can fail.
@@ -281,6 +317,9 @@ func TestPlantedBugIsFound(t *testing.T) {
 		{"the client retries a POST of unknown outcome", faultsim.Config{WrapGenace: func(g faultsim.Genace) faultsim.Genace { return retryUnknownPost{g} }}, "all", faultsim.InvPosts},
 		{"a handler rewrites its stale view at the current revision", faultsim.Config{WrapRecords: func(r faultsim.Records) faultsim.Records { return staleRewrite{r} }}, "all", faultsim.InvWrites},
 		{"the client drops a 5xx's job id", faultsim.Config{WrapGenace: func(g faultsim.Genace) faultsim.Genace { return dropFailedJobID{g} }}, "all", faultsim.InvJobID},
+		// One per fault class: the safeguard the class exists to test.
+		{"post_h2_stream_reset: the transport re-sends a POST whose stream was reset", faultsim.Config{WrapTransport: func(t http.RoundTripper) http.RoundTripper { return replayablePost{t} }}, "all,post_h2_stream_reset=0.1", faultsim.InvPosts},
+		{"post_body_drift: the client drops the id of an answer that drifts", faultsim.Config{WrapGenace: func(g faultsim.Genace) faultsim.Genace { return dropIDOfDrift{g} }}, "all,post_body_drift=0.1", faultsim.InvJobID},
 		{"follow-ups name the revision before", faultsim.Config{WrapQueue: func(q schedule.QueueSender) schedule.QueueSender { return staleFollowUps{q} }}, "all", faultsim.InvChain},
 	}
 	for _, tc := range cases {
