@@ -160,19 +160,18 @@ func CheckFirstWrite(msgID string, msgRevision, expected int64, appliedBy string
 	return fmt.Sprintf("forked chain: message %s was sent for r%d but its first write is conditioned on r%d (written by %s)", msgID, msgRevision, expected, by)
 }
 
-// SweepBound is how often the sweep may re-arm one operation's chain: once
-// for every fault that ends a chain by design on that operation (a
-// concurrent write that wins a handler's race, so the loser writes and
-// sends nothing; a sweep that dies between its re-arm and its send; a
-// message dead-lettered), plus one. A healthy chain carries itself: each
-// write sends its follow-up, and a redelivered message re-emits one its
-// worker died before sending, so with these faults attributed the
-// default run needs no slack at all (every operation's re-arms ≤ its
-// stops); the one spare absorbs a stop the simulation does not
-// attribute. A chain that dies by itself at every step (a follow-up sent
-// for the wrong revision, a lost race taken for a loss) needs the sweep
-// once per step and exceeds it at once.
-func SweepBound(stops int) int { return stops + 1 }
+// SweepBound is how often the sweep may re-arm one operation's chain (send
+// it a message): once for every fault that ends a chain by design on that
+// operation (a concurrent write that wins a handler's race, so the loser
+// writes and sends nothing; a message dead-lettered). A healthy chain
+// carries itself: each write sends its follow-up, a redelivered message
+// re-emits one its worker died before sending, and the sweep's own crash
+// before its send only delays its one re-arm. With these faults
+// attributed, every operation of the default run on six seeds needs no
+// more re-arms than its stops, so the bound allows no slack: a chain that
+// dies by itself even once (a write of its own taken for a lost race, a
+// follow-up sent for the wrong revision) exceeds it.
+func SweepBound(stops int) int { return stops }
 
 // Output is Genace's truth about one output of a job.
 type Output struct {

@@ -243,7 +243,7 @@ func TestCheckFinal(t *testing.T) {
 		}, []faultsim.Invariant{faultsim.InvChain}},
 		{"sweep re-arms the faults explain", func() faultsim.Final {
 			f := delivered()
-			f.SweepRearms, f.SweepBound = 3, faultsim.SweepBound(2)
+			f.SweepRearms, f.SweepBound = 2, faultsim.SweepBound(2)
 			return f
 		}, nil},
 		{"second POST without a 429", func() faultsim.Final { f := delivered(); f.Posts, f.RateLimited = 3, 1; return f }, []faultsim.Invariant{faultsim.InvPosts}},

@@ -299,6 +299,20 @@ func (c dropIDOfDrift) Submit(ctx context.Context, req genace.SubmitRequest, tim
 	return res
 }
 
+// ownWriteConflict is a planted bug: a store that answers the resend of a
+// write it already applied with a conflict, whose current item is the
+// write itself, as a store that does not recognise its own write does.
+// The caller takes its own write for someone else's.
+type ownWriteConflict struct{ store.Store }
+
+func (s ownWriteConflict) Update(ctx context.Context, rec operation.Record, expected int64) (operation.Record, error) {
+	if cur, err := s.Store.Get(ctx, rec.OperationID); err == nil && cur.Revision == expected+1 &&
+		cur.LastAppliedMessageID != "" && cur.LastAppliedMessageID == rec.LastAppliedMessageID {
+		return operation.Record{}, &store.ConflictError{OperationID: rec.OperationID, Expected: expected, Current: &cur}
+	}
+	return s.Store.Update(ctx, rec, expected)
+}
+
 // TestPlantedBugIsFound turns one safeguard off at a time through a store
 // wrapper and asserts that the run reports it: the checks are only worth
 // their zero if they can fail.
@@ -320,6 +334,7 @@ func TestPlantedBugIsFound(t *testing.T) {
 		// One per fault class: the safeguard the class exists to test.
 		{"post_h2_stream_reset: the transport re-sends a POST whose stream was reset", faultsim.Config{WrapTransport: func(t http.RoundTripper) http.RoundTripper { return replayablePost{t} }}, "all,post_h2_stream_reset=0.1", faultsim.InvPosts},
 		{"post_body_drift: the client drops the id of an answer that drifts", faultsim.Config{WrapGenace: func(g faultsim.Genace) faultsim.Genace { return dropIDOfDrift{g} }}, "all,post_body_drift=0.1", faultsim.InvJobID},
+		{"store_lost_ack: the store takes a resent write of its own for a conflict", faultsim.Config{WrapStore: func(s store.Store) store.Store { return ownWriteConflict{s} }}, "all,store_lost_ack=0.1", faultsim.InvChain},
 		{"follow-ups name the revision before", faultsim.Config{WrapQueue: func(q schedule.QueueSender) schedule.QueueSender { return staleFollowUps{q} }}, "all", faultsim.InvChain},
 	}
 	for _, tc := range cases {

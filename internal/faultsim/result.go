@@ -82,7 +82,7 @@ func (w *world) result() (*Result, error) {
 		t := w.tally(op.id)
 		f := Final{Record: rec, Audit: len(audit), Reviews: len(byOp[op.id]), Jobs: jobs[op.id], Posts: w.sim.PostCount(op.id),
 			RateLimited: t.rateLimited, Returned: t.returned, HandedOut: t.handedOut, Confirmed: t.confirmed,
-			SweepRearms: w.rec.rearms[op.id], SweepBound: SweepBound(w.stops[op.id]),
+			SweepRearms: w.rearms[op.id], SweepBound: SweepBound(w.stops[op.id]),
 			Stored: map[string]string{}, Created: map[string]int{}}
 		if rec.RemoteJobID != "" {
 			f.RecordJobOperation = w.opOfJob(rec.RemoteJobID)

@@ -113,6 +113,7 @@ type world struct {
 	mu         sync.Mutex
 	tallies    map[string]*tally
 	stops      map[string]int // faults that end a chain by design, per operation
+	rearms     map[string]int // messages the sweep sent, per operation
 	paths      map[string]int // decisions the handlers logged (Result.Paths)
 	traceAll   bool
 	traceOps   map[string]bool
@@ -138,7 +139,7 @@ type tally struct {
 
 func newWorld(cfg Config) (w *world, err error) {
 	w = &world{
-		cfg: cfg, urlTTL: urlTTL, urls: map[string]string{}, tallies: map[string]*tally{}, stops: map[string]int{}, paths: map[string]int{}, storms: map[int64]bool{},
+		cfg: cfg, urlTTL: urlTTL, urls: map[string]string{}, tallies: map[string]*tally{}, stops: map[string]int{}, rearms: map[string]int{}, paths: map[string]int{}, storms: map[int64]bool{},
 		traceAll: cfg.Operations <= TraceAllBelow, traceOps: map[string]bool{}, traces: map[string][]string{},
 		wallStart: time.Now(),
 	}
@@ -192,7 +193,7 @@ func newWorld(cfg Config) (w *world, err error) {
 	if cfg.WrapStore != nil {
 		under = cfg.WrapStore(w.bolt)
 	}
-	w.rec = &recorder{Store: under, w: w, last: map[string]State{}, prev: map[string]State{}, hist: map[string]*revisions{}, rearms: map[string]int{}}
+	w.rec = &recorder{Store: under, w: w, last: map[string]State{}, prev: map[string]State{}, hist: map[string]*revisions{}}
 	w.st = &faultStore{recorder: w.rec, w: w}
 	d, err := artifact.NewDir(filepath.Join(dir, "artifacts"))
 	if err != nil {

@@ -108,11 +108,6 @@ func (w *world) maybeCrash(ctx context.Context, f Fault, op string) {
 		return
 	}
 	inv.crashed = true
-	if inv.fn == "sweep" {
-		// The sweep's re-arm may be written and never sent: the next
-		// sweep re-arms the chain again.
-		w.chainStop(op)
-	}
 	w.tracef(op, "FAULT %s: %s worker dies", f, writerOf(ctx))
 	panic(crashPanic{fault: f})
 }
@@ -349,7 +344,6 @@ type recorder struct {
 	last   map[string]State
 	prev   map[string]State // the state before last, while the operation is active
 	hist   map[string]*revisions
-	rearms map[string]int // the sweep's re-arms per operation
 	writes int64
 }
 
@@ -386,23 +380,55 @@ func (r *recorder) Create(ctx context.Context, rec operation.Record) (operation.
 }
 
 // Update checks a handler's first write attempt for its message, and a
-// successful write against the state it replaced.
+// successful write against the state it replaced; it injects LostAck.
 func (r *recorder) Update(ctx context.Context, rec operation.Record, expected int64) (operation.Record, error) {
 	r.checkAttempt(ctx, rec, expected)
-	saved, err := r.Store.Update(ctx, rec, expected)
-	if err == nil {
-		r.observe(ctx, expected, saved)
-	}
-	return saved, err
+	return r.write(ctx, rec, expected, func() (operation.Record, error) { return r.Store.Update(ctx, rec, expected) })
 }
 
 // UpdateWithAudit is Update for an operator's audited write.
 func (r *recorder) UpdateWithAudit(ctx context.Context, rec operation.Record, expected int64, e review.AuditEntry) (operation.Record, error) {
-	saved, err := r.Store.UpdateWithAudit(ctx, rec, expected, e)
-	if err == nil {
-		r.observe(ctx, expected, saved)
+	return r.write(ctx, rec, expected, func() (operation.Record, error) { return r.Store.UpdateWithAudit(ctx, rec, expected, e) })
+}
+
+// errAckLost is what a write whose every answer was lost reports: a
+// timeout, which says nothing about whether the write was applied.
+var errAckLost = fmt.Errorf("faultsim: the store's answer was lost: %w", context.DeadlineExceeded)
+
+// write sends a conditional write to the store and records it. LostAck
+// strikes after the store applied it: the answer is lost and either the
+// store's client sends the write again, as the SDK's retryer does, and
+// returns what the store says to that (on a store that does not know its
+// own write, a conflict whose current item is the write itself), or the
+// caller gets a timeout. Only workers meet it (the application's own
+// writes are outside the model), and the timeout only those that retry
+// without waiting: submit backs off on the virtual clock between attempts,
+// which no worker may wait on (see the package doc).
+func (r *recorder) write(ctx context.Context, rec operation.Record, expected int64, send func() (operation.Record, error)) (operation.Record, error) {
+	saved, err := send()
+	if err != nil {
+		return saved, err
 	}
-	return saved, err
+	r.observe(ctx, expected, saved)
+	inv := invOf(ctx)
+	if _, other := ctx.Value(writerKey).(string); inv == nil || other || !r.w.inj.roll(LostAck) {
+		return saved, nil
+	}
+	r.w.inj.note(LostAck)
+	if inv.fn != "submit" && r.w.inj.intn(LostAck, 2) == 1 {
+		r.w.tracef(rec.OperationID, "FAULT %s: r%d was written, %s gets a timeout", LostAck, saved.Revision, writerOf(ctx))
+		return operation.Record{}, errAckLost
+	}
+	again, err := send()
+	switch {
+	case err == nil && again.Revision != saved.Revision:
+		r.observe(ctx, expected, again) // the store wrote it twice
+	case err == nil:
+		r.w.tracef(rec.OperationID, "FAULT %s: r%d was written, its answer lost; the resend is recognised as the same write", LostAck, saved.Revision)
+	default:
+		r.w.tracef(rec.OperationID, "FAULT %s: r%d was written, its answer lost; the resend answers %v", LostAck, saved.Revision, err)
+	}
+	return again, err
 }
 
 // checkAttempt applies CheckFirstWrite to the first write a queue
@@ -467,7 +493,6 @@ func (r *recorder) observe(ctx context.Context, expected int64, saved operation.
 			r.w.sweepClaims++
 		} else {
 			r.w.sweepRearmed++
-			r.rearms[id]++
 		}
 	}
 	r.mu.Unlock()
@@ -510,6 +535,11 @@ func (s *sender) Send(ctx context.Context, queueURL string, body []byte, delay t
 	id, err := w.broker.Send(ctx, queueURL, body, delay)
 	if err != nil {
 		return id, err
+	}
+	if writerOf(ctx) == "sweep" {
+		w.mu.Lock()
+		w.rearms[env.OperationID]++
+		w.mu.Unlock()
 	}
 	if w.traced(env.OperationID) {
 		w.tracef(env.OperationID, "%s sends %s r%d job=%q delay %s (message %s)", writerOf(ctx), env.Action, env.ExpectedRevision, env.ExpectedRemoteJobID, delay, shortID(id))
