@@ -313,6 +313,22 @@ func (s ownWriteConflict) Update(ctx context.Context, rec operation.Record, expe
 	return s.Store.Update(ctx, rec, expected)
 }
 
+// claimLooksOwn is a planted bug: submit takes any dispatch that finds a
+// claim for the claimant's own redelivery (the claim shows the reading
+// message as its holder), so a duplicate during a live claim marks it
+// uncertain.
+type claimLooksOwn struct{ faultsim.Records }
+
+func (s claimLooksOwn) Get(ctx context.Context, id string) (operation.Record, error) {
+	rec, err := s.Records.Get(ctx, id)
+	if err == nil && rec.Phase == operation.Submitting && rec.Claim != nil {
+		if m, ok := faultsim.MessageOf(ctx, id); ok {
+			rec.Claim.MessageID, rec.LastAppliedMessageID = m.MessageId, m.MessageId
+		}
+	}
+	return rec, err
+}
+
 // TestPlantedBugIsFound turns one safeguard off at a time through a store
 // wrapper and asserts that the run reports it: the checks are only worth
 // their zero if they can fail.
@@ -335,6 +351,7 @@ func TestPlantedBugIsFound(t *testing.T) {
 		{"post_h2_stream_reset: the transport re-sends a POST whose stream was reset", faultsim.Config{WrapTransport: func(t http.RoundTripper) http.RoundTripper { return replayablePost{t} }}, "all,post_h2_stream_reset=0.1", faultsim.InvPosts},
 		{"post_body_drift: the client drops the id of an answer that drifts", faultsim.Config{WrapGenace: func(g faultsim.Genace) faultsim.Genace { return dropIDOfDrift{g} }}, "all,post_body_drift=0.1", faultsim.InvJobID},
 		{"store_lost_ack: the store takes a resent write of its own for a conflict", faultsim.Config{WrapStore: func(s store.Store) store.Store { return ownWriteConflict{s} }}, "all,store_lost_ack=0.1", faultsim.InvChain},
+		{"dispatch_dup_during_claim: any dispatch during a claim marks it uncertain", faultsim.Config{WrapRecords: func(r faultsim.Records) faultsim.Records { return claimLooksOwn{r} }}, "all,dispatch_dup_during_claim=0.1", faultsim.InvChain},
 		{"follow-ups name the revision before", faultsim.Config{WrapQueue: func(q schedule.QueueSender) schedule.QueueSender { return staleFollowUps{q} }}, "all", faultsim.InvChain},
 	}
 	for _, tc := range cases {

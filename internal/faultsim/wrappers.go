@@ -206,7 +206,14 @@ func (w *world) secondWorker(inv *invocation, i int) bool {
 	if err != nil && !errors.Is(err, localqueue.ErrNotInFlight) {
 		return false // received again or deleted already: nothing to take
 	}
-	w.waitingFor = r.MessageId
+	return w.handleNow(inv, r.MessageId)
+}
+
+// handleNow polls inv's mapping until another worker has taken the
+// visible message msgID and handled it to the end. It reports whether a
+// worker got the message.
+func (w *world) handleNow(inv *invocation, msgID string) bool {
+	w.waitingFor = msgID
 	ctx := context.WithValue(context.Background(), depthKey, inv.depth+1)
 	// Older visible messages come first; keep polling (other workers
 	// handle them meanwhile) until the freed one is taken.
@@ -596,6 +603,11 @@ type Genace interface {
 func (g *genaceClient) Submit(ctx context.Context, req genace.SubmitRequest, timeout time.Duration) genace.SubmitResult {
 	w := g.w
 	w.alive(ctx)
+	dup := w.inj.roll(ClaimDuplicate)
+	early := dup && w.inj.intn(ClaimDuplicate, 2) == 0
+	if early {
+		w.claimDuplicate(ctx, req.OperationID, "before its POST")
+	}
 	sent := w.wire.count(req.OperationID)
 	res := g.c.Submit(ctx, req, timeout)
 	w.tracef(req.OperationID, "POST by %s → %s status %d job=%q sent=%t", writerOf(ctx), res.Outcome, res.StatusCode, res.JobID, res.RequestSent)
@@ -613,10 +625,44 @@ func (g *genaceClient) Submit(ctx context.Context, req genace.SubmitRequest, tim
 		}
 	}
 	w.midCall(ctx, req.OperationID, "its POST")
+	if dup && !early {
+		w.claimDuplicate(ctx, req.OperationID, "after its POST, before the answer reached it")
+	}
 	if res.JobID != "" {
 		t.returned = append(t.returned, res.JobID)
 	}
 	return res
+}
+
+// claimDuplicate injects ClaimDuplicate into a submit worker that holds
+// the claim of op: a second dispatch of the operation (the worker's own
+// message sent again, as an SQS duplicate or a re-emit would be) reaches
+// another worker, which handles it to the end before this one goes on.
+func (w *world) claimDuplicate(ctx context.Context, op, when string) {
+	inv := invOf(ctx)
+	i := inv.opRecord(op)
+	if i < 0 || inv.depth > 0 || inv.fn != "submit" {
+		return
+	}
+	id, err := w.broker.Send(context.Background(), inv.queueURL, []byte(inv.records[i].Body), 0)
+	if err != nil {
+		return
+	}
+	w.tracef(op, "FAULT %s: a second dispatch (message %s) reaches another worker while %s holds the claim, %s", ClaimDuplicate, shortID(id), writerOf(ctx), when)
+	if w.handleNow(inv, id) {
+		w.inj.note(ClaimDuplicate)
+	}
+}
+
+// MessageOf returns the queue message that the worker behind ctx is
+// handling for the operation, if any. It is for planted bugs
+// (Config.WrapRecords) that act on what the worker's message is.
+func MessageOf(ctx context.Context, operationID string) (events.SQSMessage, bool) {
+	inv := invOf(ctx)
+	if i := inv.opRecord(operationID); i >= 0 {
+		return inv.records[i], true
+	}
+	return events.SQSMessage{}, false
 }
 
 // Get injects GetTimeout, or reads through and injects VisibilityExpiry.
