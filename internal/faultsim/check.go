@@ -160,6 +160,23 @@ func CheckFirstWrite(msgID string, msgRevision, expected int64, appliedBy string
 	return fmt.Sprintf("forked chain: message %s was sent for r%d but its first write is conditioned on r%d (written by %s)", msgID, msgRevision, expected, by)
 }
 
+// CheckAuthority checks a POST against the queue's truth about the
+// worker's message (invariant h): current says the worker's receipt handle
+// is still the message's (nobody received it since), remaining how long
+// the message stays hidden, need what the POST and the write of its
+// outcome take. It returns the problem, or "".
+func CheckAuthority(current bool, remaining, need time.Duration) string {
+	switch {
+	case !current:
+		return "POST without authority: another worker received the message since"
+	case remaining <= 0:
+		return "POST without authority: the message's visibility has run out, any worker may receive it"
+	case remaining < need:
+		return fmt.Sprintf("POST without authority: the message stays hidden only %s more, the POST and its persist need %s", remaining.Round(time.Second), need)
+	}
+	return ""
+}
+
 // SweepBound is how often the sweep may re-arm one operation's chain (send
 // it a message): once for every fault that ends a chain by design on that
 // operation (a concurrent write that wins a handler's race, so the loser

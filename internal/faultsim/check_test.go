@@ -126,6 +126,30 @@ func observed2(f faultsim.Facts, t0 time.Time) faultsim.Facts {
 
 func withObs(f faultsim.Facts, n int) faultsim.Facts { f.Observations = n; return f }
 
+func TestCheckAuthority(t *testing.T) {
+	cases := []struct {
+		name            string
+		current         bool
+		remaining, need time.Duration
+		want            string
+	}{
+		{"fresh lease", true, 30 * time.Second, 25 * time.Second, ""},
+		{"renewed just before", true, 25 * time.Second, 25 * time.Second, ""},
+		{"run down by the gap before the handler", true, 10 * time.Second, 25 * time.Second, "hidden only 10s more"},
+		{"run out", true, 0, 25 * time.Second, "visibility has run out"},
+		{"taken by another worker", false, 30 * time.Second, 25 * time.Second, "another worker received the message"},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			got := faultsim.CheckAuthority(tc.current, tc.remaining, tc.need)
+			if (tc.want == "") != (got == "") || !strings.Contains(got, tc.want) {
+				t.Fatalf("got %q, want %q", got, tc.want)
+			}
+		})
+	}
+}
+
 func TestCheckFirstWrite(t *testing.T) {
 	cases := []struct {
 		name             string

@@ -75,6 +75,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/genjobs/genjobs/internal/lease"
 	"github.com/genjobs/genjobs/internal/operation"
 	"github.com/genjobs/genjobs/internal/review"
 	"github.com/genjobs/genjobs/internal/schedule"
@@ -130,6 +131,10 @@ type Config struct {
 	// WrapQueue, if set, wraps the queue the follow-ups are sent to, for
 	// the same purpose (follow-ups sent for the wrong revision, say).
 	WrapQueue func(schedule.QueueSender) schedule.QueueSender
+	// WrapExtender, if set, wraps what the handlers renew their message
+	// leases with, for the same purpose (a worker that trusts its own
+	// clock rather than the queue's, say).
+	WrapExtender func(lease.Extender) lease.Extender
 	// WrapTransport, if set, wraps the HTTP transport under the Genace
 	// client, for the same purpose (a transport that re-sends a POST
 	// whose stream was reset, say).

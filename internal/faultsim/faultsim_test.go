@@ -16,6 +16,7 @@ import (
 
 	"github.com/genjobs/genjobs/internal/faultsim"
 	"github.com/genjobs/genjobs/internal/genace"
+	"github.com/genjobs/genjobs/internal/lease"
 	"github.com/genjobs/genjobs/internal/message"
 	"github.com/genjobs/genjobs/internal/operation"
 	"github.com/genjobs/genjobs/internal/schedule"
@@ -74,6 +75,10 @@ func TestSimulation(t *testing.T) {
 // a fault leads a handler or the sweep down. A run that stops reaching
 // one no longer tests it, however many operations it drives.
 var defaultPaths = []string{
+	// With the dispatch queue's visibility above what a POST needs (as
+	// deployed), only a lease the receive gap ran down needs renewing
+	// before the POST; on db53769 no worker renews it (hole 8), so this
+	// path is reached only once the POST renews its lease.
 	"submit: no authority to POST; releasing the claim",
 	"submit: submission outcome unknown: left for reconciliation (post_outcome_unknown)",
 	"submit: submission outcome unknown: left for reconciliation (redelivered_while_submitting)",
@@ -329,6 +334,14 @@ func (s claimLooksOwn) Get(ctx context.Context, id string) (operation.Record, er
 	return rec, err
 }
 
+// ownClock is a planted bug: a worker whose authority comes from its own
+// clock, started when its handler started, rather than from the queue: a
+// renewal is believed without asking the queue, so a lease the gap
+// between receive and handler used up looks whole.
+type ownClock struct{ lease.Extender }
+
+func (ownClock) ChangeVisibility(context.Context, string, string, time.Duration) error { return nil }
+
 // TestPlantedBugIsFound turns one safeguard off at a time through a store
 // wrapper and asserts that the run reports it: the checks are only worth
 // their zero if they can fail.
@@ -352,6 +365,7 @@ func TestPlantedBugIsFound(t *testing.T) {
 		{"post_body_drift: the client drops the id of an answer that drifts", faultsim.Config{WrapGenace: func(g faultsim.Genace) faultsim.Genace { return dropIDOfDrift{g} }}, "all,post_body_drift=0.1", faultsim.InvJobID},
 		{"store_lost_ack: the store takes a resent write of its own for a conflict", faultsim.Config{WrapStore: func(s store.Store) store.Store { return ownWriteConflict{s} }}, "all,store_lost_ack=0.1", faultsim.InvChain},
 		{"dispatch_dup_during_claim: any dispatch during a claim marks it uncertain", faultsim.Config{WrapRecords: func(r faultsim.Records) faultsim.Records { return claimLooksOwn{r} }}, "all,dispatch_dup_during_claim=0.1", faultsim.InvChain},
+		{"receive_gap: the lease is taken from the worker's own clock, not the queue's", faultsim.Config{WrapExtender: func(e lease.Extender) lease.Extender { return ownClock{e} }}, "all,receive_gap=0.2", faultsim.InvAuthority},
 		{"follow-ups name the revision before", faultsim.Config{WrapQueue: func(q schedule.QueueSender) schedule.QueueSender { return staleFollowUps{q} }}, "all", faultsim.InvChain},
 	}
 	for _, tc := range cases {

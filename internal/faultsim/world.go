@@ -21,6 +21,7 @@ import (
 	"github.com/genjobs/genjobs/internal/esm"
 	"github.com/genjobs/genjobs/internal/genace"
 	"github.com/genjobs/genjobs/internal/genacesim"
+	"github.com/genjobs/genjobs/internal/lease"
 	"github.com/genjobs/genjobs/internal/localqueue"
 	"github.com/genjobs/genjobs/internal/message"
 	"github.com/genjobs/genjobs/internal/observe"
@@ -59,11 +60,19 @@ const (
 	qDeliver  = "genjobs-deliver"
 )
 
-// visibilities of the three work queues: submit needs 25 s (POST timeout
-// and persist budget) of a 20 s lease, and delivery 30 s per output (a
-// copy window of the 30 s function timeout less the overhead, plus the
-// overhead), so both renew their leases, and renewals can fail.
-var visibilities = map[string]time.Duration{qDispatch: 20 * time.Second, qObserve: 30 * time.Second, qDeliver: 20 * time.Second}
+// visibilities of the three work queues. Submit needs postNeed (POST
+// timeout and persist budget) of a 30 s lease: as deployed (360 s), a
+// fresh receive covers the POST, so a worker renews only when the lease
+// has run down, by a gap between receive and handler (ReceiveGap), and
+// only a worker that knows how long its lease has left renews at all.
+// Delivery needs 30 s per output (a copy window of the 30 s function
+// timeout less the overhead, plus the overhead) of a 20 s lease, so it
+// renews every time, and renewals can fail.
+var visibilities = map[string]time.Duration{qDispatch: 30 * time.Second, qObserve: 30 * time.Second, qDeliver: 20 * time.Second}
+
+// postNeed is what submit needs of its lease before a POST: the POST's
+// timeout and the budget to persist its outcome (submit.Config below).
+const postNeed = 20*time.Second + 5*time.Second
 
 // world is one simulation: the system under test, its fault wrappers and
 // the driver's state.
@@ -88,6 +97,11 @@ type world struct {
 	arts   *artifacts
 	broker *localqueue.Broker
 	urls   map[string]string
+	vis    map[string]time.Duration // each queue's visibility, by URL
+	// leases is the queue's truth about each received message: its
+	// current receipt handle and until when it stays hidden, kept from
+	// every receive, visibility change and acknowledgement.
+	leases map[string]leaseTruth
 	disp   *schedule.Dispatcher
 	sweep  *sweep.Sweeper
 	maps   []*mapping
@@ -139,7 +153,7 @@ type tally struct {
 
 func newWorld(cfg Config) (w *world, err error) {
 	w = &world{
-		cfg: cfg, urlTTL: urlTTL, urls: map[string]string{}, tallies: map[string]*tally{}, stops: map[string]int{}, rearms: map[string]int{}, paths: map[string]int{}, storms: map[int64]bool{},
+		cfg: cfg, urlTTL: urlTTL, urls: map[string]string{}, vis: map[string]time.Duration{}, leases: map[string]leaseTruth{}, tallies: map[string]*tally{}, stops: map[string]int{}, rearms: map[string]int{}, paths: map[string]int{}, storms: map[int64]bool{},
 		traceAll: cfg.Operations <= TraceAllBelow, traceOps: map[string]bool{}, traces: map[string][]string{},
 		wallStart: time.Now(),
 	}
@@ -233,11 +247,13 @@ func (w *world) wireUp() error {
 			return err
 		}
 		w.urls[q+"-dlq"] = dlq
+		w.vis[dlq] = time.Minute
 		u, err := w.broker.Create(q, localqueue.Config{Visibility: visibilities[q], MaxReceiveCount: maxReceives, DeadLetter: q + "-dlq"})
 		if err != nil {
 			return err
 		}
 		w.urls[q] = u
+		w.vis[u] = visibilities[q]
 	}
 	var queue schedule.QueueSender = &sender{w: w}
 	if w.cfg.WrapQueue != nil {
@@ -275,10 +291,13 @@ func (w *world) wireUp() error {
 		real = w.cfg.WrapGenace(real)
 	}
 	g := &genaceClient{w: w, c: real}
-	ext := &extender{w: w}
+	var ext lease.Extender = &extender{w: w}
+	if w.cfg.WrapExtender != nil {
+		ext = w.cfg.WrapExtender(ext)
+	}
 	log := slog.New(&traceLog{w: w, next: w.cfg.Log.Handler()})
 	sub := submit.New(submit.Config{
-		QueueURL: w.urls[qDispatch], Visibility: visibilities[qDispatch], SubmitTimeout: 20 * time.Second, PersistBudget: 5 * time.Second,
+		QueueURL: w.urls[qDispatch], Visibility: visibilities[qDispatch], SubmitTimeout: 20 * time.Second, PersistBudget: postNeed - 20*time.Second,
 		OverdueAfter: 2 * time.Minute, ConnectBackoff: 10 * time.Second, Concurrency: 1, Worker: "submit",
 		// The handler draws its 429 jitter from the global source; a
 		// jitter this small never moves a whole-second Retry-After, so

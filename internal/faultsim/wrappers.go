@@ -120,6 +120,7 @@ func (w *world) wrapHandler(fn string, m *esm.Mapping, h esm.Handler) esm.Handle
 			ops: make([]string, len(ev.Records)), envs: make([]message.Envelope, len(ev.Records)), firstWrite: map[string]bool{}}
 		for i, r := range ev.Records {
 			w.nestedSeen(r.MessageId)
+			w.granted(m.Queue, r.MessageId, r.ReceiptHandle)
 			env, err := message.Decode([]byte(r.Body))
 			if err != nil {
 				continue
@@ -131,6 +132,7 @@ func (w *world) wrapHandler(fn string, m *esm.Mapping, h esm.Handler) esm.Handle
 			}
 		}
 		ctx = context.WithValue(ctx, invKey, inv)
+		w.receiveGap(inv)
 		if fn == "triage" {
 			// A dead-lettered message ended its chain; the sweep re-arms
 			// the operation if it is still active.
@@ -164,6 +166,7 @@ func (w *world) wrapHandler(fn string, m *esm.Mapping, h esm.Handler) esm.Handle
 			if failed[r.MessageId] || err != nil {
 				w.tracef(inv.ops[i], "%s%s reports message %s failed: it stays for redelivery", fn, depthMark(inv.depth), shortID(r.MessageId))
 			} else {
+				w.acknowledged(r.MessageId, r.ReceiptHandle)
 				w.tracef(inv.ops[i], "%s%s acknowledges message %s", fn, depthMark(inv.depth), shortID(r.MessageId))
 			}
 		}
@@ -202,7 +205,7 @@ func (w *world) secondWorker(inv *invocation, i int) bool {
 		return false
 	}
 	r := inv.records[i]
-	err := w.broker.ChangeVisibility(context.Background(), inv.queueURL, r.ReceiptHandle, 0)
+	err := w.changeVisibility(inv.queueURL, r.MessageId, r.ReceiptHandle, 0)
 	if err != nil && !errors.Is(err, localqueue.ErrNotInFlight) {
 		return false // received again or deleted already: nothing to take
 	}
@@ -228,6 +231,25 @@ func (w *world) handleNow(inv *invocation, msgID string) bool {
 	return taken
 }
 
+// handling finds the record of inv whose message the worker is acting on
+// for op: the one whose id the operation's last write carries, when that
+// write was this worker's (a batch can hold two messages of one
+// operation), else the first of op.
+func (w *world) handling(inv *invocation, op string) int {
+	if inv == nil {
+		return -1
+	}
+	w.rec.mu.Lock()
+	last := w.rec.last[op].LastApplied
+	w.rec.mu.Unlock()
+	for i, r := range inv.records {
+		if r.MessageId == last && inv.ops[i] == op {
+			return i
+		}
+	}
+	return inv.opRecord(op)
+}
+
 // opRecord finds the record of inv that concerns operation op.
 func (inv *invocation) opRecord(op string) int {
 	if inv == nil || op == "" {
@@ -245,7 +267,7 @@ func (inv *invocation) opRecord(op string) int {
 // about operation op.
 func (w *world) midCall(ctx context.Context, op, call string) {
 	inv := invOf(ctx)
-	i := inv.opRecord(op)
+	i := w.handling(inv, op)
 	if i < 0 || inv.depth > 0 || !w.inj.roll(VisibilityExpiry) {
 		return
 	}
@@ -314,11 +336,11 @@ func (w *world) crashAfterClaim(ctx context.Context, saved operation.Record) {
 	if inv == nil || inv.fn != "submit" || saved.Phase != operation.Submitting || saved.Claim == nil {
 		return
 	}
-	i := inv.opRecord(saved.OperationID)
+	i := w.handling(inv, saved.OperationID)
 	if i < 0 || !w.inj.roll(CrashAfterClaim) {
 		return
 	}
-	if err := w.broker.ChangeVisibility(context.Background(), inv.queueURL, inv.records[i].ReceiptHandle, deployedVisibility); err != nil {
+	if err := w.changeVisibility(inv.queueURL, inv.records[i].MessageId, inv.records[i].ReceiptHandle, deployedVisibility); err != nil {
 		return // the message is no longer this worker's to hide
 	}
 	w.inj.note(CrashAfterClaim)
@@ -577,7 +599,15 @@ func (e *extender) ChangeVisibility(ctx context.Context, queueURL, receiptHandle
 		}
 		return errors.New("faultsim: injected ChangeMessageVisibility failure")
 	}
-	return e.w.broker.ChangeVisibility(ctx, queueURL, receiptHandle, timeout)
+	err := e.w.broker.ChangeVisibility(ctx, queueURL, receiptHandle, timeout)
+	if inv := invOf(ctx); err == nil && inv != nil {
+		for _, r := range inv.records {
+			if r.ReceiptHandle == receiptHandle {
+				e.w.hidden(r.MessageId, receiptHandle, timeout)
+			}
+		}
+	}
+	return err
 }
 
 // genaceClient is the Genace client the handlers see: the real client
@@ -607,6 +637,14 @@ func (g *genaceClient) Submit(ctx context.Context, req genace.SubmitRequest, tim
 	early := dup && w.inj.intn(ClaimDuplicate, 2) == 0
 	if early {
 		w.claimDuplicate(ctx, req.OperationID, "before its POST")
+	}
+	if inv := invOf(ctx); inv != nil {
+		if i := w.handling(inv, req.OperationID); i >= 0 {
+			if p := w.authorityAt(inv, i, postNeed); p != "" {
+				w.tracef(req.OperationID, "VIOLATION %s: %s (message %s)", InvAuthority, p, shortID(inv.records[i].MessageId))
+				w.violate(InvAuthority, req.OperationID, fmt.Sprintf("%s%s: %s", inv.fn, depthMark(inv.depth), p))
+			}
+		}
 	}
 	sent := w.wire.count(req.OperationID)
 	res := g.c.Submit(ctx, req, timeout)
@@ -640,7 +678,7 @@ func (g *genaceClient) Submit(ctx context.Context, req genace.SubmitRequest, tim
 // another worker, which handles it to the end before this one goes on.
 func (w *world) claimDuplicate(ctx context.Context, op, when string) {
 	inv := invOf(ctx)
-	i := inv.opRecord(op)
+	i := w.handling(inv, op)
 	if i < 0 || inv.depth > 0 || inv.fn != "submit" {
 		return
 	}
