@@ -141,21 +141,26 @@ func CheckWrite(expected int64, prev, old *State, next State) []string {
 
 // CheckFirstWrite checks the first write a handler attempts for one
 // queue message (invariant g: the chain never forks). A message names the
-// revision it was sent for; its handler may act only on that revision, or
-// on a later one its own earlier writes produced (a redelivery carrying
-// on with its own progress). A write conditioned on any other revision
-// means a message acted on a record it was not sent for, so two messages
-// drive the operation at once. Writes after the first (a re-applied
-// outcome after a conflict) follow from it and are not checked here.
-// appliedBy is the message that wrote the expected revision ("" when
-// unknown). It returns the problem, or "".
-func CheckFirstWrite(msgID string, msgRevision, expected int64, appliedBy string) string {
-	if expected == msgRevision || (appliedBy != "" && appliedBy == msgID) {
+// revision it was sent for, and its handler may act only on that
+// revision; where the handler carries on with its own earlier progress
+// (ownProgress: a delivery storing one output per write, a redelivered
+// claimant parking its own claim), also on a later revision its own
+// message wrote. A write conditioned on any other revision means a
+// message acted on a record it was not sent for, so two messages drive
+// the operation at once. Writes after the first (an outcome re-applied
+// after a conflict) follow from it and are not checked here. appliedBy is
+// the message that wrote the expected revision ("" when unknown). It
+// returns the problem, or "".
+func CheckFirstWrite(msgID string, msgRevision, expected int64, appliedBy string, ownProgress bool) string {
+	if expected == msgRevision || (ownProgress && appliedBy != "" && appliedBy == msgID) {
 		return ""
 	}
 	by := appliedBy
-	if by == "" {
+	switch {
+	case by == "":
 		by = "an unknown writer"
+	case by == msgID:
+		by = "this message, which must not act again"
 	}
 	return fmt.Sprintf("forked chain: message %s was sent for r%d but its first write is conditioned on r%d (written by %s)", msgID, msgRevision, expected, by)
 }

@@ -155,18 +155,20 @@ func TestCheckFirstWrite(t *testing.T) {
 		name             string
 		msgRev, expected int64
 		appliedBy, want  string
+		ownProgress      bool
 	}{
-		{"acts on the revision it names", 4, 4, "msg-1", ""},
-		{"carries on with its own progress", 4, 6, "msg-7", ""},
-		{"a redelivered claimant parks its own claim", 1, 2, "msg-7", ""},
-		{"a stale observation writes at the current revision", 4, 6, "msg-2", "forked chain: message msg-7 was sent for r4 but its first write is conditioned on r6 (written by msg-2)"},
-		{"a duplicate dispatch acts on another message's claim", 1, 2, "msg-3", "sent for r1 but its first write is conditioned on r2"},
-		{"unknown writer", 2, 9, "", "written by an unknown writer"},
+		{"acts on the revision it names", 4, 4, "msg-1", "", false},
+		{"carries on with its own progress", 4, 6, "msg-7", "", true},
+		{"a redelivered claimant parks its own claim", 1, 2, "msg-7", "", true},
+		{"an observation acts again on its own applied message", 4, 5, "msg-7", "written by this message, which must not act again", false},
+		{"a stale observation writes at the current revision", 4, 6, "msg-2", "forked chain: message msg-7 was sent for r4 but its first write is conditioned on r6 (written by msg-2)", false},
+		{"a duplicate dispatch acts on another message's claim", 1, 2, "msg-3", "sent for r1 but its first write is conditioned on r2", true},
+		{"unknown writer", 2, 9, "", "written by an unknown writer", true},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
 			t.Parallel()
-			got := faultsim.CheckFirstWrite("msg-7", tc.msgRev, tc.expected, tc.appliedBy)
+			got := faultsim.CheckFirstWrite("msg-7", tc.msgRev, tc.expected, tc.appliedBy, tc.ownProgress)
 			if (tc.want == "") != (got == "") || !strings.Contains(got, tc.want) {
 				t.Fatalf("got %q, want %q", got, tc.want)
 			}

@@ -115,8 +115,8 @@ const (
 	// answer; the second worker handles it to the end first.
 	ClaimDuplicate Fault = "dispatch_dup_during_claim"
 	// ReceiveGap: time passes between the event source mapping's receive
-	// and the handler (batching window, cold start, throttled invoke):
-	// the batch's visibility has run down by then, or out.
+	// and the handler (batching window, cold start, throttled invoke:
+	// 1-45 s): the batch's visibility has run down by then, or out.
 	ReceiveGap Fault = "receive_gap"
 	// StaleDelete: a handled message's visibility ran out before its
 	// acknowledgement; another worker received it and handles it after
@@ -138,7 +138,7 @@ var Kinds = []Fault{
 	PostAcceptThenDrop, Post502JobID, Post5xxNoJob, Post5xxJobCreated, PostReject, RateLimitStorm,
 	GetTimeout, Get5xx, Download5xx, URLExpired, ArtifactPutFailure, StoreConflict,
 	ReconcileFail, UserChangeSpec, UserSupersede,
-	CrashAfterClaim, H2Reset, BodyDrift, LostAck, ClaimDuplicate, ReceiveGap,
+	CrashAfterClaim, H2Reset, BodyDrift, LostAck, ClaimDuplicate, ReceiveGap, StaleDelete,
 }
 
 // defaultRates are the probabilities of DefaultFaults: per opportunity
@@ -153,7 +153,7 @@ var defaultRates = map[Fault]float64{
 	GetTimeout:     0.02, Get5xx: 0.03, Download5xx: 0.02, URLExpired: 0.02, ArtifactPutFailure: 0.02,
 	StoreConflict: 0.02,
 	ReconcileFail: 0.01, UserChangeSpec: 0.01, UserSupersede: 0.01,
-	CrashAfterClaim: 0.005, H2Reset: 0.01, BodyDrift: 0.01, LostAck: 0.01, ClaimDuplicate: 0.01, ReceiveGap: 0.05,
+	CrashAfterClaim: 0.005, H2Reset: 0.01, BodyDrift: 0.01, LostAck: 0.01, ClaimDuplicate: 0.01, ReceiveGap: 0.05, StaleDelete: 0.01,
 }
 
 // Faults maps each fault to its probability per opportunity (0..1).

@@ -342,6 +342,29 @@ type ownClock struct{ lease.Extender }
 
 func (ownClock) ChangeVisibility(context.Context, string, string, time.Duration) error { return nil }
 
+// actsAgain is a planted bug: an observation whose message comes back
+// after its own write landed is handled as new (the record is shown at
+// the revision the message names, and written at the one it has), so the
+// operation is observed twice from one message.
+type actsAgain struct{ faultsim.Records }
+
+func (s actsAgain) Get(ctx context.Context, id string) (operation.Record, error) {
+	rec, err := s.Records.Get(ctx, id)
+	if m, ok := faultsim.MessageOf(ctx, id); ok && err == nil && rec.LastAppliedMessageID == m.MessageId {
+		if env, derr := message.Decode([]byte(m.Body)); derr == nil && env.Action == message.ObserveGeneration && rec.Revision > env.ExpectedRevision {
+			rec.Revision = env.ExpectedRevision
+		}
+	}
+	return rec, err
+}
+
+func (s actsAgain) Update(ctx context.Context, rec operation.Record, expected int64) (operation.Record, error) {
+	if cur, err := s.Records.Get(ctx, rec.OperationID); err == nil && cur.LastAppliedMessageID == rec.LastAppliedMessageID && cur.Revision > expected {
+		expected = cur.Revision
+	}
+	return s.Records.Update(ctx, rec, expected)
+}
+
 // TestPlantedBugIsFound turns one safeguard off at a time through a store
 // wrapper and asserts that the run reports it: the checks are only worth
 // their zero if they can fail.
@@ -366,6 +389,9 @@ func TestPlantedBugIsFound(t *testing.T) {
 		{"store_lost_ack: the store takes a resent write of its own for a conflict", faultsim.Config{WrapStore: func(s store.Store) store.Store { return ownWriteConflict{s} }}, "all,store_lost_ack=0.1", faultsim.InvChain},
 		{"dispatch_dup_during_claim: any dispatch during a claim marks it uncertain", faultsim.Config{WrapRecords: func(r faultsim.Records) faultsim.Records { return claimLooksOwn{r} }}, "all,dispatch_dup_during_claim=0.1", faultsim.InvChain},
 		{"receive_gap: the lease is taken from the worker's own clock, not the queue's", faultsim.Config{WrapExtender: func(e lease.Extender) lease.Extender { return ownClock{e} }}, "all,receive_gap=0.2", faultsim.InvAuthority},
+		// Only stale deletes bring an applied message back here: no crash
+		// or lease fault does it too.
+		{"stale_delete: a message that comes back after its write landed is handled as new", faultsim.Config{WrapRecords: func(r faultsim.Records) faultsim.Records { return actsAgain{r} }}, "stale_delete=0.3", faultsim.InvChain},
 		{"follow-ups name the revision before", faultsim.Config{WrapQueue: func(q schedule.QueueSender) schedule.QueueSender { return staleFollowUps{q} }}, "all", faultsim.InvChain},
 	}
 	for _, tc := range cases {

@@ -152,6 +152,9 @@ func (w *world) wrapHandler(fn string, m *esm.Mapping, h esm.Handler) esm.Handle
 			}
 		}
 		resp, err := h(ctx, ev)
+		if !inv.crashed && err == nil && inv.depth == 0 {
+			w.staleDelete(inv, resp)
+		}
 		if inv.crashed {
 			for i := range ev.Records {
 				w.tracef(inv.ops[i], "%s%s died: message %s stays for redelivery", fn, depthMark(inv.depth), shortID(ev.Records[i].MessageId))
@@ -171,6 +174,31 @@ func (w *world) wrapHandler(fn string, m *esm.Mapping, h esm.Handler) esm.Handle
 			}
 		}
 		return resp, err
+	}
+}
+
+// staleDelete injects StaleDelete into a finished invocation: one record
+// it acknowledged outlived its visibility before the delete, and another
+// worker received it and handles it now, to the end. The first worker's
+// delete then carries a stale receipt handle; SQS answers such a delete
+// with success and keeps the message (the embedded queue answers
+// ErrStaleReceipt, which the mapping counts and ignores, as Lambda's
+// would a success): an acknowledged message comes back with its own id,
+// after its worker's writes and follow-ups.
+func (w *world) staleDelete(inv *invocation, resp events.SQSEventResponse) {
+	failed := map[string]bool{}
+	for _, f := range resp.BatchItemFailures {
+		failed[f.ItemIdentifier] = true
+	}
+	for i, r := range inv.records {
+		if failed[r.MessageId] || !w.inj.roll(StaleDelete) {
+			continue
+		}
+		if w.secondWorker(inv, i) {
+			w.inj.note(StaleDelete)
+			w.tracef(inv.ops[i], "FAULT %s: message %s outlived its visibility before %s's delete; another worker handled it again, the stale delete leaves it", StaleDelete, shortID(r.MessageId), inv.fn)
+		}
+		return
 	}
 }
 
@@ -487,7 +515,9 @@ func (r *recorder) checkAttempt(ctx context.Context, rec operation.Record, expec
 		by = h.by(expected)
 	}
 	r.mu.Unlock()
-	if p := CheckFirstWrite(msg, inv.envs[i].ExpectedRevision, expected, by); p != "" {
+	// An observation acts on the revision its message names or not at
+	// all: a redelivery whose own write landed only re-emits.
+	if p := CheckFirstWrite(msg, inv.envs[i].ExpectedRevision, expected, by, inv.fn != "observe"); p != "" {
 		r.w.tracef(rec.OperationID, "VIOLATION %s: %s", InvChain, p)
 		r.w.violate(InvChain, rec.OperationID, fmt.Sprintf("%s%s: %s", inv.fn, depthMark(inv.depth), p))
 	}
