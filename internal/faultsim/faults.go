@@ -138,7 +138,7 @@ var Kinds = []Fault{
 	PostAcceptThenDrop, Post502JobID, Post5xxNoJob, Post5xxJobCreated, PostReject, RateLimitStorm,
 	GetTimeout, Get5xx, Download5xx, URLExpired, ArtifactPutFailure, StoreConflict,
 	ReconcileFail, UserChangeSpec, UserSupersede,
-	CrashAfterClaim, H2Reset, BodyDrift, LostAck, ClaimDuplicate, ReceiveGap, StaleDelete,
+	CrashAfterClaim, H2Reset, BodyDrift, LostAck, ClaimDuplicate, ReceiveGap, StaleDelete, OperatorRace,
 }
 
 // defaultRates are the probabilities of DefaultFaults: per opportunity
@@ -153,7 +153,7 @@ var defaultRates = map[Fault]float64{
 	GetTimeout:     0.02, Get5xx: 0.03, Download5xx: 0.02, URLExpired: 0.02, ArtifactPutFailure: 0.02,
 	StoreConflict: 0.02,
 	ReconcileFail: 0.01, UserChangeSpec: 0.01, UserSupersede: 0.01,
-	CrashAfterClaim: 0.005, H2Reset: 0.01, BodyDrift: 0.01, LostAck: 0.01, ClaimDuplicate: 0.01, ReceiveGap: 0.05, StaleDelete: 0.01,
+	CrashAfterClaim: 0.005, H2Reset: 0.01, BodyDrift: 0.01, LostAck: 0.01, ClaimDuplicate: 0.01, ReceiveGap: 0.05, StaleDelete: 0.01, OperatorRace: 0.01,
 }
 
 // Faults maps each fault to its probability per opportunity (0..1).

@@ -77,6 +77,7 @@ import (
 
 	"github.com/genjobs/genjobs/internal/lease"
 	"github.com/genjobs/genjobs/internal/operation"
+	"github.com/genjobs/genjobs/internal/replay"
 	"github.com/genjobs/genjobs/internal/review"
 	"github.com/genjobs/genjobs/internal/schedule"
 	"github.com/genjobs/genjobs/internal/store"
@@ -131,6 +132,10 @@ type Config struct {
 	// WrapQueue, if set, wraps the queue the follow-ups are sent to, for
 	// the same purpose (follow-ups sent for the wrong revision, say).
 	WrapQueue func(schedule.QueueSender) schedule.QueueSender
+	// WrapOperator, if set, wraps the store the operator's replays use,
+	// under the application's writes that race them, for the same purpose
+	// (a replay that skips its revision check, say).
+	WrapOperator func(replay.Store) replay.Store
 	// WrapExtender, if set, wraps what the handlers renew their message
 	// leases with, for the same purpose (a worker that trusts its own
 	// clock rather than the queue's, say).

@@ -19,6 +19,8 @@ import (
 	"github.com/genjobs/genjobs/internal/lease"
 	"github.com/genjobs/genjobs/internal/message"
 	"github.com/genjobs/genjobs/internal/operation"
+	"github.com/genjobs/genjobs/internal/replay"
+	"github.com/genjobs/genjobs/internal/review"
 	"github.com/genjobs/genjobs/internal/schedule"
 	"github.com/genjobs/genjobs/internal/store"
 	"github.com/genjobs/genjobs/internal/store/storetest"
@@ -97,6 +99,14 @@ var defaultPaths = []string{
 	"deliver: record moved on under this delivery; the newer state stands",
 	"deliver: acknowledged as obsolete (already_delivered)",
 	"sweep: sweep acted (rearmed)",
+	// The operator replays every kind of decision, racing the handlers.
+	"operator: replay dispatch (done)",
+	"operator: replay observe (done)",
+	"operator: replay deliver (done)",
+	"operator: replay inspect_accounting (done)",
+	"operator: replay reconcile --job-id (done)",
+	"operator: replay reconcile --confirmed-not-submitted (done)",
+	"operator: replay observe (refused)",
 	// A worker died between its claim and its POST, and the sweep, not
 	// the redelivery, found the claim first (as with the deployed
 	// visibility): the only path that parks a claim nobody redelivers.
@@ -365,6 +375,18 @@ func (s actsAgain) Update(ctx context.Context, rec operation.Record, expected in
 	return s.Records.Update(ctx, rec, expected)
 }
 
+// skipRevision is a planted bug: a replay that writes its decision over
+// whatever revision the record has reached, not the one its plan was
+// made from, so a write that landed meanwhile is undone.
+type skipRevision struct{ replay.Store }
+
+func (s skipRevision) UpdateWithAudit(ctx context.Context, rec operation.Record, expected int64, e review.AuditEntry) (operation.Record, error) {
+	if cur, err := s.Store.Get(ctx, rec.OperationID); err == nil && !cur.Terminal() {
+		expected, e.Revision = cur.Revision, 0
+	}
+	return s.Store.UpdateWithAudit(ctx, rec, expected, e)
+}
+
 // TestPlantedBugIsFound turns one safeguard off at a time through a store
 // wrapper and asserts that the run reports it: the checks are only worth
 // their zero if they can fail.
@@ -392,6 +414,7 @@ func TestPlantedBugIsFound(t *testing.T) {
 		// Only stale deletes bring an applied message back here: no crash
 		// or lease fault does it too.
 		{"stale_delete: a message that comes back after its write landed is handled as new", faultsim.Config{WrapRecords: func(r faultsim.Records) faultsim.Records { return actsAgain{r} }}, "stale_delete=0.3", faultsim.InvChain},
+		{"operator_race: a replay skips its revision check", faultsim.Config{WrapOperator: func(s replay.Store) replay.Store { return skipRevision{s} }}, "all,operator_race=0.05", faultsim.InvWrites},
 		{"follow-ups name the revision before", faultsim.Config{WrapQueue: func(q schedule.QueueSender) schedule.QueueSender { return staleFollowUps{q} }}, "all", faultsim.InvChain},
 	}
 	for _, tc := range cases {

@@ -29,6 +29,7 @@ type wire struct {
 	reset map[string][]uint32   // reset codes for answers the relay replaces by a reset, per operation
 	// resetting marks the POST in progress whose answer will be reset.
 	resetting map[string]bool
+	lastJob   string // the last job id an answer named
 }
 
 // wirePost is one POST as Genace answered it.
@@ -127,6 +128,11 @@ func (x *wire) ServeHTTP(rw http.ResponseWriter, r *http.Request) {
 		x.w.tracef(op, "FAULT %s: Genace's %d answer drifts from the contract (%s)", BodyDrift, cw.status, driftNames[drift-1])
 	}
 	post.status, post.jobID = cw.status, namedJob(cw.status, out)
+	if post.jobID != "" {
+		x.mu.Lock()
+		x.lastJob = post.jobID
+		x.mu.Unlock()
+	}
 	rw.Header().Set("Content-Length", strconv.Itoa(len(out)))
 	rw.WriteHeader(cw.status)
 	_, _ = rw.Write(out)

@@ -26,6 +26,7 @@ import (
 	"github.com/genjobs/genjobs/internal/message"
 	"github.com/genjobs/genjobs/internal/observe"
 	"github.com/genjobs/genjobs/internal/operation"
+	"github.com/genjobs/genjobs/internal/replay"
 	"github.com/genjobs/genjobs/internal/schedule"
 	"github.com/genjobs/genjobs/internal/store"
 	"github.com/genjobs/genjobs/internal/submit"
@@ -103,8 +104,10 @@ type world struct {
 	// every receive, visibility change and acknowledgement.
 	leases map[string]leaseTruth
 	disp   *schedule.Dispatcher
-	sweep  *sweep.Sweeper
-	maps   []*mapping
+	// replayer is the operator's replay (OperatorRace).
+	replayer *replay.Replayer
+	sweep    *sweep.Sweeper
+	maps     []*mapping
 
 	ops      []opSpec
 	timeline timeline
@@ -118,6 +121,7 @@ type world struct {
 	sweepRearmed int
 	sweepClaims  int
 	sweepArmed   bool
+	opArmed      bool
 	lastCreated  time.Time
 
 	stormMu  sync.Mutex
@@ -126,9 +130,11 @@ type world struct {
 
 	mu         sync.Mutex
 	tallies    map[string]*tally
-	stops      map[string]int // faults that end a chain by design, per operation
-	rearms     map[string]int // messages the sweep sent, per operation
-	paths      map[string]int // decisions the handlers logged (Result.Paths)
+	stops      map[string]int  // faults that end a chain by design, per operation
+	rearms     map[string]int  // messages the sweep sent, per operation
+	inFlight   map[string]int  // POSTs in flight, per operation
+	worked     map[string]bool // operations the operator took up from the review queue
+	paths      map[string]int  // decisions the handlers logged (Result.Paths)
 	traceAll   bool
 	traceOps   map[string]bool
 	traces     map[string][]string
@@ -153,7 +159,7 @@ type tally struct {
 
 func newWorld(cfg Config) (w *world, err error) {
 	w = &world{
-		cfg: cfg, urlTTL: urlTTL, urls: map[string]string{}, vis: map[string]time.Duration{}, leases: map[string]leaseTruth{}, tallies: map[string]*tally{}, stops: map[string]int{}, rearms: map[string]int{}, paths: map[string]int{}, storms: map[int64]bool{},
+		cfg: cfg, urlTTL: urlTTL, urls: map[string]string{}, vis: map[string]time.Duration{}, leases: map[string]leaseTruth{}, tallies: map[string]*tally{}, stops: map[string]int{}, rearms: map[string]int{}, inFlight: map[string]int{}, worked: map[string]bool{}, paths: map[string]int{}, storms: map[int64]bool{},
 		traceAll: cfg.Operations <= TraceAllBelow, traceOps: map[string]bool{}, traces: map[string][]string{},
 		wallStart: time.Now(),
 	}
@@ -234,6 +240,7 @@ func newWorld(cfg Config) (w *world, err error) {
 		}
 	}
 	w.armSweep()
+	w.armOperator()
 	return w, nil
 }
 
@@ -313,6 +320,11 @@ func (w *world) wireUp() error {
 		Retry: schedule.Backoff{Base: 5 * time.Second, Cap: 5 * time.Minute, Multiplier: 2, Jitter: 0},
 	}, records, g, w.arts, ext, w.disp, w.clk, log.With("function", "deliver"), nil)
 	tri := triage.New(records, w.clk, log.With("function", "triage"), nil, 1)
+	var opStore replay.Store = w.rec
+	if w.cfg.WrapOperator != nil {
+		opStore = w.cfg.WrapOperator(opStore)
+	}
+	w.replayer = &replay.Replayer{Store: operatorStore{Store: opStore, w: w}, Sender: w.disp, Clock: w.clk}
 	w.sweep = sweep.New(sweep.Config{ClaimTimeout: 2 * time.Minute, OverdueAfter: 2 * time.Minute, Limit: 1000}, records, w.disp, w.clk, log.With("function", "sweep"), nil)
 	add := func(fn, queue string, h esm.Handler, timeout time.Duration) {
 		m := &esm.Mapping{Broker: w.broker, Queue: w.urls[queue], BatchSize: 10, Timeout: timeout, Clock: w.clk, Region: "local"}
@@ -364,6 +376,7 @@ const (
 	evSupersede
 	evReconcile
 	evSweep
+	evOperator
 )
 
 type event struct {
@@ -402,8 +415,16 @@ func (w *world) plan(at time.Time, kind eventKind, op int) {
 	}
 	w.seq++
 	heap.Push(&w.timeline, event{at: at, seq: w.seq, kind: kind, op: op})
-	if kind != evSweep {
+	if kind != evSweep && kind != evOperator {
 		w.planned++
+	}
+}
+
+// armOperator plans the operator's next round over the open reviews.
+func (w *world) armOperator() {
+	if !w.opArmed && w.cfg.Faults[OperatorRace] > 0 {
+		w.opArmed = true
+		w.plan(w.clk.Now().Add(operatorEvery), evOperator, -1)
 	}
 }
 
@@ -486,7 +507,7 @@ func (w *world) runDue() error {
 	now := w.clk.Now()
 	for len(w.timeline) > 0 && !w.timeline[0].at.After(now) {
 		e := heap.Pop(&w.timeline).(event)
-		if e.kind != evSweep {
+		if e.kind != evSweep && e.kind != evOperator {
 			w.planned--
 		}
 		var err error
@@ -502,6 +523,11 @@ func (w *world) runDue() error {
 		case evSweep:
 			w.sweepArmed = false
 			err = w.runSweep()
+		case evOperator:
+			w.opArmed = false
+			if err = w.operatorRound(); err == nil && (w.planned > 0 || w.sweepArmed || !w.queuesEmpty()) {
+				w.armOperator()
+			}
 		}
 		if err != nil {
 			return err

@@ -677,6 +677,8 @@ func (g *genaceClient) Submit(ctx context.Context, req genace.SubmitRequest, tim
 		}
 	}
 	sent := w.wire.count(req.OperationID)
+	w.posting(req.OperationID, true)
+	defer w.posting(req.OperationID, false)
 	res := g.c.Submit(ctx, req, timeout)
 	w.tracef(req.OperationID, "POST by %s → %s status %d job=%q sent=%t", writerOf(ctx), res.Outcome, res.StatusCode, res.JobID, res.RequestSent)
 	t := w.tally(req.OperationID)
@@ -693,6 +695,7 @@ func (g *genaceClient) Submit(ctx context.Context, req genace.SubmitRequest, tim
 		}
 	}
 	w.midCall(ctx, req.OperationID, "its POST")
+	w.operatorRace(ctx, req.OperationID, "its POST")
 	if dup && !early {
 		w.claimDuplicate(ctx, req.OperationID, "after its POST, before the answer reached it")
 	}
@@ -759,6 +762,7 @@ func (g *genaceClient) Get(ctx context.Context, jobID string, wait, timeout time
 		}
 	}
 	w.midCall(ctx, op, "its GET")
+	w.operatorRace(ctx, op, "its GET")
 	return job, err
 }
 
@@ -780,6 +784,7 @@ func (g *genaceClient) Download(ctx context.Context, u genace.SignedURL, timeout
 	body, n, err := g.c.Download(ctx, u, timeout)
 	w.tracef(op, "download of %s by %s → err=%v", jobID, writerOf(ctx), err)
 	w.midCall(ctx, op, "its download")
+	w.operatorRace(ctx, op, "its download")
 	return body, n, err
 }
 
