@@ -245,6 +245,21 @@ type Result struct {
 	// terminal anyway (late evidence resolved an uncertain claim, a
 	// dead-lettered message's operation moved on): operator noise.
 	ReviewsOfTerminal int `json:"open_reviews_of_terminal"`
+	// UnknownSubmissions counts the submissions whose outcome was
+	// genuinely unknown, by Genace's truth and the fault log: a POST whose
+	// answer never reached its handler (dropped, reset, the worker died
+	// first) or was unknown by the contract (a 5xx without a job id, a
+	// body without one), and a claim whose worker died before its POST,
+	// which nothing can tell from a POST in flight. Each may rightly leave
+	// an operation uncertain; nothing else should.
+	UnknownSubmissions int `json:"unknown_submissions"`
+	// MadeUncertain counts the times automation made an operation
+	// uncertain, and LeftUncertain those of them that no later evidence
+	// resolved (a late answer, a job id): each of these needs an operator
+	// to reconcile it, whether or not the run's operator (OperatorRace)
+	// did so before the end.
+	MadeUncertain int `json:"made_uncertain"`
+	LeftUncertain int `json:"left_uncertain"`
 	// Sweeps counts sweep runs; SweepRearmed and SweepClaimsExpired what
 	// the safety net did: chains re-armed, stale claims parked.
 	Sweeps             int `json:"sweeps"`
@@ -304,6 +319,8 @@ func (r *Result) WriteSummary(w io.Writer) {
 		}
 	}
 	fmt.Fprintf(w, "phases: %s; open reviews %d (%d of them on operations that ended terminal)\n", strings.Join(phases, ", "), r.Reviews, r.ReviewsOfTerminal)
+	fmt.Fprintf(w, "operators asked: %d operations left uncertain (of %d made uncertain) per %d submissions of genuinely unknown outcome = %.2f (at most %.2f); %d open reviews on terminal operations (at most %d)\n",
+		r.LeftUncertain, r.MadeUncertain, r.UnknownSubmissions, r.UncertainPerUnknown(), float64(MaxUncertainPerUnknown), r.ReviewsOfTerminal, MaxReviewsOfTerminal)
 	fmt.Fprintln(w, "faults injected:")
 	var total int64
 	for _, k := range append(append([]Fault{}, Kinds...), RateLimited) {
@@ -313,6 +330,9 @@ func (r *Result) WriteSummary(w io.Writer) {
 		}
 	}
 	fmt.Fprintf(w, "  %-24s %d\n", "total", total)
+	for _, t := range r.Thresholds() {
+		fmt.Fprintf(w, "threshold exceeded: %s\n", t)
+	}
 	fmt.Fprintf(w, "violations: %d\n", len(r.Violations))
 	for i, v := range r.Violations {
 		if i == 50 {

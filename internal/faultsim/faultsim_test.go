@@ -71,6 +71,41 @@ func TestSimulation(t *testing.T) {
 	if n := len(res.Violations); n > 0 {
 		t.Errorf("%d invariant violations with seed %d (listed above); replay: %s", n, res.Seed, res.ReplayTest())
 	}
+	for _, th := range res.Thresholds() {
+		t.Errorf("threshold exceeded: %s", th)
+	}
+}
+
+func TestThresholds(t *testing.T) {
+	cases := []struct {
+		name               string
+		uncertain, unknown int
+		ofTerminal         int
+		want               []string
+	}{
+		{"quiet run", 0, 0, 0, nil},
+		{"each unknown submission left uncertain", 327, 327, 0, nil},
+		{"fewer uncertain than unknown (late evidence resolved some)", 300, 327, 0, nil},
+		{"more uncertain than unknown", 407, 327, 0, []string{"407 operations left uncertain per 327 submissions of genuinely unknown outcome: 1.24, above 1.00"}},
+		{"uncertain without any unknown submission", 3, 0, 0, []string{"3 operations left uncertain per 0 submissions of genuinely unknown outcome: +Inf, above 1.00"}},
+		{"reviews left on terminal operations", 1, 1, 75, []string{"75 reviews left open on operations that ended terminal, above 0"}},
+		{"both", 5, 2, 1, []string{"above 1.00", "1 reviews left open"}},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			r := &faultsim.Result{LeftUncertain: tc.uncertain, UnknownSubmissions: tc.unknown, ReviewsOfTerminal: tc.ofTerminal}
+			got := r.Thresholds()
+			if len(got) != len(tc.want) {
+				t.Fatalf("got %q, want %d lines like %q", got, len(tc.want), tc.want)
+			}
+			for i := range got {
+				if !strings.Contains(got[i], tc.want[i]) {
+					t.Errorf("line %d: got %q, want it to contain %q", i, got[i], tc.want[i])
+				}
+			}
+		})
+	}
 }
 
 // defaultPaths are the decisions the default run must reach: every path

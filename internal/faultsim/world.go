@@ -128,19 +128,24 @@ type world struct {
 	storms   map[int64]bool // storm minutes already counted
 	checking atomic.Bool
 
-	mu         sync.Mutex
-	tallies    map[string]*tally
-	stops      map[string]int  // faults that end a chain by design, per operation
-	rearms     map[string]int  // messages the sweep sent, per operation
-	inFlight   map[string]int  // POSTs in flight, per operation
-	worked     map[string]bool // operations the operator took up from the review queue
-	paths      map[string]int  // decisions the handlers logged (Result.Paths)
-	traceAll   bool
-	traceOps   map[string]bool
-	traces     map[string][]string
-	violations []Violation
-	wallStart  time.Time
-	stepAt     atomic.Int64 // wall time of the driver's last step, for the watchdog
+	mu       sync.Mutex
+	tallies  map[string]*tally
+	stops    map[string]int  // faults that end a chain by design, per operation
+	rearms   map[string]int  // messages the sweep sent, per operation
+	inFlight map[string]int  // POSTs in flight, per operation
+	worked   map[string]bool // operations the operator took up from the review queue
+	// unknownSubmissions counts submissions whose outcome was genuinely
+	// unknown (Result.UnknownSubmissions).
+	unknownSubmissions int
+	madeUncertain      int            // writes that made an operation uncertain
+	resolvedUncertain  int            // writes of automation that took one out of uncertain
+	paths              map[string]int // decisions the handlers logged (Result.Paths)
+	traceAll           bool
+	traceOps           map[string]bool
+	traces             map[string][]string
+	violations         []Violation
+	wallStart          time.Time
+	stepAt             atomic.Int64 // wall time of the driver's last step, for the watchdog
 }
 
 // mapping is one event source mapping and the function behind it.

@@ -372,6 +372,11 @@ func (w *world) crashAfterClaim(ctx context.Context, saved operation.Record) {
 		return // the message is no longer this worker's to hide
 	}
 	w.inj.note(CrashAfterClaim)
+	// No POST left, but nothing can tell this claim from one whose POST
+	// is in flight: a submission as unknown as one whose answer was lost.
+	w.mu.Lock()
+	w.unknownSubmissions++
+	w.mu.Unlock()
 	inv.crashed = true
 	w.tracef(saved.OperationID, "FAULT %s: %s worker dies after its claim, before the POST; message %s stays hidden %s", CrashAfterClaim, writerOf(ctx), shortID(inv.records[i].MessageId), deployedVisibility)
 	panic(crashPanic{fault: CrashAfterClaim})
@@ -547,6 +552,12 @@ func (r *recorder) observe(ctx context.Context, expected int64, saved operation.
 		delete(r.hist, id)
 	}
 	r.writes++
+	switch {
+	case next.Phase == operation.Uncertain && (!had || old.Phase != operation.Uncertain):
+		r.w.madeUncertain++ // an operator is asked to reconcile
+	case had && old.Phase == operation.Uncertain && next.Phase != operation.Uncertain && writerOf(ctx) != "operator":
+		r.w.resolvedUncertain++ // late evidence answered before any operator had to
+	}
 	if writerOf(ctx) == "sweep" {
 		if next.Phase == operation.Uncertain {
 			r.w.sweepClaims++
@@ -680,6 +691,19 @@ func (g *genaceClient) Submit(ctx context.Context, req genace.SubmitRequest, tim
 	w.posting(req.OperationID, true)
 	defer w.posting(req.OperationID, false)
 	res := g.c.Submit(ctx, req, timeout)
+	// A submission whose outcome is genuinely unknown: no answer reached
+	// the client, or the one that did is unknown by the contract, or the
+	// worker dies before the answer reaches its handler (counted as the
+	// panic unwinds).
+	posts := w.wire.since(req.OperationID, sent)
+	reached := false
+	defer func() {
+		if len(posts) > 0 && (!reached || !answerKnown(posts)) {
+			w.mu.Lock()
+			w.unknownSubmissions++
+			w.mu.Unlock()
+		}
+	}()
 	w.tracef(req.OperationID, "POST by %s → %s status %d job=%q sent=%t", writerOf(ctx), res.Outcome, res.StatusCode, res.JobID, res.RequestSent)
 	t := w.tally(req.OperationID)
 	if res.Outcome == genace.OutcomeRateLimited {
@@ -702,7 +726,25 @@ func (g *genaceClient) Submit(ctx context.Context, req genace.SubmitRequest, tim
 	if res.JobID != "" {
 		t.returned = append(t.returned, res.JobID)
 	}
+	reached = true
 	return res
+}
+
+// answerKnown says whether the last answer a POST got (after any re-send
+// by the transport) tells the outcome, by the contract: it reached the
+// client, and it is a 4xx, a 429, or a 2xx or 5xx that names the job. A
+// lost answer, a 5xx without a job id, or anything else leaves it unknown.
+func answerKnown(posts []wirePost) bool {
+	p := posts[len(posts)-1]
+	switch {
+	case p.lost:
+		return false
+	case p.status >= 400 && p.status < 500:
+		return true
+	case p.status >= 200 && p.status < 300, p.status >= 500:
+		return p.jobID != ""
+	}
+	return false
 }
 
 // claimDuplicate injects ClaimDuplicate into a submit worker that holds
