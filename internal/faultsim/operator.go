@@ -45,12 +45,13 @@ type operatorStore struct {
 	w *world
 }
 
-// UpdateWithAudit lets the application raise the budget first, on a
-// quarter of the operator's writes: the replay's conditional write must
+// UpdateWithAudit lets the application raise the budget first, once in a
+// quarter of the operator's sessions: the replay's conditional write must
 // then fail, and the operator plan again.
 func (s operatorStore) UpdateWithAudit(ctx context.Context, rec operation.Record, expected int64, e review.AuditEntry) (operation.Record, error) {
 	w := s.w
-	if w.inj.intn(OperatorRace, 4) == 0 {
+	if w.raceReplay {
+		w.raceReplay = false
 		if cur, err := w.rec.Get(ctx, rec.OperationID); err == nil && !cur.Terminal() {
 			cur.BudgetCredits++
 			if _, err := w.rec.Update(withWriter(ctx, "concurrent-writer"), cur, cur.Revision); err == nil {
@@ -112,10 +113,12 @@ func (w *world) operatorRound() error {
 // operate is one operator working one operation: plan, replay, and after
 // a confirmation that nothing was submitted, plan and replay once more
 // (the dispatch). A replay refused because the record moved is planned
-// and tried again, as its error asks, a few times.
+// and tried again, as its error asks.
 func (w *world) operate(op, when string) {
 	ctx := withWriter(context.Background(), "operator")
-	for range 6 {
+	w.raceReplay = w.inj.intn(OperatorRace, 4) == 0
+	defer func() { w.raceReplay = false }()
+	for range 8 {
 		rec, err := w.rec.Get(ctx, op)
 		if err != nil || rec.Terminal() {
 			return

@@ -122,6 +122,7 @@ type world struct {
 	sweepClaims  int
 	sweepArmed   bool
 	opArmed      bool
+	raceReplay   bool // the application writes inside the operator's next replay
 	lastCreated  time.Time
 
 	stormMu  sync.Mutex

@@ -519,7 +519,11 @@ func (r *recorder) checkAttempt(ctx context.Context, rec operation.Record, expec
 	if h := r.hist[rec.OperationID]; h != nil {
 		by = h.by(expected)
 	}
+	done := r.last[rec.OperationID].Terminal()
 	r.mu.Unlock()
+	if done {
+		return // the store refuses any write now: nothing can fork
+	}
 	// An observation acts on the revision its message names or not at
 	// all: a redelivery whose own write landed only re-emits.
 	if p := CheckFirstWrite(msg, inv.envs[i].ExpectedRevision, expected, by, inv.fn != "observe"); p != "" {
