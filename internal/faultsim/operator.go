@@ -105,6 +105,9 @@ func (w *world) operatorRound() error {
 			// (a refund that never comes is for accounting).
 			w.worked[r.OperationID] = true
 			w.operate(r.OperationID, "working the review queue")
+			// The replay set a chain going again, maybe after the sweep
+			// stopped for want of work: it must watch the chain too.
+			w.armSweep()
 		}
 	}
 	return nil
