@@ -78,18 +78,16 @@ import (
 	"github.com/genjobs/genjobs/internal/lease"
 	"github.com/genjobs/genjobs/internal/operation"
 	"github.com/genjobs/genjobs/internal/replay"
-	"github.com/genjobs/genjobs/internal/review"
 	"github.com/genjobs/genjobs/internal/schedule"
 	"github.com/genjobs/genjobs/internal/store"
 )
 
-// Records is what the handlers and the sweep use of the store;
-// Config.WrapRecords receives and returns it.
+// Records is the store the handlers and the sweep are given, with the
+// fault wrappers and the write recorder under it; Config.WrapRecords
+// receives and returns it. It is the whole store.Store, so a planted bug
+// wraps whatever the handlers come to use of it.
 type Records interface {
-	Get(ctx context.Context, operationID string) (operation.Record, error)
-	Update(ctx context.Context, rec operation.Record, expected int64) (operation.Record, error)
-	PutReview(ctx context.Context, r review.Record) (bool, error)
-	Due(ctx context.Context, t time.Time, limit int) ([]operation.Record, error)
+	store.Store
 }
 
 // Config describes one simulation run.

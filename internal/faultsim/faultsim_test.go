@@ -124,7 +124,6 @@ var defaultPaths = []string{
 	"submit: acknowledged as obsolete (follow_up_pending)",
 	"submit: acknowledged as obsolete (awaiting_reconciliation)",
 	"submit: acknowledged as obsolete (terminal)",
-	"submit: outcome no longer applies",
 	"observe: observation lost the revision race",
 	"observe: job read failed; retrying later",
 	"observe: acknowledged as obsolete (stale_revision)",

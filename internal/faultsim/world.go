@@ -140,6 +140,8 @@ type world struct {
 	unknownSubmissions int
 	madeUncertain      int            // writes that made an operation uncertain
 	resolvedUncertain  int            // writes of automation that took one out of uncertain
+	unknownOf          map[string]int // unknown submissions per operation
+	leftUncertain      map[string]int // uncertain episodes no evidence resolved, per operation
 	paths              map[string]int // decisions the handlers logged (Result.Paths)
 	traceAll           bool
 	traceOps           map[string]bool
@@ -165,7 +167,7 @@ type tally struct {
 
 func newWorld(cfg Config) (w *world, err error) {
 	w = &world{
-		cfg: cfg, urlTTL: urlTTL, urls: map[string]string{}, vis: map[string]time.Duration{}, leases: map[string]leaseTruth{}, tallies: map[string]*tally{}, stops: map[string]int{}, rearms: map[string]int{}, inFlight: map[string]int{}, worked: map[string]bool{}, paths: map[string]int{}, storms: map[int64]bool{},
+		cfg: cfg, urlTTL: urlTTL, urls: map[string]string{}, vis: map[string]time.Duration{}, leases: map[string]leaseTruth{}, tallies: map[string]*tally{}, stops: map[string]int{}, rearms: map[string]int{}, inFlight: map[string]int{}, worked: map[string]bool{}, unknownOf: map[string]int{}, leftUncertain: map[string]int{}, paths: map[string]int{}, storms: map[int64]bool{},
 		traceAll: cfg.Operations <= TraceAllBelow, traceOps: map[string]bool{}, traces: map[string][]string{},
 		wallStart: time.Now(),
 	}
@@ -800,6 +802,15 @@ func (w *world) storm(t time.Time) bool {
 		}
 	}
 	return false
+}
+
+// unknownSubmission counts a submission of op whose outcome was
+// genuinely unknown (Result.UnknownSubmissions).
+func (w *world) unknownSubmission(op string) {
+	w.mu.Lock()
+	w.unknownSubmissions++
+	w.unknownOf[op]++
+	w.mu.Unlock()
 }
 
 // countPath counts one decision a handler logged.

@@ -103,9 +103,20 @@ func (w *world) alive(ctx context.Context) {
 // maybeCrash kills the invocation behind ctx if fault f strikes. Outside
 // an invocation (the application's own writes) nothing crashes.
 func (w *world) maybeCrash(ctx context.Context, f Fault, op string) {
+	w.maybeCrashHolding(ctx, f, op, false)
+}
+
+// maybeCrashHolding is maybeCrash for a worker that may hold op's
+// submission claim: if it dies holding it, before its POST's outcome was
+// written, nothing can tell whether the POST left, so the submission's
+// outcome is genuinely unknown (Result.UnknownSubmissions).
+func (w *world) maybeCrashHolding(ctx context.Context, f Fault, op string, claim bool) {
 	inv := invOf(ctx)
 	if inv == nil || !w.inj.hit(f) {
 		return
+	}
+	if claim {
+		w.unknownSubmission(op)
 	}
 	inv.crashed = true
 	w.tracef(op, "FAULT %s: %s worker dies", f, writerOf(ctx))
@@ -345,7 +356,7 @@ func (s *faultStore) Update(ctx context.Context, rec operation.Record, expected 
 	saved, err := s.recorder.Update(ctx, rec, expected)
 	if err == nil {
 		s.w.crashAfterClaim(ctx, saved)
-		s.w.maybeCrash(ctx, CrashAfterWrite, rec.OperationID)
+		s.w.maybeCrashHolding(ctx, CrashAfterWrite, rec.OperationID, saved.Phase == operation.Submitting)
 	}
 	return saved, err
 }
@@ -374,9 +385,7 @@ func (w *world) crashAfterClaim(ctx context.Context, saved operation.Record) {
 	w.inj.note(CrashAfterClaim)
 	// No POST left, but nothing can tell this claim from one whose POST
 	// is in flight: a submission as unknown as one whose answer was lost.
-	w.mu.Lock()
-	w.unknownSubmissions++
-	w.mu.Unlock()
+	w.unknownSubmission(saved.OperationID)
 	inv.crashed = true
 	w.tracef(saved.OperationID, "FAULT %s: %s worker dies after its claim, before the POST; message %s stays hidden %s", CrashAfterClaim, writerOf(ctx), shortID(inv.records[i].MessageId), deployedVisibility)
 	panic(crashPanic{fault: CrashAfterClaim})
@@ -471,6 +480,12 @@ func (r *recorder) write(ctx context.Context, rec operation.Record, expected int
 	if err != nil {
 		return saved, err
 	}
+	if !r.fresh(saved) {
+		// A store that knows its own write answered a caller's resend of
+		// it (after a timeout) with success and wrote nothing.
+		r.w.tracef(rec.OperationID, "the store recognised r%d, resent by %s, as the write it already applied", saved.Revision, writerOf(ctx))
+		return saved, nil
+	}
 	r.observe(ctx, expected, saved)
 	inv := invOf(ctx)
 	if _, other := ctx.Value(writerKey).(string); inv == nil || other || !r.w.inj.roll(LostAck) {
@@ -483,7 +498,7 @@ func (r *recorder) write(ctx context.Context, rec operation.Record, expected int
 	}
 	again, err := send()
 	switch {
-	case err == nil && again.Revision != saved.Revision:
+	case err == nil && r.fresh(again):
 		r.observe(ctx, expected, again) // the store wrote it twice
 	case err == nil:
 		r.w.tracef(rec.OperationID, "FAULT %s: r%d was written, its answer lost; the resend is recognised as the same write", LostAck, saved.Revision)
@@ -532,6 +547,15 @@ func (r *recorder) checkAttempt(ctx context.Context, rec operation.Record, expec
 	}
 }
 
+// fresh reports whether saved is a new revision, not one the recorder
+// has seen already.
+func (r *recorder) fresh(saved operation.Record) bool {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	last, ok := r.last[saved.OperationID]
+	return !ok || saved.Revision > last.Revision
+}
+
 // observe checks one successful write (expected 0: a create).
 func (r *recorder) observe(ctx context.Context, expected int64, saved operation.Record) {
 	next := StateOf(saved)
@@ -559,8 +583,10 @@ func (r *recorder) observe(ctx context.Context, expected int64, saved operation.
 	switch {
 	case next.Phase == operation.Uncertain && (!had || old.Phase != operation.Uncertain):
 		r.w.madeUncertain++ // an operator is asked to reconcile
+		r.w.leftUncertain[id]++
 	case had && old.Phase == operation.Uncertain && next.Phase != operation.Uncertain && writerOf(ctx) != "operator":
 		r.w.resolvedUncertain++ // late evidence answered before any operator had to
+		r.w.leftUncertain[id]--
 	}
 	if writerOf(ctx) == "sweep" {
 		if next.Phase == operation.Uncertain {
@@ -703,9 +729,7 @@ func (g *genaceClient) Submit(ctx context.Context, req genace.SubmitRequest, tim
 	reached := false
 	defer func() {
 		if len(posts) > 0 && (!reached || !answerKnown(posts)) {
-			w.mu.Lock()
-			w.unknownSubmissions++
-			w.mu.Unlock()
+			w.unknownSubmission(req.OperationID)
 		}
 	}()
 	w.tracef(req.OperationID, "POST by %s → %s status %d job=%q sent=%t", writerOf(ctx), res.Outcome, res.StatusCode, res.JobID, res.RequestSent)
