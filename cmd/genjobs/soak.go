@@ -13,8 +13,11 @@ import (
 )
 
 // cmdSoak runs the deterministic fault-injection simulation
-// (internal/faultsim) and prints its figures. Any invariant violation
-// makes it fail, naming the seed and the command that replays the run.
+// (internal/faultsim) and prints its figures. Any invariant violation, and
+// any figure above its threshold (operations left uncertain per
+// submission of genuinely unknown outcome above 1.00, reviews left open on
+// terminal operations above 0), makes it fail, naming the seed and the
+// command that replays the run.
 func cmdSoak(ctx context.Context, args []string, stdout, _ io.Writer) error {
 	fs := flag.NewFlagSet("soak", flag.ContinueOnError)
 	ops := fs.Int("operations", 100000, "operations to create and drive to the end")
@@ -60,8 +63,20 @@ func cmdSoak(ctx context.Context, args []string, stdout, _ io.Writer) error {
 			return err
 		}
 	}
+	return verdict(res)
+}
+
+// verdict fails a run that broke an invariant or asked operators more than
+// it had to (faultsim.Result.Thresholds), naming the command that replays
+// it.
+func verdict(res *faultsim.Result) error {
+	var fails []string
 	if n := len(res.Violations); n > 0 {
-		return fmt.Errorf("%d invariant violations with seed %d; replay: %s", n, res.Seed, res.Replay())
+		fails = append(fails, fmt.Sprintf("%d invariant violations", n))
 	}
-	return nil
+	fails = append(fails, res.Thresholds()...)
+	if len(fails) == 0 {
+		return nil
+	}
+	return fmt.Errorf("seed %d: %s; replay: %s", res.Seed, strings.Join(fails, "; "), res.Replay())
 }

@@ -9,6 +9,8 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+
+	"github.com/genjobs/genjobs/internal/faultsim"
 )
 
 func TestSoakPrintsTheFigures(t *testing.T) {
@@ -18,7 +20,8 @@ func TestSoakPrintsTheFigures(t *testing.T) {
 	if err != nil {
 		t.Fatalf("soak: %v\n%s", err, stdout.String())
 	}
-	for _, want := range []string{"40 operations", "virtual in", "Genace:", "faults injected:", "violations: 0"} {
+	for _, want := range []string{"40 operations", "virtual in", "Genace:", "faults injected:", "violations: 0",
+		"operators asked: 0 operations left uncertain (of 0 made uncertain) per 0 submissions of genuinely unknown outcome = 0.00 (at most 1.00); 0 open reviews on terminal operations (at most 0)"} {
 		if !strings.Contains(stdout.String(), want) {
 			t.Errorf("output lacks %q:\n%s", want, stdout.String())
 		}
@@ -43,5 +46,41 @@ func TestSoakRejectsBadFlags(t *testing.T) {
 		if !errors.As(err, &ue) {
 			t.Errorf("%q: want a usage error, got %v", args, err)
 		}
+	}
+}
+
+// TestSoakVerdict holds the soak's verdict to crafted results: it fails on
+// a violation and on each figure above its threshold, and names the
+// replay command.
+func TestSoakVerdict(t *testing.T) {
+	t.Parallel()
+	cases := []struct {
+		name string
+		res  faultsim.Result
+		want []string // substrings of the error; none: no error
+	}{
+		{"clean", faultsim.Result{Seed: 7, LeftUncertain: 3, UnknownSubmissions: 3}, nil},
+		{"a violation", faultsim.Result{Seed: 7, Violations: []faultsim.Violation{{Invariant: faultsim.InvPosts}}}, []string{"seed 7: 1 invariant violations", "replay: genjobs soak --seed 7"}},
+		{"operators asked too often", faultsim.Result{Seed: 42, LeftUncertain: 407, UnknownSubmissions: 327}, []string{"407 operations left uncertain per 327 submissions", "1.24, above 1.00"}},
+		{"reviews left on terminal operations", faultsim.Result{Seed: 42, ReviewsOfTerminal: 75}, []string{"75 reviews left open on operations that ended terminal"}},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			err := verdict(&tc.res)
+			if len(tc.want) == 0 {
+				if err != nil {
+					t.Fatalf("clean run failed: %v", err)
+				}
+				return
+			}
+			if err == nil {
+				t.Fatalf("no error, want one containing %q", tc.want)
+			}
+			for _, w := range tc.want {
+				if !strings.Contains(err.Error(), w) {
+					t.Errorf("error %q lacks %q", err, w)
+				}
+			}
+		})
 	}
 }

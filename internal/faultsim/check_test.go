@@ -41,7 +41,7 @@ func TestCheckWrite(t *testing.T) {
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
-			got := faultsim.CheckWrite(tc.expected, tc.old, tc.next)
+			got := faultsim.CheckWrite(tc.expected, nil, tc.old, tc.next)
 			switch {
 			case tc.want == "" && len(got) > 0:
 				t.Fatalf("legal write flagged: %v", got)
@@ -54,6 +54,128 @@ func TestCheckWrite(t *testing.T) {
 
 func ptr(s faultsim.State) *faultsim.State { return &s }
 
+// withFacts returns s with facts f.
+func withFacts(s faultsim.State, f faultsim.Facts) faultsim.State { s.Facts = f; return s }
+
+// TestCheckWriteStaleView holds writes against the two states before
+// them: a write conditioned on the current revision but computed from the
+// record before it undoes what the last write did.
+func TestCheckWriteStaleView(t *testing.T) {
+	t0 := time.Date(2030, 1, 1, 0, 0, 0, 0, time.UTC)
+	base := faultsim.Facts{SpecRevision: 1, AuthorizedSpecRevision: 1, BudgetCredits: 30, Observations: 3, Accepted: t0, ObservedAt: t0.Add(time.Second)}
+	raised := base
+	raised.BudgetCredits = 31 // the application raised the budget at r5
+	observed := base
+	observed.Observations, observed.ObservedAt = 4, t0.Add(5*time.Second)
+	delivered := base
+	delivered.Deliveries = 1
+	cases := []struct {
+		name            string
+		prev, old, next faultsim.Facts
+		want            string
+		prevUnknown     bool
+		prevNotPrevious bool
+	}{
+		{"fresh view keeps the raise", base, raised, observed2(raised, t0), "", false, false},
+		{"stale view undoes the raise", base, raised, observed2(base, t0), "put budget back to 30, undoing r5's change to 31", false, false},
+		{"stale view undoes an observation", base, observed, base, "observations went back from 4", false, false},
+		{"stale view drops a delivery", base, delivered, base, "deliveries went back from 1", false, false},
+		{"stale view undoes the snapshot", base, observed, withObs(base, 4), "put snapshot read at back to", false, false},
+		{"a count going back needs no history", base, observed, withObs(observed, 3), "observations went back from 4", true, false},
+		{"no history, no revert to see", base, raised, base, "", true, false},
+		{"the state before is not the one before old", base, raised, base, "", false, true},
+		{"same value twice is no revert", base, base, base, "", false, false},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			prev := ptr(withFacts(st(4, operation.Accepted, "job_1"), tc.prev))
+			if tc.prevNotPrevious {
+				prev.Revision = 3
+			}
+			if tc.prevUnknown {
+				prev = nil
+			}
+			old := ptr(withFacts(st(5, operation.Accepted, "job_1"), tc.old))
+			got := faultsim.CheckWrite(5, prev, old, withFacts(st(6, operation.Accepted, "job_1"), tc.next))
+			switch {
+			case tc.want == "" && len(got) > 0:
+				t.Fatalf("fresh write flagged: %v", got)
+			case tc.want != "":
+				found := false
+				for _, p := range got {
+					if !strings.Contains(p, "write from a stale view") {
+						t.Fatalf("got %q, want only stale-view problems", got)
+					}
+					found = found || strings.Contains(p, tc.want)
+				}
+				if !found {
+					t.Fatalf("got %q, want a stale-view problem containing %q", got, tc.want)
+				}
+			}
+		})
+	}
+}
+
+// observed2 is f after one more observation at t0+9s.
+func observed2(f faultsim.Facts, t0 time.Time) faultsim.Facts {
+	f.Observations++
+	f.ObservedAt = t0.Add(9 * time.Second)
+	return f
+}
+
+func withObs(f faultsim.Facts, n int) faultsim.Facts { f.Observations = n; return f }
+
+func TestCheckAuthority(t *testing.T) {
+	cases := []struct {
+		name            string
+		current         bool
+		remaining, need time.Duration
+		want            string
+	}{
+		{"fresh lease", true, 30 * time.Second, 25 * time.Second, ""},
+		{"renewed just before", true, 25 * time.Second, 25 * time.Second, ""},
+		{"run down by the gap before the handler", true, 10 * time.Second, 25 * time.Second, "hidden only 10s more"},
+		{"run out", true, 0, 25 * time.Second, "visibility has run out"},
+		{"taken by another worker", false, 30 * time.Second, 25 * time.Second, "another worker received the message"},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			got := faultsim.CheckAuthority(tc.current, tc.remaining, tc.need)
+			if (tc.want == "") != (got == "") || !strings.Contains(got, tc.want) {
+				t.Fatalf("got %q, want %q", got, tc.want)
+			}
+		})
+	}
+}
+
+func TestCheckFirstWrite(t *testing.T) {
+	cases := []struct {
+		name             string
+		msgRev, expected int64
+		appliedBy, want  string
+		ownProgress      bool
+	}{
+		{"acts on the revision it names", 4, 4, "msg-1", "", false},
+		{"carries on with its own progress", 4, 6, "msg-7", "", true},
+		{"a redelivered claimant parks its own claim", 1, 2, "msg-7", "", true},
+		{"an observation acts again on its own applied message", 4, 5, "msg-7", "written by this message, which must not act again", false},
+		{"a stale observation writes at the current revision", 4, 6, "msg-2", "forked chain: message msg-7 was sent for r4 but its first write is conditioned on r6 (written by msg-2)", false},
+		{"a duplicate dispatch acts on another message's claim", 1, 2, "msg-3", "sent for r1 but its first write is conditioned on r2", true},
+		{"unknown writer", 2, 9, "", "written by an unknown writer", true},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			got := faultsim.CheckFirstWrite("msg-7", tc.msgRev, tc.expected, tc.appliedBy, tc.ownProgress)
+			if (tc.want == "") != (got == "") || !strings.Contains(got, tc.want) {
+				t.Fatalf("got %q, want %q", got, tc.want)
+			}
+		})
+	}
+}
+
 const (
 	sumA = "aaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaa"
 	sumB = "bbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbb"
@@ -65,12 +187,13 @@ func delivered() faultsim.Final {
 	return faultsim.Final{
 		Record: operation.Record{OperationID: "op-1", Revision: 9, Phase: operation.Delivered, RemoteJobID: "job_1",
 			Deliveries: []operation.Delivery{{Index: 0, Key: key, SizeBytes: 100, SHA256: sumA}}},
-		Jobs:     []genacesim.JobTruth{{ID: "job_1", OperationID: "op-1", State: genacesim.StateSucceeded, Credits: genacesim.Credits{Reserved: 10, Charged: 10}}},
-		Posts:    1,
-		Returned: []string{"job_1"},
-		Outputs:  []faultsim.Output{{ContentType: "image/png", SizeBytes: 100, SHA256: sumA}},
-		Stored:   map[string]string{key: sumA},
-		Created:  map[string]int{key: 1},
+		Jobs:               []genacesim.JobTruth{{ID: "job_1", OperationID: "op-1", State: genacesim.StateSucceeded, Credits: genacesim.Credits{Reserved: 10, Charged: 10}}},
+		Posts:              1,
+		Returned:           []string{"job_1"},
+		RecordJobOperation: "op-1",
+		Outputs:            []faultsim.Output{{ContentType: "image/png", SizeBytes: 100, SHA256: sumA}},
+		Stored:             map[string]string{key: sumA},
+		Created:            map[string]int{key: 1},
 	}
 }
 
@@ -79,7 +202,7 @@ func failedWith(refund string, charged int64, settlement operation.Settlement) f
 		Record: operation.Record{OperationID: "op-1", Revision: 6, Phase: operation.Failed, RemoteJobID: "job_1", Settlement: settlement},
 		Jobs: []genacesim.JobTruth{{ID: "job_1", OperationID: "op-1", State: genacesim.StateFailed,
 			Credits: genacesim.Credits{Reserved: 10, Charged: charged, RefundState: refund}}},
-		Posts: 1, Returned: []string{"job_1"},
+		Posts: 1, Returned: []string{"job_1"}, RecordJobOperation: "op-1",
 	}
 }
 
@@ -98,14 +221,57 @@ func TestCheckFinal(t *testing.T) {
 			f.Posts = 2
 			return f
 		}, []faultsim.Invariant{faultsim.InvPosts, faultsim.InvPosts, faultsim.InvJobID}},
-		{"two jobs on an operator's decision", func() faultsim.Final {
+		{"two jobs on an operator's informed decision", func() faultsim.Final {
 			f := delivered()
 			f.Jobs = append(f.Jobs, genacesim.JobTruth{ID: "job_0", OperationID: "op-1", State: genacesim.StateFailed})
-			f.Posts, f.Audit = 2, 1
+			f.Posts, f.Audit, f.Confirmed = 2, 2, 1
 			f.ReviewJobIDs = []string{"job_0"}
 			return f
 		}, nil},
+		{"two jobs after an operator was misled", func() faultsim.Final {
+			// An audit entry alone allows nothing: the confirmation was
+			// made while Genace had a job, or a POST was in flight.
+			f := delivered()
+			f.Jobs = append(f.Jobs, genacesim.JobTruth{ID: "job_0", OperationID: "op-1", State: genacesim.StateFailed})
+			f.Posts, f.Audit = 2, 2
+			f.ReviewJobIDs = []string{"job_0"}
+			return f
+		}, []faultsim.Invariant{faultsim.InvPosts, faultsim.InvPosts}},
 		{"retried after 429s", func() faultsim.Final { f := delivered(); f.Posts, f.RateLimited = 3, 2; return f }, nil},
+		{"an id named on the wire is lost", func() faultsim.Final {
+			// The client classified a drifted 202 as unknown and dropped
+			// the id; the operation waits for review without it.
+			return faultsim.Final{Record: operation.Record{OperationID: "op-1", Revision: 3, Phase: operation.Uncertain, Parked: parked},
+				Jobs: []genacesim.JobTruth{{ID: "job_1", State: genacesim.StateRunning}}, Posts: 1, HandedOut: []string{"job_1"}, Reviews: 1}
+		}, []faultsim.Invariant{faultsim.InvJobID}},
+		{"an id named on the wire is kept in a review", func() faultsim.Final {
+			return faultsim.Final{Record: operation.Record{OperationID: "op-1", Revision: 3, Phase: operation.Uncertain, Parked: parked},
+				Jobs: []genacesim.JobTruth{{ID: "job_1", State: genacesim.StateRunning}}, Posts: 1, HandedOut: []string{"job_1"},
+				ReviewJobIDs: []string{"job_1"}, Reviews: 1}
+		}, nil},
+		{"the record holds another operation's job", func() faultsim.Final {
+			f := delivered()
+			f.RecordJobOperation = "op-2"
+			return f
+		}, []faultsim.Invariant{faultsim.InvJobID}},
+		{"the record holds a job Genace does not know", func() faultsim.Final {
+			f := delivered()
+			f.RecordJobOperation = ""
+			return f
+		}, []faultsim.Invariant{faultsim.InvJobID}},
+		{"waits for review, nobody told", func() faultsim.Final {
+			return faultsim.Final{Record: operation.Record{OperationID: "op-1", Revision: 3, Phase: operation.Uncertain, Parked: parked}, Posts: 1}
+		}, []faultsim.Invariant{faultsim.InvSettled}},
+		{"chain kept alive by the sweep", func() faultsim.Final {
+			f := delivered()
+			f.SweepRearms, f.SweepBound = 5, faultsim.SweepBound(2)
+			return f
+		}, []faultsim.Invariant{faultsim.InvChain}},
+		{"sweep re-arms the faults explain", func() faultsim.Final {
+			f := delivered()
+			f.SweepRearms, f.SweepBound = 2, faultsim.SweepBound(2)
+			return f
+		}, nil},
 		{"second POST without a 429", func() faultsim.Final { f := delivered(); f.Posts, f.RateLimited = 3, 1; return f }, []faultsim.Invariant{faultsim.InvPosts}},
 		{"returned job id lost", func() faultsim.Final {
 			f := delivered()
@@ -120,7 +286,7 @@ func TestCheckFinal(t *testing.T) {
 		}, nil},
 		{"unreported job, operation uncertain", func() faultsim.Final {
 			return faultsim.Final{Record: operation.Record{OperationID: "op-1", Revision: 3, Phase: operation.Uncertain, Parked: parked},
-				Jobs: []genacesim.JobTruth{{ID: "job_1", State: genacesim.StateSucceeded}}, Posts: 1}
+				Jobs: []genacesim.JobTruth{{ID: "job_1", State: genacesim.StateSucceeded}}, Posts: 1, Reviews: 1}
 		}, nil},
 		{"unreported job, operation rejected", func() faultsim.Final {
 			return faultsim.Final{Record: operation.Record{OperationID: "op-1", Revision: 3, Phase: operation.Rejected},
@@ -137,6 +303,7 @@ func TestCheckFinal(t *testing.T) {
 		{"stalled waits for review", func() faultsim.Final {
 			f := delivered()
 			f.Record.Phase, f.Record.Deliveries, f.Record.Parked = operation.Stalled, nil, parked
+			f.Reviews = 1
 			return f
 		}, nil},
 		{"wrong checksum recorded", func() faultsim.Final { f := delivered(); f.Record.Deliveries[0].SHA256 = sumB; return f }, []faultsim.Invariant{faultsim.InvDelivery}},
@@ -164,6 +331,7 @@ func TestCheckFinal(t *testing.T) {
 		{"unsettled in review", func() faultsim.Final {
 			f := failedWith(genacesim.RefundNone, 10, operation.SettlementUnresolved)
 			f.Record.Parked = parked
+			f.Reviews = 1
 			return f
 		}, nil},
 	}

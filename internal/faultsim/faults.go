@@ -76,9 +76,9 @@ const (
 	// ArtifactPutFailure: the artifact store fails after reading part of
 	// the stream.
 	ArtifactPutFailure Fault = "artifact_put_failure"
-	// StoreConflict: a concurrent writer rewrites the record (a harmless
-	// write that only bumps the revision) right before a handler's
-	// conditional update, which therefore conflicts.
+	// StoreConflict: a concurrent writer (the application raising the
+	// budget) rewrites the record right before a handler's conditional
+	// update, which therefore conflicts.
 	StoreConflict Fault = "store_conflict"
 	// ReconcileFail: Genace's operators run reconcile-jobs --fail on the
 	// operation's running job (failed, charged, never refunded).
@@ -89,6 +89,47 @@ const (
 	// UserSupersede: the user replaces an accepted request
 	// (operation.Supersede).
 	UserSupersede Fault = "user_supersede"
+	// CrashAfterClaim kills the submit worker right after its claim write,
+	// before the POST, and its message stays hidden as long as the
+	// deployed queue hides it (6 × the function timeout, longer than the
+	// sweep's claim timeout): the sweep, not the redelivery, finds the
+	// stale claim first and parks it (claim_expired).
+	CrashAfterClaim Fault = "crash_after_claim"
+	// H2Reset: Genace (or a proxy in front of it) reads the whole POST,
+	// creates the job, and resets the HTTP/2 stream (REFUSED_STREAM or
+	// PROTOCOL_ERROR) instead of answering. Go's HTTP/2 transport re-sends
+	// such a request by itself when it can rewind the body.
+	H2Reset Fault = "post_h2_stream_reset"
+	// BodyDrift: Genace answers a POST with a 202 job or a 5xx envelope
+	// that names the job id where the contract puts it but otherwise
+	// drifts from the contract (an unknown state, no credits object,
+	// extra fields, a number where a string belongs).
+	BodyDrift Fault = "post_body_drift"
+	// LostAck: the store applies a conditional write and its answer is
+	// lost: the store's client sends the write again (the SDK's retryer),
+	// which then meets the write itself, or the caller gets a timeout.
+	LostAck Fault = "store_lost_ack"
+	// ClaimDuplicate: a second dispatch of the operation (an SQS
+	// duplicate, a re-emit) reaches another worker while the first holds
+	// the submission claim, between its claim write and its POST's
+	// answer; the second worker handles it to the end first.
+	ClaimDuplicate Fault = "dispatch_dup_during_claim"
+	// ReceiveGap: time passes between the event source mapping's receive
+	// and the handler (batching window, cold start, throttled invoke:
+	// 1-45 s): the batch's visibility has run down by then, or out.
+	ReceiveGap Fault = "receive_gap"
+	// StaleDelete: a handled message's visibility ran out before its
+	// acknowledgement; another worker received it and handles it after
+	// the first one finished. The first worker's delete carries a stale
+	// receipt handle: SQS answers such a delete with success and keeps
+	// the message, so an acknowledged message comes back.
+	StaleDelete Fault = "stale_delete"
+	// OperatorRace: an operator plans and replays an operation (dispatch,
+	// observe, deliver, reconcile --job-id or --confirmed-not-submitted,
+	// whichever the plan says) at a random moment: while a handler is in
+	// the middle of its Genace call, or between the replay's read and its
+	// write.
+	OperatorRace Fault = "operator_race"
 )
 
 // Kinds lists every fault with a knob, in report order.
@@ -97,6 +138,7 @@ var Kinds = []Fault{
 	PostAcceptThenDrop, Post502JobID, Post5xxNoJob, Post5xxJobCreated, PostReject, RateLimitStorm,
 	GetTimeout, Get5xx, Download5xx, URLExpired, ArtifactPutFailure, StoreConflict,
 	ReconcileFail, UserChangeSpec, UserSupersede,
+	CrashAfterClaim, H2Reset, BodyDrift, LostAck, ClaimDuplicate, ReceiveGap, StaleDelete, OperatorRace,
 }
 
 // defaultRates are the probabilities of DefaultFaults: per opportunity
@@ -111,6 +153,7 @@ var defaultRates = map[Fault]float64{
 	GetTimeout:     0.02, Get5xx: 0.03, Download5xx: 0.02, URLExpired: 0.02, ArtifactPutFailure: 0.02,
 	StoreConflict: 0.02,
 	ReconcileFail: 0.01, UserChangeSpec: 0.01, UserSupersede: 0.01,
+	CrashAfterClaim: 0.005, H2Reset: 0.01, BodyDrift: 0.01, LostAck: 0.01, ClaimDuplicate: 0.01, ReceiveGap: 0.05, StaleDelete: 0.01, OperatorRace: 0.01,
 }
 
 // Faults maps each fault to its probability per opportunity (0..1).

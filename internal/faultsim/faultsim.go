@@ -2,7 +2,9 @@
 // It runs the real handlers (submit, observe, deliver, triage, sweep) on
 // the embedded queue (localqueue) through the local event source mapping
 // (esm), on the embedded bbolt store, against the Genace simulator over
-// loopback HTTP, with outputs copied into an artifact.Dir — all on ONE
+// loopback HTTP/2 over TLS (through Go's own transport and a frame relay
+// that can reset streams, see relay.go), with outputs copied into an
+// artifact.Dir — all on ONE
 // virtual clock — and injects, with seeded probabilities, the faults a
 // queue-driven Lambda system meets at each of its boundaries (see Fault).
 // When the queues are drained it checks design invariants 1–6 against the
@@ -51,11 +53,16 @@
 // # What is checked
 //
 // Every record write goes through a recorder right above the store, which
-// checks it against the write before (CheckWrite: invariant c). After the
+// checks it against the two writes before (CheckWrite: invariant c, a
+// stale overwrite or a write computed from a stale view) and checks the
+// first write each queue message leads to against the revision the
+// message names (CheckFirstWrite: invariant g, no forked chain). A wire
+// tap on the simulator's side of the connection records every job id
+// Genace's answers name, whatever the client makes of them. After the
 // run, CheckFinal holds each operation's final record, reviews and audit
 // entries against the simulator's ground truth (jobs created, POSTs
-// received, credits) and the artifact store's content (invariants a, b,
-// d, e, f).
+// received, ids handed out, credits), the artifact store's content and
+// the sweep's re-arms (invariants a, b, d, e, f, g).
 package faultsim
 
 import (
@@ -63,13 +70,25 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"net/http"
 	"sort"
 	"strings"
 	"time"
 
+	"github.com/genjobs/genjobs/internal/lease"
 	"github.com/genjobs/genjobs/internal/operation"
+	"github.com/genjobs/genjobs/internal/replay"
+	"github.com/genjobs/genjobs/internal/schedule"
 	"github.com/genjobs/genjobs/internal/store"
 )
+
+// Records is the store the handlers and the sweep are given, with the
+// fault wrappers and the write recorder under it; Config.WrapRecords
+// receives and returns it. It is the whole store.Store, so a planted bug
+// wraps whatever the handlers come to use of it.
+type Records interface {
+	store.Store
+}
 
 // Config describes one simulation run.
 type Config struct {
@@ -102,6 +121,27 @@ type Config struct {
 	// WrapGenace, if set, wraps the Genace client under the fault
 	// wrappers, for the same purpose (a client that retries a POST, say).
 	WrapGenace func(Genace) Genace
+	// WrapRecords, if set, wraps the store the handlers and the sweep
+	// see, above the write recorder and the fault wrappers, for the same
+	// purpose (a handler that rewrites its stale view at the current
+	// revision after a conflict, say): what it does reaches the recorder
+	// as the handler's own write.
+	WrapRecords func(Records) Records
+	// WrapQueue, if set, wraps the queue the follow-ups are sent to, for
+	// the same purpose (follow-ups sent for the wrong revision, say).
+	WrapQueue func(schedule.QueueSender) schedule.QueueSender
+	// WrapOperator, if set, wraps the store the operator's replays use,
+	// under the application's writes that race them, for the same purpose
+	// (a replay that skips its revision check, say).
+	WrapOperator func(replay.Store) replay.Store
+	// WrapExtender, if set, wraps what the handlers renew their message
+	// leases with, for the same purpose (a worker that trusts its own
+	// clock rather than the queue's, say).
+	WrapExtender func(lease.Extender) lease.Extender
+	// WrapTransport, if set, wraps the HTTP transport under the Genace
+	// client, for the same purpose (a transport that re-sends a POST
+	// whose stream was reset, say).
+	WrapTransport func(http.RoundTripper) http.RoundTripper
 	// UnrecordedDispatch makes the application send the dispatch without
 	// recording it as the new record's next action: the contract before
 	// this simulation found that a dispatch made stale by any write to
@@ -148,6 +188,18 @@ const (
 	// shows the refund settled or nothing charged; unsettled ones wait for
 	// review.
 	InvRefund Invariant = "f:refund-settled"
+	// InvChain (design 4): the observation chain neither forks nor lives
+	// on the sweep. A message's handler acts only on the revision the
+	// message names (or on its own earlier progress), so two messages
+	// never drive one operation at once; and no operation's chain is
+	// re-armed by the sweep more often than the faults that hit it can
+	// explain (see SweepBound).
+	InvChain Invariant = "g:one-chain"
+	// InvAuthority (design 7): no POST leaves without authority. When a
+	// worker POSTs, its message is still in flight under the worker's
+	// receipt handle, by the queue's own truth, for at least the POST's
+	// timeout and the time to persist its outcome.
+	InvAuthority Invariant = "h:post-authority"
 )
 
 // Violation is one broken invariant.
@@ -191,6 +243,21 @@ type Result struct {
 	// terminal anyway (late evidence resolved an uncertain claim, a
 	// dead-lettered message's operation moved on): operator noise.
 	ReviewsOfTerminal int `json:"open_reviews_of_terminal"`
+	// UnknownSubmissions counts the submissions whose outcome was
+	// genuinely unknown, by Genace's truth and the fault log: a POST whose
+	// answer never reached its handler (dropped, reset, the worker died
+	// first) or was unknown by the contract (a 5xx without a job id, a
+	// body without one), and a claim whose worker died before its POST,
+	// which nothing can tell from a POST in flight. Each may rightly leave
+	// an operation uncertain; nothing else should.
+	UnknownSubmissions int `json:"unknown_submissions"`
+	// MadeUncertain counts the times automation made an operation
+	// uncertain, and LeftUncertain those of them that no later evidence
+	// resolved (a late answer, a job id): each of these needs an operator
+	// to reconcile it, whether or not the run's operator (OperatorRace)
+	// did so before the end.
+	MadeUncertain int `json:"made_uncertain"`
+	LeftUncertain int `json:"left_uncertain"`
 	// Sweeps counts sweep runs; SweepRearmed and SweepClaimsExpired what
 	// the safety net did: chains re-armed, stale claims parked.
 	Sweeps             int `json:"sweeps"`
@@ -205,6 +272,10 @@ type Result struct {
 	// meanwhile (the store kept the first copy): duplicate work, not a
 	// duplicate object.
 	Reuploads int `json:"reuploads"`
+	// Paths counts the decisions the handlers logged, by function,
+	// message and reason ("submit: acknowledged as obsolete
+	// (claim_conflict)"): which code paths the run reached.
+	Paths map[string]int `json:"paths"`
 	// StaleDeletes counts acknowledgements that found the message taken
 	// by another worker (the at-least-once cases the handlers must bear).
 	StaleDeletes int64       `json:"stale_deletes"`
@@ -246,6 +317,8 @@ func (r *Result) WriteSummary(w io.Writer) {
 		}
 	}
 	fmt.Fprintf(w, "phases: %s; open reviews %d (%d of them on operations that ended terminal)\n", strings.Join(phases, ", "), r.Reviews, r.ReviewsOfTerminal)
+	fmt.Fprintf(w, "operators asked: %d operations left uncertain (of %d made uncertain) per %d submissions of genuinely unknown outcome = %.2f (at most %.2f); %d open reviews on terminal operations (at most %d)\n",
+		r.LeftUncertain, r.MadeUncertain, r.UnknownSubmissions, r.UncertainPerUnknown(), float64(MaxUncertainPerUnknown), r.ReviewsOfTerminal, MaxReviewsOfTerminal)
 	fmt.Fprintln(w, "faults injected:")
 	var total int64
 	for _, k := range append(append([]Fault{}, Kinds...), RateLimited) {
@@ -255,6 +328,9 @@ func (r *Result) WriteSummary(w io.Writer) {
 		}
 	}
 	fmt.Fprintf(w, "  %-24s %d\n", "total", total)
+	for _, t := range r.Thresholds() {
+		fmt.Fprintf(w, "threshold exceeded: %s\n", t)
+	}
 	fmt.Fprintf(w, "violations: %d\n", len(r.Violations))
 	for i, v := range r.Violations {
 		if i == 50 {

@@ -1,9 +1,13 @@
 package faultsim_test
 
 import (
+	"bytes"
 	"context"
+	"errors"
 	"flag"
 	"fmt"
+	"io"
+	"net/http"
 	"path/filepath"
 	"reflect"
 	"strings"
@@ -12,7 +16,12 @@ import (
 
 	"github.com/genjobs/genjobs/internal/faultsim"
 	"github.com/genjobs/genjobs/internal/genace"
+	"github.com/genjobs/genjobs/internal/lease"
+	"github.com/genjobs/genjobs/internal/message"
 	"github.com/genjobs/genjobs/internal/operation"
+	"github.com/genjobs/genjobs/internal/replay"
+	"github.com/genjobs/genjobs/internal/review"
+	"github.com/genjobs/genjobs/internal/schedule"
 	"github.com/genjobs/genjobs/internal/store"
 	"github.com/genjobs/genjobs/internal/store/storetest"
 )
@@ -57,9 +66,110 @@ func TestSimulation(t *testing.T) {
 				t.Errorf("fault %s is on but was never injected: the run does not exercise it", k)
 			}
 		}
+		reachesEveryPath(t, res)
 	}
 	if n := len(res.Violations); n > 0 {
 		t.Errorf("%d invariant violations with seed %d (listed above); replay: %s", n, res.Seed, res.ReplayTest())
+	}
+	for _, th := range res.Thresholds() {
+		t.Errorf("threshold exceeded: %s", th)
+	}
+}
+
+func TestThresholds(t *testing.T) {
+	cases := []struct {
+		name               string
+		uncertain, unknown int
+		ofTerminal         int
+		want               []string
+	}{
+		{"quiet run", 0, 0, 0, nil},
+		{"each unknown submission left uncertain", 327, 327, 0, nil},
+		{"fewer uncertain than unknown (late evidence resolved some)", 300, 327, 0, nil},
+		{"more uncertain than unknown", 407, 327, 0, []string{"407 operations left uncertain per 327 submissions of genuinely unknown outcome: 1.24, above 1.00"}},
+		{"uncertain without any unknown submission", 3, 0, 0, []string{"3 operations left uncertain per 0 submissions of genuinely unknown outcome: +Inf, above 1.00"}},
+		{"reviews left on terminal operations", 1, 1, 75, []string{"75 reviews left open on operations that ended terminal, above 0"}},
+		{"both", 5, 2, 1, []string{"above 1.00", "1 reviews left open"}},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			r := &faultsim.Result{LeftUncertain: tc.uncertain, UnknownSubmissions: tc.unknown, ReviewsOfTerminal: tc.ofTerminal}
+			got := r.Thresholds()
+			if len(got) != len(tc.want) {
+				t.Fatalf("got %q, want %d lines like %q", got, len(tc.want), tc.want)
+			}
+			for i := range got {
+				if !strings.Contains(got[i], tc.want[i]) {
+					t.Errorf("line %d: got %q, want it to contain %q", i, got[i], tc.want[i])
+				}
+			}
+		})
+	}
+}
+
+// defaultPaths are the decisions the default run must reach: every path
+// a fault leads a handler or the sweep down. A run that stops reaching
+// one no longer tests it, however many operations it drives.
+var defaultPaths = []string{
+	// With the dispatch queue's visibility above what a POST needs (as
+	// deployed), only a lease the receive gap ran down needs renewing
+	// before the POST; on db53769 no worker renews it (hole 8), so this
+	// path is reached only once the POST renews its lease.
+	"submit: no authority to POST; releasing the claim",
+	"submit: submission outcome unknown: left for reconciliation (post_outcome_unknown)",
+	"submit: submission outcome unknown: left for reconciliation (redelivered_while_submitting)",
+	"submit: acknowledged as obsolete (claim_conflict)",
+	"submit: acknowledged as obsolete (stale_revision)",
+	"submit: acknowledged as obsolete (follow_up_pending)",
+	"submit: acknowledged as obsolete (awaiting_reconciliation)",
+	"submit: acknowledged as obsolete (terminal)",
+	"observe: observation lost the revision race",
+	"observe: job read failed; retrying later",
+	"observe: acknowledged as obsolete (stale_revision)",
+	"deliver: delivery handed on (lease)",
+	"deliver: delivery failed; retrying later",
+	"deliver: signed URL expired; reading the job again",
+	"deliver: record moved on under this delivery; the newer state stands",
+	"deliver: acknowledged as obsolete (already_delivered)",
+	"sweep: sweep acted (rearmed)",
+	// The operator replays every kind of decision, racing the handlers.
+	"operator: replay dispatch (done)",
+	"operator: replay observe (done)",
+	"operator: replay deliver (done)",
+	"operator: replay inspect_accounting (done)",
+	"operator: replay reconcile --job-id (done)",
+	"operator: replay reconcile --confirmed-not-submitted (done)",
+	"operator: replay observe (refused)",
+	// A worker died between its claim and its POST, and the sweep, not
+	// the redelivery, found the claim first (as with the deployed
+	// visibility): the only path that parks a claim nobody redelivers.
+	"sweep: sweep acted (claim_expired)",
+}
+
+// reachesEveryPath fails for every path of defaultPaths the run missed,
+// and for the safety net's figures that must not be zero.
+func reachesEveryPath(t *testing.T, res *faultsim.Result) {
+	t.Helper()
+	for _, p := range defaultPaths {
+		if res.Paths[p] == 0 {
+			t.Errorf("the default run never reached %q", p)
+		}
+	}
+	for name, n := range map[string]int{
+		"stale claims parked by the sweep (SweepClaimsExpired)": res.SweepClaimsExpired,
+		"chains re-armed by the sweep (SweepRearmed)":           res.SweepRearmed,
+		"acknowledgements of a message another worker held":     int(res.StaleDeletes),
+		"outputs uploaded again":                                res.Reuploads,
+	} {
+		if n == 0 {
+			t.Errorf("the default run had no %s", name)
+		}
+	}
+	for _, p := range []operation.Phase{operation.Delivered, operation.Failed, operation.Rejected, operation.Superseded, operation.Uncertain} {
+		if res.Phases[p] == 0 {
+			t.Errorf("no operation of the default run ended %s", p)
+		}
 	}
 }
 
@@ -160,6 +270,157 @@ func (c retryUnknownPost) Submit(ctx context.Context, req genace.SubmitRequest, 
 	return res
 }
 
+// staleRewrite is a planted bug: a handler that, when its conditional
+// write loses, writes what it computed from its older read again at the
+// revision the conflict reported (the mutant "rewrite a stale view at the
+// current revision"): the revision check passes, the content is stale.
+type staleRewrite struct{ faultsim.Records }
+
+func (s staleRewrite) Update(ctx context.Context, rec operation.Record, expected int64) (operation.Record, error) {
+	saved, err := s.Records.Update(ctx, rec, expected)
+	var ce *store.ConflictError
+	if errors.As(err, &ce) && ce.Current != nil && !ce.Current.Terminal() {
+		return s.Records.Update(ctx, rec, ce.Current.Revision)
+	}
+	return saved, err
+}
+
+// dropFailedJobID is a planted bug: a client that classifies a 5xx as
+// unknown without looking for error.job_id (the mutant "drop a 5xx's job
+// id in the client's classification"). Genace created the job and named
+// it; nothing the client hands back says so.
+type dropFailedJobID struct{ faultsim.Genace }
+
+func (c dropFailedJobID) Submit(ctx context.Context, req genace.SubmitRequest, timeout time.Duration) genace.SubmitResult {
+	res := c.Genace.Submit(ctx, req, timeout)
+	if res.Outcome == genace.OutcomeSubmissionFailed {
+		res.Outcome, res.JobID = genace.OutcomeUnknown, ""
+	}
+	return res
+}
+
+// staleFollowUps is a planted bug: follow-ups of observations sent for
+// the revision before the one just written (the mutant that kills the
+// chain): each one arrives stale and is dropped, and only the sweep moves
+// the operation on, one step per re-arm.
+type staleFollowUps struct{ schedule.QueueSender }
+
+func (q staleFollowUps) Send(ctx context.Context, queueURL string, body []byte, delay time.Duration) (string, error) {
+	if env, err := message.Decode(body); err == nil && env.Action == message.ObserveGeneration && env.Attempt > 1 {
+		env.ExpectedRevision--
+		if b, err := env.Encode(); err == nil {
+			body = b
+		}
+	}
+	return q.QueueSender.Send(ctx, queueURL, body, delay)
+}
+
+// replayablePost is a planted bug: a transport that makes every POST body
+// rewindable (as http.NewRequest does for a bytes.Reader), so Go's HTTP/2
+// transport re-sends a POST whose stream the server reset after reading
+// it: two POSTs, two jobs.
+type replayablePost struct{ http.RoundTripper }
+
+func (t replayablePost) RoundTrip(r *http.Request) (*http.Response, error) {
+	if r.Method == http.MethodPost && r.Body != nil && r.GetBody == nil {
+		b, err := io.ReadAll(r.Body)
+		_ = r.Body.Close()
+		if err != nil {
+			return nil, err
+		}
+		r = r.Clone(r.Context())
+		r.Body = io.NopCloser(bytes.NewReader(b))
+		r.GetBody = func() (io.ReadCloser, error) { return io.NopCloser(bytes.NewReader(b)), nil }
+	}
+	return t.RoundTripper.RoundTrip(r)
+}
+
+// dropIDOfDrift is a planted bug: a client that decodes the whole body
+// before it takes the job id, so an answer that names its job but drifts
+// elsewhere comes back unknown, without the id.
+type dropIDOfDrift struct{ faultsim.Genace }
+
+func (c dropIDOfDrift) Submit(ctx context.Context, req genace.SubmitRequest, timeout time.Duration) genace.SubmitResult {
+	res := c.Genace.Submit(ctx, req, timeout)
+	if res.Outcome == genace.OutcomeUnknown || (res.Outcome == genace.OutcomeAccepted && res.Job == nil) {
+		res.Outcome, res.JobID, res.Job = genace.OutcomeUnknown, "", nil
+	}
+	return res
+}
+
+// ownWriteConflict is a planted bug: a store that answers the resend of a
+// write it already applied with a conflict, whose current item is the
+// write itself, as a store that does not recognise its own write does.
+// The caller takes its own write for someone else's.
+type ownWriteConflict struct{ store.Store }
+
+func (s ownWriteConflict) Update(ctx context.Context, rec operation.Record, expected int64) (operation.Record, error) {
+	if cur, err := s.Store.Get(ctx, rec.OperationID); err == nil && cur.Revision == expected+1 &&
+		cur.LastAppliedMessageID != "" && cur.LastAppliedMessageID == rec.LastAppliedMessageID {
+		return operation.Record{}, &store.ConflictError{OperationID: rec.OperationID, Expected: expected, Current: &cur}
+	}
+	return s.Store.Update(ctx, rec, expected)
+}
+
+// claimLooksOwn is a planted bug: submit takes any dispatch that finds a
+// claim for the claimant's own redelivery (the claim shows the reading
+// message as its holder), so a duplicate during a live claim marks it
+// uncertain.
+type claimLooksOwn struct{ faultsim.Records }
+
+func (s claimLooksOwn) Get(ctx context.Context, id string) (operation.Record, error) {
+	rec, err := s.Records.Get(ctx, id)
+	if err == nil && rec.Phase == operation.Submitting && rec.Claim != nil {
+		if m, ok := faultsim.MessageOf(ctx, id); ok {
+			rec.Claim.MessageID, rec.LastAppliedMessageID = m.MessageId, m.MessageId
+		}
+	}
+	return rec, err
+}
+
+// ownClock is a planted bug: a worker whose authority comes from its own
+// clock, started when its handler started, rather than from the queue: a
+// renewal is believed without asking the queue, so a lease the gap
+// between receive and handler used up looks whole.
+type ownClock struct{ lease.Extender }
+
+func (ownClock) ChangeVisibility(context.Context, string, string, time.Duration) error { return nil }
+
+// actsAgain is a planted bug: an observation whose message comes back
+// after its own write landed is handled as new (the record is shown at
+// the revision the message names, and written at the one it has), so the
+// operation is observed twice from one message.
+type actsAgain struct{ faultsim.Records }
+
+func (s actsAgain) Get(ctx context.Context, id string) (operation.Record, error) {
+	rec, err := s.Records.Get(ctx, id)
+	if m, ok := faultsim.MessageOf(ctx, id); ok && err == nil && rec.LastAppliedMessageID == m.MessageId {
+		if env, derr := message.Decode([]byte(m.Body)); derr == nil && env.Action == message.ObserveGeneration && rec.Revision > env.ExpectedRevision {
+			rec.Revision = env.ExpectedRevision
+		}
+	}
+	return rec, err
+}
+
+func (s actsAgain) Update(ctx context.Context, rec operation.Record, expected int64) (operation.Record, error) {
+	if cur, err := s.Records.Get(ctx, rec.OperationID); err == nil && cur.LastAppliedMessageID == rec.LastAppliedMessageID && cur.Revision > expected {
+		expected = cur.Revision
+	}
+	return s.Records.Update(ctx, rec, expected)
+}
+
+// skipRevision is a planted bug: a replay that writes its decision over
+// whatever revision the record has reached, not the one its plan was
+// made from, so a write that landed meanwhile is undone.
+type skipRevision struct{ replay.Store }
+
+func (s skipRevision) UpdateWithAudit(ctx context.Context, rec operation.Record, expected int64, e review.AuditEntry) (operation.Record, error) {
+	if cur, err := s.Store.Get(ctx, rec.OperationID); err == nil && !cur.Terminal() {
+		expected, e.Revision = cur.Revision, 0
+	}
+	return s.Store.UpdateWithAudit(ctx, rec, expected, e)
+}
+
 // TestPlantedBugIsFound turns one safeguard off at a time through a store
 // wrapper and asserts that the run reports it: the checks are only worth
 // their zero if they can fail.
@@ -176,6 +437,21 @@ func TestPlantedBugIsFound(t *testing.T) {
 		// neither redelivery nor the sweep parks it for review.
 		{"a claimed record reads as prepared", faultsim.Config{WrapStore: func(s store.Store) store.Store { return hideSubmitting{s} }}, "all,crash_after_post=0.05", faultsim.InvSettled},
 		{"the client retries a POST of unknown outcome", faultsim.Config{WrapGenace: func(g faultsim.Genace) faultsim.Genace { return retryUnknownPost{g} }}, "all", faultsim.InvPosts},
+		{"a handler rewrites its stale view at the current revision", faultsim.Config{WrapRecords: func(r faultsim.Records) faultsim.Records { return staleRewrite{r} }}, "all", faultsim.InvWrites},
+		{"the client drops a 5xx's job id", faultsim.Config{WrapGenace: func(g faultsim.Genace) faultsim.Genace { return dropFailedJobID{g} }}, "all,operator_race=0", faultsim.InvJobID},
+		// One per fault class: the safeguard the class exists to test. The
+		// operator stays away from the job id ones: attaching the job
+		// Genace's support names would repair what the planted bug lost.
+		{"post_h2_stream_reset: the transport re-sends a POST whose stream was reset", faultsim.Config{WrapTransport: func(t http.RoundTripper) http.RoundTripper { return replayablePost{t} }}, "all,post_h2_stream_reset=0.1", faultsim.InvPosts},
+		{"post_body_drift: the client drops the id of an answer that drifts", faultsim.Config{WrapGenace: func(g faultsim.Genace) faultsim.Genace { return dropIDOfDrift{g} }}, "all,post_body_drift=0.1,operator_race=0", faultsim.InvJobID},
+		{"store_lost_ack: the store takes a resent write of its own for a conflict", faultsim.Config{WrapStore: func(s store.Store) store.Store { return ownWriteConflict{s} }}, "all,store_lost_ack=0.1", faultsim.InvChain},
+		{"dispatch_dup_during_claim: any dispatch during a claim marks it uncertain", faultsim.Config{WrapRecords: func(r faultsim.Records) faultsim.Records { return claimLooksOwn{r} }}, "all,dispatch_dup_during_claim=0.1", faultsim.InvChain},
+		{"receive_gap: the lease is taken from the worker's own clock, not the queue's", faultsim.Config{WrapExtender: func(e lease.Extender) lease.Extender { return ownClock{e} }}, "all,receive_gap=0.2", faultsim.InvAuthority},
+		// Only stale deletes bring an applied message back here: no crash
+		// or lease fault does it too.
+		{"stale_delete: a message that comes back after its write landed is handled as new", faultsim.Config{WrapRecords: func(r faultsim.Records) faultsim.Records { return actsAgain{r} }}, "stale_delete=0.3", faultsim.InvChain},
+		{"operator_race: a replay skips its revision check", faultsim.Config{WrapOperator: func(s replay.Store) replay.Store { return skipRevision{s} }}, "all,operator_race=0.05", faultsim.InvWrites},
+		{"follow-ups name the revision before", faultsim.Config{WrapQueue: func(q schedule.QueueSender) schedule.QueueSender { return staleFollowUps{q} }}, "all", faultsim.InvChain},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {

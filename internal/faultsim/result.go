@@ -20,9 +20,14 @@ func (w *world) result() (*Result, error) {
 	res := &Result{
 		Seed: w.cfg.Seed, Operations: len(w.ops), Faults: w.cfg.Faults.String(), UnrecordedDispatch: w.cfg.UnrecordedDispatch, Virtual: w.clk.Now().Sub(simStart),
 		Invocations: map[string]int64{}, Records: map[string]int64{}, Injected: w.inj.snapshot(), Phases: map[operation.Phase]int{},
-		Sweeps: w.sweeps, SweepRearmed: w.sweepRearmed, SweepClaimsExpired: w.sweepClaims, Writes: w.rec.writes,
-		Posts: w.sim.TotalPosts(), Gets: w.sim.TotalGets(), Downloads: w.sim.FileGets(),
+		Sweeps: w.sweeps, SweepRearmed: w.sweepRearmed, SweepClaimsExpired: w.sweepClaims, Writes: w.rec.writes, UnknownSubmissions: w.unknownSubmissions, MadeUncertain: w.madeUncertain, LeftUncertain: w.madeUncertain - w.resolvedUncertain,
+		Posts: w.sim.TotalPosts(), Gets: w.sim.TotalGets(), Downloads: w.sim.FileGets(), Paths: map[string]int{},
 	}
+	w.mu.Lock()
+	for k, n := range w.paths {
+		res.Paths[k] = n
+	}
+	w.mu.Unlock()
 	for _, m := range w.maps {
 		st := m.m.Stats()
 		res.Invocations[m.fn] += st.Invocations
@@ -76,7 +81,12 @@ func (w *world) result() (*Result, error) {
 		}
 		t := w.tally(op.id)
 		f := Final{Record: rec, Audit: len(audit), Reviews: len(byOp[op.id]), Jobs: jobs[op.id], Posts: w.sim.PostCount(op.id),
-			RateLimited: t.rateLimited, Returned: t.returned, Stored: map[string]string{}, Created: map[string]int{}}
+			RateLimited: t.rateLimited, Returned: t.returned, HandedOut: t.handedOut, Confirmed: t.confirmed,
+			SweepRearms: w.rearms[op.id], SweepBound: SweepBound(w.stops[op.id]),
+			Stored: map[string]string{}, Created: map[string]int{}}
+		if rec.RemoteJobID != "" {
+			f.RecordJobOperation = w.opOfJob(rec.RemoteJobID)
+		}
 		for _, r := range byOp[op.id] {
 			if r.RemoteJobID != "" {
 				f.ReviewJobIDs = append(f.ReviewJobIDs, r.RemoteJobID)

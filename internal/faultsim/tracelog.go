@@ -17,14 +17,17 @@ type traceLog struct {
 	attrs []slog.Attr
 }
 
-// Enabled is true while anything is traced or the next handler wants it.
+// Enabled is true from Info up (every decision a handler logs counts as a
+// path, see Result.Paths), and below while anything is traced or the next
+// handler wants it.
 func (h *traceLog) Enabled(ctx context.Context, l slog.Level) bool {
-	return h.w.traceAll || len(h.w.traceOps) > 0 || h.next.Enabled(ctx, l)
+	return l >= slog.LevelInfo || h.w.traceAll || len(h.w.traceOps) > 0 || h.next.Enabled(ctx, l)
 }
 
-// Handle copies a line about a traced operation into its history.
+// Handle counts the decision the line reports (Result.Paths) and copies
+// a line about a traced operation into its history.
 func (h *traceLog) Handle(ctx context.Context, r slog.Record) error {
-	op, fn := "", ""
+	op, fn, why := "", "", ""
 	var parts []string
 	add := func(a slog.Attr) {
 		switch a.Key {
@@ -33,6 +36,9 @@ func (h *traceLog) Handle(ctx context.Context, r slog.Record) error {
 		case "function":
 			fn = a.Value.Resolve().String()
 		default:
+			if a.Key == "reason" || a.Key == "did" {
+				why = a.Value.Resolve().String()
+			}
 			parts = append(parts, a.Key+"="+format(a.Value))
 		}
 	}
@@ -40,6 +46,13 @@ func (h *traceLog) Handle(ctx context.Context, r slog.Record) error {
 		add(a)
 	}
 	r.Attrs(func(a slog.Attr) bool { add(a); return true })
+	if r.Level >= slog.LevelInfo {
+		key := fn + ": " + r.Message
+		if why != "" {
+			key += " (" + why + ")"
+		}
+		h.w.countPath(key)
+	}
 	if h.w.traced(op) {
 		h.w.tracef(op, "%s log: %s %s", fn, r.Message, strings.Join(parts, " "))
 	}

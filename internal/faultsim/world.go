@@ -8,7 +8,6 @@ import (
 	"fmt"
 	"log/slog"
 	"math/rand/v2"
-	"net/http/httptest"
 	"os"
 	"path/filepath"
 	"runtime/debug"
@@ -22,10 +21,12 @@ import (
 	"github.com/genjobs/genjobs/internal/esm"
 	"github.com/genjobs/genjobs/internal/genace"
 	"github.com/genjobs/genjobs/internal/genacesim"
+	"github.com/genjobs/genjobs/internal/lease"
 	"github.com/genjobs/genjobs/internal/localqueue"
 	"github.com/genjobs/genjobs/internal/message"
 	"github.com/genjobs/genjobs/internal/observe"
 	"github.com/genjobs/genjobs/internal/operation"
+	"github.com/genjobs/genjobs/internal/replay"
 	"github.com/genjobs/genjobs/internal/schedule"
 	"github.com/genjobs/genjobs/internal/store"
 	"github.com/genjobs/genjobs/internal/submit"
@@ -60,11 +61,19 @@ const (
 	qDeliver  = "genjobs-deliver"
 )
 
-// visibilities of the three work queues: submit needs 25 s (POST timeout
-// and persist budget) of a 20 s lease, and delivery 30 s per output (a
-// copy window of the 30 s function timeout less the overhead, plus the
-// overhead), so both renew their leases, and renewals can fail.
-var visibilities = map[string]time.Duration{qDispatch: 20 * time.Second, qObserve: 30 * time.Second, qDeliver: 20 * time.Second}
+// visibilities of the three work queues. Submit needs postNeed (POST
+// timeout and persist budget) of a 30 s lease: as deployed (360 s), a
+// fresh receive covers the POST, so a worker renews only when the lease
+// has run down, by a gap between receive and handler (ReceiveGap), and
+// only a worker that knows how long its lease has left renews at all.
+// Delivery needs 30 s per output (a copy window of the 30 s function
+// timeout less the overhead, plus the overhead) of a 20 s lease, so it
+// renews every time, and renewals can fail.
+var visibilities = map[string]time.Duration{qDispatch: 30 * time.Second, qObserve: 30 * time.Second, qDeliver: 20 * time.Second}
+
+// postNeed is what submit needs of its lease before a POST: the POST's
+// timeout and the budget to persist its outcome (submit.Config below).
+const postNeed = 20*time.Second + 5*time.Second
 
 // world is one simulation: the system under test, its fault wrappers and
 // the driver's state.
@@ -80,7 +89,8 @@ type world struct {
 	urlTTL   time.Duration
 
 	sim    *genacesim.Simulator
-	srv    *httptest.Server
+	wire   *wire
+	relay  *relay
 	client *genace.Client
 	bolt   *store.Bolt
 	rec    *recorder
@@ -88,9 +98,16 @@ type world struct {
 	arts   *artifacts
 	broker *localqueue.Broker
 	urls   map[string]string
+	vis    map[string]time.Duration // each queue's visibility, by URL
+	// leases is the queue's truth about each received message: its
+	// current receipt handle and until when it stays hidden, kept from
+	// every receive, visibility change and acknowledgement.
+	leases map[string]leaseTruth
 	disp   *schedule.Dispatcher
-	sweep  *sweep.Sweeper
-	maps   []*mapping
+	// replayer is the operator's replay (OperatorRace).
+	replayer *replay.Replayer
+	sweep    *sweep.Sweeper
+	maps     []*mapping
 
 	ops      []opSpec
 	timeline timeline
@@ -104,20 +121,34 @@ type world struct {
 	sweepRearmed int
 	sweepClaims  int
 	sweepArmed   bool
+	opArmed      bool
+	raceReplay   bool // the application writes inside the operator's next replay
 	lastCreated  time.Time
 
 	stormMu  sync.Mutex
 	storms   map[int64]bool // storm minutes already counted
 	checking atomic.Bool
 
-	mu         sync.Mutex
-	tallies    map[string]*tally
-	traceAll   bool
-	traceOps   map[string]bool
-	traces     map[string][]string
-	violations []Violation
-	wallStart  time.Time
-	stepAt     atomic.Int64 // wall time of the driver's last step, for the watchdog
+	mu       sync.Mutex
+	tallies  map[string]*tally
+	stops    map[string]int  // faults that end a chain by design, per operation
+	rearms   map[string]int  // messages the sweep sent, per operation
+	inFlight map[string]int  // POSTs in flight, per operation
+	worked   map[string]bool // operations the operator took up from the review queue
+	// unknownSubmissions counts submissions whose outcome was genuinely
+	// unknown (Result.UnknownSubmissions).
+	unknownSubmissions int
+	madeUncertain      int            // writes that made an operation uncertain
+	resolvedUncertain  int            // writes of automation that took one out of uncertain
+	unknownOf          map[string]int // unknown submissions per operation
+	leftUncertain      map[string]int // uncertain episodes no evidence resolved, per operation
+	paths              map[string]int // decisions the handlers logged (Result.Paths)
+	traceAll           bool
+	traceOps           map[string]bool
+	traces             map[string][]string
+	violations         []Violation
+	wallStart          time.Time
+	stepAt             atomic.Int64 // wall time of the driver's last step, for the watchdog
 }
 
 // mapping is one event source mapping and the function behind it.
@@ -129,12 +160,14 @@ type mapping struct {
 // tally is what the Genace wrapper saw of one operation's POSTs.
 type tally struct {
 	rateLimited int      // POSTs answered 429: nothing created
-	returned    []string // job ids handed back to a live handler
+	returned    []string // job ids the client handed back to a live handler
+	handedOut   []string // job ids Genace's answers carried to a live worker
+	confirmed   int      // informed operator confirmations (Final.Confirmed)
 }
 
 func newWorld(cfg Config) (w *world, err error) {
 	w = &world{
-		cfg: cfg, urlTTL: urlTTL, urls: map[string]string{}, tallies: map[string]*tally{}, storms: map[int64]bool{},
+		cfg: cfg, urlTTL: urlTTL, urls: map[string]string{}, vis: map[string]time.Duration{}, leases: map[string]leaseTruth{}, tallies: map[string]*tally{}, stops: map[string]int{}, rearms: map[string]int{}, inFlight: map[string]int{}, worked: map[string]bool{}, unknownOf: map[string]int{}, leftUncertain: map[string]int{}, paths: map[string]int{}, storms: map[int64]bool{},
 		traceAll: cfg.Operations <= TraceAllBelow, traceOps: map[string]bool{}, traces: map[string][]string{},
 		wallStart: time.Now(),
 	}
@@ -168,8 +201,16 @@ func newWorld(cfg Config) (w *world, err error) {
 	w.simClock = &skewClock{Clock: w.clk}
 	w.sim = genacesim.New(genacesim.Config{APIKey: apiKey, Models: ms, RefundSettleAfter: refundSettle, SignedURLTTL: urlTTL, Seed: int64(cfg.Seed)}, w.simClock)
 	w.sim.SetFaultFunc(w.simFault)
-	w.srv = httptest.NewServer(w.sim)
-	if w.client, err = genace.New(w.srv.URL, apiKey, w.srv.Client()); err != nil {
+	w.wire = newWire(w, w.sim)
+	base, hc, rl, err := startTLS(w.wire, w.wire)
+	if err != nil {
+		return nil, fmt.Errorf("faultsim: start the simulator: %w", err)
+	}
+	w.relay = rl
+	if cfg.WrapTransport != nil {
+		hc.Transport = cfg.WrapTransport(hc.Transport)
+	}
+	if w.client, err = genace.New(base, apiKey, hc); err != nil {
 		return nil, err
 	}
 
@@ -180,7 +221,7 @@ func newWorld(cfg Config) (w *world, err error) {
 	if cfg.WrapStore != nil {
 		under = cfg.WrapStore(w.bolt)
 	}
-	w.rec = &recorder{Store: under, w: w, last: map[string]State{}}
+	w.rec = &recorder{Store: under, w: w, last: map[string]State{}, prev: map[string]State{}, hist: map[string]*revisions{}}
 	w.st = &faultStore{recorder: w.rec, w: w}
 	d, err := artifact.NewDir(filepath.Join(dir, "artifacts"))
 	if err != nil {
@@ -188,7 +229,7 @@ func newWorld(cfg Config) (w *world, err error) {
 	}
 	w.arts = &artifacts{w: w, d: d, puts: map[string]int{}, created: map[string]int{}}
 
-	if err := w.wire(); err != nil {
+	if err := w.wireUp(); err != nil {
 		return nil, err
 	}
 	for i := range w.ops {
@@ -207,12 +248,13 @@ func newWorld(cfg Config) (w *world, err error) {
 		}
 	}
 	w.armSweep()
+	w.armOperator()
 	return w, nil
 }
 
 // wire builds the queues, the handlers and their event source mappings
 // as the template wires the functions, on the simulation's time scale.
-func (w *world) wire() error {
+func (w *world) wireUp() error {
 	w.broker = localqueue.New(w.clk)
 	for _, q := range []string{qDispatch, qObserve, qDeliver} {
 		dlq, err := w.broker.Create(q+"-dlq", localqueue.Config{Visibility: time.Minute})
@@ -220,11 +262,21 @@ func (w *world) wire() error {
 			return err
 		}
 		w.urls[q+"-dlq"] = dlq
+		w.vis[dlq] = time.Minute
 		u, err := w.broker.Create(q, localqueue.Config{Visibility: visibilities[q], MaxReceiveCount: maxReceives, DeadLetter: q + "-dlq"})
 		if err != nil {
 			return err
 		}
 		w.urls[q] = u
+		w.vis[u] = visibilities[q]
+	}
+	var queue schedule.QueueSender = &sender{w: w}
+	if w.cfg.WrapQueue != nil {
+		queue = w.cfg.WrapQueue(queue)
+	}
+	var records Records = w.st
+	if w.cfg.WrapRecords != nil {
+		records = w.cfg.WrapRecords(records)
 	}
 	disp, err := schedule.NewDispatcher(schedule.Config{
 		Queues: map[message.Action]schedule.Target{
@@ -233,7 +285,7 @@ func (w *world) wire() error {
 			message.DeliverArtifacts:  {URL: w.urls[qDeliver]},
 		},
 		MaxQueueDelay: 365 * 24 * time.Hour, // the embedded queue takes any delay
-	}, &sender{w: w}, nil, w.clk)
+	}, queue, nil, w.clk)
 	if err != nil {
 		return err
 	}
@@ -254,26 +306,34 @@ func (w *world) wire() error {
 		real = w.cfg.WrapGenace(real)
 	}
 	g := &genaceClient{w: w, c: real}
-	ext := &extender{w: w}
+	var ext lease.Extender = &extender{w: w}
+	if w.cfg.WrapExtender != nil {
+		ext = w.cfg.WrapExtender(ext)
+	}
 	log := slog.New(&traceLog{w: w, next: w.cfg.Log.Handler()})
 	sub := submit.New(submit.Config{
-		QueueURL: w.urls[qDispatch], Visibility: visibilities[qDispatch], SubmitTimeout: 20 * time.Second, PersistBudget: 5 * time.Second,
+		QueueURL: w.urls[qDispatch], Visibility: visibilities[qDispatch], SubmitTimeout: 20 * time.Second, PersistBudget: postNeed - 20*time.Second,
 		OverdueAfter: 2 * time.Minute, ConnectBackoff: 10 * time.Second, Concurrency: 1, Worker: "submit",
 		// The handler draws its 429 jitter from the global source; a
 		// jitter this small never moves a whole-second Retry-After, so
 		// the delay (SQS rounds it up to whole seconds) is the seed's.
 		RetryJitter: 1e-15,
-	}, w.st, g, ext, w.disp, w.clk, log.With("function", "submit"), nil)
+	}, records, g, ext, w.disp, w.clk, log.With("function", "submit"), nil)
 	obs := observe.New(observe.Config{QueueURL: w.urls[qObserve], Visibility: visibilities[qObserve], Overhead: 5 * time.Second, MaxReadFailures: 20, Concurrency: 1},
-		w.st, g, delays, ext, w.disp, w.clk, log.With("function", "observe"), nil)
+		records, g, delays, ext, w.disp, w.clk, log.With("function", "observe"), nil)
 	del := deliver.New(deliver.Config{
 		QueueURL: w.urls[qDeliver], Visibility: visibilities[qDeliver], ReadTimeout: 10 * time.Second, CopyTimeout: time.Minute,
 		MinCopyWindow: 20 * time.Second, Overhead: 5 * time.Second, MaxCopyFailures: 10, Concurrency: 1,
 		// No jitter: the handler's jitter source is the global one.
 		Retry: schedule.Backoff{Base: 5 * time.Second, Cap: 5 * time.Minute, Multiplier: 2, Jitter: 0},
-	}, w.st, g, w.arts, ext, w.disp, w.clk, log.With("function", "deliver"), nil)
-	tri := triage.New(w.st, w.clk, log.With("function", "triage"), nil, 1)
-	w.sweep = sweep.New(sweep.Config{ClaimTimeout: 2 * time.Minute, OverdueAfter: 2 * time.Minute, Limit: 1000}, w.st, w.disp, w.clk, log.With("function", "sweep"), nil)
+	}, records, g, w.arts, ext, w.disp, w.clk, log.With("function", "deliver"), nil)
+	tri := triage.New(records, w.clk, log.With("function", "triage"), nil, 1)
+	var opStore replay.Store = w.rec
+	if w.cfg.WrapOperator != nil {
+		opStore = w.cfg.WrapOperator(opStore)
+	}
+	w.replayer = &replay.Replayer{Store: operatorStore{Store: opStore, w: w}, Sender: w.disp, Clock: w.clk}
+	w.sweep = sweep.New(sweep.Config{ClaimTimeout: 2 * time.Minute, OverdueAfter: 2 * time.Minute, Limit: 1000}, records, w.disp, w.clk, log.With("function", "sweep"), nil)
 	add := func(fn, queue string, h esm.Handler, timeout time.Duration) {
 		m := &esm.Mapping{Broker: w.broker, Queue: w.urls[queue], BatchSize: 10, Timeout: timeout, Clock: w.clk, Region: "local"}
 		m.Handler = w.wrapHandler(fn, m, h)
@@ -292,8 +352,8 @@ func (w *world) close() {
 	if w.sim != nil {
 		w.sim.Close()
 	}
-	if w.srv != nil {
-		w.srv.Close()
+	if w.relay != nil {
+		w.relay.close()
 	}
 	if w.bolt != nil {
 		_ = w.bolt.Close()
@@ -324,6 +384,7 @@ const (
 	evSupersede
 	evReconcile
 	evSweep
+	evOperator
 )
 
 type event struct {
@@ -362,8 +423,16 @@ func (w *world) plan(at time.Time, kind eventKind, op int) {
 	}
 	w.seq++
 	heap.Push(&w.timeline, event{at: at, seq: w.seq, kind: kind, op: op})
-	if kind != evSweep {
+	if kind != evSweep && kind != evOperator {
 		w.planned++
+	}
+}
+
+// armOperator plans the operator's next round over the open reviews.
+func (w *world) armOperator() {
+	if !w.opArmed && w.cfg.Faults[OperatorRace] > 0 {
+		w.opArmed = true
+		w.plan(w.clk.Now().Add(operatorEvery), evOperator, -1)
 	}
 }
 
@@ -446,7 +515,7 @@ func (w *world) runDue() error {
 	now := w.clk.Now()
 	for len(w.timeline) > 0 && !w.timeline[0].at.After(now) {
 		e := heap.Pop(&w.timeline).(event)
-		if e.kind != evSweep {
+		if e.kind != evSweep && e.kind != evOperator {
 			w.planned--
 		}
 		var err error
@@ -462,6 +531,11 @@ func (w *world) runDue() error {
 		case evSweep:
 			w.sweepArmed = false
 			err = w.runSweep()
+		case evOperator:
+			w.opArmed = false
+			if err = w.operatorRound(); err == nil && (w.planned > 0 || w.sweepArmed || !w.queuesEmpty()) {
+				w.armOperator()
+			}
 		}
 		if err != nil {
 			return err
@@ -666,6 +740,23 @@ func (w *world) simFault(r genacesim.RequestInfo) genacesim.Fault {
 			return genacesim.ServerErrorJobCreated(500)
 		case w.inj.hit(PostReject):
 			return genacesim.Reject(400, "")
+		case w.inj.hit(H2Reset):
+			// The job is created and answered; the relay swallows the
+			// answer and resets the stream.
+			code, name := h2ErrRefusedStream, "REFUSED_STREAM"
+			if w.inj.intn(H2Reset, 2) == 1 {
+				code, name = h2ErrProtocol, "PROTOCOL_ERROR"
+			}
+			w.wire.resetNext(r.OperationID, code)
+			w.tracef(r.OperationID, "FAULT %s: Genace read the POST, created the job and reset the stream (%s)", H2Reset, name)
+			return genacesim.NoFault()
+		case w.inj.hit(BodyDrift):
+			v := w.inj.intn(BodyDrift, len(driftNames))
+			w.wire.driftNext(r.OperationID, v)
+			if v >= driftKinds202 {
+				return genacesim.SubmissionFailed(502)
+			}
+			return genacesim.NoFault()
 		}
 	case genacesim.KindGet:
 		if storm && w.inj.intn(RateLimitStorm, 10) < 3 {
@@ -711,6 +802,33 @@ func (w *world) storm(t time.Time) bool {
 		}
 	}
 	return false
+}
+
+// unknownSubmission counts a submission of op whose outcome was
+// genuinely unknown (Result.UnknownSubmissions).
+func (w *world) unknownSubmission(op string) {
+	w.mu.Lock()
+	w.unknownSubmissions++
+	w.unknownOf[op]++
+	w.mu.Unlock()
+}
+
+// countPath counts one decision a handler logged.
+func (w *world) countPath(key string) {
+	w.mu.Lock()
+	w.paths[key]++
+	w.mu.Unlock()
+}
+
+// chainStop counts a fault that ends an operation's chain by design (see
+// SweepBound).
+func (w *world) chainStop(op string) {
+	if op == "" {
+		return
+	}
+	w.mu.Lock()
+	w.stops[op]++
+	w.mu.Unlock()
 }
 
 // tally returns the POST tally of an operation.

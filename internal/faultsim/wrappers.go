@@ -43,8 +43,12 @@ type invocation struct {
 	queueURL string
 	m        *esm.Mapping
 	records  []events.SQSMessage
-	ops      []string // each record's operation id ("" when undecodable)
-	depth    int      // 0 for the driver's own polls, 1 for a second worker
+	ops      []string           // each record's operation id ("" when undecodable)
+	envs     []message.Envelope // each record's envelope (zero when undecodable)
+	// firstWrite notes the messages whose first write attempt was checked
+	// (CheckFirstWrite).
+	firstWrite map[string]bool
+	depth      int // 0 for the driver's own polls, 1 for a second worker
 	// crashed is set when a fault killed the invocation: every later call
 	// through a wrapper panics again (a dead process does nothing more),
 	// and the invocation fails as a whole, acknowledging nothing.
@@ -99,9 +103,20 @@ func (w *world) alive(ctx context.Context) {
 // maybeCrash kills the invocation behind ctx if fault f strikes. Outside
 // an invocation (the application's own writes) nothing crashes.
 func (w *world) maybeCrash(ctx context.Context, f Fault, op string) {
+	w.maybeCrashHolding(ctx, f, op, false)
+}
+
+// maybeCrashHolding is maybeCrash for a worker that may hold op's
+// submission claim: if it dies holding it, before its POST's outcome was
+// written, nothing can tell whether the POST left, so the submission's
+// outcome is genuinely unknown (Result.UnknownSubmissions).
+func (w *world) maybeCrashHolding(ctx context.Context, f Fault, op string, claim bool) {
 	inv := invOf(ctx)
 	if inv == nil || !w.inj.hit(f) {
 		return
+	}
+	if claim {
+		w.unknownSubmission(op)
 	}
 	inv.crashed = true
 	w.tracef(op, "FAULT %s: %s worker dies", f, writerOf(ctx))
@@ -112,20 +127,30 @@ func (w *world) maybeCrash(ctx context.Context, f Fault, op string) {
 // turns a crash into a failed invocation.
 func (w *world) wrapHandler(fn string, m *esm.Mapping, h esm.Handler) esm.Handler {
 	return func(ctx context.Context, ev events.SQSEvent) (events.SQSEventResponse, error) {
-		inv := &invocation{fn: fn, queueURL: m.Queue, m: m, records: ev.Records, depth: depthOf(ctx), ops: make([]string, len(ev.Records))}
+		inv := &invocation{fn: fn, queueURL: m.Queue, m: m, records: ev.Records, depth: depthOf(ctx),
+			ops: make([]string, len(ev.Records)), envs: make([]message.Envelope, len(ev.Records)), firstWrite: map[string]bool{}}
 		for i, r := range ev.Records {
 			w.nestedSeen(r.MessageId)
+			w.granted(m.Queue, r.MessageId, r.ReceiptHandle)
 			env, err := message.Decode([]byte(r.Body))
 			if err != nil {
 				continue
 			}
-			inv.ops[i] = env.OperationID
+			inv.ops[i], inv.envs[i] = env.OperationID, env
 			if w.traced(env.OperationID) {
 				w.tracef(env.OperationID, "%s%s receives %s r%d job=%q attempt %d (message %s, receive %s)", fn, depthMark(inv.depth), env.Action,
 					env.ExpectedRevision, env.ExpectedRemoteJobID, env.Attempt, shortID(r.MessageId), r.Attributes["ApproximateReceiveCount"])
 			}
 		}
 		ctx = context.WithValue(ctx, invKey, inv)
+		w.receiveGap(inv)
+		if fn == "triage" {
+			// A dead-lettered message ended its chain; the sweep re-arms
+			// the operation if it is still active.
+			for _, op := range inv.ops {
+				w.chainStop(op)
+			}
+		}
 		if inv.depth == 0 {
 			for i := range ev.Records {
 				if w.inj.roll(DupReceive) {
@@ -138,6 +163,9 @@ func (w *world) wrapHandler(fn string, m *esm.Mapping, h esm.Handler) esm.Handle
 			}
 		}
 		resp, err := h(ctx, ev)
+		if !inv.crashed && err == nil && inv.depth == 0 {
+			w.staleDelete(inv, resp)
+		}
 		if inv.crashed {
 			for i := range ev.Records {
 				w.tracef(inv.ops[i], "%s%s died: message %s stays for redelivery", fn, depthMark(inv.depth), shortID(ev.Records[i].MessageId))
@@ -152,10 +180,36 @@ func (w *world) wrapHandler(fn string, m *esm.Mapping, h esm.Handler) esm.Handle
 			if failed[r.MessageId] || err != nil {
 				w.tracef(inv.ops[i], "%s%s reports message %s failed: it stays for redelivery", fn, depthMark(inv.depth), shortID(r.MessageId))
 			} else {
+				w.acknowledged(r.MessageId, r.ReceiptHandle)
 				w.tracef(inv.ops[i], "%s%s acknowledges message %s", fn, depthMark(inv.depth), shortID(r.MessageId))
 			}
 		}
 		return resp, err
+	}
+}
+
+// staleDelete injects StaleDelete into a finished invocation: one record
+// it acknowledged outlived its visibility before the delete, and another
+// worker received it and handles it now, to the end. The first worker's
+// delete then carries a stale receipt handle; SQS answers such a delete
+// with success and keeps the message (the embedded queue answers
+// ErrStaleReceipt, which the mapping counts and ignores, as Lambda's
+// would a success): an acknowledged message comes back with its own id,
+// after its worker's writes and follow-ups.
+func (w *world) staleDelete(inv *invocation, resp events.SQSEventResponse) {
+	failed := map[string]bool{}
+	for _, f := range resp.BatchItemFailures {
+		failed[f.ItemIdentifier] = true
+	}
+	for i, r := range inv.records {
+		if failed[r.MessageId] || !w.inj.roll(StaleDelete) {
+			continue
+		}
+		if w.secondWorker(inv, i) {
+			w.inj.note(StaleDelete)
+			w.tracef(inv.ops[i], "FAULT %s: message %s outlived its visibility before %s's delete; another worker handled it again, the stale delete leaves it", StaleDelete, shortID(r.MessageId), inv.fn)
+		}
+		return
 	}
 }
 
@@ -190,11 +244,18 @@ func (w *world) secondWorker(inv *invocation, i int) bool {
 		return false
 	}
 	r := inv.records[i]
-	err := w.broker.ChangeVisibility(context.Background(), inv.queueURL, r.ReceiptHandle, 0)
+	err := w.changeVisibility(inv.queueURL, r.MessageId, r.ReceiptHandle, 0)
 	if err != nil && !errors.Is(err, localqueue.ErrNotInFlight) {
 		return false // received again or deleted already: nothing to take
 	}
-	w.waitingFor = r.MessageId
+	return w.handleNow(inv, r.MessageId)
+}
+
+// handleNow polls inv's mapping until another worker has taken the
+// visible message msgID and handled it to the end. It reports whether a
+// worker got the message.
+func (w *world) handleNow(inv *invocation, msgID string) bool {
+	w.waitingFor = msgID
 	ctx := context.WithValue(context.Background(), depthKey, inv.depth+1)
 	// Older visible messages come first; keep polling (other workers
 	// handle them meanwhile) until the freed one is taken.
@@ -207,6 +268,25 @@ func (w *world) secondWorker(inv *invocation, i int) bool {
 	taken := w.waitingFor == ""
 	w.waitingFor = ""
 	return taken
+}
+
+// handling finds the record of inv whose message the worker is acting on
+// for op: the one whose id the operation's last write carries, when that
+// write was this worker's (a batch can hold two messages of one
+// operation), else the first of op.
+func (w *world) handling(inv *invocation, op string) int {
+	if inv == nil {
+		return -1
+	}
+	w.rec.mu.Lock()
+	last := w.rec.last[op].LastApplied
+	w.rec.mu.Unlock()
+	for i, r := range inv.records {
+		if r.MessageId == last && inv.ops[i] == op {
+			return i
+		}
+	}
+	return inv.opRecord(op)
 }
 
 // opRecord finds the record of inv that concerns operation op.
@@ -226,7 +306,7 @@ func (inv *invocation) opRecord(op string) int {
 // about operation op.
 func (w *world) midCall(ctx context.Context, op, call string) {
 	inv := invOf(ctx)
-	i := inv.opRecord(op)
+	i := w.handling(inv, op)
 	if i < 0 || inv.depth > 0 || !w.inj.roll(VisibilityExpiry) {
 		return
 	}
@@ -260,20 +340,55 @@ func (s *faultStore) Due(ctx context.Context, t time.Time, limit int) ([]operati
 func (s *faultStore) Update(ctx context.Context, rec operation.Record, expected int64) (operation.Record, error) {
 	s.w.alive(ctx)
 	if invOf(ctx) != nil && s.w.inj.roll(StoreConflict) {
-		// A harmless write by someone else (the application touching the
-		// item): the same record, one revision on.
+		// A write by someone else: the application raising the budget,
+		// which no handler owns. A handler that loses this race and then
+		// writes what it computed from its older read puts the old budget
+		// back: a stale view the write check sees.
 		cur, err := s.recorder.Get(ctx, rec.OperationID)
 		if err == nil && !cur.Terminal() {
+			cur.BudgetCredits++
 			if _, err := s.recorder.Update(withWriter(ctx, "concurrent-writer"), cur, cur.Revision); err == nil {
 				s.w.inj.note(StoreConflict)
+				s.w.chainStop(rec.OperationID)
 			}
 		}
 	}
 	saved, err := s.recorder.Update(ctx, rec, expected)
 	if err == nil {
-		s.w.maybeCrash(ctx, CrashAfterWrite, rec.OperationID)
+		s.w.crashAfterClaim(ctx, saved)
+		s.w.maybeCrashHolding(ctx, CrashAfterWrite, rec.OperationID, saved.Phase == operation.Submitting)
 	}
 	return saved, err
+}
+
+// deployedVisibility is how long the deployed dispatch queue hides a
+// received message: 6 × the submit function's timeout (the template's
+// rule), longer than the sweep's claim timeout.
+const deployedVisibility = 6 * submitTimeout
+
+// crashAfterClaim injects CrashAfterClaim after a submit worker's claim
+// write: the worker dies before its POST, and its message stays hidden as
+// long as the deployed queue would hide it, so the sweep finds the claim
+// older than its timeout before the redelivery comes.
+func (w *world) crashAfterClaim(ctx context.Context, saved operation.Record) {
+	inv := invOf(ctx)
+	if inv == nil || inv.fn != "submit" || saved.Phase != operation.Submitting || saved.Claim == nil {
+		return
+	}
+	i := w.handling(inv, saved.OperationID)
+	if i < 0 || !w.inj.roll(CrashAfterClaim) {
+		return
+	}
+	if err := w.changeVisibility(inv.queueURL, inv.records[i].MessageId, inv.records[i].ReceiptHandle, deployedVisibility); err != nil {
+		return // the message is no longer this worker's to hide
+	}
+	w.inj.note(CrashAfterClaim)
+	// No POST left, but nothing can tell this claim from one whose POST
+	// is in flight: a submission as unknown as one whose answer was lost.
+	w.unknownSubmission(saved.OperationID)
+	inv.crashed = true
+	w.tracef(saved.OperationID, "FAULT %s: %s worker dies after its claim, before the POST; message %s stays hidden %s", CrashAfterClaim, writerOf(ctx), shortID(inv.records[i].MessageId), deployedVisibility)
+	panic(crashPanic{fault: CrashAfterClaim})
 }
 
 // PutReview injects CrashAfterWrite after a successful review write.
@@ -290,15 +405,40 @@ func (s *faultStore) PutReview(ctx context.Context, r review.Record) (bool, erro
 }
 
 // recorder sits right above the real store (or a planted bug) and checks
-// every successful write against the one before it: the store is only
-// ever written through it, so its memory of each record's last state is
+// every successful write against the ones before it: the store is only
+// ever written through it, so its memory of each record's last states is
 // the store's truth.
 type recorder struct {
 	store.Store
 	w      *world
 	mu     sync.Mutex
 	last   map[string]State
+	prev   map[string]State // the state before last, while the operation is active
+	hist   map[string]*revisions
 	writes int64
+}
+
+// revisions remembers which message wrote each of an operation's recent
+// revisions, for CheckFirstWrite.
+type revisions struct {
+	rev [8]int64
+	msg [8]string
+	n   int
+}
+
+func (h *revisions) add(rev int64, msg string) {
+	i := h.n % len(h.rev)
+	h.rev[i], h.msg[i] = rev, msg
+	h.n++
+}
+
+func (h *revisions) by(rev int64) string {
+	for i := range h.rev {
+		if h.rev[i] == rev && (h.n > i) {
+			return h.msg[i]
+		}
+	}
+	return ""
 }
 
 // Create records the new record as the operation's first state.
@@ -310,31 +450,144 @@ func (r *recorder) Create(ctx context.Context, rec operation.Record) (operation.
 	return saved, err
 }
 
-// Update checks a successful write against the state it replaced.
+// Update checks a handler's first write attempt for its message, and a
+// successful write against the state it replaced; it injects LostAck.
 func (r *recorder) Update(ctx context.Context, rec operation.Record, expected int64) (operation.Record, error) {
-	saved, err := r.Store.Update(ctx, rec, expected)
-	if err == nil {
-		r.observe(ctx, expected, saved)
-	}
-	return saved, err
+	r.checkAttempt(ctx, rec, expected)
+	return r.write(ctx, rec, expected, func() (operation.Record, error) { return r.Store.Update(ctx, rec, expected) })
 }
 
 // UpdateWithAudit is Update for an operator's audited write.
 func (r *recorder) UpdateWithAudit(ctx context.Context, rec operation.Record, expected int64, e review.AuditEntry) (operation.Record, error) {
-	saved, err := r.Store.UpdateWithAudit(ctx, rec, expected, e)
-	if err == nil {
-		r.observe(ctx, expected, saved)
+	return r.write(ctx, rec, expected, func() (operation.Record, error) { return r.Store.UpdateWithAudit(ctx, rec, expected, e) })
+}
+
+// errAckLost is what a write whose every answer was lost reports: a
+// timeout, which says nothing about whether the write was applied.
+var errAckLost = fmt.Errorf("faultsim: the store's answer was lost: %w", context.DeadlineExceeded)
+
+// write sends a conditional write to the store and records it. LostAck
+// strikes after the store applied it: the answer is lost and either the
+// store's client sends the write again, as the SDK's retryer does, and
+// returns what the store says to that (on a store that does not know its
+// own write, a conflict whose current item is the write itself), or the
+// caller gets a timeout. Only workers meet it (the application's own
+// writes are outside the model), and the timeout only those that retry
+// without waiting: submit backs off on the virtual clock between attempts,
+// which no worker may wait on (see the package doc).
+func (r *recorder) write(ctx context.Context, rec operation.Record, expected int64, send func() (operation.Record, error)) (operation.Record, error) {
+	saved, err := send()
+	if err != nil {
+		return saved, err
 	}
-	return saved, err
+	if !r.fresh(saved) {
+		// A store that knows its own write answered a caller's resend of
+		// it (after a timeout) with success and wrote nothing.
+		r.w.tracef(rec.OperationID, "the store recognised r%d, resent by %s, as the write it already applied", saved.Revision, writerOf(ctx))
+		return saved, nil
+	}
+	r.observe(ctx, expected, saved)
+	inv := invOf(ctx)
+	if _, other := ctx.Value(writerKey).(string); inv == nil || other || !r.w.inj.roll(LostAck) {
+		return saved, nil
+	}
+	r.w.inj.note(LostAck)
+	if inv.fn != "submit" && r.w.inj.intn(LostAck, 2) == 1 {
+		r.w.tracef(rec.OperationID, "FAULT %s: r%d was written, %s gets a timeout", LostAck, saved.Revision, writerOf(ctx))
+		return operation.Record{}, errAckLost
+	}
+	again, err := send()
+	switch {
+	case err == nil && r.fresh(again):
+		r.observe(ctx, expected, again) // the store wrote it twice
+	case err == nil:
+		r.w.tracef(rec.OperationID, "FAULT %s: r%d was written, its answer lost; the resend is recognised as the same write", LostAck, saved.Revision)
+	default:
+		r.w.tracef(rec.OperationID, "FAULT %s: r%d was written, its answer lost; the resend answers %v", LostAck, saved.Revision, err)
+	}
+	return again, err
+}
+
+// checkAttempt applies CheckFirstWrite to the first write a queue
+// handler attempts for a message.
+func (r *recorder) checkAttempt(ctx context.Context, rec operation.Record, expected int64) {
+	inv := invOf(ctx)
+	if inv == nil || inv.records == nil {
+		return // the application, the user, the sweep, an operator
+	}
+	if _, other := ctx.Value(writerKey).(string); other {
+		return // a concurrent writer injected inside the invocation
+	}
+	msg := rec.LastAppliedMessageID
+	i := -1
+	for k, m := range inv.records {
+		if m.MessageId == msg && inv.ops[k] == rec.OperationID {
+			i = k
+		}
+	}
+	if i < 0 || inv.firstWrite[msg] {
+		return
+	}
+	inv.firstWrite[msg] = true
+	r.mu.Lock()
+	by := ""
+	if h := r.hist[rec.OperationID]; h != nil {
+		by = h.by(expected)
+	}
+	done := r.last[rec.OperationID].Terminal()
+	r.mu.Unlock()
+	if done {
+		return // the store refuses any write now: nothing can fork
+	}
+	// An observation acts on the revision its message names or not at
+	// all: a redelivery whose own write landed only re-emits.
+	if p := CheckFirstWrite(msg, inv.envs[i].ExpectedRevision, expected, by, inv.fn != "observe"); p != "" {
+		r.w.tracef(rec.OperationID, "VIOLATION %s: %s", InvChain, p)
+		r.w.violate(InvChain, rec.OperationID, fmt.Sprintf("%s%s: %s", inv.fn, depthMark(inv.depth), p))
+	}
+}
+
+// fresh reports whether saved is a new revision, not one the recorder
+// has seen already.
+func (r *recorder) fresh(saved operation.Record) bool {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	last, ok := r.last[saved.OperationID]
+	return !ok || saved.Revision > last.Revision
 }
 
 // observe checks one successful write (expected 0: a create).
 func (r *recorder) observe(ctx context.Context, expected int64, saved operation.Record) {
 	next := StateOf(saved)
+	id := saved.OperationID
 	r.mu.Lock()
-	old, had := r.last[saved.OperationID]
-	r.last[saved.OperationID] = next
+	old, had := r.last[id]
+	before, hadBefore := r.prev[id]
+	r.last[id] = next
+	if had {
+		r.prev[id] = old
+	}
+	h := r.hist[id]
+	if h == nil {
+		h = &revisions{}
+		r.hist[id] = h
+	}
+	h.add(saved.Revision, saved.LastAppliedMessageID)
+	if next.Terminal() {
+		// Never written again: only the last state stays, for the check
+		// that no write follows.
+		delete(r.prev, id)
+		delete(r.hist, id)
+	}
 	r.writes++
+	switch {
+	case next.Phase == operation.Uncertain && (!had || old.Phase != operation.Uncertain):
+		r.w.madeUncertain++ // an operator is asked to reconcile
+		r.w.leftUncertain[id]++
+	case had && old.Phase == operation.Uncertain && next.Phase != operation.Uncertain && writerOf(ctx) != "operator":
+		r.w.resolvedUncertain++ // late evidence answered before any operator had to
+		r.w.leftUncertain[id]--
+	}
 	if writerOf(ctx) == "sweep" {
 		if next.Phase == operation.Uncertain {
 			r.w.sweepClaims++
@@ -343,12 +596,15 @@ func (r *recorder) observe(ctx context.Context, expected int64, saved operation.
 		}
 	}
 	r.mu.Unlock()
-	var prev *State
+	var prev, prior *State
 	if had {
 		prev = &old
 	}
+	if hadBefore {
+		prior = &before
+	}
 	w := r.w
-	if w.traced(saved.OperationID) {
+	if w.traced(id) {
 		from := "-"
 		if prev != nil {
 			from = fmt.Sprintf("r%d %s", prev.Revision, prev.Phase)
@@ -357,11 +613,12 @@ func (r *recorder) observe(ctx context.Context, expected int64, saved operation.
 		if saved.Schedule != nil {
 			sched = fmt.Sprintf("%s@%s", saved.Schedule.Action, w.at(saved.Schedule.Due))
 		}
-		w.tracef(saved.OperationID, "write by %s (expected r%d): %s → r%d %s job=%q settlement=%q deliveries=%d next=%s msg=%s",
+		w.tracef(id, "write by %s (expected r%d): %s → r%d %s job=%q settlement=%q deliveries=%d next=%s msg=%s",
 			writerOf(ctx), expected, from, saved.Revision, saved.Phase, saved.RemoteJobID, saved.Settlement, len(saved.Deliveries), sched, shortID(saved.LastAppliedMessageID))
 	}
-	for _, p := range CheckWrite(expected, prev, next) {
-		w.violate(InvWrites, saved.OperationID, fmt.Sprintf("write by %s: %s", writerOf(ctx), p))
+	for _, p := range CheckWrite(expected, prior, prev, next) {
+		w.tracef(id, "VIOLATION %s: %s", InvWrites, p)
+		w.violate(InvWrites, id, fmt.Sprintf("write by %s: %s", writerOf(ctx), p))
 	}
 }
 
@@ -378,6 +635,11 @@ func (s *sender) Send(ctx context.Context, queueURL string, body []byte, delay t
 	id, err := w.broker.Send(ctx, queueURL, body, delay)
 	if err != nil {
 		return id, err
+	}
+	if writerOf(ctx) == "sweep" {
+		w.mu.Lock()
+		w.rearms[env.OperationID]++
+		w.mu.Unlock()
 	}
 	if w.traced(env.OperationID) {
 		w.tracef(env.OperationID, "%s sends %s r%d job=%q delay %s (message %s)", writerOf(ctx), env.Action, env.ExpectedRevision, env.ExpectedRemoteJobID, delay, shortID(id))
@@ -408,7 +670,15 @@ func (e *extender) ChangeVisibility(ctx context.Context, queueURL, receiptHandle
 		}
 		return errors.New("faultsim: injected ChangeMessageVisibility failure")
 	}
-	return e.w.broker.ChangeVisibility(ctx, queueURL, receiptHandle, timeout)
+	err := e.w.broker.ChangeVisibility(ctx, queueURL, receiptHandle, timeout)
+	if inv := invOf(ctx); err == nil && inv != nil {
+		for _, r := range inv.records {
+			if r.ReceiptHandle == receiptHandle {
+				e.w.hidden(r.MessageId, receiptHandle, timeout)
+			}
+		}
+	}
+	return err
 }
 
 // genaceClient is the Genace client the handlers see: the real client
@@ -434,20 +704,106 @@ type Genace interface {
 func (g *genaceClient) Submit(ctx context.Context, req genace.SubmitRequest, timeout time.Duration) genace.SubmitResult {
 	w := g.w
 	w.alive(ctx)
+	dup := w.inj.roll(ClaimDuplicate)
+	early := dup && w.inj.intn(ClaimDuplicate, 2) == 0
+	if early {
+		w.claimDuplicate(ctx, req.OperationID, "before its POST")
+	}
+	if inv := invOf(ctx); inv != nil {
+		if i := w.handling(inv, req.OperationID); i >= 0 {
+			if p := w.authorityAt(inv, i, postNeed); p != "" {
+				w.tracef(req.OperationID, "VIOLATION %s: %s (message %s)", InvAuthority, p, shortID(inv.records[i].MessageId))
+				w.violate(InvAuthority, req.OperationID, fmt.Sprintf("%s%s: %s", inv.fn, depthMark(inv.depth), p))
+			}
+		}
+	}
+	sent := w.wire.count(req.OperationID)
+	w.posting(req.OperationID, true)
+	defer w.posting(req.OperationID, false)
 	res := g.c.Submit(ctx, req, timeout)
+	// A submission whose outcome is genuinely unknown: no answer reached
+	// the client, or the one that did is unknown by the contract, or the
+	// worker dies before the answer reaches its handler (counted as the
+	// panic unwinds).
+	posts := w.wire.since(req.OperationID, sent)
+	reached := false
+	defer func() {
+		if len(posts) > 0 && (!reached || !answerKnown(posts)) {
+			w.unknownSubmission(req.OperationID)
+		}
+	}()
 	w.tracef(req.OperationID, "POST by %s → %s status %d job=%q sent=%t", writerOf(ctx), res.Outcome, res.StatusCode, res.JobID, res.RequestSent)
 	t := w.tally(req.OperationID)
 	if res.Outcome == genace.OutcomeRateLimited {
 		t.rateLimited++
 	}
 	w.maybeCrash(ctx, CrashAfterPost, req.OperationID)
+	// The worker lives to see the answer: from here on invariant 2 holds
+	// the handler to every job id Genace's answers named on the wire, and
+	// to the one its client handed back.
+	for _, p := range w.wire.since(req.OperationID, sent) {
+		if !p.lost && p.jobID != "" {
+			t.handedOut = append(t.handedOut, p.jobID)
+		}
+	}
 	w.midCall(ctx, req.OperationID, "its POST")
+	w.operatorRace(ctx, req.OperationID, "its POST")
+	if dup && !early {
+		w.claimDuplicate(ctx, req.OperationID, "after its POST, before the answer reached it")
+	}
 	if res.JobID != "" {
-		// Handed back to a live handler: from here on invariant 2 holds
-		// the handler to it.
 		t.returned = append(t.returned, res.JobID)
 	}
+	reached = true
 	return res
+}
+
+// answerKnown says whether the last answer a POST got (after any re-send
+// by the transport) tells the outcome, by the contract: it reached the
+// client, and it is a 4xx, a 429, or a 2xx or 5xx that names the job. A
+// lost answer, a 5xx without a job id, or anything else leaves it unknown.
+func answerKnown(posts []wirePost) bool {
+	p := posts[len(posts)-1]
+	switch {
+	case p.lost:
+		return false
+	case p.status >= 400 && p.status < 500:
+		return true
+	case p.status >= 200 && p.status < 300, p.status >= 500:
+		return p.jobID != ""
+	}
+	return false
+}
+
+// claimDuplicate injects ClaimDuplicate into a submit worker that holds
+// the claim of op: a second dispatch of the operation (the worker's own
+// message sent again, as an SQS duplicate or a re-emit would be) reaches
+// another worker, which handles it to the end before this one goes on.
+func (w *world) claimDuplicate(ctx context.Context, op, when string) {
+	inv := invOf(ctx)
+	i := w.handling(inv, op)
+	if i < 0 || inv.depth > 0 || inv.fn != "submit" {
+		return
+	}
+	id, err := w.broker.Send(context.Background(), inv.queueURL, []byte(inv.records[i].Body), 0)
+	if err != nil {
+		return
+	}
+	w.tracef(op, "FAULT %s: a second dispatch (message %s) reaches another worker while %s holds the claim, %s", ClaimDuplicate, shortID(id), writerOf(ctx), when)
+	if w.handleNow(inv, id) {
+		w.inj.note(ClaimDuplicate)
+	}
+}
+
+// MessageOf returns the queue message that the worker behind ctx is
+// handling for the operation, if any. It is for planted bugs
+// (Config.WrapRecords) that act on what the worker's message is.
+func MessageOf(ctx context.Context, operationID string) (events.SQSMessage, bool) {
+	inv := invOf(ctx)
+	if i := inv.opRecord(operationID); i >= 0 {
+		return inv.records[i], true
+	}
+	return events.SQSMessage{}, false
 }
 
 // Get injects GetTimeout, or reads through and injects VisibilityExpiry.
@@ -476,6 +832,7 @@ func (g *genaceClient) Get(ctx context.Context, jobID string, wait, timeout time
 		}
 	}
 	w.midCall(ctx, op, "its GET")
+	w.operatorRace(ctx, op, "its GET")
 	return job, err
 }
 
@@ -497,6 +854,7 @@ func (g *genaceClient) Download(ctx context.Context, u genace.SignedURL, timeout
 	body, n, err := g.c.Download(ctx, u, timeout)
 	w.tracef(op, "download of %s by %s → err=%v", jobID, writerOf(ctx), err)
 	w.midCall(ctx, op, "its download")
+	w.operatorRace(ctx, op, "its download")
 	return body, n, err
 }
 
