@@ -332,7 +332,7 @@ func (w *world) wireUp() error {
 	if w.cfg.WrapOperator != nil {
 		opStore = w.cfg.WrapOperator(opStore)
 	}
-	w.replayer = &replay.Replayer{Store: operatorStore{Store: opStore, w: w}, Sender: w.disp, Clock: w.clk}
+	w.replayer = &replay.Replayer{Store: operatorStore{Store: opStore, w: w}, Sender: w.disp, Clock: w.clk, Genace: w.client}
 	w.sweep = sweep.New(sweep.Config{ClaimTimeout: 2 * time.Minute, OverdueAfter: 2 * time.Minute, Limit: 1000}, records, w.disp, w.clk, log.With("function", "sweep"), nil)
 	add := func(fn, queue string, h esm.Handler, timeout time.Duration) {
 		m := &esm.Mapping{Broker: w.broker, Queue: w.urls[queue], BatchSize: 10, Timeout: timeout, Clock: w.clk, Region: "local"}
