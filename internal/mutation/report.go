@@ -3,6 +3,7 @@ package mutation
 import (
 	"fmt"
 	"io"
+	"slices"
 	"strings"
 	"text/tabwriter"
 	"time"
@@ -14,6 +15,10 @@ type Summary struct {
 	Total, Killed int
 	// ByLayer counts the mutants each layer killed, of Ran[layer] it ran on.
 	ByLayer, Ran map[Layer]int
+	// SimulationItself counts the mutants TestSimulation failed on, of
+	// those the faultsim layer killed (the rest fell to the checks' own
+	// unit tests, which run no simulation).
+	SimulationItself int
 	// Survivors survived every layer that ran; Invalid did not compile or
 	// apply; Broken could not be measured.
 	Survivors, Invalid, Broken []string
@@ -32,6 +37,9 @@ func Summarize(results []Result) Summary {
 			if v.Dead() {
 				s.ByLayer[l]++
 			}
+		}
+		if slices.Contains(r.Failed[Faultsim], "TestSimulation") {
+			s.SimulationItself++
 		}
 		switch r.Overall() {
 		case Killed:
@@ -122,6 +130,9 @@ func (s Summary) WriteSummary(w io.Writer, layers []Layer) {
 	for _, l := range layers {
 		name := map[Layer]string{Unit: "unit tests", Faultsim: "simulation alone", Integration: "integration"}[l]
 		part := fmt.Sprintf("%s: %d/%d", name, s.ByLayer[l], s.Total)
+		if l == Faultsim {
+			part += fmt.Sprintf(" (TestSimulation itself: %d)", s.SimulationItself)
+		}
 		if l == Integration {
 			// It runs only on the store's mutants: count of those.
 			part = fmt.Sprintf("%s: %d/%d (the mutants it applies to)", name, s.ByLayer[l], s.Ran[l])

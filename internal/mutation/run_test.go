@@ -61,7 +61,13 @@ func TestSummary(t *testing.T) {
 		result("e", map[Layer]Verdict{Unit: BuildFailed}),
 		result("f", map[Layer]Verdict{Unit: Survived, Faultsim: Broken}),
 	}
+	results[0].Failed = map[Layer][]string{Faultsim: {"TestSimulation", "TestOther"}}
+	// b fell to a check's own unit test in the faultsim package, not to a simulation.
+	results[1].Failed = map[Layer][]string{Faultsim: {"TestCheckWrite"}}
 	s := Summarize(results)
+	if s.SimulationItself != 1 {
+		t.Errorf("TestSimulation itself killed %d, want 1", s.SimulationItself)
+	}
 	if s.Total != 6 || s.Killed != 3 || s.ByLayer[Unit] != 1 || s.ByLayer[Faultsim] != 2 || s.ByLayer[Integration] != 1 || s.Ran[Integration] != 1 {
 		t.Errorf("summary %+v", s)
 	}
@@ -81,7 +87,7 @@ func TestSummary(t *testing.T) {
 
 	var out strings.Builder
 	s.WriteSummary(&out, layers)
-	if got, want := out.String(), "all together: 3/6 killed; unit tests: 1/6; simulation alone: 2/6; integration: 1/1 (the mutants it applies to)\n"; got != want {
+	if got, want := out.String(), "all together: 3/6 killed; unit tests: 1/6; simulation alone: 2/6 (TestSimulation itself: 1); integration: 1/1 (the mutants it applies to)\n"; got != want {
 		t.Errorf("summary line\n got %q\nwant %q", got, want)
 	}
 	out.Reset()
