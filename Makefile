@@ -94,7 +94,7 @@ MUTANTS_LAYERS  ?= unit,faultsim,integration
 MUTANTS_MIN_SIM ?= 18
 
 mutants: ## mutation check of testdata/mutants/mutants.txt: each must be killed, the simulation alone must kill MUTANTS_MIN_SIM (MUTANTS_ARGS="--check" only checks the anchors; "-run ID -j 2 -logs DIR")
-	$(GO) run ./internal/mutation/cmd/mutants -layers $(MUTANTS_LAYERS) -min-sim $(MUTANTS_MIN_SIM) $(MUTANTS_ARGS)
+	$(GO) run ./internal/mutation/cmd/mutants -go $(GO) -layers $(MUTANTS_LAYERS) -min-sim $(MUTANTS_MIN_SIM) $(MUTANTS_ARGS)
 
 clean: ## remove build output (keeps the download cache)
 	rm -rf build
