@@ -15,7 +15,7 @@ FUZZTIME  ?= 10s
 
 export GOBIN := $(BIN)
 
-.PHONY: help run invoke build test unit lint fmt bench fuzz soak faultsim clean
+.PHONY: help run invoke build test unit lint fmt bench fuzz soak faultsim mutants clean
 
 help: ## list the targets
 	@grep -hE '^[a-zA-Z_-]+:.*## ' $(MAKEFILE_LIST) | sort | \
@@ -89,6 +89,12 @@ soak: ## fault-injection soak: SOAK_OPS operations (default 100000, ~7 min), SOA
 
 faultsim: ## replay one simulation: SEED=N [OPS=1000] [FAULTS=all]
 	$(GO) test -count=1 -v -run 'TestSimulation$$' ./internal/faultsim -faultsim.seed=$(SEED) -faultsim.ops=$(or $(OPS),1000) -faultsim.faults=$(or $(FAULTS),all)
+
+MUTANTS_LAYERS  ?= unit,faultsim,integration
+MUTANTS_MIN_SIM ?= 18
+
+mutants: ## mutation check of testdata/mutants/mutants.txt: each must be killed, the simulation alone must kill MUTANTS_MIN_SIM (MUTANTS_ARGS="--check" only checks the anchors; "-run ID -j 2 -logs DIR")
+	$(GO) run ./internal/mutation/cmd/mutants -go $(GO) -layers $(MUTANTS_LAYERS) -min-sim $(MUTANTS_MIN_SIM) $(MUTANTS_ARGS)
 
 clean: ## remove build output (keeps the download cache)
 	rm -rf build
