@@ -526,11 +526,30 @@ func isTxConflict(err error) bool {
 // Audit implements Store: the entries sort by zero-padded revision inside
 // the operation's partition, so a consistent Query returns them in order.
 func (d *Dynamo) Audit(ctx context.Context, operationID string) ([]review.AuditEntry, error) {
+	var entries []review.AuditEntry
+	err := d.eachInOperation(ctx, operationID, auditSKPrefix, func(item map[string]types.AttributeValue) error {
+		var e review.AuditEntry
+		if err := attributevalue.UnmarshalMap(item, &e); err != nil {
+			return fmt.Errorf("unmarshal entry: %w", err)
+		}
+		entries = append(entries, e)
+		return nil
+	})
+	if err != nil {
+		return nil, fmt.Errorf("audit %s: %w", operationID, err)
+	}
+	return entries, nil
+}
+
+// eachInOperation calls fn for each item of the operation's partition
+// whose sort key starts with prefix, in sort-key order, from consistent
+// Query pages.
+func (d *Dynamo) eachInOperation(ctx context.Context, operationID, prefix string, fn func(map[string]types.AttributeValue) error) error {
 	key := expression.Key(AttrPK).Equal(expression.Value(opKeyPrefix + operationID)).
-		And(expression.Key(AttrSK).BeginsWith(auditSKPrefix))
+		And(expression.Key(AttrSK).BeginsWith(prefix))
 	expr, err := expression.NewBuilder().WithKeyCondition(key).Build()
 	if err != nil {
-		return nil, fmt.Errorf("audit %s: build key condition: %w", operationID, err)
+		return fmt.Errorf("build key condition: %w", err)
 	}
 	pages := dynamodb.NewQueryPaginator(d.client, &dynamodb.QueryInput{
 		TableName:                 aws.String(d.table),
@@ -539,21 +558,18 @@ func (d *Dynamo) Audit(ctx context.Context, operationID string) ([]review.AuditE
 		ExpressionAttributeValues: expr.Values(),
 		ConsistentRead:            aws.Bool(true),
 	})
-	var entries []review.AuditEntry
 	for pages.HasMorePages() {
 		page, err := pages.NextPage(ctx)
 		if err != nil {
-			return nil, fmt.Errorf("audit %s: %w", operationID, err)
+			return err
 		}
 		for _, item := range page.Items {
-			var e review.AuditEntry
-			if err := attributevalue.UnmarshalMap(item, &e); err != nil {
-				return nil, fmt.Errorf("audit %s: unmarshal entry: %w", operationID, err)
+			if err := fn(item); err != nil {
+				return err
 			}
-			entries = append(entries, e)
 		}
 	}
-	return entries, nil
+	return nil
 }
 
 // PutReview implements Store with a create-only Put, so a redelivered DLQ
@@ -662,39 +678,24 @@ func (d *Dynamo) OpenReviewsOf(ctx context.Context, operationID string) ([]revie
 // references in the operation's partition, then a consistent read of
 // each review.
 func (d *Dynamo) OperationReviews(ctx context.Context, operationID string) ([]review.Record, error) {
-	key := expression.Key(AttrPK).Equal(expression.Value(opKeyPrefix + operationID)).
-		And(expression.Key(AttrSK).BeginsWith(reviewRefSKPrefix))
-	expr, err := expression.NewBuilder().WithKeyCondition(key).Build()
-	if err != nil {
-		return nil, fmt.Errorf("reviews of %s: build key condition: %w", operationID, err)
-	}
-	pages := dynamodb.NewQueryPaginator(d.client, &dynamodb.QueryInput{
-		TableName:                 aws.String(d.table),
-		KeyConditionExpression:    expr.KeyCondition(),
-		ExpressionAttributeNames:  expr.Names(),
-		ExpressionAttributeValues: expr.Values(),
-		ConsistentRead:            aws.Bool(true),
-	})
 	var out []review.Record
-	for pages.HasMorePages() {
-		page, err := pages.NextPage(ctx)
+	err := d.eachInOperation(ctx, operationID, reviewRefSKPrefix, func(item map[string]types.AttributeValue) error {
+		sk, _ := item[AttrSK].(*types.AttributeValueMemberS)
+		if sk == nil {
+			return fmt.Errorf("reference without %s", AttrSK)
+		}
+		r, err := d.GetReview(ctx, strings.TrimPrefix(sk.Value, reviewRefSKPrefix))
+		if errors.Is(err, ErrNotFound) {
+			return nil // its review Put failed after the reference
+		}
 		if err != nil {
-			return nil, fmt.Errorf("reviews of %s: %w", operationID, err)
+			return err
 		}
-		for _, item := range page.Items {
-			sk, _ := item[AttrSK].(*types.AttributeValueMemberS)
-			if sk == nil {
-				return nil, fmt.Errorf("reviews of %s: reference without %s", operationID, AttrSK)
-			}
-			r, err := d.GetReview(ctx, strings.TrimPrefix(sk.Value, reviewRefSKPrefix))
-			if errors.Is(err, ErrNotFound) {
-				continue // its review Put failed after the reference
-			}
-			if err != nil {
-				return nil, fmt.Errorf("reviews of %s: %w", operationID, err)
-			}
-			out = append(out, r)
-		}
+		out = append(out, r)
+		return nil
+	})
+	if err != nil {
+		return nil, fmt.Errorf("reviews of %s: %w", operationID, err)
 	}
 	sortReviews(out)
 	return out, nil
