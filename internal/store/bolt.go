@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"strconv"
 	"time"
 
 	bolt "go.etcd.io/bbolt"
@@ -32,6 +33,11 @@ var (
 	// bucketOpReviews: operation id → nested bucket of review id → empty,
 	// for every review that names an operation (OpenReviewsOf).
 	bucketOpReviews = []byte("operation_reviews")
+	// bucketJobs: job id → nested bucket of encoded JobRef → empty, for
+	// every record, review and audit entry that names a job (JobRefs): the
+	// embedded store's counterpart of DynamoDB's JobIndex. A job id never
+	// leaves an item that names it, so entries are only ever added.
+	bucketJobs = []byte("jobs")
 )
 
 // BoltLockTimeout is how long OpenBolt waits for the file lock, which a
@@ -93,7 +99,7 @@ func openBoltWith(path string, lockTimeout time.Duration, opts BoltOptions) (*Bo
 		return nil, fmt.Errorf("open store %s: %w", path, err)
 	}
 	err = db.Update(func(tx *bolt.Tx) error {
-		for _, name := range [][]byte{bucketOps, bucketAudit, bucketReviews, bucketOpenReviews, bucketDue, bucketOpReviews} {
+		for _, name := range [][]byte{bucketOps, bucketAudit, bucketReviews, bucketOpenReviews, bucketDue, bucketOpReviews, bucketJobs} {
 			if _, err := tx.CreateBucketIfNotExists(name); err != nil {
 				return fmt.Errorf("bucket %s: %w", name, err)
 			}
@@ -136,6 +142,11 @@ func putRecord(tx *bolt.Tx, old *operation.Record, rec operation.Record) error {
 	}
 	if err := tx.Bucket(bucketOps).Put([]byte(rec.OperationID), raw); err != nil {
 		return fmt.Errorf("put record: %w", err)
+	}
+	if rec.RemoteJobID != "" && (old == nil || old.RemoteJobID != rec.RemoteJobID) {
+		if err := indexJob(tx, JobRef{JobID: rec.RemoteJobID, OperationID: rec.OperationID, Kind: RefRecord}); err != nil {
+			return err
+		}
 	}
 	due := tx.Bucket(bucketDue)
 	if old != nil {
@@ -230,6 +241,12 @@ func (b *Bolt) update(ctx context.Context, rec operation.Record, expected int64,
 			}
 			if err := audit.Put(key, raw); err != nil {
 				return fmt.Errorf("put audit entry: %w", err)
+			}
+			if entry.RemoteJobID != "" {
+				ref := JobRef{JobID: entry.RemoteJobID, OperationID: entry.OperationID, Kind: RefAudit, Key: strconv.FormatInt(entry.Revision, 10)}
+				if err := indexJob(tx, ref); err != nil {
+					return err
+				}
 			}
 		}
 		return putRecord(tx, &cur, rec)
@@ -334,6 +351,11 @@ func (b *Bolt) PutReview(ctx context.Context, r review.Record) (bool, error) {
 		if r.Open {
 			if err := tx.Bucket(bucketOpenReviews).Put([]byte(indexKey(r.CreatedAt, r.ID)), []byte(r.ID)); err != nil {
 				return fmt.Errorf("index: %w", err)
+			}
+		}
+		if r.RemoteJobID != "" {
+			if err := indexJob(tx, JobRef{JobID: r.RemoteJobID, OperationID: r.OperationID, Kind: RefReview, Key: r.ID}); err != nil {
+				return err
 			}
 		}
 		if r.OperationID != "" {
