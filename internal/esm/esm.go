@@ -291,7 +291,10 @@ func (m *Mapping) invoke(ctx context.Context, ev events.SQSEvent) (resp events.S
 	clk := m.clock()
 	timeout := m.timeout()
 	deadline := clk.Now().Add(timeout)
-	ictx, cancel := withDeadline(ctx, clk, deadline, timeout)
+	// Stopping the mapping stops polling, not an invocation in flight (as
+	// disabling a Lambda event source mapping does): only the function's
+	// deadline ends it.
+	ictx, cancel := withDeadline(context.WithoutCancel(ctx), clk, deadline, timeout)
 	defer cancel()
 	defer func() {
 		if p := recover(); p != nil {

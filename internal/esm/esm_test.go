@@ -517,6 +517,42 @@ func TestRun(t *testing.T) {
 			t.Errorf("Stats = %+v", s)
 		}
 	})
+	t.Run("stopping it lets the invocation in flight finish", func(t *testing.T) {
+		// Disabling a Lambda event source mapping stops polling; it does
+		// not cancel an invocation that already runs. A handler cut off
+		// between its record write and its review write would leave an
+		// operation parked with no review (the local demo did, under load).
+		t.Parallel()
+		b := localqueue.New(nil)
+		url, err := b.Create("stop", localqueue.Config{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		started, release := make(chan struct{}), make(chan struct{})
+		var ctxErr atomic.Value
+		m := &Mapping{Broker: b, Queue: url,
+			Handler: func(ctx context.Context, ev events.SQSEvent) (events.SQSEventResponse, error) {
+				close(started)
+				<-release
+				ctxErr.Store(fmt.Sprint(ctx.Err()))
+				return events.SQSEventResponse{}, nil
+			}}
+		if _, err := b.Send(context.Background(), url, []byte("x"), 0); err != nil {
+			t.Fatal(err)
+		}
+		ctx, cancel := context.WithCancel(context.Background())
+		errc := make(chan error, 1)
+		go func() { errc <- m.Run(ctx, time.Millisecond) }()
+		<-started
+		cancel()
+		close(release)
+		if err := <-errc; err != nil {
+			t.Errorf("Run: %v", err)
+		}
+		if got := ctxErr.Load(); got != "<nil>" {
+			t.Errorf("the invocation's context was %v once the mapping stopped; want it left to finish", got)
+		}
+	})
 	t.Run("a missing queue stops it", func(t *testing.T) {
 		t.Parallel()
 		m := &Mapping{Broker: localqueue.New(nil), Queue: "local://missing", Handler: ok, Workers: 3}
