@@ -356,3 +356,53 @@ func invs(in []faultsim.Invariant) []string {
 	}
 	return out
 }
+
+// TestDeadWorkerEndsChain is seed 42's op-007116 (10,000 operations): a
+// submit worker paused inside its POST; its message's visibility ran out,
+// a second worker took the message, rightly marked the claim uncertain
+// and acknowledged the message; the first worker then applied its 202
+// (the outcome of the only POST) and died before sending the observation.
+// Nothing was left to redeliver, so only the sweep could carry the chain
+// on, and its one re-arm was reported as a chain that dies by itself
+// (bound 0). The death ended the chain by design, like a dead-lettered
+// message; it counts as a stop. A death whose message is still queued, or
+// whose write another writer followed, ends nothing: a re-arm there is
+// still a chain that dies by itself.
+func TestDeadWorkerEndsChain(t *testing.T) {
+	t.Parallel()
+	cases := []struct {
+		name                               string
+		wroteLatest, messageGone, terminal bool
+		ends                               bool
+	}{
+		{"wrote last, message acknowledged by another worker", true, true, false, true},
+		{"wrote last, message still queued: its redelivery re-emits", true, false, false, false},
+		{"another writer followed: its follow-up carries the chain", false, true, false, false},
+		{"wrote nothing: the acknowledging worker carried on", false, true, false, false},
+		{"terminal: no chain to carry", true, true, true, false},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			ends := faultsim.DeadWorkerEndsChain(tc.wroteLatest, tc.messageGone, tc.terminal)
+			if ends != tc.ends {
+				t.Fatalf("DeadWorkerEndsChain = %t, want %t", ends, tc.ends)
+			}
+			// What the chain check then says of the sweep's one re-arm.
+			stops := 0
+			if ends {
+				stops++
+			}
+			f := faultsim.Final{Record: operation.Record{OperationID: "op-1", Revision: 7, Phase: operation.Delivered}, SweepRearms: 1, SweepBound: faultsim.SweepBound(stops)}
+			var chain int
+			for _, v := range faultsim.CheckFinal(f) {
+				if v.Invariant == faultsim.InvChain {
+					chain++
+				}
+			}
+			if want := map[bool]int{true: 0, false: 1}[ends]; chain != want {
+				t.Fatalf("%d chain violations for one re-arm with %d stops, want %d", chain, stops, want)
+			}
+		})
+	}
+}

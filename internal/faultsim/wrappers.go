@@ -48,7 +48,11 @@ type invocation struct {
 	// firstWrite notes the messages whose first write attempt was checked
 	// (CheckFirstWrite).
 	firstWrite map[string]bool
-	depth      int // 0 for the driver's own polls, 1 for a second worker
+	// wrote is the last revision a queue handler's invocation wrote, per
+	// operation (guarded by the recorder's mutex), for DeadWorkerEndsChain;
+	// nil for the sweep's.
+	wrote map[string]int64
+	depth int // 0 for the driver's own polls, 1 for a second worker
 	// crashed is set when a fault killed the invocation: every later call
 	// through a wrapper panics again (a dead process does nothing more),
 	// and the invocation fails as a whole, acknowledging nothing.
@@ -128,7 +132,7 @@ func (w *world) maybeCrashHolding(ctx context.Context, f Fault, op string, claim
 func (w *world) wrapHandler(fn string, m *esm.Mapping, h esm.Handler) esm.Handler {
 	return func(ctx context.Context, ev events.SQSEvent) (events.SQSEventResponse, error) {
 		inv := &invocation{fn: fn, queueURL: m.Queue, m: m, records: ev.Records, depth: depthOf(ctx),
-			ops: make([]string, len(ev.Records)), envs: make([]message.Envelope, len(ev.Records)), firstWrite: map[string]bool{}}
+			ops: make([]string, len(ev.Records)), envs: make([]message.Envelope, len(ev.Records)), firstWrite: map[string]bool{}, wrote: map[string]int64{}}
 		for i, r := range ev.Records {
 			w.nestedSeen(r.MessageId)
 			w.granted(m.Queue, r.MessageId, r.ReceiptHandle)
@@ -168,7 +172,7 @@ func (w *world) wrapHandler(fn string, m *esm.Mapping, h esm.Handler) esm.Handle
 		}
 		if inv.crashed {
 			for i := range ev.Records {
-				w.tracef(inv.ops[i], "%s%s died: message %s stays for redelivery", fn, depthMark(inv.depth), shortID(ev.Records[i].MessageId))
+				w.died(inv, i)
 			}
 			return events.SQSEventResponse{}, errCrashed
 		}
@@ -185,6 +189,30 @@ func (w *world) wrapHandler(fn string, m *esm.Mapping, h esm.Handler) esm.Handle
 			}
 		}
 		return resp, err
+	}
+}
+
+// died notes the death of inv's worker for record i: its message stays
+// for redelivery, unless another worker took and acknowledged it
+// meanwhile, in which case a chain whose latest write is the dead
+// worker's ends there (DeadWorkerEndsChain).
+func (w *world) died(inv *invocation, i int) {
+	op, msg := inv.ops[i], inv.records[i].MessageId
+	w.mu.Lock()
+	_, queued := w.leases[msg]
+	w.mu.Unlock()
+	if queued {
+		w.tracef(op, "%s%s died: message %s stays for redelivery", inv.fn, depthMark(inv.depth), shortID(msg))
+		return
+	}
+	w.rec.mu.Lock()
+	last, known := w.rec.last[op]
+	rev, wrote := inv.wrote[op]
+	w.rec.mu.Unlock()
+	ends := known && DeadWorkerEndsChain(wrote && rev == last.Revision, true, last.Terminal())
+	w.tracef(op, "%s%s died: message %s was acknowledged by another worker, nothing redelivers it (chain ends: %t)", inv.fn, depthMark(inv.depth), shortID(msg), ends)
+	if ends {
+		w.chainStop(op)
 	}
 }
 
@@ -573,6 +601,11 @@ func (r *recorder) observe(ctx context.Context, expected int64, saved operation.
 		r.hist[id] = h
 	}
 	h.add(saved.Revision, saved.LastAppliedMessageID)
+	if inv := invOf(ctx); inv != nil && inv.wrote != nil {
+		if _, other := ctx.Value(writerKey).(string); !other {
+			inv.wrote[id] = saved.Revision
+		}
+	}
 	if next.Terminal() {
 		// Never written again: only the last state stays, for the check
 		// that no write follows.
