@@ -406,3 +406,47 @@ func TestDeadWorkerEndsChain(t *testing.T) {
 		})
 	}
 }
+
+// TestEvidenceAfterOperator is seed 42's op-002668 (10,000 operations): a
+// submit worker paused inside its POST; the claim's redelivery rightly
+// marked it uncertain; an operator reconciled it with the job id while
+// the POST was in flight; then the worker's 202 landed and was applied.
+// No submission was of unknown outcome, yet the episode was counted as
+// left uncertain, because the operator closed it first: 1 left per 0
+// unknown, an operator charged to the handlers. The claim's own message
+// writes after a reconciliation only to apply its POST's definite answer,
+// so that write is the evidence, and the episode was resolved by it.
+// Nothing else counts: not the operator's writes, not another message's
+// (the chain the reconciliation started, a new dispatch after "confirmed
+// not submitted"), which say nothing about the claim's POST.
+func TestEvidenceAfterOperator(t *testing.T) {
+	t.Parallel()
+	cases := []struct {
+		name             string
+		claim, written   string
+		byOperator, want bool
+	}{
+		{"the claim's late 202 after the operator's reconcile", "msg-claim", "msg-claim", false, true},
+		{"the observation the reconciliation started", "msg-claim", "msg-observe", false, false},
+		{"the operator's own write", "msg-claim", "msg-claim", true, false},
+		{"an episode without a known claim", "", "", false, false},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			resolved := faultsim.EvidenceAfterOperator(tc.claim, tc.written, tc.byOperator)
+			if resolved != tc.want {
+				t.Fatalf("EvidenceAfterOperator(%q, %q, %t) = %t, want %t", tc.claim, tc.written, tc.byOperator, resolved, tc.want)
+			}
+			// op-002668 alone: made uncertain once, no unknown submission.
+			left := 1
+			if resolved {
+				left--
+			}
+			r := faultsim.Result{MadeUncertain: 1, LeftUncertain: left}
+			if got, want := len(r.Thresholds()), left; got != want {
+				t.Fatalf("%d thresholds exceeded with %d left uncertain and no unknown submission, want %d: %v", got, left, want, r.Thresholds())
+			}
+		})
+	}
+}

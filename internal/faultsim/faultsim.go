@@ -253,7 +253,8 @@ type Result struct {
 	UnknownSubmissions int `json:"unknown_submissions"`
 	// MadeUncertain counts the times automation made an operation
 	// uncertain, and LeftUncertain those of them that no later evidence
-	// resolved (a late answer, a job id): each of these needs an operator
+	// resolved (a late answer, a job id, also one that lands after an
+	// operator's reconciliation raced it): each of these needs an operator
 	// to reconcile it, whether or not the run's operator (OperatorRace)
 	// did so before the end.
 	MadeUncertain int `json:"made_uncertain"`

@@ -11,7 +11,8 @@ import (
 const (
 	// MaxUncertainPerUnknown bounds the operations left uncertain
 	// (Result.LeftUncertain: made uncertain by automation and resolved by
-	// no later evidence, so an operator must reconcile them) per
+	// no later evidence, before or after an operator's reconciliation,
+	// see EvidenceAfterOperator, so an operator must reconcile them) per
 	// submission whose outcome was genuinely
 	// unknown (Result.UnknownSubmissions): each such submission may
 	// rightly leave its operation uncertain, nothing else may (a definite
@@ -23,6 +24,23 @@ const (
 	// review.
 	MaxReviewsOfTerminal = 0
 )
+
+// EvidenceAfterOperator says whether a write resolves, as late evidence,
+// an uncertain episode that an operator closed before the evidence came:
+// claim is the message whose claim the episode was uncertain about,
+// written the message the write applied. The claim's own message writes
+// after an operator's reconciliation only to apply its POST's definite
+// answer (the outcome of the only POST, applied whatever the record now
+// is), so such a write is the evidence the episode waited for: the
+// operator raced it and was not needed, as when the same answer lands
+// first. Counting that episode as left uncertain would charge the
+// operator's race to the handlers. Writes of any other message (the
+// observation chain the operator's reconciliation started, a new
+// dispatch after "confirmed not submitted") are no evidence about it;
+// nor is anything the operator writes.
+func EvidenceAfterOperator(claim, written string, byOperator bool) bool {
+	return !byOperator && claim != "" && written == claim
+}
 
 // UncertainPerUnknown is the number of operations left uncertain per
 // submission whose outcome was genuinely unknown: 0 when there are

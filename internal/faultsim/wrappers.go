@@ -444,6 +444,10 @@ type recorder struct {
 	prev   map[string]State // the state before last, while the operation is active
 	hist   map[string]*revisions
 	writes int64
+	// claimOf is the claiming message of each operation's open uncertain
+	// episode, and closedFirst that of an episode an operator closed
+	// before the claim's own evidence came (EvidenceAfterOperator).
+	claimOf, closedFirst map[string]string
 }
 
 // revisions remembers which message wrote each of an operation's recent
@@ -613,13 +617,35 @@ func (r *recorder) observe(ctx context.Context, expected int64, saved operation.
 		delete(r.hist, id)
 	}
 	r.writes++
+	byOperator := writerOf(ctx) == "operator"
 	switch {
 	case next.Phase == operation.Uncertain && (!had || old.Phase != operation.Uncertain):
 		r.w.madeUncertain++ // an operator is asked to reconcile
 		r.w.leftUncertain[id]++
-	case had && old.Phase == operation.Uncertain && next.Phase != operation.Uncertain && writerOf(ctx) != "operator":
+		delete(r.closedFirst, id)
+		r.claimOf[id] = ""
+		if saved.Claim != nil {
+			r.claimOf[id] = saved.Claim.MessageID
+		}
+	case had && old.Phase == operation.Uncertain && next.Phase != operation.Uncertain && !byOperator:
 		r.w.resolvedUncertain++ // late evidence answered before any operator had to
 		r.w.leftUncertain[id]--
+		delete(r.claimOf, id)
+	case had && old.Phase == operation.Uncertain && next.Phase != operation.Uncertain:
+		// The operator answered first; the claim's own evidence may
+		// still come.
+		r.closedFirst[id] = r.claimOf[id]
+		delete(r.claimOf, id)
+	default:
+		if claim, ok := r.closedFirst[id]; ok && EvidenceAfterOperator(claim, saved.LastAppliedMessageID, byOperator) {
+			r.w.resolvedUncertain++
+			r.w.leftUncertain[id]--
+			delete(r.closedFirst, id)
+		}
+	}
+	if next.Terminal() {
+		delete(r.claimOf, id)
+		delete(r.closedFirst, id)
 	}
 	if writerOf(ctx) == "sweep" {
 		if next.Phase == operation.Uncertain {
