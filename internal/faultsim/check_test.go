@@ -410,33 +410,32 @@ func TestDeadWorkerEndsChain(t *testing.T) {
 // TestEvidenceAfterOperator is seed 42's op-002668 (10,000 operations): a
 // submit worker paused inside its POST; the claim's redelivery rightly
 // marked it uncertain; an operator reconciled it with the job id while
-// the POST was in flight; then the worker's 202 landed and was applied.
-// No submission was of unknown outcome, yet the episode was counted as
-// left uncertain, because the operator closed it first: 1 left per 0
-// unknown, an operator charged to the handlers. The claim's own message
-// writes after a reconciliation only to apply its POST's definite answer,
-// so that write is the evidence, and the episode was resolved by it.
-// Nothing else counts: not the operator's writes, not another message's
-// (the chain the reconciliation started, a new dispatch after "confirmed
-// not submitted"), which say nothing about the claim's POST.
+// the POST was in flight; then the worker's 202 reached it. No submission
+// was of unknown outcome, yet the episode was counted as left uncertain,
+// because the operator closed it first: 1 left per 0 unknown, an
+// operator's race charged to the handlers. The claimant's definite answer
+// is the evidence the episode waited for, whether it lands before or
+// after the operator's write (and whether the claimant then writes
+// anything: the record may already hold it). Nothing else counts: another
+// message's answer says nothing about the claim's POST.
 func TestEvidenceAfterOperator(t *testing.T) {
 	t.Parallel()
 	cases := []struct {
-		name             string
-		claim, written   string
-		byOperator, want bool
+		name            string
+		claim, answered string
+		want            bool
 	}{
-		{"the claim's late 202 after the operator's reconcile", "msg-claim", "msg-claim", false, true},
-		{"the observation the reconciliation started", "msg-claim", "msg-observe", false, false},
-		{"the operator's own write", "msg-claim", "msg-claim", true, false},
-		{"an episode without a known claim", "", "", false, false},
+		{"the claimant's 202 after the operator's reconcile", "msg-claim", "msg-claim", true},
+		{"a new dispatch's answer after confirmed not submitted", "msg-claim", "msg-dispatch", false},
+		{"no answer reached a live handler", "msg-claim", "", false},
+		{"an episode without a known claim", "", "", false},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
 			t.Parallel()
-			resolved := faultsim.EvidenceAfterOperator(tc.claim, tc.written, tc.byOperator)
+			resolved := faultsim.EvidenceAfterOperator(tc.claim, tc.answered)
 			if resolved != tc.want {
-				t.Fatalf("EvidenceAfterOperator(%q, %q, %t) = %t, want %t", tc.claim, tc.written, tc.byOperator, resolved, tc.want)
+				t.Fatalf("EvidenceAfterOperator(%q, %q) = %t, want %t", tc.claim, tc.answered, resolved, tc.want)
 			}
 			// op-002668 alone: made uncertain once, no unknown submission.
 			left := 1

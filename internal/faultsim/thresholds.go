@@ -25,21 +25,20 @@ const (
 	MaxReviewsOfTerminal = 0
 )
 
-// EvidenceAfterOperator says whether a write resolves, as late evidence,
-// an uncertain episode that an operator closed before the evidence came:
-// claim is the message whose claim the episode was uncertain about,
-// written the message the write applied. The claim's own message writes
-// after an operator's reconciliation only to apply its POST's definite
-// answer (the outcome of the only POST, applied whatever the record now
-// is), so such a write is the evidence the episode waited for: the
-// operator raced it and was not needed, as when the same answer lands
-// first. Counting that episode as left uncertain would charge the
-// operator's race to the handlers. Writes of any other message (the
-// observation chain the operator's reconciliation started, a new
-// dispatch after "confirmed not submitted") are no evidence about it;
-// nor is anything the operator writes.
-func EvidenceAfterOperator(claim, written string, byOperator bool) bool {
-	return !byOperator && claim != "" && written == claim
+// EvidenceAfterOperator says whether an uncertain episode that an
+// operator closed was resolved by evidence all the same: claim is the
+// message whose claim the episode was uncertain about, answered the
+// message whose POST's definite answer (a job id, a rejection, a 429)
+// reached its live handler, before or after the operator's write. The
+// claimant applies that answer whatever the record now is, or finds it
+// already there, so the episode never needed the operator: the operator
+// raced the evidence, as when the same answer lands first. Counting it as
+// left uncertain would charge the operator's race to the handlers. Any
+// other message's answer (a new dispatch's after "confirmed not
+// submitted") says nothing about the claim's POST, and what the operator
+// writes is no evidence.
+func EvidenceAfterOperator(claim, answered string) bool {
+	return claim != "" && answered == claim
 }
 
 // UncertainPerUnknown is the number of operations left uncertain per

@@ -445,9 +445,11 @@ type recorder struct {
 	hist   map[string]*revisions
 	writes int64
 	// claimOf is the claiming message of each operation's open uncertain
-	// episode, and closedFirst that of an episode an operator closed
-	// before the claim's own evidence came (EvidenceAfterOperator).
-	claimOf, closedFirst map[string]string
+	// episode, closedFirst that of an episode an operator closed before
+	// the claim's own evidence came, and answered the last message whose
+	// POST's definite answer reached its live handler
+	// (EvidenceAfterOperator).
+	claimOf, closedFirst, answered map[string]string
 }
 
 // revisions remembers which message wrote each of an operation's recent
@@ -579,6 +581,20 @@ func (r *recorder) checkAttempt(ctx context.Context, rec operation.Record, expec
 	}
 }
 
+// answer notes that msg's POST for op got a definite answer that reached
+// its live handler: evidence for an uncertain episode about msg's claim,
+// also one an operator has closed already.
+func (r *recorder) answer(op, msg string) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.answered[op] = msg
+	if claim, ok := r.closedFirst[op]; ok && EvidenceAfterOperator(claim, msg) {
+		r.w.resolvedUncertain++
+		r.w.leftUncertain[op]--
+		delete(r.closedFirst, op)
+	}
+}
+
 // fresh reports whether saved is a new revision, not one the recorder
 // has seen already.
 func (r *recorder) fresh(saved operation.Record) bool {
@@ -617,8 +633,7 @@ func (r *recorder) observe(ctx context.Context, expected int64, saved operation.
 		delete(r.hist, id)
 	}
 	r.writes++
-	byOperator := writerOf(ctx) == "operator"
-	switch {
+	switch byOperator := writerOf(ctx) == "operator"; {
 	case next.Phase == operation.Uncertain && (!had || old.Phase != operation.Uncertain):
 		r.w.madeUncertain++ // an operator is asked to reconcile
 		r.w.leftUncertain[id]++
@@ -632,20 +647,19 @@ func (r *recorder) observe(ctx context.Context, expected int64, saved operation.
 		r.w.leftUncertain[id]--
 		delete(r.claimOf, id)
 	case had && old.Phase == operation.Uncertain && next.Phase != operation.Uncertain:
-		// The operator answered first; the claim's own evidence may
-		// still come.
-		r.closedFirst[id] = r.claimOf[id]
-		delete(r.claimOf, id)
-	default:
-		if claim, ok := r.closedFirst[id]; ok && EvidenceAfterOperator(claim, saved.LastAppliedMessageID, byOperator) {
+		if EvidenceAfterOperator(r.claimOf[id], r.answered[id]) {
+			// The claimant held its answer; the operator wrote first.
 			r.w.resolvedUncertain++
 			r.w.leftUncertain[id]--
-			delete(r.closedFirst, id)
+		} else {
+			r.closedFirst[id] = r.claimOf[id] // the answer may still come
 		}
+		delete(r.claimOf, id)
 	}
 	if next.Terminal() {
 		delete(r.claimOf, id)
 		delete(r.closedFirst, id)
+		delete(r.answered, id)
 	}
 	if writerOf(ctx) == "sweep" {
 		if next.Phase == operation.Uncertain {
@@ -814,6 +828,13 @@ func (g *genaceClient) Submit(ctx context.Context, req genace.SubmitRequest, tim
 		t.returned = append(t.returned, res.JobID)
 	}
 	reached = true
+	if inv := invOf(ctx); inv != nil && answerKnown(posts) {
+		for i, r := range inv.records {
+			if inv.ops[i] == req.OperationID {
+				w.rec.answer(req.OperationID, r.MessageId)
+			}
+		}
+	}
 	return res
 }
 
