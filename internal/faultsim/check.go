@@ -185,15 +185,36 @@ func CheckAuthority(current bool, remaining, need time.Duration) string {
 // SweepBound is how often the sweep may re-arm one operation's chain (send
 // it a message): once for every fault that ends a chain by design on that
 // operation (a concurrent write that wins a handler's race, so the loser
-// writes and sends nothing; a message dead-lettered). A healthy chain
-// carries itself: each write sends its follow-up, a redelivered message
-// re-emits one its worker died before sending, and the sweep's own crash
-// before its send only delays its one re-arm. With these faults
-// attributed, every operation of the default run on six seeds needs no
-// more re-arms than its stops, so the bound allows no slack: a chain that
-// dies by itself even once (a write of its own taken for a lost race, a
-// follow-up sent for the wrong revision) exceeds it.
+// writes and sends nothing; a message dead-lettered; a worker that dies
+// after its write with no message left to redeliver, see
+// DeadWorkerEndsChain). A healthy chain carries itself: each write sends
+// its follow-up, a redelivered message re-emits one its worker died
+// before sending, and the sweep's own crash before its send only delays
+// its one re-arm. With these faults attributed, every operation of the
+// default run on six seeds needs no more re-arms than its stops, so the
+// bound allows no slack: a chain that dies by itself even once (a write
+// of its own taken for a lost race, a follow-up sent for the wrong
+// revision) exceeds it.
 func SweepBound(stops int) int { return stops }
+
+// DeadWorkerEndsChain says whether a worker that died mid-invocation ended
+// its operation's chain by design, so the sweep's re-arm is the only way
+// on. A worker that dies after its write and before its follow-up is
+// normally carried on by its message's redelivery, which re-emits the
+// follow-up; but when another worker took the message meanwhile (its
+// visibility ran out) and acknowledged it, nothing is redelivered, and
+// the dead worker could not have known (it held no claim on the message
+// any more; a late POST answer it applied is the outcome of the only
+// POST and must be written). The chain then ends with the dead worker's
+// write, as with a dead-lettered message. It ends only if that write is
+// the record's latest (wroteLatest: had another writer followed, that
+// writer's follow-up carries the chain) and the record is still active;
+// and only if the message is gone from the queue (messageGone): a
+// message still queued, under any receipt handle, comes back and
+// re-emits.
+func DeadWorkerEndsChain(wroteLatest, messageGone, terminal bool) bool {
+	return wroteLatest && messageGone && !terminal
+}
 
 // Output is Genace's truth about one output of a job.
 type Output struct {

@@ -356,3 +356,96 @@ func invs(in []faultsim.Invariant) []string {
 	}
 	return out
 }
+
+// TestDeadWorkerEndsChain is seed 42's op-007116 (10,000 operations): a
+// submit worker paused inside its POST; its message's visibility ran out,
+// a second worker took the message, rightly marked the claim uncertain
+// and acknowledged the message; the first worker then applied its 202
+// (the outcome of the only POST) and died before sending the observation.
+// Nothing was left to redeliver, so only the sweep could carry the chain
+// on, and its one re-arm was reported as a chain that dies by itself
+// (bound 0). The death ended the chain by design, like a dead-lettered
+// message; it counts as a stop. A death whose message is still queued, or
+// whose write another writer followed, ends nothing: a re-arm there is
+// still a chain that dies by itself.
+func TestDeadWorkerEndsChain(t *testing.T) {
+	t.Parallel()
+	cases := []struct {
+		name                               string
+		wroteLatest, messageGone, terminal bool
+		ends                               bool
+	}{
+		{"wrote last, message acknowledged by another worker", true, true, false, true},
+		{"wrote last, message still queued: its redelivery re-emits", true, false, false, false},
+		{"another writer followed: its follow-up carries the chain", false, true, false, false},
+		{"wrote nothing: the acknowledging worker carried on", false, true, false, false},
+		{"terminal: no chain to carry", true, true, true, false},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			ends := faultsim.DeadWorkerEndsChain(tc.wroteLatest, tc.messageGone, tc.terminal)
+			if ends != tc.ends {
+				t.Fatalf("DeadWorkerEndsChain = %t, want %t", ends, tc.ends)
+			}
+			// What the chain check then says of the sweep's one re-arm.
+			stops := 0
+			if ends {
+				stops++
+			}
+			f := faultsim.Final{Record: operation.Record{OperationID: "op-1", Revision: 7, Phase: operation.Delivered}, SweepRearms: 1, SweepBound: faultsim.SweepBound(stops)}
+			var chain int
+			for _, v := range faultsim.CheckFinal(f) {
+				if v.Invariant == faultsim.InvChain {
+					chain++
+				}
+			}
+			if want := map[bool]int{true: 0, false: 1}[ends]; chain != want {
+				t.Fatalf("%d chain violations for one re-arm with %d stops, want %d", chain, stops, want)
+			}
+		})
+	}
+}
+
+// TestEvidenceAfterOperator is seed 42's op-002668 (10,000 operations): a
+// submit worker paused inside its POST; the claim's redelivery rightly
+// marked it uncertain; an operator reconciled it with the job id while
+// the POST was in flight; then the worker's 202 reached it. No submission
+// was of unknown outcome, yet the episode was counted as left uncertain,
+// because the operator closed it first: 1 left per 0 unknown, an
+// operator's race charged to the handlers. The claimant's definite answer
+// is the evidence the episode waited for, whether it lands before or
+// after the operator's write (and whether the claimant then writes
+// anything: the record may already hold it). Nothing else counts: another
+// message's answer says nothing about the claim's POST.
+func TestEvidenceAfterOperator(t *testing.T) {
+	t.Parallel()
+	cases := []struct {
+		name            string
+		claim, answered string
+		want            bool
+	}{
+		{"the claimant's 202 after the operator's reconcile", "msg-claim", "msg-claim", true},
+		{"a new dispatch's answer after confirmed not submitted", "msg-claim", "msg-dispatch", false},
+		{"no answer reached a live handler", "msg-claim", "", false},
+		{"an episode without a known claim", "", "", false},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			resolved := faultsim.EvidenceAfterOperator(tc.claim, tc.answered)
+			if resolved != tc.want {
+				t.Fatalf("EvidenceAfterOperator(%q, %q) = %t, want %t", tc.claim, tc.answered, resolved, tc.want)
+			}
+			// op-002668 alone: made uncertain once, no unknown submission.
+			left := 1
+			if resolved {
+				left--
+			}
+			r := faultsim.Result{MadeUncertain: 1, LeftUncertain: left}
+			if got, want := len(r.Thresholds()), left; got != want {
+				t.Fatalf("%d thresholds exceeded with %d left uncertain and no unknown submission, want %d: %v", got, left, want, r.Thresholds())
+			}
+		})
+	}
+}

@@ -253,11 +253,16 @@ type Result struct {
 	UnknownSubmissions int `json:"unknown_submissions"`
 	// MadeUncertain counts the times automation made an operation
 	// uncertain, and LeftUncertain those of them that no later evidence
-	// resolved (a late answer, a job id): each of these needs an operator
+	// resolved (a late answer, a job id, also one that lands after an
+	// operator's reconciliation raced it): each of these needs an operator
 	// to reconcile it, whether or not the run's operator (OperatorRace)
 	// did so before the end.
 	MadeUncertain int `json:"made_uncertain"`
 	LeftUncertain int `json:"left_uncertain"`
+	// UncertainBeyondUnknown names the operations left uncertain more
+	// often than they had submissions of genuinely unknown outcome: where
+	// to look when LeftUncertain exceeds its bound.
+	UncertainBeyondUnknown []string `json:"uncertain_beyond_unknown,omitempty"`
 	// Sweeps counts sweep runs; SweepRearmed and SweepClaimsExpired what
 	// the safety net did: chains re-armed, stale claims parked.
 	Sweeps             int `json:"sweeps"`
@@ -319,6 +324,14 @@ func (r *Result) WriteSummary(w io.Writer) {
 	fmt.Fprintf(w, "phases: %s; open reviews %d (%d of them on operations that ended terminal)\n", strings.Join(phases, ", "), r.Reviews, r.ReviewsOfTerminal)
 	fmt.Fprintf(w, "operators asked: %d operations left uncertain (of %d made uncertain) per %d submissions of genuinely unknown outcome = %.2f (at most %.2f); %d open reviews on terminal operations (at most %d)\n",
 		r.LeftUncertain, r.MadeUncertain, r.UnknownSubmissions, r.UncertainPerUnknown(), float64(MaxUncertainPerUnknown), r.ReviewsOfTerminal, MaxReviewsOfTerminal)
+	if n := len(r.UncertainBeyondUnknown); n > 0 {
+		shown := r.UncertainBeyondUnknown[:min(n, 20)]
+		more := ""
+		if n > len(shown) {
+			more = fmt.Sprintf(" and %d more", n-len(shown))
+		}
+		fmt.Fprintf(w, "left uncertain beyond their unknown submissions: %s%s\n", strings.Join(shown, ", "), more)
+	}
 	fmt.Fprintln(w, "faults injected:")
 	var total int64
 	for _, k := range append(append([]Fault{}, Kinds...), RateLimited) {

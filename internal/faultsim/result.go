@@ -27,6 +27,11 @@ func (w *world) result() (*Result, error) {
 	for k, n := range w.paths {
 		res.Paths[k] = n
 	}
+	for _, op := range w.ops {
+		if w.leftUncertain[op.id] > w.unknownOf[op.id] {
+			res.UncertainBeyondUnknown = append(res.UncertainBeyondUnknown, op.id)
+		}
+	}
 	w.mu.Unlock()
 	for _, m := range w.maps {
 		st := m.m.Stats()

@@ -11,7 +11,8 @@ import (
 const (
 	// MaxUncertainPerUnknown bounds the operations left uncertain
 	// (Result.LeftUncertain: made uncertain by automation and resolved by
-	// no later evidence, so an operator must reconcile them) per
+	// no later evidence, before or after an operator's reconciliation,
+	// see EvidenceAfterOperator, so an operator must reconcile them) per
 	// submission whose outcome was genuinely
 	// unknown (Result.UnknownSubmissions): each such submission may
 	// rightly leave its operation uncertain, nothing else may (a definite
@@ -23,6 +24,22 @@ const (
 	// review.
 	MaxReviewsOfTerminal = 0
 )
+
+// EvidenceAfterOperator says whether an uncertain episode that an
+// operator closed was resolved by evidence all the same: claim is the
+// message whose claim the episode was uncertain about, answered the
+// message whose POST's definite answer (a job id, a rejection, a 429)
+// reached its live handler, before or after the operator's write. The
+// claimant applies that answer whatever the record now is, or finds it
+// already there, so the episode never needed the operator: the operator
+// raced the evidence, as when the same answer lands first. Counting it as
+// left uncertain would charge the operator's race to the handlers. Any
+// other message's answer (a new dispatch's after "confirmed not
+// submitted") says nothing about the claim's POST, and what the operator
+// writes is no evidence.
+func EvidenceAfterOperator(claim, answered string) bool {
+	return claim != "" && answered == claim
+}
 
 // UncertainPerUnknown is the number of operations left uncertain per
 // submission whose outcome was genuinely unknown: 0 when there are

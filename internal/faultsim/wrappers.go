@@ -48,7 +48,11 @@ type invocation struct {
 	// firstWrite notes the messages whose first write attempt was checked
 	// (CheckFirstWrite).
 	firstWrite map[string]bool
-	depth      int // 0 for the driver's own polls, 1 for a second worker
+	// wrote is the last revision a queue handler's invocation wrote, per
+	// operation (guarded by the recorder's mutex), for DeadWorkerEndsChain;
+	// nil for the sweep's.
+	wrote map[string]int64
+	depth int // 0 for the driver's own polls, 1 for a second worker
 	// crashed is set when a fault killed the invocation: every later call
 	// through a wrapper panics again (a dead process does nothing more),
 	// and the invocation fails as a whole, acknowledging nothing.
@@ -128,7 +132,7 @@ func (w *world) maybeCrashHolding(ctx context.Context, f Fault, op string, claim
 func (w *world) wrapHandler(fn string, m *esm.Mapping, h esm.Handler) esm.Handler {
 	return func(ctx context.Context, ev events.SQSEvent) (events.SQSEventResponse, error) {
 		inv := &invocation{fn: fn, queueURL: m.Queue, m: m, records: ev.Records, depth: depthOf(ctx),
-			ops: make([]string, len(ev.Records)), envs: make([]message.Envelope, len(ev.Records)), firstWrite: map[string]bool{}}
+			ops: make([]string, len(ev.Records)), envs: make([]message.Envelope, len(ev.Records)), firstWrite: map[string]bool{}, wrote: map[string]int64{}}
 		for i, r := range ev.Records {
 			w.nestedSeen(r.MessageId)
 			w.granted(m.Queue, r.MessageId, r.ReceiptHandle)
@@ -168,7 +172,7 @@ func (w *world) wrapHandler(fn string, m *esm.Mapping, h esm.Handler) esm.Handle
 		}
 		if inv.crashed {
 			for i := range ev.Records {
-				w.tracef(inv.ops[i], "%s%s died: message %s stays for redelivery", fn, depthMark(inv.depth), shortID(ev.Records[i].MessageId))
+				w.died(inv, i)
 			}
 			return events.SQSEventResponse{}, errCrashed
 		}
@@ -185,6 +189,30 @@ func (w *world) wrapHandler(fn string, m *esm.Mapping, h esm.Handler) esm.Handle
 			}
 		}
 		return resp, err
+	}
+}
+
+// died notes the death of inv's worker for record i: its message stays
+// for redelivery, unless another worker took and acknowledged it
+// meanwhile, in which case a chain whose latest write is the dead
+// worker's ends there (DeadWorkerEndsChain).
+func (w *world) died(inv *invocation, i int) {
+	op, msg := inv.ops[i], inv.records[i].MessageId
+	w.mu.Lock()
+	_, queued := w.leases[msg]
+	w.mu.Unlock()
+	if queued {
+		w.tracef(op, "%s%s died: message %s stays for redelivery", inv.fn, depthMark(inv.depth), shortID(msg))
+		return
+	}
+	w.rec.mu.Lock()
+	last, known := w.rec.last[op]
+	rev, wrote := inv.wrote[op]
+	w.rec.mu.Unlock()
+	ends := known && DeadWorkerEndsChain(wrote && rev == last.Revision, true, last.Terminal())
+	w.tracef(op, "%s%s died: message %s was acknowledged by another worker, nothing redelivers it (chain ends: %t)", inv.fn, depthMark(inv.depth), shortID(msg), ends)
+	if ends {
+		w.chainStop(op)
 	}
 }
 
@@ -416,6 +444,12 @@ type recorder struct {
 	prev   map[string]State // the state before last, while the operation is active
 	hist   map[string]*revisions
 	writes int64
+	// claimOf is the claiming message of each operation's open uncertain
+	// episode, closedFirst that of an episode an operator closed before
+	// the claim's own evidence came, and answered the last message whose
+	// POST's definite answer reached its live handler
+	// (EvidenceAfterOperator).
+	claimOf, closedFirst, answered map[string]string
 }
 
 // revisions remembers which message wrote each of an operation's recent
@@ -547,6 +581,20 @@ func (r *recorder) checkAttempt(ctx context.Context, rec operation.Record, expec
 	}
 }
 
+// answer notes that msg's POST for op got a definite answer that reached
+// its live handler: evidence for an uncertain episode about msg's claim,
+// also one an operator has closed already.
+func (r *recorder) answer(op, msg string) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.answered[op] = msg
+	if claim, ok := r.closedFirst[op]; ok && EvidenceAfterOperator(claim, msg) {
+		r.w.resolvedUncertain++
+		r.w.leftUncertain[op]--
+		delete(r.closedFirst, op)
+	}
+}
+
 // fresh reports whether saved is a new revision, not one the recorder
 // has seen already.
 func (r *recorder) fresh(saved operation.Record) bool {
@@ -573,6 +621,11 @@ func (r *recorder) observe(ctx context.Context, expected int64, saved operation.
 		r.hist[id] = h
 	}
 	h.add(saved.Revision, saved.LastAppliedMessageID)
+	if inv := invOf(ctx); inv != nil && inv.wrote != nil {
+		if _, other := ctx.Value(writerKey).(string); !other {
+			inv.wrote[id] = saved.Revision
+		}
+	}
 	if next.Terminal() {
 		// Never written again: only the last state stays, for the check
 		// that no write follows.
@@ -580,13 +633,33 @@ func (r *recorder) observe(ctx context.Context, expected int64, saved operation.
 		delete(r.hist, id)
 	}
 	r.writes++
-	switch {
+	switch byOperator := writerOf(ctx) == "operator"; {
 	case next.Phase == operation.Uncertain && (!had || old.Phase != operation.Uncertain):
 		r.w.madeUncertain++ // an operator is asked to reconcile
 		r.w.leftUncertain[id]++
-	case had && old.Phase == operation.Uncertain && next.Phase != operation.Uncertain && writerOf(ctx) != "operator":
+		delete(r.closedFirst, id)
+		r.claimOf[id] = ""
+		if saved.Claim != nil {
+			r.claimOf[id] = saved.Claim.MessageID
+		}
+	case had && old.Phase == operation.Uncertain && next.Phase != operation.Uncertain && !byOperator:
 		r.w.resolvedUncertain++ // late evidence answered before any operator had to
 		r.w.leftUncertain[id]--
+		delete(r.claimOf, id)
+	case had && old.Phase == operation.Uncertain && next.Phase != operation.Uncertain:
+		if EvidenceAfterOperator(r.claimOf[id], r.answered[id]) {
+			// The claimant held its answer; the operator wrote first.
+			r.w.resolvedUncertain++
+			r.w.leftUncertain[id]--
+		} else {
+			r.closedFirst[id] = r.claimOf[id] // the answer may still come
+		}
+		delete(r.claimOf, id)
+	}
+	if next.Terminal() {
+		delete(r.claimOf, id)
+		delete(r.closedFirst, id)
+		delete(r.answered, id)
 	}
 	if writerOf(ctx) == "sweep" {
 		if next.Phase == operation.Uncertain {
@@ -755,6 +828,13 @@ func (g *genaceClient) Submit(ctx context.Context, req genace.SubmitRequest, tim
 		t.returned = append(t.returned, res.JobID)
 	}
 	reached = true
+	if inv := invOf(ctx); inv != nil && answerKnown(posts) {
+		for i, r := range inv.records {
+			if inv.ops[i] == req.OperationID {
+				w.rec.answer(req.OperationID, r.MessageId)
+			}
+		}
+	}
 	return res
 }
 

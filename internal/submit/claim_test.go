@@ -331,3 +331,77 @@ func TestLostClaimRaceNeverPosts(t *testing.T) {
 		}
 	})
 }
+
+// While a claimant's POST was in flight, its message came back and marked
+// the claim uncertain, and an operator reconciled the operation with the
+// job Genace shows (the observation may have moved it on since). The
+// claimant's 202 then names the job the record already holds: it is
+// already applied. Writing it again sends a second observation next to
+// the one the reconciliation started, and once the record has moved past
+// accepted the write is refused and the id goes to a review, asking an
+// operator to attach a job id the record carries (seed 42's op-002668).
+func TestLate202ForTheJobTheRecordHoldsWritesNothing(t *testing.T) {
+	t.Parallel()
+	for _, moved := range []operation.Phase{operation.Accepted, operation.Succeeded} {
+		t.Run("reconciled then "+string(moved), func(t *testing.T) {
+			t.Parallel()
+			forEachStore(t, func(t *testing.T, kind string) {
+				ctx := context.Background()
+				e, g := newEnv(t, kind, submit.Config{})
+				rec := pipelinetest.Create(t, e.store, pipelinetest.Prepared("op"))
+				d := pipelinetest.Dispatch(rec)
+				var reconciled operation.Record
+				g.during = func() {
+					g.during = nil
+					if _, err := e.other().Handle(ctx, pipelinetest.Event(t, e.clk.Now(), d)); err != nil {
+						t.Error(err)
+					}
+					cur := pipelinetest.Get(t, e.store, "op")
+					jobs := e.sim.JobsForOperation("op")
+					if cur.Phase != operation.Uncertain || len(jobs) != 1 {
+						t.Fatalf("before the reconciliation: %s, jobs %v; want uncertain and one job", cur.Phase, jobs)
+					}
+					// The operator's reconcile --job-id, as replay's attach-job
+					// writes it: no message applied it.
+					next, err := operation.Accept(cur, jobs[0], nil, e.clk.Now())
+					if err != nil {
+						t.Fatal(err)
+					}
+					next.LastAppliedMessageID = ""
+					if reconciled, err = e.store.Update(ctx, next, cur.Revision); err != nil {
+						t.Fatal(err)
+					}
+					if moved == operation.Succeeded { // the observation found the job done
+						next := reconciled.Clone()
+						next.Phase = operation.Succeeded
+						next.Remote = &operation.Snapshot{State: operation.RemoteState("succeeded"), ObservedAt: e.clk.Now()}
+						if reconciled, err = e.store.Update(ctx, next, reconciled.Revision); err != nil {
+							t.Fatal(err)
+						}
+					}
+					e.out.Take() // the chain the operator's write started
+				}
+				if failed := e.handle(t, d); len(failed) != 0 {
+					t.Fatalf("failed %v", failed)
+				}
+				got := pipelinetest.Get(t, e.store, "op")
+				if got.Revision != reconciled.Revision || got.Phase != moved || got.RemoteJobID != reconciled.RemoteJobID {
+					t.Fatalf("record r%d %s job %q after the late 202; want it left as reconciled: r%d %s job %q",
+						got.Revision, got.Phase, got.RemoteJobID, reconciled.Revision, moved, reconciled.RemoteJobID)
+				}
+				if sent := e.out.Take(); len(sent) != 0 {
+					t.Fatalf("the late 202 sent %+v; the reconciliation's chain already carries the operation", sent)
+				}
+				reviews, err := e.store.OpenReviewsOf(ctx, "op")
+				if err != nil {
+					t.Fatal(err)
+				}
+				for _, r := range reviews {
+					if r.RemoteJobID != "" {
+						t.Fatalf("review %s (%s) asks to attach job %s, which the record holds", r.ID, r.ErrorCategory, r.RemoteJobID)
+					}
+				}
+			})
+		})
+	}
+}

@@ -272,6 +272,9 @@ func (h *Handler) settle(ctx context.Context, m events.SQSMessage, claimed opera
 			snap = &s
 		}
 		mutate = func(r operation.Record) (operation.Record, error) {
+			if r.RemoteJobID == res.JobID && r.Phase != operation.Submitting && r.Phase != operation.Uncertain && r.LastAppliedMessageID != m.MessageId {
+				return operation.Record{}, errAlreadyRecorded
+			}
 			n, err := claim.Accept(r, res.JobID, snap, now)
 			n.Schedule = &operation.NextAction{Action: string(message.ObserveGeneration), Due: now}
 			return n, err
@@ -309,6 +312,10 @@ func (h *Handler) settle(ctx context.Context, m events.SQSMessage, claimed opera
 		return h.markUncertain(ctx, claimed, m, "post_outcome_unknown")
 	}
 	saved, err := h.persist(ctx, claimed, m.MessageId, mutate)
+	if errors.Is(err, errAlreadyRecorded) {
+		h.log.InfoContext(ctx, "the record already holds the job this POST created", "operation_id", claimed.OperationID, "job_id", res.JobID)
+		return nil
+	}
 	if err != nil {
 		if res.JobID != "" {
 			// The job id could not be attached. Keep it where an operator
@@ -323,6 +330,16 @@ func (h *Handler) settle(ctx context.Context, m events.SQSMessage, claimed opera
 	}
 	return h.follow.Emit(ctx, &saved, 1)
 }
+
+// errAlreadyRecorded is a claimant's 202 for the job that a record past
+// its submission already holds by another message's write: an operator
+// reconciled the operation with it while the POST was in flight (the
+// observation may have moved it on since). The answer is applied already;
+// writing it again would start a second observation chain, or, past
+// accepted, be refused and ask an operator to attach a job id the record
+// carries. (The claimant's own write is its own: the store reports it as
+// written, and its follow-up is still owed.)
+var errAlreadyRecorded = errors.New("the job is already on the record")
 
 // maxRetryDelay is SQS's longest DelaySeconds.
 const maxRetryDelay = 15 * time.Minute
