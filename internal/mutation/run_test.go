@@ -173,3 +173,28 @@ func TestWorkspaceRun(t *testing.T) {
 		t.Errorf("baseline of the unmutated copy: %v", err)
 	}
 }
+
+// TestWorkspaceLinkedCache: a module whose .cache is itself a link (the
+// shared download cache, as the working rules set it up) still gets a
+// copy, whose .cache links to the source's.
+func TestWorkspaceLinkedCache(t *testing.T) {
+	t.Parallel()
+	src, shared := t.TempDir(), t.TempDir()
+	if err := os.WriteFile(filepath.Join(src, "go.mod"), []byte("module example.com/tiny\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Symlink(shared, filepath.Join(src, ".cache")); err != nil {
+		t.Fatal(err)
+	}
+	w, err := NewWorkspace(src)
+	if err != nil {
+		t.Fatalf("NewWorkspace with a linked .cache: %v", err)
+	}
+	defer w.Close()
+	if link, err := os.Readlink(filepath.Join(w.Dir, ".cache")); err != nil || link != filepath.Join(src, ".cache") {
+		t.Errorf(".cache is not a link to the source's: %q, %v", link, err)
+	}
+	if _, err := os.Stat(filepath.Join(w.Dir, "go.mod")); err != nil {
+		t.Errorf("go.mod not copied: %v", err)
+	}
+}
