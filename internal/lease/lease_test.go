@@ -113,3 +113,24 @@ func TestRenewAlwaysAsksTheQueue(t *testing.T) {
 		})
 	}
 }
+
+// TestLeaseCountsFromTheGrant: the lease runs from the receive, not from
+// when the handler reached the record (issue 9, hole 8): received at t0
+// with a minute's visibility and built 25 s later, it has 35 s left, and
+// Ensure(40s) must ask the queue rather than trust the rest.
+func TestLeaseCountsFromTheGrant(t *testing.T) {
+	t.Parallel()
+	received := time.Date(2026, 11, 29, 8, 0, 0, 0, time.UTC)
+	clk := clock.NewManual(received.Add(25 * time.Second))
+	ext := &fakeExtender{}
+	l := New(clk, ext, "q", "h", time.Minute, received)
+	if got := l.Remaining(); got != 35*time.Second {
+		t.Fatalf("remaining = %v, want 35s (a minute from the receive, 25 s ago)", got)
+	}
+	if err := l.Ensure(context.Background(), 40*time.Second); err != nil {
+		t.Fatalf("Ensure = %v", err)
+	}
+	if len(ext.calls) != 1 {
+		t.Fatalf("Ensure(40s) with 35 s left made %d renewals, want 1", len(ext.calls))
+	}
+}

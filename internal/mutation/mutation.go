@@ -72,6 +72,10 @@ type Mutant struct {
 	Expect []Layer
 	// Note is optional: what to re-anchor once a pending fix lands.
 	Note string
+	// Core marks the mutants of the fixed core set ("core: yes"), on which
+	// the simulation's bar (-min-sim) is measured, so that the list can
+	// grow with every fixed bug without diluting it.
+	Core bool
 	// Line is where its block starts in the list, for error messages.
 	Line int
 }
@@ -85,7 +89,7 @@ func (m Mutant) Expects(l Layer) bool { return slices.Contains(m.Expect, l) }
 // fields of a list entry; the required ones must all be present.
 var (
 	requiredFields = []string{"id", "file", "find", "replace", "bug", "expect"}
-	optionalFields = []string{"note"}
+	optionalFields = []string{"note", "core"}
 )
 
 // Parse reads a mutant list. The format is one block per mutant, each a
@@ -185,6 +189,13 @@ func build(f map[string]string, line int) (Mutant, error) {
 		return Mutant{}, fmt.Errorf("mutant %s: expect: %w", m.ID, err)
 	}
 	m.Expect = expect
+	switch f["core"] {
+	case "", "no":
+	case "yes":
+		m.Core = true
+	default:
+		return Mutant{}, fmt.Errorf("mutant %s: core is yes or no, not %q", m.ID, f["core"])
+	}
 	return m, nil
 }
 

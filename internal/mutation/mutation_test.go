@@ -21,14 +21,14 @@ note:    later
 
 func TestParse(t *testing.T) {
 	t.Parallel()
-	ms, err := Parse(strings.NewReader(goodEntry+"\nid: two\nfile: y.go\nfind: x := 1\nreplace:\nbug: b\nexpect: integration\n"), "list")
+	ms, err := Parse(strings.NewReader(goodEntry+"\nid: two\nfile: y.go\nfind: x := 1\nreplace:\nbug: b\nexpect: integration\ncore: yes\n"), "list")
 	if err != nil {
 		t.Fatal(err)
 	}
 	want := []Mutant{
 		{ID: "one", File: "internal/x/x.go", Find: "return a < b", Replace: "return a <= b", Bug: "off by one",
 			Expect: []Layer{Unit, Faultsim}, Note: "later", Line: 2},
-		{ID: "two", File: "y.go", Find: "x := 1", Replace: "", Bug: "b", Expect: []Layer{Integration}, Line: 10},
+		{ID: "two", File: "y.go", Find: "x := 1", Replace: "", Bug: "b", Expect: []Layer{Integration}, Core: true, Line: 10},
 	}
 	if !reflect.DeepEqual(ms, want) {
 		t.Errorf("got  %+v\nwant %+v", ms, want)

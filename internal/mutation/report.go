@@ -19,6 +19,9 @@ type Summary struct {
 	// those the faultsim layer killed (the rest fell to the checks' own
 	// unit tests, which run no simulation).
 	SimulationItself int
+	// Core counts the core set's mutants (Mutant.Core) run, CoreSim
+	// those of them the faultsim layer killed.
+	Core, CoreSim int
 	// Survivors survived every layer that ran; Invalid did not compile or
 	// apply; Broken could not be measured.
 	Survivors, Invalid, Broken []string
@@ -36,6 +39,12 @@ func Summarize(results []Result) Summary {
 			s.Ran[l]++
 			if v.Dead() {
 				s.ByLayer[l]++
+			}
+		}
+		if r.Mutant.Core {
+			s.Core++
+			if r.Verdicts[Faultsim].Dead() {
+				s.CoreSim++
 			}
 		}
 		if slices.Contains(r.Failed[Faultsim], "TestSimulation") {
@@ -57,7 +66,8 @@ func Summarize(results []Result) Summary {
 
 // Problems lists why the run fails: survivors, invalid or unmeasured
 // mutants, and a simulation that kills fewer than minSim (checked only
-// when the simulation ran).
+// when the simulation ran) of the core set, or of all mutants when none
+// is marked core.
 func (s Summary) Problems(layers []Layer, minSim int) []string {
 	var out []string
 	if len(s.Survivors) > 0 {
@@ -69,7 +79,11 @@ func (s Summary) Problems(layers []Layer, minSim int) []string {
 	if len(s.Broken) > 0 {
 		out = append(out, fmt.Sprintf("%d mutant(s) could not be measured (a layer failed without a failing test): %s", len(s.Broken), strings.Join(s.Broken, ", ")))
 	}
-	if k := s.ByLayer[Faultsim]; s.Ran[Faultsim] > 0 && k < minSim {
+	switch k := s.ByLayer[Faultsim]; {
+	case s.Ran[Faultsim] == 0:
+	case s.Core > 0 && s.CoreSim < minSim:
+		out = append(out, fmt.Sprintf("the simulation alone killed %d of the %d core mutants, fewer than the %d required", s.CoreSim, s.Core, minSim))
+	case s.Core == 0 && k < minSim:
 		out = append(out, fmt.Sprintf("the simulation alone killed %d of %d mutants, fewer than the %d required", k, s.Total, minSim))
 	}
 	return out
@@ -131,6 +145,9 @@ func (s Summary) WriteSummary(w io.Writer, layers []Layer) {
 		name := map[Layer]string{Unit: "unit tests", Faultsim: "simulation alone", Integration: "integration"}[l]
 		part := fmt.Sprintf("%s: %d/%d", name, s.ByLayer[l], s.Total)
 		if l == Faultsim {
+			if s.Core > 0 {
+				part += fmt.Sprintf(", core set %d/%d", s.CoreSim, s.Core)
+			}
 			part += fmt.Sprintf(" (TestSimulation itself: %d)", s.SimulationItself)
 		}
 		if l == Integration {

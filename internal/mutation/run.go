@@ -89,7 +89,8 @@ type Workspace struct {
 	Logs string
 }
 
-// skipDirs are not copied: history, download caches and local output.
+// skipDirs are not copied, as folders or links to them: history,
+// download caches and local output.
 var skipDirs = []string{".git", ".cache", "build", ".genjobs", "node_modules"}
 
 // NewWorkspace copies the module at src into a fresh temporary folder.
@@ -131,6 +132,8 @@ func copyTree(src, dst string) error {
 		switch {
 		case d.IsDir() && rel != "." && slices.Contains(skipDirs, d.Name()):
 			return filepath.SkipDir
+		case d.Type()&fs.ModeSymlink != 0 && slices.Contains(skipDirs, d.Name()):
+			return nil // a linked .cache (the shared download cache) is linked anew below
 		case d.IsDir():
 			return os.MkdirAll(target, 0o755)
 		case d.Type()&fs.ModeSymlink != 0:

@@ -90,6 +90,24 @@ func TestSummary(t *testing.T) {
 	if got, want := out.String(), "all together: 3/6 killed; unit tests: 1/6; simulation alone: 2/6 (TestSimulation itself: 1); integration: 1/1 (the mutants it applies to)\n"; got != want {
 		t.Errorf("summary line\n got %q\nwant %q", got, want)
 	}
+	// With a core set, the simulation's bar is measured on it alone: a
+	// and b are core, and the simulation killed both.
+	results[0].Mutant.Core, results[1].Mutant.Core = true, true
+	core := Summarize(results)
+	if core.Core != 2 || core.CoreSim != 2 {
+		t.Errorf("core %d, killed by the simulation %d; want 2, 2", core.Core, core.CoreSim)
+	}
+	if p := strings.Join(core.Problems(layers, 2), "\n"); strings.Contains(p, "simulation alone") {
+		t.Errorf("the core set met its bar of 2, yet: %s", p)
+	}
+	if p := strings.Join(core.Problems(layers, 3), "\n"); !strings.Contains(p, "killed 2 of the 2 core mutants, fewer than the 3 required") {
+		t.Errorf("problems with a bar of 3 over a core of 2: %s", p)
+	}
+	out.Reset()
+	core.WriteSummary(&out, layers)
+	if !strings.Contains(out.String(), "simulation alone: 2/6, core set 2/2 (TestSimulation itself: 1)") {
+		t.Errorf("summary line with a core set: %q", out.String())
+	}
 	out.Reset()
 	WriteTable(&out, results, layers)
 	for _, want := range []string{"d       survived  survived!  -            SURVIVED", "e       build", "INVALID", "f       survived  error", "ERROR"} {
@@ -171,5 +189,30 @@ func TestWorkspaceRun(t *testing.T) {
 	}
 	if err := w.Baseline(ctx, []Layer{Unit}, []string{"./x"}); err != nil {
 		t.Errorf("baseline of the unmutated copy: %v", err)
+	}
+}
+
+// TestWorkspaceLinkedCache: a module whose .cache is itself a link (the
+// shared download cache, as the working rules set it up) still gets a
+// copy, whose .cache links to the source's.
+func TestWorkspaceLinkedCache(t *testing.T) {
+	t.Parallel()
+	src, shared := t.TempDir(), t.TempDir()
+	if err := os.WriteFile(filepath.Join(src, "go.mod"), []byte("module example.com/tiny\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Symlink(shared, filepath.Join(src, ".cache")); err != nil {
+		t.Fatal(err)
+	}
+	w, err := NewWorkspace(src)
+	if err != nil {
+		t.Fatalf("NewWorkspace with a linked .cache: %v", err)
+	}
+	defer w.Close()
+	if link, err := os.Readlink(filepath.Join(w.Dir, ".cache")); err != nil || link != filepath.Join(src, ".cache") {
+		t.Errorf(".cache is not a link to the source's: %q, %v", link, err)
+	}
+	if _, err := os.Stat(filepath.Join(w.Dir, "go.mod")); err != nil {
+		t.Errorf("go.mod not copied: %v", err)
 	}
 }

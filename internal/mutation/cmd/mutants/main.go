@@ -44,7 +44,7 @@ func run(args []string, stdout, stderr io.Writer) int {
 		only     = fs.String("run", "", "run only the mutants whose id matches this regular expression")
 		layersF  = fs.String("layers", "unit,faultsim", "layers to run: unit, faultsim, integration (DynamoDB Local; store mutants only)")
 		jobs     = fs.Int("j", 1, "mutants run in parallel, each in its own copy of the module")
-		minSim   = fs.Int("min-sim", 0, "fail when the simulation alone kills fewer mutants than this (of those run)")
+		minSim   = fs.Int("min-sim", 0, "fail when the simulation alone kills fewer mutants than this: of the core set (core: yes) run, or of all run when none is core")
 		goCmd    = fs.String("go", "go", "the go command")
 		logs     = fs.String("logs", "", "write each command's full output to this folder")
 		baseline = fs.Bool("baseline", true, "first run the layers on the unmutated copy (a failure there makes every verdict meaningless)")
