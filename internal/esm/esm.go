@@ -232,7 +232,10 @@ func (m *Mapping) loop(ctx context.Context, idle time.Duration) error {
 		if ctx.Err() != nil {
 			return nil
 		}
-		n, err := m.PollOnce(ctx)
+		// Stopping Run stops polling, not an invocation in flight (as
+		// disabling a Lambda event source mapping does): only the
+		// function's deadline ends it. Receive does not wait (wait 0).
+		n, err := m.PollOnce(context.WithoutCancel(ctx))
 		switch {
 		case ctx.Err() != nil:
 			return nil
@@ -291,10 +294,7 @@ func (m *Mapping) invoke(ctx context.Context, ev events.SQSEvent) (resp events.S
 	clk := m.clock()
 	timeout := m.timeout()
 	deadline := clk.Now().Add(timeout)
-	// Stopping the mapping stops polling, not an invocation in flight (as
-	// disabling a Lambda event source mapping does): only the function's
-	// deadline ends it.
-	ictx, cancel := withDeadline(context.WithoutCancel(ctx), clk, deadline, timeout)
+	ictx, cancel := withDeadline(ctx, clk, deadline, timeout)
 	defer cancel()
 	defer func() {
 		if p := recover(); p != nil {
