@@ -110,7 +110,7 @@ var invokeExpectations = map[string]invokeExpectation{
 		if err := json.Unmarshal(r.Response, &got); err != nil {
 			t.Fatalf("answer %s: %v", r.Response, err)
 		}
-		want := map[string]int{"read": 3, "rearmed": 1, "claims_expired": 1, "skipped": 1}
+		want := map[string]int{"read": 3, "rearmed": 1, "claims_expired": 1, "skipped": 1, "dispatches_dropped": 0}
 		if !equalCounts(got, want) {
 			t.Errorf("sweep answered %v, want %v", got, want)
 		}
