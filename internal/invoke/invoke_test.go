@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"encoding/json"
 	"fmt"
+	"os"
 	"path/filepath"
 	"slices"
 	"strings"
@@ -281,5 +282,38 @@ func TestWriteText(t *testing.T) {
 	timedOut.setBody([]byte("Task timed out after 60.00 seconds"))
 	if err := timedOut.Err(); err == nil || !strings.Contains(err.Error(), "not JSON") {
 		t.Errorf("plain-text answer: %v", err)
+	}
+}
+
+// TestREADMEShowsTheSAMCommands keeps README.md's deploy steps what `make
+// sam-env` prints: make sam-env, then each sam command exactly as
+// SAMCommands writes it, then sam deploy --guided.
+func TestREADMEShowsTheSAMCommands(t *testing.T) {
+	raw, err := os.ReadFile(filepath.Join(root(t), "README.md"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	readme := string(raw)
+	rewritten, err := SampleRewrites(root(t))
+	if err != nil {
+		t.Fatal(err)
+	}
+	at := strings.Index(readme, "\nmake sam-env")
+	if at < 0 {
+		t.Fatal("README.md does not show make sam-env")
+	}
+	for _, c := range SAMCommands(template(t), SAMLocalDir, rewritten) {
+		i := strings.Index(readme, "\n"+c+"\n")
+		if i < 0 {
+			t.Errorf("README.md lacks the line\n%s", c)
+			continue
+		}
+		if i < at {
+			t.Errorf("README.md shows %q before make sam-env", c)
+		}
+		at = i
+	}
+	if i := strings.Index(readme, "\nsam deploy --guided"); i < at {
+		t.Errorf("README.md shows sam deploy --guided at %d, not after the sam local invoke lines (%d)", i, at)
 	}
 }

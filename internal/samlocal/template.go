@@ -224,14 +224,14 @@ func function(id string, props, globals map[string]any) (Function, error) {
 	if v := prop("Timeout"); v != nil {
 		n, err := strconv.Atoi(scalar(v))
 		if err != nil {
-			return f, fmt.Errorf("Timeout %v is not a whole number of seconds", v)
+			return f, fmt.Errorf("property Timeout %v is not a whole number of seconds", v)
 		}
 		f.Timeout = time.Duration(n) * time.Second
 	}
 	if v := prop("MemorySize"); v != nil {
 		n, err := strconv.Atoi(scalar(v))
 		if err != nil {
-			return f, fmt.Errorf("MemorySize %v is not a whole number", v)
+			return f, fmt.Errorf("property MemorySize %v is not a whole number", v)
 		}
 		f.MemoryMB = n
 	}
