@@ -11,6 +11,7 @@ import (
 	"path/filepath"
 	"runtime"
 	"slices"
+	"strings"
 	"time"
 
 	"github.com/genjobs/genjobs/internal/rie"
@@ -177,17 +178,23 @@ func buildBootstrap(ctx context.Context, cfg ColdStartConfig, fn, arch, path str
 // secret is the exception, served by secrets: reading it is part of a real
 // cold start.
 func functionEnvs(root string, secrets *samlocal.Services) (map[string]map[string]string, error) {
-	t, err := samlocal.Load(filepath.Join(root, "template.yaml"))
+	t, err := samlocal.Load(filepath.Join(root, samlocal.TemplateFile))
 	if err != nil {
 		return nil, err
 	}
 	dead := "http://127.0.0.1:9"
+	endpoints := map[string]string{}
+	for _, fn := range t.Functions {
+		for name := range fn.Env {
+			if strings.HasPrefix(name, samlocal.EndpointPrefix) {
+				endpoints[name] = dead
+			}
+		}
+	}
+	endpoints[samlocal.EndpointPrefix+"SECRETS_MANAGER"] = secrets.URL()
 	site := samlocal.Site{Region: "us-east-1", AccountID: "000000000000", Prefix: "genjobs-bench", SQS: dead}
 	l := t.Names(site)
-	err = t.Wire(l, site, samlocal.Wiring{GenaceURL: dead, APIKey: "bench-key", Secrets: secrets, Endpoints: map[string]string{
-		"AWS_ENDPOINT_URL_DYNAMODB": dead, "AWS_ENDPOINT_URL_SQS": dead, "AWS_ENDPOINT_URL_S3": dead,
-		"AWS_ENDPOINT_URL_SCHEDULER": dead, "AWS_ENDPOINT_URL_SECRETS_MANAGER": secrets.URL(),
-	}})
+	err = t.Wire(l, site, samlocal.Wiring{GenaceURL: dead, APIKey: "bench-key", Secrets: secrets, Endpoints: endpoints})
 	if err != nil {
 		return nil, err
 	}

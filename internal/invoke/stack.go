@@ -91,7 +91,7 @@ type Queue struct {
 }
 
 // TemplateFile is the SAM template, relative to the module root.
-const TemplateFile = "template.yaml"
+const TemplateFile = samlocal.TemplateFile
 
 // LoadTemplate reads the module's template.
 func LoadTemplate(root string) (*samlocal.Template, error) {

@@ -308,3 +308,89 @@ func TestServicesThroughTheSDK(t *testing.T) {
 		t.Errorf("CreateSchedule: %v, want a refusal", err)
 	}
 }
+
+// TestWire covers both ways a template can hand a function the Genace
+// key's secret (a secret resource, or a parameter passing an existing
+// secret's ARN): either way the variable resolves to a local secret the
+// local source serves with the key. And the endpoint variables must match
+// the local services both ways.
+func TestWire(t *testing.T) {
+	t.Parallel()
+	const tmplText = `
+Parameters:
+  GenaceBaseUrl:
+    Type: String
+  KeyArn:
+    Type: String
+    AllowedPattern: "^arn:aws:secretsmanager:.+"
+Globals:
+  Function:
+    Environment:
+      Variables:
+        AWS_ENDPOINT_URL_SQS: ""
+Resources:
+  Key:
+    Type: AWS::SecretsManager::Secret
+  ByResource:
+    Type: AWS::Serverless::Function
+    Properties:
+      Environment:
+        Variables:
+          GENACE_BASE_URL: !Ref GenaceBaseUrl
+          GENACE_API_KEY_SECRET_ID: !Ref Key
+  ByParameter:
+    Type: AWS::Serverless::Function
+    Properties:
+      Environment:
+        Variables:
+          GENACE_BASE_URL: !Ref GenaceBaseUrl
+          GENACE_API_KEY_SECRET_ID: !Ref KeyArn
+`
+	tmpl := parse(t, tmplText)
+	s, err := StartServices("127.0.0.1")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = s.Close() })
+	l := tmpl.Names(site())
+	if err := tmpl.Wire(l, site(), Wiring{GenaceURL: "http://sim", APIKey: "the-key", Secrets: s,
+		Endpoints: map[string]string{"AWS_ENDPOINT_URL_SQS": "http://sqs"}}); err != nil {
+		t.Fatal(err)
+	}
+	sm := secretsmanager.NewFromConfig(aws.Config{Region: "us-east-1", Credentials: credentials.NewStaticCredentialsProvider("a", "b", "")},
+		func(o *secretsmanager.Options) { o.BaseEndpoint = aws.String(s.URL()) })
+	for _, id := range []string{"ByResource", "ByParameter"} {
+		env, err := tmpl.Environment(id, l)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if env["GENACE_BASE_URL"] != "http://sim" || env["AWS_ENDPOINT_URL_SQS"] != "http://sqs" {
+			t.Errorf("%s: %v", id, env)
+		}
+		out, err := sm.GetSecretValue(context.Background(), &secretsmanager.GetSecretValueInput{SecretId: aws.String(env["GENACE_API_KEY_SECRET_ID"])})
+		if err != nil || aws.ToString(out.SecretString) != "the-key" {
+			t.Errorf("%s: secret %s: %+v, %v", id, env["GENACE_API_KEY_SECRET_ID"], out, err)
+		}
+	}
+
+	for _, tc := range []struct {
+		name      string
+		endpoints map[string]string
+		want      string
+	}{
+		{"an endpoint the template does not declare", map[string]string{"AWS_ENDPOINT_URL_SQS": "x", "AWS_ENDPOINT_URL_S3": "y"},
+			"ByResource does not declare AWS_ENDPOINT_URL_S3"},
+		{"an endpoint without a local service", map[string]string{},
+			"the template declares AWS_ENDPOINT_URL_SQS, and the local stack has no service for it"},
+	} {
+		l := tmpl.Names(site())
+		err := tmpl.Wire(l, site(), Wiring{GenaceURL: "http://sim", Secrets: s, Endpoints: tc.endpoints})
+		if err == nil || !strings.Contains(err.Error(), tc.want) {
+			t.Errorf("%s: %v, want %q", tc.name, err, tc.want)
+		}
+	}
+	if err := tmpl.Wire(tmpl.Names(site()), site(), Wiring{GenaceURL: "http://sim", Endpoints: map[string]string{"AWS_ENDPOINT_URL_SQS": "x"}}); err == nil ||
+		!strings.Contains(err.Error(), "no local secret source") {
+		t.Errorf("secrets without a source: %v", err)
+	}
+}

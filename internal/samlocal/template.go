@@ -21,6 +21,9 @@ import (
 	"gopkg.in/yaml.v3"
 )
 
+// TemplateFile is the SAM template, relative to the module root.
+const TemplateFile = "template.yaml"
+
 // FunctionType is the resource type of a SAM function.
 const FunctionType = "AWS::Serverless::Function"
 

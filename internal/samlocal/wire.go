@@ -3,10 +3,17 @@ package samlocal
 import (
 	"errors"
 	"fmt"
+	"maps"
+	"slices"
 	"sort"
+	"strings"
 
 	"github.com/genjobs/genjobs/internal/config"
 )
+
+// EndpointPrefix starts the SDK's endpoint variables
+// (AWS_ENDPOINT_URL_<SERVICE>).
+const EndpointPrefix = "AWS_ENDPOINT_URL_"
 
 // Wiring is where a local stack's services are, for what the template
 // does not hold as a resource: Genace's URL, the secrets' value, the SDK's
@@ -35,7 +42,8 @@ type Wiring struct {
 //     AWS::SecretsManager::Secret resource, and each parameter that
 //     GENACE_API_KEY_SECRET_ID is a !Ref of (a secret's ARN passed in), is
 //     a local secret holding APIKey;
-//   - each endpoint variable, which every function must declare.
+//   - each endpoint variable, which every function must declare; and the
+//     template may declare none the wiring has no service for.
 //
 // Every problem is reported at once, each naming what is missing.
 func (t *Template) Wire(l Locals, site Site, w Wiring) error {
@@ -78,6 +86,19 @@ func (t *Template) Wire(l Locals, site Site, w Wiring) error {
 		}
 		if l.Variables != nil {
 			l.Variables[name] = w.Endpoints[name]
+		}
+	}
+	declared := map[string]bool{}
+	for _, f := range t.Functions {
+		for name := range f.Env {
+			if strings.HasPrefix(name, EndpointPrefix) {
+				declared[name] = true
+			}
+		}
+	}
+	for _, name := range slices.Sorted(maps.Keys(declared)) {
+		if _, ok := w.Endpoints[name]; !ok {
+			errs = append(errs, fmt.Errorf("the template declares %s, and the local stack has no service for it", name))
 		}
 	}
 	for k, v := range w.Parameters {

@@ -1,6 +1,9 @@
 package template
 
-import "github.com/genjobs/genjobs/internal/store"
+import (
+	"github.com/genjobs/genjobs/internal/samlocal"
+	"github.com/genjobs/genjobs/internal/store"
+)
 
 // What the template must say. Everything the rules compare against is
 // here, so a change to the template's design is a change to this file.
@@ -183,7 +186,7 @@ var configEnv = []string{
 // localEndpointPrefix starts the SDK's endpoint variables, which the
 // template declares empty for `sam local invoke --env-vars` to fill
 // (internal/samlocal).
-const localEndpointPrefix = "AWS_ENDPOINT_URL_"
+const localEndpointPrefix = samlocal.EndpointPrefix
 
 // localOnlyEnv are config's variables a template must never set.
 var localOnlyEnv = []string{"GENACE_API_KEY", "ARTIFACT_DIR"}
