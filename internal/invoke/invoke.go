@@ -2,12 +2,16 @@
 // FUNCTION -e EVENT` does: the function's bootstrap, built as for
 // deployment, under the AWS Lambda Runtime Interface Emulator, invoked
 // once with a sample event. Instead of the deployed resources it talks to
-// services on this machine: a fresh table in DynamoDB Local, fresh queues
-// in goaws, the Genace simulator and an in-process S3 (gofakes3). Before
-// the invocation it seeds the operations the event names (see Samples);
+// the template's resources on this machine (Stack): its table in DynamoDB
+// Local, its queues in goaws, its bucket in an in-process S3 (gofakes3),
+// its secret in a local secret source, and the Genace simulator. The
+// function's environment is the template's, resolved onto that stack and
+// read back from SAM's --env-vars file (internal/samlocal). Before the
+// invocation it seeds the operations the event names (see Samples);
 // afterwards it reports the answer, the function's log and what changed.
 //
-// It backs `genjobs invoke` (`make invoke FN=... EVENT=...`). The build
+// It backs `genjobs invoke` (`make invoke FN=... EVENT=...`) and `genjobs
+// sam-env` (`make sam-env`, PrepareSAMLocal). The build
 // and the emulator are internal/rie's, which internal/lambdatest wraps for
 // tests; like rie, this package depends on no testing package.
 package invoke

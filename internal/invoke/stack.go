@@ -35,8 +35,9 @@ import (
 	"github.com/genjobs/genjobs/internal/store"
 )
 
-// APIKey is the simulator's API key (GENACE_API_KEY). It guards nothing:
-// the simulator listens on loopback for one invocation.
+// APIKey is the simulator's API key, which the functions read from the
+// local secret source. It guards nothing: the simulator listens on
+// loopback for one stack.
 const APIKey = "genjobs-invoke-local-key"
 
 // Endpoints are the local AWS services and the credentials for them.
