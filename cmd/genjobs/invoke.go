@@ -19,8 +19,17 @@ import (
 // and goaws (whose endpoints `make invoke` exports), the Genace simulator
 // and an in-process S3. The report goes to stdout, progress to stderr.
 func cmdInvoke(ctx context.Context, args []string, stdout, stderr io.Writer) error {
+	root, err := invoke.FindRoot(".")
+	if err != nil {
+		return err
+	}
+	tmpl, err := invoke.LoadTemplate(root)
+	if err != nil {
+		return err
+	}
+	names := strings.Join(invoke.FunctionNames(tmpl), ", ")
 	fs := flag.NewFlagSet("invoke", flag.ContinueOnError)
-	function := fs.String("function", "", "the function to run: "+strings.Join(invoke.FunctionNames(), ", "))
+	function := fs.String("function", "", "the function to run: "+names)
 	eventPath := fs.String("event", "", "the event file, e.g. events/submit.json")
 	keep := fs.Bool("keep", false, "keep the emulator, table, queues, simulator and S3 until Ctrl-C, and print how to reach them")
 	asJSON := fs.Bool("json", false, "print the report as JSON")
@@ -31,19 +40,15 @@ func cmdInvoke(ctx context.Context, args []string, stdout, stderr io.Writer) err
 	if len(pos) != 0 {
 		return usagef("invoke takes no arguments, got %q", pos)
 	}
-	names := strings.Join(invoke.FunctionNames(), ", ")
 	switch {
 	case *function == "":
 		return usagef("--function is required (one of %s)", names)
 	case *eventPath == "":
 		return usagef("--event is required, e.g. --event events/%s.json", *function)
 	}
-	if _, ok := invoke.Lookup(*function); !ok {
+	spec, ok := invoke.Lookup(tmpl, *function)
+	if !ok {
 		return usagef("unknown function %q: want one of %s", *function, names)
-	}
-	root, err := invoke.FindRoot(".")
-	if err != nil {
-		return err
 	}
 	path := *eventPath
 	if _, err := os.Stat(path); err != nil && !filepath.IsAbs(path) {
@@ -58,7 +63,6 @@ func cmdInvoke(ctx context.Context, args []string, stdout, stderr io.Writer) err
 	if err != nil {
 		return err
 	}
-	spec, _ := invoke.Lookup(*function)
 	if err := invoke.CheckPairing(spec, ev); err != nil {
 		return err
 	}
@@ -73,7 +77,7 @@ func cmdInvoke(ctx context.Context, args []string, stdout, stderr io.Writer) err
 		return err
 	}
 
-	sess, err := invoke.Prepare(ctx, invoke.Options{Root: root, Function: *function, EventPath: path, Endpoints: ep, Progress: stderr})
+	sess, err := invoke.Prepare(ctx, invoke.Options{Root: root, Template: tmpl, Function: *function, EventPath: path, Endpoints: ep, Progress: stderr})
 	if err != nil {
 		return err
 	}

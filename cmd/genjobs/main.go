@@ -35,6 +35,7 @@ func commands() []command {
 		{"replay", "OPERATION_ID --action A --operator NAME [--job-id ID [--force-unverified --reason TEXT] | --confirmed-not-submitted] [--genace-url URL --genace-key K]", "carry out the planned action on one operation, with an audit entry", cmdReplay},
 		{"audit", "OPERATION_ID", "print the operation's audit trail", cmdAudit},
 		{"invoke", "--function NAME --event FILE [--keep] [--json]", "run one function under the Lambda runtime emulator with a sample event, against local services (make invoke)", cmdInvoke},
+		{"sam-env", "[--out DIR]", "keep local services up for `sam local invoke`, write its --env-vars file and --parameter-overrides, print the sam commands (make sam-env)", cmdSAMEnv},
 		{"soak", "[--operations N] [--seed N] [--faults all|none|LIST] [--trace OPS] [--unrecorded-dispatch] [--json FILE] [--quiet]", "run the deterministic fault-injection simulation and check the invariants (exit 1 on any violation)", cmdSoak},
 		{"bench", "[--out DIR] [--renders N] [--seed S] [--quick]", "run the comparative benchmarks: print the table, write DIR/results.md and DIR/observation.png", cmdBench},
 		{"sim", "[--addr HOST:PORT] [--api-key K] [--run-for D] [--fault-rate F] ...", "serve the Genace simulator over HTTP until Ctrl-C", cmdSim},

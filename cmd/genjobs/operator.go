@@ -18,6 +18,7 @@ import (
 	"github.com/genjobs/genjobs/internal/clock"
 	appconfig "github.com/genjobs/genjobs/internal/config"
 	"github.com/genjobs/genjobs/internal/genace"
+	"github.com/genjobs/genjobs/internal/message"
 	"github.com/genjobs/genjobs/internal/operation"
 	"github.com/genjobs/genjobs/internal/queue"
 	"github.com/genjobs/genjobs/internal/replay"
@@ -293,7 +294,8 @@ func replaySender(ctx context.Context) (replay.Sender, error) {
 	if os.Getenv(appconfig.EnvDispatchQueueURL) == "" {
 		return nil, nil
 	}
-	cfg, err := appconfig.Load(os.Getenv, appconfig.NeedQueues)
+	// Replay sends each follow-up at once, whichever action it is.
+	cfg, err := appconfig.Load(os.Getenv, appconfig.Spec{FollowUps: appconfig.AtOnce(message.Actions...)})
 	if err != nil {
 		return nil, err
 	}

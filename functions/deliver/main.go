@@ -12,14 +12,13 @@ import (
 
 	"github.com/genjobs/genjobs/internal/artifact"
 	"github.com/genjobs/genjobs/internal/coldstart"
-	"github.com/genjobs/genjobs/internal/config"
 	"github.com/genjobs/genjobs/internal/deliver"
 	"github.com/genjobs/genjobs/internal/message"
 )
 
 func main() {
 	ctx := context.Background()
-	d, err := coldstart.Load(ctx, "deliver", true, config.NeedTable, config.NeedGenace, config.NeedQueues, config.NeedVisibility, config.NeedArtifacts)
+	d, err := coldstart.Load(ctx, "deliver", deliver.Needs)
 	if err != nil {
 		coldstart.Fatal("deliver", err)
 	}

@@ -9,7 +9,6 @@ import (
 	"github.com/aws/aws-lambda-go/lambda"
 
 	"github.com/genjobs/genjobs/internal/coldstart"
-	"github.com/genjobs/genjobs/internal/config"
 	"github.com/genjobs/genjobs/internal/message"
 	"github.com/genjobs/genjobs/internal/observe"
 	"github.com/genjobs/genjobs/internal/schedule"
@@ -17,7 +16,7 @@ import (
 
 func main() {
 	ctx := context.Background()
-	d, err := coldstart.Load(ctx, "observe", true, config.NeedTable, config.NeedGenace, config.NeedQueues, config.NeedVisibility)
+	d, err := coldstart.Load(ctx, "observe", observe.Needs)
 	if err != nil {
 		coldstart.Fatal("observe", err)
 	}

@@ -19,6 +19,7 @@ import (
 
 	"github.com/aws/aws-lambda-go/events"
 
+	"github.com/genjobs/genjobs/internal/config"
 	"github.com/genjobs/genjobs/internal/genace"
 	"github.com/genjobs/genjobs/internal/genacesim"
 	"github.com/genjobs/genjobs/internal/lambdatest"
@@ -29,12 +30,6 @@ import (
 
 // opID is the operation events/observe.json names.
 const opID = "op-sample-2"
-
-// policies shortens the long poll from 25 s to 1 s. The simulator, like
-// Genace, holds a long poll for its whole wait unless the job changes
-// state, and a job that already finished never does; 1 s keeps each
-// invocation short without changing what the function decides.
-const policies = `{"default":{"long_poll":"1s"}}`
 
 // acceptedOperation stores op-sample-2 as the submit function leaves it
 // after a 202: a job created on the simulator for it, claimed then
@@ -138,9 +133,11 @@ func TestObserveSampleEvent(t *testing.T) {
 			t.Parallel()
 			st := lambdatest.NewStack(t, genacesim.Config{DefaultModel: tc.model})
 			rec := acceptedOperation(t, st)
-			env := st.Env()
-			env["OBSERVE_POLICIES"] = policies
-			fn := lambdatest.Start(t, lambdatest.Config{Function: "observe", Env: env})
+			// The template's environment, with the local stack's
+			// ObservePolicies (a 1 s long poll: the simulator, like
+			// Genace, holds a long poll for its whole wait unless the job
+			// changes state, and a finished job never does).
+			fn := lambdatest.Start(t, st.Config(t, "observe"))
 
 			ctx, cancel := context.WithTimeout(context.Background(), 90*time.Second)
 			defer cancel()
@@ -193,5 +190,26 @@ func TestObserveSampleEvent(t *testing.T) {
 				t.Error("the Genace API key appears in the output")
 			}
 		})
+	}
+}
+
+// TestObserveInitNamesAMissingQueueARN: the template's environment without
+// the observe queue's ARN, which observations delayed beyond SQS's 15
+// minutes need (EventBridge Scheduler's target), stops the function at
+// init, before lambda.Start, naming the variable; the emulator answers
+// 502, as Lambda reports Runtime.ExitError.
+func TestObserveInitNamesAMissingQueueARN(t *testing.T) {
+	cfg := lambdatest.NewStack(t, genacesim.Config{}).Config(t, "observe")
+	delete(cfg.Env, config.EnvObserveQueueARN)
+	fn := lambdatest.Start(t, cfg)
+	status, body, err := fn.Invoke(context.Background(), lambdatest.Event(t, "observe.json"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if status != http.StatusBadGateway {
+		t.Errorf("status %d, body %s; want 502 for a runtime that exited during init", status, body)
+	}
+	if !fn.WaitStdout(config.EnvObserveQueueARN+" is required: observe_generation can be delayed", 5*time.Second) {
+		t.Errorf("the function's output does not name %s:\n%s", config.EnvObserveQueueARN, fn.Stdout())
 	}
 }

@@ -8,14 +8,13 @@ import (
 	"github.com/aws/aws-lambda-go/lambda"
 
 	"github.com/genjobs/genjobs/internal/coldstart"
-	"github.com/genjobs/genjobs/internal/config"
 	"github.com/genjobs/genjobs/internal/message"
 	"github.com/genjobs/genjobs/internal/submit"
 )
 
 func main() {
 	ctx := context.Background()
-	d, err := coldstart.Load(ctx, "submit", true, config.NeedTable, config.NeedGenace, config.NeedQueues, config.NeedVisibility)
+	d, err := coldstart.Load(ctx, "submit", submit.Needs)
 	if err != nil {
 		coldstart.Fatal("submit", err)
 	}

@@ -51,7 +51,7 @@ func setup(t *testing.T) env {
 	if rec.Revision != 1 {
 		t.Fatalf("created at revision %d; the sample dispatch expects 1", rec.Revision)
 	}
-	return env{stack: st, fn: lambdatest.Start(t, lambdatest.Config{Function: "submit", Env: st.Env()})}
+	return env{stack: st, fn: lambdatest.Start(t, st.Config(t, "submit"))}
 }
 
 // invoke sends a sample event, its records passed through the stack's
@@ -168,16 +168,11 @@ func TestSubmitSampleEvents(t *testing.T) {
 // TestSubmitInitFailsWithoutTable checks a broken deployment fails at
 // init, before lambda.Start, and says which setting is missing; the
 // emulator answers the invocation with 502, as Lambda reports
-// Runtime.ExitError. No stack is needed: nothing is contacted.
+// Runtime.ExitError.
 func TestSubmitInitFailsWithoutTable(t *testing.T) {
-	fn := lambdatest.Start(t, lambdatest.Config{Function: "submit", Env: map[string]string{
-		config.EnvGenaceURL:        "http://127.0.0.1:9",
-		config.EnvGenaceKey:        lambdatest.APIKey,
-		config.EnvDispatchQueueURL: "http://127.0.0.1:9/000000000000/genjobs-dispatch",
-		config.EnvObserveQueueURL:  "http://127.0.0.1:9/000000000000/genjobs-observe",
-		config.EnvDeliverQueueURL:  "http://127.0.0.1:9/000000000000/genjobs-deliver",
-		config.EnvVisibility:       "180",
-	}})
+	cfg := lambdatest.NewStack(t, genacesim.Config{}).Config(t, "submit")
+	delete(cfg.Env, config.EnvTable)
+	fn := lambdatest.Start(t, cfg)
 	status, body, err := fn.Invoke(context.Background(), lambdatest.Event(t, "submit.json"))
 	if err != nil {
 		t.Fatal(err)

@@ -8,12 +8,11 @@ import (
 	"github.com/aws/aws-lambda-go/lambda"
 
 	"github.com/genjobs/genjobs/internal/coldstart"
-	"github.com/genjobs/genjobs/internal/config"
 	"github.com/genjobs/genjobs/internal/sweep"
 )
 
 func main() {
-	d, err := coldstart.Load(context.Background(), "sweep", false, config.NeedTable, config.NeedQueues)
+	d, err := coldstart.Load(context.Background(), "sweep", sweep.Needs)
 	if err != nil {
 		coldstart.Fatal("sweep", err)
 	}

@@ -9,12 +9,11 @@ import (
 	"github.com/aws/aws-lambda-go/lambda"
 
 	"github.com/genjobs/genjobs/internal/coldstart"
-	"github.com/genjobs/genjobs/internal/config"
 	"github.com/genjobs/genjobs/internal/triage"
 )
 
 func main() {
-	d, err := coldstart.Load(context.Background(), "triage", false, config.NeedTable)
+	d, err := coldstart.Load(context.Background(), "triage", triage.Needs)
 	if err != nil {
 		coldstart.Fatal("triage", err)
 	}

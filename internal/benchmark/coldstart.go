@@ -4,15 +4,18 @@ import (
 	"bytes"
 	"context"
 	"fmt"
+	"maps"
 	"net/http"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"runtime"
 	"slices"
+	"strings"
 	"time"
 
 	"github.com/genjobs/genjobs/internal/rie"
+	"github.com/genjobs/genjobs/internal/samlocal"
 )
 
 // RIEPath is where `bash .ci/rie.sh install` puts the Lambda Runtime
@@ -107,6 +110,15 @@ func MeasureColdStarts(ctx context.Context, cfg ColdStartConfig) ([]ColdStart, e
 	} else if _, err := os.Stat(rieBin); err != nil {
 		skip = "emulator not installed (bash .ci/rie.sh install)"
 	}
+	secrets, err := samlocal.StartServices("127.0.0.1")
+	if err != nil {
+		return nil, err
+	}
+	defer secrets.Close()
+	envs, err := functionEnvs(cfg.Root, secrets)
+	if err != nil {
+		return nil, err
+	}
 	var out []ColdStart
 	for _, fn := range cfg.Functions {
 		c := ColdStart{Function: fn}
@@ -129,7 +141,7 @@ func MeasureColdStarts(ctx context.Context, cfg ColdStartConfig) ([]ColdStart, e
 				// A port found free may be taken before the emulator binds
 				// it: start again.
 				for attempt := 0; ; attempt++ {
-					if first, err = firstInvoke(ctx, rieBin, host, fn); err == nil || attempt == 2 {
+					if first, err = firstInvoke(ctx, rieBin, host, fn, envs[fn]); err == nil || attempt == 2 {
 						break
 					}
 				}
@@ -158,28 +170,54 @@ func buildBootstrap(ctx context.Context, cfg ColdStartConfig, fn, arch, path str
 	return st.Size(), nil
 }
 
-// functionEnv is what template.yaml would give the function, with
-// endpoints nobody listens on: init only builds clients (no secret id is
-// set, so no Secrets Manager call), and an empty batch calls nothing. The
-// emulator runner adds Lambda's own variables.
-func functionEnv() map[string]string {
-	dead := "http://127.0.0.1:9"
-	return map[string]string{
-		"AWS_ACCESS_KEY_ID": "bench", "AWS_SECRET_ACCESS_KEY": "bench",
-		"AWS_ENDPOINT_URL_DYNAMODB": dead, "AWS_ENDPOINT_URL_SQS": dead, "AWS_ENDPOINT_URL_S3": dead,
-		"AWS_ENDPOINT_URL_SCHEDULER": dead, "AWS_ENDPOINT_URL_SECRETS_MANAGER": dead,
-		"TABLE_NAME": "genjobs-bench", "GENACE_BASE_URL": dead, "GENACE_API_KEY": "bench-key",
-		"DISPATCH_QUEUE_URL": dead + "/000000000000/genjobs-dispatch", "DISPATCH_QUEUE_ARN": "arn:aws:sqs:us-east-1:000000000000:genjobs-dispatch",
-		"OBSERVE_QUEUE_URL": dead + "/000000000000/genjobs-observe", "OBSERVE_QUEUE_ARN": "arn:aws:sqs:us-east-1:000000000000:genjobs-observe",
-		"DELIVER_QUEUE_URL": dead + "/000000000000/genjobs-deliver", "DELIVER_QUEUE_ARN": "arn:aws:sqs:us-east-1:000000000000:genjobs-deliver",
-		"QUEUE_VISIBILITY_SECONDS": "360", "ARTIFACT_BUCKET": "genjobs-bench", "BATCH_CONCURRENCY": "10",
+// functionEnvs are each function's environment as template.yaml gives it
+// (internal/samlocal: resolved onto a local site, read back from SAM's
+// --env-vars file, plus what the Lambda runtime adds), by folder under
+// functions/, with every AWS endpoint and Genace on a closed port: init
+// only builds clients, and an empty batch calls nothing. The Genace key's
+// secret is the exception, served by secrets: reading it is part of a real
+// cold start.
+func functionEnvs(root string, secrets *samlocal.Services) (map[string]map[string]string, error) {
+	t, err := samlocal.Load(filepath.Join(root, samlocal.TemplateFile))
+	if err != nil {
+		return nil, err
 	}
+	dead := "http://127.0.0.1:9"
+	endpoints := map[string]string{}
+	for _, fn := range t.Functions {
+		for name := range fn.Env {
+			if strings.HasPrefix(name, samlocal.EndpointPrefix) {
+				endpoints[name] = dead
+			}
+		}
+	}
+	endpoints[samlocal.EndpointPrefix+"SECRETS_MANAGER"] = secrets.URL()
+	site := samlocal.Site{Region: "us-east-1", AccountID: "000000000000", Prefix: "genjobs-bench", SQS: dead}
+	l := t.Names(site)
+	err = t.Wire(l, site, samlocal.Wiring{GenaceURL: dead, APIKey: "bench-key", Secrets: secrets, Endpoints: endpoints})
+	if err != nil {
+		return nil, err
+	}
+	f, err := t.EnvFile(l)
+	if err != nil {
+		return nil, err
+	}
+	out := map[string]map[string]string{}
+	for _, fn := range t.Functions {
+		env, err := t.Apply(f, fn.LogicalID)
+		if err != nil {
+			return nil, err
+		}
+		maps.Copy(env, fn.Runtime("bench", "bench"))
+		out[fn.Dir()] = env
+	}
+	return out, nil
 }
 
 // firstInvoke starts one emulator with a fresh bootstrap, sends the
 // empty batch and times the answer.
-func firstInvoke(ctx context.Context, rieBin, bootstrap, name string) (time.Duration, error) {
-	emu, err := rie.Start(rie.Config{RIE: rieBin, Bootstrap: bootstrap, Name: name, Env: functionEnv(),
+func firstInvoke(ctx context.Context, rieBin, bootstrap, name string, env map[string]string) (time.Duration, error) {
+	emu, err := rie.Start(rie.Config{RIE: rieBin, Bootstrap: bootstrap, Name: name, Env: env,
 		Timeout: time.Minute, MemoryMB: 256, Region: "us-east-1"})
 	if err != nil {
 		return 0, err

@@ -302,7 +302,7 @@ func (r *Results) writeNotes(w io.Writer) {
 		fmtLatency(r.Batching.P99), fmtLatency(r.Real.P99))
 	r.writeCostNotes(w)
 	r.writeThroughputNotes(w)
-	fmt.Fprintln(w, "- **Cold start.** Each function built as the Makefile builds it (linux, CGO_ENABLED=0, `-tags lambda.norpc -trimpath -ldflags='-s -w'`), for arm64 (deploy size) and the host architecture (run here). Each start is a fresh `aws-lambda-rie` with a fresh bootstrap and template-like environment (dummy credentials, endpoints on a closed port, GENACE_API_KEY set directly so init reads no secret: `coldstart.Load` only builds clients). The first invoke sends `{\"Records\":[]}` and times the answer: process start, Go runtime, init, `lambda.Start` and an empty batch. sweep is scheduled, not SQS-fed, and its handler queries DynamoDB, so only its size is given.")
+	fmt.Fprintln(w, "- **Cold start.** Each function built as the Makefile builds it (linux, CGO_ENABLED=0, `-tags lambda.norpc -trimpath -ldflags='-s -w'`), for arm64 (deploy size) and the host architecture (run here). Each start is a fresh `aws-lambda-rie` with a fresh bootstrap and the environment template.yaml gives it (internal/samlocal; dummy credentials, every endpoint on a closed port but a local secret source, from which init reads the Genace key as deployed: `coldstart.Load` otherwise only builds clients). The first invoke sends `{\"Records\":[]}` and times the answer: process start, Go runtime, init, `lambda.Start` and an empty batch. sweep is scheduled, not SQS-fed, and its handler queries DynamoDB, so only its size is given.")
 }
 
 func (r *Results) writeCostNotes(w io.Writer) {

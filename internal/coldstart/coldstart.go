@@ -43,10 +43,12 @@ type Deps struct {
 	Metrics    *metrics.Emitter
 }
 
-// Load reads the environment and builds the clients for function name.
-// withGenace adds the Genace client (and reads its key).
-func Load(ctx context.Context, name string, withGenace bool, needs ...config.Need) (*Deps, error) {
-	cfg, err := config.Load(os.Getenv, needs...)
+// Load reads the environment as spec says and builds the clients for
+// function name: the Genace client when the spec needs Genace, the
+// follow-up dispatcher when it sends follow-ups (with EventBridge
+// Scheduler only when one of them can be delayed beyond SQS's limit).
+func Load(ctx context.Context, name string, spec config.Spec) (*Deps, error) {
+	cfg, err := config.Load(os.Getenv, spec)
 	if err != nil {
 		return nil, err
 	}
@@ -66,18 +68,20 @@ func Load(ctx context.Context, name string, withGenace bool, needs ...config.Nee
 		d.Store = store.NewDynamo(client, cfg.Table)
 	}
 	d.Queue = queue.NewSQS(sqs.NewFromConfig(d.AWS))
-	var sched schedule.ScheduleCreator
-	if cfg.SchedulerRole != "" {
-		sched = schedule.NewEventBridgeScheduler(scheduler.NewFromConfig(d.AWS))
-	}
 	// Only functions that send follow-ups get a dispatcher: triage is
 	// deployed with nothing but its table.
-	if slices.Contains(needs, config.NeedQueues) {
-		d.Dispatcher, err = schedule.NewDispatcher(cfg.DispatchConfig(), d.Queue, sched, d.Clock)
+	if spec.FollowUps != nil {
+		dc := cfg.DispatchConfig()
+		var sched schedule.ScheduleCreator
+		if len(dc.Scheduled()) > 0 {
+			sched = schedule.NewEventBridgeScheduler(scheduler.NewFromConfig(d.AWS))
+		}
+		d.Dispatcher, err = schedule.NewDispatcher(dc, d.Queue, sched, d.Clock)
 		if err != nil {
 			return nil, err
 		}
 	}
+	withGenace := slices.Contains(spec.Needs, config.NeedGenace)
 	if withGenace {
 		var sm secret.Getter
 		if cfg.GenaceKey == "" {

@@ -6,6 +6,8 @@ package config
 import (
 	"errors"
 	"fmt"
+	"maps"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -14,8 +16,8 @@ import (
 	"github.com/genjobs/genjobs/internal/schedule"
 )
 
-// The environment variables. template.yaml sets them; `make invoke`
-// sets them for the local emulator.
+// The environment variables. template.yaml sets them (and is the one
+// place that does: local runs resolve it, internal/samlocal).
 const (
 	EnvTable            = "TABLE_NAME"
 	EnvGenaceURL        = "GENACE_BASE_URL"
@@ -38,70 +40,119 @@ const (
 	EnvSweepOverdue     = "SWEEP_OVERDUE_SECONDS"
 )
 
+// QueueVars names the variables that hold one action's queue: its URL
+// (to send through SQS) and its ARN (EventBridge Scheduler's target).
+type QueueVars struct{ URL, ARN string }
+
+// QueueEnv maps each action to its queue's variables.
+var QueueEnv = map[message.Action]QueueVars{
+	message.SubmitGeneration:  {URL: EnvDispatchQueueURL, ARN: EnvDispatchQueueARN},
+	message.ObserveGeneration: {URL: EnvObserveQueueURL, ARN: EnvObserveQueueARN},
+	message.DeliverArtifacts:  {URL: EnvDeliverQueueURL, ARN: EnvDeliverQueueARN},
+}
+
 // Config is what the functions read from the environment.
 type Config struct {
 	Table           string
 	GenaceURL       string
 	GenaceKey       string
 	GenaceKeySecret string
-	Queues          map[message.Action]schedule.Target
-	Visibility      time.Duration
-	SchedulerRole   string
-	ScheduleGroup   string
-	Policies        schedule.Policies
-	Concurrency     int
-	ArtifactBucket  string
-	ArtifactDir     string
-	// SweepClaimTimeout and SweepOverdue are the sweep's thresholds (0:
-	// the sweep's defaults).
+	// Queues are the queues of the actions the function sends (its
+	// Spec's FollowUps), with an ARN only for those it may delay beyond
+	// SQS's limit.
+	Queues map[message.Action]schedule.Target
+	// FollowUps is the longest delay the function asks for, per action it
+	// sends (Spec.FollowUps).
+	FollowUps     map[message.Action]time.Duration
+	Visibility    time.Duration
+	SchedulerRole string
+	ScheduleGroup string
+	Policies      schedule.Policies
+	// Concurrency is BATCH_CONCURRENCY (0 when the function does not
+	// need it).
+	Concurrency    int
+	ArtifactBucket string
+	ArtifactDir    string
+	// SweepClaimTimeout and SweepOverdue are the sweep's thresholds.
 	SweepClaimTimeout time.Duration
 	SweepOverdue      time.Duration
 }
 
-// Need names the settings a function cannot start without.
+// Need names settings a function cannot start without.
 type Need int
 
 // What a function may need.
 const (
+	// NeedTable is TABLE_NAME.
 	NeedTable Need = iota
+	// NeedGenace is GENACE_BASE_URL and the key (GENACE_API_KEY_SECRET_ID,
+	// or GENACE_API_KEY for local runs).
 	NeedGenace
-	NeedQueues
+	// NeedVisibility is QUEUE_VISIBILITY_SECONDS.
 	NeedVisibility
+	// NeedArtifacts is ARTIFACT_BUCKET (or ARTIFACT_DIR for local runs).
 	NeedArtifacts
+	// NeedConcurrency is BATCH_CONCURRENCY.
+	NeedConcurrency
+	// NeedPolicies is OBSERVE_POLICIES ("{}" for the built-in ones).
+	NeedPolicies
+	// NeedSweep is SWEEP_CLAIM_TIMEOUT_SECONDS and SWEEP_OVERDUE_SECONDS.
+	NeedSweep
 )
 
-// Load reads the settings; getenv is os.Getenv in production.
-func Load(getenv func(string) string, needs ...Need) (Config, error) {
+// Spec is what one function needs of its environment. Each function's
+// handler package declares its own (submit.Needs, ...); the functions'
+// main packages load it, and a test checks it against template.yaml: the
+// template gives every function exactly what its Spec asks for.
+type Spec struct {
+	// Needs are the settings it cannot start without.
+	Needs []Need
+	// FollowUps, for a function that sends messages, returns the longest
+	// delay it asks for per action it sends, from the settings read; nil
+	// for one that sends nothing. Each of those actions needs its queue's
+	// URL; one delayed beyond SQS's limit goes through EventBridge
+	// Scheduler, and needs its queue's ARN, SCHEDULER_ROLE_ARN and
+	// SCHEDULE_GROUP too.
+	FollowUps func(Config) map[message.Action]time.Duration
+}
+
+// AtOnce is the FollowUps of a function that sends the actions without
+// delay.
+func AtOnce(actions ...message.Action) func(Config) map[message.Action]time.Duration {
+	return func(Config) map[message.Action]time.Duration {
+		out := make(map[message.Action]time.Duration, len(actions))
+		for _, a := range actions {
+			out[a] = 0
+		}
+		return out
+	}
+}
+
+// Load reads the settings the spec asks for; getenv is os.Getenv in
+// production. Every missing or malformed one is reported at once, each
+// naming its variable.
+func Load(getenv func(string) string, spec Spec) (Config, error) {
 	var errs []error
 	c := Config{
 		Table: getenv(EnvTable), GenaceURL: getenv(EnvGenaceURL), GenaceKey: getenv(EnvGenaceKey),
 		GenaceKeySecret: getenv(EnvGenaceKeySecret), SchedulerRole: getenv(EnvSchedulerRole), ScheduleGroup: getenv(EnvScheduleGroup),
-		Queues: map[message.Action]schedule.Target{
-			message.SubmitGeneration:  {URL: getenv(EnvDispatchQueueURL), ARN: getenv(EnvDispatchQueueARN)},
-			message.ObserveGeneration: {URL: getenv(EnvObserveQueueURL), ARN: getenv(EnvObserveQueueARN)},
-			message.DeliverArtifacts:  {URL: getenv(EnvDeliverQueueURL), ARN: getenv(EnvDeliverQueueARN)},
-		},
 	}
-	require := func(name, v string) {
+	require := func(name, v, why string) {
 		if strings.TrimSpace(v) == "" {
-			errs = append(errs, fmt.Errorf("%s is required", name))
+			errs = append(errs, fmt.Errorf("%s is required%s", name, why))
 		}
 	}
-	for _, n := range needs {
+	for _, n := range spec.Needs {
 		switch n {
 		case NeedTable:
-			require(EnvTable, c.Table)
+			require(EnvTable, c.Table, "")
 		case NeedGenace:
-			require(EnvGenaceURL, c.GenaceURL)
+			require(EnvGenaceURL, c.GenaceURL, "")
 			if c.GenaceKey == "" && c.GenaceKeySecret == "" {
 				errs = append(errs, fmt.Errorf("%s (or %s for local runs) is required", EnvGenaceKeySecret, EnvGenaceKey))
 			}
-		case NeedQueues:
-			require(EnvDispatchQueueURL, c.Queues[message.SubmitGeneration].URL)
-			require(EnvObserveQueueURL, c.Queues[message.ObserveGeneration].URL)
-			require(EnvDeliverQueueURL, c.Queues[message.DeliverArtifacts].URL)
 		case NeedVisibility:
-			require(EnvVisibility, getenv(EnvVisibility))
+			require(EnvVisibility, getenv(EnvVisibility), "")
 		case NeedArtifacts:
 			// Exactly one, so a deployment never writes outputs to an
 			// instance's disk by accident.
@@ -112,6 +163,13 @@ func Load(getenv func(string) string, needs ...Need) (Config, error) {
 			case bucket == "" && dir == "":
 				errs = append(errs, fmt.Errorf("%s is required", EnvArtifactBucket))
 			}
+		case NeedConcurrency:
+			require(EnvConcurrency, getenv(EnvConcurrency), "")
+		case NeedPolicies:
+			require(EnvPolicies, getenv(EnvPolicies), ` ("{}" for the built-in policies)`)
+		case NeedSweep:
+			require(EnvSweepClaim, getenv(EnvSweepClaim), "")
+			require(EnvSweepOverdue, getenv(EnvSweepOverdue), "")
 		}
 	}
 	seconds := func(name string, max int) time.Duration {
@@ -130,7 +188,6 @@ func Load(getenv func(string) string, needs ...Need) (Config, error) {
 	c.SweepOverdue = seconds(EnvSweepOverdue, 86400)
 	c.ArtifactBucket = strings.TrimSpace(getenv(EnvArtifactBucket))
 	c.ArtifactDir = strings.TrimSpace(getenv(EnvArtifactDir))
-	c.Concurrency = 8
 	if v := getenv(EnvConcurrency); v != "" {
 		n, err := strconv.Atoi(v)
 		if err != nil || n < 1 || n > 100 {
@@ -143,13 +200,57 @@ func Load(getenv func(string) string, needs ...Need) (Config, error) {
 		errs = append(errs, fmt.Errorf("%s: %w", EnvPolicies, err))
 	}
 	c.Policies = ps
+	if spec.FollowUps != nil {
+		errs = append(errs, c.followUps(getenv, spec.FollowUps(c))...)
+	}
 	if err := errors.Join(errs...); err != nil {
 		return Config{}, fmt.Errorf("configuration: %w", err)
 	}
 	return c, nil
 }
 
+// followUps reads the queues of the actions the function sends: each
+// one's URL, and for those delayed beyond SQS's limit the queue's ARN and
+// the scheduler's role and group.
+func (c *Config) followUps(getenv func(string) string, longest map[message.Action]time.Duration) []error {
+	var errs []error
+	c.FollowUps, c.Queues = longest, map[message.Action]schedule.Target{}
+	scheduled := schedule.Config{MaxDelay: longest}.Scheduled()
+	for _, a := range slices.Sorted(maps.Keys(longest)) {
+		vars, ok := QueueEnv[a]
+		if !ok {
+			errs = append(errs, fmt.Errorf("follow-up %q: no queue variables for it", a))
+			continue
+		}
+		t := schedule.Target{URL: getenv(vars.URL)}
+		if strings.TrimSpace(t.URL) == "" {
+			errs = append(errs, fmt.Errorf("%s is required (the function sends %s)", vars.URL, a))
+		}
+		if slices.Contains(scheduled, a) {
+			t.ARN = getenv(vars.ARN)
+			if strings.TrimSpace(t.ARN) == "" {
+				errs = append(errs, fmt.Errorf("%s is required: %s", vars.ARN, beyondQueue(a, longest[a])))
+			}
+		}
+		c.Queues[a] = t
+	}
+	if len(scheduled) > 0 {
+		why := beyondQueue(scheduled[0], longest[scheduled[0]])
+		if strings.TrimSpace(c.SchedulerRole) == "" {
+			errs = append(errs, fmt.Errorf("%s is required: %s", EnvSchedulerRole, why))
+		}
+		if strings.TrimSpace(c.ScheduleGroup) == "" {
+			errs = append(errs, fmt.Errorf("%s is required: %s", EnvScheduleGroup, why))
+		}
+	}
+	return errs
+}
+
+func beyondQueue(a message.Action, d time.Duration) string {
+	return fmt.Sprintf("%s can be delayed up to %v, beyond SQS's %v, so it goes through EventBridge Scheduler", a, d, schedule.DefaultMaxQueueDelay)
+}
+
 // DispatchConfig is the Dispatcher's part of the settings.
 func (c Config) DispatchConfig() schedule.Config {
-	return schedule.Config{Queues: c.Queues, SchedulerRoleARN: c.SchedulerRole, ScheduleGroup: c.ScheduleGroup, NamePrefix: "genjobs"}
+	return schedule.Config{Queues: c.Queues, MaxDelay: c.FollowUps, SchedulerRoleARN: c.SchedulerRole, ScheduleGroup: c.ScheduleGroup, NamePrefix: "genjobs"}
 }

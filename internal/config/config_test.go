@@ -1,6 +1,7 @@
 package config
 
 import (
+	"maps"
 	"strings"
 	"testing"
 	"time"
@@ -10,56 +11,103 @@ import (
 
 func env(m map[string]string) func(string) string { return func(k string) string { return m[k] } }
 
+// every is a spec needing everything, sending observations delayed up to
+// 30 minutes (beyond SQS's 15: the scheduler) and deliveries at once.
+var every = Spec{
+	Needs: []Need{NeedTable, NeedGenace, NeedVisibility, NeedArtifacts, NeedConcurrency, NeedPolicies, NeedSweep},
+	FollowUps: func(Config) map[message.Action]time.Duration {
+		return map[message.Action]time.Duration{message.ObserveGeneration: 30 * time.Minute, message.DeliverArtifacts: 0}
+	},
+}
+
+var full = map[string]string{
+	EnvTable: "ops", EnvGenaceURL: "http://127.0.0.1:1", EnvGenaceKeySecret: "arn:secret",
+	EnvObserveQueueURL: "o", EnvObserveQueueARN: "arn:o", EnvDeliverQueueURL: "v",
+	EnvSchedulerRole: "arn:role", EnvScheduleGroup: "group",
+	EnvVisibility: "180", EnvArtifactBucket: "bucket", EnvConcurrency: "4",
+	EnvPolicies: `{"default":{"immediate":"5m"}}`, EnvSweepClaim: "120", EnvSweepOverdue: "300",
+}
+
 func TestLoad(t *testing.T) {
 	t.Parallel()
-	full := map[string]string{
-		EnvTable: "ops", EnvGenaceURL: "http://127.0.0.1:1", EnvGenaceKey: "k",
-		EnvDispatchQueueURL: "d", EnvObserveQueueURL: "o", EnvDeliverQueueURL: "v", EnvObserveQueueARN: "arn:o",
-		EnvVisibility: "180", EnvArtifactBucket: "bucket", EnvConcurrency: "4",
-		EnvPolicies: `{"default":{"immediate":"5m"}}`,
-	}
-	c, err := Load(env(full), NeedTable, NeedGenace, NeedQueues, NeedVisibility, NeedArtifacts)
+	c, err := Load(env(full), every)
 	if err != nil {
 		t.Fatal(err)
 	}
 	if c.Visibility != 3*time.Minute || c.Concurrency != 4 || c.Policies.Default.Immediate != 5*time.Minute ||
-		c.Queues[message.ObserveGeneration].ARN != "arn:o" {
+		c.Queues[message.ObserveGeneration].ARN != "arn:o" || c.Queues[message.DeliverArtifacts].URL != "v" ||
+		c.SweepClaimTimeout != 2*time.Minute || c.SweepOverdue != 5*time.Minute {
 		t.Fatalf("loaded %+v", c)
+	}
+	if _, ok := c.Queues[message.SubmitGeneration]; ok {
+		t.Errorf("a queue for submit_generation, which the spec does not send: %+v", c.Queues)
+	}
+	if got := c.DispatchConfig().Scheduled(); len(got) != 1 || got[0] != message.ObserveGeneration {
+		t.Errorf("the dispatcher schedules %v, want only observe_generation", got)
 	}
 	tests := []struct {
 		name  string
+		spec  Spec
 		unset []string
 		set   map[string]string
 		want  []string
 	}{
-		{"everything missing is named at once", []string{EnvTable, EnvGenaceURL, EnvGenaceKey, EnvObserveQueueURL}, nil,
-			[]string{EnvTable, EnvGenaceURL, EnvGenaceKeySecret, EnvObserveQueueURL}},
-		{"bad numbers", nil, map[string]string{EnvVisibility: "soon", EnvConcurrency: "0"}, []string{EnvVisibility, EnvConcurrency}},
-		{"two artifact stores", nil, map[string]string{EnvArtifactBucket: "b", EnvArtifactDir: "/tmp/x"}, []string{EnvArtifactBucket, EnvArtifactDir}},
-		{"bad policy", nil, map[string]string{EnvPolicies: `{"default":{"longpoll":"5s"}}`}, []string{EnvPolicies, "longpoll"}},
+		{"everything missing is named at once", every,
+			[]string{EnvTable, EnvGenaceURL, EnvGenaceKeySecret, EnvObserveQueueURL, EnvVisibility, EnvConcurrency, EnvPolicies, EnvSweepClaim, EnvSweepOverdue},
+			nil, []string{EnvTable, EnvGenaceURL, EnvGenaceKeySecret, EnvObserveQueueURL, EnvVisibility, EnvConcurrency, EnvPolicies, EnvSweepClaim, EnvSweepOverdue}},
+		{"a scheduled action's ARN", every, []string{EnvObserveQueueARN}, nil,
+			[]string{EnvObserveQueueARN + " is required: observe_generation can be delayed up to 30m0s, beyond SQS's 15m0s"}},
+		{"the scheduler's role and group", every, []string{EnvSchedulerRole, EnvScheduleGroup}, nil,
+			[]string{EnvSchedulerRole + " is required: observe_generation", EnvScheduleGroup + " is required: observe_generation"}},
+		{"bad numbers", every, nil, map[string]string{EnvVisibility: "soon", EnvConcurrency: "0", EnvSweepOverdue: "-1"},
+			[]string{EnvVisibility, EnvConcurrency, EnvSweepOverdue}},
+		{"two artifact stores", every, nil, map[string]string{EnvArtifactBucket: "b", EnvArtifactDir: "/tmp/x"}, []string{EnvArtifactBucket, EnvArtifactDir}},
+		{"bad policy", every, nil, map[string]string{EnvPolicies: `{"default":{"longpoll":"5s"}}`}, []string{EnvPolicies, "longpoll"}},
+		{"an action without queue variables", Spec{FollowUps: func(Config) map[message.Action]time.Duration {
+			return map[message.Action]time.Duration{"render": 0}
+		}}, nil, nil, []string{`follow-up "render"`}},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			t.Parallel()
-			m := map[string]string{}
-			for k, v := range full {
-				m[k] = v
-			}
+			m := maps.Clone(full)
 			for _, k := range tt.unset {
 				delete(m, k)
 			}
-			for k, v := range tt.set {
-				m[k] = v
-			}
-			_, err := Load(env(m), NeedTable, NeedGenace, NeedQueues, NeedVisibility, NeedArtifacts)
+			maps.Copy(m, tt.set)
+			_, err := Load(env(m), tt.spec)
 			if err == nil {
 				t.Fatal("no error")
 			}
 			for _, w := range tt.want {
 				if !strings.Contains(err.Error(), w) {
-					t.Errorf("error %q does not name %s", err, w)
+					t.Errorf("error %q does not say %q", err, w)
 				}
 			}
 		})
+	}
+}
+
+// TestLoadAsksOnlyWhatTheSpecNeeds: a function whose follow-ups all fit
+// SQS's delay needs no ARN and no scheduler settings, and one that sends
+// nothing needs no queue at all.
+func TestLoadAsksOnlyWhatTheSpecNeeds(t *testing.T) {
+	t.Parallel()
+	m := map[string]string{EnvTable: "ops", EnvDeliverQueueURL: "v", EnvConcurrency: "10"}
+	c, err := Load(env(m), Spec{Needs: []Need{NeedTable, NeedConcurrency}, FollowUps: func(Config) map[message.Action]time.Duration {
+		return map[message.Action]time.Duration{message.DeliverArtifacts: 15 * time.Minute}
+	}})
+	if err != nil {
+		t.Fatalf("deliveries within 15 minutes: %v", err)
+	}
+	if len(c.Queues) != 1 || c.Queues[message.DeliverArtifacts].URL != "v" || c.Queues[message.DeliverArtifacts].ARN != "" {
+		t.Errorf("queues %+v, want the deliver queue's URL only", c.Queues)
+	}
+	if c, err = Load(env(map[string]string{EnvTable: "ops"}), Spec{Needs: []Need{NeedTable}}); err != nil || c.Queues != nil {
+		t.Errorf("a function that sends nothing: %+v, %v", c.Queues, err)
+	}
+	if _, err := Load(env(m), Spec{FollowUps: AtOnce(message.Actions...)}); err == nil ||
+		!strings.Contains(err.Error(), EnvDispatchQueueURL+" is required (the function sends submit_generation)") {
+		t.Errorf("every action at once without their URLs: %v", err)
 	}
 }

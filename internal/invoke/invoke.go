@@ -2,12 +2,16 @@
 // FUNCTION -e EVENT` does: the function's bootstrap, built as for
 // deployment, under the AWS Lambda Runtime Interface Emulator, invoked
 // once with a sample event. Instead of the deployed resources it talks to
-// services on this machine: a fresh table in DynamoDB Local, fresh queues
-// in goaws, the Genace simulator and an in-process S3 (gofakes3). Before
-// the invocation it seeds the operations the event names (see Samples);
+// the template's resources on this machine (Stack): its table in DynamoDB
+// Local, its queues in goaws, its bucket in an in-process S3 (gofakes3),
+// its secret in a local secret source, and the Genace simulator. The
+// function's environment is the template's, resolved onto that stack and
+// read back from SAM's --env-vars file (internal/samlocal). Before the
+// invocation it seeds the operations the event names (see Samples);
 // afterwards it reports the answer, the function's log and what changed.
 //
-// It backs `genjobs invoke` (`make invoke FN=... EVENT=...`). The build
+// It backs `genjobs invoke` (`make invoke FN=... EVENT=...`) and `genjobs
+// sam-env` (`make sam-env`, PrepareSAMLocal). The build
 // and the emulator are internal/rie's, which internal/lambdatest wraps for
 // tests; like rie, this package depends on no testing package.
 package invoke
@@ -27,79 +31,64 @@ import (
 	"strings"
 	"time"
 
-	"github.com/genjobs/genjobs/internal/config"
 	"github.com/genjobs/genjobs/internal/operation"
 	"github.com/genjobs/genjobs/internal/queue"
 	"github.com/genjobs/genjobs/internal/review"
 	"github.com/genjobs/genjobs/internal/rie"
+	"github.com/genjobs/genjobs/internal/samlocal"
 	"github.com/genjobs/genjobs/internal/store"
 )
 
-// Spec is how the template deploys one function: what it consumes, its
-// timeout and memory, and which of the stack's settings its environment
-// holds.
+// Spec is how the template deploys one function: what invokes it, its
+// timeout and memory. Everything here is read from the template.
 type Spec struct {
-	// Name is the folder under functions/.
+	// Name is the folder under functions/ (samlocal.Function.Dir).
 	Name string
 	// LogicalID is the template's resource (as `sam local invoke` names it).
 	LogicalID string
 	// Kind is the event source that invokes it.
 	Kind EventKind
-	// Consumes are the queue kinds its event source mappings read.
+	// Consumes are the kinds of the queues its SQS events read.
 	Consumes []string
-	// Timeout and MemoryMB are the template's.
+	// Timeout and MemoryMB are the template's (Globals merged).
 	Timeout  time.Duration
 	MemoryMB int
-	env      func(st *Stack) map[string]string
 }
 
-// Functions are the deployable functions, in the template's order.
-var Functions = []Spec{
-	{Name: "submit", LogicalID: "SubmitFunction", Kind: KindSQS, Consumes: []string{"dispatch"}, Timeout: 60 * time.Second, MemoryMB: 256,
-		env: func(st *Stack) map[string]string { return merge(genaceEnv(st), queueEnv(st), batch("360")) }},
-	{Name: "observe", LogicalID: "ObserveFunction", Kind: KindSQS, Consumes: []string{"observe"}, Timeout: 60 * time.Second, MemoryMB: 256,
-		env: func(st *Stack) map[string]string {
-			return merge(genaceEnv(st), queueEnv(st), batch("360"), map[string]string{
-				config.EnvObserveQueueARN: st.QueueOf("observe").ARN,
-				// Genace holds a long poll for its whole wait unless the
-				// job changes state, and a finished job never does: 1 s
-				// instead of 25 keeps an invocation short without changing
-				// what the function decides.
-				config.EnvPolicies: ObservePolicies,
-			})
-		}},
-	{Name: "deliver", LogicalID: "DeliverFunction", Kind: KindSQS, Consumes: []string{"deliver"}, Timeout: 120 * time.Second, MemoryMB: 512,
-		env: func(st *Stack) map[string]string {
-			return merge(genaceEnv(st), queueEnv(st), batch("720"), map[string]string{
-				config.EnvArtifactBucket: Bucket,
-				"AWS_ENDPOINT_URL_S3":    st.S3URL,
-			})
-		}},
-	{Name: "triage", LogicalID: "TriageFunction", Kind: KindSQS, Consumes: []string{"dispatch-dlq", "observe-dlq", "deliver-dlq"},
-		Timeout: 30 * time.Second, MemoryMB: 256,
-		env: func(*Stack) map[string]string { return map[string]string{} }},
-	{Name: "sweep", LogicalID: "SweepFunction", Kind: KindScheduled, Timeout: 60 * time.Second, MemoryMB: 256,
-		env: func(st *Stack) map[string]string {
-			return merge(queueEnv(st), map[string]string{config.EnvSweepClaim: "120", config.EnvSweepOverdue: "300"})
-		}},
+// Functions are the template's functions, in its order.
+func Functions(t *samlocal.Template) []Spec {
+	out := make([]Spec, 0, len(t.Functions))
+	for _, f := range t.Functions {
+		s := Spec{Name: f.Dir(), LogicalID: f.LogicalID, Kind: KindOther, Timeout: f.Timeout, MemoryMB: f.MemoryMB}
+		for _, e := range f.Events {
+			switch e.Type {
+			case "SQS":
+				s.Kind = KindSQS
+				if arn, ok := e.Properties["Queue"].(map[string]any)["Fn::GetAtt"].([]any); ok && len(arn) == 2 {
+					id, _ := arn[0].(string)
+					s.Consumes = append(s.Consumes, samlocal.Slug(id, "AWS::SQS::Queue"))
+				}
+			case "Schedule", "ScheduleV2":
+				s.Kind = KindScheduled
+			}
+		}
+		out = append(out, s)
+	}
+	return out
 }
 
-// ObservePolicies is OBSERVE_POLICIES for the observe function: the
-// defaults with a 1 s long poll.
-const ObservePolicies = `{"default":{"long_poll":"1s"}}`
-
-// FunctionNames lists the functions' names.
-func FunctionNames() []string {
-	names := make([]string, len(Functions))
-	for i, f := range Functions {
-		names[i] = f.Name
+// FunctionNames lists the template's functions' names.
+func FunctionNames(t *samlocal.Template) []string {
+	var names []string
+	for _, f := range Functions(t) {
+		names = append(names, f.Name)
 	}
 	return names
 }
 
-// Lookup returns the function called name.
-func Lookup(name string) (Spec, bool) {
-	for _, f := range Functions {
+// Lookup returns the template's function called name.
+func Lookup(t *samlocal.Template, name string) (Spec, bool) {
+	for _, f := range Functions(t) {
 		if f.Name == name {
 			return f, true
 		}
@@ -107,56 +96,13 @@ func Lookup(name string) (Spec, bool) {
 	return Spec{}, false
 }
 
-func merge(ms ...map[string]string) map[string]string {
-	out := map[string]string{}
-	for _, m := range ms {
-		for k, v := range m {
-			out[k] = v
-		}
-	}
-	return out
-}
-
-func genaceEnv(st *Stack) map[string]string {
-	return map[string]string{config.EnvGenaceURL: st.SimURL, config.EnvGenaceKey: APIKey}
-}
-
-func queueEnv(st *Stack) map[string]string {
-	return map[string]string{
-		config.EnvDispatchQueueURL: st.QueueOf("dispatch").URL,
-		config.EnvObserveQueueURL:  st.QueueOf("observe").URL,
-		config.EnvDeliverQueueURL:  st.QueueOf("deliver").URL,
-	}
-}
-
-// batch is an SQS consumer's lease and batch settings: its queue's
-// visibility timeout and the template's default BATCH_CONCURRENCY.
-func batch(visibilitySeconds string) map[string]string {
-	return map[string]string{config.EnvVisibility: visibilitySeconds, config.EnvConcurrency: "10"}
-}
-
-// Env is the function's environment on st: the variables the template
-// sets (the API key given directly, as for local runs, instead of a
-// Secrets Manager id), Lambda's logging configuration, and the SDK's
-// endpoint variables and credentials, which point the function's
-// unchanged clients at the local services.
-func (f Spec) Env(st *Stack) map[string]string {
-	return merge(f.env(st), map[string]string{
-		config.EnvTable:             st.Table,
-		"AWS_LAMBDA_LOG_FORMAT":     "JSON",
-		"AWS_LAMBDA_LOG_LEVEL":      "INFO",
-		"AWS_ENDPOINT_URL_DYNAMODB": st.endpoints.DynamoDB,
-		"AWS_ENDPOINT_URL_SQS":      st.endpoints.SQS,
-		"AWS_ACCESS_KEY_ID":         st.endpoints.AccessKey,
-		"AWS_SECRET_ACCESS_KEY":     st.endpoints.SecretKey,
-	})
-}
-
 // Options are one invocation's inputs.
 type Options struct {
 	// Root is the module root (FindRoot).
 	Root string
-	// Function is a name from Functions.
+	// Template is the module's template (LoadTemplate).
+	Template *samlocal.Template
+	// Function is a name from FunctionNames.
 	Function string
 	// EventPath is the event file.
 	EventPath string
@@ -179,15 +125,18 @@ type Session struct {
 	seeded  map[string]operation.Record
 	notes   []string
 	now     func() time.Time
+	// dir holds the stack's SAM files (files), removed on Close.
+	dir   string
+	files SAMFiles
 }
 
 // Prepare checks the function and the event, stands up the stack, seeds
 // the operations the event names, builds the bootstrap and starts it
 // under the emulator. Close undoes it, also after an error.
 func Prepare(ctx context.Context, opts Options) (*Session, error) {
-	spec, ok := Lookup(opts.Function)
+	spec, ok := Lookup(opts.Template, opts.Function)
 	if !ok {
-		return nil, fmt.Errorf("unknown function %q: want one of %s", opts.Function, strings.Join(FunctionNames(), ", "))
+		return nil, fmt.Errorf("unknown function %q: want one of %s", opts.Function, strings.Join(FunctionNames(opts.Template), ", "))
 	}
 	ev, err := ReadEvent(opts.EventPath)
 	if err != nil {
@@ -230,12 +179,23 @@ func Prepare(ctx context.Context, opts Options) (*Session, error) {
 		return nil, err
 	}
 
-	if s.stack, err = NewStack(ctx, opts.Endpoints); err != nil {
+	if s.stack, err = NewStack(ctx, StackConfig{Template: opts.Template, Endpoints: opts.Endpoints}); err != nil {
 		return fail(err)
 	}
 	s.progress("table %s in DynamoDB Local at %s; queues %s-* in goaws at %s",
-		s.stack.Table, opts.Endpoints.DynamoDB, strings.TrimSuffix(s.stack.QueueOf("dispatch").Name, "-dispatch"), opts.Endpoints.SQS)
-	s.progress("Genace simulator at %s; S3 (gofakes3) at %s, bucket %s", s.stack.SimURL, s.stack.S3URL, Bucket)
+		s.stack.Table, opts.Endpoints.DynamoDB, s.stack.Prefix, opts.Endpoints.SQS)
+	s.progress("Genace simulator at %s; S3 (gofakes3) at %s, buckets %s", s.stack.SimURL, s.stack.S3URL, strings.Join(s.stack.Buckets, ", "))
+	if s.dir, err = os.MkdirTemp("", s.stack.Prefix+"-"); err != nil {
+		return fail(err)
+	}
+	if s.files, err = s.stack.WriteSAMFiles(s.dir); err != nil {
+		return fail(err)
+	}
+	env, err := s.stack.Env(s.files, spec.LogicalID)
+	if err != nil {
+		return fail(err)
+	}
+	s.progress("environment of %s from %s: %s (sam local invoke --env-vars)", spec.LogicalID, TemplateFile, s.files.EnvVars)
 
 	ids := ev.OperationIDs()
 	if spec.Name == "sweep" {
@@ -270,7 +230,7 @@ func Prepare(ctx context.Context, opts Options) (*Session, error) {
 	}
 	s.progress("built %s", relative(opts.Root, b.path))
 	s.emu, err = StartEmulator(EmulatorConfig{
-		RIE: rieBin, Bootstrap: b.path, Name: spec.Name, Env: spec.Env(s.stack),
+		RIE: rieBin, Bootstrap: b.path, Name: spec.Name, Env: env,
 		Timeout: spec.Timeout, MemoryMB: spec.MemoryMB, Region: opts.Endpoints.Region,
 	})
 	if err != nil {
@@ -330,6 +290,9 @@ func (s *Session) Close() {
 	if s.stack != nil {
 		s.stack.Close()
 	}
+	if s.dir != "" {
+		_ = os.RemoveAll(s.dir)
+	}
 }
 
 // state is what Invoke compares before and after.
@@ -381,7 +344,7 @@ func (s *Session) Invoke(ctx context.Context) (*Result, error) {
 	// function can renew; afterwards they leave the queues whatever the
 	// answer, so the report shows only what the function sent.
 	q := queue.NewSQS(s.stack.sqs)
-	payload, received, err := PassThrough(ictx, q, s.payload, s.stack.queueFor)
+	payload, received, err := PassThrough(ictx, q, s.payload, s.stack.QueueFor)
 	drop := func() {
 		for _, r := range received {
 			_ = q.Delete(context.WithoutCancel(ctx), r.QueueURL, r.ReceiptHandle)
@@ -455,8 +418,11 @@ func (s *Session) WriteKeep(w io.Writer) error {
 	for _, q := range st.Queues {
 		fmt.Fprintf(w, "  %-14s aws sqs receive-message --endpoint-url %s --region %s --queue-url %s\n", q.Kind, ep.SQS, ep.Region, q.URL)
 	}
-	fmt.Fprintf(w, "  Genace         %s (simulator; API key %s)\n", st.SimURL, APIKey)
-	fmt.Fprintf(w, "  S3             aws s3 ls --endpoint-url %s s3://%s --recursive\n", st.S3URL, Bucket)
+	fmt.Fprintf(w, "  Genace         %s (simulator; API key %s)\n", st.SimURL, st.APIKey)
+	for _, b := range st.Buckets {
+		fmt.Fprintf(w, "  S3             aws s3 ls --endpoint-url %s s3://%s --recursive\n", st.S3URL, b)
+	}
+	fmt.Fprintf(w, "  environment    %s (sam local invoke --env-vars), %s (--parameter-overrides)\n", s.files.EnvVars, s.files.ParameterOverrides)
 	fmt.Fprintf(w, "  (aws needs AWS_ACCESS_KEY_ID=%s AWS_SECRET_ACCESS_KEY=%s)\n", ep.AccessKey, ep.SecretKey)
 	return nil
 }

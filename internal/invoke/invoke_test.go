@@ -3,17 +3,16 @@ package invoke
 import (
 	"bytes"
 	"encoding/json"
+	"fmt"
 	"os"
 	"path/filepath"
 	"slices"
-	"sort"
 	"strings"
 	"testing"
 
-	"gopkg.in/yaml.v3"
-
 	"github.com/genjobs/genjobs/internal/message"
 	"github.com/genjobs/genjobs/internal/operation"
+	"github.com/genjobs/genjobs/internal/samlocal"
 )
 
 func root(t *testing.T) string {
@@ -23,6 +22,15 @@ func root(t *testing.T) string {
 		t.Fatal(err)
 	}
 	return r
+}
+
+func template(t *testing.T) *samlocal.Template {
+	t.Helper()
+	tmpl, err := LoadTemplate(root(t))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return tmpl
 }
 
 // sqsEvent is a one-record SQS event around body.
@@ -81,8 +89,9 @@ func TestCheckPairing(t *testing.T) {
 	sqsEv := &Event{Path: "a.json", Kind: KindSQS}
 	sched := &Event{Path: "b.json", Kind: KindScheduled}
 	other := &Event{Path: "c.json", Kind: KindOther}
-	submit, _ := Lookup("submit")
-	sweep, _ := Lookup("sweep")
+	tmpl := template(t)
+	submit, _ := Lookup(tmpl, "submit")
+	sweep, _ := Lookup(tmpl, "sweep")
 	for _, tc := range []struct {
 		f    Spec
 		ev   *Event
@@ -157,13 +166,14 @@ func TestSampleEventsFitTheirFunction(t *testing.T) {
 	if err != nil || len(files) == 0 {
 		t.Fatalf("no events (%v)", err)
 	}
+	tmpl := template(t)
 	for _, file := range files {
 		name := filepath.Base(file)
 		t.Run(name, func(t *testing.T) {
 			fn, _, _ := strings.Cut(strings.TrimSuffix(name, ".json"), "-")
-			spec, ok := Lookup(fn)
+			spec, ok := Lookup(tmpl, fn)
 			if !ok {
-				t.Fatalf("%s does not start with a function's name (%s)", name, strings.Join(FunctionNames(), ", "))
+				t.Fatalf("%s does not start with a function's name (%s)", name, strings.Join(FunctionNames(tmpl), ", "))
 			}
 			ev, err := ReadEvent(file)
 			if err != nil {
@@ -194,76 +204,24 @@ func TestSampleEventsFitTheirFunction(t *testing.T) {
 	}
 }
 
-// TestEnvironmentFollowsTheTemplate compares each function's environment
-// with template.yaml's: the same variables, but for what differs locally
-// on purpose.
-func TestEnvironmentFollowsTheTemplate(t *testing.T) {
-	raw, err := os.ReadFile(filepath.Join(root(t), "template.yaml"))
-	if err != nil {
-		t.Skipf("no template.yaml: %v", err)
+// TestFunctionsFromTheTemplate checks what is read from the template for
+// each function: the order, names, event sources, the consumed queues'
+// kinds and the Globals merge of timeout and memory.
+func TestFunctionsFromTheTemplate(t *testing.T) {
+	fs := Functions(template(t))
+	var got []string
+	for _, f := range fs {
+		got = append(got, fmt.Sprintf("%s %s %s %v %v %d", f.LogicalID, f.Name, f.Kind, f.Consumes, f.Timeout, f.MemoryMB))
 	}
-	var tmpl struct {
-		Resources map[string]struct {
-			Type       string `yaml:"Type"`
-			Properties struct {
-				Timeout     int `yaml:"Timeout"`
-				MemorySize  int `yaml:"MemorySize"`
-				Environment struct {
-					Variables map[string]yaml.Node `yaml:"Variables"`
-				} `yaml:"Environment"`
-			} `yaml:"Properties"`
-		} `yaml:"Resources"`
+	want := []string{
+		"SubmitFunction submit sqs [dispatch] 1m0s 256",
+		"ObserveFunction observe sqs [observe] 1m0s 256",
+		"DeliverFunction deliver sqs [deliver] 2m0s 512",
+		"TriageFunction triage sqs [deliver-dlq dispatch-dlq observe-dlq] 30s 256",
+		"SweepFunction sweep scheduled [] 1m0s 256",
 	}
-	if err := yaml.Unmarshal(raw, &tmpl); err != nil {
-		t.Fatal(err)
-	}
-	// Locally: the key itself instead of its secret's id, and no
-	// EventBridge Scheduler (its role and group); the SDK's endpoint
-	// variables, credentials and Lambda's logging configuration come on
-	// top, and the observe function's long poll is shortened.
-	local := map[string]string{"GENACE_API_KEY_SECRET_ID": "GENACE_API_KEY", "SCHEDULER_ROLE_ARN": "", "SCHEDULE_GROUP": ""}
-	extra := []string{"AWS_ENDPOINT_URL_DYNAMODB", "AWS_ENDPOINT_URL_SQS", "AWS_ENDPOINT_URL_S3", "AWS_ACCESS_KEY_ID", "AWS_SECRET_ACCESS_KEY",
-		"AWS_LAMBDA_LOG_FORMAT", "AWS_LAMBDA_LOG_LEVEL"}
-	st := &Stack{Table: "t", SimURL: "http://127.0.0.1:1", S3URL: "http://127.0.0.1:2"}
-	for _, k := range queueKinds {
-		st.Queues = append(st.Queues, Queue{Kind: k.kind, URL: "u", ARN: "a"})
-	}
-	for _, f := range Functions {
-		res, ok := tmpl.Resources[f.LogicalID]
-		if !ok {
-			t.Errorf("%s: no %s in template.yaml", f.Name, f.LogicalID)
-			continue
-		}
-		var want []string
-		for k := range res.Properties.Environment.Variables {
-			if v, ok := local[k]; ok {
-				k = v
-			}
-			if k != "" {
-				want = append(want, k)
-			}
-		}
-		var got []string
-		for k := range f.Env(st) {
-			if !slices.Contains(extra, k) {
-				got = append(got, k)
-			}
-		}
-		sort.Strings(want)
-		sort.Strings(got)
-		if !slices.Equal(got, want) {
-			t.Errorf("%s: environment %v, template %v", f.Name, got, want)
-		}
-		timeout, memory := res.Properties.Timeout, res.Properties.MemorySize
-		if timeout == 0 {
-			timeout = 30 // Globals
-		}
-		if memory == 0 {
-			memory = 256
-		}
-		if int(f.Timeout.Seconds()) != timeout || f.MemoryMB != memory {
-			t.Errorf("%s: timeout %v, memory %d; template %ds, %d MB", f.Name, f.Timeout, f.MemoryMB, timeout, memory)
-		}
+	if !slices.Equal(got, want) {
+		t.Errorf("functions:\n%s\nwant\n%s", strings.Join(got, "\n"), strings.Join(want, "\n"))
 	}
 }
 
@@ -324,5 +282,38 @@ func TestWriteText(t *testing.T) {
 	timedOut.setBody([]byte("Task timed out after 60.00 seconds"))
 	if err := timedOut.Err(); err == nil || !strings.Contains(err.Error(), "not JSON") {
 		t.Errorf("plain-text answer: %v", err)
+	}
+}
+
+// TestREADMEShowsTheSAMCommands keeps README.md's deploy steps what `make
+// sam-env` prints: make sam-env, then each sam command exactly as
+// SAMCommands writes it, then sam deploy --guided.
+func TestREADMEShowsTheSAMCommands(t *testing.T) {
+	raw, err := os.ReadFile(filepath.Join(root(t), "README.md"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	readme := string(raw)
+	rewritten, err := SampleRewrites(root(t))
+	if err != nil {
+		t.Fatal(err)
+	}
+	at := strings.Index(readme, "\nmake sam-env")
+	if at < 0 {
+		t.Fatal("README.md does not show make sam-env")
+	}
+	for _, c := range SAMCommands(template(t), SAMLocalDir, rewritten) {
+		i := strings.Index(readme, "\n"+c+"\n")
+		if i < 0 {
+			t.Errorf("README.md lacks the line\n%s", c)
+			continue
+		}
+		if i < at {
+			t.Errorf("README.md shows %q before make sam-env", c)
+		}
+		at = i
+	}
+	if i := strings.Index(readme, "\nsam deploy --guided"); i < at {
+		t.Errorf("README.md shows sam deploy --guided at %d, not after the sam local invoke lines (%d)", i, at)
 	}
 }

@@ -100,7 +100,7 @@ func (r *Result) WriteText(w io.Writer) error {
 	if len(r.ArtifactsStored) == 0 {
 		b.WriteString("artifacts stored: none\n")
 	} else {
-		fmt.Fprintf(&b, "artifacts stored in s3://%s:\n", Bucket)
+		b.WriteString("artifacts stored (S3):\n")
 	}
 	for _, o := range r.ArtifactsStored {
 		fmt.Fprintf(&b, "  %s (%d bytes)\n", o.Key, o.Size)

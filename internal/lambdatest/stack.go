@@ -4,64 +4,65 @@ import (
 	"context"
 	"crypto/rand"
 	"encoding/hex"
-	"net/http"
 	"os"
-	"strconv"
-	"strings"
+	"sync"
 	"testing"
 	"time"
 
-	"github.com/aws/aws-sdk-go-v2/aws"
-	awsconfig "github.com/aws/aws-sdk-go-v2/config"
-	"github.com/aws/aws-sdk-go-v2/credentials"
-	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
-	"github.com/aws/aws-sdk-go-v2/service/sqs"
-
-	"github.com/genjobs/genjobs/internal/clock"
 	"github.com/genjobs/genjobs/internal/config"
-	"github.com/genjobs/genjobs/internal/genace"
 	"github.com/genjobs/genjobs/internal/genacesim"
 	"github.com/genjobs/genjobs/internal/invoke"
 	"github.com/genjobs/genjobs/internal/message"
 	"github.com/genjobs/genjobs/internal/queue"
-	"github.com/genjobs/genjobs/internal/store"
+	"github.com/genjobs/genjobs/internal/samlocal"
 	"github.com/genjobs/genjobs/internal/testenv"
 )
 
-// APIKey is the simulator's key in these tests. It is distinctive so a
-// test can search the function's output for it: it must never appear.
+// APIKey is the simulator's key in these tests, and the value of the
+// secret the functions read it from. It is distinctive so a test can
+// search the function's output for it: it must never appear.
 const APIKey = "lambdatest-genace-key-must-never-be-logged"
 
-// Visibility is the queues' visibility timeout and the functions'
-// QUEUE_VISIBILITY_SECONDS.
+// Visibility is how long Messages leaves what it received hidden.
 const Visibility = 3 * time.Minute
 
-// Stack is what a function talks to, stood up locally for one test: a
-// fresh table in DynamoDB Local, fresh dispatch, observe and deliver
-// queues in goaws, and the Genace simulator on a loopback port. Nothing
-// is shared between tests, so they may run in parallel and a test's
-// assertions see only its own writes and messages.
+// Stack is what a function talks to, stood up locally for one test from
+// template.yaml (invoke.Stack): the template's table in DynamoDB Local,
+// its queues in goaws, its bucket in an in-process S3, its secret in a
+// local secret source, and the Genace simulator. Nothing is shared
+// between tests, so they may run in parallel and a test's assertions see
+// only its own writes and messages.
 type Stack struct {
-	// Table is the table's name (TABLE_NAME).
-	Table string
-	// Store is the operation store on the table, for arranging records and
-	// reading what the function wrote.
-	Store *store.Dynamo
+	*invoke.Stack
 	// Queue reads the queues.
 	Queue *queue.SQS
-	// QueueURLs maps each action to its queue's URL.
+	// QueueURLs maps each action to its queue's URL: the value the
+	// template gives the action's URL variable (config.QueueEnv).
 	QueueURLs map[message.Action]string
-	// Sim is the Genace simulator, on the wall clock (the function runs in
-	// another process, so time cannot be driven by hand).
-	Sim *genacesim.Simulator
-	// SimURL is the simulator's base URL (GENACE_BASE_URL).
-	SimURL string
-	// Genace is a client on the simulator, for creating jobs a test needs
-	// to exist beforehand.
-	Genace *genace.Client
 
-	dynamoEndpoint, sqsEndpoint string
-	accessKey, secretKey        string
+	files invoke.SAMFiles
+}
+
+// Template is the module's template.yaml, read once per test binary.
+func Template(t testing.TB) *samlocal.Template {
+	t.Helper()
+	loadTemplate.once.Do(func() {
+		root, err := findRoot()
+		if err == nil {
+			loadTemplate.t, err = invoke.LoadTemplate(root)
+		}
+		loadTemplate.err = err
+	})
+	if loadTemplate.err != nil {
+		t.Fatalf("lambdatest: %v", loadTemplate.err)
+	}
+	return loadTemplate.t
+}
+
+var loadTemplate struct {
+	once sync.Once
+	t    *samlocal.Template
+	err  error
 }
 
 // NewStack stands up the stack; sim configures the simulator (its APIKey
@@ -71,92 +72,72 @@ type Stack struct {
 // Everything is removed on t.Cleanup.
 func NewStack(t testing.TB, sim genacesim.Config) *Stack {
 	t.Helper()
-	s := &Stack{
-		dynamoEndpoint: testenv.Endpoint(t, "AWS_ENDPOINT_URL_DYNAMODB"),
-		sqsEndpoint:    testenv.Endpoint(t, "AWS_ENDPOINT_URL_SQS"),
-		accessKey:      envOr("AWS_ACCESS_KEY_ID", "local"),
-		secretKey:      envOr("AWS_SECRET_ACCESS_KEY", "local"),
+	ep := invoke.Endpoints{
+		DynamoDB:  testenv.Endpoint(t, "AWS_ENDPOINT_URL_DYNAMODB"),
+		SQS:       testenv.Endpoint(t, "AWS_ENDPOINT_URL_SQS"),
+		Region:    envOr("AWS_REGION", DefaultRegion),
+		AccessKey: envOr("AWS_ACCESS_KEY_ID", "local"),
+		SecretKey: envOr("AWS_SECRET_ACCESS_KEY", "local"),
 	}
-	ctx := context.Background()
-	// The test's own clients get the same region and credentials as the
-	// function, whatever the shell exported.
-	opts := []func(*awsconfig.LoadOptions) error{
-		awsconfig.WithRegion(envOr("AWS_REGION", DefaultRegion)),
-		awsconfig.WithCredentialsProvider(credentials.NewStaticCredentialsProvider(s.accessKey, s.secretKey, "")),
-	}
-	suffix := randomSuffix(t)
-
-	ddb, err := store.NewDynamoClient(ctx, opts...)
-	if err != nil {
-		t.Fatal(err)
-	}
-	s.Table = "genjobs-rie-" + suffix
-	if err := store.EnsureTable(ctx, ddb, s.Table); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() {
-		_, _ = ddb.DeleteTable(context.Background(), &dynamodb.DeleteTableInput{TableName: aws.String(s.Table)})
+	st, err := invoke.NewStack(context.Background(), invoke.StackConfig{
+		Template: Template(t), Endpoints: ep, Sim: &sim, APIKey: APIKey, Prefix: "genjobs-rie-" + randomSuffix(t),
 	})
-	s.Store = store.NewDynamo(ddb, s.Table)
-
-	awsCfg, err := awsconfig.LoadDefaultConfig(ctx, opts...)
 	if err != nil {
-		t.Fatal(err)
+		t.Fatalf("lambdatest: %v", err)
 	}
-	sqsClient := sqs.NewFromConfig(awsCfg)
-	s.Queue = queue.NewSQS(sqsClient)
-	s.QueueURLs = map[message.Action]string{}
-	for action, kind := range map[message.Action]string{
-		message.SubmitGeneration: "dispatch", message.ObserveGeneration: "observe", message.DeliverArtifacts: "deliver",
-	} {
-		out, err := sqsClient.CreateQueue(ctx, &sqs.CreateQueueInput{
-			QueueName:  aws.String("genjobs-rie-" + suffix + "-" + kind),
-			Attributes: map[string]string{"VisibilityTimeout": strconv.Itoa(int(Visibility / time.Second))},
-		})
+	t.Cleanup(st.Close)
+	s := &Stack{Stack: st, QueueURLs: map[message.Action]string{}}
+	if s.files, err = st.WriteSAMFiles(t.TempDir()); err != nil {
+		t.Fatalf("lambdatest: %v", err)
+	}
+	for _, f := range st.Template.Functions {
+		env, err := st.Template.Environment(f.LogicalID, st.Locals)
 		if err != nil {
-			t.Fatalf("create %s queue: %v", kind, err)
+			t.Fatalf("lambdatest: %v", err)
 		}
-		url := aws.ToString(out.QueueUrl)
-		s.QueueURLs[action] = url
-		t.Cleanup(func() {
-			_, _ = sqsClient.DeleteQueue(context.Background(), &sqs.DeleteQueueInput{QueueUrl: aws.String(url)})
-		})
+		for action, vars := range config.QueueEnv {
+			if url, ok := env[vars.URL]; ok {
+				s.QueueURLs[action] = url
+			}
+		}
 	}
-
-	sim.APIKey = APIKey
-	s.Sim = genacesim.New(sim, clock.Real{})
-	base, stop, err := s.Sim.Start("127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
+	for _, action := range message.Actions {
+		if s.QueueURLs[action] == "" {
+			t.Fatalf("lambdatest: no function in the template is given %s", config.QueueEnv[action].URL)
+		}
 	}
-	t.Cleanup(stop)
-	s.SimURL = base
-	s.Genace, err = genace.New(base, APIKey, &http.Client{})
-	if err != nil {
-		t.Fatal(err)
-	}
+	s.Queue = queue.NewSQS(st.SQS())
 	return s
 }
 
-// Env is the function's environment for this stack: what template.yaml
-// sets (with the API key given directly, as for local runs, instead of a
-// Secrets Manager id) plus the SDK's endpoint variables, which point the
-// function's unchanged clients at the local services.
-func (s *Stack) Env() map[string]string {
-	return map[string]string{
-		config.EnvTable:             s.Table,
-		config.EnvGenaceURL:         s.SimURL,
-		config.EnvGenaceKey:         APIKey,
-		config.EnvDispatchQueueURL:  s.QueueURLs[message.SubmitGeneration],
-		config.EnvObserveQueueURL:   s.QueueURLs[message.ObserveGeneration],
-		config.EnvDeliverQueueURL:   s.QueueURLs[message.DeliverArtifacts],
-		config.EnvVisibility:        strconv.Itoa(int(Visibility / time.Second)),
-		"AWS_LAMBDA_LOG_FORMAT":     "JSON",
-		"AWS_ENDPOINT_URL_DYNAMODB": s.dynamoEndpoint,
-		"AWS_ENDPOINT_URL_SQS":      s.sqsEndpoint,
-		"AWS_ACCESS_KEY_ID":         s.accessKey,
-		"AWS_SECRET_ACCESS_KEY":     s.secretKey,
+// Env is the environment the function (a folder under functions/) starts
+// with on this stack: its variables in template.yaml, resolved onto the
+// stack and read back from SAM's --env-vars file (invoke.Stack.Env), and
+// what the Lambda runtime adds. Tests change a copy to break it.
+func (s *Stack) Env(t testing.TB, function string) map[string]string {
+	t.Helper()
+	for _, f := range invoke.Functions(s.Template) {
+		if f.Name == function {
+			env, err := s.Stack.Env(s.files, f.LogicalID)
+			if err != nil {
+				t.Fatalf("lambdatest: %v", err)
+			}
+			return env
+		}
 	}
+	t.Fatalf("lambdatest: no function %s in the template", function)
+	return nil
+}
+
+// Config is the emulator configuration for the function on this stack:
+// its environment (Env) and the template's timeout and memory size.
+func (s *Stack) Config(t testing.TB, function string) Config {
+	t.Helper()
+	f, ok := invoke.Lookup(s.Template, function)
+	if !ok {
+		t.Fatalf("lambdatest: no function %s in the template", function)
+	}
+	return Config{Function: function, Env: s.Env(t, function), Timeout: f.Timeout, MemoryMB: f.MemoryMB}
 }
 
 // Messages returns the envelopes waiting on action's queue: it long-polls
@@ -196,16 +177,7 @@ func (s *Stack) Messages(t testing.TB, action message.Action, wait time.Duration
 // function's answer decides nothing about them here.
 func (s *Stack) Received(t testing.TB, event []byte) []byte {
 	t.Helper()
-	out, _, err := invoke.PassThrough(context.Background(), s.Queue, event, func(arn string) (string, bool) {
-		for action, kind := range map[message.Action]string{
-			message.SubmitGeneration: "dispatch", message.ObserveGeneration: "observe", message.DeliverArtifacts: "deliver",
-		} {
-			if strings.HasSuffix(arn, "-"+kind) {
-				return s.QueueURLs[action], true
-			}
-		}
-		return "", false
-	})
+	out, _, err := invoke.PassThrough(context.Background(), s.Queue, event, s.QueueFor)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -219,7 +191,7 @@ func envOr(name, fallback string) string {
 	return fallback
 }
 
-// randomSuffix names one test's table and queues.
+// randomSuffix names one test's resources.
 func randomSuffix(t testing.TB) string {
 	t.Helper()
 	b := make([]byte, 4)

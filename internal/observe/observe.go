@@ -48,6 +48,8 @@ type Delays interface {
 	ReadRetry(n int) time.Duration
 	// Budgets bounds observation of this model.
 	BudgetsFor(model string) operation.Budgets
+	// Longest bounds every delay Next, Accounting and ReadRetry return.
+	Longest() time.Duration
 }
 
 // Config tunes the handler.

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"maps"
 	"slices"
 	"time"
 
@@ -52,7 +53,8 @@ type ScheduleCreator interface {
 }
 
 // ErrNoScheduler is returned (wrapped) for a delay longer than
-// MaxQueueDelay when the Dispatcher has no ScheduleCreator.
+// MaxQueueDelay when the Dispatcher has no ScheduleCreator, or no ARN for
+// the action's queue (its MaxDelay did not say it would need one).
 var ErrNoScheduler = errors.New("delay needs a scheduler and none is configured")
 
 // Target is where the messages of one action go.
@@ -67,6 +69,12 @@ type Target struct {
 type Config struct {
 	// Queues maps each action to its queue.
 	Queues map[message.Action]Target
+	// MaxDelay is the longest delay the process asks Send for, per action
+	// it sends. Only an action whose longest delay exceeds MaxQueueDelay
+	// goes through the scheduler, so only its queue needs an ARN (and the
+	// Dispatcher a ScheduleCreator and SchedulerRoleARN). An action
+	// without an entry is taken never to exceed MaxQueueDelay.
+	MaxDelay map[message.Action]time.Duration
 	// SchedulerRoleARN is the role Scheduler assumes to send to the queues.
 	SchedulerRoleARN string
 	// ScheduleGroup is the schedule group (empty: "default"). A group of
@@ -79,6 +87,24 @@ type Config struct {
 	// ones become schedules. 0 means DefaultMaxQueueDelay (SQS's limit);
 	// more than that only suits a sender that accepts it (a local queue).
 	MaxQueueDelay time.Duration
+}
+
+// Scheduled lists, sorted, the actions whose longest delay (MaxDelay),
+// rounded up to whole seconds as Send rounds it, exceeds MaxQueueDelay:
+// those the Dispatcher sends through the scheduler.
+func (c Config) Scheduled() []message.Action {
+	limit := c.MaxQueueDelay
+	if limit == 0 {
+		limit = DefaultMaxQueueDelay
+	}
+	var out []message.Action
+	for a, d := range c.MaxDelay {
+		if ceilSecond(d) > limit {
+			out = append(out, a)
+		}
+	}
+	slices.Sort(out)
+	return out
 }
 
 // Route is the path a dispatch took, for metrics.
@@ -102,9 +128,10 @@ type Dispatcher struct {
 	clock  clock.Clock
 }
 
-// NewDispatcher checks cfg and builds a Dispatcher. sched may be nil when
-// no delay will exceed MaxQueueDelay (then the scheduler settings are not
-// required); c nil means the wall clock.
+// NewDispatcher checks cfg and builds a Dispatcher. Every queue needs a
+// URL; the scheduler settings (sched, SchedulerRoleARN, the queue's ARN)
+// are needed only for the actions cfg.Scheduled lists, so sched may be nil
+// when there are none. c nil means the wall clock.
 func NewDispatcher(cfg Config, sender QueueSender, sched ScheduleCreator, c clock.Clock) (*Dispatcher, error) {
 	if sender == nil {
 		return nil, errors.New("schedule dispatcher: nil QueueSender")
@@ -130,12 +157,23 @@ func NewDispatcher(cfg Config, sender QueueSender, sched ScheduleCreator, c cloc
 		if t.URL == "" {
 			errs = append(errs, fmt.Errorf("queue for %s has no URL", action))
 		}
-		if sched != nil && t.ARN == "" {
-			errs = append(errs, fmt.Errorf("queue for %s has no ARN, which the scheduler needs", action))
-		}
 		queues[action] = t
 	}
-	if sched != nil && cfg.SchedulerRoleARN == "" {
+	scheduled := cfg.Scheduled()
+	for _, action := range scheduled {
+		why := fmt.Sprintf("%s is delayed up to %v, beyond the queue's %v", action, cfg.MaxDelay[action], cfg.MaxQueueDelay)
+		t, ok := cfg.Queues[action]
+		switch {
+		case !ok:
+			errs = append(errs, fmt.Errorf("no queue for %s", action))
+		case t.ARN == "":
+			errs = append(errs, fmt.Errorf("queue for %s has no ARN, which the scheduler needs: %s", action, why))
+		}
+		if sched == nil {
+			errs = append(errs, fmt.Errorf("no scheduler configured: %s", why))
+		}
+	}
+	if len(scheduled) > 0 && cfg.SchedulerRoleARN == "" {
 		errs = append(errs, errors.New("SchedulerRoleARN is empty"))
 	}
 	if len(cfg.NamePrefix) > MaxNamePrefix || !validName(cfg.NamePrefix) {
@@ -147,7 +185,8 @@ func NewDispatcher(cfg Config, sender QueueSender, sched ScheduleCreator, c cloc
 	if err := errors.Join(errs...); err != nil {
 		return nil, fmt.Errorf("schedule dispatcher: %w", err)
 	}
-	cfg.Queues = queues // a copy: later changes to the caller's map do not leak in
+	cfg.Queues = queues // copies: later changes to the caller's maps do not leak in
+	cfg.MaxDelay = maps.Clone(cfg.MaxDelay)
 	return &Dispatcher{cfg: cfg, sender: sender, sched: sched, clock: c}, nil
 }
 
@@ -193,8 +232,11 @@ func (d *Dispatcher) Send(ctx context.Context, env message.Envelope, delay time.
 		}
 		return RouteSQS, nil
 	}
-	if d.sched == nil {
-		return RouteScheduler, fmt.Errorf("dispatch %s for operation %s r%d, delay %v: %w", env.Action, env.OperationID, env.ExpectedRevision, delay, ErrNoScheduler)
+	if d.sched == nil || target.ARN == "" {
+		// A delay longer than the action's MaxDelay declared: the
+		// scheduler settings were not asked for.
+		return RouteScheduler, fmt.Errorf("dispatch %s for operation %s r%d, delay %v (longest expected %v): %w",
+			env.Action, env.OperationID, env.ExpectedRevision, delay, d.cfg.MaxDelay[env.Action], ErrNoScheduler)
 	}
 	s := Schedule{
 		Name:        ScheduleName(d.cfg.NamePrefix, env),

@@ -3,6 +3,7 @@ package schedule_test
 import (
 	"context"
 	"errors"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
@@ -264,8 +265,20 @@ func TestNewDispatcherValidates(t *testing.T) {
 		{"no queues", mod(func(c *schedule.Config) { c.Queues = nil }), &fakeCreator{}, "no queues configured"},
 		{"unknown action", mod(func(c *schedule.Config) { c.Queues["render"] = schedule.Target{URL: "u", ARN: "a"} }), &fakeCreator{}, `unknown action "render"`},
 		{"queue without URL", mod(func(c *schedule.Config) { c.Queues[message.DeliverArtifacts] = schedule.Target{ARN: "a"} }), &fakeCreator{}, "deliver_artifacts has no URL"},
-		{"queue without ARN", mod(func(c *schedule.Config) { c.Queues[message.DeliverArtifacts] = schedule.Target{URL: "u"} }), &fakeCreator{}, "deliver_artifacts has no ARN"},
-		{"no role", mod(func(c *schedule.Config) { c.SchedulerRoleARN = "" }), &fakeCreator{}, "SchedulerRoleARN is empty"},
+		{"scheduled queue without ARN", mod(func(c *schedule.Config) {
+			c.Queues[message.DeliverArtifacts] = schedule.Target{URL: "u"}
+			c.MaxDelay = map[message.Action]time.Duration{message.DeliverArtifacts: 901 * time.Second}
+		}), &fakeCreator{}, "deliver_artifacts has no ARN, which the scheduler needs: deliver_artifacts is delayed up to 15m1s, beyond the queue's 15m0s"},
+		{"scheduled action without queue", mod(func(c *schedule.Config) {
+			c.MaxDelay = map[message.Action]time.Duration{message.DeliverArtifacts: time.Hour}
+		}), &fakeCreator{}, "no queue for deliver_artifacts"},
+		{"scheduled action without scheduler", mod(func(c *schedule.Config) {
+			c.MaxDelay = map[message.Action]time.Duration{message.ObserveGeneration: time.Hour}
+		}), nil, "no scheduler configured: observe_generation is delayed up to 1h0m0s"},
+		{"no role", mod(func(c *schedule.Config) {
+			c.SchedulerRoleARN = ""
+			c.MaxDelay = map[message.Action]time.Duration{message.ObserveGeneration: time.Hour}
+		}), &fakeCreator{}, "SchedulerRoleARN is empty"},
 		{"bad prefix", mod(func(c *schedule.Config) { c.NamePrefix = "gj:" }), &fakeCreator{}, "NamePrefix"},
 		{"long prefix", mod(func(c *schedule.Config) { c.NamePrefix = strings.Repeat("p", 25) }), &fakeCreator{}, "NamePrefix"},
 		{"bad group", mod(func(c *schedule.Config) { c.ScheduleGroup = "a group" }), &fakeCreator{}, "ScheduleGroup"},
@@ -288,6 +301,28 @@ func TestNewDispatcherValidates(t *testing.T) {
 	if _, err := schedule.NewDispatcher(cfg, &fakeSender{}, nil, nil); err != nil {
 		t.Errorf("queue-only config: %v", err)
 	}
+	// Nor with one, for actions that stay within the queue's limit
+	// (exactly 15 minutes does).
+	cfg.MaxDelay = map[message.Action]time.Duration{message.ObserveGeneration: 900 * time.Second}
+	if _, err := schedule.NewDispatcher(cfg, &fakeSender{}, &fakeCreator{}, nil); err != nil {
+		t.Errorf("config whose delays fit the queue: %v", err)
+	}
+}
+
+func TestConfigScheduled(t *testing.T) {
+	t.Parallel()
+	c := schedule.Config{MaxDelay: map[message.Action]time.Duration{
+		message.SubmitGeneration:  900 * time.Second,                  // SQS's limit: the queue
+		message.ObserveGeneration: 900*time.Second + time.Millisecond, // rounds up to 901 s: the scheduler
+		message.DeliverArtifacts:  0,
+	}}
+	if got := c.Scheduled(); !slices.Equal(got, []message.Action{message.ObserveGeneration}) {
+		t.Errorf("Scheduled() = %v, want [observe_generation]", got)
+	}
+	c.MaxQueueDelay = time.Hour // a local queue that takes any delay
+	if got := c.Scheduled(); len(got) != 0 {
+		t.Errorf("with a 1 h queue limit, Scheduled() = %v, want none", got)
+	}
 }
 
 func BenchmarkDispatcherSQSRoute(b *testing.B) {
@@ -300,5 +335,34 @@ func BenchmarkDispatcherSQSRoute(b *testing.B) {
 		if _, err := d.Send(ctx, env, 30*time.Second); err != nil {
 			b.Fatal(err)
 		}
+	}
+}
+
+// TestObserveColdStartConfig is the observe function's deployment: its
+// template gives it the URLs of the queues it sends to and the ARN of the
+// one it schedules onto (observations beyond SQS's 15 minutes), nothing
+// more. The dispatcher must start with that.
+func TestObserveColdStartConfig(t *testing.T) {
+	t.Parallel()
+	cfg := schedule.Config{
+		Queues: map[message.Action]schedule.Target{
+			message.ObserveGeneration: {URL: observeURL, ARN: observeARN},
+			message.DeliverArtifacts:  {URL: "https://sqs.us-east-1.amazonaws.com/123456789012/genjobs-deliver"},
+		},
+		MaxDelay:         map[message.Action]time.Duration{message.ObserveGeneration: time.Hour, message.DeliverArtifacts: 0},
+		SchedulerRoleARN: roleARN, ScheduleGroup: "genjobs", NamePrefix: "gj-",
+	}
+	d, err := schedule.NewDispatcher(cfg, &fakeSender{}, &fakeCreator{}, nil)
+	if err != nil {
+		t.Fatalf("the observe function's configuration: %v", err)
+	}
+	if _, err := d.Send(context.Background(), observe("op-1", 1, 1), time.Hour); err != nil {
+		t.Errorf("a long observation delay: %v", err)
+	}
+	// A delivery delayed past what was declared has no scheduler target:
+	// a clear error, not a schedule without a target.
+	env := message.Envelope{Action: message.DeliverArtifacts, OperationID: "op-1", ExpectedRevision: 1, ExpectedRemoteJobID: "job-1"}
+	if route, err := d.Send(context.Background(), env, time.Hour); !errors.Is(err, schedule.ErrNoScheduler) || route != schedule.RouteScheduler {
+		t.Errorf("an undeclared long delivery delay: route %q, err %v; want ErrNoScheduler", route, err)
 	}
 }

@@ -59,6 +59,19 @@ func (o *Observation) Accounting(rec *operation.Record, now time.Time) time.Dura
 // ReadRetry is the delay after the n-th consecutive failed read (n ≥ 1).
 func (o *Observation) ReadRetry(n int) time.Duration { return o.Reads.Delay(n-1, o.Rand) }
 
+// Longest is the longest delay Next, Accounting or ReadRetry can return:
+// the largest Cap among the policies (the default and every model's), the
+// accounting backoff and the read retries. Every delay stays within its
+// cap, jitter included, so this alone says whether an observation can
+// need EventBridge Scheduler.
+func (o *Observation) Longest() time.Duration {
+	longest := max(o.Policies.Default.Cap, o.Policies.Accounting.Cap, o.Reads.Cap)
+	for _, p := range o.Policies.Models {
+		longest = max(longest, p.Cap)
+	}
+	return longest
+}
+
 // BudgetsFor returns the model's budgets.
 func (o *Observation) BudgetsFor(model string) operation.Budgets {
 	if b, ok := o.Budgets[model]; ok {

@@ -32,7 +32,7 @@ func (c *checker) wiring() {
 			continue
 		}
 		c.wireEvents(id, spec)
-		c.wireEnv(id, spec)
+		c.wireEnv(id)
 		if role := str(c.props(id)["Role"]); role != GetAtt(spec.role, "Arn") {
 			c.add(RuleWiring, id, "Role is %q, want !GetAtt %s.Arn (its own role)", role, spec.role)
 		}
@@ -99,13 +99,11 @@ func (c *checker) queueOf(e event) (string, bool) {
 	return q, attr == "Arn" && str(c.resources[q]["Type"]) == "AWS::SQS::Queue"
 }
 
-func (c *checker) wireEnv(id string, spec function) {
+// wireEnv: each resource-bound variable names the right resource. Which
+// variables a function has is checked against its code by
+// internal/samlocal's tests.
+func (c *checker) wireEnv(id string) {
 	env := c.env(id)
-	for _, name := range spec.env {
-		if _, ok := env[name]; !ok {
-			c.add(RuleWiring, id, "environment lacks %s: the function cannot start without it", name)
-		}
-	}
 	for _, name := range sortedKeys(env) {
 		if want, ok := envWiring[name]; ok && env[name] != want {
 			c.add(RuleWiring, id, "%s is %v, want %s", name, env[name], want)
@@ -656,6 +654,10 @@ func (c *checker) secretsEnv() {
 			switch {
 			case slices.Contains(localOnlyEnv, name):
 				c.add(RuleSecretsEnv, id, "%s puts the API key in plain text (local runs only); set GENACE_API_KEY_SECRET_ID", name)
+			case strings.HasPrefix(name, localEndpointPrefix):
+				if env[name] != "" {
+					c.add(RuleSecretsEnv, id, "%s is %v: it must be empty in the template (local runs set it; deployed, the SDK uses AWS's endpoints)", name, env[name])
+				}
 			case !allowedEnv[name]:
 				c.add(RuleSecretsEnv, id, "%s is not a setting the code reads (internal/config)", name)
 			}

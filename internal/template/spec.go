@@ -1,6 +1,9 @@
 package template
 
-import "github.com/genjobs/genjobs/internal/store"
+import (
+	"github.com/genjobs/genjobs/internal/samlocal"
+	"github.com/genjobs/genjobs/internal/store"
+)
 
 // What the template must say. Everything the rules compare against is
 // here, so a change to the template's design is a change to this file.
@@ -99,35 +102,23 @@ type function struct {
 	consumes []string
 	// schedule is its Schedule event's expression ("" for none).
 	schedule string
-	// env lists the variables it cannot start without.
-	env []string
 }
 
-var workerEnv = []string{
-	"TABLE_NAME", "GENACE_BASE_URL", "GENACE_API_KEY_SECRET_ID",
-	"DISPATCH_QUEUE_URL", "OBSERVE_QUEUE_URL", "DELIVER_QUEUE_URL",
-	"QUEUE_VISIBILITY_SECONDS", "BATCH_CONCURRENCY",
-}
-
-func plus(base []string, more ...string) []string {
-	return append(append([]string(nil), base...), more...)
-}
-
-// functions are the template's functions by logical id.
+// functions are the template's functions by logical id. Their
+// environments are not listed here: each function's handler package
+// declares what it needs (config.Spec), and internal/samlocal's tests
+// check template.yaml gives each exactly that.
 var functions = map[string]function{
 	"SubmitFunction": {dir: "submit", role: "SubmitRole", logGroup: "SubmitLogGroup",
-		consumes: []string{"DispatchQueue"}, env: workerEnv},
+		consumes: []string{"DispatchQueue"}},
 	"ObserveFunction": {dir: "observe", role: "ObserveRole", logGroup: "ObserveLogGroup",
-		consumes: []string{"ObserveQueue"},
-		env:      plus(workerEnv, "OBSERVE_QUEUE_ARN", "SCHEDULER_ROLE_ARN", "SCHEDULE_GROUP", "OBSERVE_POLICIES")},
+		consumes: []string{"ObserveQueue"}},
 	"DeliverFunction": {dir: "deliver", role: "DeliverRole", logGroup: "DeliverLogGroup",
-		consumes: []string{"DeliverQueue"}, env: plus(workerEnv, "ARTIFACT_BUCKET")},
+		consumes: []string{"DeliverQueue"}},
 	"TriageFunction": {dir: "triage", role: "TriageRole", logGroup: "TriageLogGroup",
-		consumes: []string{"DispatchDLQ", "ObserveDLQ", "DeliverDLQ"}, env: []string{"TABLE_NAME"}},
+		consumes: []string{"DispatchDLQ", "ObserveDLQ", "DeliverDLQ"}},
 	"SweepFunction": {dir: "sweep", role: "SweepRole", logGroup: "SweepLogGroup",
-		schedule: sweepSchedule,
-		env: []string{"TABLE_NAME", "DISPATCH_QUEUE_URL", "OBSERVE_QUEUE_URL", "DELIVER_QUEUE_URL",
-			"SWEEP_CLAIM_TIMEOUT_SECONDS", "SWEEP_OVERDUE_SECONDS"}},
+		schedule: sweepSchedule},
 }
 
 // allowed is the allow-list: every role in the template and exactly the
@@ -191,6 +182,11 @@ var configEnv = []string{
 	"SCHEDULER_ROLE_ARN", "SCHEDULE_GROUP", "OBSERVE_POLICIES", "BATCH_CONCURRENCY",
 	"ARTIFACT_BUCKET", "SWEEP_CLAIM_TIMEOUT_SECONDS", "SWEEP_OVERDUE_SECONDS",
 }
+
+// localEndpointPrefix starts the SDK's endpoint variables, which the
+// template declares empty for `sam local invoke --env-vars` to fill
+// (internal/samlocal).
+const localEndpointPrefix = samlocal.EndpointPrefix
 
 // localOnlyEnv are config's variables a template must never set.
 var localOnlyEnv = []string{"GENACE_API_KEY", "ARTIFACT_DIR"}

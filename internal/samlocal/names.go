@@ -1,0 +1,100 @@
+package samlocal
+
+import (
+	"strings"
+	"unicode"
+)
+
+// Site is where a local stack lives.
+type Site struct {
+	// Region and AccountID are the pseudo parameters, and go into ARNs.
+	Region, AccountID string
+	// Prefix starts every local resource's name (and is the stack name).
+	Prefix string
+	// SQS is the SQS endpoint: a queue's URL is SQS/AccountID/name, as
+	// goaws (and SQS) form it.
+	SQS string
+}
+
+// Slug is a resource's part of its local name: the logical id in kebab
+// case, without a queue's "Queue" (DispatchQueue: dispatch, DispatchDLQ:
+// dispatch-dlq, OperationsTable: operations-table).
+func Slug(id, typ string) string {
+	if typ == "AWS::SQS::Queue" {
+		if s := strings.TrimSuffix(id, "Queue"); s != "" {
+			id = s
+		}
+	}
+	var b strings.Builder
+	rs := []rune(id)
+	for i, r := range rs {
+		upper := unicode.IsUpper(r)
+		// A word starts at an upper-case letter after a lower-case one,
+		// or at the last capital of an acronym before lower case (DLQ,
+		// APIKey: api-key).
+		if i > 0 && upper && (unicode.IsLower(rs[i-1]) || i+1 < len(rs) && unicode.IsLower(rs[i+1]) && unicode.IsUpper(rs[i-1])) {
+			b.WriteByte('-')
+		}
+		b.WriteRune(unicode.ToLower(r))
+	}
+	return b.String()
+}
+
+// Name is a resource's local name on the site.
+func (s Site) Name(id, typ string) string { return s.Prefix + "-" + Slug(id, typ) }
+
+// Names returns the local values of every resource of a type a function
+// may be configured with: its name, URL or ARN as the real service forms
+// them, under the site's prefix. A stack that creates the resources
+// creates them under these names. Other resources get no values, so an
+// environment that refers to one fails to resolve, naming it.
+func (t *Template) Names(s Site) Locals {
+	l := Locals{Region: s.Region, AccountID: s.AccountID, Partition: "aws", StackName: s.Prefix, URLSuffix: "amazonaws.com",
+		Parameters: map[string]string{}, Resources: map[string]map[string]string{}, Variables: map[string]string{}}
+	arn := func(service, region, resource string) string {
+		return "arn:" + l.Partition + ":" + service + ":" + region + ":" + s.AccountID + ":" + resource
+	}
+	for id, r := range t.Resources {
+		name := s.Name(id, r.Type)
+		var v map[string]string
+		switch r.Type {
+		case "AWS::DynamoDB::Table":
+			v = map[string]string{"Ref": name, "Arn": arn("dynamodb", s.Region, "table/"+name)}
+		case "AWS::SQS::Queue":
+			url := strings.TrimSuffix(s.SQS, "/") + "/" + s.AccountID + "/" + name
+			v = map[string]string{"Ref": url, "QueueUrl": url, "QueueName": name, "Arn": arn("sqs", s.Region, name)}
+		case "AWS::S3::Bucket":
+			v = map[string]string{"Ref": name, "Arn": "arn:" + l.Partition + ":s3:::" + name}
+		case "AWS::SecretsManager::Secret":
+			// Secrets Manager appends six random characters to a
+			// secret's ARN; a fixed suffix keeps the local one stable.
+			v = map[string]string{"Ref": arn("secretsmanager", s.Region, "secret:"+name+"-local0"), "Name": name}
+			v["Id"] = v["Ref"]
+		case "AWS::IAM::Role":
+			v = map[string]string{"Ref": name, "Arn": arn("iam", "", "role/"+name), "RoleId": "AROA" + strings.ToUpper(Slug(id, r.Type))}
+		case "AWS::Scheduler::ScheduleGroup":
+			v = map[string]string{"Ref": name, "Arn": arn("scheduler", s.Region, "schedule-group/"+name)}
+		case "AWS::SNS::Topic":
+			topic := arn("sns", s.Region, name)
+			v = map[string]string{"Ref": topic, "TopicArn": topic, "TopicName": name}
+		case "AWS::Logs::LogGroup":
+			v = map[string]string{"Ref": name, "Arn": arn("logs", s.Region, "log-group:"+name+":*")}
+		case FunctionType:
+			v = map[string]string{"Ref": name, "Arn": arn("lambda", s.Region, "function:"+name)}
+		default:
+			continue
+		}
+		l.Resources[id] = v
+	}
+	return l
+}
+
+// Override gives a variable a local value through the parameters it is a
+// plain !Ref of (ParametersOf), and reports whether there were any.
+func (t *Template) Override(l Locals, name, value string) bool {
+	ps := t.ParametersOf(name)
+	for _, p := range ps {
+		l.Parameters[p] = value
+	}
+	return len(ps) > 0
+}
