@@ -221,7 +221,10 @@ func TestEnvironmentFollowsTheTemplate(t *testing.T) {
 	// EventBridge Scheduler (its role and group); the SDK's endpoint
 	// variables, credentials and Lambda's logging configuration come on
 	// top, and the observe function's long poll is shortened.
-	local := map[string]string{"GENACE_API_KEY_SECRET_ID": "GENACE_API_KEY", "SCHEDULER_ROLE_ARN": "", "SCHEDULE_GROUP": ""}
+	// EventBridge Scheduler's dead-letter queue goes with it, and the
+	// retention variables take config's defaults (the parameters').
+	local := map[string]string{"GENACE_API_KEY_SECRET_ID": "GENACE_API_KEY", "SCHEDULER_ROLE_ARN": "", "SCHEDULE_GROUP": "",
+		"SCHEDULE_DLQ_ARN": "", "RECORD_RETENTION_DAYS": "", "AUDIT_RETENTION_DAYS": ""}
 	extra := []string{"AWS_ENDPOINT_URL_DYNAMODB", "AWS_ENDPOINT_URL_SQS", "AWS_ENDPOINT_URL_S3", "AWS_ACCESS_KEY_ID", "AWS_SECRET_ACCESS_KEY",
 		"AWS_LAMBDA_LOG_FORMAT", "AWS_LAMBDA_LOG_LEVEL"}
 	st := &Stack{Table: "t", SimURL: "http://127.0.0.1:1", S3URL: "http://127.0.0.1:2"}
