@@ -73,16 +73,20 @@ const (
 	rootDef = "genjobs__TemplateWithoutResources"
 )
 
-// unified is the compiled schema, built once per schema file.
+// unified is the unified schema, built once per schema file.
 type unified struct {
-	compiler *jsonschema.Compiler
+	doc map[string]any
 	// defs maps a resource Type to its definition's name.
 	defs map[string]string
 	// gaps are the pass-through paths that did not resolve.
 	gaps []string
 
-	mu       sync.Mutex
-	compiled map[string]*jsonschema.Schema
+	mu sync.Mutex
+	// compiled holds, per set of definitions a template needs, those
+	// definitions compiled. The compiler compiles a whole document at
+	// once, and all of CloudFormation takes seconds, so each set is
+	// compiled from a document pruned to what it references.
+	compiled map[string]map[string]*jsonschema.Schema
 }
 
 var (
@@ -113,11 +117,7 @@ func loadUnified(samPath string) (*unified, error) {
 	if err != nil {
 		return nil, err
 	}
-	u := &unified{compiler: jsonschema.NewCompiler(), defs: map[string]string{}, gaps: gaps, compiled: map[string]*jsonschema.Schema{}}
-	u.compiler.DefaultDraft(jsonschema.Draft4)
-	if err := u.compiler.AddResource(schemaURL, doc); err != nil {
-		return nil, err
-	}
+	u := &unified{doc: doc, defs: map[string]string{}, gaps: gaps, compiled: map[string]map[string]*jsonschema.Schema{}}
 	for _, alt := range listOf(mapOf(mapOf(mapOf(doc["properties"])["Resources"])["additionalProperties"])["anyOf"]) {
 		name := strings.TrimPrefix(str(mapOf(alt)["$ref"]), "#/definitions/")
 		def := mapOf(mapOf(doc["definitions"])[name])
@@ -234,18 +234,69 @@ func deepCopy(v any) any {
 	return v
 }
 
-func (u *unified) schema(def string) (*jsonschema.Schema, error) {
+// schemas compiles the definitions named (once per set).
+func (u *unified) schemas(defs []string) (map[string]*jsonschema.Schema, error) {
+	defs = slices.Compact(slices.Sorted(slices.Values(defs)))
+	key := strings.Join(defs, "\n")
 	u.mu.Lock()
 	defer u.mu.Unlock()
-	if s, ok := u.compiled[def]; ok {
+	if s, ok := u.compiled[key]; ok {
 		return s, nil
 	}
-	s, err := u.compiler.Compile(schemaURL + "#/definitions/" + jsonPointerEscape(def))
-	if err != nil {
+	c := jsonschema.NewCompiler()
+	c.DefaultDraft(jsonschema.Draft4)
+	if err := c.AddResource(schemaURL, u.pruned(defs)); err != nil {
 		return nil, err
 	}
-	u.compiled[def] = s
-	return s, nil
+	out := map[string]*jsonschema.Schema{}
+	for _, def := range defs {
+		sch, err := c.Compile(schemaURL + "#/definitions/" + jsonPointerEscape(def))
+		if err != nil {
+			return nil, fmt.Errorf("compile %s: %w", def, err)
+		}
+		out[def] = sch
+	}
+	u.compiled[key] = out
+	return out, nil
+}
+
+// pruned is the unified document with only the definitions that defs
+// reach through $ref.
+func (u *unified) pruned(defs []string) map[string]any {
+	all := mapOf(u.doc["definitions"])
+	keep := map[string]any{}
+	var visit func(v any)
+	visit = func(v any) {
+		switch x := v.(type) {
+		case map[string]any:
+			if ref, ok := x["$ref"].(string); ok {
+				name := strings.NewReplacer("~1", "/", "~0", "~").Replace(strings.TrimPrefix(ref, "#/definitions/"))
+				if _, seen := keep[name]; !seen && all[name] != nil {
+					keep[name] = all[name]
+					visit(all[name])
+				}
+			}
+			for _, e := range x {
+				visit(e)
+			}
+		case []any:
+			for _, e := range x {
+				visit(e)
+			}
+		}
+	}
+	for _, d := range defs {
+		visit(map[string]any{"$ref": "#/definitions/" + d})
+	}
+	out := map[string]any{}
+	for k, v := range u.doc {
+		out[k] = v
+	}
+	out["definitions"] = keep
+	// The root's own properties reference every resource: not needed, as
+	// each resource is validated against its definition.
+	delete(out, "properties")
+	return out
 }
 
 func jsonPointerEscape(s string) string {
@@ -273,7 +324,18 @@ func (c *checker) validateSchema() {
 	}
 	resources := mapOf(root["Resources"])
 	root["Resources"] = map[string]any{}
-	c.validateAgainst(u, rootDef, "template", root)
+	needed := []string{rootDef}
+	for _, id := range sortedKeys(resources) {
+		if def, ok := u.defs[str(mapOf(resources[id])["Type"])]; ok {
+			needed = append(needed, def)
+		}
+	}
+	schemas, err := u.schemas(needed)
+	if err != nil {
+		c.add(RuleSchema, "schema", "%v", err)
+		return
+	}
+	c.validateAgainst(schemas[rootDef], "template", root)
 	for _, id := range sortedKeys(resources) {
 		r := mapOf(resources[id])
 		typ := str(r["Type"])
@@ -282,16 +344,11 @@ func (c *checker) validateSchema() {
 			c.add(RuleSchema, id, "resource type %q is in neither the SAM nor the CloudFormation schema", typ)
 			continue
 		}
-		c.validateAgainst(u, def, id, r)
+		c.validateAgainst(schemas[def], id, r)
 	}
 }
 
-func (c *checker) validateAgainst(u *unified, def, where string, v any) {
-	sch, err := u.schema(def)
-	if err != nil {
-		c.add(RuleSchema, where, "cannot compile the schema of %s: %v", def, err)
-		return
-	}
+func (c *checker) validateAgainst(sch *jsonschema.Schema, where string, v any) {
 	// The schema validates JSON values: round-trip so numbers are what the
 	// validator expects.
 	data, err := json.Marshal(v)
