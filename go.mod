@@ -17,7 +17,9 @@ require (
 	github.com/aws/smithy-go v1.28.9
 	github.com/awslabs/goformation/v7 v7.14.9
 	github.com/johannesboyne/gofakes3 v1.2.0
+	github.com/santhosh-tekuri/jsonschema/v6 v6.0.3
 	go.etcd.io/bbolt v1.5.0
+	golang.org/x/text v0.28.0
 	gonum.org/v1/plot v0.17.0
 	gopkg.in/yaml.v3 v3.0.1
 )
@@ -48,6 +50,5 @@ require (
 	go.shabbyrobe.org/gocovmerge v0.0.0-20230507111327-fa4f82cfbf4d // indirect
 	golang.org/x/image v0.30.0 // indirect
 	golang.org/x/sys v0.45.0 // indirect
-	golang.org/x/text v0.28.0 // indirect
 	golang.org/x/tools v0.36.0 // indirect
 )

@@ -8,6 +8,7 @@ import (
 	"os"
 	"path/filepath"
 
+	appconfig "github.com/genjobs/genjobs/internal/config"
 	"github.com/genjobs/genjobs/internal/store"
 )
 
@@ -46,7 +47,14 @@ func (s *storeFlags) open(ctx context.Context) (store.Store, error) {
 		if err != nil {
 			return nil, err
 		}
-		return store.NewDynamo(client, s.table), nil
+		// The stack's retention (its functions get these variables from
+		// template.yaml; the defaults are the parameters' defaults), so an
+		// operator's audit entry and closed review expire as theirs do.
+		records, audit, err := appconfig.LoadRetention(os.Getenv)
+		if err != nil {
+			return nil, usagef("%v", err)
+		}
+		return store.NewDynamo(client, s.table).WithRetention(store.Retention{Records: records, Audit: audit}, nil), nil
 	}
 	path := s.db
 	if path == "" {

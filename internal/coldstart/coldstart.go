@@ -8,6 +8,7 @@ package coldstart
 import (
 	"context"
 	"fmt"
+	"io"
 	"log/slog"
 	"net/http"
 	"os"
@@ -65,7 +66,7 @@ func Load(ctx context.Context, name string, spec config.Spec) (*Deps, error) {
 		if err != nil {
 			return nil, err
 		}
-		d.Store = store.NewDynamo(client, cfg.Table)
+		d.Store = store.NewDynamo(client, cfg.Table).WithRetention(store.Retention{Records: cfg.RecordRetention, Audit: cfg.AuditRetention}, nil)
 	}
 	d.Queue = queue.NewSQS(sqs.NewFromConfig(d.AWS))
 	// Only functions that send follow-ups get a dispatcher: triage is
@@ -74,7 +75,7 @@ func Load(ctx context.Context, name string, spec config.Spec) (*Deps, error) {
 		dc := cfg.DispatchConfig()
 		var sched schedule.ScheduleCreator
 		if len(dc.Scheduled()) > 0 {
-			sched = schedule.NewEventBridgeScheduler(scheduler.NewFromConfig(d.AWS))
+			sched = schedule.NewEventBridgeScheduler(scheduler.NewFromConfig(d.AWS), cfg.ScheduleDLQ)
 		}
 		d.Dispatcher, err = schedule.NewDispatcher(dc, d.Queue, sched, d.Clock)
 		if err != nil {
@@ -101,9 +102,21 @@ func Load(ctx context.Context, name string, spec config.Spec) (*Deps, error) {
 	return d, nil
 }
 
+// InitFailed is the message of the line Fatal writes, and FunctionKey
+// the key of the function's name in it: template.yaml's metric filters
+// count these lines (InitFailures), one JSON object per line.
+const (
+	InitFailed  = "init failed"
+	FunctionKey = "function"
+)
+
 // Fatal logs an init error and exits before lambda.Start, so the runtime
 // reports an init failure instead of serving a half-built function.
 func Fatal(name string, err error) {
-	slog.New(slog.NewJSONHandler(os.Stderr, nil)).Error("init failed", "function", name, "error", err.Error())
+	logInitFailure(os.Stderr, name, err)
 	os.Exit(1)
+}
+
+func logInitFailure(w io.Writer, name string, err error) {
+	slog.New(slog.NewJSONHandler(w, nil)).Error(InitFailed, FunctionKey, name, "error", err.Error())
 }

@@ -38,6 +38,40 @@ const (
 	EnvArtifactDir      = "ARTIFACT_DIR" // local runs only: a Lambda's disk does not last
 	EnvSweepClaim       = "SWEEP_CLAIM_TIMEOUT_SECONDS"
 	EnvSweepOverdue     = "SWEEP_OVERDUE_SECONDS"
+	// EnvScheduleDLQ is the queue EventBridge Scheduler sends a delivery
+	// to once its retries are spent; required with EnvSchedulerRole.
+	EnvScheduleDLQ = "SCHEDULE_DLQ_ARN"
+	// EnvRecordRetention and EnvAuditRetention are the days finished
+	// items stay in the table (see store.Retention).
+	EnvRecordRetention = "RECORD_RETENTION_DAYS"
+	EnvAuditRetention  = "AUDIT_RETENTION_DAYS"
+)
+
+// Bound is the inclusive range Load accepts for a numeric setting.
+// template.yaml's parameters that feed these variables carry the same
+// MinValue and MaxValue (internal/template compares them).
+type Bound struct{ Min, Max int }
+
+// Bounds are the numeric settings' ranges, by variable.
+var Bounds = map[string]Bound{
+	EnvVisibility:   {1, 43200}, // SQS's longest VisibilityTimeout
+	EnvConcurrency:  {1, 100},
+	EnvSweepClaim:   {1, 86400},
+	EnvSweepOverdue: {1, 86400},
+	// At least 30 days: longer than any message can wait for the item it
+	// names (a dead letter waits 14 days), so none meets an expired one.
+	EnvRecordRetention: {30, 3650},
+	EnvAuditRetention:  {30, 3650},
+}
+
+// The retention defaults, used when the variable is unset (local runs,
+// the operator CLI) and as the template parameters' defaults.
+const (
+	// DefaultRecordRetentionDays keeps finished records and closed
+	// reviews 90 days.
+	DefaultRecordRetentionDays = 90
+	// DefaultAuditRetentionDays keeps audit entries 400 days.
+	DefaultAuditRetentionDays = 400
 )
 
 // QueueVars names the variables that hold one action's queue: its URL
@@ -76,6 +110,13 @@ type Config struct {
 	// SweepClaimTimeout and SweepOverdue are the sweep's thresholds.
 	SweepClaimTimeout time.Duration
 	SweepOverdue      time.Duration
+	// ScheduleDLQ is the ARN of the dead-letter queue of the schedules
+	// the dispatcher creates.
+	ScheduleDLQ string
+	// RecordRetention and AuditRetention are how long finished records
+	// and closed reviews, and audit entries, are kept.
+	RecordRetention time.Duration
+	AuditRetention  time.Duration
 }
 
 // Need names settings a function cannot start without.
@@ -172,32 +213,30 @@ func Load(getenv func(string) string, spec Spec) (Config, error) {
 			require(EnvSweepOverdue, getenv(EnvSweepOverdue), "")
 		}
 	}
-	seconds := func(name string, max int) time.Duration {
-		v := getenv(name)
-		if v == "" {
-			return 0
+	whole := func(name string, def int) int {
+		n, err := bounded(getenv, name, def)
+		if err != nil {
+			errs = append(errs, err)
 		}
-		n, err := strconv.Atoi(v)
-		if err != nil || n < 1 || n > max {
-			errs = append(errs, fmt.Errorf("%s=%q: want whole seconds from 1 to %d", name, v, max))
-		}
-		return time.Duration(n) * time.Second
+		return n
 	}
-	c.Visibility = seconds(EnvVisibility, 43200)
-	c.SweepClaimTimeout = seconds(EnvSweepClaim, 86400)
-	c.SweepOverdue = seconds(EnvSweepOverdue, 86400)
+	c.Visibility = time.Duration(whole(EnvVisibility, 0)) * time.Second
+	c.SweepClaimTimeout = time.Duration(whole(EnvSweepClaim, 0)) * time.Second
+	c.SweepOverdue = time.Duration(whole(EnvSweepOverdue, 0)) * time.Second
+	c.Concurrency = whole(EnvConcurrency, 8)
+	var err error
+	if c.RecordRetention, c.AuditRetention, err = LoadRetention(getenv); err != nil {
+		errs = append(errs, err)
+	}
+	c.ScheduleDLQ = strings.TrimSpace(getenv(EnvScheduleDLQ))
+	if c.SchedulerRole != "" && c.ScheduleDLQ == "" {
+		errs = append(errs, fmt.Errorf("%s is required with %s: a schedule whose delivery fails would be dropped silently", EnvScheduleDLQ, EnvSchedulerRole))
+	}
 	c.ArtifactBucket = strings.TrimSpace(getenv(EnvArtifactBucket))
 	c.ArtifactDir = strings.TrimSpace(getenv(EnvArtifactDir))
-	if v := getenv(EnvConcurrency); v != "" {
-		n, err := strconv.Atoi(v)
-		if err != nil || n < 1 || n > 100 {
-			errs = append(errs, fmt.Errorf("%s=%q: want a number from 1 to 100", EnvConcurrency, v))
-		}
-		c.Concurrency = n
-	}
-	ps, err := schedule.ParsePolicies(getenv(EnvPolicies))
-	if err != nil {
-		errs = append(errs, fmt.Errorf("%s: %w", EnvPolicies, err))
+	ps, perr := schedule.ParsePolicies(getenv(EnvPolicies))
+	if perr != nil {
+		errs = append(errs, fmt.Errorf("%s: %w", EnvPolicies, perr))
 	}
 	c.Policies = ps
 	if spec.FollowUps != nil {
@@ -248,6 +287,37 @@ func (c *Config) followUps(getenv func(string) string, longest map[message.Actio
 
 func beyondQueue(a message.Action, d time.Duration) string {
 	return fmt.Sprintf("%s can be delayed up to %v, beyond SQS's %v, so it goes through EventBridge Scheduler", a, d, schedule.DefaultMaxQueueDelay)
+}
+
+// bounded reads a whole number within Bounds[name]; def when unset.
+func bounded(getenv func(string) string, name string, def int) (int, error) {
+	v := getenv(name)
+	if v == "" {
+		return def, nil
+	}
+	b := Bounds[name]
+	n, err := strconv.Atoi(v)
+	if err != nil || n < b.Min || n > b.Max {
+		return n, fmt.Errorf("%s=%q: want a whole number from %d to %d", name, v, b.Min, b.Max)
+	}
+	return n, nil
+}
+
+// LoadRetention reads how long finished records and closed reviews, and
+// audit entries, are kept (the defaults when unset). The operator CLI
+// reads it too, so its audited writes expire as the stack's do.
+func LoadRetention(getenv func(string) string) (records, audit time.Duration, err error) {
+	const day = 24 * time.Hour
+	r, rerr := bounded(getenv, EnvRecordRetention, DefaultRecordRetentionDays)
+	a, aerr := bounded(getenv, EnvAuditRetention, DefaultAuditRetentionDays)
+	if err := errors.Join(rerr, aerr); err != nil {
+		return 0, 0, err
+	}
+	if a < r {
+		// An audit entry explains a record's history: it must not go first.
+		return 0, 0, fmt.Errorf("%s (%d days) is shorter than %s (%d days)", EnvAuditRetention, a, EnvRecordRetention, r)
+	}
+	return time.Duration(r) * day, time.Duration(a) * day, nil
 }
 
 // DispatchConfig is the Dispatcher's part of the settings.

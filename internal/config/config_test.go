@@ -2,6 +2,7 @@ package config
 
 import (
 	"maps"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -23,7 +24,7 @@ var every = Spec{
 var full = map[string]string{
 	EnvTable: "ops", EnvGenaceURL: "http://127.0.0.1:1", EnvGenaceKeySecret: "arn:secret",
 	EnvObserveQueueURL: "o", EnvObserveQueueARN: "arn:o", EnvDeliverQueueURL: "v",
-	EnvSchedulerRole: "arn:role", EnvScheduleGroup: "group",
+	EnvSchedulerRole: "arn:role", EnvScheduleGroup: "group", EnvScheduleDLQ: "arn:dlq",
 	EnvVisibility: "180", EnvArtifactBucket: "bucket", EnvConcurrency: "4",
 	EnvPolicies: `{"default":{"immediate":"5m"}}`, EnvSweepClaim: "120", EnvSweepOverdue: "300",
 }
@@ -109,5 +110,89 @@ func TestLoadAsksOnlyWhatTheSpecNeeds(t *testing.T) {
 	if _, err := Load(env(m), Spec{FollowUps: AtOnce(message.Actions...)}); err == nil ||
 		!strings.Contains(err.Error(), EnvDispatchQueueURL+" is required (the function sends submit_generation)") {
 		t.Errorf("every action at once without their URLs: %v", err)
+	}
+}
+
+// TestScheduleDLQRequiredWithScheduler: a function that may create
+// schedules cannot start without their dead-letter queue, so no failed
+// delivery is dropped silently.
+func TestScheduleDLQRequiredWithScheduler(t *testing.T) {
+	t.Parallel()
+	for _, tt := range []struct {
+		name    string
+		env     map[string]string
+		wantErr bool
+	}{
+		{"no scheduler, no DLQ", map[string]string{}, false},
+		{"scheduler without DLQ", map[string]string{EnvSchedulerRole: "arn:role"}, true},
+		{"scheduler with DLQ", map[string]string{EnvSchedulerRole: "arn:role", EnvScheduleDLQ: "arn:dlq"}, false},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			t.Parallel()
+			c, err := Load(env(tt.env), Spec{})
+			if (err != nil) != tt.wantErr {
+				t.Fatalf("Load: %v, want error %v", err, tt.wantErr)
+			}
+			if err != nil && !strings.Contains(err.Error(), EnvScheduleDLQ) {
+				t.Errorf("error %q does not name %s", err, EnvScheduleDLQ)
+			}
+			if err == nil && c.ScheduleDLQ != tt.env[EnvScheduleDLQ] {
+				t.Errorf("ScheduleDLQ %q, want %q", c.ScheduleDLQ, tt.env[EnvScheduleDLQ])
+			}
+		})
+	}
+}
+
+func TestRetention(t *testing.T) {
+	t.Parallel()
+	day := 24 * time.Hour
+	c, err := Load(env(map[string]string{}), Spec{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if c.RecordRetention != DefaultRecordRetentionDays*day || c.AuditRetention != DefaultAuditRetentionDays*day {
+		t.Fatalf("defaults %v, %v; want %d and %d days", c.RecordRetention, c.AuditRetention, DefaultRecordRetentionDays, DefaultAuditRetentionDays)
+	}
+	c, err = Load(env(map[string]string{EnvRecordRetention: "60", EnvAuditRetention: "60"}), Spec{})
+	if err != nil || c.RecordRetention != 60*day || c.AuditRetention != 60*day {
+		t.Fatalf("60/60: %+v, %v", c, err)
+	}
+	// Audit entries outlive the records they explain.
+	_, err = Load(env(map[string]string{EnvRecordRetention: "200", EnvAuditRetention: "100"}), Spec{})
+	if err == nil || !strings.Contains(err.Error(), EnvAuditRetention) {
+		t.Fatalf("audit shorter than records: %v, want an error naming %s", err, EnvAuditRetention)
+	}
+}
+
+// TestBounds: every bounded variable accepts exactly [Min, Max], so the
+// template's MinValue and MaxValue (compared with Bounds) are what Load
+// enforces at cold start.
+func TestBounds(t *testing.T) {
+	t.Parallel()
+	for _, name := range []string{EnvVisibility, EnvConcurrency, EnvSweepClaim, EnvSweepOverdue, EnvRecordRetention, EnvAuditRetention} {
+		b, ok := Bounds[name]
+		if !ok {
+			t.Errorf("%s has no Bound", name)
+			continue
+		}
+		for _, tt := range []struct {
+			v  int
+			ok bool
+		}{{b.Min - 1, false}, {b.Min, true}, {b.Max, true}, {b.Max + 1, false}} {
+			m := map[string]string{name: strconv.Itoa(tt.v)}
+			switch name { // keep audit >= records
+			case EnvRecordRetention:
+				m[EnvAuditRetention] = strconv.Itoa(Bounds[EnvAuditRetention].Max)
+			case EnvAuditRetention:
+				m[EnvRecordRetention] = strconv.Itoa(Bounds[EnvRecordRetention].Min)
+			}
+			_, err := Load(env(m), Spec{})
+			if (err == nil) != tt.ok {
+				t.Errorf("%s=%d: %v, want accepted %v", name, tt.v, err, tt.ok)
+			}
+			if err != nil && !strings.Contains(err.Error(), name) {
+				t.Errorf("%s=%d: error %q does not name it", name, tt.v, err)
+			}
+		}
 	}
 }

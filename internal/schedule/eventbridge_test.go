@@ -34,7 +34,11 @@ type createRequest struct {
 	GroupName                  string
 	ScheduleExpression         string
 	ScheduleExpressionTimezone string
-	Target                     struct{ Arn, RoleArn, Input string }
+	Target                     struct {
+		Arn, RoleArn, Input string
+		RetryPolicy         *struct{ MaximumEventAgeInSeconds, MaximumRetryAttempts int }
+		DeadLetterConfig    *struct{ Arn string }
+	}
 }
 
 type seenRequest struct {
@@ -106,10 +110,12 @@ func newSchedulerDispatcher(t *testing.T, statuses ...int) (*schedule.Dispatcher
 		Credentials:      credentials.NewStaticCredentialsProvider("test", "test", ""),
 		RetryMaxAttempts: 1,
 	})
-	adapter := schedule.NewEventBridgeScheduler(client)
+	adapter := schedule.NewEventBridgeScheduler(client, dlqARN)
 	d, _, _ := newTestDispatcher(t, testConfig(), adapter)
 	return d, adapter, f
 }
+
+const dlqARN = "arn:aws:sqs:us-east-1:123456789012:genjobs-observe-dlq"
 
 var clientTokenRule = regexp.MustCompile(`^[A-Za-z0-9_-]{1,64}$`)
 
@@ -143,6 +149,15 @@ func TestEventBridgeSchedulerRequestShape(t *testing.T) {
 	}
 	if b.Target.Arn != observeARN || b.Target.RoleArn != roleARN {
 		t.Errorf("target %+v", b.Target)
+	}
+	// A delivery that keeps failing ends in the dead-letter queue (which
+	// triage reads), after bounded retries, instead of being dropped.
+	if dl := b.Target.DeadLetterConfig; dl == nil || dl.Arn != dlqARN {
+		t.Errorf("Target.DeadLetterConfig %+v, want Arn %s", dl, dlqARN)
+	}
+	if rp := b.Target.RetryPolicy; rp == nil || rp.MaximumRetryAttempts != schedule.TargetRetryAttempts ||
+		rp.MaximumEventAgeInSeconds != int(schedule.TargetMaxEventAge/time.Second) {
+		t.Errorf("Target.RetryPolicy %+v, want %d attempts within %v", rp, schedule.TargetRetryAttempts, schedule.TargetMaxEventAge)
 	}
 	got, err := message.Decode([]byte(b.Target.Input))
 	if err != nil {

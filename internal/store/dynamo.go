@@ -72,6 +72,11 @@ const (
 	// item names a job (a job id is never replaced), so rewrites of a
 	// record leave it alone.
 	JobIndex = "job"
+	// AttrExpiresAt (N) is when a finished item expires, in epoch
+	// seconds: the table's TTL attribute (template.yaml's
+	// TimeToLiveSpecification). Only terminal records, closed reviews and
+	// audit entries carry it, and only with a Retention.
+	AttrExpiresAt = "expires_at"
 	// StatusShards is how many ACTIVE#<n> partitions the sweep index is
 	// spread over (shard = FNV-1a(operation_id) mod StatusShards), so a
 	// busy table has no single hot index partition; Due queries them all.
@@ -108,15 +113,70 @@ const txConflictAttempts = 10
 // re-read each listed record (Get) before acting on it, and the revision
 // condition on every write stops a stale action anyway.
 type Dynamo struct {
-	client *dynamodb.Client
-	table  string
+	client    *dynamodb.Client
+	table     string
+	retention Retention
+	now       func() time.Time
+}
+
+// Retention is how long finished items are kept. DynamoDB's TTL deletes
+// an item some time after its AttrExpiresAt (typically within a few days,
+// never at once); until then the readers here skip it, so what a reader
+// sees does not depend on when the deletion ran. A zero duration keeps
+// those items forever.
+type Retention struct {
+	// Records counts from a terminal record's last update (a terminal
+	// record is never written again) and from a review's closing.
+	Records time.Duration
+	// Audit counts from an audit entry's time. Audit entries are kept
+	// longest: they are the operators' decisions, and the job ids they
+	// attached keep JobRefs answering after the record is gone.
+	Audit time.Duration
+}
+
+// WithRetention returns d writing expiries per r and skipping expired
+// items; now is the clock readers compare with (nil: time.Now).
+func (d *Dynamo) WithRetention(r Retention, now func() time.Time) *Dynamo {
+	c := *d
+	c.retention = r
+	if now != nil {
+		c.now = now
+	}
+	return &c
+}
+
+// expiry is the AttrExpiresAt of an item finished at t and kept for keep;
+// false when it never expires (no retention, or no time to count from:
+// never an expiry in the past by accident).
+func expiry(t time.Time, keep time.Duration) (int64, bool) {
+	if keep <= 0 || t.IsZero() {
+		return 0, false
+	}
+	return t.Add(keep).Unix(), true
+}
+
+func number(n int64) types.AttributeValue {
+	return &types.AttributeValueMemberN{Value: strconv.FormatInt(n, 10)}
+}
+
+// expired reports whether the item's expiry has come: DynamoDB deletes it
+// later, and until then it is read as gone.
+func (d *Dynamo) expired(item map[string]types.AttributeValue) bool {
+	n, ok := item[AttrExpiresAt].(*types.AttributeValueMemberN)
+	if !ok {
+		return false
+	}
+	at, err := strconv.ParseInt(n.Value, 10, 64)
+	return err == nil && d.now().Unix() >= at
 }
 
 var _ Store = (*Dynamo)(nil)
 
 // NewDynamo returns a Store on table, which must exist (see EnsureTable).
+// Items never expire unless WithRetention says so; expired ones (written
+// by any store with a retention) are skipped all the same.
 func NewDynamo(client *dynamodb.Client, table string) *Dynamo {
-	return &Dynamo{client: client, table: table}
+	return &Dynamo{client: client, table: table, now: time.Now}
 }
 
 // NewDynamoClient loads the default AWS configuration (optFns adjust it,
@@ -232,8 +292,9 @@ func reviewKey(id string) map[string]types.AttributeValue {
 
 // recordItem is the full operation item. Writes replace the whole item, so
 // leaving the index attributes out of an item that is no longer due is
-// what takes it out of the sparse index.
-func recordItem(rec operation.Record) (map[string]types.AttributeValue, error) {
+// what takes it out of the sparse index. A terminal record is never
+// written again, so its expiry counts from this write's Updated time.
+func recordItem(rec operation.Record, keep time.Duration) (map[string]types.AttributeValue, error) {
 	item, err := attributevalue.MarshalMap(rec)
 	if err != nil {
 		return nil, fmt.Errorf("marshal record: %w", err)
@@ -242,6 +303,9 @@ func recordItem(rec operation.Record) (map[string]types.AttributeValue, error) {
 		item[k] = v
 	}
 	item[AttrTerminal] = &types.AttributeValueMemberBOOL{Value: rec.Terminal()}
+	if exp, ok := expiry(rec.Timestamps.Updated, keep); ok && rec.Terminal() {
+		item[AttrExpiresAt] = number(exp)
+	}
 	if due, ok := rec.SweepDue(); ok {
 		item[AttrStatusPK] = str(activeStatusPrefix + strconv.Itoa(statusShard(rec.OperationID)))
 		item[AttrStatusSK] = str(indexKey(due, rec.OperationID))
@@ -281,7 +345,7 @@ func (d *Dynamo) Create(ctx context.Context, rec operation.Record) (operation.Re
 	if err != nil {
 		return operation.Record{}, err
 	}
-	item, err := recordItem(rec)
+	item, err := recordItem(rec, d.retention.Records)
 	if err != nil {
 		return operation.Record{}, fmt.Errorf("create %s: %w", rec.OperationID, err)
 	}
@@ -319,7 +383,7 @@ func (d *Dynamo) Get(ctx context.Context, operationID string) (operation.Record,
 	if err != nil {
 		return operation.Record{}, fmt.Errorf("get %s: %w", operationID, err)
 	}
-	if len(out.Item) == 0 {
+	if len(out.Item) == 0 || d.expired(out.Item) {
 		return operation.Record{}, fmt.Errorf("get %s: %w", operationID, ErrNotFound)
 	}
 	rec, err := decodeRecord(out.Item)
@@ -331,8 +395,8 @@ func (d *Dynamo) Get(ctx context.Context, operationID string) (operation.Record,
 
 // conditionalPut is the revision-guarded Put shared by Update and
 // UpdateWithAudit.
-func conditionalPut(table string, rec operation.Record, expected int64) (*types.Put, error) {
-	item, err := recordItem(rec)
+func conditionalPut(table string, rec operation.Record, expected int64, keep time.Duration) (*types.Put, error) {
+	item, err := recordItem(rec, keep)
 	if err != nil {
 		return nil, err
 	}
@@ -356,7 +420,7 @@ func (d *Dynamo) Update(ctx context.Context, rec operation.Record, expected int6
 	if err != nil {
 		return operation.Record{}, err
 	}
-	put, err := conditionalPut(d.table, rec, expected)
+	put, err := conditionalPut(d.table, rec, expected, d.retention.Records)
 	if err != nil {
 		return operation.Record{}, fmt.Errorf("update %s: %w", rec.OperationID, err)
 	}
@@ -420,7 +484,7 @@ func (d *Dynamo) UpdateWithAudit(ctx context.Context, rec operation.Record, expe
 		return operation.Record{}, err
 	}
 	id := rec.OperationID
-	put, err := conditionalPut(d.table, rec, expected)
+	put, err := conditionalPut(d.table, rec, expected, d.retention.Records)
 	if err != nil {
 		return operation.Record{}, fmt.Errorf("update %s with audit: %w", id, err)
 	}
@@ -430,6 +494,9 @@ func (d *Dynamo) UpdateWithAudit(ctx context.Context, rec operation.Record, expe
 	}
 	auditItem[AttrPK] = str(opKeyPrefix + id)
 	auditItem[AttrSK] = str(auditSKPrefix + auditKey(entry.Revision))
+	if exp, ok := expiry(entry.At, d.retention.Audit); ok {
+		auditItem[AttrExpiresAt] = number(exp)
+	}
 	absent, err := absentCondition()
 	if err != nil {
 		return operation.Record{}, fmt.Errorf("update %s with audit: build condition: %w", id, err)
@@ -564,6 +631,9 @@ func (d *Dynamo) eachInOperation(ctx context.Context, operationID, prefix string
 			return err
 		}
 		for _, item := range page.Items {
+			if d.expired(item) {
+				continue // past its retention: gone, whenever TTL deletes it
+			}
 			if err := fn(item); err != nil {
 				return err
 			}
@@ -601,6 +671,8 @@ func (d *Dynamo) PutReview(ctx context.Context, r review.Record) (bool, error) {
 	if r.Open {
 		item[AttrStatusPK] = str(openReviewStatus)
 		item[AttrStatusSK] = str(indexKey(r.CreatedAt, r.ID))
+	} else if exp, ok := expiry(r.ClosedAt, d.retention.Records); ok {
+		item[AttrExpiresAt] = number(exp)
 	}
 	expr, err := absentCondition()
 	if err != nil {
@@ -633,7 +705,7 @@ func (d *Dynamo) GetReview(ctx context.Context, id string) (review.Record, error
 	if err != nil {
 		return review.Record{}, fmt.Errorf("get review %s: %w", id, err)
 	}
-	if len(out.Item) == 0 {
+	if len(out.Item) == 0 || d.expired(out.Item) {
 		return review.Record{}, fmt.Errorf("get review %s: %w", id, ErrNotFound)
 	}
 	var r review.Record
@@ -711,6 +783,9 @@ func (d *Dynamo) ResolveReview(ctx context.Context, id, by, reason string, at ti
 		Remove(expression.Name(AttrStatusSK))
 	if reason != "" {
 		upd = upd.Set(expression.Name(attrClosedReason), expression.Value(reason))
+	}
+	if exp, ok := expiry(at, d.retention.Records); ok {
+		upd = upd.Set(expression.Name(AttrExpiresAt), expression.Value(exp))
 	}
 	cond := expression.Name(AttrPK).AttributeExists().And(expression.Name(attrOpen).Equal(expression.Value(true)))
 	expr, err := expression.NewBuilder().WithUpdate(upd).WithCondition(cond).Build()

@@ -6,12 +6,14 @@ import (
 	"context"
 	"crypto/rand"
 	"encoding/hex"
+	"errors"
 	"io"
 	"maps"
 	"net"
 	"net/http"
 	"os"
 	"slices"
+	"strconv"
 	"sync"
 	"syscall"
 	"testing"
@@ -322,4 +324,155 @@ func TestDynamoItemLayout(t *testing.T) {
 		store.AttrStatusPK: "<absent>", store.AttrStatusSK: "<absent>",
 		store.AttrRemoteJobID: "job-2", store.AttrOperationID: "layout-1",
 	})
+}
+
+// TestDynamoConformsWithRetention runs the conformance suite on a store
+// that writes expiries, with a clock before every time the suite uses:
+// the expiry attribute and the readers' filter change nothing for items
+// that have not expired.
+func TestDynamoConformsWithRetention(t *testing.T) {
+	client := dynamoClient(t)
+	table := tempTable(t, client)
+	early := func() time.Time { return time.Date(2000, 1, 1, 0, 0, 0, 0, time.UTC) }
+	storetest.Run(t, func(*testing.T) store.Store {
+		return store.NewDynamo(client, table).WithRetention(store.Retention{Records: 24 * time.Hour, Audit: 48 * time.Hour}, early)
+	})
+}
+
+// TestDynamoRetention: terminal records, closed reviews and audit entries
+// carry store.AttrExpiresAt (epoch seconds, DynamoDB's TTL attribute) at
+// their own time plus the retention; nothing else does; and the readers
+// skip an expired item that DynamoDB has not deleted yet.
+func TestDynamoRetention(t *testing.T) {
+	ctx := context.Background()
+	client := dynamoClient(t)
+	table := tempTable(t, client)
+	const records, audit = 90 * 24 * time.Hour, 400 * 24 * time.Hour
+	t0 := time.Date(2030, 1, 2, 3, 4, 5, 0, time.UTC)
+	var now time.Time
+	st := store.NewDynamo(client, table).WithRetention(store.Retention{Records: records, Audit: audit}, func() time.Time { return now })
+	expiresAt := func(pk, sk string) (int64, bool) {
+		t.Helper()
+		out, err := client.GetItem(ctx, &dynamodb.GetItemInput{TableName: aws.String(table), ConsistentRead: aws.Bool(true),
+			Key: map[string]types.AttributeValue{store.AttrPK: &types.AttributeValueMemberS{Value: pk}, store.AttrSK: &types.AttributeValueMemberS{Value: sk}}})
+		if err != nil || out.Item == nil {
+			t.Fatalf("raw get %s/%s: %v (item %v)", pk, sk, err, out.Item)
+		}
+		v, ok := out.Item[store.AttrExpiresAt].(*types.AttributeValueMemberN)
+		if !ok {
+			return 0, false
+		}
+		n, err := strconv.ParseInt(v.Value, 10, 64)
+		if err != nil {
+			t.Fatalf("%s is not a whole number: %q", store.AttrExpiresAt, v.Value)
+		}
+		return n, true
+	}
+	now = t0
+
+	// An active record never expires; the write that finishes it sets the
+	// expiry from its own Updated time.
+	rec, err := st.Create(ctx, operation.Record{OperationID: "op-ttl", Phase: operation.Accepted, Timestamps: operation.Timestamps{Created: t0, Updated: t0}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, ok := expiresAt("OP#op-ttl", "RECORD"); ok {
+		t.Error("an active record carries an expiry")
+	}
+	done := t0.Add(time.Hour)
+	rec.Phase, rec.Timestamps.Updated = operation.Delivered, done
+	if _, err := st.Update(ctx, rec, rec.Revision); err != nil {
+		t.Fatal(err)
+	}
+	if got, ok := expiresAt("OP#op-ttl", "RECORD"); !ok || got != done.Add(records).Unix() {
+		t.Errorf("terminal record expires at %d (%v), want %d", got, ok, done.Add(records).Unix())
+	}
+
+	// Audit entries expire from their own time, after the retention for audits.
+	ent := review.AuditEntry{Operator: "ops", Action: operation.ActionObserve, At: t0}
+	rec2, err := st.Create(ctx, operation.Record{OperationID: "op-audit", Phase: operation.Stalled, Timestamps: operation.Timestamps{Created: t0, Updated: t0}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	rec2.Phase = operation.Accepted
+	if _, err := st.UpdateWithAudit(ctx, rec2, rec2.Revision, ent); err != nil {
+		t.Fatal(err)
+	}
+	if got, ok := expiresAt("OP#op-audit", "AUDIT#00000000000000000002"); !ok || got != t0.Add(audit).Unix() {
+		t.Errorf("audit entry expires at %d (%v), want %d", got, ok, t0.Add(audit).Unix())
+	}
+
+	// An open review never expires; closing it starts its retention.
+	rv := review.Record{ID: "rv-ttl", OperationID: "op-audit", Source: review.SourceSweep, CreatedAt: t0, Open: true}
+	if _, err := st.PutReview(ctx, rv); err != nil {
+		t.Fatal(err)
+	}
+	if _, ok := expiresAt("REVIEW#rv-ttl", "REVIEW"); ok {
+		t.Error("an open review carries an expiry")
+	}
+	closed := t0.Add(2 * time.Hour)
+	if err := st.ResolveReview(ctx, "rv-ttl", "ops", "settled", closed); err != nil {
+		t.Fatal(err)
+	}
+	if got, ok := expiresAt("REVIEW#rv-ttl", "REVIEW"); !ok || got != closed.Add(records).Unix() {
+		t.Errorf("closed review expires at %d (%v), want %d", got, ok, closed.Add(records).Unix())
+	}
+
+	// Readers: each item is there until its expiry and gone from then on,
+	// though DynamoDB Local (like DynamoDB, for days) still holds it.
+	for _, tt := range []struct {
+		name string
+		at   time.Time
+		seen func() bool
+	}{
+		{"terminal record", done.Add(records), func() bool { _, err := st.Get(ctx, "op-ttl"); return err == nil }},
+		{"closed review", closed.Add(records), func() bool { _, err := st.GetReview(ctx, "rv-ttl"); return err == nil }},
+		{"closed review of its operation", closed.Add(records), func() bool {
+			rs, err := st.OperationReviews(ctx, "op-audit")
+			if err != nil {
+				t.Fatal(err)
+			}
+			return len(rs) == 1
+		}},
+		{"audit entry", t0.Add(audit), func() bool {
+			es, err := st.Audit(ctx, "op-audit")
+			if err != nil {
+				t.Fatal(err)
+			}
+			return len(es) == 1
+		}},
+	} {
+		now = tt.at.Add(-time.Second)
+		if !tt.seen() {
+			t.Errorf("%s: gone a second before its expiry", tt.name)
+		}
+		now = tt.at
+		if tt.seen() {
+			t.Errorf("%s: still read at its expiry", tt.name)
+		}
+	}
+	now = t0
+	if _, err := st.Get(ctx, "op-ttl"); err != nil {
+		t.Errorf("before expiry: %v", err)
+	}
+	now = done.Add(records)
+	if _, err := st.Get(ctx, "op-ttl"); !errors.Is(err, store.ErrNotFound) {
+		t.Errorf("expired record: %v, want ErrNotFound", err)
+	}
+
+	// Without a retention nothing expires, and a terminal record with no
+	// Updated time is never given an expiry in the past.
+	plain := store.NewDynamo(client, table)
+	if _, err := plain.Create(ctx, operation.Record{OperationID: "op-keep", Phase: operation.Rejected, Timestamps: operation.Timestamps{Updated: t0}}); err != nil {
+		t.Fatal(err)
+	}
+	if _, ok := expiresAt("OP#op-keep", "RECORD"); ok {
+		t.Error("a store without retention wrote an expiry")
+	}
+	if _, err := st.Create(ctx, operation.Record{OperationID: "op-undated", Phase: operation.Rejected}); err != nil {
+		t.Fatal(err)
+	}
+	if _, ok := expiresAt("OP#op-undated", "RECORD"); ok {
+		t.Error("a terminal record without an Updated time got an expiry")
+	}
 }

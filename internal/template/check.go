@@ -11,42 +11,52 @@ import (
 // Rule names one property of the template that Check enforces.
 type Rule string
 
-// The rules, in the order the issue lists them.
+// The rules. The schema rule checks what AWS's schemas know; the others
+// what only the Go code knows.
 const (
 	// RuleParse: the template must load at all.
 	RuleParse Rule = "parse"
-	// RuleWiring (1): every function has its queue(s) or schedule, its
-	// role, its log group and environment pointing at the right resources,
-	// and RecursiveLoop Allow where it feeds the queue that invokes it.
+	// RuleSchema: the template validates against AWS's SAM and
+	// CloudFormation resource schemas (schema.go).
+	RuleSchema Rule = "schema"
+	// RuleWiring: every function has its queue(s) or schedule, its role,
+	// its log group and environment pointing at the right resources, and
+	// RecursiveLoop Allow exactly where it feeds the queue that invokes it.
 	RuleWiring Rule = "wiring"
-	// RuleDLQ (2): every main queue redrives to its DLQ after 5 receives;
-	// DLQs keep messages 14 days; every queue is encrypted.
+	// RuleDLQ: every main queue redrives to its DLQ after 5 receives; a
+	// DLQ accepts its main queue only and keeps messages 14 days; every
+	// queue is encrypted.
 	RuleDLQ Rule = "dlq"
-	// RuleVisibility (3): VisibilityTimeout >= 6 x the consuming function's
+	// RuleVisibility: VisibilityTimeout >= 6 x the consuming function's
 	// Timeout (Globals merged), and QUEUE_VISIBILITY_SECONDS repeats it.
 	RuleVisibility Rule = "visibility"
-	// RuleBatchFailures (4): every SQS event reports partial batch
+	// RuleBatchFailures: every SQS event reports partial batch
 	// failures, with a sensible batch size and batching window.
 	RuleBatchFailures Rule = "batch-failures"
-	// RuleLeastPrivilege (5): each role holds exactly its allow-listed
-	// (action, resource) grants: no wildcards, nothing extra, no managed
-	// policies, and trusts only its service.
+	// RuleLeastPrivilege: each role holds exactly its allow-listed
+	// (action, resource) grants, those of the SDK calls its function
+	// makes: no wildcards, nothing extra, no managed policies; it trusts
+	// only its service (Scheduler: this account's schedule group only).
 	RuleLeastPrivilege Rule = "least-privilege"
-	// RuleKnownKeys (6): unknown properties are errors (goformation's
-	// strict decoding, plus known-key lists for the SAM parts it skips).
-	RuleKnownKeys Rule = "known-keys"
-	// RuleTable (7): the table matches store.TableDefinition and has PITR
-	// and encryption.
+	// RuleTable: the table matches store.TableDefinition, has PITR,
+	// encryption, deletion protection and TTL on store.AttrExpiresAt; the
+	// retention parameters reach every function that finishes items.
 	RuleTable Rule = "table"
-	// RuleBuild (8): provided.al2023, arm64, handler bootstrap, JSON logs,
+	// RuleBuild: provided.al2023, arm64, handler bootstrap, JSON logs,
 	// BuildMethod makefile and a matching build-<LogicalId> target.
 	RuleBuild Rule = "build"
-	// RuleSecretsEnv (9): no plain-text secret (the API key only through
-	// Secrets Manager) and every variable is one the code reads.
+	// RuleSecretsEnv: no plain-text secret: the API key is read from
+	// an existing secret whose full ARN the stack takes as a parameter;
+	// every variable is one the code reads.
 	RuleSecretsEnv Rule = "secrets-env"
-	// RuleObservability (10): DLQ and queue-age alarms, alarms and
-	// dashboard queries naming the dimension sets the code emits, the
-	// seed's measures kept apart on the dashboard.
+	// RuleParameters: parameters feed the variables internal/config
+	// reads, with the bounds it enforces; GenaceBaseUrl is https only.
+	RuleParameters Rule = "parameters"
+	// RuleObservability: DLQ, queue-age, Errors, Throttles and
+	// init-failure alarms, each with OKActions, on an encrypted topic
+	// CloudWatch can publish to; alarms and dashboard queries naming the
+	// dimension sets the code emits; an on-failure destination for
+	// asynchronous invocations; the seed's measures kept apart.
 	RuleObservability Rule = "observability"
 )
 
@@ -76,6 +86,8 @@ type Options struct {
 	// default it is the one in the functions' CodeUri, relative to the
 	// template, which is where `sam build` runs make.
 	Makefile string
+	// Schema is the SAM schema file (default DefaultSchema).
+	Schema string
 }
 
 // Check checks the SAM template at path and returns every problem found,
@@ -84,20 +96,21 @@ func Check(path string) []Problem { return CheckWith(path, Options{}) }
 
 // CheckWith is Check with options.
 func CheckWith(path string, opts Options) []Problem {
-	d, problems, err := load(path)
+	d, err := load(path)
 	if err != nil {
 		return []Problem{{RuleParse, filepath.Base(path), err.Error()}}
 	}
-	c := &checker{doc: d, opts: opts, problems: problems}
+	c := &checker{doc: d, opts: opts}
+	c.validateSchema()
 	c.wiring()
 	c.dlq()
 	c.visibility()
 	c.batchFailures()
 	c.leastPrivilege()
-	c.knownKeys()
 	c.table()
 	c.build()
 	c.secretsEnv()
+	c.parameters()
 	c.observability()
 	sort.SliceStable(c.problems, func(i, j int) bool {
 		a, b := c.problems[i], c.problems[j]
@@ -114,8 +127,8 @@ func CheckWith(path string, opts Options) []Problem {
 
 // Rules lists every rule in order.
 func Rules() []Rule {
-	return []Rule{RuleParse, RuleWiring, RuleDLQ, RuleVisibility, RuleBatchFailures, RuleLeastPrivilege,
-		RuleKnownKeys, RuleTable, RuleBuild, RuleSecretsEnv, RuleObservability}
+	return []Rule{RuleParse, RuleSchema, RuleWiring, RuleDLQ, RuleVisibility, RuleBatchFailures, RuleLeastPrivilege,
+		RuleTable, RuleBuild, RuleSecretsEnv, RuleParameters, RuleObservability}
 }
 
 func ruleOrder(r Rule) int { return slices.Index(Rules(), r) }

@@ -1,31 +1,31 @@
-// Package template checks the wiring of the SAM template (template.yaml)
-// that no SAM CLI or cfn-lint can check on these machines: which queue
-// feeds which function, dead-letter queues, visibility timeouts against
-// function timeouts, partial batch failures, least-privilege roles, the
-// table against store.TableDefinition, the build targets SAM's makefile
-// build method calls, secrets, alarms and the dashboard.
+// Package template checks what no schema can know about the SAM template
+// (template.yaml): how it meets the Go code. AWS's published SAM and
+// CloudFormation resource schemas check the rest (schema.go). The rules
+// hold the template against the code: which queue feeds which function
+// and the variables each reads, visibility timeouts against function
+// timeouts and the lease, partial batch failures, each role's actions
+// against the SDK calls its function makes, the table against
+// store.TableDefinition and its expiry attribute, the build targets SAM's
+// makefile build method calls, parameters against internal/config's
+// bounds, the secret, and the alarms and dashboard against the metrics
+// and log lines the code emits.
 //
-// The template is read twice from one parse. goformation decodes each
-// resource strictly into its typed struct (an unknown property is an
-// error), with the Ref, Fn::GetAtt and Fn::Sub handlers replaced so that
-// references survive as tokens (see Ref, GetAtt, Sub) instead of being
-// resolved to sample values. The same token-carrying tree is also kept as
-// plain data, for what goformation drops: Globals (it does not merge them
-// and decodes them leniently), the SQS event's FunctionResponseTypes and
-// ScalingConfig (its SQS event type lacks them, so the whole event's
-// properties come back nil), resource Metadata, and policy documents.
+// The template is read twice. For the rules, goformation's intrinsics
+// processor runs with the Ref, Fn::GetAtt and Fn::Sub handlers replaced,
+// so that references survive as tokens (see Ref, GetAtt, Sub) instead of
+// being resolved to sample values. For the schema, the same processor
+// only turns short-form tags into their long form ({"Ref": ...}), which
+// is the template as CloudFormation reads it.
 package template
 
 import (
 	"encoding/json"
 	"fmt"
 	"os"
-	"reflect"
 	"sort"
 	"strings"
 	"sync"
 
-	"github.com/awslabs/goformation/v7/cloudformation"
 	"github.com/awslabs/goformation/v7/intrinsics"
 )
 
@@ -113,73 +113,49 @@ type doc struct {
 	path string
 	// raw is the whole template as plain data, intrinsics as tokens.
 	raw map[string]any
+	// plain is the template as CloudFormation reads it, intrinsics as
+	// their long-form objects ({"Ref": ...}), for the schema rule.
+	plain map[string]any
 	// resources are raw["Resources"], by logical id.
 	resources map[string]map[string]any
-	// typed are goformation's strict decodings of the resources that
-	// decoded; the others have a known-keys problem.
-	typed map[string]cloudformation.Resource
 	// globalFunction is Globals.Function (nil when absent).
 	globalFunction map[string]any
 }
 
-// load reads and parses the template. Problems that stop parsing come back
-// as an error; per-resource decoding failures as problems.
-func load(path string) (*doc, []Problem, error) {
+// load reads and parses the template.
+func load(path string) (*doc, error) {
 	data, err := os.ReadFile(path)
 	if err != nil {
-		return nil, nil, err
+		return nil, err
 	}
 	opts := &intrinsics.ProcessorOptions{IntrinsicHandlerOverrides: map[string]intrinsics.IntrinsicHandler{
 		"Ref": refHandler, "Fn::GetAtt": getAttHandler, "Fn::Sub": subHandler,
 	}}
 	goformationMu.Lock()
 	processed, err := intrinsics.ProcessYAML(data, opts)
+	var plain []byte
+	if err == nil {
+		plain, err = intrinsics.ProcessYAML(data, &intrinsics.ProcessorOptions{NoProcess: true})
+	}
 	goformationMu.Unlock()
 	if err != nil {
-		return nil, nil, err
+		return nil, err
 	}
-	d := &doc{path: path, resources: map[string]map[string]any{}, typed: map[string]cloudformation.Resource{}}
+	d := &doc{path: path, resources: map[string]map[string]any{}}
 	if err := json.Unmarshal(processed, &d.raw); err != nil {
-		return nil, nil, err
+		return nil, err
 	}
-	var sections struct {
-		Resources map[string]json.RawMessage
+	if err := json.Unmarshal(plain, &d.plain); err != nil {
+		return nil, err
 	}
-	if err := json.Unmarshal(processed, &sections); err != nil {
-		return nil, nil, fmt.Errorf("resources: %w", err)
-	}
-	if len(sections.Resources) == 0 {
-		return nil, nil, fmt.Errorf("no Resources")
+	if len(mapOf(d.raw["Resources"])) == 0 {
+		return nil, fmt.Errorf("no Resources")
 	}
 	for id, v := range mapOf(d.raw["Resources"]) {
 		d.resources[id] = mapOf(v)
 	}
 	d.globalFunction = mapOf(mapOf(d.raw["Globals"])["Function"])
-
-	var problems []Problem
-	prototypes := cloudformation.AllResources()
-	ids := make([]string, 0, len(sections.Resources))
-	for id := range sections.Resources {
-		ids = append(ids, id)
-	}
-	sort.Strings(ids)
-	for _, id := range ids {
-		typ := str(d.resources[id]["Type"])
-		proto, ok := prototypes[typ]
-		if !ok {
-			problems = append(problems, Problem{RuleKnownKeys, id, fmt.Sprintf("unknown resource type %q", typ)})
-			continue
-		}
-		// A fresh value per resource: AllResources hands out one pointer
-		// per type, and decoding two queues into it would alias them.
-		r := reflect.New(reflect.TypeOf(proto).Elem()).Interface().(cloudformation.Resource)
-		if err := json.Unmarshal(sections.Resources[id], r); err != nil {
-			problems = append(problems, Problem{RuleKnownKeys, id, "goformation (strict) rejects it: " + err.Error()})
-			continue
-		}
-		d.typed[id] = r
-	}
-	return d, problems, nil
+	return d, nil
 }
 
 // ofType lists the logical ids of resources of type typ, sorted.

@@ -10,9 +10,7 @@ import (
 	"sort"
 	"strings"
 
-	"github.com/awslabs/goformation/v7/cloudformation/dynamodb"
-	"github.com/awslabs/goformation/v7/cloudformation/sqs"
-
+	"github.com/genjobs/genjobs/internal/config"
 	"github.com/genjobs/genjobs/internal/store"
 )
 
@@ -42,15 +40,21 @@ func (c *checker) wiring() {
 }
 
 // wireRecursion: a function that sends to a queue it consumes forms a
-// loop Lambda stops after 16 hops unless RecursiveLoop is Allow.
+// loop Lambda stops after 16 hops unless RecursiveLoop is Allow; any
+// other function keeps Lambda's detection (an accidental loop stops).
 func (c *checker) wireRecursion(id string, spec function) {
+	v, _ := c.functionProp(id, "RecursiveLoop")
+	loop := ""
 	for _, q := range spec.consumes {
-		if !slices.Contains(allowed[spec.role], grant{"sqs:SendMessage", queueArn(q)}) {
-			continue
+		if slices.Contains(allowed[spec.role], grant{"sqs:SendMessage", queueArn(q)}) {
+			loop = q
 		}
-		if v, _ := c.functionProp(id, "RecursiveLoop"); v != "Allow" {
-			c.add(RuleWiring, id, "sends to %s, which invokes it: RecursiveLoop is %v, want Allow (Lambda stops such a chain after 16 hops)", q, v)
-		}
+	}
+	switch {
+	case loop != "" && v != "Allow":
+		c.add(RuleWiring, id, "sends to %s, which invokes it: RecursiveLoop is %v, want Allow (Lambda stops such a chain after 16 hops)", loop, v)
+	case loop == "" && v == "Allow":
+		c.add(RuleWiring, id, "RecursiveLoop Allow, but it sends to no queue that invokes it: keep Lambda's loop detection (set it on the looping functions, not in Globals)")
 	}
 }
 
@@ -126,7 +130,7 @@ func (c *checker) wireLogGroup(id string, spec function) {
 	if got, want := str(c.props(spec.logGroup)["LogGroupName"]), Sub("/aws/lambda/"+name); got != want {
 		c.add(RuleWiring, spec.logGroup, "LogGroupName is %s, want %s (the function's default log group)", got, want)
 	}
-	if _, ok := num(c.props(spec.logGroup)["RetentionInDays"]); !ok {
+	if _, ok := c.props(spec.logGroup)["RetentionInDays"]; !ok {
 		c.add(RuleWiring, spec.logGroup, "no RetentionInDays: logs would be kept forever")
 	}
 	if !slices.Contains(stringList(c.resources[id]["DependsOn"]), spec.logGroup) {
@@ -137,50 +141,82 @@ func (c *checker) wireLogGroup(id string, spec function) {
 // ------------------------------------------------------------------- 2 dlq
 
 func (c *checker) dlq() {
-	known := map[string]bool{}
+	known := map[string]bool{sweepFailuresID: true}
 	for _, q := range queues {
 		known[q.main], known[q.dlq] = true, true
-		main, okMain := c.queue(q.main)
-		dlq, okDLQ := c.queue(q.dlq)
-		for id, ok := range map[string]bool{q.main: okMain, q.dlq: okDLQ} {
-			if _, exists := c.resources[id]; !ok && !exists {
+		for _, id := range []string{q.main, q.dlq} {
+			if !c.isQueue(id) {
 				c.add(RuleDLQ, id, "missing: the template has no such AWS::SQS::Queue")
 			}
 		}
-		if okMain {
-			c.checkRedrive(q.main, q.dlq, main)
+		if c.isQueue(q.main) {
+			c.checkRedrive(q.main, q.dlq)
 		}
-		if okDLQ {
-			if dlq.RedrivePolicy != nil {
-				c.add(RuleDLQ, q.dlq, "a DLQ must not redrive anywhere: its messages wait for triage and an operator")
-			}
-			if got := intOr(dlq.MessageRetentionPeriod, 345600); got != dlqRetention {
-				c.add(RuleDLQ, q.dlq, "MessageRetentionPeriod %d, want %d (14 days)", got, dlqRetention)
-			}
+		if c.isQueue(q.dlq) {
+			c.checkDeadLetterQueue(q.dlq)
+			c.checkRedriveAllow(q.main, q.dlq)
 		}
-		if okMain && okDLQ && intOr(main.MessageRetentionPeriod, 345600) >= intOr(dlq.MessageRetentionPeriod, 345600) {
+		if c.isQueue(q.main) && c.isQueue(q.dlq) && c.retention(q.main) >= c.retention(q.dlq) {
 			c.add(RuleDLQ, q.dlq, "must keep messages longer than %s: a dead letter keeps its original enqueue time", q.main)
 		}
 	}
+	if c.isQueue(sweepFailuresID) {
+		c.checkDeadLetterQueue(sweepFailuresID)
+	}
 	for _, id := range c.ofType("AWS::SQS::Queue") {
-		q, ok := c.queue(id)
-		if !ok {
-			continue
-		}
 		if !known[id] {
 			c.add(RuleDLQ, id, "a queue the check does not know (queues in internal/template/spec.go)")
 		}
-		if (q.SqsManagedSseEnabled == nil || !*q.SqsManagedSseEnabled) && q.KmsMasterKeyId == nil {
+		p := c.props(id)
+		if p["SqsManagedSseEnabled"] != true && p["KmsMasterKeyId"] == nil {
 			c.add(RuleDLQ, id, "not encrypted: set SqsManagedSseEnabled: true")
 		}
 	}
 }
 
-func (c *checker) checkRedrive(main, dlq string, q *sqs.Queue) {
-	rp := mapOf(q.RedrivePolicy)
-	if s, ok := q.RedrivePolicy.(string); ok { // CloudFormation also takes it as a JSON string
-		_ = json.Unmarshal([]byte(s), &rp)
+// checkDeadLetterQueue: messages wait there 14 days for triage and an
+// operator, and go nowhere else.
+func (c *checker) checkDeadLetterQueue(id string) {
+	if c.props(id)["RedrivePolicy"] != nil {
+		c.add(RuleDLQ, id, "a DLQ must not redrive anywhere: its messages wait for triage and an operator")
 	}
+	if got := c.retention(id); got != dlqRetention {
+		c.add(RuleDLQ, id, "MessageRetentionPeriod %d, want %d (14 days)", got, dlqRetention)
+	}
+}
+
+func (c *checker) isQueue(id string) bool { return str(c.resources[id]["Type"]) == "AWS::SQS::Queue" }
+
+// retention is a queue's MessageRetentionPeriod (SQS's default 4 days).
+func (c *checker) retention(id string) int {
+	return numOr(c.props(id)["MessageRetentionPeriod"], 345600)
+}
+
+// visibilityTimeout is a queue's VisibilityTimeout (SQS's default 30 s).
+func (c *checker) visibilityTimeout(id string) int {
+	return numOr(c.props(id)["VisibilityTimeout"], 30)
+}
+
+func numOr(v any, def int) int {
+	if n, ok := num(v); ok {
+		return n
+	}
+	return def
+}
+
+// jsonMap reads a policy that CloudFormation takes as an object or as a
+// JSON string (RedrivePolicy, RedriveAllowPolicy).
+func jsonMap(v any) map[string]any {
+	if s, ok := v.(string); ok {
+		var m map[string]any
+		_ = json.Unmarshal([]byte(s), &m)
+		return m
+	}
+	return mapOf(v)
+}
+
+func (c *checker) checkRedrive(main, dlq string) {
+	rp := jsonMap(c.props(main)["RedrivePolicy"])
 	if rp == nil {
 		c.add(RuleDLQ, main, "no RedrivePolicy: a message that keeps failing would cycle until its retention ends instead of reaching %s", dlq)
 		return
@@ -193,16 +229,25 @@ func (c *checker) checkRedrive(main, dlq string, q *sqs.Queue) {
 	}
 }
 
-func (c *checker) queue(id string) (*sqs.Queue, bool) {
-	q, ok := c.typed[id].(*sqs.Queue)
-	return q, ok
-}
-
-func intOr(p *int, def int) int {
-	if p == nil {
-		return def
+// checkRedriveAllow: only its own main queue may dead-letter into a DLQ,
+// so triage never reads another queue's failures as this one's. The main
+// queue's ARN cannot be a !GetAtt (the main queue's RedrivePolicy already
+// names the DLQ: a cycle), so the main queue has a QueueName and the ARN
+// is built from it.
+func (c *checker) checkRedriveAllow(main, dlq string) {
+	rap := jsonMap(c.props(dlq)["RedriveAllowPolicy"])
+	name, named := unwrap(str(c.props(main)["QueueName"]), "Sub")
+	want := Sub("arn:${AWS::Partition}:sqs:${AWS::Region}:${AWS::AccountId}:" + name)
+	switch {
+	case rap == nil:
+		c.add(RuleDLQ, dlq, "no RedriveAllowPolicy: any queue in the account could dead-letter into it (want byQueue, %s only)", main)
+	case str(rap["redrivePermission"]) != "byQueue":
+		c.add(RuleDLQ, dlq, "RedriveAllowPolicy redrivePermission %v, want byQueue with %s only", rap["redrivePermission"], main)
+	case !named:
+		c.add(RuleDLQ, main, "needs a QueueName (a !Sub on the stack name) so %s's RedriveAllowPolicy can name its ARN", dlq)
+	case !slices.Equal(stringList(rap["sourceQueueArns"]), []string{want}):
+		c.add(RuleDLQ, dlq, "RedriveAllowPolicy sourceQueueArns %v, want [%s] (%s's ARN)", rap["sourceQueueArns"], want, main)
 	}
-	return *p
 }
 
 // ------------------------------------------------------------ 3 visibility
@@ -220,11 +265,7 @@ func (c *checker) visibility() {
 				continue // a wiring problem already
 			}
 			consumed = append(consumed, qid)
-			q, typed := c.queue(qid)
-			if !typed {
-				continue // a known-keys problem already
-			}
-			if vt := intOr(q.VisibilityTimeout, 30); vt < visibilityRatio*timeout {
+			if vt := c.visibilityTimeout(qid); vt < visibilityRatio*timeout {
 				c.add(RuleVisibility, qid, "VisibilityTimeout %d < %d x %s Timeout %d = %d", vt, visibilityRatio, id, timeout, visibilityRatio*timeout)
 			}
 		}
@@ -236,12 +277,8 @@ func (c *checker) visibility() {
 			c.add(RuleVisibility, id, "sets QUEUE_VISIBILITY_SECONDS but consumes %d queues", len(consumed))
 			continue
 		}
-		q, typed := c.queue(consumed[0])
-		if !typed {
-			continue
-		}
-		if n, ok := num(v); !ok || n != intOr(q.VisibilityTimeout, 30) {
-			c.add(RuleVisibility, id, "QUEUE_VISIBILITY_SECONDS is %v, want %s's VisibilityTimeout %d (the lease)", v, consumed[0], intOr(q.VisibilityTimeout, 30))
+		if n, ok := num(v); !ok || n != c.visibilityTimeout(consumed[0]) {
+			c.add(RuleVisibility, id, "QUEUE_VISIBILITY_SECONDS is %v, want %s's VisibilityTimeout %d (the lease)", v, consumed[0], c.visibilityTimeout(consumed[0]))
 		}
 	}
 }
@@ -263,11 +300,6 @@ func (c *checker) batchFailures() {
 			}
 			if n, ok := num(e.props["MaximumBatchingWindowInSeconds"]); !ok || n < 0 || n > 10 {
 				c.add(RuleBatchFailures, where, "MaximumBatchingWindowInSeconds %v, want 0 to 10 (a long window delays every dispatch)", e.props["MaximumBatchingWindowInSeconds"])
-			}
-			if sc, ok := e.props["ScalingConfig"]; ok {
-				if n, ok := num(mapOf(sc)["MaximumConcurrency"]); !ok || n < 2 || n > 1000 {
-					c.add(RuleBatchFailures, where, "ScalingConfig MaximumConcurrency %v, want 2 to 1000", mapOf(sc)["MaximumConcurrency"])
-				}
 			}
 		}
 	}
@@ -375,8 +407,13 @@ func (c *checker) checkTrust(role string, doc map[string]any) {
 		c.add(RuleLeastPrivilege, role, "trust policy must allow only %s to sts:AssumeRole", service)
 	}
 	if service == "scheduler.amazonaws.com" {
-		if got := mapOf(mapOf(st["Condition"])["StringEquals"])["aws:SourceAccount"]; got != Ref("AWS::AccountId") {
+		// Confused deputy: only this account's schedules, in this group.
+		eq := mapOf(mapOf(st["Condition"])["StringEquals"])
+		if got := eq["aws:SourceAccount"]; got != Ref("AWS::AccountId") {
 			c.add(RuleLeastPrivilege, role, "trust policy lacks StringEquals aws:SourceAccount = !Ref AWS::AccountId (confused deputy)")
+		}
+		if got := eq["aws:SourceArn"]; got != GetAtt(groupID, "Arn") {
+			c.add(RuleLeastPrivilege, role, "trust policy's StringEquals aws:SourceArn is %v, want !GetAtt %s.Arn (only genjobs' schedule group may assume it)", got, groupID)
 		}
 	}
 }
@@ -403,48 +440,6 @@ func listOf(v any) []any {
 	return l
 }
 
-// ------------------------------------------------------------ 6 known keys
-
-func (c *checker) knownKeys() {
-	c.unknownKeys("template", c.raw, templateKeys)
-	globals := mapOf(c.raw["Globals"])
-	c.unknownKeys("Globals", globals, globalsSections)
-	c.unknownKeys("Globals.Function", c.globalFunction, globalFunctionKeys)
-	c.unknownKeys("Globals.Function.LoggingConfig", mapOf(c.globalFunction["LoggingConfig"]), loggingConfigKeys)
-	c.unknownKeys("Globals.Function.Environment", mapOf(c.globalFunction["Environment"]), environmentKeys)
-	for _, name := range sortedKeys(mapOf(c.raw["Parameters"])) {
-		c.unknownKeys("Parameters."+name, mapOf(mapOf(c.raw["Parameters"])[name]), parameterKeys)
-	}
-	for _, name := range sortedKeys(mapOf(c.raw["Outputs"])) {
-		c.unknownKeys("Outputs."+name, mapOf(mapOf(c.raw["Outputs"])[name]), outputKeys)
-	}
-	for _, id := range c.ofType("AWS::Serverless::Function") {
-		c.unknownKeys(id+" Metadata", mapOf(c.resources[id]["Metadata"]), functionMetadataKeys)
-		for name, v := range mapOf(c.props(id)["Events"]) {
-			where := id + " event " + name
-			e := mapOf(v)
-			c.unknownKeys(where, e, eventKeys)
-			known, ok := eventPropertyKeys[str(e["Type"])]
-			if !ok {
-				c.add(RuleKnownKeys, where, "event type %q is not one this check knows (SQS, Schedule)", e["Type"])
-				continue
-			}
-			c.unknownKeys(where+" Properties", mapOf(e["Properties"]), known)
-			if sc, ok := mapOf(e["Properties"])["ScalingConfig"]; ok {
-				c.unknownKeys(where+" ScalingConfig", mapOf(sc), scalingConfigKeys)
-			}
-		}
-	}
-}
-
-func (c *checker) unknownKeys(where string, m map[string]any, known map[string]bool) {
-	for _, k := range sortedKeys(m) {
-		if !known[k] {
-			c.add(RuleKnownKeys, where, "unknown key %q", k)
-		}
-	}
-}
-
 // ----------------------------------------------------------------- 7 table
 
 func (c *checker) table() {
@@ -453,27 +448,24 @@ func (c *checker) table() {
 			c.add(RuleTable, id, "a second table: every record lives in %s (store's single-table design)", tableID)
 		}
 	}
-	t, ok := c.typed[tableID].(*dynamodb.Table)
-	if !ok {
-		if _, exists := c.resources[tableID]; !exists {
-			c.add(RuleTable, tableID, "missing: the template has no such AWS::DynamoDB::Table")
-		}
+	if str(c.resources[tableID]["Type"]) != "AWS::DynamoDB::Table" {
+		c.add(RuleTable, tableID, "missing: the template has no such AWS::DynamoDB::Table")
 		return
 	}
+	p := c.props(tableID)
 	def := store.TableDefinition("check")
-	if got := deref(t.BillingMode); got != string(def.BillingMode) {
+	if got := str(p["BillingMode"]); got != string(def.BillingMode) {
 		c.add(RuleTable, tableID, "BillingMode %q, want %s", got, def.BillingMode)
 	}
-	if t.ProvisionedThroughput != nil {
+	if p["ProvisionedThroughput"] != nil {
 		c.add(RuleTable, tableID, "ProvisionedThroughput set on an on-demand table")
 	}
-	wantAttrs := map[string]string{}
+	wantAttrs, gotAttrs := map[string]string{}, map[string]string{}
 	for _, a := range def.AttributeDefinitions {
 		wantAttrs[deref(a.AttributeName)] = string(a.AttributeType)
 	}
-	gotAttrs := map[string]string{}
-	for _, a := range t.AttributeDefinitions {
-		gotAttrs[a.AttributeName] = a.AttributeType
+	for _, a := range listOf(p["AttributeDefinitions"]) {
+		gotAttrs[str(mapOf(a)["AttributeName"])] = str(mapOf(a)["AttributeType"])
 	}
 	if !mapsEqual(gotAttrs, wantAttrs) {
 		c.add(RuleTable, tableID, "AttributeDefinitions %v, want %v", gotAttrs, wantAttrs)
@@ -482,15 +474,15 @@ func (c *checker) table() {
 	for _, k := range def.KeySchema {
 		wantKeys = append(wantKeys, deref(k.AttributeName)+" "+string(k.KeyType))
 	}
-	if got := keySchema(t.KeySchema); !slices.Equal(got, wantKeys) {
+	if got := keySchema(p["KeySchema"]); !slices.Equal(got, wantKeys) {
 		c.add(RuleTable, tableID, "KeySchema %v, want %v", got, wantKeys)
 	}
-	if len(t.LocalSecondaryIndexes) > 0 {
+	if p["LocalSecondaryIndexes"] != nil {
 		c.add(RuleTable, tableID, "LocalSecondaryIndexes: store defines none")
 	}
-	gsis := map[string]dynamodb.Table_GlobalSecondaryIndex{}
-	for _, g := range t.GlobalSecondaryIndexes {
-		gsis[g.IndexName] = g
+	gsis := map[string]map[string]any{}
+	for _, g := range listOf(p["GlobalSecondaryIndexes"]) {
+		gsis[str(mapOf(g)["IndexName"])] = mapOf(g)
 	}
 	if len(gsis) != len(def.GlobalSecondaryIndexes) {
 		c.add(RuleTable, tableID, "%d global secondary indexes, want %d", len(gsis), len(def.GlobalSecondaryIndexes))
@@ -506,25 +498,62 @@ func (c *checker) table() {
 		for _, k := range want.KeySchema {
 			wantKeys = append(wantKeys, deref(k.AttributeName)+" "+string(k.KeyType))
 		}
-		if got := keySchema(g.KeySchema); !slices.Equal(got, wantKeys) {
+		if got := keySchema(g["KeySchema"]); !slices.Equal(got, wantKeys) {
 			c.add(RuleTable, tableID, "index %s KeySchema %v, want %v", name, got, wantKeys)
 		}
-		if got := deref(g.Projection.ProjectionType); got != string(want.Projection.ProjectionType) {
+		if got := str(mapOf(g["Projection"])["ProjectionType"]); got != string(want.Projection.ProjectionType) {
 			c.add(RuleTable, tableID, "index %s ProjectionType %q, want %s", name, got, want.Projection.ProjectionType)
 		}
 	}
-	if p := t.PointInTimeRecoverySpecification; p == nil || p.PointInTimeRecoveryEnabled == nil || !*p.PointInTimeRecoveryEnabled {
+	if mapOf(p["PointInTimeRecoverySpecification"])["PointInTimeRecoveryEnabled"] != true {
 		c.add(RuleTable, tableID, "point-in-time recovery is off: set PointInTimeRecoverySpecification.PointInTimeRecoveryEnabled: true")
 	}
-	if t.SSESpecification == nil || !t.SSESpecification.SSEEnabled {
+	if mapOf(p["SSESpecification"])["SSEEnabled"] != true {
 		c.add(RuleTable, tableID, "SSESpecification.SSEEnabled is not true")
+	}
+	if p["DeletionProtectionEnabled"] != true {
+		c.add(RuleTable, tableID, "DeletionProtectionEnabled is not true: one mistaken delete would take every operation record and job id with it")
+	}
+	ttl := mapOf(p["TimeToLiveSpecification"])
+	if str(ttl["AttributeName"]) != store.AttrExpiresAt || ttl["Enabled"] != true {
+		c.add(RuleTable, tableID, "TimeToLiveSpecification %v, want AttributeName %s (store.AttrExpiresAt, which the store writes on finished items), Enabled: true", ttl, store.AttrExpiresAt)
+	}
+	c.retentionWiring()
+}
+
+// retentionWiring: the retention parameters default to what config uses
+// when a variable is unset (the operator CLI, local runs), and every
+// function that finishes records or closes reviews gets both.
+func (c *checker) retentionWiring() {
+	params := mapOf(c.raw["Parameters"])
+	for _, name := range sortedKeys(retentionParams) {
+		want := retentionParams[name]
+		p, ok := params[name]
+		if !ok {
+			c.add(RuleTable, "Parameters."+name, "missing: %s comes from it", want.env)
+			continue
+		}
+		if n, ok := num(mapOf(p)["Default"]); !ok || n != want.def {
+			c.add(RuleTable, "Parameters."+name, "Default %v, want %d (config's default for %s)", mapOf(p)["Default"], want.def, want.env)
+		}
+	}
+	for _, id := range c.sortedFunctions() {
+		if !functions[id].expires {
+			continue
+		}
+		env := c.env(id)
+		for _, name := range sortedKeys(retentionParams) {
+			if v := retentionParams[name].env; env[v] == nil {
+				c.add(RuleTable, id, "environment lacks %s: the items it finishes would never expire", v)
+			}
+		}
 	}
 }
 
-func keySchema(ks []dynamodb.Table_KeySchema) []string {
+func keySchema(v any) []string {
 	var out []string
-	for _, k := range ks {
-		out = append(out, k.AttributeName+" "+k.KeyType)
+	for _, k := range listOf(v) {
+		out = append(out, str(mapOf(k)["AttributeName"])+" "+str(mapOf(k)["KeyType"]))
 	}
 	return out
 }
@@ -571,11 +600,6 @@ func (c *checker) build() {
 		lc, _ := c.functionProp(id, "LoggingConfig")
 		if f := mapOf(lc)["LogFormat"]; f != "JSON" {
 			c.add(RuleBuild, id, "LoggingConfig LogFormat %v, want JSON (the functions log through the runtime's JSON logger)", f)
-		}
-		for _, k := range []string{"ApplicationLogLevel", "SystemLogLevel"} {
-			if v, ok := mapOf(lc)[k]; ok && !logLevels[str(v)] {
-				c.add(RuleBuild, id, "LoggingConfig %s %v is not a Lambda log level", k, v)
-			}
 		}
 		if m := str(mapOf(c.resources[id]["Metadata"])["BuildMethod"]); m != "makefile" {
 			c.add(RuleBuild, id, "Metadata BuildMethod %q, want makefile", m)
@@ -630,6 +654,16 @@ func (c *checker) checkTarget(id, dir string, mk *makefile) {
 
 var secretName = regexp.MustCompile(`(?i)key|secret|passw|token|credential`)
 
+// Samples the secret's ARN parameter must accept or refuse. Secrets
+// Manager appends six random characters to a secret's name in its ARN; a
+// policy on the ARN without them (or on a name) would not match the
+// secret the function reads, or would match more than it.
+var (
+	secretARNGood = []string{"arn:aws:secretsmanager:eu-west-1:123456789012:secret:genjobs/genace-api-key-AbC123"}
+	secretARNBad  = []string{"", "genjobs/genace-api-key", "arn:aws:secretsmanager:eu-west-1:123456789012:secret:genjobs/genace-api-key",
+		"arn:aws:secretsmanager:eu-west-1:123456789012:secret:*", "arn:aws:ssm:eu-west-1:123456789012:parameter/genace-AbC123"}
+)
+
 func (c *checker) secretsEnv() {
 	params := mapOf(c.raw["Parameters"])
 	for _, name := range sortedKeys(params) {
@@ -643,10 +677,9 @@ func (c *checker) secretsEnv() {
 		c.add(RuleSecretsEnv, "Parameters."+name, "looks like a secret passed as a parameter (visible in the console, events and change sets); the Genace key lives in Secrets Manager only")
 	}
 	for _, id := range c.ofType("AWS::SecretsManager::Secret") {
-		if _, ok := c.props(id)["SecretString"]; ok {
-			c.add(RuleSecretsEnv, id, "SecretString puts the secret's value in the template")
-		}
+		c.add(RuleSecretsEnv, id, "the stack must not create the key's secret: an empty secret would let functions start before the key is in; take the existing secret's ARN as %s", secretParam)
 	}
+	c.checkSecretParam(mapOf(params[secretParam]))
 	allowedEnv := set(configEnv...)
 	for _, id := range c.ofType("AWS::Serverless::Function") {
 		env := c.env(id)
@@ -662,12 +695,113 @@ func (c *checker) secretsEnv() {
 				c.add(RuleSecretsEnv, id, "%s is not a setting the code reads (internal/config)", name)
 			}
 		}
-		if v, ok := env["GENACE_API_KEY_SECRET_ID"]; ok {
-			ref, isRef := unwrap(str(v), "Ref")
-			if !isRef || str(c.resources[ref]["Type"]) != "AWS::SecretsManager::Secret" {
-				c.add(RuleSecretsEnv, id, "GENACE_API_KEY_SECRET_ID is %v, want !Ref of an AWS::SecretsManager::Secret", v)
+	}
+}
+
+// checkSecretParam: the secret's ARN is a required parameter (no default:
+// the stack cannot be deployed before the key is in Secrets Manager) that
+// takes a full secret ARN and nothing else.
+func (c *checker) checkSecretParam(p map[string]any) {
+	where := "Parameters." + secretParam
+	if p == nil {
+		c.add(RuleSecretsEnv, where, "missing: the stack takes the ARN of an existing secret that already holds the Genace API key")
+		return
+	}
+	if _, ok := p["Default"]; ok {
+		c.add(RuleSecretsEnv, where, "has a Default: the ARN must be given at deploy time, after the key is stored")
+	}
+	c.checkPattern(RuleSecretsEnv, where, p, secretARNGood, secretARNBad)
+}
+
+// checkPattern compiles a parameter's AllowedPattern (CloudFormation
+// matches the whole value) and tries it on samples it must accept and
+// refuse.
+func (c *checker) checkPattern(rule Rule, where string, p map[string]any, good, bad []string) {
+	pat := str(p["AllowedPattern"])
+	re, err := regexp.Compile(`^(?:` + pat + `)$`)
+	if pat == "" || err != nil {
+		c.add(rule, where, "AllowedPattern %q is missing or not a regular expression: %v", pat, err)
+		return
+	}
+	for _, g := range good {
+		if !re.MatchString(g) {
+			c.add(rule, where, "AllowedPattern %q refuses %q", pat, g)
+		}
+	}
+	for _, b := range bad {
+		if re.MatchString(b) {
+			c.add(rule, where, "AllowedPattern %q accepts %q", pat, b)
+		}
+	}
+}
+
+// ------------------------------------------------------------ parameters
+
+// Samples GenaceBaseUrl must accept or refuse: the key travels in a
+// header, so only TLS.
+var (
+	baseURLGood = []string{"https://api.genace.example", "https://api.genace.example/v1/"}
+	baseURLBad  = []string{"", "http://api.genace.example", "HTTP://api.genace.example", "ftp://api.genace.example", "https://", "api.genace.example"}
+)
+
+// parameters: each Number parameter feeds one variable internal/config
+// reads, within the same bounds Load enforces at cold start, so a value
+// CloudFormation accepts never fails a cold start; literal values of a
+// bounded variable stay within them too.
+func (c *checker) parameters() {
+	params := mapOf(c.raw["Parameters"])
+	feeds := map[string]map[string]bool{} // parameter -> variables set from it
+	for _, id := range c.sortedFunctions() {
+		for name, v := range c.env(id) {
+			if ref, ok := unwrap(str(v), "Ref"); ok {
+				if feeds[ref] == nil {
+					feeds[ref] = map[string]bool{}
+				}
+				feeds[ref][name] = true
+				continue
+			}
+			if b, ok := config.Bounds[name]; ok {
+				if n, ok := num(v); !ok || n < b.Min || n > b.Max {
+					c.add(RuleParameters, id, "%s is %v, outside %d..%d (what config accepts)", name, v, b.Min, b.Max)
+				}
 			}
 		}
+	}
+	for _, name := range sortedKeys(params) {
+		p := mapOf(params[name])
+		where := "Parameters." + name
+		vars := sortedKeys(feeds[name])
+		if len(vars) == 0 {
+			c.add(RuleParameters, where, "feeds no function's variable")
+			continue
+		}
+		if len(vars) > 1 {
+			c.add(RuleParameters, where, "feeds %v: one parameter, one variable", vars)
+		}
+		if str(p["Type"]) != "Number" {
+			continue
+		}
+		b, ok := config.Bounds[vars[0]]
+		if !ok {
+			c.add(RuleParameters, where, "a Number feeding %s, which config does not bound (config.Bounds)", vars[0])
+			continue
+		}
+		for _, k := range []struct {
+			key  string
+			want int
+		}{{"MinValue", b.Min}, {"MaxValue", b.Max}} {
+			if n, ok := num(p[k.key]); !ok || n != k.want {
+				c.add(RuleParameters, where, "%s %v, want %d: config accepts %s from %d to %d", k.key, p[k.key], k.want, vars[0], b.Min, b.Max)
+			}
+		}
+		if d, ok := num(p["Default"]); !ok || d < b.Min || d > b.Max {
+			c.add(RuleParameters, where, "Default %v is outside %d..%d", p["Default"], b.Min, b.Max)
+		}
+	}
+	if p, ok := params[baseURLParam]; ok {
+		c.checkPattern(RuleParameters, "Parameters."+baseURLParam, mapOf(p), baseURLGood, baseURLBad)
+	} else {
+		c.add(RuleParameters, "Parameters."+baseURLParam, "missing: GENACE_BASE_URL comes from it")
 	}
 }
 
@@ -734,6 +868,9 @@ func (c *checker) checkRef(where string, r metricRef) {
 	}
 	sets, ok := emitted[r.metric]
 	if !ok {
+		sets, ok = logMetrics[r.metric]
+	}
+	if !ok {
 		c.add(RuleObservability, where, "genjobs emits no metric %q", r.metric)
 		return
 	}
@@ -745,10 +882,15 @@ func (c *checker) checkRef(where string, r metricRef) {
 func (c *checker) observability() {
 	alarmed := map[string]bool{} // genjobs metrics with an alarm
 	sqsAlarms := map[string]bool{}
+	lambdaAlarms := map[string]bool{} // "<metric> <FunctionName>"
 	for _, id := range c.ofType("AWS::CloudWatch::Alarm") {
 		p := c.props(id)
-		if len(stringList(p["AlarmActions"])) == 0 {
+		actions := stringList(p["AlarmActions"])
+		if len(actions) == 0 {
 			c.add(RuleObservability, id, "no AlarmActions: nobody would hear of it")
+		}
+		if ok := stringList(p["OKActions"]); !slices.Equal(ok, actions) {
+			c.add(RuleObservability, id, "OKActions %v, want the AlarmActions %v: whoever hears of the alarm must hear when it clears", ok, actions)
 		}
 		var refs []metricRef
 		if metric := str(p["MetricName"]); metric != "" {
@@ -761,6 +903,9 @@ func (c *checker) observability() {
 			refs = append(refs, metricRef{namespace: str(p["Namespace"]), metric: metric, dims: sorted(dims), exact: true})
 			if str(p["Namespace"]) == "AWS/SQS" {
 				sqsAlarms[metric+" "+values["QueueName"]+" "+str(p["ComparisonOperator"])+" "+fmt.Sprint(p["Threshold"])] = true
+			}
+			if str(p["Namespace"]) == "AWS/Lambda" && len(dims) == 1 {
+				lambdaAlarms[metric+" "+values["FunctionName"]] = true
 			}
 			if fn, ok := values["Function"]; ok && str(p["Namespace"]) == metricsNS && !slices.ContainsFunc(sortedKeys(functions), func(k string) bool { return functions[k].dir == fn }) {
 				c.add(RuleObservability, id, "Function dimension %q is no function's name", fn)
@@ -788,12 +933,124 @@ func (c *checker) observability() {
 			c.add(RuleObservability, q.main, "no alarm on ApproximateAgeOfOldestMessage for it")
 		}
 	}
-	for _, m := range []string{"LeaseRenewalFailures", "UncertainSubmissions"} {
+	if !sqsAlarms["ApproximateNumberOfMessagesVisible "+GetAtt(sweepFailuresID, "QueueName")+" GreaterThanThreshold 0"] {
+		c.add(RuleObservability, sweepFailuresID, "no alarm on ApproximateNumberOfMessagesVisible > 0 for it: a failed sweep would wait there unseen")
+	}
+	for _, m := range []string{"LeaseRenewalFailures", "UncertainSubmissions", initFailures} {
 		if !alarmed[m] {
 			c.add(RuleObservability, "alarms", "no alarm on %s", m)
 		}
 	}
+	for _, id := range c.sortedFunctions() {
+		for _, m := range []string{"Errors", "Throttles"} {
+			if !lambdaAlarms[m+" "+Ref(id)] {
+				c.add(RuleObservability, id, "no alarm on AWS/Lambda %s with the one dimension FunctionName = !Ref %s", m, id)
+			}
+		}
+		c.initFailureFilter(id)
+		c.asyncFailures(id)
+	}
+	c.alarmTopic()
 	c.dashboard()
+}
+
+// initFailureFilter: the function's log group counts the line
+// coldstart.Fatal writes (InitFailures, by Function), which an alarm
+// watches: a function that cannot start otherwise shows up only as Errors
+// of invocations that never ran.
+func (c *checker) initFailureFilter(id string) {
+	group := functions[id].logGroup
+	for _, f := range c.ofType("AWS::Logs::MetricFilter") {
+		p := c.props(f)
+		if p["LogGroupName"] != Ref(group) {
+			continue
+		}
+		if got := str(p["FilterPattern"]); got != initFailedPattern {
+			c.add(RuleObservability, f, "FilterPattern %q, want %q: the line coldstart.Fatal writes", got, initFailedPattern)
+		}
+		ts := listOf(p["MetricTransformations"])
+		if len(ts) != 1 {
+			c.add(RuleObservability, f, "%d MetricTransformations, want 1 (%s)", len(ts), initFailures)
+			return
+		}
+		t := mapOf(ts[0])
+		var dims []string
+		for _, d := range listOf(t["Dimensions"]) {
+			dims = append(dims, str(mapOf(d)["Key"]))
+			if str(mapOf(d)["Key"]) == "Function" && str(mapOf(d)["Value"]) != initFailedFunction {
+				c.add(RuleObservability, f, "dimension Function is %v, want %s (the function's name in the line)", mapOf(d)["Value"], initFailedFunction)
+			}
+		}
+		if str(t["MetricNamespace"]) != metricsNS || str(t["MetricName"]) != initFailures || fmt.Sprint(t["MetricValue"]) != "1" ||
+			!slices.Equal(sorted(dims), logMetrics[initFailures][0]) {
+			c.add(RuleObservability, f, "publishes %v, want %s/%s = 1 by %v", t, metricsNS, initFailures, logMetrics[initFailures][0])
+		}
+		return
+	}
+	c.add(RuleObservability, id, "no AWS::Logs::MetricFilter on %s counting init failures (%s)", group, initFailedPattern)
+}
+
+// asyncFailures: a function invoked asynchronously (a Schedule event) has
+// an on-failure destination: a queue, encrypted and alarmed (dlq and the
+// SQS alarms above), that its role may send to. Lambda otherwise drops a
+// failed asynchronous event after its retries.
+func (c *checker) asyncFailures(id string) {
+	async := slices.ContainsFunc(c.events(id), func(e event) bool { return e.typ == "Schedule" })
+	if !async {
+		return
+	}
+	eic, _ := c.functionProp(id, "EventInvokeConfig")
+	onFailure := mapOf(mapOf(mapOf(eic)["DestinationConfig"])["OnFailure"])
+	dest, ok := unwrap(str(onFailure["Destination"]), "GetAtt")
+	q, attr, _ := strings.Cut(dest, ".")
+	switch {
+	case !ok || attr != "Arn" || str(onFailure["Type"]) != "SQS":
+		c.add(RuleObservability, id, "EventInvokeConfig DestinationConfig OnFailure is %v, want Type SQS, Destination !GetAtt %s.Arn: a failed run would be dropped", onFailure, sweepFailuresID)
+	case q != sweepFailuresID:
+		c.add(RuleObservability, id, "its on-failure destination is %s, want %s (alarmed; triage does not read it)", q, sweepFailuresID)
+	}
+}
+
+// alarmTopic: the topic is encrypted with a key of the stack's own whose
+// policy lets CloudWatch use it. AWS's managed key alias/aws/sns cannot
+// be: its policy cannot grant cloudwatch.amazonaws.com, and CloudWatch
+// then fails to publish every alarm, silently.
+func (c *checker) alarmTopic() {
+	kms := c.props(alarmTopicID)["KmsMasterKeyId"]
+	if kms == nil {
+		c.add(RuleObservability, alarmTopicID, "not encrypted: set KmsMasterKeyId to a key of this stack that CloudWatch may use")
+		return
+	}
+	if s := str(kms); strings.Contains(s, "alias/aws/sns") {
+		c.add(RuleObservability, alarmTopicID, "KmsMasterKeyId %s: CloudWatch alarms cannot publish to a topic under the AWS managed key (its policy cannot grant cloudwatch.amazonaws.com); use a customer managed key", s)
+		return
+	}
+	key, ok := unwrap(str(kms), "Ref")
+	if !ok {
+		if k, ok2 := unwrap(str(kms), "GetAtt"); ok2 && strings.HasSuffix(k, ".Arn") {
+			key, ok = strings.TrimSuffix(k, ".Arn"), true
+		}
+	}
+	if !ok || str(c.resources[key]["Type"]) != "AWS::KMS::Key" {
+		c.add(RuleObservability, alarmTopicID, "KmsMasterKeyId %v is not !Ref (or !GetAtt .Arn) of an AWS::KMS::Key in this template", kms)
+		return
+	}
+	granted := map[string]bool{}
+	for _, st := range statements(c.props(key)["KeyPolicy"]) {
+		if str(st["Effect"]) == "Allow" && slices.Contains(stringList(mapOf(st["Principal"])["Service"]), "cloudwatch.amazonaws.com") {
+			for _, a := range stringList(st["Action"]) {
+				granted[a] = true
+			}
+		}
+	}
+	for _, a := range []string{"kms:Decrypt", "kms:GenerateDataKey*"} {
+		if !granted[a] {
+			c.add(RuleObservability, key, "its KeyPolicy does not allow cloudwatch.amazonaws.com %s: alarms could not publish to %s", a, alarmTopicID)
+		}
+	}
+	if c.props(key)["EnableKeyRotation"] != true {
+		c.add(RuleObservability, key, "EnableKeyRotation is not true")
+	}
 }
 
 var subVar = regexp.MustCompile(`\$\{[^}]*\}`)

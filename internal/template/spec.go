@@ -1,7 +1,12 @@
 package template
 
 import (
+	"fmt"
 	"github.com/genjobs/genjobs/internal/samlocal"
+	"log/slog"
+
+	"github.com/genjobs/genjobs/internal/coldstart"
+	"github.com/genjobs/genjobs/internal/config"
 	"github.com/genjobs/genjobs/internal/store"
 )
 
@@ -10,15 +15,34 @@ import (
 
 // Logical ids of the shared resources.
 const (
-	tableID       = "OperationsTable"
-	bucketID      = "ArtifactBucket"
-	secretID      = "GenaceApiKeySecret"
-	groupID       = "ScheduleGroup"
-	schedRoleID   = "SchedulerRole"
-	alarmTopicID  = "AlarmTopic"
-	metricsNS     = "genjobs"
-	sweepSchedule = "rate(5 minutes)"
+	tableID      = "OperationsTable"
+	bucketID     = "ArtifactBucket"
+	groupID      = "ScheduleGroup"
+	schedRoleID  = "SchedulerRole"
+	alarmTopicID = "AlarmTopic"
+	metricsNS    = "genjobs"
+	// sweepFailuresID is where the sweep's failed invocations go.
+	sweepFailuresID = "SweepFailureQueue"
+	sweepSchedule   = "rate(5 minutes)"
 )
+
+// Parameters the checks name.
+const (
+	// secretParam is the ARN of the existing secret holding the Genace
+	// API key; the stack never creates or sees the key.
+	secretParam  = "GenaceApiKeySecretArn"
+	baseURLParam = "GenaceBaseUrl"
+)
+
+// retentionParams are the parameters behind config's retention variables,
+// with the defaults config uses when a variable is unset.
+var retentionParams = map[string]struct {
+	env string
+	def int
+}{
+	"RecordRetentionDays": {config.EnvRecordRetention, config.DefaultRecordRetentionDays},
+	"AuditRetentionDays":  {config.EnvAuditRetention, config.DefaultAuditRetentionDays},
+}
 
 // queues maps each main queue to its dead-letter queue.
 var queues = []struct{ main, dlq string }{
@@ -56,7 +80,7 @@ func join(lists ...[]grant) []grant {
 var (
 	tableArn  = GetAtt(tableID, "Arn")
 	statusArn = Sub("${" + tableID + ".Arn}/index/" + store.StatusIndex)
-	secretArn = Ref(secretID)
+	secretArn = Ref(secretParam)
 	objects   = Sub("${" + bucketID + ".Arn}/*")
 	schedules = Sub("arn:${AWS::Partition}:scheduler:${AWS::Region}:${AWS::AccountId}:schedule/${" + groupID + "}/*")
 )
@@ -102,6 +126,9 @@ type function struct {
 	consumes []string
 	// schedule is its Schedule event's expression ("" for none).
 	schedule string
+	// expires: it finishes records or closes reviews, so it needs the
+	// retention variables (store.Retention) to give them an expiry.
+	expires bool
 }
 
 // functions are the template's functions by logical id. Their
@@ -110,15 +137,15 @@ type function struct {
 // check template.yaml gives each exactly that.
 var functions = map[string]function{
 	"SubmitFunction": {dir: "submit", role: "SubmitRole", logGroup: "SubmitLogGroup",
-		consumes: []string{"DispatchQueue"}},
+		consumes: []string{"DispatchQueue"}, expires: true},
 	"ObserveFunction": {dir: "observe", role: "ObserveRole", logGroup: "ObserveLogGroup",
-		consumes: []string{"ObserveQueue"}},
+		consumes: []string{"ObserveQueue"}, expires: true},
 	"DeliverFunction": {dir: "deliver", role: "DeliverRole", logGroup: "DeliverLogGroup",
-		consumes: []string{"DeliverQueue"}},
+		consumes: []string{"DeliverQueue"}, expires: true},
 	"TriageFunction": {dir: "triage", role: "TriageRole", logGroup: "TriageLogGroup",
 		consumes: []string{"DispatchDLQ", "ObserveDLQ", "DeliverDLQ"}},
 	"SweepFunction": {dir: "sweep", role: "SweepRole", logGroup: "SweepLogGroup",
-		schedule: sweepSchedule},
+		schedule: sweepSchedule, expires: true},
 }
 
 // allowed is the allow-list: every role in the template and exactly the
@@ -141,9 +168,13 @@ var allowed = map[string][]grant{
 		grants(GetAtt(bucketID, "Arn"), "s3:ListBucket")),
 	// Triage never sends a message.
 	"TriageRole": join(logs("TriageLogGroup"), consume("DispatchDLQ"), consume("ObserveDLQ"), consume("DeliverDLQ"), records),
+	// Lambda sends the sweep's failed invocations to its on-failure
+	// destination with the function's own role.
 	"SweepRole": join(logs("SweepLogGroup"), records, grants(statusArn, "dynamodb:Query"),
-		send(allQueues...)),
-	schedRoleID: send("ObserveQueue"),
+		send(allQueues...), send(sweepFailuresID)),
+	// Scheduler delivers to the observe queue, and a delivery that keeps
+	// failing to its DLQ (schedule.EventBridgeScheduler's target).
+	schedRoleID: send("ObserveQueue", "ObserveDLQ"),
 }
 
 // trustedService is the one service principal each role trusts.
@@ -167,8 +198,12 @@ var envWiring = map[string]string{
 	"DELIVER_QUEUE_ARN":        GetAtt("DeliverQueue", "Arn"),
 	"SCHEDULER_ROLE_ARN":       GetAtt(schedRoleID, "Arn"),
 	"SCHEDULE_GROUP":           Ref(groupID),
+	"SCHEDULE_DLQ_ARN":         GetAtt("ObserveDLQ", "Arn"),
 	"ARTIFACT_BUCKET":          Ref(bucketID),
-	"GENACE_API_KEY_SECRET_ID": Ref(secretID),
+	"GENACE_API_KEY_SECRET_ID": Ref(secretParam),
+	"GENACE_BASE_URL":          Ref(baseURLParam),
+	"RECORD_RETENTION_DAYS":    Ref("RecordRetentionDays"),
+	"AUDIT_RETENTION_DAYS":     Ref("AuditRetentionDays"),
 }
 
 // configEnv lists the variables internal/config reads that a deployed
@@ -181,6 +216,7 @@ var configEnv = []string{
 	"DELIVER_QUEUE_URL", "DELIVER_QUEUE_ARN", "QUEUE_VISIBILITY_SECONDS",
 	"SCHEDULER_ROLE_ARN", "SCHEDULE_GROUP", "OBSERVE_POLICIES", "BATCH_CONCURRENCY",
 	"ARTIFACT_BUCKET", "SWEEP_CLAIM_TIMEOUT_SECONDS", "SWEEP_OVERDUE_SECONDS",
+	"SCHEDULE_DLQ_ARN", "RECORD_RETENTION_DAYS", "AUDIT_RETENTION_DAYS",
 }
 
 // localEndpointPrefix starts the SDK's endpoint variables, which the
@@ -218,34 +254,22 @@ var emitted = map[string][][]string{
 // seedMeasures must each have a dashboard widget of their own.
 var seedMeasures = []string{"QueueAge", "ActionDuration", "RemoteRenderAge", "LeaseRenewalFailures"}
 
-// Known keys of the parts goformation does not decode strictly.
-var (
-	templateKeys = set("AWSTemplateFormatVersion", "Transform", "Description", "Metadata", "Parameters",
-		"Mappings", "Conditions", "Resources", "Outputs", "Globals", "Rules")
-	globalsSections = set("Function", "Api", "HttpApi", "SimpleTable", "StateMachine", "LayerVersion", "CapacityProvider")
-	// SAM's samtranslator/plugins/globals/globals.py supported_properties.
-	globalFunctionKeys = set("Handler", "Runtime", "CodeUri", "DeadLetterQueue", "Description", "MemorySize",
-		"Timeout", "VpcConfig", "Environment", "Tags", "PropagateTags", "Tracing", "KmsKeyArn",
-		"AutoPublishAlias", "AutoPublishAliasAllProperties", "Layers", "DeploymentPreference", "RolePath",
-		"PermissionsBoundary", "ReservedConcurrentExecutions", "ProvisionedConcurrencyConfig",
-		"AssumeRolePolicyDocument", "EventInvokeConfig", "FileSystemConfigs", "CodeSigningConfigArn",
-		"Architectures", "SnapStart", "EphemeralStorage", "FunctionUrlConfig", "RuntimeManagementConfig",
-		"LoggingConfig", "RecursiveLoop", "SourceKMSKeyArn")
-	loggingConfigKeys = set("LogFormat", "ApplicationLogLevel", "SystemLogLevel", "LogGroup")
-	environmentKeys   = set("Variables")
-	eventKeys         = set("Type", "Properties")
-	eventPropertyKeys = map[string]map[string]bool{
-		"SQS": set("Queue", "BatchSize", "Enabled", "FilterCriteria", "FunctionResponseTypes", "KmsKeyArn",
-			"MaximumBatchingWindowInSeconds", "MetricsConfig", "ScalingConfig"),
-		"Schedule": set("Schedule", "Name", "Description", "Enabled", "State", "Input", "DeadLetterConfig", "RetryPolicy"),
-	}
-	scalingConfigKeys    = set("MaximumConcurrency")
-	functionMetadataKeys = set("BuildMethod", "BuildProperties")
-	parameterKeys        = set("Type", "Default", "Description", "AllowedPattern", "AllowedValues",
-		"ConstraintDescription", "MaxLength", "MinLength", "MaxValue", "MinValue", "NoEcho")
-	outputKeys = set("Value", "Description", "Export", "Condition")
-	logLevels  = set("TRACE", "DEBUG", "INFO", "WARN", "ERROR", "FATAL")
-)
+// logMetrics are the metrics the template's own metric filters publish
+// from the functions' log lines, with their dimension sets.
+var logMetrics = map[string][][]string{initFailures: {{"Function"}}}
+
+// initFailures counts the line coldstart.Fatal writes when a function
+// cannot start. Lambda publishes no metric of its own for init failures,
+// and Errors mixes them with handler errors; this line is the one the code
+// itself guarantees, with the function's name in it.
+const initFailures = "InitFailures"
+
+// initFailedPattern is the CloudWatch Logs filter pattern that selects
+// that line (a JSON log event).
+var initFailedPattern = fmt.Sprintf(`{ $.%s = %q }`, slog.MessageKey, coldstart.InitFailed)
+
+// initFailedFunction is the dimension value that names the function.
+var initFailedFunction = "$." + coldstart.FunctionKey
 
 func set(items ...string) map[string]bool {
 	m := make(map[string]bool, len(items))

@@ -15,6 +15,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/santhosh-tekuri/jsonschema/v6"
 	"gopkg.in/yaml.v3"
 
 	"github.com/genjobs/genjobs/internal/config"
@@ -116,9 +117,16 @@ var brokenCases = []brokenCase{
 		template: []edit{{"        DeliverDeadLetters:\n          Type: SQS\n          Properties:\n            Queue: !GetAtt DeliverDLQ.Arn\n            BatchSize: 10\n            MaximumBatchingWindowInSeconds: 5\n            FunctionResponseTypes: [ReportBatchItemFailures]\n            ScalingConfig:\n              MaximumConcurrency: 2\n", ""}}},
 	// An observation chain sends to the queue that invokes it.
 	{name: "wiring-recursive-loop-terminate", rule: RuleWiring, resource: "ObserveFunction",
-		template: []edit{{"    RecursiveLoop: Allow\n", "    RecursiveLoop: Terminate\n"}}},
+		template: []edit{{"      # the next to this function's own queue (see SubmitFunction).\n      RecursiveLoop: Allow\n",
+			"      # the next to this function's own queue (see SubmitFunction).\n      RecursiveLoop: Terminate\n"}}},
+	// Triage sends nothing: an accidental loop must stay detectable.
+	{name: "wiring-recursive-loop-on-triage", rule: RuleWiring, resource: "TriageFunction",
+		template: []edit{{"      Role: !GetAtt TriageRole.Arn\n", "      Role: !GetAtt TriageRole.Arn\n      RecursiveLoop: Allow\n"}}},
 	{name: "dlq-observe-queue-without-redrive", rule: RuleDLQ, resource: "ObserveQueue",
 		template: []edit{{"      RedrivePolicy:\n        deadLetterTargetArn: !GetAtt ObserveDLQ.Arn\n        maxReceiveCount: 5\n", ""}}},
+	{name: "dlq-redrive-allow-all", rule: RuleDLQ, resource: "DispatchDLQ",
+		template: []edit{{"        redrivePermission: byQueue\n        sourceQueueArns:\n          - !Sub \"arn:${AWS::Partition}:sqs:${AWS::Region}:${AWS::AccountId}:${AWS::StackName}-dispatch\"\n",
+			"        redrivePermission: allowAll\n"}}},
 	// Triage takes its Timeout from Globals: the check must merge them.
 	{name: "visibility-globals-timeout", rule: RuleVisibility, resource: "DeliverDLQ",
 		template: []edit{{"    Timeout: 30\n    MemorySize: 256\n", "    Timeout: 45\n    MemorySize: 256\n"}}},
@@ -133,23 +141,43 @@ var brokenCases = []brokenCase{
 	{name: "least-privilege-service-wildcard", rule: RuleLeastPrivilege, resource: "ObserveRole",
 		template: []edit{{"              - Sid: OperationAndReviewRecords\n                Effect: Allow\n                Action: [dynamodb:GetItem, dynamodb:PutItem]",
 			"              - Sid: OperationAndReviewRecords\n                Effect: Allow\n                Action: dynamodb:*"}}},
+	// Confused deputy: any schedule in the account could use the role.
+	{name: "least-privilege-scheduler-any-source", rule: RuleLeastPrivilege, resource: "SchedulerRole",
+		template: []edit{{"                aws:SourceArn: !GetAtt ScheduleGroup.Arn\n", ""}}},
+	// Scheduler could not dead-letter a failed delivery.
+	{name: "least-privilege-scheduler-no-dlq", rule: RuleLeastPrivilege, resource: "SchedulerRole",
+		template: []edit{{"                  - !GetAtt ObserveQueue.Arn\n                  - !GetAtt ObserveDLQ.Arn\n", "                  - !GetAtt ObserveQueue.Arn\n"}}},
 	{name: "least-privilege-triage-sends", rule: RuleLeastPrivilege, resource: "TriageRole",
 		template: []edit{{"              - Sid: ReviewRecords\n                Effect: Allow\n                Action: [dynamodb:GetItem, dynamodb:PutItem]\n                Resource: !GetAtt OperationsTable.Arn\n",
 			"              - Sid: ReviewRecords\n                Effect: Allow\n                Action: [dynamodb:GetItem, dynamodb:PutItem]\n                Resource: !GetAtt OperationsTable.Arn\n              - Sid: Replay\n                Effect: Allow\n                Action: sqs:SendMessage\n                Resource: !GetAtt DispatchQueue.Arn\n"}}},
-	// goformation's strict decoding.
-	{name: "known-keys-resource-property", rule: RuleKnownKeys, resource: "AlarmTopic",
+	// The CloudFormation resource schema.
+	{name: "schema-resource-property", rule: RuleSchema, resource: "AlarmTopic",
 		template: []edit{{"      DisplayName: genjobs alarms\n", "      DisplayName: genjobs alarms\n      DisplayNme: typo\n"}}},
-	// goformation drops SQS event properties silently; the YAML key list does not.
-	{name: "known-keys-sqs-event-property", rule: RuleKnownKeys, resource: "ObserveFunction event Observe",
+	// SAM's schema for SQS events (which goformation's lacks).
+	{name: "schema-sqs-event-property", rule: RuleSchema, resource: "ObserveFunction",
 		template: []edit{{"            ScalingConfig:\n              MaximumConcurrency: 10\n",
 			"            ScalingConfig:\n              MaximumConcurrency: 10\n            Enabeld: true\n"}}},
-	// goformation decodes Globals leniently.
-	{name: "known-keys-globals", rule: RuleKnownKeys, resource: "Globals.Function",
+	// SAM's schema for Globals.
+	{name: "schema-globals", rule: RuleSchema, resource: "template",
 		template: []edit{{"    MemorySize: 256\n", "    MemorySize: 256\n    Tracer: Active\n"}}},
+	// CloudFormation's types.
+	{name: "schema-wrong-type", rule: RuleSchema, resource: "SubmitLogGroup",
+		template: []edit{{"-submit\"\n      RetentionInDays: 30\n", "-submit\"\n      RetentionInDays: a month\n"}}},
 	{name: "table-index-keys-only", rule: RuleTable, resource: "OperationsTable",
 		template: []edit{{"            ProjectionType: ALL", "            ProjectionType: KEYS_ONLY"}}},
 	{name: "table-without-pitr", rule: RuleTable, resource: "OperationsTable",
 		template: []edit{{"PointInTimeRecoveryEnabled: true", "PointInTimeRecoveryEnabled: false"}}},
+	{name: "table-without-deletion-protection", rule: RuleTable, resource: "OperationsTable",
+		template: []edit{{"      DeletionProtectionEnabled: true\n", ""}}},
+	// The store writes expires_at; a TTL on another attribute deletes nothing.
+	{name: "table-ttl-other-attribute", rule: RuleTable, resource: "OperationsTable",
+		template: []edit{{"        AttributeName: expires_at\n", "        AttributeName: ttl\n"}}},
+	// The CLI (config's default) and the stack would keep items for different times.
+	{name: "table-retention-default-drift", rule: RuleTable, resource: "Parameters.RecordRetentionDays",
+		template: []edit{{"    Default: \"90\"\n", "    Default: \"60\"\n"}}},
+	{name: "table-sweep-without-retention", rule: RuleTable, resource: "SweepFunction",
+		template: []edit{{"          SWEEP_OVERDUE_SECONDS: !Ref SweepOverdueSeconds\n          RECORD_RETENTION_DAYS: !Ref RecordRetentionDays\n",
+			"          SWEEP_OVERDUE_SECONDS: !Ref SweepOverdueSeconds\n"}}},
 	{name: "build-x86", rule: RuleBuild, resource: "SweepFunction",
 		template: []edit{{"    Architectures: [arm64]", "    Architectures: [x86_64]"}}},
 	{name: "build-missing-target", rule: RuleBuild, resource: "Makefile",
@@ -162,18 +190,42 @@ var brokenCases = []brokenCase{
 			{"          DELIVER_QUEUE_URL: !Ref DeliverQueue\n          QUEUE_VISIBILITY_SECONDS: \"360\"\n",
 				"          DELIVER_QUEUE_URL: !Ref DeliverQueue\n          GENACE_API_KEY: !Ref GenaceApiKey\n          QUEUE_VISIBILITY_SECONDS: \"360\"\n"},
 		}},
+	// A name or a partial ARN: the role's policy would not match the secret read.
+	{name: "secrets-arn-pattern-loose", rule: RuleSecretsEnv, resource: "Parameters.GenaceApiKeySecretArn",
+		template: []edit{{`    AllowedPattern: "^arn:aws[a-z-]*:secretsmanager:[a-z0-9-]+:[0-9]{12}:secret:[A-Za-z0-9/_+=.@-]+-[A-Za-z0-9]{6}$"`,
+			`    AllowedPattern: "^\\S+$"`}}},
 	{name: "secrets-env-unknown", rule: RuleSecretsEnv, resource: "TriageFunction",
 		template: []edit{{"      Role: !GetAtt TriageRole.Arn\n      Environment:\n        Variables:\n          TABLE_NAME: !Ref OperationsTable\n",
 			"      Role: !GetAtt TriageRole.Arn\n      Environment:\n        Variables:\n          TABLE_NAME: !Ref OperationsTable\n          DEBUG: \"1\"\n"}}},
 	// An endpoint set in the template would send a deployed function to it.
 	{name: "secrets-env-endpoint-set", rule: RuleSecretsEnv, resource: "SweepFunction",
 		template: []edit{{`        AWS_ENDPOINT_URL_SQS: ""`, `        AWS_ENDPOINT_URL_SQS: "http://127.0.0.1:4100"`}}},
+	// The key would travel in clear.
+	{name: "parameters-http-base-url", rule: RuleParameters, resource: "Parameters.GenaceBaseUrl",
+		template: []edit{{`    AllowedPattern: "^https://[^\\s/]+(/\\S*)?$"`, `    AllowedPattern: "^https?://\\S+$"`}}},
+	// CloudFormation would accept 200; every function would then fail its cold start.
+	{name: "parameters-bound-drift", rule: RuleParameters, resource: "Parameters.BatchConcurrency",
+		template: []edit{{"    MaxValue: \"100\"\n", "    MaxValue: \"200\"\n"}}},
 	// LeaseRenewalFailures carries {Function, Action}: Function alone names a
 	// metric that never receives data.
 	{name: "observability-lease-alarm-function-only", rule: RuleObservability, resource: "LeaseRenewalFailuresAlarm",
 		template: []edit{{`SCHEMA("genjobs", "Action", "Function")`, `SCHEMA("genjobs", "Function")`}}},
 	{name: "observability-uncertain-alarm-extra-dimension", rule: RuleObservability, resource: "UncertainSubmissionsAlarm",
 		template: []edit{{"        - Name: Function\n          Value: submit\n", "        - Name: Function\n          Value: submit\n        - Name: Action\n          Value: submit_generation\n"}}},
+	{name: "observability-no-ok-actions", rule: RuleObservability, resource: "SweepFailuresAlarm",
+		template: []edit{{"          Value: !GetAtt SweepFailureQueue.QueueName\n      Statistic: Maximum\n      Period: 300\n      EvaluationPeriods: 1\n      Threshold: 0\n      ComparisonOperator: GreaterThanThreshold\n      TreatMissingData: notBreaching\n      AlarmActions: [!Ref AlarmTopic]\n      OKActions: [!Ref AlarmTopic]\n",
+			"          Value: !GetAtt SweepFailureQueue.QueueName\n      Statistic: Maximum\n      Period: 300\n      EvaluationPeriods: 1\n      Threshold: 0\n      ComparisonOperator: GreaterThanThreshold\n      TreatMissingData: notBreaching\n      AlarmActions: [!Ref AlarmTopic]\n"}}},
+	{name: "observability-no-throttles-alarm", rule: RuleObservability, resource: "TriageFunction",
+		template: []edit{{"  TriageThrottlesAlarm:\n    Type: AWS::CloudWatch::Alarm\n    Properties:\n      AlarmDescription: triage throttles in the last 5 minutes.\n      Namespace: AWS/Lambda\n      MetricName: Throttles\n      Dimensions:\n        - Name: FunctionName\n          Value: !Ref TriageFunction\n      Statistic: Sum\n      Period: 300\n      EvaluationPeriods: 1\n      Threshold: 0\n      ComparisonOperator: GreaterThanThreshold\n      TreatMissingData: notBreaching\n      AlarmActions: [!Ref AlarmTopic]\n      OKActions: [!Ref AlarmTopic]\n\n", ""}}},
+	// coldstart.Fatal writes "msg", not "message": this filter counts nothing.
+	{name: "observability-init-filter-wrong-field", rule: RuleObservability, resource: "SweepInitFailures",
+		template: []edit{{"      LogGroupName: !Ref SweepLogGroup\n      FilterPattern: '{ $.msg = \"init failed\" }'\n",
+			"      LogGroupName: !Ref SweepLogGroup\n      FilterPattern: '{ $.message = \"init failed\" }'\n"}}},
+	// CloudWatch cannot use the AWS managed key: every alarm would be dropped.
+	{name: "observability-topic-aws-managed-key", rule: RuleObservability, resource: "AlarmTopic",
+		template: []edit{{"      KmsMasterKeyId: !Ref AlarmTopicKey\n", "      KmsMasterKeyId: alias/aws/sns\n"}}},
+	{name: "observability-sweep-without-destination", rule: RuleObservability, resource: "SweepFunction",
+		template: []edit{{"      EventInvokeConfig:\n        MaximumRetryAttempts: 0\n        MaximumEventAgeInSeconds: 300\n        DestinationConfig:\n          OnFailure:\n            Type: SQS\n            Destination: !GetAtt SweepFailureQueue.Arn\n", ""}}},
 	{name: "observability-dashboard-mixes-measures", rule: RuleObservability, resource: "Dashboard widget 1",
 		template: []edit{{`MetricName=\"QueueAge\"', 'Maximum', 60)", "id": "queueage"}]]`,
 			`MetricName=\"QueueAge\"', 'Maximum', 60)", "id": "queueage"}], [{"expression": "SEARCH('{genjobs,Action,Function,Outcome} MetricName=\"ActionDuration\"', 'Average', 60)", "id": "mixed"}]]`}}},
@@ -346,7 +398,8 @@ func TestEnvNamesMatchConfig(t *testing.T) {
 		"EnvSchedulerRole": config.EnvSchedulerRole, "EnvScheduleGroup": config.EnvScheduleGroup,
 		"EnvPolicies": config.EnvPolicies, "EnvConcurrency": config.EnvConcurrency,
 		"EnvArtifactBucket": config.EnvArtifactBucket, "EnvSweepClaim": config.EnvSweepClaim,
-		"EnvSweepOverdue": config.EnvSweepOverdue,
+		"EnvSweepOverdue": config.EnvSweepOverdue, "EnvScheduleDLQ": config.EnvScheduleDLQ,
+		"EnvRecordRetention": config.EnvRecordRetention, "EnvAuditRetention": config.EnvAuditRetention,
 	}
 	scanned := configConstants(t)
 	for name, v := range explicit {
@@ -525,6 +578,148 @@ func TestEmittedDimensionsMatchCode(t *testing.T) {
 		for _, s := range sets {
 			if !found[metric][strings.Join(s, ",")] {
 				t.Errorf("emitted lists %s with %v, which no code emits (any more)", metric, s)
+			}
+		}
+	}
+}
+
+// TestAwsSamIgnored: sam build writes the built functions and a resolved
+// copy of the template to .aws-sam/; none of it belongs in the repository.
+func TestAwsSamIgnored(t *testing.T) {
+	t.Parallel()
+	gitBin, err := exec.LookPath("git")
+	if err != nil {
+		t.Skip("no git on PATH")
+	}
+	for _, path := range []string{".aws-sam/build/template.yaml", ".aws-sam/build.toml", ".aws-sam/cache/x"} {
+		out, err := exec.Command(gitBin, "-C", "../..", "check-ignore", "--no-index", "-v", path).CombinedOutput()
+		if err != nil {
+			t.Errorf("git does not ignore %s (.gitignore lacks /.aws-sam/): %v %s", path, err, out)
+		}
+	}
+}
+
+// TestPassThroughGaps keeps passThroughGaps equal to what goformation's
+// CloudFormation schema lacks: an entry whose property goformation learns
+// must go (its schema then applies), and a new gap must be named.
+func TestPassThroughGaps(t *testing.T) {
+	t.Parallel()
+	u, err := loadUnified(DefaultSchema)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !slices.Equal(u.gaps, passThroughGaps) {
+		t.Errorf("pass-through properties without a CloudFormation schema:\n got %q\nwant %q (passThroughGaps)", u.gaps, passThroughGaps)
+	}
+	if len(u.defs) < 1000 || u.defs["AWS::Serverless::Function"] == "" || u.defs["AWS::SQS::Queue"] != "AWS::SQS::Queue" {
+		t.Errorf("the unified schema lacks resource definitions: %d of them", len(u.defs))
+	}
+}
+
+// TestIntrinsicsAreNotSchemaErrors: the published schemas do not model
+// intrinsic functions, so an error at or under one is dropped, an anyOf
+// with one alternative failing only there is satisfied, and every other
+// error stays.
+func TestIntrinsicsAreNotSchemaErrors(t *testing.T) {
+	t.Parallel()
+	schema := map[string]any{
+		"type": "object", "additionalProperties": false,
+		"properties": map[string]any{
+			"Size":  map[string]any{"type": "number"},
+			"Names": map[string]any{"type": "array", "items": map[string]any{"type": "string"}},
+			"Either": map[string]any{"anyOf": []any{
+				map[string]any{"type": "object", "properties": map[string]any{"Type": map[string]any{"enum": []any{"A"}}, "N": map[string]any{"type": "number"}}},
+				map[string]any{"type": "object", "properties": map[string]any{"Type": map[string]any{"enum": []any{"B"}}, "S": map[string]any{"type": "string"}}},
+			}},
+		},
+	}
+	c := jsonschema.NewCompiler()
+	if err := c.AddResource("file:///t.json", schema); err != nil {
+		t.Fatal(err)
+	}
+	sch, err := c.Compile("file:///t.json")
+	if err != nil {
+		t.Fatal(err)
+	}
+	ref := func(s string) map[string]any { return map[string]any{"Ref": s} }
+	for _, tt := range []struct {
+		name string
+		inst map[string]any
+		want []string // instance locations of the errors that stand
+	}{
+		{"a !Ref where a number goes", map[string]any{"Size": ref("P")}, nil},
+		{"a !GetAtt where a list goes", map[string]any{"Names": map[string]any{"Fn::GetAtt": []any{"Q", "Arn"}}}, nil},
+		{"an intrinsic inside a list", map[string]any{"Names": []any{"a", map[string]any{"Fn::Sub": "x"}}}, nil},
+		{"a wrong type", map[string]any{"Size": "big"}, []string{"/Size"}},
+		{"an unknown property", map[string]any{"Sise": 1}, []string{""}},
+		{"an alternative failing only at an intrinsic", map[string]any{"Either": map[string]any{"Type": "A", "N": ref("P")}}, nil},
+		{"the meant alternative's error, not the others' Type", map[string]any{"Either": map[string]any{"Type": "B", "S": 7}}, []string{"/Either/S"}},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			t.Parallel()
+			var got []string
+			if err := sch.Validate(tt.inst); err != nil {
+				var ve *jsonschema.ValidationError
+				if !errors.As(err, &ve) {
+					t.Fatal(err)
+				}
+				for _, e := range relevant(ve, tt.inst) {
+					got = append(got, "/"+strings.Join(e.InstanceLocation, "/"))
+				}
+			}
+			want := make([]string, len(tt.want))
+			for i, w := range tt.want {
+				want[i] = "/" + strings.TrimPrefix(w, "/")
+			}
+			if !slices.Equal(got, want) {
+				t.Errorf("errors at %q, want %q", got, want)
+			}
+		})
+	}
+}
+
+// TestCfnLint runs cfn-lint, where installed, on the template: it
+// validates after SAM's transform against the CloudFormation registry's
+// current schemas, which know the ranges and enumerations goformation's
+// specification lacks (MaximumConcurrency 2..1000, log levels). A copy
+// breaking those shows that it looks.
+func TestCfnLint(t *testing.T) {
+	t.Parallel()
+	bin, err := exec.LookPath("cfn-lint")
+	if err != nil {
+		if os.Getenv("GENJOBS_REQUIRE_CFNLINT") != "" {
+			t.Fatal("cfn-lint is not on PATH")
+		}
+		t.Skip("no cfn-lint on PATH")
+	}
+	if testing.Short() {
+		t.Skip("-short")
+	}
+	broken := filepath.Join(t.TempDir(), "template.yaml")
+	if err := os.WriteFile(broken, []byte(apply(t, realTemplate, []edit{
+		{"      ApplicationLogLevel: INFO\n", "      ApplicationLogLevel: VERBOSE\n"},
+		{"            Queue: !GetAtt DispatchDLQ.Arn\n            BatchSize: 10\n            MaximumBatchingWindowInSeconds: 5\n            FunctionResponseTypes: [ReportBatchItemFailures]\n            ScalingConfig:\n              MaximumConcurrency: 2\n",
+			"            Queue: !GetAtt DispatchDLQ.Arn\n            BatchSize: 10\n            MaximumBatchingWindowInSeconds: 5\n            FunctionResponseTypes: [ReportBatchItemFailures]\n            ScalingConfig:\n              MaximumConcurrency: 1\n"},
+	})), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	for _, tt := range []struct {
+		path string
+		want []string // rule ids it must report; none means it passes
+	}{{realTemplate, nil}, {broken, []string{"E3030", "E3034"}}} {
+		out, err := exec.Command(bin, "--format", "parseable", tt.path).CombinedOutput()
+		if len(tt.want) == 0 {
+			if err != nil {
+				t.Errorf("cfn-lint %s: %v\n%s", tt.path, err, out)
+			}
+			continue
+		}
+		if err == nil {
+			t.Errorf("cfn-lint passes %s, which breaks %v", tt.path, tt.want)
+		}
+		for _, w := range tt.want {
+			if !strings.Contains(string(out), w) {
+				t.Errorf("cfn-lint on %s does not report %s:\n%s", tt.path, w, out)
 			}
 		}
 	}
