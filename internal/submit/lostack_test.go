@@ -157,7 +157,6 @@ func TestLostAckOfClaimStillPosts(t *testing.T) {
 // all read the same revision before any of them writes.
 type barrierGet struct {
 	store.Store
-	once    sync.Once
 	arrived sync.WaitGroup
 }
 
