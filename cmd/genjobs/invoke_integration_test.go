@@ -363,8 +363,10 @@ func wantUnchanged(t *testing.T, r *invoke.Result, id string, phase operation.Ph
 // wantQueues checks every queue's message count (kinds not named: 0).
 func wantQueues(t *testing.T, r *invoke.Result, want map[string]int) {
 	t.Helper()
-	if len(r.Queues) != 6 {
-		t.Errorf("%d queues in the report, want 6", len(r.Queues))
+	// The template's seven: three queues, their DLQs, and the queue the
+	// sweep's failed runs go to.
+	if len(r.Queues) != 7 {
+		t.Errorf("%d queues in the report, want 7", len(r.Queues))
 	}
 	for _, q := range r.Queues {
 		if q.Count != want[q.Kind] || len(q.Messages) != want[q.Kind] {
