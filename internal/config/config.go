@@ -139,6 +139,9 @@ const (
 	NeedPolicies
 	// NeedSweep is SWEEP_CLAIM_TIMEOUT_SECONDS and SWEEP_OVERDUE_SECONDS.
 	NeedSweep
+	// NeedRetention is RECORD_RETENTION_DAYS and AUDIT_RETENTION_DAYS: the
+	// function finishes records or closes reviews, which then expire.
+	NeedRetention
 )
 
 // Spec is what one function needs of its environment. Each function's
@@ -208,6 +211,9 @@ func Load(getenv func(string) string, spec Spec) (Config, error) {
 			require(EnvConcurrency, getenv(EnvConcurrency), "")
 		case NeedPolicies:
 			require(EnvPolicies, getenv(EnvPolicies), ` ("{}" for the built-in policies)`)
+		case NeedRetention:
+			require(EnvRecordRetention, getenv(EnvRecordRetention), "")
+			require(EnvAuditRetention, getenv(EnvAuditRetention), "")
 		case NeedSweep:
 			require(EnvSweepClaim, getenv(EnvSweepClaim), "")
 			require(EnvSweepOverdue, getenv(EnvSweepOverdue), "")

@@ -13,7 +13,7 @@ import (
 // longest cap: beyond SQS's 15 minutes (the defaults' 30) they go through
 // EventBridge Scheduler, which then needs its settings.
 var Needs = config.Spec{
-	Needs: []config.Need{config.NeedTable, config.NeedGenace, config.NeedVisibility, config.NeedConcurrency, config.NeedPolicies},
+	Needs: []config.Need{config.NeedTable, config.NeedGenace, config.NeedVisibility, config.NeedConcurrency, config.NeedPolicies, config.NeedRetention},
 	FollowUps: func(c config.Config) map[message.Action]time.Duration {
 		return FollowUps(schedule.NewObservation(c.Policies))
 	},
