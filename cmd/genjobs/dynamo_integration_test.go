@@ -17,7 +17,7 @@ func TestOperatorCommandsAgainstDynamoDB(t *testing.T) {
 	client, table := pipelinetest.DynamoTable(t)
 	st := store.NewDynamo(client, table)
 	rec := pipelinetest.Prepared("op-cli")
-	rec.Phase, rec.RemoteJobID = operation.Uncertain, ""
+	rec.Phase, rec.RemoteJobID = operation.PhaseUncertain, ""
 	rec.Parked = &operation.ParkedState{Reason: "post_outcome_unknown", At: pipelinetest.Start}
 	pipelinetest.Create(t, st, rec)
 
@@ -38,12 +38,12 @@ func TestOperatorCommandsAgainstDynamoDB(t *testing.T) {
 		t.Fatalf("audit: %d %s", code, out)
 	}
 	got := pipelinetest.Get(t, st, "op-cli")
-	if got.Phase != operation.Accepted || got.RemoteJobID != job {
+	if got.Phase != operation.PhaseAccepted || got.RemoteJobID != job {
 		t.Fatalf("record %s %q", got.Phase, got.RemoteJobID)
 	}
 	// Another operation can never take the same job.
 	other := pipelinetest.Prepared("op-cli-2")
-	other.Phase = operation.Uncertain
+	other.Phase = operation.PhaseUncertain
 	pipelinetest.Create(t, st, other)
 	code, _, errOut = genjobs(t, append([]string{"replay", "op-cli-2", "--action", "reconcile", "--operator", "grace", "--job-id", job,
 		"--genace-url", url, "--genace-key", key, "--force-unverified", "--reason", "test"}, flags...)...)

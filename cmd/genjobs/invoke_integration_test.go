@@ -61,16 +61,16 @@ var invokeExpectations = map[string]invokeExpectation{
 	"observe.json": {function: "observe", failures: []string{}, check: func(t *testing.T, r *invoke.Result) {
 		// The job finished at once: the snapshot is saved and delivery
 		// follows.
-		c := wantChanged(t, r, "op-sample-2", operation.Accepted, 3, operation.Succeeded, 4)
+		c := wantChanged(t, r, "op-sample-2", operation.PhaseAccepted, 3, operation.PhaseSucceeded, 4)
 		wantGenace(t, r, invoke.GenaceCounts{Gets: 1})
 		wantQueues(t, r, map[string]int{"deliver": 1})
-		wantEnvelope(t, r, "deliver", message.Envelope{Action: message.DeliverArtifacts, OperationID: "op-sample-2",
+		wantEnvelope(t, r, "deliver", message.Envelope{Action: message.ActionDeliverArtifacts, OperationID: "op-sample-2",
 			ExpectedRevision: 4, ExpectedRemoteJobID: c.After.RemoteJobID, Attempt: 2})
 	}},
 	"observe-stale.json": {function: "observe", failures: []string{}, check: func(t *testing.T, r *invoke.Result) {
 		// expected_revision 2 against revision 3: acknowledged as
 		// obsolete, no GET, no write, no follow-up.
-		wantUnchanged(t, r, "op-sample-2", operation.Accepted, 3)
+		wantUnchanged(t, r, "op-sample-2", operation.PhaseAccepted, 3)
 		wantGenace(t, r, invoke.GenaceCounts{})
 		wantQueues(t, r, map[string]int{})
 		wantLog(t, r, "stale_revision")
@@ -79,10 +79,10 @@ var invokeExpectations = map[string]invokeExpectation{
 		// The one output is downloaded once, stored in S3 and recorded;
 		// the operation is delivered and nothing follows.
 		c, _ := r.Operation("op-sample-3")
-		if c.Before == nil || c.Before.Phase != operation.Succeeded || c.Before.Revision != 5 {
+		if c.Before == nil || c.Before.Phase != operation.PhaseSucceeded || c.Before.Revision != 5 {
 			t.Errorf("op-sample-3 before: %s, want succeeded r5", c.Before)
 		}
-		if c.After == nil || c.After.Phase != operation.Delivered || c.After.Deliveries != 1 {
+		if c.After == nil || c.After.Phase != operation.PhaseDelivered || c.After.Deliveries != 1 {
 			t.Errorf("op-sample-3 after: %s, want delivered with 1 output", c.After)
 		}
 		if len(r.ArtifactsStored) != 1 || !strings.HasPrefix(r.ArtifactsStored[0].Key, "ops/op-sample-3/") || r.ArtifactsStored[0].Size == 0 {
@@ -94,9 +94,9 @@ var invokeExpectations = map[string]invokeExpectation{
 	"triage.json": {function: "triage", failures: []string{}, check: func(t *testing.T, r *invoke.Result) {
 		// One review for the dead letter, with the record's current
 		// phase; the record itself is never touched.
-		wantUnchanged(t, r, "op-sample-2", operation.Accepted, 3)
+		wantUnchanged(t, r, "op-sample-2", operation.PhaseAccepted, 3)
 		wantReviews(t, r, invoke.ReviewSummary{ID: "dlq:" + triageID, Source: "dlq", OperationID: "op-sample-2",
-			Queue: "genjobs-observe-dlq", Phase: string(operation.Accepted)})
+			Queue: "genjobs-observe-dlq", Phase: string(operation.PhaseAccepted)})
 		wantGenace(t, r, invoke.GenaceCounts{})
 		wantQueues(t, r, map[string]int{})
 	}},
@@ -114,11 +114,11 @@ var invokeExpectations = map[string]invokeExpectation{
 		if !equalCounts(got, want) {
 			t.Errorf("sweep answered %v, want %v", got, want)
 		}
-		c := wantChanged(t, r, "op-sample-4", operation.Accepted, 3, operation.Accepted, 4)
-		wantChanged(t, r, "op-sample-5", operation.Submitting, 2, operation.Uncertain, 3)
-		wantUnchanged(t, r, "op-sample-6", operation.Accepted, 3)
+		c := wantChanged(t, r, "op-sample-4", operation.PhaseAccepted, 3, operation.PhaseAccepted, 4)
+		wantChanged(t, r, "op-sample-5", operation.PhaseSubmitting, 2, operation.PhaseUncertain, 3)
+		wantUnchanged(t, r, "op-sample-6", operation.PhaseAccepted, 3)
 		wantQueues(t, r, map[string]int{"observe": 1})
-		wantEnvelope(t, r, "observe", message.Envelope{Action: message.ObserveGeneration, OperationID: "op-sample-4",
+		wantEnvelope(t, r, "observe", message.Envelope{Action: message.ActionObserveGeneration, OperationID: "op-sample-4",
 			ExpectedRevision: 4, ExpectedRemoteJobID: c.After.RemoteJobID})
 		if len(r.ReviewsOpened) != 1 || r.ReviewsOpened[0].OperationID != "op-sample-5" || r.ReviewsOpened[0].Source != "sweep" {
 			t.Errorf("reviews opened %+v, want one by the sweep for op-sample-5", r.ReviewsOpened)
@@ -131,14 +131,14 @@ var invokeExpectations = map[string]invokeExpectation{
 // accepted with the job id, exactly one observation queued.
 func submittedOnce(t *testing.T, r *invoke.Result) {
 	t.Helper()
-	c := wantChanged(t, r, "op-sample-1", operation.Prepared, 1, operation.Accepted, 3)
+	c := wantChanged(t, r, "op-sample-1", operation.PhasePrepared, 1, operation.PhaseAccepted, 3)
 	if c.After != nil && c.After.RemoteJobID == "" {
 		t.Error("op-sample-1 accepted without a job id")
 	}
 	wantGenace(t, r, invoke.GenaceCounts{Posts: 1})
 	wantQueues(t, r, map[string]int{"observe": 1})
 	if c.After != nil {
-		wantEnvelope(t, r, "observe", message.Envelope{Action: message.ObserveGeneration, OperationID: "op-sample-1",
+		wantEnvelope(t, r, "observe", message.Envelope{Action: message.ActionObserveGeneration, OperationID: "op-sample-1",
 			ExpectedRevision: 3, ExpectedRemoteJobID: c.After.RemoteJobID, Attempt: 1})
 	}
 }

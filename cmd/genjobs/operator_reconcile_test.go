@@ -22,7 +22,7 @@ import (
 // sweep leaves it after a claim expired.
 func uncertain(id string) operation.Record {
 	rec := pipelinetest.Prepared(id)
-	rec.Phase, rec.Posts, rec.LastError = operation.Uncertain, 1, "claim_expired"
+	rec.Phase, rec.Posts, rec.LastError = operation.PhaseUncertain, 1, "claim_expired"
 	rec.Claim = &operation.Claim{Owner: "submit-1", MessageID: "m-1", At: pipelinetest.Start}
 	rec.Parked = &operation.ParkedState{Reason: "claim_expired", At: pipelinetest.Start}
 	return rec
@@ -91,7 +91,7 @@ func TestPlanShowsAJobKeptOnlyInAReview(t *testing.T) {
 	if code != 1 || !strings.Contains(errOut, "job_kept1") {
 		t.Errorf("confirmed-not-submitted with job_kept1 known: exit %d, want 1 naming the job\n%s%s", code, out, errOut)
 	}
-	if got := readRecord(t, db, "op-kept"); got.Phase != operation.Uncertain || got.Revision != 1 {
+	if got := readRecord(t, db, "op-kept"); got.Phase != operation.PhaseUncertain || got.Revision != 1 {
 		t.Errorf("record moved to %s r%d; want it left uncertain at r1", got.Phase, got.Revision)
 	}
 	code, out, _ = genjobs(t, "reviews", "--db", db)
@@ -140,7 +140,7 @@ func TestReconcileVerifiesTheJob(t *testing.T) {
 	heldJob := createJob(t, c, "op-held")     // names op-held, but op-holder holds it
 	goodJob := createJob(t, c, "op-verified") // the job op-verified's lost POST created
 	holder := pipelinetest.Prepared("op-holder")
-	holder.Phase, holder.RemoteJobID, holder.Posts = operation.Accepted, heldJob, 1
+	holder.Phase, holder.RemoteJobID, holder.Posts = operation.PhaseAccepted, heldJob, 1
 	recs := []operation.Record{holder}
 	for _, id := range []string{"op-missing", "op-foreign", "op-held", "op-forced", "op-held-forced", "op-verified"} {
 		recs = append(recs, uncertain(id))
@@ -166,7 +166,7 @@ func TestReconcileVerifiesTheJob(t *testing.T) {
 		if code == 0 || !strings.Contains(errOut, tc.want) {
 			t.Errorf("%s: exit %d, stderr %q; want a refusal saying %q\n%s", tc.name, code, errOut, tc.want, out)
 		}
-		if got := readRecord(t, db, tc.op); got.Phase != operation.Uncertain || got.RemoteJobID != "" {
+		if got := readRecord(t, db, tc.op); got.Phase != operation.PhaseUncertain || got.RemoteJobID != "" {
 			t.Errorf("%s: record became %s with job %q; want it untouched", tc.name, got.Phase, got.RemoteJobID)
 		}
 	}
@@ -196,7 +196,7 @@ func TestReconcileVerifiesTheJob(t *testing.T) {
 	if len(e) != 1 || e[0]["reason"] != reason || e[0]["remote_job_id"] != otherJob || !strings.Contains(e[0]["verification"].(string), "op-other") {
 		t.Errorf("audit of the override: %v", e)
 	}
-	if got := readRecord(t, db, "op-forced"); got.Phase != operation.Accepted || got.RemoteJobID != otherJob {
+	if got := readRecord(t, db, "op-forced"); got.Phase != operation.PhaseAccepted || got.RemoteJobID != otherJob {
 		t.Errorf("override: record %s with job %q", got.Phase, got.RemoteJobID)
 	}
 }

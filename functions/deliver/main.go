@@ -33,7 +33,7 @@ func main() {
 		artifacts = artifact.NewS3(s3.NewFromConfig(d.AWS), d.Config.ArtifactBucket)
 	}
 	h := deliver.New(deliver.Config{
-		QueueURL: d.Config.Queues[message.DeliverArtifacts].URL, Visibility: d.Config.Visibility, Concurrency: d.Config.Concurrency,
+		QueueURL: d.Config.Queues[message.ActionDeliverArtifacts].URL, Visibility: d.Config.Visibility, Concurrency: d.Config.Concurrency,
 	}, d.Store, d.Genace, artifacts, d.Queue, d.Dispatcher, d.Clock, d.Log, d.Metrics)
 	lambda.Start(h.Handle)
 }

@@ -21,7 +21,7 @@ func main() {
 		coldstart.Fatal("observe", err)
 	}
 	h := observe.New(observe.Config{
-		QueueURL: d.Config.Queues[message.ObserveGeneration].URL, Visibility: d.Config.Visibility, Concurrency: d.Config.Concurrency,
+		QueueURL: d.Config.Queues[message.ActionObserveGeneration].URL, Visibility: d.Config.Visibility, Concurrency: d.Config.Concurrency,
 	}, d.Store, d.Genace, schedule.NewObservation(d.Config.Policies), d.Queue, d.Dispatcher, d.Clock, d.Log, d.Metrics)
 	lambda.Start(h.Handle)
 }

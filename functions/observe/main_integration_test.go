@@ -56,7 +56,7 @@ func acceptedOperation(t *testing.T, st *lambdatest.Stack) operation.Record {
 	if err != nil {
 		t.Fatal(err)
 	}
-	accepted.Schedule = &operation.NextAction{Action: string(message.ObserveGeneration), Due: now}
+	accepted.Schedule = &operation.NextAction{Action: string(message.ActionObserveGeneration), Due: now}
 	if rec, err = st.Store.Update(ctx, accepted, rec.Revision); err != nil {
 		t.Fatal(err)
 	}
@@ -119,15 +119,15 @@ func TestObserveSampleEvent(t *testing.T) {
 		// next observation with no delay.
 		name:  "job still queued schedules the next observation",
 		model: genacesim.ModelConfig{Price: 12, QueueFor: time.Hour, RunFor: time.Hour},
-		phase: operation.Accepted, remote: operation.RemoteQueued,
-		follow: message.ObserveGeneration, attempt: 2, untouched: message.DeliverArtifacts,
+		phase: operation.PhaseAccepted, remote: operation.RemoteQueued,
+		follow: message.ActionObserveGeneration, attempt: 2, untouched: message.ActionDeliverArtifacts,
 	}, {
 		// Finished at creation: the GET finds it succeeded, so the
 		// observer hands over to delivery.
 		name:  "job already succeeded hands over to delivery",
 		model: genacesim.ModelConfig{Price: 12, QueueFor: 0, RunFor: 0},
-		phase: operation.Succeeded, remote: operation.RemoteSucceeded,
-		follow: message.DeliverArtifacts, attempt: 2, untouched: message.ObserveGeneration,
+		phase: operation.PhaseSucceeded, remote: operation.RemoteSucceeded,
+		follow: message.ActionDeliverArtifacts, attempt: 2, untouched: message.ActionObserveGeneration,
 	}} {
 		t.Run(tc.name, func(t *testing.T) {
 			t.Parallel()
@@ -174,7 +174,7 @@ func TestObserveSampleEvent(t *testing.T) {
 			if msgs := st.Messages(t, tc.follow, 5*time.Second); len(msgs) != 1 || msgs[0] != want {
 				t.Errorf("%s queue holds %+v, want exactly %+v", tc.follow, msgs, want)
 			}
-			for _, a := range []message.Action{tc.untouched, message.SubmitGeneration} {
+			for _, a := range []message.Action{tc.untouched, message.ActionSubmitGeneration} {
 				if msgs := st.Messages(t, a, 0); len(msgs) != 0 {
 					t.Errorf("%s queue holds %+v, want nothing", a, msgs)
 				}

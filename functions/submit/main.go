@@ -19,7 +19,7 @@ func main() {
 		coldstart.Fatal("submit", err)
 	}
 	h := submit.New(submit.Config{
-		QueueURL: d.Config.Queues[message.SubmitGeneration].URL, Visibility: d.Config.Visibility, Concurrency: d.Config.Concurrency,
+		QueueURL: d.Config.Queues[message.ActionSubmitGeneration].URL, Visibility: d.Config.Visibility, Concurrency: d.Config.Concurrency,
 	}, d.Store, d.Genace, d.Queue, d.Dispatcher, d.Clock, d.Log, d.Metrics)
 	lambda.Start(h.Handle)
 }

@@ -92,15 +92,15 @@ func (e env) assertSubmittedOnce(t *testing.T) {
 		t.Fatalf("simulator holds jobs %v for %s, want one", jobs, opID)
 	}
 	rec := pipelinetest.Get(t, st.Store, opID)
-	if rec.Phase != operation.Accepted || rec.RemoteJobID != jobs[0] || rec.Posts != 1 {
+	if rec.Phase != operation.PhaseAccepted || rec.RemoteJobID != jobs[0] || rec.Posts != 1 {
 		t.Errorf("record: phase %s, job %q, posts %d; want accepted, %s, 1", rec.Phase, rec.RemoteJobID, rec.Posts, jobs[0])
 	}
-	msgs := st.Messages(t, message.ObserveGeneration, queueWaitTime)
-	want := message.Envelope{Action: message.ObserveGeneration, OperationID: opID, ExpectedRevision: rec.Revision, ExpectedRemoteJobID: jobs[0], Attempt: 1}
+	msgs := st.Messages(t, message.ActionObserveGeneration, queueWaitTime)
+	want := message.Envelope{Action: message.ActionObserveGeneration, OperationID: opID, ExpectedRevision: rec.Revision, ExpectedRemoteJobID: jobs[0], Attempt: 1}
 	if len(msgs) != 1 || msgs[0] != want {
 		t.Errorf("observe queue holds %+v, want exactly %+v", msgs, want)
 	}
-	for _, a := range []message.Action{message.SubmitGeneration, message.DeliverArtifacts} {
+	for _, a := range []message.Action{message.ActionSubmitGeneration, message.ActionDeliverArtifacts} {
 		if msgs := st.Messages(t, a, 0); len(msgs) != 0 {
 			t.Errorf("%s queue holds %+v, want nothing", a, msgs)
 		}

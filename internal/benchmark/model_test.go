@@ -216,10 +216,10 @@ func TestCostArithmetic(t *testing.T) {
 // Status index writes follow DynamoDB's rules for a sparse GSI.
 func TestIndexWrites(t *testing.T) {
 	due := func(at time.Time) operation.Record {
-		return operation.Record{Phase: operation.Accepted, Schedule: &operation.NextAction{Action: "observe_generation", Due: at}}
+		return operation.Record{Phase: operation.PhaseAccepted, Schedule: &operation.NextAction{Action: "observe_generation", Due: at}}
 	}
 	t0 := epoch
-	done := operation.Record{Phase: operation.Delivered}
+	done := operation.Record{Phase: operation.PhaseDelivered}
 	a, b := due(t0), due(t0.Add(time.Second))
 	for name, c := range map[string]struct {
 		old  *operation.Record

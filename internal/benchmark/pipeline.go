@@ -186,7 +186,7 @@ func RunPipeline(ctx context.Context, cfg PipelineConfig) (*PipelineResult, erro
 	done := make(chan struct{})
 	var doneOnce sync.Once
 	onWritten := func(rec operation.Record) {
-		if rec.Phase == operation.Delivered {
+		if rec.Phase == operation.PhaseDelivered {
 			lastDelivery.Store(time.Now().UnixNano())
 			if delivered.Add(1) == int64(cfg.Operations) {
 				doneOnce.Do(func() { close(done) })
@@ -199,9 +199,9 @@ func RunPipeline(ctx context.Context, cfg PipelineConfig) (*PipelineResult, erro
 		stores[fn] = &countingStore{Store: st, c: c, cache: cache, onWritten: onWritten}
 		disps[fn], err = schedule.NewDispatcher(schedule.Config{
 			Queues: map[message.Action]schedule.Target{
-				message.SubmitGeneration:  {URL: urls[FnSubmit]},
-				message.ObserveGeneration: {URL: urls[FnObserve]},
-				message.DeliverArtifacts:  {URL: urls[FnDeliver]},
+				message.ActionSubmitGeneration:  {URL: urls[FnSubmit]},
+				message.ActionObserveGeneration: {URL: urls[FnObserve]},
+				message.ActionDeliverArtifacts:  {URL: urls[FnDeliver]},
 			},
 			// The embedded queue carries any delay; countingSender
 			// counts the ones that would need a schedule.
@@ -238,14 +238,14 @@ func RunPipeline(ctx context.Context, cfg PipelineConfig) (*PipelineResult, erro
 	for i := range cfg.Operations {
 		now := clk.Now()
 		rec, err := appStore.Create(ctx, operation.Record{
-			OperationID: fmt.Sprintf("bench-%06d", i), SpecRevision: 1, Phase: operation.Prepared, UserID: "bench-user",
+			OperationID: fmt.Sprintf("bench-%06d", i), SpecRevision: 1, Phase: operation.PhasePrepared, UserID: "bench-user",
 			Model: "bench-model", Input: []byte(`{"prompt_ref":"bench"}`), Authorized: true, AuthorizedSpecRevision: 1,
 			BudgetCredits: 100, Timestamps: operation.Timestamps{Created: now, Updated: now},
 		})
 		if err != nil {
 			return nil, err
 		}
-		envs[i], err = message.Envelope{Action: message.SubmitGeneration, OperationID: rec.OperationID, ExpectedRevision: rec.Revision}.Encode()
+		envs[i], err = message.Envelope{Action: message.ActionSubmitGeneration, OperationID: rec.OperationID, ExpectedRevision: rec.Revision}.Encode()
 		if err != nil {
 			return nil, err
 		}

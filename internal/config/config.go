@@ -80,9 +80,9 @@ type QueueVars struct{ URL, ARN string }
 
 // QueueEnv maps each action to its queue's variables.
 var QueueEnv = map[message.Action]QueueVars{
-	message.SubmitGeneration:  {URL: EnvDispatchQueueURL, ARN: EnvDispatchQueueARN},
-	message.ObserveGeneration: {URL: EnvObserveQueueURL, ARN: EnvObserveQueueARN},
-	message.DeliverArtifacts:  {URL: EnvDeliverQueueURL, ARN: EnvDeliverQueueARN},
+	message.ActionSubmitGeneration:  {URL: EnvDispatchQueueURL, ARN: EnvDispatchQueueARN},
+	message.ActionObserveGeneration: {URL: EnvObserveQueueURL, ARN: EnvObserveQueueARN},
+	message.ActionDeliverArtifacts:  {URL: EnvDeliverQueueURL, ARN: EnvDeliverQueueARN},
 }
 
 // Config is what the functions read from the environment.

@@ -17,7 +17,7 @@ func env(m map[string]string) func(string) string { return func(k string) string
 var every = Spec{
 	Needs: []Need{NeedTable, NeedGenace, NeedVisibility, NeedArtifacts, NeedConcurrency, NeedPolicies, NeedSweep},
 	FollowUps: func(Config) map[message.Action]time.Duration {
-		return map[message.Action]time.Duration{message.ObserveGeneration: 30 * time.Minute, message.DeliverArtifacts: 0}
+		return map[message.Action]time.Duration{message.ActionObserveGeneration: 30 * time.Minute, message.ActionDeliverArtifacts: 0}
 	},
 }
 
@@ -36,14 +36,14 @@ func TestLoad(t *testing.T) {
 		t.Fatal(err)
 	}
 	if c.Visibility != 3*time.Minute || c.Concurrency != 4 || c.Policies.Default.Immediate != 5*time.Minute ||
-		c.Queues[message.ObserveGeneration].ARN != "arn:o" || c.Queues[message.DeliverArtifacts].URL != "v" ||
+		c.Queues[message.ActionObserveGeneration].ARN != "arn:o" || c.Queues[message.ActionDeliverArtifacts].URL != "v" ||
 		c.SweepClaimTimeout != 2*time.Minute || c.SweepOverdue != 5*time.Minute {
 		t.Fatalf("loaded %+v", c)
 	}
-	if _, ok := c.Queues[message.SubmitGeneration]; ok {
+	if _, ok := c.Queues[message.ActionSubmitGeneration]; ok {
 		t.Errorf("a queue for submit_generation, which the spec does not send: %+v", c.Queues)
 	}
-	if got := c.DispatchConfig().Scheduled(); len(got) != 1 || got[0] != message.ObserveGeneration {
+	if got := c.DispatchConfig().Scheduled(); len(got) != 1 || got[0] != message.ActionObserveGeneration {
 		t.Errorf("the dispatcher schedules %v, want only observe_generation", got)
 	}
 	tests := []struct {
@@ -96,12 +96,12 @@ func TestLoadAsksOnlyWhatTheSpecNeeds(t *testing.T) {
 	t.Parallel()
 	m := map[string]string{EnvTable: "ops", EnvDeliverQueueURL: "v", EnvConcurrency: "10"}
 	c, err := Load(env(m), Spec{Needs: []Need{NeedTable, NeedConcurrency}, FollowUps: func(Config) map[message.Action]time.Duration {
-		return map[message.Action]time.Duration{message.DeliverArtifacts: 15 * time.Minute}
+		return map[message.Action]time.Duration{message.ActionDeliverArtifacts: 15 * time.Minute}
 	}})
 	if err != nil {
 		t.Fatalf("deliveries within 15 minutes: %v", err)
 	}
-	if len(c.Queues) != 1 || c.Queues[message.DeliverArtifacts].URL != "v" || c.Queues[message.DeliverArtifacts].ARN != "" {
+	if len(c.Queues) != 1 || c.Queues[message.ActionDeliverArtifacts].URL != "v" || c.Queues[message.ActionDeliverArtifacts].ARN != "" {
 		t.Errorf("queues %+v, want the deliver queue's URL only", c.Queues)
 	}
 	if c, err = Load(env(map[string]string{EnvTable: "ops"}), Spec{Needs: []Need{NeedTable}}); err != nil || c.Queues != nil {

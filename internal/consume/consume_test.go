@@ -32,8 +32,8 @@ func (r records) Get(_ context.Context, id string) (operation.Record, error) {
 func newConsumer(metricsOut, logOut *bytes.Buffer) *consume.Consumer {
 	clk := clock.NewManual(time.Date(2025, 1, 1, 0, 0, 0, 0, time.UTC))
 	return &consume.Consumer{
-		Action: message.ObserveGeneration, Name: "observe", Queue: "observe",
-		Store:    records{"op-1": {OperationID: "op-1", Revision: 3, Phase: operation.Accepted}},
+		Action: message.ActionObserveGeneration, Name: "observe", Queue: "observe",
+		Store:    records{"op-1": {OperationID: "op-1", Revision: 3, Phase: operation.PhaseAccepted}},
 		QueueURL: "q", Visibility: time.Minute, Clock: clk,
 		Log:     slog.New(slog.NewJSONHandler(logOut, nil)),
 		Metrics: metrics.New(metricsOut, "observe", clk),
@@ -54,9 +54,9 @@ func TestRecordRefusesBeforeDeciding(t *testing.T) {
 		name, body, want string
 	}{
 		{"malformed", "{", "observe message m-1: "},
-		{"wrong queue", body(t, message.Envelope{Action: message.DeliverArtifacts, OperationID: "op-1", ExpectedRevision: 3, ExpectedRemoteJobID: "j"}),
+		{"wrong queue", body(t, message.Envelope{Action: message.ActionDeliverArtifacts, OperationID: "op-1", ExpectedRevision: 3, ExpectedRemoteJobID: "j"}),
 			"observe message m-1: action deliver_artifacts does not belong on the observe queue"},
-		{"unknown operation", body(t, message.Envelope{Action: message.ObserveGeneration, OperationID: "op-2", ExpectedRevision: 3, ExpectedRemoteJobID: "j"}),
+		{"unknown operation", body(t, message.Envelope{Action: message.ActionObserveGeneration, OperationID: "op-2", ExpectedRevision: 3, ExpectedRemoteJobID: "j"}),
 			"observe op-2: load: "},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
@@ -79,7 +79,7 @@ func TestRecordRefusesBeforeDeciding(t *testing.T) {
 func TestRecordDecidesAndTimes(t *testing.T) {
 	var mout, lout bytes.Buffer
 	c := newConsumer(&mout, &lout)
-	env := message.Envelope{Action: message.ObserveGeneration, OperationID: "op-1", ExpectedRevision: 2, ExpectedRemoteJobID: "j"}
+	env := message.Envelope{Action: message.ActionObserveGeneration, OperationID: "op-1", ExpectedRevision: 2, ExpectedRemoteJobID: "j"}
 	err := c.Record(func(ctx context.Context, m events.SQSMessage, got message.Envelope, rec operation.Record, l *lease.Lease) (string, error) {
 		if got != env || rec.Revision != 3 || m.MessageId != "m-1" || l.Remaining() != time.Minute {
 			t.Errorf("decide got %+v, r%d, %s, lease %s", got, rec.Revision, m.MessageId, l.Remaining())

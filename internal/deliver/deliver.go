@@ -134,8 +134,8 @@ func New(cfg Config, st Store, g Genace, a Artifacts, ext lease.Extender, sender
 	return &Handler{
 		store: st, genace: g, artifacts: a, clk: clk, log: log, metrics: m, cfg: cfg,
 		follow: &followup.Emitter{Sender: sender, Reviews: st, Clock: clk, Metrics: m, Source: review.SourceHandler},
-		runner: batch.Runner{Action: string(message.DeliverArtifacts), Concurrency: cfg.Concurrency, Log: log, Metrics: m, Clock: clk},
-		records: consume.Consumer{Action: message.DeliverArtifacts, Name: "deliver", Queue: "deliver", Store: st,
+		runner: batch.Runner{Action: string(message.ActionDeliverArtifacts), Concurrency: cfg.Concurrency, Log: log, Metrics: m, Clock: clk},
+		records: consume.Consumer{Action: message.ActionDeliverArtifacts, Name: "deliver", Queue: "deliver", Store: st,
 			Extender: ext, QueueURL: cfg.QueueURL, Visibility: cfg.Visibility, Clock: clk, Log: log, Metrics: m},
 		rnd: rand.Float64,
 	}
@@ -178,7 +178,7 @@ func (d *delivery) decide(ctx context.Context) (string, error) {
 	if rec.RemoteJobID != d.env.ExpectedRemoteJobID {
 		return d.obsolete(ctx, "job_id_mismatch")
 	}
-	if rec.Phase == operation.Delivered {
+	if rec.Phase == operation.PhaseDelivered {
 		return d.obsolete(ctx, "already_delivered")
 	}
 	if rec.Revision != d.env.ExpectedRevision {
@@ -187,7 +187,7 @@ func (d *delivery) decide(ctx context.Context) (string, error) {
 		}
 		// The newer revision is this message's own work (a redelivery
 		// after a crash, a timeout or an unacknowledged batch).
-		if rec.Phase == operation.Succeeded && rec.Counters.ReadFailures > 0 &&
+		if rec.Phase == operation.PhaseSucceeded && rec.Counters.ReadFailures > 0 &&
 			rec.Schedule != nil && rec.Schedule.Due.After(d.h.clk.Now()) {
 			// Its last write recorded a failure and scheduled a retry; the
 			// retry message may not have left. Send it (duplicates
@@ -196,7 +196,7 @@ func (d *delivery) decide(ctx context.Context) (string, error) {
 		}
 		// Otherwise its last writes were progress: continue from them.
 	}
-	if rec.Phase != operation.Succeeded {
+	if rec.Phase != operation.PhaseSucceeded {
 		return d.obsolete(ctx, "phase_"+string(rec.Phase))
 	}
 	if rec.Parked != nil {
@@ -245,11 +245,11 @@ func (d *delivery) deliver(ctx context.Context) (string, error) {
 		h.log.InfoContext(ctx, "output stored", "operation_id", d.cur.OperationID, "index", i, "key", obj.Key,
 			"size_bytes", obj.Size, "outcome", how, "revision", d.cur.Revision)
 	}
-	if d.cur.Phase == operation.Succeeded {
+	if d.cur.Phase == operation.PhaseSucceeded {
 		// Every output was recorded before this message (a crash between
 		// the last output and the completion): complete now.
 		if st := d.persist(ctx, func(r operation.Record) (operation.Record, bool, error) {
-			if r.Phase != operation.Succeeded {
+			if r.Phase != operation.PhaseSucceeded {
 				return r, false, errMovedOn
 			}
 			n, err := operation.CompleteDelivery(r, h.clk.Now())
@@ -300,7 +300,7 @@ func (d *delivery) fetch(ctx context.Context) *stop {
 // matches cross-checks a fresh read of the job with the snapshot's
 // descriptors. Its errors name indexes and fields, never URLs.
 func matches(descs []operation.OutputDescriptor, job *genace.Job) error {
-	if job.State != genace.StateSucceeded {
+	if job.State != genace.RemoteSucceeded {
 		return fmt.Errorf("remote state is now %s, observed succeeded", job.State)
 	}
 	if len(job.Outputs) != len(descs) {
@@ -343,7 +343,7 @@ func (d *delivery) authority(ctx context.Context) string {
 // lost: recorded outputs stay recorded, and a stored but unrecorded one
 // is found by the next attempt's Stat.
 func (d *delivery) yield(ctx context.Context, why string) (string, error) {
-	next := message.Envelope{Action: message.DeliverArtifacts, OperationID: d.cur.OperationID, ExpectedRevision: d.cur.Revision,
+	next := message.Envelope{Action: message.ActionDeliverArtifacts, OperationID: d.cur.OperationID, ExpectedRevision: d.cur.Revision,
 		ExpectedRemoteJobID: d.cur.RemoteJobID, Attempt: d.env.Attempt + 1}
 	// Handing on at once is right after progress; without any, an
 	// immediate re-send would spin (a function whose timeout cannot fit a
@@ -413,7 +413,7 @@ var errMovedOn = errors.New("record moved on")
 func (d *delivery) record(ctx context.Context, del operation.Delivery) *stop {
 	now := d.h.clk.Now()
 	return d.persist(ctx, func(r operation.Record) (operation.Record, bool, error) {
-		if r.Phase != operation.Succeeded {
+		if r.Phase != operation.PhaseSucceeded {
 			return r, false, errMovedOn
 		}
 		n, changed, err := operation.RecordDelivery(r, del, now)
@@ -431,7 +431,7 @@ func (d *delivery) record(ctx context.Context, del operation.Delivery) *stop {
 		}
 		// Progress: the sweep sees a delivery that is due now, and
 		// re-arms it only if progress stops for its grace period.
-		n.Schedule = &operation.NextAction{Action: string(message.DeliverArtifacts), Due: now}
+		n.Schedule = &operation.NextAction{Action: string(message.ActionDeliverArtifacts), Due: now}
 		return n, true, nil
 	})
 }
@@ -546,7 +546,7 @@ func (d *delivery) failed(ctx context.Context, err error) (string, error) {
 	if terr != nil {
 		return "failed", fmt.Errorf("deliver %s: %w (after %w)", rec.OperationID, terr, err)
 	}
-	next.Schedule = &operation.NextAction{Action: string(message.DeliverArtifacts), Due: now.Add(h.cfg.Retry.Delay(next.Counters.ReadFailures-1, h.rnd))}
+	next.Schedule = &operation.NextAction{Action: string(message.ActionDeliverArtifacts), Due: now.Add(h.cfg.Retry.Delay(next.Counters.ReadFailures-1, h.rnd))}
 	next.LastAppliedMessageID = d.m.MessageId
 	saved, uerr := h.store.Update(ctx, next, rec.Revision)
 	if errors.Is(uerr, store.ErrConflict) {

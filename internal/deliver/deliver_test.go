@@ -238,8 +238,8 @@ func (e *env) succeed(t *testing.T, id string) pipelinetest.Sent {
 			t.Fatalf("expected one follow-up, got %+v", sent)
 		}
 		next := sent[0]
-		if next.Env.Action == message.DeliverArtifacts {
-			if got := pipelinetest.Get(t, e.store, id); got.Phase != operation.Succeeded {
+		if next.Env.Action == message.ActionDeliverArtifacts {
+			if got := pipelinetest.Get(t, e.store, id); got.Phase != operation.PhaseSucceeded {
 				t.Fatalf("handed to delivery in phase %s", got.Phase)
 			}
 			return next
@@ -306,7 +306,7 @@ func (e *env) stored(t *testing.T, key string) (string, os.FileInfo) {
 func (e *env) checkDelivered(t *testing.T, id string) operation.Record {
 	t.Helper()
 	got := pipelinetest.Get(t, e.store, id)
-	if got.Phase != operation.Delivered || got.Schedule != nil || !got.Terminal() {
+	if got.Phase != operation.PhaseDelivered || got.Schedule != nil || !got.Terminal() {
 		t.Fatalf("phase %s, schedule %+v; want delivered\n%s", got.Phase, got.Schedule, e.logs.String())
 	}
 	if len(got.Deliveries) != len(got.Remote.Outputs) {
@@ -385,13 +385,13 @@ func TestReplayAfterStoreFailureReusesStoredOutput(t *testing.T) {
 			t.Fatalf("a store outage failed the message (%v); it must be recorded and retried", failed)
 		}
 		mid := pipelinetest.Get(t, e.store, "op-replay")
-		if mid.Phase != operation.Succeeded || len(mid.Deliveries) != 1 || mid.Deliveries[0].Index != 0 ||
+		if mid.Phase != operation.PhaseSucceeded || len(mid.Deliveries) != 1 || mid.Deliveries[0].Index != 0 ||
 			mid.Counters.ReadFailures != 1 || mid.LastError != "artifact_copy_failed" {
 			t.Fatalf("after the outage: phase %s, deliveries %+v, failures %d, last error %q",
 				mid.Phase, mid.Deliveries, mid.Counters.ReadFailures, mid.LastError)
 		}
 		retry := e.out.Take()
-		if len(retry) != 1 || retry[0].Env.Action != message.DeliverArtifacts || retry[0].Env.ExpectedRevision != mid.Revision || retry[0].Delay <= 0 {
+		if len(retry) != 1 || retry[0].Env.Action != message.ActionDeliverArtifacts || retry[0].Env.ExpectedRevision != mid.Revision || retry[0].Delay <= 0 {
 			t.Fatalf("retry %+v, want one delayed deliver_artifacts at r%d", retry, mid.Revision)
 		}
 		gets := e.sim.FileGets() // output 0 copied, output 1 started
@@ -500,7 +500,7 @@ func TestDuplicateAfterDeliveredIsObsolete(t *testing.T) {
 		gets, files := e.gen.Gets(), e.sim.FileGets()
 		copyOf := m
 		copyOf.ID = "copy"
-		current := pipelinetest.Sent{ID: "rearm", Env: message.Envelope{Action: message.DeliverArtifacts, OperationID: "op-dup",
+		current := pipelinetest.Sent{ID: "rearm", Env: message.Envelope{Action: message.ActionDeliverArtifacts, OperationID: "op-dup",
 			ExpectedRevision: done.Revision, ExpectedRemoteJobID: done.RemoteJobID}}
 		if failed := e.deliver(t, m, copyOf, current); len(failed) != 0 {
 			t.Fatalf("duplicates failed: %v", failed)
@@ -542,7 +542,7 @@ func TestExpiredSignedURLIsRefreshed(t *testing.T) {
 		}
 		got := pipelinetest.Get(t, e.store, "op-exp2")
 		retry := e.out.Take()
-		if got.Phase != operation.Succeeded || got.LastError != "signed_url_expired" || got.Counters.ReadFailures != 1 || len(retry) != 1 {
+		if got.Phase != operation.PhaseSucceeded || got.LastError != "signed_url_expired" || got.Counters.ReadFailures != 1 || len(retry) != 1 {
 			t.Fatalf("phase %s, last error %q, failures %d, sent %+v", got.Phase, got.LastError, got.Counters.ReadFailures, retry)
 		}
 		e.clk.Advance(retry[0].Delay)
@@ -600,7 +600,7 @@ func TestMalformedAndUnknownMessagesFail(t *testing.T) {
 			return e.failedRaw(t, `{"action":"observe_generation","operation_id":"op-x","expected_revision":1,"expected_remote_job_id":"job_x","attempt":0}`)
 		}},
 		{"unknown operation", func() []string {
-			return e.deliver(t, pipelinetest.Sent{ID: "ghost", Env: message.Envelope{Action: message.DeliverArtifacts, OperationID: "op-nobody", ExpectedRevision: 1, ExpectedRemoteJobID: "job_x"}})
+			return e.deliver(t, pipelinetest.Sent{ID: "ghost", Env: message.Envelope{Action: message.ActionDeliverArtifacts, OperationID: "op-nobody", ExpectedRevision: 1, ExpectedRemoteJobID: "job_x"}})
 		}},
 	}
 	for _, c := range cases {
@@ -635,7 +635,7 @@ func TestChangedRemoteOutputsFailPermanently(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		m := pipelinetest.Sent{ID: "tampered", Env: message.Envelope{Action: message.DeliverArtifacts, OperationID: "op-tamper",
+		m := pipelinetest.Sent{ID: "tampered", Env: message.Envelope{Action: message.ActionDeliverArtifacts, OperationID: "op-tamper",
 			ExpectedRevision: saved.Revision, ExpectedRemoteJobID: saved.RemoteJobID}}
 		if failed := e.deliver(t, m); len(failed) != 1 {
 			t.Fatalf("failures %v", failed)
@@ -805,7 +805,7 @@ func TestExistingObjectWithWrongSHA256IsRefused(t *testing.T) {
 				t.Fatalf("failures %v: an object of the right size with another sha256 must not pass as the output\n%s", failed, e.logs.String())
 			}
 			got := pipelinetest.Get(t, e.store, "op-squat")
-			if got.Phase != operation.Succeeded || len(got.Deliveries) != 0 || got.Revision != rec.Revision {
+			if got.Phase != operation.PhaseSucceeded || len(got.Deliveries) != 0 || got.Revision != rec.Revision {
 				t.Fatalf("record %s r%d → r%d, deliveries %+v; want it untouched", got.Phase, rec.Revision, got.Revision, got.Deliveries)
 			}
 			if e.sim.FileGets() != 0 || e.art.Puts(key) != 0 || e.out.Len() != 0 {

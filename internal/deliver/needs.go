@@ -18,5 +18,5 @@ var Needs = config.Spec{
 // action it sends: only deliveries, retried or handed on within the retry
 // backoff's cap.
 func (c Config) FollowUps() map[message.Action]time.Duration {
-	return map[message.Action]time.Duration{message.DeliverArtifacts: c.Retry.Cap}
+	return map[message.Action]time.Duration{message.ActionDeliverArtifacts: c.Retry.Cap}
 }

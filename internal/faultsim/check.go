@@ -353,7 +353,7 @@ func CheckFinal(f Final) []Violation {
 
 	// (e) Delivered: every output stored, with Genace's checksum, once; a
 	// succeeded render never ends otherwise terminal.
-	if rec.Phase == operation.Delivered {
+	if rec.Phase == operation.PhaseDelivered {
 		switch {
 		case job == nil:
 			add(InvDelivery, "delivered, but Genace has no job %q for the operation", rec.RemoteJobID)
@@ -392,15 +392,15 @@ func CheckFinal(f Final) []Violation {
 	}
 	if job != nil && rec.Terminal() {
 		switch {
-		case job.State == genacesim.StateSucceeded && rec.Phase != operation.Delivered && rec.Phase != operation.Superseded:
+		case job.State == genacesim.StateSucceeded && rec.Phase != operation.PhaseDelivered && rec.Phase != operation.PhaseSuperseded:
 			add(InvDelivery, "job %s succeeded but the operation ended %s", job.ID, rec.Phase)
-		case (job.State == genacesim.StateFailed || job.State == genacesim.StateCanceled) && rec.Phase != operation.Failed && rec.Phase != operation.Superseded:
+		case (job.State == genacesim.StateFailed || job.State == genacesim.StateCanceled) && rec.Phase != operation.PhaseFailed && rec.Phase != operation.PhaseSuperseded:
 			add(InvRefund, "job %s %s but the operation ended %s", job.ID, job.State, rec.Phase)
 		}
 	}
 
 	// (f) A failed operation is settled only on Genace's word.
-	if rec.Phase == operation.Failed && rec.Settlement == operation.SettlementSettled {
+	if rec.Phase == operation.PhaseFailed && rec.Settlement == operation.SettlementSettled {
 		switch {
 		case job == nil:
 			add(InvRefund, "failed and settled, but Genace has no job %q for it", rec.RemoteJobID)

@@ -16,7 +16,7 @@ func st(rev int64, phase operation.Phase, job string) faultsim.State {
 }
 
 func TestCheckWrite(t *testing.T) {
-	settled := st(5, operation.Failed, "job_1")
+	settled := st(5, operation.PhaseFailed, "job_1")
 	settled.Settlement = operation.SettlementSettled
 	cases := []struct {
 		name     string
@@ -25,19 +25,19 @@ func TestCheckWrite(t *testing.T) {
 		next     faultsim.State
 		want     string // substring of the one problem; "" for none
 	}{
-		{"create", 0, nil, st(1, operation.Prepared, ""), ""},
-		{"create at r2", 0, nil, st(2, operation.Prepared, ""), "created at revision 2"},
-		{"claim", 1, ptr(st(1, operation.Prepared, "")), st(2, operation.Submitting, ""), ""},
-		{"accept", 2, ptr(st(2, operation.Submitting, "")), st(3, operation.Accepted, "job_1"), ""},
-		{"self-write", 3, ptr(st(3, operation.Submitting, "")), st(4, operation.Submitting, ""), ""},
-		{"late evidence after uncertain", 3, ptr(st(3, operation.Uncertain, "")), st(4, operation.Accepted, "job_1"), ""},
-		{"stale overwrite", 2, ptr(st(3, operation.Accepted, "job_1")), st(4, operation.Accepted, "job_1"), "stale overwrite: the writer expected r2 but the store held r3"},
-		{"revision jump", 3, ptr(st(3, operation.Accepted, "job_1")), st(5, operation.Accepted, "job_1"), "not by one"},
-		{"terminal written", 5, ptr(settled), st(6, operation.Failed, "job_1"), "terminal record"},
-		{"delivered written", 7, ptr(st(7, operation.Delivered, "job_1")), st(8, operation.Succeeded, "job_1"), "terminal record"},
-		{"illegal transition", 4, ptr(st(4, operation.Accepted, "job_1")), st(5, operation.Prepared, "job_1"), "illegal transition accepted → prepared"},
-		{"job id replaced", 4, ptr(st(4, operation.Accepted, "job_1")), st(5, operation.Accepted, "job_2"), "job id job_1 replaced by \"job_2\""},
-		{"job id dropped", 4, ptr(st(4, operation.Accepted, "job_1")), st(5, operation.Accepted, ""), "job id job_1 replaced by \"\""},
+		{"create", 0, nil, st(1, operation.PhasePrepared, ""), ""},
+		{"create at r2", 0, nil, st(2, operation.PhasePrepared, ""), "created at revision 2"},
+		{"claim", 1, ptr(st(1, operation.PhasePrepared, "")), st(2, operation.PhaseSubmitting, ""), ""},
+		{"accept", 2, ptr(st(2, operation.PhaseSubmitting, "")), st(3, operation.PhaseAccepted, "job_1"), ""},
+		{"self-write", 3, ptr(st(3, operation.PhaseSubmitting, "")), st(4, operation.PhaseSubmitting, ""), ""},
+		{"late evidence after uncertain", 3, ptr(st(3, operation.PhaseUncertain, "")), st(4, operation.PhaseAccepted, "job_1"), ""},
+		{"stale overwrite", 2, ptr(st(3, operation.PhaseAccepted, "job_1")), st(4, operation.PhaseAccepted, "job_1"), "stale overwrite: the writer expected r2 but the store held r3"},
+		{"revision jump", 3, ptr(st(3, operation.PhaseAccepted, "job_1")), st(5, operation.PhaseAccepted, "job_1"), "not by one"},
+		{"terminal written", 5, ptr(settled), st(6, operation.PhaseFailed, "job_1"), "terminal record"},
+		{"delivered written", 7, ptr(st(7, operation.PhaseDelivered, "job_1")), st(8, operation.PhaseSucceeded, "job_1"), "terminal record"},
+		{"illegal transition", 4, ptr(st(4, operation.PhaseAccepted, "job_1")), st(5, operation.PhasePrepared, "job_1"), "illegal transition accepted → prepared"},
+		{"job id replaced", 4, ptr(st(4, operation.PhaseAccepted, "job_1")), st(5, operation.PhaseAccepted, "job_2"), "job id job_1 replaced by \"job_2\""},
+		{"job id dropped", 4, ptr(st(4, operation.PhaseAccepted, "job_1")), st(5, operation.PhaseAccepted, ""), "job id job_1 replaced by \"\""},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
@@ -89,15 +89,15 @@ func TestCheckWriteStaleView(t *testing.T) {
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
 			t.Parallel()
-			prev := ptr(withFacts(st(4, operation.Accepted, "job_1"), tc.prev))
+			prev := ptr(withFacts(st(4, operation.PhaseAccepted, "job_1"), tc.prev))
 			if tc.prevNotPrevious {
 				prev.Revision = 3
 			}
 			if tc.prevUnknown {
 				prev = nil
 			}
-			old := ptr(withFacts(st(5, operation.Accepted, "job_1"), tc.old))
-			got := faultsim.CheckWrite(5, prev, old, withFacts(st(6, operation.Accepted, "job_1"), tc.next))
+			old := ptr(withFacts(st(5, operation.PhaseAccepted, "job_1"), tc.old))
+			got := faultsim.CheckWrite(5, prev, old, withFacts(st(6, operation.PhaseAccepted, "job_1"), tc.next))
 			switch {
 			case tc.want == "" && len(got) > 0:
 				t.Fatalf("fresh write flagged: %v", got)
@@ -185,7 +185,7 @@ const (
 func delivered() faultsim.Final {
 	key := artifact.Key("op-1", "job_1", 0, "image/png")
 	return faultsim.Final{
-		Record: operation.Record{OperationID: "op-1", Revision: 9, Phase: operation.Delivered, RemoteJobID: "job_1",
+		Record: operation.Record{OperationID: "op-1", Revision: 9, Phase: operation.PhaseDelivered, RemoteJobID: "job_1",
 			Deliveries: []operation.Delivery{{Index: 0, Key: key, SizeBytes: 100, SHA256: sumA}}},
 		Jobs:               []genacesim.JobTruth{{ID: "job_1", OperationID: "op-1", State: genacesim.StateSucceeded, Credits: genacesim.Credits{Reserved: 10, Charged: 10}}},
 		Posts:              1,
@@ -199,7 +199,7 @@ func delivered() faultsim.Final {
 
 func failedWith(refund string, charged int64, settlement operation.Settlement) faultsim.Final {
 	return faultsim.Final{
-		Record: operation.Record{OperationID: "op-1", Revision: 6, Phase: operation.Failed, RemoteJobID: "job_1", Settlement: settlement},
+		Record: operation.Record{OperationID: "op-1", Revision: 6, Phase: operation.PhaseFailed, RemoteJobID: "job_1", Settlement: settlement},
 		Jobs: []genacesim.JobTruth{{ID: "job_1", OperationID: "op-1", State: genacesim.StateFailed,
 			Credits: genacesim.Credits{Reserved: 10, Charged: charged, RefundState: refund}}},
 		Posts: 1, Returned: []string{"job_1"}, RecordJobOperation: "op-1",
@@ -241,11 +241,11 @@ func TestCheckFinal(t *testing.T) {
 		{"an id named on the wire is lost", func() faultsim.Final {
 			// The client classified a drifted 202 as unknown and dropped
 			// the id; the operation waits for review without it.
-			return faultsim.Final{Record: operation.Record{OperationID: "op-1", Revision: 3, Phase: operation.Uncertain, Parked: parked},
+			return faultsim.Final{Record: operation.Record{OperationID: "op-1", Revision: 3, Phase: operation.PhaseUncertain, Parked: parked},
 				Jobs: []genacesim.JobTruth{{ID: "job_1", State: genacesim.StateRunning}}, Posts: 1, HandedOut: []string{"job_1"}, Reviews: 1}
 		}, []faultsim.Invariant{faultsim.InvJobID}},
 		{"an id named on the wire is kept in a review", func() faultsim.Final {
-			return faultsim.Final{Record: operation.Record{OperationID: "op-1", Revision: 3, Phase: operation.Uncertain, Parked: parked},
+			return faultsim.Final{Record: operation.Record{OperationID: "op-1", Revision: 3, Phase: operation.PhaseUncertain, Parked: parked},
 				Jobs: []genacesim.JobTruth{{ID: "job_1", State: genacesim.StateRunning}}, Posts: 1, HandedOut: []string{"job_1"},
 				ReviewJobIDs: []string{"job_1"}, Reviews: 1}
 		}, nil},
@@ -260,7 +260,7 @@ func TestCheckFinal(t *testing.T) {
 			return f
 		}, []faultsim.Invariant{faultsim.InvJobID}},
 		{"waits for review, nobody told", func() faultsim.Final {
-			return faultsim.Final{Record: operation.Record{OperationID: "op-1", Revision: 3, Phase: operation.Uncertain, Parked: parked}, Posts: 1}
+			return faultsim.Final{Record: operation.Record{OperationID: "op-1", Revision: 3, Phase: operation.PhaseUncertain, Parked: parked}, Posts: 1}
 		}, []faultsim.Invariant{faultsim.InvSettled}},
 		{"chain kept alive by the sweep", func() faultsim.Final {
 			f := delivered()
@@ -285,24 +285,24 @@ func TestCheckFinal(t *testing.T) {
 			return f
 		}, nil},
 		{"unreported job, operation uncertain", func() faultsim.Final {
-			return faultsim.Final{Record: operation.Record{OperationID: "op-1", Revision: 3, Phase: operation.Uncertain, Parked: parked},
+			return faultsim.Final{Record: operation.Record{OperationID: "op-1", Revision: 3, Phase: operation.PhaseUncertain, Parked: parked},
 				Jobs: []genacesim.JobTruth{{ID: "job_1", State: genacesim.StateSucceeded}}, Posts: 1, Reviews: 1}
 		}, nil},
 		{"unreported job, operation rejected", func() faultsim.Final {
-			return faultsim.Final{Record: operation.Record{OperationID: "op-1", Revision: 3, Phase: operation.Rejected},
+			return faultsim.Final{Record: operation.Record{OperationID: "op-1", Revision: 3, Phase: operation.PhaseRejected},
 				Jobs: []genacesim.JobTruth{{ID: "job_1", State: genacesim.StateSucceeded}}, Posts: 1}
 		}, []faultsim.Invariant{faultsim.InvJobID}},
 		{"stuck accepted", func() faultsim.Final {
 			f := delivered()
-			f.Record.Phase, f.Record.Deliveries = operation.Accepted, nil
+			f.Record.Phase, f.Record.Deliveries = operation.PhaseAccepted, nil
 			return f
 		}, []faultsim.Invariant{faultsim.InvSettled}},
 		{"stuck prepared", func() faultsim.Final {
-			return faultsim.Final{Record: operation.Record{OperationID: "op-1", Revision: 2, Phase: operation.Prepared}}
+			return faultsim.Final{Record: operation.Record{OperationID: "op-1", Revision: 2, Phase: operation.PhasePrepared}}
 		}, []faultsim.Invariant{faultsim.InvSettled}},
 		{"stalled waits for review", func() faultsim.Final {
 			f := delivered()
-			f.Record.Phase, f.Record.Deliveries, f.Record.Parked = operation.Stalled, nil, parked
+			f.Record.Phase, f.Record.Deliveries, f.Record.Parked = operation.PhaseStalled, nil, parked
 			f.Reviews = 1
 			return f
 		}, nil},
@@ -393,7 +393,7 @@ func TestDeadWorkerEndsChain(t *testing.T) {
 			if ends {
 				stops++
 			}
-			f := faultsim.Final{Record: operation.Record{OperationID: "op-1", Revision: 7, Phase: operation.Delivered}, SweepRearms: 1, SweepBound: faultsim.SweepBound(stops)}
+			f := faultsim.Final{Record: operation.Record{OperationID: "op-1", Revision: 7, Phase: operation.PhaseDelivered}, SweepRearms: 1, SweepBound: faultsim.SweepBound(stops)}
 			var chain int
 			for _, v := range faultsim.CheckFinal(f) {
 				if v.Invariant == faultsim.InvChain {

@@ -166,7 +166,7 @@ func reachesEveryPath(t *testing.T, res *faultsim.Result) {
 			t.Errorf("the default run had no %s", name)
 		}
 	}
-	for _, p := range []operation.Phase{operation.Delivered, operation.Failed, operation.Rejected, operation.Superseded, operation.Uncertain} {
+	for _, p := range []operation.Phase{operation.PhaseDelivered, operation.PhaseFailed, operation.PhaseRejected, operation.PhaseSuperseded, operation.PhaseUncertain} {
 		if res.Phases[p] == 0 {
 			t.Errorf("no operation of the default run ended %s", p)
 		}
@@ -252,8 +252,8 @@ type hideSubmitting struct{ store.Store }
 
 func (s hideSubmitting) Get(ctx context.Context, id string) (operation.Record, error) {
 	rec, err := s.Store.Get(ctx, id)
-	if err == nil && rec.Phase == operation.Submitting {
-		rec.Phase, rec.Claim = operation.Prepared, nil
+	if err == nil && rec.Phase == operation.PhaseSubmitting {
+		rec.Phase, rec.Claim = operation.PhasePrepared, nil
 	}
 	return rec, err
 }
@@ -306,7 +306,7 @@ func (c dropFailedJobID) Submit(ctx context.Context, req genace.SubmitRequest, t
 type staleFollowUps struct{ schedule.QueueSender }
 
 func (q staleFollowUps) Send(ctx context.Context, queueURL string, body []byte, delay time.Duration) (string, error) {
-	if env, err := message.Decode(body); err == nil && env.Action == message.ObserveGeneration && env.Attempt > 1 {
+	if env, err := message.Decode(body); err == nil && env.Action == message.ActionObserveGeneration && env.Attempt > 1 {
 		env.ExpectedRevision--
 		if b, err := env.Encode(); err == nil {
 			body = b
@@ -370,7 +370,7 @@ type claimLooksOwn struct{ faultsim.Records }
 
 func (s claimLooksOwn) Get(ctx context.Context, id string) (operation.Record, error) {
 	rec, err := s.Records.Get(ctx, id)
-	if err == nil && rec.Phase == operation.Submitting && rec.Claim != nil {
+	if err == nil && rec.Phase == operation.PhaseSubmitting && rec.Claim != nil {
 		if m, ok := faultsim.MessageOf(ctx, id); ok {
 			rec.Claim.MessageID, rec.LastAppliedMessageID = m.MessageId, m.MessageId
 		}
@@ -395,7 +395,7 @@ type actsAgain struct{ faultsim.Records }
 func (s actsAgain) Get(ctx context.Context, id string) (operation.Record, error) {
 	rec, err := s.Records.Get(ctx, id)
 	if m, ok := faultsim.MessageOf(ctx, id); ok && err == nil && rec.LastAppliedMessageID == m.MessageId {
-		if env, derr := message.Decode([]byte(m.Body)); derr == nil && env.Action == message.ObserveGeneration && rec.Revision > env.ExpectedRevision {
+		if env, derr := message.Decode([]byte(m.Body)); derr == nil && env.Action == message.ActionObserveGeneration && rec.Revision > env.ExpectedRevision {
 			rec.Revision = env.ExpectedRevision
 		}
 	}

@@ -129,7 +129,7 @@ func (w *world) operate(op, when string) {
 		req := replay.Request{OperationID: op, Action: operation.Recommend(&rec).Action, Operator: operatorName}
 		informed := false
 		if req.Action == operation.ActionReconcile {
-			if rec.Phase != operation.Uncertain {
+			if rec.Phase != operation.PhaseUncertain {
 				return // a claim may still be mid-POST: the plan says wait
 			}
 			jobs := w.sim.JobsForOperation(op)

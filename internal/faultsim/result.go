@@ -155,7 +155,7 @@ func (w *world) result() (*Result, error) {
 func (w *world) readOutputs(ctx context.Context, finals []Final) error {
 	var todo []int
 	for i := range finals {
-		if finals[i].Record.Phase == operation.Delivered && finals[i].Record.RemoteJobID != "" {
+		if finals[i].Record.Phase == operation.PhaseDelivered && finals[i].Record.RemoteJobID != "" {
 			todo = append(todo, i)
 		}
 	}

@@ -280,9 +280,9 @@ func (w *world) wireUp() error {
 	}
 	disp, err := schedule.NewDispatcher(schedule.Config{
 		Queues: map[message.Action]schedule.Target{
-			message.SubmitGeneration:  {URL: w.urls[qDispatch]},
-			message.ObserveGeneration: {URL: w.urls[qObserve]},
-			message.DeliverArtifacts:  {URL: w.urls[qDeliver]},
+			message.ActionSubmitGeneration:  {URL: w.urls[qDispatch]},
+			message.ActionObserveGeneration: {URL: w.urls[qObserve]},
+			message.ActionDeliverArtifacts:  {URL: w.urls[qDeliver]},
 		},
 		MaxQueueDelay: 365 * 24 * time.Hour, // the embedded queue takes any delay
 	}, queue, nil, w.clk)
@@ -551,12 +551,12 @@ func (w *world) create(op *opSpec) error {
 	ctx := withWriter(context.Background(), "app")
 	input, _ := json.Marshal(map[string]any{"prompt": "faultsim render " + op.id, "size": "1024x1024"})
 	rec := operation.Record{
-		OperationID: op.id, SpecRevision: 1, Phase: operation.Prepared, UserID: "user-" + op.id[len(op.id)-2:], Model: op.model,
+		OperationID: op.id, SpecRevision: 1, Phase: operation.PhasePrepared, UserID: "user-" + op.id[len(op.id)-2:], Model: op.model,
 		Input: input, Authorized: true, AuthorizedSpecRevision: 1, BudgetCredits: 3 * op.price, EstimatedCredits: op.price,
 		Timestamps: operation.Timestamps{Created: now, Updated: now},
 	}
 	if !w.cfg.UnrecordedDispatch {
-		rec.Schedule = &operation.NextAction{Action: string(message.SubmitGeneration), Due: now}
+		rec.Schedule = &operation.NextAction{Action: string(message.ActionSubmitGeneration), Due: now}
 	}
 	saved, err := w.rec.Create(ctx, rec)
 	if err != nil {
@@ -566,7 +566,7 @@ func (w *world) create(op *opSpec) error {
 }
 
 func (w *world) dispatch(ctx context.Context, rec operation.Record) error {
-	env := message.Envelope{Action: message.SubmitGeneration, OperationID: rec.OperationID, ExpectedRevision: rec.Revision}
+	env := message.Envelope{Action: message.ActionSubmitGeneration, OperationID: rec.OperationID, ExpectedRevision: rec.Revision}
 	if _, err := w.disp.Send(ctx, env, 0); err != nil {
 		return fmt.Errorf("faultsim: dispatch %s: %w", rec.OperationID, err)
 	}
@@ -580,7 +580,7 @@ func (w *world) changeSpec(op *opSpec) error {
 	ctx := withWriter(context.Background(), "user")
 	for range 3 {
 		rec, err := w.rec.Get(ctx, op.id)
-		if err != nil || rec.Phase != operation.Prepared || rec.RemoteJobID != "" {
+		if err != nil || rec.Phase != operation.PhasePrepared || rec.RemoteJobID != "" {
 			return nil
 		}
 		next, err := operation.ChangeSpec(rec, w.clk.Now())
@@ -607,7 +607,7 @@ func (w *world) supersede(op *opSpec) error {
 	ctx := withWriter(context.Background(), "user")
 	for range 3 {
 		rec, err := w.rec.Get(ctx, op.id)
-		if err != nil || rec.Phase != operation.Accepted {
+		if err != nil || rec.Phase != operation.PhaseAccepted {
 			return nil
 		}
 		next, err := operation.Supersede(rec, w.clk.Now())

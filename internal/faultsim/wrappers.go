@@ -384,7 +384,7 @@ func (s *faultStore) Update(ctx context.Context, rec operation.Record, expected 
 	saved, err := s.recorder.Update(ctx, rec, expected)
 	if err == nil {
 		s.w.crashAfterClaim(ctx, saved)
-		s.w.maybeCrashHolding(ctx, CrashAfterWrite, rec.OperationID, saved.Phase == operation.Submitting)
+		s.w.maybeCrashHolding(ctx, CrashAfterWrite, rec.OperationID, saved.Phase == operation.PhaseSubmitting)
 	}
 	return saved, err
 }
@@ -400,7 +400,7 @@ const deployedVisibility = 6 * submitTimeout
 // older than its timeout before the redelivery comes.
 func (w *world) crashAfterClaim(ctx context.Context, saved operation.Record) {
 	inv := invOf(ctx)
-	if inv == nil || inv.fn != "submit" || saved.Phase != operation.Submitting || saved.Claim == nil {
+	if inv == nil || inv.fn != "submit" || saved.Phase != operation.PhaseSubmitting || saved.Claim == nil {
 		return
 	}
 	i := w.handling(inv, saved.OperationID)
@@ -634,7 +634,7 @@ func (r *recorder) observe(ctx context.Context, expected int64, saved operation.
 	}
 	r.writes++
 	switch byOperator := writerOf(ctx) == "operator"; {
-	case next.Phase == operation.Uncertain && (!had || old.Phase != operation.Uncertain):
+	case next.Phase == operation.PhaseUncertain && (!had || old.Phase != operation.PhaseUncertain):
 		r.w.madeUncertain++ // an operator is asked to reconcile
 		r.w.leftUncertain[id]++
 		delete(r.closedFirst, id)
@@ -642,11 +642,11 @@ func (r *recorder) observe(ctx context.Context, expected int64, saved operation.
 		if saved.Claim != nil {
 			r.claimOf[id] = saved.Claim.MessageID
 		}
-	case had && old.Phase == operation.Uncertain && next.Phase != operation.Uncertain && !byOperator:
+	case had && old.Phase == operation.PhaseUncertain && next.Phase != operation.PhaseUncertain && !byOperator:
 		r.w.resolvedUncertain++ // late evidence answered before any operator had to
 		r.w.leftUncertain[id]--
 		delete(r.claimOf, id)
-	case had && old.Phase == operation.Uncertain && next.Phase != operation.Uncertain:
+	case had && old.Phase == operation.PhaseUncertain && next.Phase != operation.PhaseUncertain:
 		if EvidenceAfterOperator(r.claimOf[id], r.answered[id]) {
 			// The claimant held its answer; the operator wrote first.
 			r.w.resolvedUncertain++
@@ -662,7 +662,7 @@ func (r *recorder) observe(ctx context.Context, expected int64, saved operation.
 		delete(r.answered, id)
 	}
 	if writerOf(ctx) == "sweep" {
-		if next.Phase == operation.Uncertain {
+		if next.Phase == operation.PhaseUncertain {
 			r.w.sweepClaims++
 		} else {
 			r.w.sweepRearmed++

@@ -44,7 +44,7 @@ func Of(rec *operation.Record, attempt int, now time.Time) (message.Envelope, ti
 		Action: message.Action(rec.Schedule.Action), OperationID: rec.OperationID,
 		ExpectedRevision: rec.Revision, Attempt: attempt,
 	}
-	if env.Action != message.SubmitGeneration {
+	if env.Action != message.ActionSubmitGeneration {
 		env.ExpectedRemoteJobID = rec.RemoteJobID
 	}
 	return env, max(0, rec.Schedule.Due.Sub(now)), true
@@ -52,7 +52,7 @@ func Of(rec *operation.Record, attempt int, now time.Time) (message.Envelope, ti
 
 // NeedsReview reports whether automation has stopped driving the record.
 func NeedsReview(rec *operation.Record) bool {
-	return rec.Parked != nil || rec.Phase == operation.Uncertain || rec.Phase == operation.Stalled
+	return rec.Parked != nil || rec.Phase == operation.PhaseUncertain || rec.Phase == operation.PhaseStalled
 }
 
 // Resolves says whether rec, as written, settles what the open review r

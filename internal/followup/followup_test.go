@@ -44,7 +44,7 @@ const (
 func at(p operation.Phase, jobID string, observations int) func(*operation.Record) {
 	return func(r *operation.Record) {
 		r.Phase, r.RemoteJobID, r.Counters.Observations = p, jobID, observations
-		if p == operation.Uncertain {
+		if p == operation.PhaseUncertain {
 			r.Parked = &operation.ParkedState{Reason: "post_outcome_unknown", At: pipelinetest.Start}
 		}
 	}
@@ -78,8 +78,8 @@ func TestEmitClosesTheReviewsAWriteResolved(t *testing.T) {
 		reads, opens bool
 	}{{
 		name:   "uncertain POST answered late: accepted",
-		before: at(operation.Uncertain, "", 0),
-		after:  func(r *operation.Record) { at(operation.Accepted, job, 0)(r); r.Parked = nil },
+		before: at(operation.PhaseUncertain, "", 0),
+		after:  func(r *operation.Record) { at(operation.PhaseAccepted, job, 0)(r); r.Parked = nil },
 		reviews: []planted{
 			{id: "op:{op}:r{rev}", recommended: operation.ActionReconcile, closed: "resolved: job " + job + " is on the record (operation accepted at revision"},
 			{id: "dlq:dispatch-copy", recommended: operation.ActionReconcile, closed: "resolved: job " + job},
@@ -88,8 +88,8 @@ func TestEmitClosesTheReviewsAWriteResolved(t *testing.T) {
 		reads: true,
 	}, {
 		name:   "job id kept only in a review, attached later",
-		before: at(operation.Submitting, "", 0),
-		after:  at(operation.Accepted, job, 0),
+		before: at(operation.PhaseSubmitting, "", 0),
+		after:  at(operation.PhaseAccepted, job, 0),
 		reviews: []planted{
 			{id: "job:" + job, recommended: operation.ActionReconcile, jobID: job, closed: "resolved: job " + job + " is on the record"},
 			{id: "job:" + other, recommended: operation.ActionReconcile, jobID: other},
@@ -97,16 +97,16 @@ func TestEmitClosesTheReviewsAWriteResolved(t *testing.T) {
 		reads: true,
 	}, {
 		name:   "a dropped dispatch, re-authorized and accepted",
-		before: at(operation.Prepared, "", 0),
-		after:  at(operation.Accepted, job, 0),
+		before: at(operation.PhasePrepared, "", 0),
+		after:  at(operation.PhaseAccepted, job, 0),
 		reviews: []planted{
 			{id: "dispatch:{op}:r{rev}", recommended: operation.ActionDispatch, closed: "resolved: job " + job},
 		},
 		reads: true,
 	}, {
 		name:   "delivered: every review about this job closes",
-		before: at(operation.Succeeded, job, 4),
-		after:  at(operation.Delivered, job, 4),
+		before: at(operation.PhaseSucceeded, job, 4),
+		after:  at(operation.PhaseDelivered, job, 4),
 		reviews: []planted{
 			{id: "dlq:observe-msg", recommended: operation.ActionObserve, jobID: job, closed: "resolved: operation delivered at revision"},
 			{id: "op:{op}:r{rev}", recommended: operation.ActionDeliver, closed: "resolved: operation delivered"},
@@ -115,9 +115,9 @@ func TestEmitClosesTheReviewsAWriteResolved(t *testing.T) {
 		reads: true,
 	}, {
 		name:   "rejected after uncertain: terminal, no new review",
-		before: at(operation.Uncertain, "", 0),
+		before: at(operation.PhaseUncertain, "", 0),
 		after: func(r *operation.Record) {
-			at(operation.Rejected, "", 0)(r)
+			at(operation.PhaseRejected, "", 0)(r)
 			r.Parked = &operation.ParkedState{Reason: "post_outcome_unknown"}
 		},
 		reviews: []planted{
@@ -126,23 +126,23 @@ func TestEmitClosesTheReviewsAWriteResolved(t *testing.T) {
 		reads: true,
 	}, {
 		name:   "just accepted: an observation review is not settled by a job id",
-		before: at(operation.Submitting, "", 0),
-		after:  at(operation.Accepted, job, 0),
+		before: at(operation.PhaseSubmitting, "", 0),
+		after:  at(operation.PhaseAccepted, job, 0),
 		reviews: []planted{
 			{id: "dlq:observe-msg", recommended: operation.ActionObserve, jobID: job},
 		},
 		reads: true,
 	}, {
 		name:   "ordinary observation: nothing read, nothing closed",
-		before: at(operation.Accepted, job, 3),
-		after:  at(operation.Accepted, job, 4),
+		before: at(operation.PhaseAccepted, job, 3),
+		after:  at(operation.PhaseAccepted, job, 4),
 		reviews: []planted{
 			{id: "dlq:dispatch-copy", recommended: operation.ActionReconcile},
 		},
 	}, {
 		name:   "still uncertain with the job id attached: nothing settled",
-		before: at(operation.Submitting, "", 0),
-		after:  at(operation.Uncertain, job, 0),
+		before: at(operation.PhaseSubmitting, "", 0),
+		after:  at(operation.PhaseUncertain, job, 0),
 		reviews: []planted{
 			{id: "dlq:dispatch-copy", recommended: operation.ActionReconcile},
 		},
@@ -172,7 +172,7 @@ func TestEmitClosesTheReviewsAWriteResolved(t *testing.T) {
 				next := rec.Clone()
 				tc.after(&next)
 				if next.Active() {
-					next.Schedule = &operation.NextAction{Action: string(message.ObserveGeneration), Due: clk.Now()}
+					next.Schedule = &operation.NextAction{Action: string(message.ActionObserveGeneration), Due: clk.Now()}
 				}
 				saved, err := st.Update(ctx, next, rec.Revision)
 				if err != nil {

@@ -39,7 +39,7 @@ func BenchmarkGet(b *testing.B) {
 	b.ResetTimer()
 	for b.Loop() {
 		j, err := e.client.Get(ctx, res.JobID, 0, 5*time.Second)
-		if err != nil || j.State != genace.StateSucceeded {
+		if err != nil || j.State != genace.RemoteSucceeded {
 			b.Fatal(err)
 		}
 	}

@@ -109,7 +109,7 @@ func TestSubmitOutcomes(t *testing.T) {
 				if res.Job == nil || res.JobID != ids[0] || res.Job.ID != ids[0] {
 					t.Fatalf("job %+v id %q, want %q", res.Job, res.JobID, ids[0])
 				}
-				if res.Job.State != genace.StateQueued || res.Job.Credits.Reserved != 12 || res.Job.Metadata["operation_id"] != "op-1" {
+				if res.Job.State != genace.RemoteQueued || res.Job.Credits.Reserved != 12 || res.Job.Metadata["operation_id"] != "op-1" {
 					t.Errorf("accepted job = %+v", res.Job)
 				}
 			case genace.OutcomeSubmissionFailed:
@@ -237,7 +237,7 @@ func TestLongPollReturnsEarlyOnStateChange(t *testing.T) {
 		if g.err != nil {
 			t.Fatal(g.err)
 		}
-		if g.j.State != genace.StateRunning || g.j.StartedAt == nil || !g.j.StartedAt.Equal(t0.Add(5*time.Second)) {
+		if g.j.State != genace.RemoteRunning || g.j.StartedAt == nil || !g.j.StartedAt.Equal(t0.Add(5*time.Second)) {
 			t.Fatalf("job = %+v", g.j)
 		}
 	case <-time.After(5 * time.Second):
@@ -270,7 +270,7 @@ func TestLongPollReturnsAtWaitLimit(t *testing.T) {
 	e.clk.Advance(time.Second)
 	select {
 	case j := <-ch:
-		if j == nil || j.State != genace.StateQueued {
+		if j == nil || j.State != genace.RemoteQueued {
 			t.Fatalf("job = %+v", j)
 		}
 	case <-time.After(5 * time.Second):
@@ -290,7 +290,7 @@ func TestLongPollRealClock(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if el := time.Since(start); el < 900*time.Millisecond || j.State != genace.StateQueued {
+	if el := time.Since(start); el < 900*time.Millisecond || j.State != genace.RemoteQueued {
 		t.Fatalf("returned after %s with %s", el, j.State)
 	}
 	// wait=0 answers at once.
@@ -318,7 +318,7 @@ func TestLongPollWokenByReconcile(t *testing.T) {
 	}
 	select {
 	case j := <-ch:
-		if j == nil || j.State != genace.StateFailed || j.Error == nil || j.Error.Code != "reconciled" {
+		if j == nil || j.State != genace.RemoteFailed || j.Error == nil || j.Error.Code != "reconciled" {
 			t.Fatalf("job = %+v", j)
 		}
 	case <-time.After(5 * time.Second):
@@ -339,7 +339,7 @@ func TestSubmissionFailureRefundAdvancesOnlyOnGet(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if j.State != genace.StateFailed || !j.SubmissionFailure || j.Credits.RefundState != genace.RefundPending ||
+	if j.State != genace.RemoteFailed || !j.SubmissionFailure || j.Credits.RefundState != genace.RefundPending ||
 		j.Credits.Reserved != 12 || j.Credits.Charged != 12 || j.Credits.Refunded != 0 {
 		t.Fatalf("before settle: %+v", j)
 	}
@@ -394,7 +394,7 @@ func TestRenderFailureRefundsAutomatically(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if j.State != genace.StateFailed || j.SubmissionFailure || j.Credits.Charged != 7 || j.Credits.RefundState != genace.RefundPending {
+	if j.State != genace.RemoteFailed || j.SubmissionFailure || j.Credits.Charged != 7 || j.Credits.RefundState != genace.RefundPending {
 		t.Fatalf("at failure: %+v", j)
 	}
 	e.clk.Advance(2 * time.Second)
@@ -430,20 +430,20 @@ func TestReconcileJobsAdminEndpoint(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if j.State != genace.StateFailed || j.Error == nil || j.Error.Code != "reconciled" ||
+	if j.State != genace.RemoteFailed || j.Error == nil || j.Error.Code != "reconciled" ||
 		j.Credits.Charged != 12 || j.Credits.RefundState != genace.RefundNone || j.Credits.Refunded != 0 {
 		t.Fatalf("reconciled job: %+v %+v", j, j.Credits)
 	}
 	e.clk.Advance(24 * time.Hour) // no refund, ever
 	j, _ = e.client.Get(ctx, stuck.JobID, 0, time.Second)
-	if j.State != genace.StateFailed || j.Credits.RefundState != genace.RefundNone {
+	if j.State != genace.RemoteFailed || j.Credits.RefundState != genace.RefundNone {
 		t.Fatalf("a day later: %+v", j.Credits)
 	}
 	if truth, _ := e.sim.Job(stuck.JobID); !truth.Reconciled {
 		t.Error("truth not marked reconciled")
 	}
 	// The untouched job went on to succeed.
-	if j, _ := e.client.Get(ctx, done.JobID, 0, time.Second); j.State != genace.StateSucceeded {
+	if j, _ := e.client.Get(ctx, done.JobID, 0, time.Second); j.State != genace.RemoteSucceeded {
 		t.Errorf("other job: %s", j.State)
 	}
 }

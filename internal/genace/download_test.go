@@ -33,7 +33,7 @@ func succeededJob(t *testing.T, e *env) *genace.Job {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if j.State != genace.StateSucceeded || len(j.Outputs) != 2 {
+	if j.State != genace.RemoteSucceeded || len(j.Outputs) != 2 {
 		t.Fatalf("job = %+v", j)
 	}
 	return j

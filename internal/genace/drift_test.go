@@ -250,7 +250,7 @@ func TestJobIDOneDefinition(t *testing.T) {
 			if res.Outcome != genace.OutcomeAccepted || res.JobID != tc.id {
 				t.Fatalf("outcome %s job %q (err %v)", res.Outcome, res.JobID, res.Err)
 			}
-			next := message.Envelope{Action: message.ObserveGeneration, OperationID: "op-d", ExpectedRevision: 3, ExpectedRemoteJobID: res.JobID, Attempt: 1}
+			next := message.Envelope{Action: message.ActionObserveGeneration, OperationID: "op-d", ExpectedRevision: 3, ExpectedRemoteJobID: res.JobID, Attempt: 1}
 			if _, err := next.Encode(); err != nil {
 				t.Fatalf("the follow-up for job %q cannot be encoded: %v", res.JobID, err)
 			}

@@ -76,7 +76,7 @@ func TestDecodeJobValid(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if j.ID != "job_01J" || j.State != StateSucceeded || len(j.Outputs) != 1 || j.Credits.Charged != 12 ||
+	if j.ID != "job_01J" || j.State != RemoteSucceeded || len(j.Outputs) != 1 || j.Credits.Charged != 12 ||
 		j.Metadata["operation_id"] != "op-42" || j.StartedAt == nil || j.Outputs[0].SizeBytes != 10 {
 		t.Fatalf("%+v", j)
 	}

@@ -25,23 +25,23 @@ type RemoteState string
 // an unknown state means could mark an unfinished (or still charging) job
 // as done.
 const (
-	// StateQueued: accepted, waiting for render capacity.
-	StateQueued RemoteState = "queued"
-	// StateRunning: rendering now.
-	StateRunning RemoteState = "running"
-	// StateSucceeded: terminal; outputs are available via signed URLs.
-	StateSucceeded RemoteState = "succeeded"
-	// StateFailed: terminal; check Credits.RefundState before treating the
+	// RemoteQueued: accepted, waiting for render capacity.
+	RemoteQueued RemoteState = "queued"
+	// RemoteRunning: rendering now.
+	RemoteRunning RemoteState = "running"
+	// RemoteSucceeded: terminal; outputs are available via signed URLs.
+	RemoteSucceeded RemoteState = "succeeded"
+	// RemoteFailed: terminal; check Credits.RefundState before treating the
 	// money side as finished.
-	StateFailed RemoteState = "failed"
-	// StateCanceled: terminal; canceled on Genace's side.
-	StateCanceled RemoteState = "canceled"
+	RemoteFailed RemoteState = "failed"
+	// RemoteCanceled: terminal; canceled on Genace's side.
+	RemoteCanceled RemoteState = "canceled"
 )
 
 // Valid reports whether s is one of Genace's documented states.
 func (s RemoteState) Valid() bool {
 	switch s {
-	case StateQueued, StateRunning, StateSucceeded, StateFailed, StateCanceled:
+	case RemoteQueued, RemoteRunning, RemoteSucceeded, RemoteFailed, RemoteCanceled:
 		return true
 	}
 	return false
@@ -51,7 +51,7 @@ func (s RemoteState) Valid() bool {
 // state does not end the caller's work: outputs still need copying and a
 // failed job's refund still needs to settle.
 func (s RemoteState) IsTerminal() bool {
-	return s == StateSucceeded || s == StateFailed || s == StateCanceled
+	return s == RemoteSucceeded || s == RemoteFailed || s == RemoteCanceled
 }
 
 // RefundState is the compensation progress of a job's credits.

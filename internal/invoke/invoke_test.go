@@ -226,13 +226,13 @@ func TestFunctionsFromTheTemplate(t *testing.T) {
 }
 
 func TestWriteText(t *testing.T) {
-	env := message.Envelope{Action: message.ObserveGeneration, OperationID: "op-sample-1", ExpectedRevision: 3, ExpectedRemoteJobID: "job_1", Attempt: 1}
+	env := message.Envelope{Action: message.ActionObserveGeneration, OperationID: "op-sample-1", ExpectedRevision: 3, ExpectedRemoteJobID: "job_1", Attempt: 1}
 	r := &Result{
 		Function: "submit", Status: 200, Response: json.RawMessage(`{"batchItemFailures":[]}`), DurationMS: 12,
 		Log: []string{"START RequestId: x", "END RequestId: x"},
 		Operations: []OperationChange{
-			{ID: "op-sample-1", Before: &OperationState{Phase: operation.Prepared, Revision: 1},
-				After: &OperationState{Phase: operation.Accepted, Revision: 3, RemoteJobID: "job_1", NextAction: "observe_generation"}},
+			{ID: "op-sample-1", Before: &OperationState{Phase: operation.PhasePrepared, Revision: 1},
+				After: &OperationState{Phase: operation.PhaseAccepted, Revision: 3, RemoteJobID: "job_1", NextAction: "observe_generation"}},
 			{ID: "op-x", Before: nil, After: nil},
 		},
 		Queues: []QueueContents{

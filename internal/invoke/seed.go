@@ -71,7 +71,7 @@ const seedOwner = "genjobs-invoke"
 // shape internal/pipelinetest.Prepared gives the tests).
 func prepared(id string, now time.Time) operation.Record {
 	return operation.Record{
-		OperationID: id, SpecRevision: 1, Phase: operation.Prepared, UserID: "user-1", Model: "flux-pro-2",
+		OperationID: id, SpecRevision: 1, Phase: operation.PhasePrepared, UserID: "user-1", Model: "flux-pro-2",
 		Input:      json.RawMessage(`{"prompt":"a lighthouse at dusk","size":"1024x1024"}`),
 		Authorized: true, AuthorizedSpecRevision: 1, BudgetCredits: 50, EstimatedCredits: samplePrice,
 		Timestamps: operation.Timestamps{Created: now, Updated: now},
@@ -128,7 +128,7 @@ func accepted(ctx context.Context, st *Stack, id string, at time.Time) (operatio
 	if err != nil {
 		return rec, nil, err
 	}
-	next.Schedule = &operation.NextAction{Action: string(message.ObserveGeneration), Due: at}
+	next.Schedule = &operation.NextAction{Action: string(message.ActionObserveGeneration), Due: at}
 	rec, err = st.Store.Update(ctx, next, rec.Revision)
 	return rec, res.Job, err
 }
@@ -158,7 +158,7 @@ func seedSucceeded(ctx context.Context, st *Stack, s Sample, now time.Time) (ope
 	if follow != operation.FollowObserve {
 		return rec, fmt.Errorf("observing %s running: %s, want another observation", s.ID, follow)
 	}
-	next.Schedule = &operation.NextAction{Action: string(message.ObserveGeneration), Due: first}
+	next.Schedule = &operation.NextAction{Action: string(message.ActionObserveGeneration), Due: first}
 	if rec, err = st.Store.Update(ctx, next, rec.Revision); err != nil {
 		return rec, err
 	}
@@ -170,7 +170,7 @@ func seedSucceeded(ctx context.Context, st *Stack, s Sample, now time.Time) (ope
 	if follow != operation.FollowDeliver || len(snap.Outputs) == 0 {
 		return rec, fmt.Errorf("the simulator's job %s is %s with %d outputs, not succeeded with outputs", rec.RemoteJobID, snap.State, len(snap.Outputs))
 	}
-	next.Schedule = &operation.NextAction{Action: string(message.DeliverArtifacts), Due: now}
+	next.Schedule = &operation.NextAction{Action: string(message.ActionDeliverArtifacts), Due: now}
 	return st.Store.Update(ctx, next, rec.Revision)
 }
 

@@ -30,9 +30,9 @@ var scheduled = map[string]bool{"sweep.json": true}
 
 // queueFor is the queue each action is consumed from.
 var queueFor = map[message.Action]string{
-	message.SubmitGeneration:  "genjobs-dispatch",
-	message.ObserveGeneration: "genjobs-observe",
-	message.DeliverArtifacts:  "genjobs-deliver",
+	message.ActionSubmitGeneration:  "genjobs-dispatch",
+	message.ActionObserveGeneration: "genjobs-observe",
+	message.ActionDeliverArtifacts:  "genjobs-deliver",
 }
 
 // TestSampleEvents keeps events/ what Lambda's SQS event source mapping

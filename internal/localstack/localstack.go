@@ -241,9 +241,9 @@ func (s *stack) wire(g *genace.Client) error {
 	}
 	disp, err := schedule.NewDispatcher(schedule.Config{
 		Queues: map[message.Action]schedule.Target{
-			message.SubmitGeneration:  {URL: s.urls[QueueDispatch]},
-			message.ObserveGeneration: {URL: s.urls[QueueObserve]},
-			message.DeliverArtifacts:  {URL: s.urls[QueueDeliver]},
+			message.ActionSubmitGeneration:  {URL: s.urls[QueueDispatch]},
+			message.ActionObserveGeneration: {URL: s.urls[QueueObserve]},
+			message.ActionDeliverArtifacts:  {URL: s.urls[QueueDeliver]},
 		},
 		// The embedded queue takes any delay, so no Scheduler is needed.
 		MaxQueueDelay: 365 * 24 * time.Hour,
@@ -284,12 +284,12 @@ func (s *stack) seed(ctx context.Context) error {
 	now := s.clk.Now()
 	for _, it := range s.cfg.Workload {
 		rec := operation.Record{
-			OperationID: it.OperationID, SpecRevision: 1, Phase: operation.Prepared, UserID: it.UserID, Model: it.Model,
+			OperationID: it.OperationID, SpecRevision: 1, Phase: operation.PhasePrepared, UserID: it.UserID, Model: it.Model,
 			Input: it.Input, Authorized: true, AuthorizedSpecRevision: 1, BudgetCredits: it.BudgetCredits,
 			EstimatedCredits: s.cfg.Prices[it.Model], Timestamps: operation.Timestamps{Created: now, Updated: now},
 			// The dispatch this run owes is recorded with the record, so the
 			// sweep re-sends it if the message is lost or goes stale.
-			Schedule: &operation.NextAction{Action: string(message.SubmitGeneration), Due: now},
+			Schedule: &operation.NextAction{Action: string(message.ActionSubmitGeneration), Due: now},
 		}
 		if s.cfg.Sim != nil {
 			switch it.Scenario {
@@ -303,7 +303,7 @@ func (s *stack) seed(ctx context.Context) error {
 		if err != nil {
 			return fmt.Errorf("local: create %s: %w", it.OperationID, err)
 		}
-		body, err := message.Envelope{Action: message.SubmitGeneration, OperationID: saved.OperationID, ExpectedRevision: saved.Revision}.Encode()
+		body, err := message.Envelope{Action: message.ActionSubmitGeneration, OperationID: saved.OperationID, ExpectedRevision: saved.Revision}.Encode()
 		if err != nil {
 			return err
 		}

@@ -48,12 +48,12 @@ func TestDemoEndToEnd(t *testing.T) {
 		settlement operation.Settlement
 		review     operation.Action
 	}{
-		workload.ScenarioSuccess:          {operation.Delivered, "", ""},
-		workload.ScenarioSlow:             {operation.Delivered, "", ""},
-		workload.ScenarioRenderFailure:    {operation.Failed, operation.SettlementSettled, ""},
-		workload.ScenarioSubmissionFailed: {operation.Failed, operation.SettlementSettled, ""},
-		workload.ScenarioLostResponse:     {operation.Uncertain, "", operation.ActionReconcile},
-		workload.ScenarioReconcileFail:    {operation.Failed, operation.SettlementUnresolved, operation.ActionInspectAccounting},
+		workload.ScenarioSuccess:          {operation.PhaseDelivered, "", ""},
+		workload.ScenarioSlow:             {operation.PhaseDelivered, "", ""},
+		workload.ScenarioRenderFailure:    {operation.PhaseFailed, operation.SettlementSettled, ""},
+		workload.ScenarioSubmissionFailed: {operation.PhaseFailed, operation.SettlementSettled, ""},
+		workload.ScenarioLostResponse:     {operation.PhaseUncertain, "", operation.ActionReconcile},
+		workload.ScenarioReconcileFail:    {operation.PhaseFailed, operation.SettlementUnresolved, operation.ActionInspectAccounting},
 	}
 	for _, op := range rep.Operations {
 		w := want[workload.Scenario(op.Scenario)]
@@ -71,7 +71,7 @@ func TestDemoEndToEnd(t *testing.T) {
 		if op.Scenario != string(workload.ScenarioLostResponse) && (len(jobs) != 1 || jobs[0] != op.RemoteJobID) {
 			t.Errorf("%s: record holds %q, Genace made %v", op.OperationID, op.RemoteJobID, jobs)
 		}
-		if op.Phase == operation.Delivered {
+		if op.Phase == operation.PhaseDelivered {
 			truth, _ := sim.Job(op.RemoteJobID)
 			if truth.State != "succeeded" || len(op.Artifacts) == 0 {
 				t.Errorf("%s: delivered %d artifacts of a %s job", op.OperationID, len(op.Artifacts), truth.State)

@@ -103,7 +103,7 @@ func (r *Report) WriteSummary(w io.Writer) {
 		r.Totals.Posts, r.Totals.GenaceJobs, r.Totals.Gets, r.Totals.Downloads, r.Totals.Invocations["submit"], r.Totals.Invocations["observe"],
 		r.Totals.Invocations["deliver"], r.Totals.Invocations["triage"], r.Totals.DLQDepth)
 	for _, op := range r.Operations {
-		if op.Phase == operation.Uncertain && len(op.GenaceJobs) > 0 {
+		if op.Phase == operation.PhaseUncertain && len(op.GenaceJobs) > 0 {
 			// The simulator exits with the run, so replay cannot look the
 			// job up on it: the attach has to be forced, with a reason.
 			fmt.Fprintf(w, "%s is uncertain; the simulator showed Genace created %s for it: genjobs replay %s --action reconcile --operator NAME --job-id %s --force-unverified --reason \"listed by the local run's report\"\n",

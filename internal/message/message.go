@@ -17,13 +17,13 @@ type Action string
 
 // The actions, one per consuming function.
 const (
-	SubmitGeneration  Action = "submit_generation"
-	ObserveGeneration Action = "observe_generation"
-	DeliverArtifacts  Action = "deliver_artifacts"
+	ActionSubmitGeneration  Action = "submit_generation"
+	ActionObserveGeneration Action = "observe_generation"
+	ActionDeliverArtifacts  Action = "deliver_artifacts"
 )
 
 // Actions lists every action.
-var Actions = []Action{SubmitGeneration, ObserveGeneration, DeliverArtifacts}
+var Actions = []Action{ActionSubmitGeneration, ActionObserveGeneration, ActionDeliverArtifacts}
 
 // MaxBodyBytes bounds an envelope. Real ones are ~150 bytes; anything near
 // this limit is not ours.
@@ -144,11 +144,11 @@ func jsonProblem(err error) error {
 // Validate checks the semantic rules shared by Decode and Encode.
 func (e Envelope) Validate() error {
 	switch e.Action {
-	case SubmitGeneration:
+	case ActionSubmitGeneration:
 		if e.ExpectedRemoteJobID != "" {
 			return &DecodeError{Field: "expected_remote_job_id", Problem: "not allowed on submit_generation"}
 		}
-	case ObserveGeneration, DeliverArtifacts:
+	case ActionObserveGeneration, ActionDeliverArtifacts:
 		if e.ExpectedRemoteJobID == "" {
 			return &DecodeError{Field: "expected_remote_job_id", Problem: "required for " + string(e.Action)}
 		}

@@ -76,16 +76,16 @@ func TestDecode(t *testing.T) {
 
 func TestEncodeRefusesInvalid(t *testing.T) {
 	t.Parallel()
-	if _, err := (Envelope{Action: ObserveGeneration, OperationID: "op", ExpectedRevision: 1}).Encode(); !errors.Is(err, ErrMalformed) {
+	if _, err := (Envelope{Action: ActionObserveGeneration, OperationID: "op", ExpectedRevision: 1}).Encode(); !errors.Is(err, ErrMalformed) {
 		t.Fatalf("Encode of an observe without job id: %v", err)
 	}
 }
 
 func TestNext(t *testing.T) {
 	t.Parallel()
-	e := Envelope{Action: SubmitGeneration, OperationID: "op", ExpectedRevision: 1, Attempt: 2}
-	n := e.Next(ObserveGeneration, 3, "job_1")
-	want := Envelope{Action: ObserveGeneration, OperationID: "op", ExpectedRevision: 3, ExpectedRemoteJobID: "job_1", Attempt: 3}
+	e := Envelope{Action: ActionSubmitGeneration, OperationID: "op", ExpectedRevision: 1, Attempt: 2}
+	n := e.Next(ActionObserveGeneration, 3, "job_1")
+	want := Envelope{Action: ActionObserveGeneration, OperationID: "op", ExpectedRevision: 3, ExpectedRemoteJobID: "job_1", Attempt: 3}
 	if n != want {
 		t.Fatalf("Next = %+v, want %+v", n, want)
 	}

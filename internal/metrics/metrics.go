@@ -22,9 +22,9 @@ type Unit string
 
 // The units genjobs uses.
 const (
-	Count        Unit = "Count"
-	Milliseconds Unit = "Milliseconds"
-	Seconds      Unit = "Seconds"
+	UnitCount        Unit = "Count"
+	UnitMilliseconds Unit = "Milliseconds"
+	UnitSeconds      Unit = "Seconds"
 )
 
 // The metric names; the seed asks for queue age, action duration, remote
@@ -122,11 +122,11 @@ func (e *Emitter) Put(name string, value float64, unit Unit, dims ...Dim) {
 }
 
 // Count writes a count of n.
-func (e *Emitter) Count(name string, n float64, dims ...Dim) { e.Put(name, n, Count, dims...) }
+func (e *Emitter) Count(name string, n float64, dims ...Dim) { e.Put(name, n, UnitCount, dims...) }
 
 // Duration writes d in milliseconds.
 func (e *Emitter) Duration(name string, d time.Duration, dims ...Dim) {
-	e.Put(name, float64(d)/float64(time.Millisecond), Milliseconds, dims...)
+	e.Put(name, float64(d)/float64(time.Millisecond), UnitMilliseconds, dims...)
 }
 
 func safe(v string) string {

@@ -44,7 +44,7 @@ func TestLostAckOfObservationStillSchedulesTheNext(t *testing.T) {
 					t.Fatal(err)
 				}
 				first := out.Take()
-				if len(first) != 1 || first[0].Env.Action != message.ObserveGeneration {
+				if len(first) != 1 || first[0].Env.Action != message.ActionObserveGeneration {
 					t.Fatalf("submit sent %+v, want the first observation", first)
 				}
 				accepted := pipelinetest.Get(t, la.Store, "op-obs")
@@ -77,7 +77,7 @@ func TestLostAckOfObservationStillSchedulesTheNext(t *testing.T) {
 						got.Revision, got.Counters.Observations, got.Schedule, accepted.Revision+1)
 				}
 				next := out.Take()
-				if len(next) != 1 || next[0].Env.Action != message.ObserveGeneration || next[0].Env.ExpectedRevision != got.Revision {
+				if len(next) != 1 || next[0].Env.Action != message.ActionObserveGeneration || next[0].Env.ExpectedRevision != got.Revision {
 					t.Fatalf("sent %+v, want the next observation at r%d (the observer took its own write for a lost race)", next, got.Revision)
 				}
 				if n := sim.GetCount(got.RemoteJobID); n != 1 {

@@ -24,7 +24,7 @@ var Needs = config.Spec{
 // the delivery of a succeeded job (at once).
 func FollowUps(d Delays) map[message.Action]time.Duration {
 	return map[message.Action]time.Duration{
-		message.ObserveGeneration: d.Longest(),
-		message.DeliverArtifacts:  0,
+		message.ActionObserveGeneration: d.Longest(),
+		message.ActionDeliverArtifacts:  0,
 	}
 }

@@ -100,8 +100,8 @@ func New(cfg Config, st Store, g Genace, d Delays, ext lease.Extender, sender fo
 	return &Handler{
 		store: st, genace: g, delays: d, clk: clk, log: log, metrics: m, cfg: cfg,
 		follow: &followup.Emitter{Sender: sender, Reviews: st, Clock: clk, Metrics: m, Source: review.SourceHandler},
-		runner: batch.Runner{Action: string(message.ObserveGeneration), Concurrency: cfg.Concurrency, Log: log, Metrics: m, Clock: clk},
-		records: consume.Consumer{Action: message.ObserveGeneration, Name: "observe", Queue: "observe", Store: st,
+		runner: batch.Runner{Action: string(message.ActionObserveGeneration), Concurrency: cfg.Concurrency, Log: log, Metrics: m, Clock: clk},
+		records: consume.Consumer{Action: message.ActionObserveGeneration, Name: "observe", Queue: "observe", Store: st,
 			Extender: ext, QueueURL: cfg.QueueURL, Visibility: cfg.Visibility, Clock: clk, Log: log, Metrics: m},
 	}
 }
@@ -120,7 +120,7 @@ func observable(rec *operation.Record) bool {
 	if rec.Parked != nil {
 		return false
 	}
-	return rec.Phase == operation.Accepted || (rec.Phase == operation.Failed && rec.Settlement == operation.SettlementUnresolved)
+	return rec.Phase == operation.PhaseAccepted || (rec.Phase == operation.PhaseFailed && rec.Settlement == operation.SettlementUnresolved)
 }
 
 func (h *Handler) decide(ctx context.Context, m events.SQSMessage, env message.Envelope, rec operation.Record, l *lease.Lease) (string, error) {
@@ -155,12 +155,12 @@ func (h *Handler) decide(ctx context.Context, m events.SQSMessage, env message.E
 	switch follow {
 	case operation.FollowObserve:
 		delay := h.delays.Next(&next, now)
-		if next.Phase == operation.Failed {
+		if next.Phase == operation.PhaseFailed {
 			delay = h.delays.Accounting(&next, now)
 		}
-		next.Schedule = &operation.NextAction{Action: string(message.ObserveGeneration), Due: now.Add(delay)}
+		next.Schedule = &operation.NextAction{Action: string(message.ActionObserveGeneration), Due: now.Add(delay)}
 	case operation.FollowDeliver:
-		next.Schedule = &operation.NextAction{Action: string(message.DeliverArtifacts), Due: now}
+		next.Schedule = &operation.NextAction{Action: string(message.ActionDeliverArtifacts), Due: now}
 	default:
 		next.Schedule = nil
 	}
@@ -229,7 +229,7 @@ func (h *Handler) readFailed(ctx context.Context, m events.SQSMessage, rec opera
 	if terr != nil {
 		return "read_error", fmt.Errorf("observe %s: %w (after %w)", rec.OperationID, terr, err)
 	}
-	next.Schedule = &operation.NextAction{Action: string(message.ObserveGeneration), Due: now.Add(h.delays.ReadRetry(next.Counters.ReadFailures))}
+	next.Schedule = &operation.NextAction{Action: string(message.ActionObserveGeneration), Due: now.Add(h.delays.ReadRetry(next.Counters.ReadFailures))}
 	next.LastAppliedMessageID = m.MessageId
 	saved, uerr := h.store.Update(ctx, next, rec.Revision)
 	if errors.Is(uerr, store.ErrConflict) {

@@ -108,7 +108,7 @@ func (e *env) acceptB(t testing.TB, id string) pipelinetest.Sent {
 		t.Fatal(err)
 	}
 	sent := e.out.Take()
-	if len(sent) != 1 || sent[0].Env.Action != message.ObserveGeneration {
+	if len(sent) != 1 || sent[0].Env.Action != message.ActionObserveGeneration {
 		t.Fatalf("submit sent %+v", sent)
 	}
 	return sent[0]
@@ -140,7 +140,7 @@ func (e *env) drain(t *testing.T, next pipelinetest.Sent, max int) (pipelinetest
 			t.Fatalf("one observation sent %d messages: the chain forked", len(sent))
 		}
 		next = sent[0]
-		if next.Env.Action != message.ObserveGeneration {
+		if next.Env.Action != message.ActionObserveGeneration {
 			return next, steps + 1
 		}
 	}
@@ -164,8 +164,8 @@ func TestObservesUntilSucceededThenHandsToDelivery(t *testing.T) {
 		first := e.accept(t, "op-ok")
 		last, steps := e.drain(t, first, 50)
 		got := pipelinetest.Get(t, e.store, "op-ok")
-		want := message.Envelope{Action: message.DeliverArtifacts, OperationID: "op-ok", ExpectedRevision: got.Revision, ExpectedRemoteJobID: got.RemoteJobID, Attempt: last.Env.Attempt}
-		if got.Phase != operation.Succeeded || last.Env != want {
+		want := message.Envelope{Action: message.ActionDeliverArtifacts, OperationID: "op-ok", ExpectedRevision: got.Revision, ExpectedRemoteJobID: got.RemoteJobID, Attempt: last.Env.Attempt}
+		if got.Phase != operation.PhaseSucceeded || last.Env != want {
 			t.Fatalf("record %s, last message %+v; want succeeded and %+v", got.Phase, last.Env, want)
 		}
 		if got.Counters.Observations != steps || e.sim.GetCount(got.RemoteJobID) != steps {
@@ -227,7 +227,7 @@ func TestSubmissionFailureObservedUntilRefundSettles(t *testing.T) {
 		first := e.accept(t, "op-502")
 		last, steps := e.drain(t, first, 20)
 		got := pipelinetest.Get(t, e.store, "op-502")
-		if got.Phase != operation.Failed || got.Settlement != operation.SettlementSettled || !got.Terminal() || last.Env.Action != "" {
+		if got.Phase != operation.PhaseFailed || got.Settlement != operation.SettlementSettled || !got.Terminal() || last.Env.Action != "" {
 			t.Fatalf("record %s/%s after %d steps, last %+v", got.Phase, got.Settlement, steps, last)
 		}
 		if steps < 2 {
@@ -249,7 +249,7 @@ func TestReconcileFailIsLeftForAccountingNeverSettled(t *testing.T) {
 		e.sim.Reconcile(rec.RemoteJobID)
 		last, _ := e.drain(t, first, 30)
 		got := pipelinetest.Get(t, e.store, "op-recon")
-		if got.Phase != operation.Failed || got.Settlement != operation.SettlementUnresolved || got.Parked == nil || last.Env.Action != "" {
+		if got.Phase != operation.PhaseFailed || got.Settlement != operation.SettlementUnresolved || got.Parked == nil || last.Env.Action != "" {
 			t.Fatalf("record %s/%s parked=%v", got.Phase, got.Settlement, got.Parked)
 		}
 		if rc := operation.Recommend(&got); rc.Action != operation.ActionInspectAccounting {
@@ -276,7 +276,7 @@ func TestStaleObservationWritesAndSchedulesNothing(t *testing.T) {
 		old.ID = "older-copy"
 		e.observe(t, old)
 		// A message for another job id: obsolete.
-		wrong := pipelinetest.Sent{ID: "wrong-job", Env: message.Envelope{Action: message.ObserveGeneration, OperationID: "op-stale", ExpectedRevision: before.Revision, ExpectedRemoteJobID: "job_someone_else"}}
+		wrong := pipelinetest.Sent{ID: "wrong-job", Env: message.Envelope{Action: message.ActionObserveGeneration, OperationID: "op-stale", ExpectedRevision: before.Revision, ExpectedRemoteJobID: "job_someone_else"}}
 		e.observe(t, wrong)
 		after := pipelinetest.Get(t, e.store, "op-stale")
 		if after.Revision != before.Revision || e.out.Len() != 0 {
@@ -313,7 +313,7 @@ func TestCrashBetweenWriteAndSendDoesNotEndTheChain(t *testing.T) {
 			t.Fatal("the re-emission read or wrote again")
 		}
 		last, _ := e.drain(t, sent[0], 50)
-		if last.Env.Action != message.DeliverArtifacts {
+		if last.Env.Action != message.ActionDeliverArtifacts {
 			t.Fatalf("chain ended with %+v", last)
 		}
 	})
@@ -325,7 +325,7 @@ func TestPollingBudgetStallsForReview(t *testing.T) {
 	e.delays.DefaultBudgets = operation.Budgets{MaxObservations: 4, Polling: 24 * time.Hour, Accounting: time.Hour}
 	last, steps := e.drain(t, e.accept(t, "op-slow"), 10)
 	got := pipelinetest.Get(t, e.store, "op-slow")
-	if got.Phase != operation.Stalled || steps != 4 || last.Env.Action != "" {
+	if got.Phase != operation.PhaseStalled || steps != 4 || last.Env.Action != "" {
 		t.Fatalf("phase %s after %d steps", got.Phase, steps)
 	}
 	rv, _ := e.store.OpenReviews(context.Background())
@@ -349,7 +349,7 @@ func TestTransientReadFailureRidesOutWithoutDLQ(t *testing.T) {
 		t.Fatalf("failures %d, last error %q, sent %+v", got.Counters.ReadFailures, got.LastError, sent)
 	}
 	last, _ := e.drain(t, sent[0], 50)
-	if last.Env.Action != message.DeliverArtifacts || pipelinetest.Get(t, e.store, "op-flaky").Counters.ReadFailures != 0 {
+	if last.Env.Action != message.ActionDeliverArtifacts || pipelinetest.Get(t, e.store, "op-flaky").Counters.ReadFailures != 0 {
 		t.Fatalf("chain did not recover: %+v", last)
 	}
 	// Past MaxReadFailures the message fails towards the DLQ instead.
@@ -372,10 +372,10 @@ func TestUnknownJobFailsPermanently(t *testing.T) {
 	t.Parallel()
 	e := newEnv(t, "bolt", genacesim.Config{}, observe.Config{})
 	rec := pipelinetest.Prepared("op-ghost")
-	rec.Phase = operation.Accepted
+	rec.Phase = operation.PhaseAccepted
 	rec.RemoteJobID = "job_nobody_knows"
 	rec = pipelinetest.Create(t, e.store, rec)
-	m := pipelinetest.Sent{ID: "m", Env: message.Envelope{Action: message.ObserveGeneration, OperationID: "op-ghost", ExpectedRevision: rec.Revision, ExpectedRemoteJobID: rec.RemoteJobID}}
+	m := pipelinetest.Sent{ID: "m", Env: message.Envelope{Action: message.ActionObserveGeneration, OperationID: "op-ghost", ExpectedRevision: rec.Revision, ExpectedRemoteJobID: rec.RemoteJobID}}
 	if failed := e.observe(t, m); len(failed) != 1 {
 		t.Fatalf("failures %v", failed)
 	}
@@ -472,7 +472,7 @@ func TestSettlingObservationClosesResolvedReviews(t *testing.T) {
 		e.sim.ScriptPOST("op-settle", genacesim.SubmissionFailed(502))
 		first := e.accept(t, "op-settle")
 		failed := pipelinetest.Get(t, e.store, "op-settle")
-		if failed.Phase != operation.Failed || failed.Terminal() {
+		if failed.Phase != operation.PhaseFailed || failed.Terminal() {
 			t.Fatalf("record %s/%s; want failed with the refund unresolved", failed.Phase, failed.Settlement)
 		}
 		// An earlier observe message dead-lettered: triage files it.

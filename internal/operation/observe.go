@@ -39,15 +39,15 @@ func Observe(r Record, snap Snapshot, now time.Time, b Budgets) (Record, Follow,
 		return Record{}, FollowNone, &TransitionError{Op: "observe", From: r.Phase, To: r.Phase, Why: "no job id to observe"}
 	}
 	switch r.Phase {
-	case Failed:
+	case PhaseFailed:
 		return observeFailed(r, snap, now, b)
-	case Accepted, Stalled:
+	case PhaseAccepted, PhaseStalled:
 	default:
 		return Record{}, FollowNone, &TransitionError{Op: "observe", From: r.Phase, To: r.Phase, Why: "nothing to observe in this phase"}
 	}
 	switch {
 	case snap.State.Active():
-		c, err := move("observe", r, Accepted, now)
+		c, err := move("observe", r, PhaseAccepted, now)
 		if err != nil {
 			return Record{}, FollowNone, err
 		}
@@ -58,7 +58,7 @@ func Observe(r Record, snap Snapshot, now time.Time, b Budgets) (Record, Follow,
 		}
 		if (b.MaxObservations > 0 && c.Counters.WindowObservations >= b.MaxObservations) ||
 			(b.Polling > 0 && now.Sub(since) >= b.Polling) {
-			c.Phase = Stalled
+			c.Phase = PhaseStalled
 			reason := fmt.Sprintf("polling budget spent after %d observations; remote still %s", c.Counters.WindowObservations, snap.State)
 			c.Parked = &ParkedState{Reason: reason, At: now}
 			c.LastError = "polling_budget_spent"
@@ -67,7 +67,7 @@ func Observe(r Record, snap Snapshot, now time.Time, b Budgets) (Record, Follow,
 		}
 		return c, FollowObserve, nil
 	case snap.State == RemoteSucceeded:
-		c, err := move("observe", r, Succeeded, now)
+		c, err := move("observe", r, PhaseSucceeded, now)
 		if err != nil {
 			return Record{}, FollowNone, err
 		}
@@ -75,7 +75,7 @@ func Observe(r Record, snap Snapshot, now time.Time, b Budgets) (Record, Follow,
 		c.Parked = nil
 		return c, FollowDeliver, nil
 	case snap.State == RemoteFailed || snap.State == RemoteCanceled:
-		c, err := move("observe", r, Failed, now)
+		c, err := move("observe", r, PhaseFailed, now)
 		if err != nil {
 			return Record{}, FollowNone, err
 		}
@@ -91,7 +91,7 @@ func Observe(r Record, snap Snapshot, now time.Time, b Budgets) (Record, Follow,
 // budget, then parks the record for an accounting review. A failed state
 // alone never settles it (reconcile-jobs --fail charges without refund).
 func observeFailed(r Record, snap Snapshot, now time.Time, b Budgets) (Record, Follow, error) {
-	c, err := move("observe", r, Failed, now)
+	c, err := move("observe", r, PhaseFailed, now)
 	if err != nil {
 		return Record{}, FollowNone, err
 	}
@@ -137,10 +137,10 @@ func ResumeObservation(r Record, now time.Time) (Record, error) {
 		return Record{}, &TransitionError{Op: "resume", From: r.Phase, To: r.Phase, Why: "no job id"}
 	}
 	to := r.Phase
-	if r.Phase == Stalled {
-		to = Accepted
+	if r.Phase == PhaseStalled {
+		to = PhaseAccepted
 	}
-	if to != Accepted && to != Failed {
+	if to != PhaseAccepted && to != PhaseFailed {
 		return Record{}, &TransitionError{Op: "resume", From: r.Phase, To: to}
 	}
 	c, err := move("resume", r, to, now)
@@ -149,7 +149,7 @@ func ResumeObservation(r Record, now time.Time) (Record, error) {
 	}
 	c.Parked = nil
 	c.Counters.WindowObservations = 0
-	if to == Accepted {
+	if to == PhaseAccepted {
 		c.Timestamps.Accepted = &now
 	} else {
 		c.Timestamps.RemoteFailed = &now
@@ -167,7 +167,7 @@ func RecordDelivery(r Record, d Delivery, now time.Time) (Record, bool, error) {
 		return Record{}, false, &TransitionError{Op: "deliver", From: r.Phase, To: r.Phase,
 			Why: fmt.Sprintf("output %d already delivered with another checksum", d.Index)}
 	}
-	c, err := move("deliver", r, Succeeded, now)
+	c, err := move("deliver", r, PhaseSucceeded, now)
 	if err != nil {
 		return Record{}, false, err
 	}
@@ -184,10 +184,10 @@ func CompleteDelivery(r Record, now time.Time) (Record, error) {
 	}
 	for i := 0; i < want; i++ {
 		if _, ok := r.Delivered(i); !ok {
-			return Record{}, &TransitionError{Op: "complete", From: r.Phase, To: Delivered, Why: fmt.Sprintf("output %d of %d not stored", i, want)}
+			return Record{}, &TransitionError{Op: "complete", From: r.Phase, To: PhaseDelivered, Why: fmt.Sprintf("output %d of %d not stored", i, want)}
 		}
 	}
-	c, err := move("complete", r, Delivered, now)
+	c, err := move("complete", r, PhaseDelivered, now)
 	if err != nil {
 		return Record{}, err
 	}

@@ -10,7 +10,7 @@ var t0 = time.Date(2026, 11, 29, 8, 0, 0, 0, time.UTC)
 
 func prepared() Record {
 	return Record{
-		OperationID: "op-1", Revision: 1, SpecRevision: 1, Phase: Prepared,
+		OperationID: "op-1", Revision: 1, SpecRevision: 1, Phase: PhasePrepared,
 		UserID: "user-1", Model: "flux-pro-2", Authorized: true, AuthorizedSpecRevision: 1,
 		BudgetCredits: 20, EstimatedCredits: 12, Timestamps: Timestamps{Created: t0, Updated: t0},
 	}
@@ -39,18 +39,18 @@ func TestCanTransitionTable(t *testing.T) {
 		from, to Phase
 		ok       bool
 	}{
-		{Prepared, Submitting, true},
-		{Submitting, Uncertain, true},
-		{Uncertain, Accepted, true}, // a late worker's job id is never dropped
-		{Uncertain, Submitting, false},
-		{Accepted, Submitting, false}, // never a second POST
-		{Accepted, Prepared, false},
-		{Prepared, Accepted, true}, // a late job id after "confirmed not submitted" is kept
-		{Delivered, Succeeded, false},
-		{Rejected, Prepared, false},
-		{Superseded, Accepted, false},
-		{Succeeded, Failed, false}, // a delivery problem never reads as a failed render
-		{Stalled, Accepted, true},
+		{PhasePrepared, PhaseSubmitting, true},
+		{PhaseSubmitting, PhaseUncertain, true},
+		{PhaseUncertain, PhaseAccepted, true}, // a late worker's job id is never dropped
+		{PhaseUncertain, PhaseSubmitting, false},
+		{PhaseAccepted, PhaseSubmitting, false}, // never a second POST
+		{PhaseAccepted, PhasePrepared, false},
+		{PhasePrepared, PhaseAccepted, true}, // a late job id after "confirmed not submitted" is kept
+		{PhaseDelivered, PhaseSucceeded, false},
+		{PhaseRejected, PhasePrepared, false},
+		{PhaseSuperseded, PhaseAccepted, false},
+		{PhaseSucceeded, PhaseFailed, false}, // a delivery problem never reads as a failed render
+		{PhaseStalled, PhaseAccepted, true},
 	}
 	for _, m := range must {
 		if got := CanTransition(m.from, m.to); got != m.ok {
@@ -66,7 +66,7 @@ func TestCanTransitionTable(t *testing.T) {
 			}
 		}
 	}
-	for _, p := range []Phase{Delivered, Rejected, Superseded} {
+	for _, p := range []Phase{PhaseDelivered, PhaseRejected, PhaseSuperseded} {
 		if len(edges[p]) != 0 {
 			t.Errorf("terminal phase %s has edges %v", p, edges[p])
 		}
@@ -76,15 +76,15 @@ func TestCanTransitionTable(t *testing.T) {
 func TestTransitions(t *testing.T) {
 	t.Parallel()
 	now := t0.Add(time.Minute)
-	submitting := with(prepared(), func(r *Record) { r.Phase = Submitting; r.Claim = &Claim{Owner: "w1", At: t0}; r.Posts = 1 })
-	uncertain := with(submitting, func(r *Record) { r.Phase = Uncertain; r.Parked = &ParkedState{Reason: "x"} })
-	accepted := with(submitting, func(r *Record) { r.Phase = Accepted; r.RemoteJobID = "job_1"; r.Timestamps.Accepted = &t0 })
-	settled := with(accepted, func(r *Record) { r.Phase = Failed; r.Settlement = SettlementSettled })
-	delivered := with(accepted, func(r *Record) { r.Phase = Delivered })
+	submitting := with(prepared(), func(r *Record) { r.Phase = PhaseSubmitting; r.Claim = &Claim{Owner: "w1", At: t0}; r.Posts = 1 })
+	uncertain := with(submitting, func(r *Record) { r.Phase = PhaseUncertain; r.Parked = &ParkedState{Reason: "x"} })
+	accepted := with(submitting, func(r *Record) { r.Phase = PhaseAccepted; r.RemoteJobID = "job_1"; r.Timestamps.Accepted = &t0 })
+	settled := with(accepted, func(r *Record) { r.Phase = PhaseFailed; r.Settlement = SettlementSettled })
+	delivered := with(accepted, func(r *Record) { r.Phase = PhaseDelivered })
 	mine := *submitting.Claim
 	// theirs replaced mine after an operator's reset and a new dispatch.
 	theirs := with(submitting, func(r *Record) { r.Claim = &Claim{Owner: "w2", MessageID: "m2", At: t0.Add(time.Minute)} })
-	theirsUncertain := with(theirs, func(r *Record) { r.Phase = Uncertain; r.Parked = &ParkedState{Reason: "x"} })
+	theirsUncertain := with(theirs, func(r *Record) { r.Phase = PhaseUncertain; r.Parked = &ParkedState{Reason: "x"} })
 	reset := with(prepared(), func(r *Record) { r.Posts = 1 }) // confirmed not submitted: no claim
 	unparked := func(want Phase) func(t *testing.T, r Record) {
 		return func(t *testing.T, r Record) {
@@ -100,7 +100,7 @@ func TestTransitions(t *testing.T) {
 		wantErr bool
 		check   func(t *testing.T, r Record)
 	}{
-		{"claim prepared", func() (Record, error) { return ClaimSubmission(prepared(), "w1", "m1", now) }, Submitting, false,
+		{"claim prepared", func() (Record, error) { return ClaimSubmission(prepared(), "w1", "m1", now) }, PhaseSubmitting, false,
 			func(t *testing.T, r Record) {
 				if r.Claim == nil || r.Claim.Owner != "w1" || r.Posts != 1 {
 					t.Errorf("claim not recorded: %+v posts=%d", r.Claim, r.Posts)
@@ -122,13 +122,13 @@ func TestTransitions(t *testing.T) {
 			return ClaimSubmission(with(prepared(), func(r *Record) { r.RemoteJobID = "job_9" }), "w", "m", now)
 		}, "", true, nil},
 		{"claim twice", func() (Record, error) { return ClaimSubmission(submitting, "w2", "m", now) }, "", true, nil},
-		{"release", func() (Record, error) { return mine.Release(submitting, now) }, Prepared, false,
+		{"release", func() (Record, error) { return mine.Release(submitting, now) }, PhasePrepared, false,
 			func(t *testing.T, r Record) {
 				if r.Claim != nil || r.Posts != 0 {
 					t.Errorf("release kept claim %+v posts %d", r.Claim, r.Posts)
 				}
 			}},
-		{"release after its redelivery marked it uncertain", func() (Record, error) { return mine.Release(uncertain, now) }, Prepared, false,
+		{"release after its redelivery marked it uncertain", func() (Record, error) { return mine.Release(uncertain, now) }, PhasePrepared, false,
 			func(t *testing.T, r Record) {
 				if r.Claim != nil || r.Posts != 0 || r.Parked != nil || r.LastError != "" {
 					t.Errorf("release kept claim %+v posts %d parked %+v error %q", r.Claim, r.Posts, r.Parked, r.LastError)
@@ -138,13 +138,13 @@ func TestTransitions(t *testing.T) {
 		{"release of a claim another replaced, uncertain", func() (Record, error) { return mine.Release(theirsUncertain, now) }, "", true, nil},
 		{"release after an operator's reset", func() (Record, error) { return mine.Release(reset, now) }, "", true, nil},
 		{"release of an accepted claim", func() (Record, error) { return mine.Release(accepted, now) }, "", true, nil},
-		{"accept", func() (Record, error) { return Accept(submitting, "job_1", &Snapshot{State: RemoteQueued}, now) }, Accepted, false,
+		{"accept", func() (Record, error) { return Accept(submitting, "job_1", &Snapshot{State: RemoteQueued}, now) }, PhaseAccepted, false,
 			func(t *testing.T, r Record) {
 				if r.RemoteJobID != "job_1" || r.Timestamps.Accepted == nil || r.Remote == nil {
 					t.Errorf("accept lost data: %+v", r)
 				}
 			}},
-		{"accept late into uncertain", func() (Record, error) { return Accept(uncertain, "job_1", nil, now) }, Accepted, false,
+		{"accept late into uncertain", func() (Record, error) { return Accept(uncertain, "job_1", nil, now) }, PhaseAccepted, false,
 			func(t *testing.T, r Record) {
 				if r.Parked != nil {
 					t.Error("accept kept the parked marker")
@@ -154,9 +154,9 @@ func TestTransitions(t *testing.T) {
 			return Accept(with(uncertain, func(r *Record) { r.RemoteJobID = "job_1" }), "job_2", nil, now)
 		}, "", true, nil},
 		{"accept with empty id", func() (Record, error) { return Accept(submitting, "", nil, now) }, "", true, nil},
-		{"claimant's accept", func() (Record, error) { return mine.Accept(submitting, "job_1", nil, now) }, Accepted, false, nil},
-		{"claimant's accept after uncertain", func() (Record, error) { return mine.Accept(uncertain, "job_1", nil, now) }, Accepted, false, unparked(Accepted)},
-		{"claimant's accept after an operator's reset", func() (Record, error) { return mine.Accept(reset, "job_1", nil, now) }, Accepted, false,
+		{"claimant's accept", func() (Record, error) { return mine.Accept(submitting, "job_1", nil, now) }, PhaseAccepted, false, nil},
+		{"claimant's accept after uncertain", func() (Record, error) { return mine.Accept(uncertain, "job_1", nil, now) }, PhaseAccepted, false, unparked(PhaseAccepted)},
+		{"claimant's accept after an operator's reset", func() (Record, error) { return mine.Accept(reset, "job_1", nil, now) }, PhaseAccepted, false,
 			func(t *testing.T, r Record) {
 				if r.RemoteJobID != "job_1" {
 					t.Errorf("late job id dropped: %+v", r)
@@ -166,34 +166,34 @@ func TestTransitions(t *testing.T) {
 		{"claimant's accept under another uncertain claim", func() (Record, error) { return mine.Accept(theirsUncertain, "job_1", nil, now) }, "", true, nil},
 		{"claimant's submission failure after uncertain", func() (Record, error) {
 			return mine.SubmissionFailed(uncertain, "job_5", "upstream_unavailable", now)
-		}, Failed, false, unparked(Failed)},
+		}, PhaseFailed, false, unparked(PhaseFailed)},
 		{"claimant's submission failure under another claim", func() (Record, error) {
 			return mine.SubmissionFailed(theirs, "job_5", "upstream_unavailable", now)
 		}, "", true, nil},
-		{"accept from accepted", func() (Record, error) { return Accept(accepted, "job_1", nil, now) }, Accepted, false, nil},
-		{"submission failed", func() (Record, error) { return SubmissionFailed(submitting, "job_5", "upstream_unavailable", now) }, Failed, false,
+		{"accept from accepted", func() (Record, error) { return Accept(accepted, "job_1", nil, now) }, PhaseAccepted, false, nil},
+		{"submission failed", func() (Record, error) { return SubmissionFailed(submitting, "job_5", "upstream_unavailable", now) }, PhaseFailed, false,
 			func(t *testing.T, r Record) {
 				if r.RemoteJobID != "job_5" || r.Settlement != SettlementUnresolved || r.Terminal() {
 					t.Errorf("submission failure not kept unresolved with its id: %+v", r)
 				}
 			}},
-		{"reject", func() (Record, error) { return mine.Reject(submitting, "invalid_request", now) }, Rejected, false,
+		{"reject", func() (Record, error) { return mine.Reject(submitting, "invalid_request", now) }, PhaseRejected, false,
 			func(t *testing.T, r Record) {
 				if !r.Terminal() {
 					t.Error("rejected is not terminal")
 				}
 			}},
 		{"reject with job id", func() (Record, error) { return mine.Reject(accepted, "x", now) }, "", true, nil},
-		{"reject after uncertain", func() (Record, error) { return mine.Reject(uncertain, "invalid_request", now) }, Rejected, false, unparked(Rejected)},
+		{"reject after uncertain", func() (Record, error) { return mine.Reject(uncertain, "invalid_request", now) }, PhaseRejected, false, unparked(PhaseRejected)},
 		{"reject under another claim", func() (Record, error) { return mine.Reject(theirs, "invalid_request", now) }, "", true, nil},
 		{"reject after an operator's reset", func() (Record, error) { return mine.Reject(reset, "invalid_request", now) }, "", true, nil},
-		{"rate limited", func() (Record, error) { return mine.RateLimited(submitting, now) }, Prepared, false,
+		{"rate limited", func() (Record, error) { return mine.RateLimited(submitting, now) }, PhasePrepared, false,
 			func(t *testing.T, r Record) {
 				if r.Counters.RateLimited != 1 || r.Claim != nil {
 					t.Errorf("rate limited: %+v", r)
 				}
 			}},
-		{"rate limited after uncertain", func() (Record, error) { return mine.RateLimited(uncertain, now) }, Prepared, false,
+		{"rate limited after uncertain", func() (Record, error) { return mine.RateLimited(uncertain, now) }, PhasePrepared, false,
 			func(t *testing.T, r Record) {
 				if r.Counters.RateLimited != 1 || r.Claim != nil || r.Parked != nil || r.Posts != 1 {
 					t.Errorf("rate limited: %+v", r)
@@ -202,7 +202,7 @@ func TestTransitions(t *testing.T) {
 		{"rate limited under another claim", func() (Record, error) { return mine.RateLimited(theirs, now) }, "", true, nil},
 		{"rate limited under another uncertain claim", func() (Record, error) { return mine.RateLimited(theirsUncertain, now) }, "", true, nil},
 		{"rate limited from accepted", func() (Record, error) { return mine.RateLimited(accepted, now) }, "", true, nil},
-		{"uncertain", func() (Record, error) { return MarkUncertain(submitting, "response_lost", now) }, Uncertain, false,
+		{"uncertain", func() (Record, error) { return MarkUncertain(submitting, "response_lost", now) }, PhaseUncertain, false,
 			func(t *testing.T, r Record) {
 				if r.Active() {
 					t.Error("uncertain must not be active (operator only)")
@@ -212,14 +212,14 @@ func TestTransitions(t *testing.T) {
 				}
 			}},
 		{"uncertain from prepared", func() (Record, error) { return MarkUncertain(prepared(), "x", now) }, "", true, nil},
-		{"claim uncertain", func() (Record, error) { return mine.MarkUncertain(submitting, "redelivered_while_submitting", now) }, Uncertain, false, nil},
+		{"claim uncertain", func() (Record, error) { return mine.MarkUncertain(submitting, "redelivered_while_submitting", now) }, PhaseUncertain, false, nil},
 		{"claim uncertain after another claim replaced it", func() (Record, error) {
 			return mine.MarkUncertain(theirs, "redelivered_while_submitting", now)
 		}, "", true, nil},
 		{"claim uncertain after its release", func() (Record, error) { return mine.MarkUncertain(reset, "redelivered_while_submitting", now) }, "", true, nil},
-		{"confirm not submitted", func() (Record, error) { return ConfirmNotSubmitted(uncertain, now) }, Prepared, false, nil},
+		{"confirm not submitted", func() (Record, error) { return ConfirmNotSubmitted(uncertain, now) }, PhasePrepared, false, nil},
 		{"confirm from accepted", func() (Record, error) { return ConfirmNotSubmitted(accepted, now) }, "", true, nil},
-		{"change spec", func() (Record, error) { return ChangeSpec(prepared(), now) }, Prepared, false,
+		{"change spec", func() (Record, error) { return ChangeSpec(prepared(), now) }, PhasePrepared, false,
 			func(t *testing.T, r Record) {
 				if r.SpecRevision != 2 {
 					t.Errorf("spec revision %d", r.SpecRevision)
@@ -229,7 +229,7 @@ func TestTransitions(t *testing.T) {
 				}
 			}},
 		{"change spec after submit", func() (Record, error) { return ChangeSpec(accepted, now) }, "", true, nil},
-		{"supersede accepted", func() (Record, error) { return Supersede(accepted, now) }, Superseded, false,
+		{"supersede accepted", func() (Record, error) { return Supersede(accepted, now) }, PhaseSuperseded, false,
 			func(t *testing.T, r Record) {
 				if r.RemoteJobID != "job_1" {
 					t.Error("supersede dropped the job id")
@@ -239,8 +239,8 @@ func TestTransitions(t *testing.T) {
 		{"supersede delivered", func() (Record, error) { return Supersede(delivered, now) }, "", true, nil},
 		{"settled failure is terminal", func() (Record, error) { return Supersede(settled, now) }, "", true, nil},
 		{"resume stalled", func() (Record, error) {
-			return ResumeObservation(with(accepted, func(r *Record) { r.Phase = Stalled; r.Counters.WindowObservations = 9 }), now)
-		}, Accepted, false,
+			return ResumeObservation(with(accepted, func(r *Record) { r.Phase = PhaseStalled; r.Counters.WindowObservations = 9 }), now)
+		}, PhaseAccepted, false,
 			func(t *testing.T, r Record) {
 				if r.Counters.WindowObservations != 0 {
 					t.Error("resume kept the spent budget")
@@ -301,7 +301,7 @@ func TestClaimSame(t *testing.T) {
 func TestTransitionsDoNotAliasInput(t *testing.T) {
 	t.Parallel()
 	in := with(prepared(), func(r *Record) {
-		r.Phase = Succeeded
+		r.Phase = PhaseSucceeded
 		r.RemoteJobID = "job_1"
 		r.Remote = &Snapshot{State: RemoteSucceeded, Outputs: []OutputDescriptor{{SHA256: "a"}}}
 		r.Deliveries = make([]Delivery, 0, 4) // spare capacity would expose aliasing
@@ -318,9 +318,9 @@ func TestTransitionsDoNotAliasInput(t *testing.T) {
 
 func TestObserve(t *testing.T) {
 	t.Parallel()
-	accepted := with(prepared(), func(r *Record) { r.Phase = Accepted; r.RemoteJobID = "job_1"; r.Timestamps.Accepted = &t0 })
+	accepted := with(prepared(), func(r *Record) { r.Phase = PhaseAccepted; r.RemoteJobID = "job_1"; r.Timestamps.Accepted = &t0 })
 	failedUnresolved := with(accepted, func(r *Record) {
-		r.Phase = Failed
+		r.Phase = PhaseFailed
 		r.Settlement = SettlementUnresolved
 		r.Timestamps.RemoteFailed = &t0
 		r.Remote = &Snapshot{State: RemoteFailed, SubmissionFailure: true}
@@ -336,21 +336,21 @@ func TestObserve(t *testing.T) {
 		follow     Follow
 		wantErr    bool
 	}{
-		{"still running", accepted, snap(RemoteRunning, 0, RefundNone), time.Minute, Accepted, "", FollowObserve, false},
-		{"succeeded", accepted, snap(RemoteSucceeded, 12, RefundNone), time.Minute, Succeeded, "", FollowDeliver, false},
-		{"render failed refund pending", accepted, snap(RemoteFailed, 12, RefundPending), time.Minute, Failed, SettlementUnresolved, FollowObserve, false},
-		{"render failed refund settled", accepted, snap(RemoteFailed, 12, RefundSettled), time.Minute, Failed, SettlementSettled, FollowNone, false},
-		{"canceled nothing charged", accepted, Snapshot{State: RemoteCanceled}, time.Minute, Failed, SettlementSettled, FollowNone, false},
-		{"reconcile --fail: charged, no refund, keeps observing", accepted, snap(RemoteFailed, 12, RefundNone), time.Minute, Failed, SettlementUnresolved, FollowObserve, false},
-		{"reconcile --fail past accounting budget", failedUnresolved, snap(RemoteFailed, 12, RefundNone), 3 * time.Hour, Failed, SettlementUnresolved, FollowReview, false},
-		{"submission failure refund advances", failedUnresolved, snap(RemoteFailed, 12, RefundPending), time.Minute, Failed, SettlementUnresolved, FollowObserve, false},
-		{"submission failure refund settles", failedUnresolved, snap(RemoteFailed, 12, RefundSettled), time.Minute, Failed, SettlementSettled, FollowNone, false},
-		{"polling budget by time", accepted, snap(RemoteRunning, 0, RefundNone), 2 * time.Hour, Stalled, "", FollowReview, false},
-		{"polling budget by count", with(accepted, func(r *Record) { r.Counters.WindowObservations = 2 }), snap(RemoteQueued, 0, RefundNone), time.Minute, Stalled, "", FollowReview, false},
-		{"stalled job finishes", with(accepted, func(r *Record) { r.Phase = Stalled }), snap(RemoteSucceeded, 12, RefundNone), time.Minute, Succeeded, "", FollowDeliver, false},
-		{"failed stays failed though remote says running", failedUnresolved, snap(RemoteRunning, 12, RefundPending), time.Minute, Failed, SettlementUnresolved, FollowObserve, false},
+		{"still running", accepted, snap(RemoteRunning, 0, RefundNone), time.Minute, PhaseAccepted, "", FollowObserve, false},
+		{"succeeded", accepted, snap(RemoteSucceeded, 12, RefundNone), time.Minute, PhaseSucceeded, "", FollowDeliver, false},
+		{"render failed refund pending", accepted, snap(RemoteFailed, 12, RefundPending), time.Minute, PhaseFailed, SettlementUnresolved, FollowObserve, false},
+		{"render failed refund settled", accepted, snap(RemoteFailed, 12, RefundSettled), time.Minute, PhaseFailed, SettlementSettled, FollowNone, false},
+		{"canceled nothing charged", accepted, Snapshot{State: RemoteCanceled}, time.Minute, PhaseFailed, SettlementSettled, FollowNone, false},
+		{"reconcile --fail: charged, no refund, keeps observing", accepted, snap(RemoteFailed, 12, RefundNone), time.Minute, PhaseFailed, SettlementUnresolved, FollowObserve, false},
+		{"reconcile --fail past accounting budget", failedUnresolved, snap(RemoteFailed, 12, RefundNone), 3 * time.Hour, PhaseFailed, SettlementUnresolved, FollowReview, false},
+		{"submission failure refund advances", failedUnresolved, snap(RemoteFailed, 12, RefundPending), time.Minute, PhaseFailed, SettlementUnresolved, FollowObserve, false},
+		{"submission failure refund settles", failedUnresolved, snap(RemoteFailed, 12, RefundSettled), time.Minute, PhaseFailed, SettlementSettled, FollowNone, false},
+		{"polling budget by time", accepted, snap(RemoteRunning, 0, RefundNone), 2 * time.Hour, PhaseStalled, "", FollowReview, false},
+		{"polling budget by count", with(accepted, func(r *Record) { r.Counters.WindowObservations = 2 }), snap(RemoteQueued, 0, RefundNone), time.Minute, PhaseStalled, "", FollowReview, false},
+		{"stalled job finishes", with(accepted, func(r *Record) { r.Phase = PhaseStalled }), snap(RemoteSucceeded, 12, RefundNone), time.Minute, PhaseSucceeded, "", FollowDeliver, false},
+		{"failed stays failed though remote says running", failedUnresolved, snap(RemoteRunning, 12, RefundPending), time.Minute, PhaseFailed, SettlementUnresolved, FollowObserve, false},
 		{"no job id", prepared(), snap(RemoteRunning, 0, RefundNone), time.Minute, "", "", FollowNone, true},
-		{"succeeded record is not observed again", with(accepted, func(r *Record) { r.Phase = Succeeded }), snap(RemoteSucceeded, 12, RefundNone), time.Minute, "", "", FollowNone, true},
+		{"succeeded record is not observed again", with(accepted, func(r *Record) { r.Phase = PhaseSucceeded }), snap(RemoteSucceeded, 12, RefundNone), time.Minute, "", "", FollowNone, true},
 		{"unknown remote state", accepted, Snapshot{State: "exploded"}, time.Minute, "", "", FollowNone, true},
 	}
 	for _, tt := range tests {
@@ -385,7 +385,7 @@ func TestObserve(t *testing.T) {
 func TestDelivery(t *testing.T) {
 	t.Parallel()
 	succ := with(prepared(), func(r *Record) {
-		r.Phase = Succeeded
+		r.Phase = PhaseSucceeded
 		r.RemoteJobID = "job_1"
 		s := snap(RemoteSucceeded, 12, RefundNone)
 		r.Remote = &s
@@ -409,7 +409,7 @@ func TestDelivery(t *testing.T) {
 		t.Fatal(err)
 	}
 	done, err := CompleteDelivery(r2, t0)
-	if err != nil || done.Phase != Delivered || !done.Terminal() {
+	if err != nil || done.Phase != PhaseDelivered || !done.Terminal() {
 		t.Fatalf("complete: %s %v", done.Phase, err)
 	}
 	if _, _, err := RecordDelivery(with(done, func(r *Record) { r.Deliveries = nil }), d0, t0); !errors.Is(err, ErrIllegalTransition) {
@@ -428,18 +428,18 @@ func TestRecommendCoversEveryPhaseAndMatrixRow(t *testing.T) {
 	}{
 		// The design's recovery matrix, row by row.
 		{"prepared, never dispatched → review allowance then dispatch", base, ActionDispatch, EffectSubmitNew},
-		{"accepted, job id known → observe", with(base, func(r *Record) { r.Phase = Accepted; r.RemoteJobID = "j" }), ActionObserve, EffectReadStatus},
-		{"succeeded, copy incomplete → deliver", with(base, func(r *Record) { r.Phase = Succeeded; r.RemoteJobID = "j" }), ActionDeliver, EffectCopyOutput},
-		{"failed, refund unresolved → inspect accounting", with(base, func(r *Record) { r.Phase = Failed; r.RemoteJobID = "j"; r.Settlement = SettlementUnresolved }), ActionInspectAccounting, EffectAccounting},
-		{"submitting → manual reconciliation", with(base, func(r *Record) { r.Phase = Submitting }), ActionReconcile, EffectManual},
-		{"uncertain → manual reconciliation", with(base, func(r *Record) { r.Phase = Uncertain }), ActionReconcile, EffectManual},
-		{"delivered → acknowledge", with(base, func(r *Record) { r.Phase = Delivered; r.RemoteJobID = "j" }), ActionAcknowledge, EffectNone},
-		{"failed, settled → acknowledge", with(base, func(r *Record) { r.Phase = Failed; r.RemoteJobID = "j"; r.Settlement = SettlementSettled }), ActionAcknowledge, EffectNone},
-		{"superseded → acknowledge", with(base, func(r *Record) { r.Phase = Superseded }), ActionAcknowledge, EffectNone},
+		{"accepted, job id known → observe", with(base, func(r *Record) { r.Phase = PhaseAccepted; r.RemoteJobID = "j" }), ActionObserve, EffectReadStatus},
+		{"succeeded, copy incomplete → deliver", with(base, func(r *Record) { r.Phase = PhaseSucceeded; r.RemoteJobID = "j" }), ActionDeliver, EffectCopyOutput},
+		{"failed, refund unresolved → inspect accounting", with(base, func(r *Record) { r.Phase = PhaseFailed; r.RemoteJobID = "j"; r.Settlement = SettlementUnresolved }), ActionInspectAccounting, EffectAccounting},
+		{"submitting → manual reconciliation", with(base, func(r *Record) { r.Phase = PhaseSubmitting }), ActionReconcile, EffectManual},
+		{"uncertain → manual reconciliation", with(base, func(r *Record) { r.Phase = PhaseUncertain }), ActionReconcile, EffectManual},
+		{"delivered → acknowledge", with(base, func(r *Record) { r.Phase = PhaseDelivered; r.RemoteJobID = "j" }), ActionAcknowledge, EffectNone},
+		{"failed, settled → acknowledge", with(base, func(r *Record) { r.Phase = PhaseFailed; r.RemoteJobID = "j"; r.Settlement = SettlementSettled }), ActionAcknowledge, EffectNone},
+		{"superseded → acknowledge", with(base, func(r *Record) { r.Phase = PhaseSuperseded }), ActionAcknowledge, EffectNone},
 		// The phases the matrix leaves implicit.
-		{"rejected → acknowledge", with(base, func(r *Record) { r.Phase = Rejected }), ActionAcknowledge, EffectNone},
-		{"stalled with job id → observe", with(base, func(r *Record) { r.Phase = Stalled; r.RemoteJobID = "j" }), ActionObserve, EffectReadStatus},
-		{"accepted without job id → reconcile", with(base, func(r *Record) { r.Phase = Accepted }), ActionReconcile, EffectManual},
+		{"rejected → acknowledge", with(base, func(r *Record) { r.Phase = PhaseRejected }), ActionAcknowledge, EffectNone},
+		{"stalled with job id → observe", with(base, func(r *Record) { r.Phase = PhaseStalled; r.RemoteJobID = "j" }), ActionObserve, EffectReadStatus},
+		{"accepted without job id → reconcile", with(base, func(r *Record) { r.Phase = PhaseAccepted }), ActionReconcile, EffectManual},
 		{"prepared with a job id → observe, never POST", with(base, func(r *Record) { r.RemoteJobID = "j" }), ActionObserve, EffectReadStatus},
 		{"unknown phase → reconcile", with(base, func(r *Record) { r.Phase = "bogus" }), ActionReconcile, EffectManual},
 	}
@@ -472,16 +472,16 @@ func TestSweepDue(t *testing.T) {
 	}{
 		{"prepared without schedule", prepared(), false, time.Time{}},
 		{"prepared with delayed dispatch", with(prepared(), func(r *Record) { r.Schedule = &NextAction{Action: "submit_generation", Due: due} }), true, due},
-		{"submitting claim", with(prepared(), func(r *Record) { r.Phase = Submitting; r.Claim = &Claim{At: t0} }), true, t0},
-		{"accepted with observation", with(prepared(), func(r *Record) { r.Phase = Accepted; r.Schedule = &NextAction{Due: due} }), true, due},
-		{"uncertain", with(prepared(), func(r *Record) { r.Phase = Uncertain; r.Schedule = &NextAction{Due: due} }), false, time.Time{}},
+		{"submitting claim", with(prepared(), func(r *Record) { r.Phase = PhaseSubmitting; r.Claim = &Claim{At: t0} }), true, t0},
+		{"accepted with observation", with(prepared(), func(r *Record) { r.Phase = PhaseAccepted; r.Schedule = &NextAction{Due: due} }), true, due},
+		{"uncertain", with(prepared(), func(r *Record) { r.Phase = PhaseUncertain; r.Schedule = &NextAction{Due: due} }), false, time.Time{}},
 		{"parked failure", with(prepared(), func(r *Record) {
-			r.Phase = Failed
+			r.Phase = PhaseFailed
 			r.Settlement = SettlementUnresolved
 			r.Parked = &ParkedState{}
 			r.Schedule = &NextAction{Due: due}
 		}), false, time.Time{}},
-		{"delivered", with(prepared(), func(r *Record) { r.Phase = Delivered; r.Schedule = &NextAction{Due: due} }), false, time.Time{}},
+		{"delivered", with(prepared(), func(r *Record) { r.Phase = PhaseDelivered; r.Schedule = &NextAction{Due: due} }), false, time.Time{}},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -508,9 +508,9 @@ func TestParseAction(t *testing.T) {
 
 func TestReadFailed(t *testing.T) {
 	t.Parallel()
-	acc := with(prepared(), func(r *Record) { r.Phase = Accepted; r.RemoteJobID = "job_1"; r.Timestamps.Accepted = &t0 })
+	acc := with(prepared(), func(r *Record) { r.Phase = PhaseAccepted; r.RemoteJobID = "job_1"; r.Timestamps.Accepted = &t0 })
 	r1, err := ReadFailed(acc, "genace_5xx", t0)
-	if err != nil || r1.Phase != Accepted || r1.Counters.ReadFailures != 1 || r1.LastError != "genace_5xx" {
+	if err != nil || r1.Phase != PhaseAccepted || r1.Counters.ReadFailures != 1 || r1.LastError != "genace_5xx" {
 		t.Fatalf("ReadFailed = %+v, %v", r1, err)
 	}
 	r2, _, err := Observe(r1, snap(RemoteRunning, 0, RefundNone), t0, DefaultBudgets)
@@ -520,7 +520,7 @@ func TestReadFailed(t *testing.T) {
 	if _, err := ReadFailed(prepared(), "x", t0); !errors.Is(err, ErrIllegalTransition) {
 		t.Fatalf("ReadFailed without a job id: %v", err)
 	}
-	if _, err := ReadFailed(with(acc, func(r *Record) { r.Phase = Delivered }), "x", t0); !errors.Is(err, ErrIllegalTransition) {
+	if _, err := ReadFailed(with(acc, func(r *Record) { r.Phase = PhaseDelivered }), "x", t0); !errors.Is(err, ErrIllegalTransition) {
 		t.Fatalf("ReadFailed on a terminal record: %v", err)
 	}
 }

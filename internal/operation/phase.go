@@ -10,54 +10,54 @@ type Phase string
 
 // The phases. Each comment says how an operation enters and how it leaves.
 const (
-	// Prepared: entered when the application creates an authorized
+	// PhasePrepared: entered when the application creates an authorized
 	// operation, when a rate-limited submission is put back, or when an
 	// operator confirms an uncertain one was never submitted. Left when the
 	// submit function claims it (→ submitting) or the user replaces it
 	// (→ superseded).
-	Prepared Phase = "prepared"
-	// Submitting: entered by the submit function's conditional claim just
+	PhasePrepared Phase = "prepared"
+	// PhaseSubmitting: entered by the submit function's conditional claim just
 	// before its one POST. A POST may be in flight or may have happened.
 	// Left by the POST's outcome (accepted, failed, rejected, prepared on
 	// 429, uncertain when unknown), or to uncertain when a redelivery or the
 	// sweep finds the claim without an outcome.
-	Submitting Phase = "submitting"
-	// Uncertain: entered when a POST may have created a job but no reply
+	PhaseSubmitting Phase = "submitting"
+	// PhaseUncertain: entered when a POST may have created a job but no reply
 	// proves it either way. Left only by evidence: the worker that POSTed
 	// persisting a late job id (→ accepted/failed), or an operator's
 	// reconciliation (attach a job id → accepted, confirmed not submitted
 	// → prepared).
-	Uncertain Phase = "uncertain"
-	// Accepted: entered when a job id is known (202 body, an operator's
+	PhaseUncertain Phase = "uncertain"
+	// PhaseAccepted: entered when a job id is known (202 body, an operator's
 	// reconciliation, or a stalled job observed again). Left by observation:
 	// → succeeded, → failed, → stalled when the polling budget is spent, or
 	// → superseded when the user replaces the request.
-	Accepted Phase = "accepted"
-	// Succeeded: entered when an observation sees the remote job succeed.
+	PhaseAccepted Phase = "accepted"
+	// PhaseSucceeded: entered when an observation sees the remote job succeed.
 	// Left when every output is in our storage (→ delivered).
-	Succeeded Phase = "succeeded"
-	// Delivered: entered when the last output is stored and verified.
+	PhaseSucceeded Phase = "succeeded"
+	// PhaseDelivered: entered when the last output is stored and verified.
 	// Terminal.
-	Delivered Phase = "delivered"
-	// Failed: entered when the remote job failed or was canceled, including
+	PhaseDelivered Phase = "delivered"
+	// PhaseFailed: entered when the remote job failed or was canceled, including
 	// a known submission failure (5xx with error.job_id). Its Settlement says
 	// whether the refund is resolved; observation continues until it is.
 	// Terminal once settled.
-	Failed Phase = "failed"
-	// Rejected: entered when Genace definitely refused the POST (4xx other
+	PhaseFailed Phase = "failed"
+	// PhaseRejected: entered when Genace definitely refused the POST (4xx other
 	// than 429): nothing was created or charged. Terminal.
-	Rejected Phase = "rejected"
-	// Stalled: entered when the polling budget is spent while the remote job
+	PhaseRejected Phase = "rejected"
+	// PhaseStalled: entered when the polling budget is spent while the remote job
 	// is still active. Left by an operator's replay (observe again →
 	// accepted, or an observation that finds it terminal).
-	Stalled Phase = "stalled"
-	// Superseded: entered when the user changed or replaced the request
+	PhaseStalled Phase = "stalled"
+	// PhaseSuperseded: entered when the user changed or replaced the request
 	// before it was submitted, or replaced it while the job ran. Terminal.
-	Superseded Phase = "superseded"
+	PhaseSuperseded Phase = "superseded"
 )
 
 // Phases lists every phase, in lifecycle order.
-var Phases = []Phase{Prepared, Submitting, Uncertain, Accepted, Succeeded, Delivered, Failed, Rejected, Stalled, Superseded}
+var Phases = []Phase{PhasePrepared, PhaseSubmitting, PhaseUncertain, PhaseAccepted, PhaseSucceeded, PhaseDelivered, PhaseFailed, PhaseRejected, PhaseStalled, PhaseSuperseded}
 
 // Valid reports whether p is one of the phases.
 func (p Phase) Valid() bool {

@@ -174,9 +174,9 @@ func cloneTime(t *time.Time) *time.Time {
 // Terminal reports whether automation will never write this record again.
 func (r *Record) Terminal() bool {
 	switch r.Phase {
-	case Delivered, Rejected, Superseded:
+	case PhaseDelivered, PhaseRejected, PhaseSuperseded:
 		return true
-	case Failed:
+	case PhaseFailed:
 		return r.Settlement == SettlementSettled
 	}
 	return false
@@ -189,7 +189,7 @@ func (r *Record) Active() bool {
 		return false
 	}
 	switch r.Phase {
-	case Uncertain, Stalled:
+	case PhaseUncertain, PhaseStalled:
 		return false
 	}
 	return r.Parked == nil
@@ -213,7 +213,7 @@ func (r *Record) SweepDue() (time.Time, bool) {
 	if !r.Active() {
 		return time.Time{}, false
 	}
-	if r.Phase == Submitting && r.Claim != nil {
+	if r.Phase == PhaseSubmitting && r.Claim != nil {
 		return r.Claim.At, true
 	}
 	if r.Schedule != nil {

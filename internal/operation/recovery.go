@@ -69,31 +69,31 @@ func Recommend(r *Record) Recommendation {
 		return Recommendation{Action: a, Effect: e, Reason: fmt.Sprintf(format, args...)}
 	}
 	switch r.Phase {
-	case Delivered:
+	case PhaseDelivered:
 		return rec(ActionAcknowledge, EffectNone, "already delivered (%d outputs)", len(r.Deliveries))
-	case Rejected:
+	case PhaseRejected:
 		return rec(ActionAcknowledge, EffectNone, "Genace rejected the request (%s); nothing was created", r.LastError)
-	case Superseded:
+	case PhaseSuperseded:
 		return rec(ActionAcknowledge, EffectNone, "the user replaced the request")
-	case Failed:
+	case PhaseFailed:
 		if r.Settlement == SettlementSettled {
 			return rec(ActionAcknowledge, EffectNone, "failed and settled")
 		}
 		return rec(ActionInspectAccounting, EffectAccounting, "failed with refund unresolved (%s)", refundSummary(r))
-	case Submitting, Uncertain:
+	case PhaseSubmitting, PhaseUncertain:
 		return rec(ActionReconcile, EffectManual, "%s: a POST may have created a job; no reliable outcome", r.Phase)
-	case Succeeded:
+	case PhaseSucceeded:
 		want := 0
 		if r.Remote != nil {
 			want = len(r.Remote.Outputs)
 		}
 		return rec(ActionDeliver, EffectCopyOutput, "succeeded; %d of %d outputs stored", len(r.Deliveries), want)
-	case Accepted, Stalled:
+	case PhaseAccepted, PhaseStalled:
 		if r.RemoteJobID == "" {
 			return rec(ActionReconcile, EffectManual, "%s without a job id: the record is inconsistent", r.Phase)
 		}
 		return rec(ActionObserve, EffectReadStatus, "job %s known (%s)", r.RemoteJobID, r.Phase)
-	case Prepared:
+	case PhasePrepared:
 		if r.RemoteJobID != "" {
 			return rec(ActionObserve, EffectReadStatus, "prepared but job %s is known: observe, never POST", r.RemoteJobID)
 		}

@@ -35,17 +35,17 @@ var edges = map[Phase][]Phase{
 	// Prepared → accepted/failed only carries late evidence: a POST's job
 	// id that arrives after an operator confirmed "not submitted". A known
 	// job id is never dropped (invariant 2).
-	Prepared:   {Prepared, Submitting, Superseded, Accepted, Failed},
-	Submitting: {Accepted, Failed, Rejected, Prepared, Uncertain},
+	PhasePrepared:   {PhasePrepared, PhaseSubmitting, PhaseSuperseded, PhaseAccepted, PhaseFailed},
+	PhaseSubmitting: {PhaseAccepted, PhaseFailed, PhaseRejected, PhasePrepared, PhaseUncertain},
 	// The claimant's definite answer (a job id, a rejection, a 429) or its
 	// release after an unsent POST still applies after its message's
 	// redelivery or the sweep marked the claim uncertain: it is the outcome
 	// of the only POST. An operator's reconciliation leaves the same way.
-	Uncertain: {Accepted, Failed, Rejected, Prepared},
-	Accepted:  {Accepted, Succeeded, Failed, Stalled, Superseded},
-	Stalled:   {Accepted, Succeeded, Failed, Stalled, Superseded},
-	Succeeded: {Succeeded, Delivered},
-	Failed:    {Failed},
+	PhaseUncertain: {PhaseAccepted, PhaseFailed, PhaseRejected, PhasePrepared},
+	PhaseAccepted:  {PhaseAccepted, PhaseSucceeded, PhaseFailed, PhaseStalled, PhaseSuperseded},
+	PhaseStalled:   {PhaseAccepted, PhaseSucceeded, PhaseFailed, PhaseStalled, PhaseSuperseded},
+	PhaseSucceeded: {PhaseSucceeded, PhaseDelivered},
+	PhaseFailed:    {PhaseFailed},
 }
 
 // CanTransition reports whether a record may move from one phase to the
@@ -111,15 +111,15 @@ func FailedCheck(checks []Check) (Check, bool) {
 // it may POST.
 func ClaimSubmission(r Record, owner, messageID string, now time.Time) (Record, error) {
 	if r.RemoteJobID != "" {
-		return Record{}, &TransitionError{Op: "claim", From: r.Phase, To: Submitting, Why: "a job id is already known"}
+		return Record{}, &TransitionError{Op: "claim", From: r.Phase, To: PhaseSubmitting, Why: "a job id is already known"}
 	}
 	if c, bad := FailedCheck(SubmitChecks(&r)); bad {
-		return Record{}, &TransitionError{Op: "claim", From: r.Phase, To: Submitting, Why: "precondition " + c.Name + " failed: " + c.Detail}
+		return Record{}, &TransitionError{Op: "claim", From: r.Phase, To: PhaseSubmitting, Why: "precondition " + c.Name + " failed: " + c.Detail}
 	}
-	if r.Phase != Prepared {
-		return Record{}, &TransitionError{Op: "claim", From: r.Phase, To: Submitting}
+	if r.Phase != PhasePrepared {
+		return Record{}, &TransitionError{Op: "claim", From: r.Phase, To: PhaseSubmitting}
 	}
-	c, err := move("claim", r, Submitting, now)
+	c, err := move("claim", r, PhaseSubmitting, now)
 	if err != nil {
 		return Record{}, err
 	}
@@ -162,19 +162,19 @@ func (c Claim) holds(op string, r Record, to Phase, namesJob bool) error {
 // meanwhile, but nothing was sent, and saying so is the claimant's to do.
 func (c Claim) Release(r Record, now time.Time) (Record, error) {
 	from := r.Phase
-	if from != Submitting && from != Uncertain {
-		return Record{}, &TransitionError{Op: "release", From: from, To: Prepared}
+	if from != PhaseSubmitting && from != PhaseUncertain {
+		return Record{}, &TransitionError{Op: "release", From: from, To: PhasePrepared}
 	}
-	if err := c.holds("release", r, Prepared, false); err != nil {
+	if err := c.holds("release", r, PhasePrepared, false); err != nil {
 		return Record{}, err
 	}
-	n, err := move("release", r, Prepared, now)
+	n, err := move("release", r, PhasePrepared, now)
 	if err != nil {
 		return Record{}, err
 	}
 	n.Claim = nil
 	n.Parked = nil
-	if from == Uncertain {
+	if from == PhaseUncertain {
 		n.LastError = ""
 	}
 	n.Posts--
@@ -183,7 +183,7 @@ func (c Claim) Release(r Record, now time.Time) (Record, error) {
 
 // Accept is Accept for the claimant's 202.
 func (c Claim) Accept(r Record, jobID string, snap *Snapshot, now time.Time) (Record, error) {
-	if err := c.holds("accept", r, Accepted, true); err != nil {
+	if err := c.holds("accept", r, PhaseAccepted, true); err != nil {
 		return Record{}, err
 	}
 	return Accept(r, jobID, snap, now)
@@ -192,7 +192,7 @@ func (c Claim) Accept(r Record, jobID string, snap *Snapshot, now time.Time) (Re
 // SubmissionFailed is SubmissionFailed for the claimant's 5xx that named
 // a job.
 func (c Claim) SubmissionFailed(r Record, jobID, errorCode string, now time.Time) (Record, error) {
-	if err := c.holds("submission-failed", r, Failed, true); err != nil {
+	if err := c.holds("submission-failed", r, PhaseFailed, true); err != nil {
 		return Record{}, err
 	}
 	return SubmissionFailed(r, jobID, errorCode, now)
@@ -201,13 +201,13 @@ func (c Claim) SubmissionFailed(r Record, jobID, errorCode string, now time.Time
 // Reject records Genace's definite refusal of the claimant's POST:
 // nothing was created.
 func (c Claim) Reject(r Record, errorCode string, now time.Time) (Record, error) {
-	if err := c.holds("reject", r, Rejected, false); err != nil {
+	if err := c.holds("reject", r, PhaseRejected, false); err != nil {
 		return Record{}, err
 	}
 	if r.RemoteJobID != "" {
-		return Record{}, &TransitionError{Op: "reject", From: r.Phase, To: Rejected, Why: "a job id is known"}
+		return Record{}, &TransitionError{Op: "reject", From: r.Phase, To: PhaseRejected, Why: "a job id is known"}
 	}
-	n, err := move("reject", r, Rejected, now)
+	n, err := move("reject", r, PhaseRejected, now)
 	if err != nil {
 		return Record{}, err
 	}
@@ -220,13 +220,13 @@ func (c Claim) Reject(r Record, errorCode string, now time.Time) (Record, error)
 // RateLimited puts the claimed operation back to prepared after a 429:
 // nothing was created, and a delayed dispatch will try again.
 func (c Claim) RateLimited(r Record, now time.Time) (Record, error) {
-	if r.Phase != Submitting && r.Phase != Uncertain {
-		return Record{}, &TransitionError{Op: "rate-limited", From: r.Phase, To: Prepared}
+	if r.Phase != PhaseSubmitting && r.Phase != PhaseUncertain {
+		return Record{}, &TransitionError{Op: "rate-limited", From: r.Phase, To: PhasePrepared}
 	}
-	if err := c.holds("rate-limited", r, Prepared, false); err != nil {
+	if err := c.holds("rate-limited", r, PhasePrepared, false); err != nil {
 		return Record{}, err
 	}
-	n, err := move("rate-limited", r, Prepared, now)
+	n, err := move("rate-limited", r, PhasePrepared, now)
 	if err != nil {
 		return Record{}, err
 	}
@@ -254,7 +254,7 @@ func recordJobID(op string, c *Record, jobID string) error {
 // Accept records a 202's job id and snapshot (or an operator's attached
 // job id, with snap nil) and moves the operation to accepted.
 func Accept(r Record, jobID string, snap *Snapshot, now time.Time) (Record, error) {
-	c, err := move("accept", r, Accepted, now)
+	c, err := move("accept", r, PhaseAccepted, now)
 	if err != nil {
 		return Record{}, err
 	}
@@ -273,7 +273,7 @@ func Accept(r Record, jobID string, snap *Snapshot, now time.Time) (Record, erro
 // envelope carried error.job_id. The job exists on Genace's side, failed,
 // and its refund still has to be observed to settlement.
 func SubmissionFailed(r Record, jobID, errorCode string, now time.Time) (Record, error) {
-	c, err := move("submission-failed", r, Failed, now)
+	c, err := move("submission-failed", r, PhaseFailed, now)
 	if err != nil {
 		return Record{}, err
 	}
@@ -292,10 +292,10 @@ func SubmissionFailed(r Record, jobID, errorCode string, now time.Time) (Record,
 // MarkUncertain records that a POST may have created a job and nothing
 // proves it either way. Only evidence or an operator leaves this phase.
 func MarkUncertain(r Record, reason string, now time.Time) (Record, error) {
-	if r.Phase != Submitting {
-		return Record{}, &TransitionError{Op: "uncertain", From: r.Phase, To: Uncertain}
+	if r.Phase != PhaseSubmitting {
+		return Record{}, &TransitionError{Op: "uncertain", From: r.Phase, To: PhaseUncertain}
 	}
-	c, err := move("uncertain", r, Uncertain, now)
+	c, err := move("uncertain", r, PhaseUncertain, now)
 	if err != nil {
 		return Record{}, err
 	}
@@ -310,7 +310,7 @@ func MarkUncertain(r Record, reason string, now time.Time) (Record, error) {
 // longer carries the claim (it was released and maybe claimed again), the
 // claim has nothing left to be uncertain about.
 func (c Claim) MarkUncertain(r Record, reason string, now time.Time) (Record, error) {
-	if err := c.holds("uncertain", r, Uncertain, false); err != nil {
+	if err := c.holds("uncertain", r, PhaseUncertain, false); err != nil {
 		return Record{}, err
 	}
 	return MarkUncertain(r, reason, now)
@@ -320,10 +320,10 @@ func (c Claim) MarkUncertain(r Record, reason string, now time.Time) (Record, er
 // operation that Genace shows no job for: back to prepared. Dispatching it
 // again is a separate decision that must pass the allowance checks.
 func ConfirmNotSubmitted(r Record, now time.Time) (Record, error) {
-	if r.Phase != Uncertain {
-		return Record{}, &TransitionError{Op: "confirm-not-submitted", From: r.Phase, To: Prepared}
+	if r.Phase != PhaseUncertain {
+		return Record{}, &TransitionError{Op: "confirm-not-submitted", From: r.Phase, To: PhasePrepared}
 	}
-	c, err := move("confirm-not-submitted", r, Prepared, now)
+	c, err := move("confirm-not-submitted", r, PhasePrepared, now)
 	if err != nil {
 		return Record{}, err
 	}
@@ -337,10 +337,10 @@ func ConfirmNotSubmitted(r Record, now time.Time) (Record, error) {
 // revision moves, so the earlier authorization no longer covers it and
 // dispatch messages sent before are stale.
 func ChangeSpec(r Record, now time.Time) (Record, error) {
-	if r.Phase != Prepared {
-		return Record{}, &TransitionError{Op: "change-spec", From: r.Phase, To: Prepared, Why: "only a prepared request can change"}
+	if r.Phase != PhasePrepared {
+		return Record{}, &TransitionError{Op: "change-spec", From: r.Phase, To: PhasePrepared, Why: "only a prepared request can change"}
 	}
-	c, err := move("change-spec", r, Prepared, now)
+	c, err := move("change-spec", r, PhasePrepared, now)
 	if err != nil {
 		return Record{}, err
 	}
@@ -350,7 +350,7 @@ func ChangeSpec(r Record, now time.Time) (Record, error) {
 
 // Supersede records that the user replaced the request.
 func Supersede(r Record, now time.Time) (Record, error) {
-	c, err := move("supersede", r, Superseded, now)
+	c, err := move("supersede", r, PhaseSuperseded, now)
 	if err != nil {
 		return Record{}, err
 	}

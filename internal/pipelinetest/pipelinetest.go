@@ -77,7 +77,7 @@ var openDynamo func(t testing.TB) store.Store
 // Prepared returns an authorized, prepared operation ready to dispatch.
 func Prepared(id string) operation.Record {
 	return operation.Record{
-		OperationID: id, SpecRevision: 1, Phase: operation.Prepared, UserID: "user-1", Model: "flux-pro-2",
+		OperationID: id, SpecRevision: 1, Phase: operation.PhasePrepared, UserID: "user-1", Model: "flux-pro-2",
 		Input:      json.RawMessage(`{"prompt":"a lighthouse at dusk","size":"1024x1024"}`),
 		Authorized: true, AuthorizedSpecRevision: 1, BudgetCredits: 50, EstimatedCredits: 12,
 		Timestamps: operation.Timestamps{Created: Start, Updated: Start},
@@ -198,7 +198,7 @@ func Raw(id, body string) events.SQSEvent {
 
 // Dispatch is the first submit message for a record.
 func Dispatch(rec operation.Record) Sent {
-	return Sent{ID: "dispatch-" + rec.OperationID, Env: message.Envelope{Action: message.SubmitGeneration, OperationID: rec.OperationID, ExpectedRevision: rec.Revision}}
+	return Sent{ID: "dispatch-" + rec.OperationID, Env: message.Envelope{Action: message.ActionSubmitGeneration, OperationID: rec.OperationID, ExpectedRevision: rec.Revision}}
 }
 
 // Failed lists the failed message ids of a batch response.

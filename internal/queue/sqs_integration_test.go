@@ -91,7 +91,7 @@ func createQueue(t *testing.T, c *sqs.Client, name string, attrs map[string]stri
 
 func testBody(t *testing.T, op string) []byte {
 	t.Helper()
-	b, err := message.Envelope{Action: message.ObserveGeneration, OperationID: op, ExpectedRevision: 3, ExpectedRemoteJobID: "job-1", Attempt: 1}.Encode()
+	b, err := message.Envelope{Action: message.ActionObserveGeneration, OperationID: op, ExpectedRevision: 3, ExpectedRemoteJobID: "job-1", Attempt: 1}.Encode()
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -50,9 +50,9 @@ func (p *pipeline) run(t *testing.T, max int) {
 			p.clk.Advance(s.Delay)
 			ev := pipelinetest.Event(t, p.clk.Now(), s)
 			switch s.Env.Action {
-			case message.SubmitGeneration:
+			case message.ActionSubmitGeneration:
 				_, _ = p.sub.Handle(context.Background(), ev)
-			case message.ObserveGeneration:
+			case message.ActionObserveGeneration:
 				_, _ = p.obs.Handle(context.Background(), ev)
 			}
 		}
@@ -85,7 +85,7 @@ func TestReplayingAnAcceptedOperationNeverPosts(t *testing.T) {
 			if n := p.sim.PostCount("op-acc"); n != 1 {
 				t.Fatalf("%d creation requests reached Genace, want the original 1", n)
 			}
-			if got := pipelinetest.Get(t, p.store, "op-acc"); got.Phase != operation.Succeeded {
+			if got := pipelinetest.Get(t, p.store, "op-acc"); got.Phase != operation.PhaseSucceeded {
 				t.Fatalf("phase %s, want the observation chain to finish", got.Phase)
 			}
 		})
@@ -110,7 +110,7 @@ func TestReconcileFailIsNeverSettledByReplay(t *testing.T) {
 	}
 	p.run(t, 50)
 	got = pipelinetest.Get(t, p.store, "op-rf")
-	if got.Settlement == operation.SettlementSettled || got.Phase != operation.Failed || got.Parked == nil {
+	if got.Settlement == operation.SettlementSettled || got.Phase != operation.PhaseFailed || got.Parked == nil {
 		t.Fatalf("after replay: %s/%s parked=%v; a failed state alone must never settle it", got.Phase, got.Settlement, got.Parked)
 	}
 	if p.sim.PostCount("op-rf") != 1 {

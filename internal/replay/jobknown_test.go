@@ -29,7 +29,7 @@ import (
 type acceptedUnwritable struct{ store.Store }
 
 func (s acceptedUnwritable) Update(ctx context.Context, rec operation.Record, expected int64) (operation.Record, error) {
-	if rec.Phase == operation.Accepted {
+	if rec.Phase == operation.PhaseAccepted {
 		return operation.Record{}, errors.New("injected: the table is unavailable")
 	}
 	return s.Store.Update(ctx, rec, expected)
@@ -81,7 +81,7 @@ func TestJobKeptOnlyInAReviewIsNeverPostedAgain(t *testing.T) {
 			if err != nil || !kept.Open || kept.RemoteJobID != job {
 				t.Fatalf("review job:%s = %+v, %v; the scenario needs keepJobID's review", job, kept, err)
 			}
-			if got := pipelinetest.Get(t, st, "op-kept"); got.RemoteJobID != "" || got.Phase != operation.Submitting {
+			if got := pipelinetest.Get(t, st, "op-kept"); got.RemoteJobID != "" || got.Phase != operation.PhaseSubmitting {
 				t.Fatalf("record %s with job %q; the scenario needs the id missing from the record", got.Phase, got.RemoteJobID)
 			}
 
@@ -90,7 +90,7 @@ func TestJobKeptOnlyInAReviewIsNeverPostedAgain(t *testing.T) {
 			if _, err := sweep.New(sweep.Config{}, st, out, clk, log, metrics.Discard()).Sweep(ctx); err != nil {
 				t.Fatal(err)
 			}
-			if got := pipelinetest.Get(t, st, "op-kept"); got.Phase != operation.Uncertain {
+			if got := pipelinetest.Get(t, st, "op-kept"); got.Phase != operation.PhaseUncertain {
 				t.Fatalf("after the sweep: %s, want uncertain", got.Phase)
 			}
 
@@ -131,7 +131,7 @@ func TestJobKeptOnlyInAReviewIsNeverPostedAgain(t *testing.T) {
 				t.Errorf("attach: closed %v, audit %+v", res.Closed, res.Entry)
 			}
 			deliverAll(t, clk, out, sub, obs)
-			if got := pipelinetest.Get(t, st, "op-kept"); got.RemoteJobID != job || got.Phase != operation.Succeeded {
+			if got := pipelinetest.Get(t, st, "op-kept"); got.RemoteJobID != job || got.Phase != operation.PhaseSucceeded {
 				t.Errorf("after attaching: %s with job %q, want the job observed to succeeded", got.Phase, got.RemoteJobID)
 			}
 			if n := sim.PostCount("op-kept"); n != 1 {
@@ -154,9 +154,9 @@ func deliverAll(t *testing.T, clk *clock.Manual, out *pipelinetest.Outbox, sub *
 			clk.Advance(s.Delay)
 			ev := pipelinetest.Event(t, clk.Now(), s)
 			switch s.Env.Action {
-			case message.SubmitGeneration:
+			case message.ActionSubmitGeneration:
 				_, _ = sub.Handle(context.Background(), ev)
-			case message.ObserveGeneration:
+			case message.ActionObserveGeneration:
 				_, _ = obs.Handle(context.Background(), ev)
 			}
 		}
@@ -184,12 +184,12 @@ func TestDispatchAccountsForEveryPost(t *testing.T) {
 		{"posted once, outcome never settled", prepared("op-unsettled", 1, 0), false, false},
 		{"uncertain, confirmed not submitted", func() operation.Record {
 			r := prepared("op-confirmed", 1, 0)
-			r.Phase, r.Parked = operation.Uncertain, &operation.ParkedState{Reason: "post_outcome_unknown", At: pipelinetest.Start}
+			r.Phase, r.Parked = operation.PhaseUncertain, &operation.ParkedState{Reason: "post_outcome_unknown", At: pipelinetest.Start}
 			return r
 		}(), true, true},
 		{"429, then uncertain, confirmed", func() operation.Record {
 			r := prepared("op-429-confirmed", 2, 1)
-			r.Phase = operation.Uncertain
+			r.Phase = operation.PhaseUncertain
 			return r
 		}(), true, true},
 	}
@@ -236,11 +236,11 @@ func TestReplayClosesOnlyWhatItResolves(t *testing.T) {
 			e := newEnv(t, kind)
 			ctx := context.Background()
 			stalled := pipelinetest.Prepared("op-stalled")
-			stalled.Phase, stalled.RemoteJobID, stalled.Posts = operation.Stalled, "job_on_record", 1
+			stalled.Phase, stalled.RemoteJobID, stalled.Posts = operation.PhaseStalled, "job_on_record", 1
 			stalled.Parked = &operation.ParkedState{Reason: "polling_budget_exhausted", At: pipelinetest.Start}
 			stalled = pipelinetest.Create(t, e.store, stalled)
 			delivered := pipelinetest.Prepared("op-delivered")
-			delivered.Phase, delivered.RemoteJobID, delivered.Posts = operation.Delivered, "job_delivered", 1
+			delivered.Phase, delivered.RemoteJobID, delivered.Posts = operation.PhaseDelivered, "job_delivered", 1
 			delivered = pipelinetest.Create(t, e.store, delivered)
 
 			parked := review.ForRecord(review.ParkedID(stalled.OperationID, stalled.Revision), review.SourceHandler, &stalled, pipelinetest.Start)

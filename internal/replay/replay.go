@@ -180,7 +180,7 @@ func PlanFor(rec *operation.Record, ev Evidence) Plan {
 		}
 		check("outputs_described", want > 0, fmt.Sprintf("%d outputs, %d stored", want, len(rec.Deliveries)))
 	case operation.ActionReconcile:
-		check("uncertain", rec.Phase == operation.Uncertain,
+		check("uncertain", rec.Phase == operation.PhaseUncertain,
 			fmt.Sprintf("phase %s (a submitting claim may still be mid-POST: wait for the sweep to mark it uncertain)", rec.Phase))
 		p.Needs = "--job-id ID (the job exists on Genace) or --confirmed-not-submitted (Genace has no job for this operation)"
 		if len(p.KnownJobs) > 0 {
@@ -485,19 +485,19 @@ func apply(rec operation.Record, req Request, now time.Time) (operation.Record, 
 	case operation.ActionDispatch:
 		c := rec.Clone()
 		c.Timestamps.Updated = now
-		return schedule(c, message.SubmitGeneration), "dispatch", nil
+		return schedule(c, message.ActionSubmitGeneration), "dispatch", nil
 	case operation.ActionObserve, operation.ActionInspectAccounting:
 		c, err := operation.ResumeObservation(rec, now)
 		if err != nil {
 			return operation.Record{}, "", err
 		}
-		return schedule(c, message.ObserveGeneration), string(req.Action), nil
+		return schedule(c, message.ActionObserveGeneration), string(req.Action), nil
 	case operation.ActionDeliver:
 		c := rec.Clone()
 		c.Timestamps.Updated = now
 		c.Parked = nil
 		c.Counters.ReadFailures = 0
-		return schedule(c, message.DeliverArtifacts), "deliver", nil
+		return schedule(c, message.ActionDeliverArtifacts), "deliver", nil
 	case operation.ActionReconcile:
 		if req.ConfirmedNotSubmitted {
 			c, err := operation.ConfirmNotSubmitted(rec, now)
@@ -508,7 +508,7 @@ func apply(rec operation.Record, req Request, now time.Time) (operation.Record, 
 		if err != nil {
 			return operation.Record{}, "", err
 		}
-		return schedule(c, message.ObserveGeneration), DecisionAttachJob, nil
+		return schedule(c, message.ActionObserveGeneration), DecisionAttachJob, nil
 	}
 	return operation.Record{}, "", fmt.Errorf("%w: action %s cannot be replayed", ErrBadRequest, req.Action)
 }

@@ -171,7 +171,7 @@ func TestReplayEachFixture(t *testing.T) {
 					req.JobID = e.jobOnGenace(t, before.OperationID)
 				}
 				res, err := e.r.Replay(context.Background(), req)
-				if f.Record.Phase == operation.Submitting {
+				if f.Record.Phase == operation.PhaseSubmitting {
 					// A claim may be mid-POST: replay waits for it to become uncertain.
 					if !errors.Is(err, replay.ErrNotReady) {
 						t.Fatalf("%s: err %v, want ErrNotReady", f.Name, err)
@@ -198,9 +198,9 @@ func TestReplayEachFixture(t *testing.T) {
 					t.Fatalf("%s: audit entry %+v", f.Name, a)
 				}
 				wantMsg := map[operation.Action]message.Action{
-					operation.ActionDispatch: message.SubmitGeneration, operation.ActionObserve: message.ObserveGeneration,
-					operation.ActionInspectAccounting: message.ObserveGeneration, operation.ActionDeliver: message.DeliverArtifacts,
-					operation.ActionReconcile: message.ObserveGeneration,
+					operation.ActionDispatch: message.ActionSubmitGeneration, operation.ActionObserve: message.ActionObserveGeneration,
+					operation.ActionInspectAccounting: message.ActionObserveGeneration, operation.ActionDeliver: message.ActionDeliverArtifacts,
+					operation.ActionReconcile: message.ActionObserveGeneration,
 				}[f.ExpectedAction]
 				if len(sent) != 1 || sent[0].Env.Action != wantMsg || sent[0].Env.ExpectedRevision != after.Revision {
 					t.Fatalf("%s: sent %+v, want one %s at r%d", f.Name, sent, wantMsg, after.Revision)
@@ -265,7 +265,7 @@ func TestConfirmedNotSubmittedDoesNotDispatch(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		if res.After.Phase != operation.Prepared || e.out.Len() != 0 || res.Entry.Decision != "confirmed-not-submitted" {
+		if res.After.Phase != operation.PhasePrepared || e.out.Len() != 0 || res.Entry.Decision != "confirmed-not-submitted" {
 			t.Fatalf("phase %s, %d sent, decision %q: dispatch must stay a separate decision", res.After.Phase, e.out.Len(), res.Entry.Decision)
 		}
 		// The separate decision: the plan now says dispatch, with the allowance checks.

@@ -13,13 +13,13 @@ func TestForRecordKeepsPhaseAndRemoteStateApartAndNoInput(t *testing.T) {
 	t.Parallel()
 	now := time.Date(2026, 11, 29, 8, 0, 0, 0, time.UTC)
 	rec := operation.Record{
-		OperationID: "op-1", Revision: 7, Phase: operation.Failed, Settlement: operation.SettlementUnresolved,
+		OperationID: "op-1", Revision: 7, Phase: operation.PhaseFailed, Settlement: operation.SettlementUnresolved,
 		RemoteJobID: "job_1", Input: json.RawMessage(`{"prompt":"a secret garden"}`), LastError: "refund_unresolved",
 		Remote: &operation.Snapshot{State: operation.RemoteFailed, Credits: operation.Credits{Charged: 12, RefundState: operation.RefundNone}},
 		Parked: &operation.ParkedState{Reason: "accounting budget spent"},
 	}
 	r := ForRecord(ParkedID(rec.OperationID, rec.Revision), SourceHandler, &rec, now)
-	if r.ID != "op:op-1:r7" || r.Phase != operation.Failed || r.RemoteState != operation.RemoteFailed ||
+	if r.ID != "op:op-1:r7" || r.Phase != operation.PhaseFailed || r.RemoteState != operation.RemoteFailed ||
 		r.Recommended != operation.ActionInspectAccounting || !r.Open || r.RemoteJobID != "job_1" || r.ErrorCategory != "refund_unresolved" {
 		t.Fatalf("review %+v", r)
 	}
@@ -34,7 +34,7 @@ func TestForRecordKeepsPhaseAndRemoteStateApartAndNoInput(t *testing.T) {
 
 func TestDecode(t *testing.T) {
 	t.Parallel()
-	good := Record{ID: "dlq:m-1", Source: SourceDLQ, OperationID: "op-1", Phase: operation.Accepted, RemoteState: operation.RemoteRunning,
+	good := Record{ID: "dlq:m-1", Source: SourceDLQ, OperationID: "op-1", Phase: operation.PhaseAccepted, RemoteState: operation.RemoteRunning,
 		Recommended: operation.ActionObserve, CreatedAt: time.Date(2026, 11, 29, 8, 0, 0, 0, time.UTC), Open: true}
 	b, _ := json.Marshal(good)
 	if got, err := Decode(b); err != nil || got.ID != good.ID || got.Recommended != good.Recommended {

@@ -63,8 +63,8 @@ const (
 func testConfig() schedule.Config {
 	return schedule.Config{
 		Queues: map[message.Action]schedule.Target{
-			message.ObserveGeneration: {URL: observeURL, ARN: observeARN},
-			message.SubmitGeneration:  {URL: submitURL, ARN: submitARN},
+			message.ActionObserveGeneration: {URL: observeURL, ARN: observeARN},
+			message.ActionSubmitGeneration:  {URL: submitURL, ARN: submitARN},
 		},
 		SchedulerRoleARN: roleARN,
 		ScheduleGroup:    "genjobs",
@@ -188,7 +188,7 @@ func TestDispatcherRetryIsIdempotent(t *testing.T) {
 	if first.Name != retry.Name || first.ClientToken != retry.ClientToken {
 		t.Errorf("retry used %q/%q, first %q/%q", retry.Name, retry.ClientToken, first.Name, first.ClientToken)
 	}
-	next := env.Next(message.ObserveGeneration, 3, "job-1")
+	next := env.Next(message.ActionObserveGeneration, 3, "job-1")
 	creator.err = nil
 	if _, err := d.Send(context.Background(), next, time.Hour); err != nil {
 		t.Fatal(err)
@@ -214,7 +214,7 @@ func TestDispatcherErrors(t *testing.T) {
 	t.Run("action without a queue", func(t *testing.T) {
 		t.Parallel()
 		d, sender, _ := newTestDispatcher(t, testConfig(), &fakeCreator{})
-		env := message.Envelope{Action: message.DeliverArtifacts, OperationID: "op-1", ExpectedRevision: 1, ExpectedRemoteJobID: "j", Attempt: 0}
+		env := message.Envelope{Action: message.ActionDeliverArtifacts, OperationID: "op-1", ExpectedRevision: 1, ExpectedRemoteJobID: "j", Attempt: 0}
 		if _, err := d.Send(ctx, env, 0); err == nil || !strings.Contains(err.Error(), "no queue configured") || len(sender.sent) != 0 {
 			t.Fatalf("err = %v", err)
 		}
@@ -264,20 +264,20 @@ func TestNewDispatcherValidates(t *testing.T) {
 	}{
 		{"no queues", mod(func(c *schedule.Config) { c.Queues = nil }), &fakeCreator{}, "no queues configured"},
 		{"unknown action", mod(func(c *schedule.Config) { c.Queues["render"] = schedule.Target{URL: "u", ARN: "a"} }), &fakeCreator{}, `unknown action "render"`},
-		{"queue without URL", mod(func(c *schedule.Config) { c.Queues[message.DeliverArtifacts] = schedule.Target{ARN: "a"} }), &fakeCreator{}, "deliver_artifacts has no URL"},
+		{"queue without URL", mod(func(c *schedule.Config) { c.Queues[message.ActionDeliverArtifacts] = schedule.Target{ARN: "a"} }), &fakeCreator{}, "deliver_artifacts has no URL"},
 		{"scheduled queue without ARN", mod(func(c *schedule.Config) {
-			c.Queues[message.DeliverArtifacts] = schedule.Target{URL: "u"}
-			c.MaxDelay = map[message.Action]time.Duration{message.DeliverArtifacts: 901 * time.Second}
+			c.Queues[message.ActionDeliverArtifacts] = schedule.Target{URL: "u"}
+			c.MaxDelay = map[message.Action]time.Duration{message.ActionDeliverArtifacts: 901 * time.Second}
 		}), &fakeCreator{}, "deliver_artifacts has no ARN, which the scheduler needs: deliver_artifacts is delayed up to 15m1s, beyond the queue's 15m0s"},
 		{"scheduled action without queue", mod(func(c *schedule.Config) {
-			c.MaxDelay = map[message.Action]time.Duration{message.DeliverArtifacts: time.Hour}
+			c.MaxDelay = map[message.Action]time.Duration{message.ActionDeliverArtifacts: time.Hour}
 		}), &fakeCreator{}, "no queue for deliver_artifacts"},
 		{"scheduled action without scheduler", mod(func(c *schedule.Config) {
-			c.MaxDelay = map[message.Action]time.Duration{message.ObserveGeneration: time.Hour}
+			c.MaxDelay = map[message.Action]time.Duration{message.ActionObserveGeneration: time.Hour}
 		}), nil, "no scheduler configured: observe_generation is delayed up to 1h0m0s"},
 		{"no role", mod(func(c *schedule.Config) {
 			c.SchedulerRoleARN = ""
-			c.MaxDelay = map[message.Action]time.Duration{message.ObserveGeneration: time.Hour}
+			c.MaxDelay = map[message.Action]time.Duration{message.ActionObserveGeneration: time.Hour}
 		}), &fakeCreator{}, "SchedulerRoleARN is empty"},
 		{"bad prefix", mod(func(c *schedule.Config) { c.NamePrefix = "gj:" }), &fakeCreator{}, "NamePrefix"},
 		{"long prefix", mod(func(c *schedule.Config) { c.NamePrefix = strings.Repeat("p", 25) }), &fakeCreator{}, "NamePrefix"},
@@ -297,13 +297,13 @@ func TestNewDispatcherValidates(t *testing.T) {
 		t.Error("nil sender accepted")
 	}
 	// Without a scheduler, neither ARNs nor a role are needed.
-	cfg := schedule.Config{Queues: map[message.Action]schedule.Target{message.ObserveGeneration: {URL: observeURL}}}
+	cfg := schedule.Config{Queues: map[message.Action]schedule.Target{message.ActionObserveGeneration: {URL: observeURL}}}
 	if _, err := schedule.NewDispatcher(cfg, &fakeSender{}, nil, nil); err != nil {
 		t.Errorf("queue-only config: %v", err)
 	}
 	// Nor with one, for actions that stay within the queue's limit
 	// (exactly 15 minutes does).
-	cfg.MaxDelay = map[message.Action]time.Duration{message.ObserveGeneration: 900 * time.Second}
+	cfg.MaxDelay = map[message.Action]time.Duration{message.ActionObserveGeneration: 900 * time.Second}
 	if _, err := schedule.NewDispatcher(cfg, &fakeSender{}, &fakeCreator{}, nil); err != nil {
 		t.Errorf("config whose delays fit the queue: %v", err)
 	}
@@ -312,11 +312,11 @@ func TestNewDispatcherValidates(t *testing.T) {
 func TestConfigScheduled(t *testing.T) {
 	t.Parallel()
 	c := schedule.Config{MaxDelay: map[message.Action]time.Duration{
-		message.SubmitGeneration:  900 * time.Second,                  // SQS's limit: the queue
-		message.ObserveGeneration: 900*time.Second + time.Millisecond, // rounds up to 901 s: the scheduler
-		message.DeliverArtifacts:  0,
+		message.ActionSubmitGeneration:  900 * time.Second,                  // SQS's limit: the queue
+		message.ActionObserveGeneration: 900*time.Second + time.Millisecond, // rounds up to 901 s: the scheduler
+		message.ActionDeliverArtifacts:  0,
 	}}
-	if got := c.Scheduled(); !slices.Equal(got, []message.Action{message.ObserveGeneration}) {
+	if got := c.Scheduled(); !slices.Equal(got, []message.Action{message.ActionObserveGeneration}) {
 		t.Errorf("Scheduled() = %v, want [observe_generation]", got)
 	}
 	c.MaxQueueDelay = time.Hour // a local queue that takes any delay
@@ -346,10 +346,10 @@ func TestObserveColdStartConfig(t *testing.T) {
 	t.Parallel()
 	cfg := schedule.Config{
 		Queues: map[message.Action]schedule.Target{
-			message.ObserveGeneration: {URL: observeURL, ARN: observeARN},
-			message.DeliverArtifacts:  {URL: "https://sqs.us-east-1.amazonaws.com/123456789012/genjobs-deliver"},
+			message.ActionObserveGeneration: {URL: observeURL, ARN: observeARN},
+			message.ActionDeliverArtifacts:  {URL: "https://sqs.us-east-1.amazonaws.com/123456789012/genjobs-deliver"},
 		},
-		MaxDelay:         map[message.Action]time.Duration{message.ObserveGeneration: time.Hour, message.DeliverArtifacts: 0},
+		MaxDelay:         map[message.Action]time.Duration{message.ActionObserveGeneration: time.Hour, message.ActionDeliverArtifacts: 0},
 		SchedulerRoleARN: roleARN, ScheduleGroup: "genjobs", NamePrefix: "gj-",
 	}
 	d, err := schedule.NewDispatcher(cfg, &fakeSender{}, &fakeCreator{}, nil)
@@ -361,7 +361,7 @@ func TestObserveColdStartConfig(t *testing.T) {
 	}
 	// A delivery delayed past what was declared has no scheduler target:
 	// a clear error, not a schedule without a target.
-	env := message.Envelope{Action: message.DeliverArtifacts, OperationID: "op-1", ExpectedRevision: 1, ExpectedRemoteJobID: "job-1"}
+	env := message.Envelope{Action: message.ActionDeliverArtifacts, OperationID: "op-1", ExpectedRevision: 1, ExpectedRemoteJobID: "job-1"}
 	if route, err := d.Send(context.Background(), env, time.Hour); !errors.Is(err, schedule.ErrNoScheduler) || route != schedule.RouteScheduler {
 		t.Errorf("an undeclared long delivery delay: route %q, err %v; want ErrNoScheduler", route, err)
 	}

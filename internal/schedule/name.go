@@ -24,9 +24,9 @@ const (
 // actionTags shorten the actions in names: the 64 characters are better
 // spent on the operation id.
 var actionTags = map[message.Action]string{
-	message.SubmitGeneration:  "submit",
-	message.ObserveGeneration: "observe",
-	message.DeliverArtifacts:  "deliver",
+	message.ActionSubmitGeneration:  "submit",
+	message.ActionObserveGeneration: "observe",
+	message.ActionDeliverArtifacts:  "deliver",
 }
 
 // ScheduleName is the deterministic schedule name for env: the same

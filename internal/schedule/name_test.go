@@ -13,7 +13,7 @@ import (
 var schedulerName = regexp.MustCompile(`^[0-9A-Za-z_.-]{1,64}$`)
 
 func observe(op string, rev int64, attempt int) message.Envelope {
-	return message.Envelope{Action: message.ObserveGeneration, OperationID: op, ExpectedRevision: rev, ExpectedRemoteJobID: "job-1", Attempt: attempt}
+	return message.Envelope{Action: message.ActionObserveGeneration, OperationID: op, ExpectedRevision: rev, ExpectedRemoteJobID: "job-1", Attempt: attempt}
 }
 
 func TestScheduleNameReadable(t *testing.T) {
@@ -67,11 +67,11 @@ func TestScheduleNameDistinct(t *testing.T) {
 		observe(strings.Repeat("x", 44), 1, 1), // 64 characters exactly
 		observe(strings.Repeat("x", 45), 1, 1), // 65: hashed
 		observe(strings.TrimSuffix(hashedLookalike, "_r1_a1"), 1, 1),
-		{Action: message.SubmitGeneration, OperationID: "op-1", ExpectedRevision: 3, Attempt: 7},
-		{Action: message.DeliverArtifacts, OperationID: "op-1", ExpectedRevision: 3, ExpectedRemoteJobID: "job-1", Attempt: 7},
-		{Action: message.SubmitGeneration, OperationID: "a:b", ExpectedRevision: 1, Attempt: 1},
-		{Action: message.ObserveGeneration, OperationID: "op-1", ExpectedRevision: 3, ExpectedRemoteJobID: "j", Attempt: message.MaxAttempt},
-		{Action: message.ObserveGeneration, OperationID: long, ExpectedRevision: 1 << 62, ExpectedRemoteJobID: "j", Attempt: message.MaxAttempt},
+		{Action: message.ActionSubmitGeneration, OperationID: "op-1", ExpectedRevision: 3, Attempt: 7},
+		{Action: message.ActionDeliverArtifacts, OperationID: "op-1", ExpectedRevision: 3, ExpectedRemoteJobID: "job-1", Attempt: 7},
+		{Action: message.ActionSubmitGeneration, OperationID: "a:b", ExpectedRevision: 1, Attempt: 1},
+		{Action: message.ActionObserveGeneration, OperationID: "op-1", ExpectedRevision: 3, ExpectedRemoteJobID: "j", Attempt: message.MaxAttempt},
+		{Action: message.ActionObserveGeneration, OperationID: long, ExpectedRevision: 1 << 62, ExpectedRemoteJobID: "j", Attempt: message.MaxAttempt},
 	}
 	for _, prefix := range []string{"", "gj-", "genjobs-prod-eu.", strings.Repeat("p", schedule.MaxNamePrefix)} {
 		seen := map[string]message.Envelope{}

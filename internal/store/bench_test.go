@@ -16,7 +16,7 @@ import (
 func benchRecord(id string) operation.Record {
 	now := time.Date(2025, 3, 14, 15, 9, 26, 535897932, time.UTC)
 	return operation.Record{
-		OperationID: id, Phase: operation.Accepted, UserID: "user-1", Model: "genace-v2",
+		OperationID: id, Phase: operation.PhaseAccepted, UserID: "user-1", Model: "genace-v2",
 		Input:      []byte(`{"prompt":"a lighthouse at dusk","size":"1024x1024"}`),
 		Authorized: true, BudgetCredits: 500, EstimatedCredits: 120, RemoteJobID: "job-" + id,
 		Remote: &operation.Snapshot{State: operation.RemoteRunning, Progress: 0.5,

@@ -270,7 +270,7 @@ func TestDynamoItemLayout(t *testing.T) {
 		}
 	}
 
-	rec := operation.Record{OperationID: "layout-1", Phase: operation.Accepted, RemoteJobID: "job-1",
+	rec := operation.Record{OperationID: "layout-1", Phase: operation.PhaseAccepted, RemoteJobID: "job-1",
 		Schedule: &operation.NextAction{Action: "observe_generation", Due: due}}
 	v1, err := st.Create(ctx, rec)
 	if err != nil {
@@ -289,7 +289,7 @@ func TestDynamoItemLayout(t *testing.T) {
 	}
 
 	done := v1
-	done.Phase = operation.Delivered
+	done.Phase = operation.PhaseDelivered
 	if _, err := st.UpdateWithAudit(ctx, done, 1, review.AuditEntry{Operator: "alice", Action: operation.ActionAcknowledge}); err != nil {
 		t.Fatal(err)
 	}
@@ -372,7 +372,7 @@ func TestDynamoRetention(t *testing.T) {
 
 	// An active record never expires; the write that finishes it sets the
 	// expiry from its own Updated time.
-	rec, err := st.Create(ctx, operation.Record{OperationID: "op-ttl", Phase: operation.Accepted, Timestamps: operation.Timestamps{Created: t0, Updated: t0}})
+	rec, err := st.Create(ctx, operation.Record{OperationID: "op-ttl", Phase: operation.PhaseAccepted, Timestamps: operation.Timestamps{Created: t0, Updated: t0}})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -380,7 +380,7 @@ func TestDynamoRetention(t *testing.T) {
 		t.Error("an active record carries an expiry")
 	}
 	done := t0.Add(time.Hour)
-	rec.Phase, rec.Timestamps.Updated = operation.Delivered, done
+	rec.Phase, rec.Timestamps.Updated = operation.PhaseDelivered, done
 	if _, err := st.Update(ctx, rec, rec.Revision); err != nil {
 		t.Fatal(err)
 	}
@@ -390,11 +390,11 @@ func TestDynamoRetention(t *testing.T) {
 
 	// Audit entries expire from their own time, after the retention for audits.
 	ent := review.AuditEntry{Operator: "ops", Action: operation.ActionObserve, At: t0}
-	rec2, err := st.Create(ctx, operation.Record{OperationID: "op-audit", Phase: operation.Stalled, Timestamps: operation.Timestamps{Created: t0, Updated: t0}})
+	rec2, err := st.Create(ctx, operation.Record{OperationID: "op-audit", Phase: operation.PhaseStalled, Timestamps: operation.Timestamps{Created: t0, Updated: t0}})
 	if err != nil {
 		t.Fatal(err)
 	}
-	rec2.Phase = operation.Accepted
+	rec2.Phase = operation.PhaseAccepted
 	if _, err := st.UpdateWithAudit(ctx, rec2, rec2.Revision, ent); err != nil {
 		t.Fatal(err)
 	}
@@ -463,13 +463,13 @@ func TestDynamoRetention(t *testing.T) {
 	// Without a retention nothing expires, and a terminal record with no
 	// Updated time is never given an expiry in the past.
 	plain := store.NewDynamo(client, table)
-	if _, err := plain.Create(ctx, operation.Record{OperationID: "op-keep", Phase: operation.Rejected, Timestamps: operation.Timestamps{Updated: t0}}); err != nil {
+	if _, err := plain.Create(ctx, operation.Record{OperationID: "op-keep", Phase: operation.PhaseRejected, Timestamps: operation.Timestamps{Updated: t0}}); err != nil {
 		t.Fatal(err)
 	}
 	if _, ok := expiresAt("OP#op-keep", "RECORD"); ok {
 		t.Error("a store without retention wrote an expiry")
 	}
-	if _, err := st.Create(ctx, operation.Record{OperationID: "op-undated", Phase: operation.Rejected}); err != nil {
+	if _, err := st.Create(ctx, operation.Record{OperationID: "op-undated", Phase: operation.PhaseRejected}); err != nil {
 		t.Fatal(err)
 	}
 	if _, ok := expiresAt("OP#op-undated", "RECORD"); ok {

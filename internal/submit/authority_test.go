@@ -112,7 +112,7 @@ func newQueued(t *testing.T) *queued {
 		t.Fatal(err)
 	}
 	disp, err := schedule.NewDispatcher(schedule.Config{Queues: map[message.Action]schedule.Target{
-		message.SubmitGeneration: {URL: q.dispatch}, message.ObserveGeneration: {URL: observe},
+		message.ActionSubmitGeneration: {URL: q.dispatch}, message.ActionObserveGeneration: {URL: observe},
 	}}, q.broker, nil, q.clk)
 	if err != nil {
 		t.Fatal(err)
@@ -203,7 +203,7 @@ func TestGapBeforeInvokeRenewalKeepsTheMessage(t *testing.T) {
 	if n := q.sim.PostCount("op"); n != 1 {
 		t.Errorf("%d POSTs", n)
 	}
-	if got := pipelinetest.Get(t, q.store, "op"); got.Phase != operation.Accepted {
+	if got := pipelinetest.Get(t, q.store, "op"); got.Phase != operation.PhaseAccepted {
 		t.Errorf("phase %s, want accepted (%s)", got.Phase, q.trail)
 	}
 }
@@ -244,7 +244,7 @@ func TestGapBeforeInvokeStaleReceiptNeverPosts(t *testing.T) {
 	if n := q.sim.PostCount("op"); n != 1 {
 		t.Errorf("%d POSTs (%s)", n, q.trail)
 	}
-	if got := pipelinetest.Get(t, q.store, "op"); got.Phase != operation.Accepted || got.Posts != 1 {
+	if got := pipelinetest.Get(t, q.store, "op"); got.Phase != operation.PhaseAccepted || got.Posts != 1 {
 		t.Errorf("record %s with %d POSTs counted, want accepted with 1 (%s)", got.Phase, got.Posts, q.trail)
 	}
 }
@@ -270,7 +270,7 @@ func TestPOSTOnlyAfterVisibilityRenewed(t *testing.T) {
 			got := pipelinetest.Get(t, e.store, "op")
 			sent := e.out.Take()
 			if !fail {
-				if renewalsAtPost != 1 || e.sim.PostCount("op") != 1 || got.Phase != operation.Accepted {
+				if renewalsAtPost != 1 || e.sim.PostCount("op") != 1 || got.Phase != operation.PhaseAccepted {
 					t.Fatalf("%d renewals before the POST, %d POSTs, %s; want the POST right after one renewal", renewalsAtPost, e.sim.PostCount("op"), got.Phase)
 				}
 				return
@@ -278,10 +278,10 @@ func TestPOSTOnlyAfterVisibilityRenewed(t *testing.T) {
 			if n := e.sim.TotalPosts(); n != 0 || renewalsAtPost != -1 {
 				t.Fatalf("POSTed %d times after a failed renewal", n)
 			}
-			if got.Phase != operation.Prepared || got.Claim != nil || got.Posts != 0 {
+			if got.Phase != operation.PhasePrepared || got.Claim != nil || got.Posts != 0 {
 				t.Fatalf("claim not released: %s claim=%v posts=%d", got.Phase, got.Claim, got.Posts)
 			}
-			if len(sent) != 1 || sent[0].Env.Action != message.SubmitGeneration || sent[0].Env.ExpectedRevision != got.Revision {
+			if len(sent) != 1 || sent[0].Env.Action != message.ActionSubmitGeneration || sent[0].Env.ExpectedRevision != got.Revision {
 				t.Fatalf("sent %+v, want a fresh dispatch at r%d", sent, got.Revision)
 			}
 		})
@@ -313,10 +313,10 @@ func TestDeadlineTooCloseForPOSTAndPersistReleases(t *testing.T) {
 		t.Fatalf("POSTed %d times with 24 s left for a 20 s POST and a 5 s write", n)
 	}
 	got := pipelinetest.Get(t, e.store, "op")
-	if got.Phase != operation.Prepared || got.Claim != nil || got.Posts != 0 {
+	if got.Phase != operation.PhasePrepared || got.Claim != nil || got.Posts != 0 {
 		t.Fatalf("claim not released: %s claim=%v posts=%d", got.Phase, got.Claim, got.Posts)
 	}
-	if sent := e.out.Take(); len(sent) != 1 || sent[0].Env.Action != message.SubmitGeneration || sent[0].Env.ExpectedRevision != got.Revision {
+	if sent := e.out.Take(); len(sent) != 1 || sent[0].Env.Action != message.ActionSubmitGeneration || sent[0].Env.ExpectedRevision != got.Revision {
 		t.Fatalf("sent %+v, want a fresh dispatch at r%d", sent, got.Revision)
 	}
 }

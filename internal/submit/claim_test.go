@@ -27,10 +27,10 @@ var postOutcomes = []struct {
 	phase    operation.Phase
 	followUp message.Action
 }{
-	{"202", genacesim.NoFault(), operation.Accepted, message.ObserveGeneration},
-	{"429", genacesim.RateLimited(7 * time.Second), operation.Prepared, message.SubmitGeneration},
-	{"422", genacesim.Reject(422, "invalid_request"), operation.Rejected, ""},
-	{"502 with a job id", genacesim.SubmissionFailed(502), operation.Failed, message.ObserveGeneration},
+	{"202", genacesim.NoFault(), operation.PhaseAccepted, message.ActionObserveGeneration},
+	{"429", genacesim.RateLimited(7 * time.Second), operation.PhasePrepared, message.ActionSubmitGeneration},
+	{"422", genacesim.Reject(422, "invalid_request"), operation.PhaseRejected, ""},
+	{"502 with a job id", genacesim.SubmissionFailed(502), operation.PhaseFailed, message.ActionObserveGeneration},
 }
 
 // other is a second submit worker on the same store, Genace and queues.
@@ -81,7 +81,7 @@ func TestDuplicateDispatchDuringLiveClaimIsObsolete(t *testing.T) {
 				if err != nil || len(resp.BatchItemFailures) != 0 {
 					t.Errorf("duplicate: %v, failures %v; want it acknowledged", err, pipelinetest.Failed(resp))
 				}
-				if got := pipelinetest.Get(t, e.store, "op"); got.Phase != operation.Submitting || got.Revision != 2 {
+				if got := pipelinetest.Get(t, e.store, "op"); got.Phase != operation.PhaseSubmitting || got.Revision != 2 {
 					t.Errorf("the duplicate wrote the live claim: %s r%d, want submitting r2", got.Phase, got.Revision)
 				}
 			}
@@ -104,8 +104,8 @@ func TestOnlyTheClaimingMessageMarksALiveClaimUncertain(t *testing.T) {
 		phase     operation.Phase
 		revision  int64
 	}{
-		{"the claiming message redelivered", "dispatch-op", operation.Uncertain, 3},
-		{"another dispatch", "duplicate-dispatch", operation.Submitting, 2},
+		{"the claiming message redelivered", "dispatch-op", operation.PhaseUncertain, 3},
+		{"another dispatch", "duplicate-dispatch", operation.PhaseSubmitting, 2},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -150,7 +150,7 @@ func TestLateDefiniteAnswerAfterUncertainIsApplied(t *testing.T) {
 	for _, o := range postOutcomes {
 		tests = append(tests, row{o.name, o.fault, false, o.phase, o.followUp})
 	}
-	tests = append(tests, row{"POST never sent", genacesim.NoFault(), true, operation.Prepared, message.SubmitGeneration})
+	tests = append(tests, row{"POST never sent", genacesim.NoFault(), true, operation.PhasePrepared, message.ActionSubmitGeneration})
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			t.Parallel()
@@ -166,7 +166,7 @@ func TestLateDefiniteAnswerAfterUncertainIsApplied(t *testing.T) {
 				if _, err := e.other().Handle(context.Background(), pipelinetest.Event(t, e.clk.Now(), d)); err != nil {
 					t.Error(err)
 				}
-				if got := pipelinetest.Get(t, e.store, "op"); got.Phase != operation.Uncertain {
+				if got := pipelinetest.Get(t, e.store, "op"); got.Phase != operation.PhaseUncertain {
 					t.Errorf("the redelivery left %s, want uncertain", got.Phase)
 				}
 			}
@@ -180,7 +180,7 @@ func TestLateDefiniteAnswerAfterUncertainIsApplied(t *testing.T) {
 			if n := e.sim.PostCount("op"); n != wantPosts || got.Posts != wantPosts {
 				t.Fatalf("Genace saw %d POSTs, the record counts %d; want %d", n, got.Posts, wantPosts)
 			}
-			if tt.phase == operation.Prepared && got.Claim != nil {
+			if tt.phase == operation.PhasePrepared && got.Claim != nil {
 				t.Fatalf("claim %+v kept on a prepared record", got.Claim)
 			}
 		})
@@ -243,7 +243,7 @@ func TestClaimantsAnswerNeverUndoesAnotherClaim(t *testing.T) {
 			if theirs.Claim == nil {
 				t.Fatal("the race was not set up")
 			}
-			if got.Revision != theirs.Revision || got.Phase != operation.Submitting || got.Claim == nil || got.Claim.Owner != "worker-2" {
+			if got.Revision != theirs.Revision || got.Phase != operation.PhaseSubmitting || got.Claim == nil || got.Claim.Owner != "worker-2" {
 				t.Fatalf("record %s r%d claim %+v; want the new claim untouched at r%d", got.Phase, got.Revision, got.Claim, theirs.Revision)
 			}
 			if sent := e.out.Take(); len(sent) != 0 {
@@ -323,7 +323,7 @@ func TestLostClaimRaceNeverPosts(t *testing.T) {
 			t.Fatalf("POSTed %d times without holding the claim", n)
 		}
 		got := pipelinetest.Get(t, e.store, "op")
-		if got.Phase != operation.Submitting || got.Revision != 2 || got.Claim == nil || got.Claim.Owner != "other-worker" {
+		if got.Phase != operation.PhaseSubmitting || got.Revision != 2 || got.Claim == nil || got.Claim.Owner != "other-worker" {
 			t.Fatalf("record %s r%d claim %+v; want the other worker's claim untouched", got.Phase, got.Revision, got.Claim)
 		}
 		if e.out.Len() != 0 || !strings.Contains(e.mlines.String(), `"Reason":"claim_conflict"`) {
@@ -342,7 +342,7 @@ func TestLostClaimRaceNeverPosts(t *testing.T) {
 // operator to attach a job id the record carries (seed 42's op-002668).
 func TestLate202ForTheJobTheRecordHoldsWritesNothing(t *testing.T) {
 	t.Parallel()
-	for _, moved := range []operation.Phase{operation.Accepted, operation.Succeeded} {
+	for _, moved := range []operation.Phase{operation.PhaseAccepted, operation.PhaseSucceeded} {
 		t.Run("reconciled then "+string(moved), func(t *testing.T) {
 			t.Parallel()
 			forEachStore(t, func(t *testing.T, kind string) {
@@ -358,7 +358,7 @@ func TestLate202ForTheJobTheRecordHoldsWritesNothing(t *testing.T) {
 					}
 					cur := pipelinetest.Get(t, e.store, "op")
 					jobs := e.sim.JobsForOperation("op")
-					if cur.Phase != operation.Uncertain || len(jobs) != 1 {
+					if cur.Phase != operation.PhaseUncertain || len(jobs) != 1 {
 						t.Fatalf("before the reconciliation: %s, jobs %v; want uncertain and one job", cur.Phase, jobs)
 					}
 					// The operator's reconcile --job-id, as replay's attach-job
@@ -371,9 +371,9 @@ func TestLate202ForTheJobTheRecordHoldsWritesNothing(t *testing.T) {
 					if reconciled, err = e.store.Update(ctx, next, cur.Revision); err != nil {
 						t.Fatal(err)
 					}
-					if moved == operation.Succeeded { // the observation found the job done
+					if moved == operation.PhaseSucceeded { // the observation found the job done
 						next := reconciled.Clone()
-						next.Phase = operation.Succeeded
+						next.Phase = operation.PhaseSucceeded
 						next.Remote = &operation.Snapshot{State: operation.RemoteState("succeeded"), ObservedAt: e.clk.Now()}
 						if reconciled, err = e.store.Update(ctx, next, reconciled.Revision); err != nil {
 							t.Fatal(err)

@@ -24,9 +24,9 @@ func TestDriftedAnswerKeepsJobIDOnRecord(t *testing.T) {
 	}
 	var tests []tcase
 	for _, d := range genacesim.BodyDrifts {
-		tests = append(tests, tcase{"202 " + string(d), genacesim.Drifted(d), operation.Accepted})
+		tests = append(tests, tcase{"202 " + string(d), genacesim.Drifted(d), operation.PhaseAccepted})
 		if d.BendsEnvelope() {
-			tests = append(tests, tcase{"502 " + string(d), genacesim.SubmissionFailed(502).WithDrift(d), operation.Failed})
+			tests = append(tests, tcase{"502 " + string(d), genacesim.SubmissionFailed(502).WithDrift(d), operation.PhaseFailed})
 		}
 	}
 	for _, tt := range tests {
@@ -45,7 +45,7 @@ func TestDriftedAnswerKeepsJobIDOnRecord(t *testing.T) {
 					t.Fatalf("record %s job %q; Genace created %v: the job id named in the answer was lost", got.Phase, got.RemoteJobID, jobs)
 				}
 				sent := e.out.Take()
-				if len(sent) != 1 || sent[0].Env.Action != message.ObserveGeneration || sent[0].Env.ExpectedRemoteJobID != jobs[0] {
+				if len(sent) != 1 || sent[0].Env.Action != message.ActionObserveGeneration || sent[0].Env.ExpectedRemoteJobID != jobs[0] {
 					t.Fatalf("sent %+v, want an observation of %s", sent, jobs[0])
 				}
 				if n := e.sim.PostCount("op-drift"); n != 1 {
@@ -76,7 +76,7 @@ func TestJobIDGenaceMayUseIsObserved(t *testing.T) {
 			t.Fatalf("failed records %v", failed)
 		}
 		got := pipelinetest.Get(t, e.store, "op-dots")
-		if got.Phase != operation.Accepted || got.RemoteJobID != "job.01:x" {
+		if got.Phase != operation.PhaseAccepted || got.RemoteJobID != "job.01:x" {
 			t.Fatalf("record %s job %q", got.Phase, got.RemoteJobID)
 		}
 		sent := e.out.Take()
@@ -99,7 +99,7 @@ func TestUnusableJobIDKeptAsEvidence(t *testing.T) {
 			t.Fatalf("failed records %v", failed)
 		}
 		got := pipelinetest.Get(t, e.store, "op-slash")
-		if got.Phase != operation.Uncertain || got.RemoteJobID != "" {
+		if got.Phase != operation.PhaseUncertain || got.RemoteJobID != "" {
 			t.Fatalf("record %s job %q, want uncertain without a job id", got.Phase, got.RemoteJobID)
 		}
 		rv, err := e.store.OpenReviews(context.Background())

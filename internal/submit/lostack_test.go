@@ -90,7 +90,7 @@ func TestLostAckOfUncertainWriteStillOpensAReview(t *testing.T) {
 					t.Fatalf("failed records %v", failed)
 				}
 				got := pipelinetest.Get(t, la.Store, "op-ack")
-				if got.Phase != operation.Uncertain {
+				if got.Phase != operation.PhaseUncertain {
 					t.Fatalf("phase %s, want uncertain", got.Phase)
 				}
 				reviews, err := la.Store.OpenReviews(context.Background())
@@ -143,7 +143,7 @@ func TestLostAckOfClaimStillPosts(t *testing.T) {
 			}
 			got := pipelinetest.Get(t, la.Store, "op-claim")
 			jobs := sim.JobsForOperation("op-claim")
-			if got.Phase != operation.Accepted || len(jobs) != 1 || got.RemoteJobID != jobs[0] {
+			if got.Phase != operation.PhaseAccepted || len(jobs) != 1 || got.RemoteJobID != jobs[0] {
 				t.Fatalf("record %s job %q, simulator jobs %v: want accepted with the one job", got.Phase, got.RemoteJobID, jobs)
 			}
 			if sent := out.Take(); len(sent) != 1 {

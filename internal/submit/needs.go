@@ -20,8 +20,8 @@ var Needs = config.Spec{
 // and a delivery for a job found already succeeded, at once.
 func (c Config) FollowUps() map[message.Action]time.Duration {
 	return map[message.Action]time.Duration{
-		message.SubmitGeneration:  max(maxRetryDelay, c.ConnectBackoff),
-		message.ObserveGeneration: 0,
-		message.DeliverArtifacts:  0,
+		message.ActionSubmitGeneration:  max(maxRetryDelay, c.ConnectBackoff),
+		message.ActionObserveGeneration: 0,
+		message.ActionDeliverArtifacts:  0,
 	}
 }

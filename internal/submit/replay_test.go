@@ -45,7 +45,7 @@ func TestHTTP2StreamResetIsOnePostAndUncertain(t *testing.T) {
 		t.Fatalf("Genace received %d POSTs for one operation, want exactly 1", n)
 	}
 	got := pipelinetest.Get(t, st, "op-h2")
-	if got.Phase != operation.Uncertain || got.RemoteJobID != "" || got.Posts != 1 {
+	if got.Phase != operation.PhaseUncertain || got.RemoteJobID != "" || got.Posts != 1 {
 		t.Fatalf("record %s job %q posts %d, want uncertain, no job, 1 post", got.Phase, got.RemoteJobID, got.Posts)
 	}
 	rv, err := st.OpenReviews(context.Background())

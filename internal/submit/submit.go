@@ -108,8 +108,8 @@ func New(cfg Config, st Store, g Genace, ext lease.Extender, sender followup.Sen
 	return &Handler{
 		store: st, genace: g, clk: clk, log: log, metrics: m, cfg: cfg,
 		follow: &followup.Emitter{Sender: sender, Reviews: st, Clock: clk, Metrics: m, Source: review.SourceHandler},
-		runner: batch.Runner{Action: string(message.SubmitGeneration), Concurrency: cfg.Concurrency, Log: log, Metrics: m, Clock: clk},
-		records: consume.Consumer{Action: message.SubmitGeneration, Name: "submit", Queue: "dispatch", Store: st,
+		runner: batch.Runner{Action: string(message.ActionSubmitGeneration), Concurrency: cfg.Concurrency, Log: log, Metrics: m, Clock: clk},
+		records: consume.Consumer{Action: message.ActionSubmitGeneration, Name: "submit", Queue: "dispatch", Store: st,
 			Extender: ext, QueueURL: cfg.QueueURL, Visibility: cfg.Visibility, Clock: clk, Log: log, Metrics: m},
 		rnd: rand.Float64,
 	}
@@ -125,13 +125,13 @@ func (h *Handler) decide(ctx context.Context, m events.SQSMessage, env message.E
 	switch {
 	case rec.Terminal():
 		return h.obsolete(ctx, env, &rec, "terminal")
-	case rec.Phase == operation.Submitting && (rec.Claim == nil || rec.Claim.MessageID == m.MessageId):
+	case rec.Phase == operation.PhaseSubmitting && (rec.Claim == nil || rec.Claim.MessageID == m.MessageId):
 		// The claiming message came back: its worker died or ran out of
 		// time, maybe after POSTing, and redelivery is no proof that it did
 		// not. Reconcile, never POST again. (A claimant still alive applies
 		// its definite answer all the same.)
 		return "uncertain", h.markUncertain(ctx, rec, m, "redelivered_while_submitting")
-	case rec.Phase == operation.Submitting:
+	case rec.Phase == operation.PhaseSubmitting:
 		// Another message holds the claim (this one is an SQS duplicate, a
 		// re-emit, a sweep re-arm): the claimant settles it, or, should it
 		// die, its own message's redelivery or the sweep marks it uncertain.
@@ -142,9 +142,9 @@ func (h *Handler) decide(ctx context.Context, m events.SQSMessage, env message.E
 		return "reemitted", h.follow.Emit(ctx, &rec, env.Attempt+1)
 	case rec.RemoteJobID != "":
 		return h.ensureObservation(ctx, env, &rec)
-	case rec.Phase == operation.Uncertain:
+	case rec.Phase == operation.PhaseUncertain:
 		return h.obsolete(ctx, env, &rec, "awaiting_reconciliation")
-	case rec.Phase != operation.Prepared:
+	case rec.Phase != operation.PhasePrepared:
 		return h.obsolete(ctx, env, &rec, "phase_"+string(rec.Phase))
 	case rec.Revision != env.ExpectedRevision:
 		return h.obsolete(ctx, env, &rec, "stale_revision")
@@ -170,9 +170,9 @@ func (h *Handler) ensureObservation(ctx context.Context, env message.Envelope, r
 	if rec.Schedule != nil && now.Before(rec.Schedule.Due.Add(h.cfg.OverdueAfter)) {
 		return h.obsolete(ctx, env, rec, "follow_up_pending")
 	}
-	action := message.ObserveGeneration
-	if rec.Phase == operation.Succeeded {
-		action = message.DeliverArtifacts
+	action := message.ActionObserveGeneration
+	if rec.Phase == operation.PhaseSucceeded {
+		action = message.ActionDeliverArtifacts
 	}
 	// Sent at the current revision without a write: duplicates of it
 	// collapse on the revision check in the observer.
@@ -239,7 +239,7 @@ func (h *Handler) release(ctx context.Context, m events.SQSMessage, claimed oper
 	claim := *claimed.Claim
 	saved, err := h.persist(ctx, claimed, m.MessageId, func(r operation.Record) (operation.Record, error) {
 		n, err := claim.Release(r, now)
-		n.Schedule = &operation.NextAction{Action: string(message.SubmitGeneration), Due: now.Add(delay)}
+		n.Schedule = &operation.NextAction{Action: string(message.ActionSubmitGeneration), Due: now.Add(delay)}
 		return n, err
 	})
 	if errors.Is(err, operation.ErrIllegalTransition) {
@@ -272,17 +272,17 @@ func (h *Handler) settle(ctx context.Context, m events.SQSMessage, claimed opera
 			snap = &s
 		}
 		mutate = func(r operation.Record) (operation.Record, error) {
-			if r.RemoteJobID == res.JobID && r.Phase != operation.Submitting && r.Phase != operation.Uncertain && r.LastAppliedMessageID != m.MessageId {
+			if r.RemoteJobID == res.JobID && r.Phase != operation.PhaseSubmitting && r.Phase != operation.PhaseUncertain && r.LastAppliedMessageID != m.MessageId {
 				return operation.Record{}, errAlreadyRecorded
 			}
 			n, err := claim.Accept(r, res.JobID, snap, now)
-			n.Schedule = &operation.NextAction{Action: string(message.ObserveGeneration), Due: now}
+			n.Schedule = &operation.NextAction{Action: string(message.ActionObserveGeneration), Due: now}
 			return n, err
 		}
 	case genace.OutcomeSubmissionFailed:
 		mutate = func(r operation.Record) (operation.Record, error) {
 			n, err := claim.SubmissionFailed(r, res.JobID, res.ErrorCode, now)
-			n.Schedule = &operation.NextAction{Action: string(message.ObserveGeneration), Due: now}
+			n.Schedule = &operation.NextAction{Action: string(message.ActionObserveGeneration), Due: now}
 			return n, err
 		}
 	case genace.OutcomeRejected:
@@ -296,7 +296,7 @@ func (h *Handler) settle(ctx context.Context, m events.SQSMessage, claimed opera
 		delay := min(maxRetryDelay, time.Duration(float64(res.RetryAfter)*(1+h.cfg.RetryJitter*h.rnd())))
 		mutate = func(r operation.Record) (operation.Record, error) {
 			n, err := claim.RateLimited(r, now)
-			n.Schedule = &operation.NextAction{Action: string(message.SubmitGeneration), Due: now.Add(delay)}
+			n.Schedule = &operation.NextAction{Action: string(message.ActionSubmitGeneration), Due: now.Add(delay)}
 			return n, err
 		}
 	default:

@@ -91,11 +91,11 @@ func TestAcceptedPersistsJobAndSchedulesObservation(t *testing.T) {
 		}
 		got := pipelinetest.Get(t, e.store, "op-ok")
 		jobs := e.sim.JobsForOperation("op-ok")
-		if got.Phase != operation.Accepted || len(jobs) != 1 || got.RemoteJobID != jobs[0] || got.Revision != 3 {
+		if got.Phase != operation.PhaseAccepted || len(jobs) != 1 || got.RemoteJobID != jobs[0] || got.Revision != 3 {
 			t.Fatalf("record %s r%d job %q; simulator jobs %v", got.Phase, got.Revision, got.RemoteJobID, jobs)
 		}
 		sent := e.out.Take()
-		want := message.Envelope{Action: message.ObserveGeneration, OperationID: "op-ok", ExpectedRevision: 3, ExpectedRemoteJobID: jobs[0], Attempt: 1}
+		want := message.Envelope{Action: message.ActionObserveGeneration, OperationID: "op-ok", ExpectedRevision: 3, ExpectedRemoteJobID: jobs[0], Attempt: 1}
 		if len(sent) != 1 || sent[0].Env != want || sent[0].Delay != 0 {
 			t.Fatalf("sent %+v, want one %+v", sent, want)
 		}
@@ -116,7 +116,7 @@ func TestRedeliveredDispatchNeverPostsAgain(t *testing.T) {
 		// The same message again (its delete was lost): it re-emits its
 		// follow-up, never a POST.
 		e.handle(t, d)
-		if sent := e.out.Take(); len(sent) != 1 || sent[0].Env.Action != message.ObserveGeneration {
+		if sent := e.out.Take(); len(sent) != 1 || sent[0].Env.Action != message.ActionObserveGeneration {
 			t.Fatalf("redelivery sent %+v, want the observation again", sent)
 		}
 		// A second dispatch message for the same operation (a duplicate
@@ -148,7 +148,7 @@ func TestLostResponseGoesToReconciliationNotASecondPost(t *testing.T) {
 		d := pipelinetest.Dispatch(rec)
 		e.handle(t, d)
 		got := pipelinetest.Get(t, e.store, "op-lost")
-		if got.Phase != operation.Uncertain || got.RemoteJobID != "" {
+		if got.Phase != operation.PhaseUncertain || got.RemoteJobID != "" {
 			t.Fatalf("after a lost response: %s %q", got.Phase, got.RemoteJobID)
 		}
 		rv, err := e.store.OpenReviews(context.Background())
@@ -183,7 +183,7 @@ func TestRedeliveryWhileSubmittingMarksUncertainWithoutPost(t *testing.T) {
 			t.Fatal(err)
 		}
 		e.handle(t, pipelinetest.Dispatch(rec))
-		if got := pipelinetest.Get(t, e.store, "op-crash"); got.Phase != operation.Uncertain {
+		if got := pipelinetest.Get(t, e.store, "op-crash"); got.Phase != operation.PhaseUncertain {
 			t.Fatalf("phase %s, want uncertain", got.Phase)
 		}
 		if n := e.sim.TotalPosts(); n != 0 {
@@ -207,14 +207,14 @@ func TestJobIDPersistedEvenWhenRevisionMoved(t *testing.T) {
 			if _, err := second2.Handle(context.Background(), pipelinetest.Event(t, e.clk.Now(), d)); err != nil {
 				t.Error(err)
 			}
-			if got := pipelinetest.Get(t, e.store, "op-race"); got.Phase != operation.Uncertain {
+			if got := pipelinetest.Get(t, e.store, "op-race"); got.Phase != operation.PhaseUncertain {
 				t.Errorf("second worker left %s, want uncertain", got.Phase)
 			}
 		}
 		e.handle(t, d)
 		got := pipelinetest.Get(t, e.store, "op-race")
 		jobs := e.sim.JobsForOperation("op-race")
-		if got.Phase != operation.Accepted || len(jobs) != 1 || got.RemoteJobID != jobs[0] {
+		if got.Phase != operation.PhaseAccepted || len(jobs) != 1 || got.RemoteJobID != jobs[0] {
 			t.Fatalf("record %s job %q, simulator %v: the job id was not persisted", got.Phase, got.RemoteJobID, jobs)
 		}
 		if n := e.sim.PostCount("op-race") + second.sim.TotalPosts(); n != 1 {
@@ -232,11 +232,11 @@ func TestSubmissionFailureKeepsJobID(t *testing.T) {
 		e.handle(t, pipelinetest.Dispatch(rec))
 		got := pipelinetest.Get(t, e.store, "op-502")
 		jobs := e.sim.JobsForOperation("op-502")
-		if got.Phase != operation.Failed || got.Settlement != operation.SettlementUnresolved || len(jobs) != 1 || got.RemoteJobID != jobs[0] {
+		if got.Phase != operation.PhaseFailed || got.Settlement != operation.SettlementUnresolved || len(jobs) != 1 || got.RemoteJobID != jobs[0] {
 			t.Fatalf("record %s/%s job %q; simulator %v", got.Phase, got.Settlement, got.RemoteJobID, jobs)
 		}
 		sent := e.out.Take()
-		if len(sent) != 1 || sent[0].Env.Action != message.ObserveGeneration || sent[0].Env.ExpectedRemoteJobID != jobs[0] {
+		if len(sent) != 1 || sent[0].Env.Action != message.ActionObserveGeneration || sent[0].Env.ExpectedRemoteJobID != jobs[0] {
 			t.Fatalf("sent %+v, want an observation of the failed job", sent)
 		}
 	})
@@ -252,13 +252,13 @@ func TestOutcomes(t *testing.T) {
 		minDelay  time.Duration
 		wantPosts int
 	}{
-		{"rejected 422", genacesim.Reject(422, "invalid_request"), operation.Rejected, "", 0, 1},
-		{"rejected 402", genacesim.Reject(402, "insufficient_credits"), operation.Rejected, "", 0, 1},
-		{"rate limited", genacesim.RateLimited(7 * time.Second), operation.Prepared, message.SubmitGeneration, 7 * time.Second, 1},
-		{"5xx no job", genacesim.ServerErrorNoJob(503), operation.Uncertain, "", 0, 1},
-		{"5xx job created", genacesim.ServerErrorJobCreated(500), operation.Uncertain, "", 0, 1},
-		{"garbage 202", genacesim.GarbageBody(), operation.Uncertain, "", 0, 1},
-		{"timeout", genacesim.DelayResponse(time.Hour), operation.Uncertain, "", 0, 1},
+		{"rejected 422", genacesim.Reject(422, "invalid_request"), operation.PhaseRejected, "", 0, 1},
+		{"rejected 402", genacesim.Reject(402, "insufficient_credits"), operation.PhaseRejected, "", 0, 1},
+		{"rate limited", genacesim.RateLimited(7 * time.Second), operation.PhasePrepared, message.ActionSubmitGeneration, 7 * time.Second, 1},
+		{"5xx no job", genacesim.ServerErrorNoJob(503), operation.PhaseUncertain, "", 0, 1},
+		{"5xx job created", genacesim.ServerErrorJobCreated(500), operation.PhaseUncertain, "", 0, 1},
+		{"garbage 202", genacesim.GarbageBody(), operation.PhaseUncertain, "", 0, 1},
+		{"timeout", genacesim.DelayResponse(time.Hour), operation.PhaseUncertain, "", 0, 1},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -282,11 +282,11 @@ func TestOutcomes(t *testing.T) {
 			if n := e.sim.PostCount("op"); n != tt.wantPosts {
 				t.Fatalf("POSTs = %d, want %d", n, tt.wantPosts)
 			}
-			if tt.phase == operation.Prepared {
+			if tt.phase == operation.PhasePrepared {
 				// The delayed dispatch goes through once the limit passes.
 				e.clk.Advance(sent[0].Delay)
 				e.handle(t, sent[0])
-				if again := pipelinetest.Get(t, e.store, "op"); again.Phase != operation.Accepted || e.sim.PostCount("op") != 2 {
+				if again := pipelinetest.Get(t, e.store, "op"); again.Phase != operation.PhaseAccepted || e.sim.PostCount("op") != 2 {
 					t.Fatalf("after the retry: %s with %d POSTs (one 429, one accepted)", again.Phase, e.sim.PostCount("op"))
 				}
 			}
@@ -310,7 +310,7 @@ func TestStaleOrUnauthorizedDispatchWritesNothing(t *testing.T) {
 			t.Fatal(err)
 		}
 		e.handle(t, pipelinetest.Dispatch(rec))
-		if got := pipelinetest.Get(t, e.store, "op-stale"); got.Revision != 2 || got.Phase != operation.Prepared {
+		if got := pipelinetest.Get(t, e.store, "op-stale"); got.Revision != 2 || got.Phase != operation.PhasePrepared {
 			t.Fatalf("stale dispatch wrote: r%d %s", got.Revision, got.Phase)
 		}
 		// Unauthorized, over budget, stale spec: acknowledged, nothing written.
@@ -351,11 +351,11 @@ func TestLeaseRenewalFailurePreventsPost(t *testing.T) {
 			t.Fatalf("POSTed %d times without a lease", n)
 		}
 		got := pipelinetest.Get(t, e.store, "op-lease")
-		if got.Phase != operation.Prepared || got.Claim != nil || got.Posts != 0 {
+		if got.Phase != operation.PhasePrepared || got.Claim != nil || got.Posts != 0 {
 			t.Fatalf("claim not released: %s claim=%v posts=%d", got.Phase, got.Claim, got.Posts)
 		}
 		sent := e.out.Take()
-		if len(sent) != 1 || sent[0].Env.Action != message.SubmitGeneration || sent[0].Env.ExpectedRevision != got.Revision {
+		if len(sent) != 1 || sent[0].Env.Action != message.ActionSubmitGeneration || sent[0].Env.ExpectedRevision != got.Revision {
 			t.Fatalf("sent %+v, want a fresh dispatch at r%d", sent, got.Revision)
 		}
 		if !strings.Contains(e.mlines.String(), metrics.LeaseRenewalFailures) {
@@ -364,7 +364,7 @@ func TestLeaseRenewalFailurePreventsPost(t *testing.T) {
 		// With a working lease the fresh dispatch submits.
 		e.ext.Fail = false
 		e.handle(t, sent[0])
-		if got := pipelinetest.Get(t, e.store, "op-lease"); got.Phase != operation.Accepted || e.sim.TotalPosts() != 1 {
+		if got := pipelinetest.Get(t, e.store, "op-lease"); got.Phase != operation.PhaseAccepted || e.sim.TotalPosts() != 1 {
 			t.Fatalf("fresh dispatch: %s, %d POSTs", got.Phase, e.sim.TotalPosts())
 		}
 	})

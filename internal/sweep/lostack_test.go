@@ -30,7 +30,7 @@ func TestLostAckOfExpiredClaimStillOpensAReview(t *testing.T) {
 				clk := clock.NewManual(pipelinetest.Start.Add(time.Hour))
 				s := sweep.New(sweep.Config{}, la.Store, &pipelinetest.Outbox{}, clk, slog.New(slog.DiscardHandler), metrics.Discard())
 				r := pipelinetest.Prepared("op-old-claim")
-				r.Phase, r.Claim = operation.Submitting, &operation.Claim{Owner: "gone", At: clk.Now().Add(-3 * time.Minute)}
+				r.Phase, r.Claim = operation.PhaseSubmitting, &operation.Claim{Owner: "gone", At: clk.Now().Add(-3 * time.Minute)}
 				pipelinetest.Create(t, la.Store, r)
 
 				disarm := la.Lose(loss)
@@ -42,7 +42,7 @@ func TestLostAckOfExpiredClaimStillOpensAReview(t *testing.T) {
 					t.Fatalf("sweep %+v, %v: want the claim expired", res, err)
 				}
 				got := pipelinetest.Get(t, la.Store, "op-old-claim")
-				if got.Phase != operation.Uncertain || got.Revision != 2 {
+				if got.Phase != operation.PhaseUncertain || got.Revision != 2 {
 					t.Fatalf("record %s r%d, want uncertain at r2", got.Phase, got.Revision)
 				}
 				rv, err := la.Store.GetReview(context.Background(), review.ParkedID("op-old-claim", got.Revision))

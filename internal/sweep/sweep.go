@@ -137,7 +137,7 @@ func (s *Sweeper) one(ctx context.Context, rec operation.Record, now time.Time) 
 	if !ok {
 		return "skipped", nil
 	}
-	if rec.Phase == operation.Submitting {
+	if rec.Phase == operation.PhaseSubmitting {
 		if now.Sub(at) < s.cfg.ClaimTimeout {
 			return "skipped", nil
 		}
@@ -150,7 +150,7 @@ func (s *Sweeper) one(ctx context.Context, rec operation.Record, now time.Time) 
 	if now.Sub(at) < s.cfg.OverdueAfter {
 		return "skipped", nil
 	}
-	if rec.Phase == operation.Prepared {
+	if rec.Phase == operation.PhasePrepared {
 		if c, bad := operation.FailedCheck(operation.SubmitChecks(&rec)); bad {
 			return s.dropDispatch(ctx, rec, c, now)
 		}

@@ -32,37 +32,37 @@ func TestSweep(t *testing.T) {
 				return pipelinetest.Create(t, st, r)
 			}
 			lost := mk("op-lost-chain", func(r *operation.Record) {
-				r.Phase, r.RemoteJobID = operation.Accepted, "job_lost"
-				r.Schedule = &operation.NextAction{Action: string(message.ObserveGeneration), Due: now.Add(-10 * time.Minute)}
+				r.Phase, r.RemoteJobID = operation.PhaseAccepted, "job_lost"
+				r.Schedule = &operation.NextAction{Action: string(message.ActionObserveGeneration), Due: now.Add(-10 * time.Minute)}
 			})
 			mk("op-pending", func(r *operation.Record) {
-				r.Phase, r.RemoteJobID = operation.Accepted, "job_pending"
-				r.Schedule = &operation.NextAction{Action: string(message.ObserveGeneration), Due: now.Add(-time.Minute)}
+				r.Phase, r.RemoteJobID = operation.PhaseAccepted, "job_pending"
+				r.Schedule = &operation.NextAction{Action: string(message.ActionObserveGeneration), Due: now.Add(-time.Minute)}
 			})
 			deliver := mk("op-deliver", func(r *operation.Record) {
-				r.Phase, r.RemoteJobID = operation.Succeeded, "job_deliver"
-				r.Schedule = &operation.NextAction{Action: string(message.DeliverArtifacts), Due: now.Add(-time.Hour)}
+				r.Phase, r.RemoteJobID = operation.PhaseSucceeded, "job_deliver"
+				r.Schedule = &operation.NextAction{Action: string(message.ActionDeliverArtifacts), Due: now.Add(-time.Hour)}
 			})
 			mk("op-old-claim", func(r *operation.Record) {
-				r.Phase, r.Claim = operation.Submitting, &operation.Claim{Owner: "gone", At: now.Add(-3 * time.Minute)}
+				r.Phase, r.Claim = operation.PhaseSubmitting, &operation.Claim{Owner: "gone", At: now.Add(-3 * time.Minute)}
 			})
 			mk("op-fresh-claim", func(r *operation.Record) {
-				r.Phase, r.Claim = operation.Submitting, &operation.Claim{Owner: "alive", At: now.Add(-30 * time.Second)}
+				r.Phase, r.Claim = operation.PhaseSubmitting, &operation.Claim{Owner: "alive", At: now.Add(-30 * time.Second)}
 			})
 			mk("op-done", func(r *operation.Record) {
-				r.Phase, r.RemoteJobID = operation.Delivered, "job_done"
-				r.Schedule = &operation.NextAction{Action: string(message.ObserveGeneration), Due: now.Add(-time.Hour)}
+				r.Phase, r.RemoteJobID = operation.PhaseDelivered, "job_done"
+				r.Schedule = &operation.NextAction{Action: string(message.ActionObserveGeneration), Due: now.Add(-time.Hour)}
 			})
 			mk("op-never", func(r *operation.Record) {}) // prepared, never dispatched: not the sweep's to dispatch
 			// Dispatched (recorded), but the dispatch went stale: re-armed at the current revision.
 			stale := mk("op-stale-dispatch", func(r *operation.Record) {
-				r.Schedule = &operation.NextAction{Action: string(message.SubmitGeneration), Due: now.Add(-10 * time.Minute)}
+				r.Schedule = &operation.NextAction{Action: string(message.ActionSubmitGeneration), Due: now.Add(-10 * time.Minute)}
 			})
 			// Dispatched, but the user changed the request since: the dispatch is
 			// dropped, and an operator told, until the request is re-authorized.
 			unauthorized := mk("op-unauthorized", func(r *operation.Record) {
 				r.SpecRevision = 2
-				r.Schedule = &operation.NextAction{Action: string(message.SubmitGeneration), Due: now.Add(-10 * time.Minute)}
+				r.Schedule = &operation.NextAction{Action: string(message.ActionSubmitGeneration), Due: now.Add(-10 * time.Minute)}
 			})
 
 			res, err := s.Sweep(context.Background())
@@ -76,22 +76,22 @@ func TestSweep(t *testing.T) {
 			for _, m := range out.Take() {
 				sent[m.Env.OperationID] = m.Env
 			}
-			if got := pipelinetest.Get(t, st, "op-lost-chain"); sent["op-lost-chain"].ExpectedRevision != got.Revision || got.Revision != lost.Revision+1 || sent["op-lost-chain"].Action != message.ObserveGeneration {
+			if got := pipelinetest.Get(t, st, "op-lost-chain"); sent["op-lost-chain"].ExpectedRevision != got.Revision || got.Revision != lost.Revision+1 || sent["op-lost-chain"].Action != message.ActionObserveGeneration {
 				t.Fatalf("lost chain: sent %+v, record r%d", sent["op-lost-chain"], got.Revision)
 			}
-			if env := sent["op-deliver"]; env.Action != message.DeliverArtifacts || env.ExpectedRevision != deliver.Revision+1 {
+			if env := sent["op-deliver"]; env.Action != message.ActionDeliverArtifacts || env.ExpectedRevision != deliver.Revision+1 {
 				t.Fatalf("delivery: sent %+v", env)
 			}
-			if env := sent["op-stale-dispatch"]; env.Action != message.SubmitGeneration || env.ExpectedRevision != stale.Revision+1 {
+			if env := sent["op-stale-dispatch"]; env.Action != message.ActionSubmitGeneration || env.ExpectedRevision != stale.Revision+1 {
 				t.Fatalf("stale dispatch: sent %+v", env)
 			}
 			if len(sent) != 3 {
 				t.Fatalf("sent to %v; want only the three lost chains", sent)
 			}
-			if got := pipelinetest.Get(t, st, "op-old-claim"); got.Phase != operation.Uncertain {
+			if got := pipelinetest.Get(t, st, "op-old-claim"); got.Phase != operation.PhaseUncertain {
 				t.Fatalf("old claim: %s", got.Phase)
 			}
-			if got := pipelinetest.Get(t, st, "op-fresh-claim"); got.Phase != operation.Submitting {
+			if got := pipelinetest.Get(t, st, "op-fresh-claim"); got.Phase != operation.PhaseSubmitting {
 				t.Fatalf("fresh claim touched: %s", got.Phase)
 			}
 			if got := pipelinetest.Get(t, st, "op-unauthorized"); got.Schedule != nil || got.Revision != unauthorized.Revision+1 {
@@ -144,12 +144,12 @@ func TestSweepSkippedDispatchesDoNotStarveOverdueChains(t *testing.T) {
 			for i, u := range unauthorized {
 				r := pipelinetest.Prepared(u.id)
 				u.edit(&r)
-				r.Schedule = &operation.NextAction{Action: string(message.SubmitGeneration), Due: now.Add(-time.Hour + time.Duration(i)*time.Minute)}
+				r.Schedule = &operation.NextAction{Action: string(message.ActionSubmitGeneration), Due: now.Add(-time.Hour + time.Duration(i)*time.Minute)}
 				created[u.id] = pipelinetest.Create(t, st, r)
 			}
 			chain := pipelinetest.Prepared("op-lost-chain")
-			chain.Phase, chain.RemoteJobID = operation.Accepted, "job_lost"
-			chain.Schedule = &operation.NextAction{Action: string(message.ObserveGeneration), Due: now.Add(-10 * time.Minute)}
+			chain.Phase, chain.RemoteJobID = operation.PhaseAccepted, "job_lost"
+			chain.Schedule = &operation.NextAction{Action: string(message.ActionObserveGeneration), Due: now.Add(-10 * time.Minute)}
 			chain = pipelinetest.Create(t, st, chain)
 
 			var results []sweep.Result
@@ -164,7 +164,7 @@ func TestSweepSkippedDispatchesDoNotStarveOverdueChains(t *testing.T) {
 					if m.Env.OperationID != chain.OperationID {
 						t.Fatalf("run %d sent %+v; only the lost chain may be re-armed", run, m.Env)
 					}
-					rearmed = m.Env.Action == message.ObserveGeneration && m.Env.ExpectedRevision == chain.Revision+1
+					rearmed = m.Env.Action == message.ActionObserveGeneration && m.Env.ExpectedRevision == chain.Revision+1
 				}
 				clk.Advance(time.Minute)
 			}
@@ -179,7 +179,7 @@ func TestSweepSkippedDispatchesDoNotStarveOverdueChains(t *testing.T) {
 			reviews := map[string][]string{}
 			for _, rv := range open {
 				reviews[rv.OperationID] = append(reviews[rv.OperationID], rv.ID)
-				if rv.Recommended != operation.ActionDispatch || rv.Phase != operation.Prepared || rv.Source != review.SourceSweep {
+				if rv.Recommended != operation.ActionDispatch || rv.Phase != operation.PhasePrepared || rv.Source != review.SourceSweep {
 					t.Errorf("review %s: %s/%s/%s, want a sweep review recommending dispatch of a prepared operation", rv.ID, rv.Source, rv.Phase, rv.Recommended)
 				}
 				if !strings.Contains(rv.Reason, "re-authorize") {
@@ -188,7 +188,7 @@ func TestSweepSkippedDispatchesDoNotStarveOverdueChains(t *testing.T) {
 			}
 			for _, u := range unauthorized {
 				got := pipelinetest.Get(t, st, u.id)
-				if got.Phase != operation.Prepared || got.Schedule != nil || got.Revision != created[u.id].Revision+1 {
+				if got.Phase != operation.PhasePrepared || got.Schedule != nil || got.Revision != created[u.id].Revision+1 {
 					t.Errorf("%s: %s r%d schedule %+v; want prepared, its stale dispatch dropped in one write", u.id, got.Phase, got.Revision, got.Schedule)
 				}
 				if len(reviews[u.id]) != 1 {

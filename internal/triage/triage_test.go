@@ -33,16 +33,16 @@ func TestTriageWritesOneReviewPerMessageAndNeverActs(t *testing.T) {
 			ctx := context.Background()
 			// A delivered operation whose old observe message died in the DLQ.
 			done := pipelinetest.Prepared("op-done")
-			done.Phase, done.RemoteJobID = operation.Delivered, "job_done"
+			done.Phase, done.RemoteJobID = operation.PhaseDelivered, "job_done"
 			done.Remote = &operation.Snapshot{State: operation.RemoteSucceeded}
 			done = pipelinetest.Create(t, st, done)
 			// An accepted one whose observation dead-lettered.
 			acc := pipelinetest.Prepared("op-acc")
-			acc.Phase, acc.RemoteJobID = operation.Accepted, "job_acc"
+			acc.Phase, acc.RemoteJobID = operation.PhaseAccepted, "job_acc"
 			acc.Remote = &operation.Snapshot{State: operation.RemoteRunning}
 			acc = pipelinetest.Create(t, st, acc)
 			obs := func(id string, rev int64, job string) string {
-				b, _ := message.Envelope{Action: message.ObserveGeneration, OperationID: id, ExpectedRevision: rev, ExpectedRemoteJobID: job}.Encode()
+				b, _ := message.Envelope{Action: message.ActionObserveGeneration, OperationID: id, ExpectedRevision: rev, ExpectedRemoteJobID: job}.Encode()
 				return string(b)
 			}
 			ev := events.SQSEvent{Records: []events.SQSMessage{

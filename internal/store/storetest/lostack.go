@@ -152,7 +152,7 @@ func (s *suite) lostAck(t *testing.T, open func(t *testing.T) LostAck, loss AckL
 	// Every field set, nanosecond times, one of them not in UTC: the
 	// store must know its own write through its encoding.
 	next := fullRecord(id)
-	entry := auditEntry(id, operation.Prepared, operation.Accepted, 1)
+	entry := auditEntry(id, operation.PhasePrepared, operation.PhaseAccepted, 1)
 	ctx := store.WithWriter(t.Context(), next.Writer) // every handler names its writer
 	write := func() (operation.Record, error) {
 		if audited {
@@ -217,9 +217,9 @@ func (s *suite) ownWriteResent(t *testing.T) {
 			mustCreate(t, st, newRecord(id))
 			next := fullRecord(id)
 			if tc.terminal {
-				next.Phase, next.Parked = operation.Delivered, nil
+				next.Phase, next.Parked = operation.PhaseDelivered, nil
 			}
-			entry := auditEntry(id, operation.Prepared, next.Phase, 1)
+			entry := auditEntry(id, operation.PhasePrepared, next.Phase, 1)
 			ctx := store.WithWriter(t.Context(), next.Writer)
 			if tc.anonymous {
 				ctx, next.Writer = t.Context(), ""
@@ -278,7 +278,7 @@ func (s *suite) otherWriteConflicts(t *testing.T) {
 			st := s.store(t)
 			id := s.id(t, "op")
 			mustCreate(t, st, newRecord(id))
-			first, firstEntry := fullRecord(id), auditEntry(id, operation.Prepared, operation.Accepted, 1)
+			first, firstEntry := fullRecord(id), auditEntry(id, operation.PhasePrepared, operation.PhaseAccepted, 1)
 			other, otherEntry := first.Clone(), firstEntry
 			other.Remote.Outputs = slices.Clone(first.Remote.Outputs)
 			tc.change(&other, &otherEntry)

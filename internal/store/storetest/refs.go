@@ -72,10 +72,10 @@ func (s *suite) jobRefs(t *testing.T) {
 	holder, claimant, attacher, bystander := s.id(t, "holder"), s.id(t, "claimant"), s.id(t, "attacher"), s.id(t, "bystander")
 
 	rec := newRecord(holder)
-	rec.Phase, rec.RemoteJobID = operation.Accepted, job
+	rec.Phase, rec.RemoteJobID = operation.PhaseAccepted, job
 	mustCreate(t, st, rec)
 	other := newRecord(bystander)
-	other.Phase, other.RemoteJobID = operation.Accepted, otherJob
+	other.Phase, other.RemoteJobID = operation.PhaseAccepted, otherJob
 	mustCreate(t, st, other)
 
 	rv := newReview(s.id(t, "kept"), base)
@@ -87,8 +87,8 @@ func (s *suite) jobRefs(t *testing.T) {
 
 	v1 := mustCreate(t, st, newRecord(attacher))
 	attached := v1.Clone()
-	attached.Phase, attached.RemoteJobID = operation.Accepted, job
-	entry := auditEntry(attacher, operation.Prepared, operation.Accepted, 1)
+	attached.Phase, attached.RemoteJobID = operation.PhaseAccepted, job
+	entry := auditEntry(attacher, operation.PhasePrepared, operation.PhaseAccepted, 1)
 	entry.RemoteJobID, entry.Verification, entry.Reason = job, "unverified: the job names operation op-x", "ticket 4711"
 	if _, err := st.UpdateWithAudit(t.Context(), attached, 1, entry); err != nil {
 		t.Fatalf("update with audit: %v", err)

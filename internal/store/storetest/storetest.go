@@ -116,7 +116,7 @@ func ptr(t time.Time) *time.Time { return &t }
 func newRecord(id string) operation.Record {
 	return operation.Record{
 		OperationID: id,
-		Phase:       operation.Prepared,
+		Phase:       operation.PhasePrepared,
 		UserID:      "user-1",
 		Model:       "genace-v2",
 		Input:       json.RawMessage(`{"prompt":"a small boat"}`),
@@ -127,7 +127,7 @@ func newRecord(id string) operation.Record {
 // scheduled is an accepted record whose next action is due at due.
 func scheduled(id string, due time.Time) operation.Record {
 	r := newRecord(id)
-	r.Phase = operation.Accepted
+	r.Phase = operation.PhaseAccepted
 	r.RemoteJobID = "job-" + id
 	r.Schedule = &operation.NextAction{Action: "observe_generation", Due: due}
 	return r
@@ -141,7 +141,7 @@ func fullRecord(id string) operation.Record {
 	return operation.Record{
 		OperationID:            id,
 		SpecRevision:           3,
-		Phase:                  operation.Accepted,
+		Phase:                  operation.PhaseAccepted,
 		UserID:                 "user-42",
 		Model:                  "genace-v2",
 		Input:                  json.RawMessage(`{"prompt":"a lighthouse at dusk","size":"1024x1024","seed":7,"tags":["sea","light"]}`),
@@ -203,7 +203,7 @@ func newReview(id string, created time.Time) review.Record {
 		ReceiveCount:  5,
 		ErrorCategory: "remote_5xx",
 		RemoteJobID:   "job-" + id,
-		Phase:         operation.Accepted,
+		Phase:         operation.PhaseAccepted,
 		RemoteState:   operation.RemoteRunning,
 		Revision:      7,
 		Recommended:   operation.ActionObserve,
@@ -571,7 +571,7 @@ func (s *suite) staleRevision(t *testing.T) {
 	id := s.id(t, "op")
 	v1 := mustCreate(t, st, newRecord(id))
 	next := v1.Clone()
-	next.Phase = operation.Submitting
+	next.Phase = operation.PhaseSubmitting
 	next.LastAppliedMessageID = "msg-2"
 	v2 := mustUpdate(t, st, next, 1)
 
@@ -700,10 +700,10 @@ func (s *suite) terminal(t *testing.T) {
 		phase operation.Phase
 		settl operation.Settlement
 	}{
-		{"delivered", operation.Delivered, operation.SettlementNone},
-		{"failed-settled", operation.Failed, operation.SettlementSettled},
-		{"rejected", operation.Rejected, operation.SettlementNone},
-		{"superseded", operation.Superseded, operation.SettlementNone},
+		{"delivered", operation.PhaseDelivered, operation.SettlementNone},
+		{"failed-settled", operation.PhaseFailed, operation.SettlementSettled},
+		{"rejected", operation.PhaseRejected, operation.SettlementNone},
+		{"superseded", operation.PhaseSuperseded, operation.SettlementNone},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
@@ -720,11 +720,11 @@ func (s *suite) terminal(t *testing.T) {
 
 			// The correct revision does not help.
 			again := final.Clone()
-			again.Phase, again.Settlement = operation.Accepted, operation.SettlementNone
+			again.Phase, again.Settlement = operation.PhaseAccepted, operation.SettlementNone
 			_, err := st.Update(t.Context(), again, 2)
 			wantConflictWithCurrent(t, st, err, 2, final)
 			// Nor does an audited write.
-			_, err = st.UpdateWithAudit(t.Context(), again, 2, auditEntry(id, tc.phase, operation.Accepted, 2))
+			_, err = st.UpdateWithAudit(t.Context(), again, 2, auditEntry(id, tc.phase, operation.PhaseAccepted, 2))
 			wantConflictWithCurrent(t, st, err, 2, final)
 			if entries := mustAudit(t, st, id); len(entries) != 0 {
 				t.Fatalf("refused audited write left entries: %+v", entries)
@@ -742,7 +742,7 @@ func (s *suite) terminal(t *testing.T) {
 		id := s.id(t, "op")
 		v1 := mustCreate(t, st, scheduled(id, base))
 		failed := v1.Clone()
-		failed.Phase, failed.Settlement = operation.Failed, operation.SettlementUnresolved
+		failed.Phase, failed.Settlement = operation.PhaseFailed, operation.SettlementUnresolved
 		v2 := mustUpdate(t, st, failed, 1)
 		v2.Settlement = operation.SettlementSettled
 		mustUpdate(t, st, v2, 2)
@@ -757,8 +757,8 @@ func (s *suite) auditWritesBoth(t *testing.T) {
 	id := s.id(t, "op")
 	v1 := mustCreate(t, st, newRecord(id))
 	next := v1.Clone()
-	next.Phase = operation.Superseded
-	entry := auditEntry(id, operation.Prepared, operation.Superseded, 1)
+	next.Phase = operation.PhaseSuperseded
+	entry := auditEntry(id, operation.PhasePrepared, operation.PhaseSuperseded, 1)
 	got, err := st.UpdateWithAudit(t.Context(), next, 1, entry)
 	if err != nil {
 		t.Fatalf("update with audit: %v", err)
@@ -786,8 +786,8 @@ func (s *suite) auditStale(t *testing.T) {
 	v2 := mustUpdate(t, st, next, 1)
 
 	stale := v1.Clone()
-	stale.Phase = operation.Superseded
-	_, err := st.UpdateWithAudit(t.Context(), stale, 1, auditEntry(id, operation.Prepared, operation.Superseded, 1))
+	stale.Phase = operation.PhaseSuperseded
+	_, err := st.UpdateWithAudit(t.Context(), stale, 1, auditEntry(id, operation.PhasePrepared, operation.PhaseSuperseded, 1))
 	wantConflictWithCurrent(t, st, err, 1, v2)
 	if entries := mustAudit(t, st, id); len(entries) != 0 {
 		t.Fatalf("refused transaction wrote audit entries: %+v", entries)
@@ -801,7 +801,7 @@ func (s *suite) oneAuditPerRevision(t *testing.T) {
 	v1 := mustCreate(t, st, newRecord(id))
 	first := v1.Clone()
 	first.LastAppliedMessageID = "replay-1"
-	firstEntry := auditEntry(id, operation.Prepared, operation.Prepared, 1)
+	firstEntry := auditEntry(id, operation.PhasePrepared, operation.PhasePrepared, 1)
 	v2, err := st.UpdateWithAudit(t.Context(), first, 1, firstEntry)
 	if err != nil {
 		t.Fatalf("first update with audit: %v", err)
@@ -809,7 +809,7 @@ func (s *suite) oneAuditPerRevision(t *testing.T) {
 
 	second := v1.Clone()
 	second.LastAppliedMessageID = "replay-2"
-	secondEntry := auditEntry(id, operation.Prepared, operation.Prepared, 1)
+	secondEntry := auditEntry(id, operation.PhasePrepared, operation.PhasePrepared, 1)
 	secondEntry.Operator, secondEntry.Revision = "bob", 2
 	_, err = st.UpdateWithAudit(t.Context(), second, 1, secondEntry)
 	wantConflictWithCurrent(t, st, err, 1, v2)
@@ -834,7 +834,7 @@ func (s *suite) auditConcurrent(t *testing.T) {
 		wg.Go(func() {
 			next := v1.Clone()
 			next.LastAppliedMessageID = fmt.Sprintf("operator-%d", i)
-			e := auditEntry(id, operation.Prepared, operation.Prepared, 1)
+			e := auditEntry(id, operation.PhasePrepared, operation.PhasePrepared, 1)
 			e.Operator = fmt.Sprintf("operator-%d", i)
 			<-gate
 			_, errs[i] = st.UpdateWithAudit(t.Context(), next, 1, e)
@@ -868,11 +868,11 @@ func (s *suite) auditMismatch(t *testing.T) {
 	id := s.id(t, "op")
 	v1 := mustCreate(t, st, newRecord(id))
 	next := v1.Clone()
-	next.Phase = operation.Superseded
+	next.Phase = operation.PhaseSuperseded
 
-	wrongRev := auditEntry(id, operation.Prepared, operation.Superseded, 1)
+	wrongRev := auditEntry(id, operation.PhasePrepared, operation.PhaseSuperseded, 1)
 	wrongRev.Revision = 3 // the update produces 2
-	wrongOp := auditEntry(id, operation.Prepared, operation.Superseded, 1)
+	wrongOp := auditEntry(id, operation.PhasePrepared, operation.PhaseSuperseded, 1)
 	wrongOp.OperationID = s.id(t, "other")
 	for name, e := range map[string]review.AuditEntry{"wrong revision": wrongRev, "wrong operation": wrongOp} {
 		_, err := st.UpdateWithAudit(t.Context(), next, 1, e)
@@ -897,7 +897,7 @@ func (s *suite) auditOrder(t *testing.T) {
 		next := cur.Clone()
 		next.Counters.Observations++
 		var err error
-		cur, err = st.UpdateWithAudit(t.Context(), next, rev, auditEntry(id, operation.Prepared, operation.Prepared, rev))
+		cur, err = st.UpdateWithAudit(t.Context(), next, rev, auditEntry(id, operation.PhasePrepared, operation.PhasePrepared, rev))
 		if err != nil {
 			t.Fatalf("update with audit at %d: %v", rev, err)
 		}
@@ -1067,7 +1067,7 @@ func (s *suite) dueBound(t *testing.T) {
 	early, claimed, exact := s.id(t, "early"), s.id(t, "claimed"), s.id(t, "exact")
 	later, future := s.id(t, "later-by-1ns"), s.id(t, "future")
 	claim := newRecord(claimed)
-	claim.Phase = operation.Submitting
+	claim.Phase = operation.PhaseSubmitting
 	claim.Claim = &operation.Claim{Owner: "submit/worker-1", At: at.Add(-30 * time.Minute)}
 	for _, r := range []operation.Record{
 		scheduled(future, at.Add(time.Hour)),
@@ -1117,19 +1117,19 @@ func (s *suite) dueExcludesInactive(t *testing.T) {
 		with("accepted", func(*operation.Record) {}),
 		// Failed but unresolved is still driven (refund chase).
 		with("failed-unresolved", func(r *operation.Record) {
-			r.Phase, r.Settlement = operation.Failed, operation.SettlementUnresolved
+			r.Phase, r.Settlement = operation.PhaseFailed, operation.SettlementUnresolved
 			r.Schedule.Due = due.Add(time.Second)
 		}),
 	}
 	excluded := []operation.Record{
-		with("delivered", func(r *operation.Record) { r.Phase = operation.Delivered }),
+		with("delivered", func(r *operation.Record) { r.Phase = operation.PhaseDelivered }),
 		with("failed-settled", func(r *operation.Record) {
-			r.Phase, r.Settlement = operation.Failed, operation.SettlementSettled
+			r.Phase, r.Settlement = operation.PhaseFailed, operation.SettlementSettled
 		}),
-		with("rejected", func(r *operation.Record) { r.Phase = operation.Rejected }),
-		with("superseded", func(r *operation.Record) { r.Phase = operation.Superseded }),
-		with("uncertain", func(r *operation.Record) { r.Phase = operation.Uncertain }),
-		with("stalled", func(r *operation.Record) { r.Phase = operation.Stalled }),
+		with("rejected", func(r *operation.Record) { r.Phase = operation.PhaseRejected }),
+		with("superseded", func(r *operation.Record) { r.Phase = operation.PhaseSuperseded }),
+		with("uncertain", func(r *operation.Record) { r.Phase = operation.PhaseUncertain }),
+		with("stalled", func(r *operation.Record) { r.Phase = operation.PhaseStalled }),
 		with("parked", func(r *operation.Record) {
 			r.Parked = &operation.ParkedState{Reason: "operator", At: due}
 		}),
@@ -1191,7 +1191,7 @@ func (s *suite) dueFollowsWrites(t *testing.T) {
 	mustUpdate(t, st, next, o.Revision)
 	wantDue(t, st, at, 0, id)
 	next = v.Clone()
-	next.Phase = operation.Delivered
+	next.Phase = operation.PhaseDelivered
 	mustUpdate(t, st, next, v.Revision)
 	wantDue(t, st, at, 0)
 }
