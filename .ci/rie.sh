@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # The AWS Lambda Runtime Interface Emulator (aws-lambda-rie): the local
 # stand-in for the Lambda service that `sam local invoke` runs inside its
-# container, and that internal/lambdatest starts to run each function's
+# container, and that internal/dev/lambdatest starts to run each function's
 # real bootstrap in the integration tests.
 #
 #   bash .ci/rie.sh install    build it into .cache/bin/aws-lambda-rie (once)

@@ -5,7 +5,7 @@ import (
 	"flag"
 	"io"
 
-	"github.com/genjobs/genjobs/internal/benchmark"
+	"github.com/genjobs/genjobs/internal/dev/benchmark"
 )
 
 // cmdBench runs the comparative benchmarks: observation efficiency in

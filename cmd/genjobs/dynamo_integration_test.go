@@ -7,19 +7,19 @@ import (
 	"testing"
 
 	"github.com/genjobs/genjobs/internal/operation"
-	"github.com/genjobs/genjobs/internal/pipelinetest"
+	"github.com/genjobs/genjobs/internal/dev/handlertest"
 	"github.com/genjobs/genjobs/internal/store"
-	"github.com/genjobs/genjobs/internal/testenv"
+	"github.com/genjobs/genjobs/internal/dev/testenv"
 )
 
 func TestOperatorCommandsAgainstDynamoDB(t *testing.T) {
 	endpoint := testenv.Endpoint(t, "AWS_ENDPOINT_URL_DYNAMODB")
-	client, table := pipelinetest.DynamoTable(t)
+	client, table := handlertest.DynamoTable(t)
 	st := store.NewDynamo(client, table)
-	rec := pipelinetest.Prepared("op-cli")
+	rec := handlertest.Prepared("op-cli")
 	rec.Phase, rec.RemoteJobID = operation.PhaseUncertain, ""
-	rec.Parked = &operation.ParkedState{Reason: "post_outcome_unknown", At: pipelinetest.Start}
-	pipelinetest.Create(t, st, rec)
+	rec.Parked = &operation.ParkedState{Reason: "post_outcome_unknown", At: handlertest.Start}
+	handlertest.Create(t, st, rec)
 
 	flags := []string{"--table", table, "--dynamodb-endpoint", endpoint}
 	code, out, errOut := genjobs(t, append([]string{"plan", "op-cli"}, flags...)...)
@@ -37,14 +37,14 @@ func TestOperatorCommandsAgainstDynamoDB(t *testing.T) {
 	if code != 0 || !strings.Contains(out, "grace") || !strings.Contains(out, "attach-job") {
 		t.Fatalf("audit: %d %s", code, out)
 	}
-	got := pipelinetest.Get(t, st, "op-cli")
+	got := handlertest.Get(t, st, "op-cli")
 	if got.Phase != operation.PhaseAccepted || got.RemoteJobID != job {
 		t.Fatalf("record %s %q", got.Phase, got.RemoteJobID)
 	}
 	// Another operation can never take the same job.
-	other := pipelinetest.Prepared("op-cli-2")
+	other := handlertest.Prepared("op-cli-2")
 	other.Phase = operation.PhaseUncertain
-	pipelinetest.Create(t, st, other)
+	handlertest.Create(t, st, other)
 	code, _, errOut = genjobs(t, append([]string{"replay", "op-cli-2", "--action", "reconcile", "--operator", "grace", "--job-id", job,
 		"--genace-url", url, "--genace-key", key, "--force-unverified", "--reason", "test"}, flags...)...)
 	if code != 1 || !strings.Contains(errOut, "held by operation op-cli") {

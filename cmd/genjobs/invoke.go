@@ -11,7 +11,7 @@ import (
 	"path/filepath"
 	"strings"
 
-	"github.com/genjobs/genjobs/internal/invoke"
+	"github.com/genjobs/genjobs/internal/dev/invoke"
 )
 
 // cmdInvoke runs one function under the Lambda Runtime Interface Emulator

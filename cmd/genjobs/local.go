@@ -12,8 +12,8 @@ import (
 	"time"
 
 	"github.com/genjobs/genjobs/internal/clock"
-	"github.com/genjobs/genjobs/internal/localstack"
-	"github.com/genjobs/genjobs/internal/workload"
+	"github.com/genjobs/genjobs/internal/dev/pipeline"
+	"github.com/genjobs/genjobs/internal/dev/workload"
 )
 
 func cmdLocal(ctx context.Context, args []string, stdout, stderr io.Writer) error {
@@ -71,7 +71,7 @@ func cmdLocal(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 			return err
 		}
 	}
-	cfg := localstack.Config{StateDir: *state, Workload: items, Timeout: *timeout, Table: *table, Progress: stdout, ProgressEvery: time.Second,
+	cfg := pipeline.Config{StateDir: *state, Workload: items, Timeout: *timeout, Table: *table, Progress: stdout, ProgressEvery: time.Second,
 		LongPoll: *longPoll, Accounting: *accounting}
 	if *quiet {
 		cfg.Progress = nil
@@ -101,11 +101,11 @@ func cmdLocal(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 		}
 	}
 	fmt.Fprintf(stdout, "genjobs local: %d operations, state in %s\n", len(items), *state)
-	rep, err := localstack.Run(ctx, cfg)
+	rep, err := pipeline.Run(ctx, cfg)
 	if rep != nil {
 		fmt.Fprintln(stdout)
 		rep.WriteSummary(stdout)
-		if werr := rep.WriteJSON(localstack.ReportPath(*state)); werr != nil && err == nil {
+		if werr := rep.WriteJSON(pipeline.ReportPath(*state)); werr != nil && err == nil {
 			err = werr
 		}
 		if *reportPath != "" {
@@ -113,7 +113,7 @@ func cmdLocal(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 				err = werr
 			}
 		}
-		db, _ := filepath.Abs(localstack.DBPath(*state))
+		db, _ := filepath.Abs(pipeline.DBPath(*state))
 		fmt.Fprintf(stdout, "\nState kept: genjobs reviews --db %s   (then plan, replay, audit)\n", db)
 		if rep.TimedOut && err == nil {
 			err = errors.New("timed out: see the summary for the operations still running")

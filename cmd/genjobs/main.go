@@ -25,28 +25,40 @@ func usagef(format string, args ...any) error { return &usageError{msg: fmt.Spri
 type command struct {
 	name, args, summary string
 	run                 func(ctx context.Context, args []string, stdout, stderr io.Writer) error
+	// dev marks developer tooling (local stack, emulator, simulation,
+	// benchmarks); the rest are the operator's commands, listed first.
+	dev bool
 }
 
 func commands() []command {
 	return []command{
-		{"local", "[--workload FILE] [--report FILE] [--timeout D] [--genace-url URL] [--table T --dynamodb-endpoint URL]", "run the whole pipeline locally on embedded defaults (the demo without --workload)", cmdLocal},
-		{"reviews", "", "list open review records", cmdReviews},
-		{"plan", "OPERATION_ID", "show the next action for one operation and every precondition checked", cmdPlan},
-		{"replay", "OPERATION_ID --action A --operator NAME [--job-id ID [--force-unverified --reason TEXT] | --confirmed-not-submitted] [--genace-url URL --genace-key K]", "carry out the planned action on one operation, with an audit entry", cmdReplay},
-		{"audit", "OPERATION_ID", "print the operation's audit trail", cmdAudit},
-		{"invoke", "--function NAME --event FILE [--keep] [--json]", "run one function under the Lambda runtime emulator with a sample event, against local services (make invoke)", cmdInvoke},
-		{"sam-env", "[--out DIR]", "keep local services up for `sam local invoke`, write its --env-vars file and --parameter-overrides, print the sam commands (make sam-env)", cmdSAMEnv},
-		{"soak", "[--operations N] [--seed N] [--faults all|none|LIST] [--trace OPS] [--unrecorded-dispatch] [--json FILE] [--quiet]", "run the deterministic fault-injection simulation and check the invariants (exit 1 on any violation)", cmdSoak},
-		{"bench", "[--out DIR] [--renders N] [--seed S] [--quick]", "run the comparative benchmarks: print the table, write DIR/results.md and DIR/observation.png", cmdBench},
-		{"sim", "[--addr HOST:PORT] [--api-key K] [--run-for D] [--fault-rate F] ...", "serve the Genace simulator over HTTP until Ctrl-C", cmdSim},
+		{"reviews", "", "list open review records", cmdReviews, false},
+		{"plan", "OPERATION_ID", "show the next action for one operation and every precondition checked", cmdPlan, false},
+		{"replay", "OPERATION_ID --action A --operator NAME [--job-id ID [--force-unverified --reason TEXT] | --confirmed-not-submitted] [--genace-url URL --genace-key K]", "carry out the planned action on one operation, with an audit entry", cmdReplay, false},
+		{"audit", "OPERATION_ID", "print the operation's audit trail", cmdAudit, false},
+		{"local", "[--workload FILE] [--report FILE] [--timeout D] [--genace-url URL] [--table T --dynamodb-endpoint URL]", "run the whole pipeline locally on embedded defaults (the demo without --workload)", cmdLocal, true},
+		{"invoke", "--function NAME --event FILE [--keep] [--json]", "run one function under the Lambda runtime emulator with a sample event, against local services (make invoke)", cmdInvoke, true},
+		{"sam-env", "[--out DIR]", "keep local services up for `sam local invoke`, write its --env-vars file and --parameter-overrides, print the sam commands (make sam-env)", cmdSAMEnv, true},
+		{"soak", "[--operations N] [--seed N] [--faults all|none|LIST] [--trace OPS] [--unrecorded-dispatch] [--json FILE] [--quiet]", "run the deterministic fault-injection simulation and check the invariants (exit 1 on any violation)", cmdSoak, true},
+		{"bench", "[--out DIR] [--renders N] [--seed S] [--quick]", "run the comparative benchmarks: print the table, write DIR/results.md and DIR/observation.png", cmdBench, true},
+		{"sim", "[--addr HOST:PORT] [--api-key K] [--run-for D] [--fault-rate F] ...", "serve the Genace simulator over HTTP until Ctrl-C", cmdSim, true},
 	}
 }
 
 func usage(w io.Writer) {
 	fmt.Fprintln(w, "usage: genjobs COMMAND [flags]")
-	fmt.Fprintln(w)
-	for _, c := range commands() {
-		fmt.Fprintf(w, "  %-8s %s\n           %s\n", c.name, c.args, c.summary)
+	for _, dev := range []bool{false, true} {
+		fmt.Fprintln(w)
+		if dev {
+			fmt.Fprintln(w, "Local runs and developer tooling (never touch a deployed stack):")
+		} else {
+			fmt.Fprintln(w, "Operator commands (recovery of parked operations; the production table with --table):")
+		}
+		for _, c := range commands() {
+			if c.dev == dev {
+				fmt.Fprintf(w, "  %-8s %s\n           %s\n", c.name, c.args, c.summary)
+			}
+		}
 	}
 	fmt.Fprintln(w)
 	fmt.Fprintln(w, "reviews, plan, replay and audit take the store flags: --db PATH (the embedded store file, default", defaultDB+";")

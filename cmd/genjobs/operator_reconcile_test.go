@@ -11,9 +11,9 @@ import (
 
 	"github.com/genjobs/genjobs/internal/clock"
 	"github.com/genjobs/genjobs/internal/genace"
-	"github.com/genjobs/genjobs/internal/genacesim"
+	"github.com/genjobs/genjobs/internal/dev/genacesim"
 	"github.com/genjobs/genjobs/internal/operation"
-	"github.com/genjobs/genjobs/internal/pipelinetest"
+	"github.com/genjobs/genjobs/internal/dev/handlertest"
 	"github.com/genjobs/genjobs/internal/review"
 	"github.com/genjobs/genjobs/internal/store"
 )
@@ -21,10 +21,10 @@ import (
 // uncertain is an operation whose one POST has an unknown outcome, as the
 // sweep leaves it after a claim expired.
 func uncertain(id string) operation.Record {
-	rec := pipelinetest.Prepared(id)
+	rec := handlertest.Prepared(id)
 	rec.Phase, rec.Posts, rec.LastError = operation.PhaseUncertain, 1, "claim_expired"
-	rec.Claim = &operation.Claim{Owner: "submit-1", MessageID: "m-1", At: pipelinetest.Start}
-	rec.Parked = &operation.ParkedState{Reason: "claim_expired", At: pipelinetest.Start}
+	rec.Claim = &operation.Claim{Owner: "submit-1", MessageID: "m-1", At: handlertest.Start}
+	rec.Parked = &operation.ParkedState{Reason: "claim_expired", At: handlertest.Start}
 	return rec
 }
 
@@ -54,7 +54,7 @@ func seedStore(t *testing.T, recs []operation.Record, reviews []review.Record) s
 // keptJobReview is what submit's keepJobID writes when a 202's job id
 // could not be attached to the record.
 func keptJobReview(rec operation.Record, jobID string) review.Record {
-	r := review.ForRecord("job:"+jobID, review.SourceHandler, &rec, pipelinetest.Start)
+	r := review.ForRecord("job:"+jobID, review.SourceHandler, &rec, handlertest.Start)
 	r.RemoteJobID, r.ErrorCategory, r.Recommended = jobID, "job_id_not_attached", operation.ActionReconcile
 	return r
 }
@@ -66,7 +66,7 @@ func readRecord(t *testing.T, db, id string) operation.Record {
 		t.Fatal(err)
 	}
 	defer st.Close()
-	return pipelinetest.Get(t, st, id)
+	return handlertest.Get(t, st, id)
 }
 
 // Hole 4: a job id kept only in a review (the accepted outcome could not
@@ -78,7 +78,7 @@ func TestPlanShowsAJobKeptOnlyInAReview(t *testing.T) {
 	rec.Revision = 1
 	db := seedStore(t, []operation.Record{rec}, []review.Record{
 		keptJobReview(rec, "job_kept1"),
-		review.ForRecord(review.ParkedID(rec.OperationID, 1), review.SourceSweep, &rec, pipelinetest.Start),
+		review.ForRecord(review.ParkedID(rec.OperationID, 1), review.SourceSweep, &rec, handlertest.Start),
 	})
 	code, out, errOut := genjobs(t, "plan", "op-kept", "--db", db)
 	if code != 0 || !strings.Contains(out, "job_kept1") {
@@ -139,7 +139,7 @@ func TestReconcileVerifiesTheJob(t *testing.T) {
 	otherJob := createJob(t, c, "op-other")   // a job of another operation
 	heldJob := createJob(t, c, "op-held")     // names op-held, but op-holder holds it
 	goodJob := createJob(t, c, "op-verified") // the job op-verified's lost POST created
-	holder := pipelinetest.Prepared("op-holder")
+	holder := handlertest.Prepared("op-holder")
 	holder.Phase, holder.RemoteJobID, holder.Posts = operation.PhaseAccepted, heldJob, 1
 	recs := []operation.Record{holder}
 	for _, id := range []string{"op-missing", "op-foreign", "op-held", "op-forced", "op-held-forced", "op-verified"} {

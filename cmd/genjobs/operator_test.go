@@ -10,7 +10,7 @@ import (
 	"testing"
 
 	"github.com/genjobs/genjobs/internal/operation"
-	"github.com/genjobs/genjobs/internal/pipelinetest"
+	"github.com/genjobs/genjobs/internal/dev/handlertest"
 	"github.com/genjobs/genjobs/internal/review"
 	"github.com/genjobs/genjobs/internal/store"
 )
@@ -42,7 +42,7 @@ func seed(t *testing.T) string {
 			t.Fatal(err)
 		}
 		if rec.Parked != nil {
-			if _, err := st.PutReview(context.Background(), review.ForRecord(review.ParkedID(rec.OperationID, rec.Revision), review.SourceHandler, &rec, pipelinetest.Start)); err != nil {
+			if _, err := st.PutReview(context.Background(), review.ForRecord(review.ParkedID(rec.OperationID, rec.Revision), review.SourceHandler, &rec, handlertest.Start)); err != nil {
 				t.Fatal(err)
 			}
 		}

@@ -11,7 +11,7 @@ import (
 	"slices"
 	"strings"
 
-	"github.com/genjobs/genjobs/internal/invoke"
+	"github.com/genjobs/genjobs/internal/dev/invoke"
 )
 
 // cmdSAMEnv keeps a local stack up for `sam local invoke` (make sam-env):

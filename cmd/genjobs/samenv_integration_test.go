@@ -14,8 +14,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/genjobs/genjobs/internal/invoke"
-	"github.com/genjobs/genjobs/internal/samlocal"
+	"github.com/genjobs/genjobs/internal/dev/invoke"
+	"github.com/genjobs/genjobs/internal/dev/samlocal"
 )
 
 // syncBuffer is a bytes.Buffer safe to read while the command writes.

@@ -9,7 +9,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/genjobs/genjobs/internal/pipelinetest"
+	"github.com/genjobs/genjobs/internal/dev/handlertest"
 )
 
 func freeAddr(t *testing.T) string {
@@ -26,7 +26,7 @@ func TestSimServesUntilCancelled(t *testing.T) {
 	t.Parallel()
 	addr := freeAddr(t)
 	ctx, cancel := context.WithCancel(context.Background())
-	out := &pipelinetest.Buffer{}
+	out := &handlertest.Buffer{}
 	done := make(chan int)
 	go func() { done <- run(ctx, []string{"sim", "--addr", addr, "--api-key", "k"}, out, &bytes.Buffer{}) }()
 	deadline := time.Now().Add(5 * time.Second)

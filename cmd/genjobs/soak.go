@@ -9,11 +9,11 @@ import (
 	"os"
 	"strings"
 
-	"github.com/genjobs/genjobs/internal/faultsim"
+	"github.com/genjobs/genjobs/internal/dev/faultsim"
 )
 
 // cmdSoak runs the deterministic fault-injection simulation
-// (internal/faultsim) and prints its figures. Any invariant violation, and
+// (internal/dev/faultsim) and prints its figures. Any invariant violation, and
 // any figure above its threshold (operations left uncertain per
 // submission of genuinely unknown outcome above 1.00, reviews left open on
 // terminal operations above 0), makes it fail, naming the seed and the

@@ -10,7 +10,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/genjobs/genjobs/internal/faultsim"
+	"github.com/genjobs/genjobs/internal/dev/faultsim"
 )
 
 func TestSoakPrintsTheFigures(t *testing.T) {

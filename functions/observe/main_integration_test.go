@@ -21,11 +21,11 @@ import (
 
 	"github.com/genjobs/genjobs/internal/config"
 	"github.com/genjobs/genjobs/internal/genace"
-	"github.com/genjobs/genjobs/internal/genacesim"
-	"github.com/genjobs/genjobs/internal/lambdatest"
+	"github.com/genjobs/genjobs/internal/dev/genacesim"
+	"github.com/genjobs/genjobs/internal/dev/lambdatest"
 	"github.com/genjobs/genjobs/internal/message"
 	"github.com/genjobs/genjobs/internal/operation"
-	"github.com/genjobs/genjobs/internal/pipelinetest"
+	"github.com/genjobs/genjobs/internal/dev/handlertest"
 )
 
 // opID is the operation events/observe.json names.
@@ -38,7 +38,7 @@ const opID = "op-sample-2"
 func acceptedOperation(t *testing.T, st *lambdatest.Stack) operation.Record {
 	t.Helper()
 	ctx := context.Background()
-	rec := pipelinetest.Create(t, st.Store, pipelinetest.Prepared(opID))
+	rec := handlertest.Create(t, st.Store, handlertest.Prepared(opID))
 	res := st.Genace.Submit(ctx, genace.SubmitRequest{OperationID: opID, Model: rec.Model, Input: rec.Input}, 10*time.Second)
 	if res.Outcome != genace.OutcomeAccepted {
 		t.Fatalf("simulator refused the job: %v", res.Err)
@@ -156,7 +156,7 @@ func TestObserveSampleEvent(t *testing.T) {
 				t.Fatalf("answer %s: want a batch response without failures (%v)", body, err)
 			}
 
-			saved := pipelinetest.Get(t, st.Store, opID)
+			saved := handlertest.Get(t, st.Store, opID)
 			if saved.Revision != rec.Revision+1 {
 				t.Errorf("revision %d, want %d: the snapshot was not saved once", saved.Revision, rec.Revision+1)
 			}

@@ -22,11 +22,11 @@ import (
 	"github.com/aws/aws-lambda-go/events"
 
 	"github.com/genjobs/genjobs/internal/config"
-	"github.com/genjobs/genjobs/internal/genacesim"
-	"github.com/genjobs/genjobs/internal/lambdatest"
+	"github.com/genjobs/genjobs/internal/dev/genacesim"
+	"github.com/genjobs/genjobs/internal/dev/lambdatest"
 	"github.com/genjobs/genjobs/internal/message"
 	"github.com/genjobs/genjobs/internal/operation"
-	"github.com/genjobs/genjobs/internal/pipelinetest"
+	"github.com/genjobs/genjobs/internal/dev/handlertest"
 )
 
 // The ids the sample events carry.
@@ -47,7 +47,7 @@ type env struct {
 func setup(t *testing.T) env {
 	t.Helper()
 	st := lambdatest.NewStack(t, genacesim.Config{})
-	rec := pipelinetest.Create(t, st.Store, pipelinetest.Prepared(opID))
+	rec := handlertest.Create(t, st.Store, handlertest.Prepared(opID))
 	if rec.Revision != 1 {
 		t.Fatalf("created at revision %d; the sample dispatch expects 1", rec.Revision)
 	}
@@ -75,7 +75,7 @@ func (e env) invoke(t *testing.T, event string) []string {
 	if err := dec.Decode(&resp); err != nil || resp.BatchItemFailures == nil {
 		t.Fatalf("%s: answer %s is not a batch response (%v)", event, body, err)
 	}
-	return pipelinetest.Failed(resp)
+	return handlertest.Failed(resp)
 }
 
 // assertSubmittedOnce checks the end state of one successful dispatch:
@@ -91,7 +91,7 @@ func (e env) assertSubmittedOnce(t *testing.T) {
 	if len(jobs) != 1 {
 		t.Fatalf("simulator holds jobs %v for %s, want one", jobs, opID)
 	}
-	rec := pipelinetest.Get(t, st.Store, opID)
+	rec := handlertest.Get(t, st.Store, opID)
 	if rec.Phase != operation.PhaseAccepted || rec.RemoteJobID != jobs[0] || rec.Posts != 1 {
 		t.Errorf("record: phase %s, job %q, posts %d; want accepted, %s, 1", rec.Phase, rec.RemoteJobID, rec.Posts, jobs[0])
 	}
@@ -149,7 +149,7 @@ func TestSubmitSampleEvents(t *testing.T) {
 		if failed := e.invoke(t, "submit.json"); len(failed) != 0 {
 			t.Fatalf("first dispatch: batchItemFailures %v", failed)
 		}
-		before := pipelinetest.Get(t, e.stack.Store, opID)
+		before := handlertest.Get(t, e.stack.Store, opID)
 		// A second dispatch for the same operation (another message id,
 		// as a producer retry makes) finds the job id on the record and
 		// must not POST again; the observation already pending suffices.
@@ -158,7 +158,7 @@ func TestSubmitSampleEvents(t *testing.T) {
 			t.Errorf("duplicate dispatch: batchItemFailures %v, want none", failed)
 		}
 		t.Logf("submit: first invoke %v, warm invoke %v", e.fn.FirstInvoke(), time.Since(start))
-		if after := pipelinetest.Get(t, e.stack.Store, opID); after.Revision != before.Revision {
+		if after := handlertest.Get(t, e.stack.Store, opID); after.Revision != before.Revision {
 			t.Errorf("duplicate dispatch wrote the record (revision %d -> %d)", before.Revision, after.Revision)
 		}
 		e.assertSubmittedOnce(t)

@@ -17,7 +17,7 @@ import (
 )
 
 // The environment variables. template.yaml sets them (and is the one
-// place that does: local runs resolve it, internal/samlocal).
+// place that does: local runs resolve it, internal/dev/samlocal).
 const (
 	EnvTable            = "TABLE_NAME"
 	EnvGenaceURL        = "GENACE_BASE_URL"
@@ -49,7 +49,7 @@ const (
 
 // Bound is the inclusive range Load accepts for a numeric setting.
 // template.yaml's parameters that feed these variables carry the same
-// MinValue and MaxValue (internal/template compares them).
+// MinValue and MaxValue (internal/dev/templatecheck compares them).
 type Bound struct{ Min, Max int }
 
 // Bounds are the numeric settings' ranges, by variable.

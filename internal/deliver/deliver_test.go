@@ -22,12 +22,12 @@ import (
 	"github.com/genjobs/genjobs/internal/clock"
 	"github.com/genjobs/genjobs/internal/deliver"
 	"github.com/genjobs/genjobs/internal/genace"
-	"github.com/genjobs/genjobs/internal/genacesim"
+	"github.com/genjobs/genjobs/internal/dev/genacesim"
 	"github.com/genjobs/genjobs/internal/message"
 	"github.com/genjobs/genjobs/internal/metrics"
 	"github.com/genjobs/genjobs/internal/observe"
 	"github.com/genjobs/genjobs/internal/operation"
-	"github.com/genjobs/genjobs/internal/pipelinetest"
+	"github.com/genjobs/genjobs/internal/dev/handlertest"
 	"github.com/genjobs/genjobs/internal/schedule"
 	"github.com/genjobs/genjobs/internal/store"
 	"github.com/genjobs/genjobs/internal/submit"
@@ -166,10 +166,10 @@ type env struct {
 	gen   *gen
 	store store.Store
 	st    *flaky
-	out   *pipelinetest.Outbox
-	ext   *pipelinetest.Extender
-	logs  *pipelinetest.Buffer
-	mets  *pipelinetest.Buffer
+	out   *handlertest.Outbox
+	ext   *handlertest.Extender
+	logs  *handlertest.Buffer
+	mets  *handlertest.Buffer
 	dir   *artifact.Dir
 	s3    *s3.Client
 	art   *counting
@@ -195,12 +195,12 @@ func newEnv(t testing.TB, kind string, o options) *env {
 	if o.outputs == 0 {
 		o.outputs = 2
 	}
-	e := &env{clk: clock.NewManual(pipelinetest.Start), out: &pipelinetest.Outbox{}, ext: &pipelinetest.Extender{}, logs: &pipelinetest.Buffer{}, mets: &pipelinetest.Buffer{}}
+	e := &env{clk: clock.NewManual(handlertest.Start), out: &handlertest.Outbox{}, ext: &handlertest.Extender{}, logs: &handlertest.Buffer{}, mets: &handlertest.Buffer{}}
 	simCfg := genacesim.Config{DefaultModel: genacesim.ModelConfig{Price: 10, QueueFor: 2 * time.Second, RunFor: 10 * time.Second, OutputCount: o.outputs}}
 	var client *genace.Client
-	e.sim, client = pipelinetest.Sim(t, e.clk, simCfg)
+	e.sim, client = handlertest.Sim(t, e.clk, simCfg)
 	e.gen = &gen{inner: client}
-	e.store = pipelinetest.OpenStore(t, kind)
+	e.store = handlertest.OpenStore(t, kind)
 	e.st = &flaky{Store: e.store, failAt: map[int]bool{}}
 	var inner deliver.Artifacts
 	if o.s3 {
@@ -226,10 +226,10 @@ func newEnv(t testing.TB, kind string, o options) *env {
 // succeed runs the real submit and observe handlers against the simulator
 // until observation hands the operation to delivery; it returns that
 // deliver_artifacts message.
-func (e *env) succeed(t *testing.T, id string) pipelinetest.Sent {
+func (e *env) succeed(t *testing.T, id string) handlertest.Sent {
 	t.Helper()
-	rec := pipelinetest.Create(t, e.store, pipelinetest.Prepared(id))
-	if resp, err := e.sub.Handle(context.Background(), pipelinetest.Event(t, e.clk.Now(), pipelinetest.Dispatch(rec))); err != nil || len(resp.BatchItemFailures) != 0 {
+	rec := handlertest.Create(t, e.store, handlertest.Prepared(id))
+	if resp, err := e.sub.Handle(context.Background(), handlertest.Event(t, e.clk.Now(), handlertest.Dispatch(rec))); err != nil || len(resp.BatchItemFailures) != 0 {
 		t.Fatalf("submit: %v %v", resp, err)
 	}
 	sent := e.out.Take()
@@ -239,28 +239,28 @@ func (e *env) succeed(t *testing.T, id string) pipelinetest.Sent {
 		}
 		next := sent[0]
 		if next.Env.Action == message.ActionDeliverArtifacts {
-			if got := pipelinetest.Get(t, e.store, id); got.Phase != operation.PhaseSucceeded {
+			if got := handlertest.Get(t, e.store, id); got.Phase != operation.PhaseSucceeded {
 				t.Fatalf("handed to delivery in phase %s", got.Phase)
 			}
 			return next
 		}
 		e.clk.Advance(next.Delay)
-		if resp, _ := e.obs.Handle(context.Background(), pipelinetest.Event(t, e.clk.Now(), next)); len(resp.BatchItemFailures) != 0 {
+		if resp, _ := e.obs.Handle(context.Background(), handlertest.Event(t, e.clk.Now(), next)); len(resp.BatchItemFailures) != 0 {
 			t.Fatalf("observation failed\n%s", e.logs.String())
 		}
 		sent = e.out.Take()
 	}
 	t.Fatal("never succeeded")
-	return pipelinetest.Sent{}
+	return handlertest.Sent{}
 }
 
-func (e *env) deliver(t *testing.T, msgs ...pipelinetest.Sent) []string {
+func (e *env) deliver(t *testing.T, msgs ...handlertest.Sent) []string {
 	t.Helper()
-	resp, err := e.del.Handle(context.Background(), pipelinetest.Event(t, e.clk.Now(), msgs...))
+	resp, err := e.del.Handle(context.Background(), handlertest.Event(t, e.clk.Now(), msgs...))
 	if err != nil {
 		t.Fatal(err)
 	}
-	return pipelinetest.Failed(resp)
+	return handlertest.Failed(resp)
 }
 
 func keyOf(rec operation.Record, i int) string {
@@ -305,7 +305,7 @@ func (e *env) stored(t *testing.T, key string) (string, os.FileInfo) {
 // under its deterministic key with the sha256 Genace reported.
 func (e *env) checkDelivered(t *testing.T, id string) operation.Record {
 	t.Helper()
-	got := pipelinetest.Get(t, e.store, id)
+	got := handlertest.Get(t, e.store, id)
 	if got.Phase != operation.PhaseDelivered || got.Schedule != nil || !got.Terminal() {
 		t.Fatalf("phase %s, schedule %+v; want delivered\n%s", got.Phase, got.Schedule, e.logs.String())
 	}
@@ -335,7 +335,7 @@ func (e *env) count(metric, outcome string) int {
 }
 
 func forEachStore(t *testing.T, f func(t *testing.T, kind string)) {
-	for _, kind := range pipelinetest.StoreKinds() {
+	for _, kind := range handlertest.StoreKinds() {
 		t.Run(kind, func(t *testing.T) {
 			t.Parallel()
 			f(t, kind)
@@ -348,7 +348,7 @@ func TestDeliversSucceededOperation(t *testing.T) {
 	forEachStore(t, func(t *testing.T, kind string) {
 		e := newEnv(t, kind, options{})
 		m := e.succeed(t, "op-ok")
-		before := pipelinetest.Get(t, e.store, "op-ok")
+		before := handlertest.Get(t, e.store, "op-ok")
 		if failed := e.deliver(t, m); len(failed) != 0 {
 			t.Fatalf("failures %v\n%s", failed, e.logs.String())
 		}
@@ -378,13 +378,13 @@ func TestReplayAfterStoreFailureReusesStoredOutput(t *testing.T) {
 	forEachStore(t, func(t *testing.T, kind string) {
 		e := newEnv(t, kind, options{})
 		m := e.succeed(t, "op-replay")
-		rec := pipelinetest.Get(t, e.store, "op-replay")
+		rec := handlertest.Get(t, e.store, "op-replay")
 		k0, k1 := keyOf(rec, 0), keyOf(rec, 1)
 		e.art.failPuts(k1, 1)
 		if failed := e.deliver(t, m); len(failed) != 0 {
 			t.Fatalf("a store outage failed the message (%v); it must be recorded and retried", failed)
 		}
-		mid := pipelinetest.Get(t, e.store, "op-replay")
+		mid := handlertest.Get(t, e.store, "op-replay")
 		if mid.Phase != operation.PhaseSucceeded || len(mid.Deliveries) != 1 || mid.Deliveries[0].Index != 0 ||
 			mid.Counters.ReadFailures != 1 || mid.LastError != "artifact_copy_failed" {
 			t.Fatalf("after the outage: phase %s, deliveries %+v, failures %d, last error %q",
@@ -428,13 +428,13 @@ func TestStoredButUnrecordedOutputIsReused(t *testing.T) {
 	forEachStore(t, func(t *testing.T, kind string) {
 		e := newEnv(t, kind, options{})
 		m := e.succeed(t, "op-unrec")
-		rec := pipelinetest.Get(t, e.store, "op-unrec")
+		rec := handlertest.Get(t, e.store, "op-unrec")
 		k0 := keyOf(rec, 0)
 		e.st.failUpdate(1)
 		if failed := e.deliver(t, m); len(failed) != 1 {
 			t.Fatalf("a failed record write must fail the message so SQS redelivers it; failures %v", failed)
 		}
-		if got := pipelinetest.Get(t, e.store, "op-unrec"); got.Revision != rec.Revision || len(got.Deliveries) != 0 {
+		if got := handlertest.Get(t, e.store, "op-unrec"); got.Revision != rec.Revision || len(got.Deliveries) != 0 {
 			t.Fatalf("r%d → r%d, deliveries %+v", rec.Revision, got.Revision, got.Deliveries)
 		}
 		if e.sim.FileGets() != 1 || e.art.Puts(k0) != 1 {
@@ -461,12 +461,12 @@ func TestRedeliveredMessageContinuesFromItsOwnProgress(t *testing.T) {
 	forEachStore(t, func(t *testing.T, kind string) {
 		e := newEnv(t, kind, options{})
 		m := e.succeed(t, "op-cont")
-		rec := pipelinetest.Get(t, e.store, "op-cont")
+		rec := handlertest.Get(t, e.store, "op-cont")
 		e.st.failUpdate(2) // output 0 is recorded, output 1 stored but its write fails
 		if failed := e.deliver(t, m); len(failed) != 1 {
 			t.Fatalf("failures %v", failed)
 		}
-		mid := pipelinetest.Get(t, e.store, "op-cont")
+		mid := handlertest.Get(t, e.store, "op-cont")
 		if mid.Revision != rec.Revision+1 || len(mid.Deliveries) != 1 || mid.LastAppliedMessageID != m.ID {
 			t.Fatalf("r%d, deliveries %+v, last applied %q", mid.Revision, mid.Deliveries, mid.LastAppliedMessageID)
 		}
@@ -476,7 +476,7 @@ func TestRedeliveredMessageContinuesFromItsOwnProgress(t *testing.T) {
 		if failed := e.deliver(t, other); len(failed) != 0 {
 			t.Fatalf("failures %v", failed)
 		}
-		if e.gen.Gets() != gets || pipelinetest.Get(t, e.store, "op-cont").Revision != mid.Revision {
+		if e.gen.Gets() != gets || handlertest.Get(t, e.store, "op-cont").Revision != mid.Revision {
 			t.Fatal("a message at an old revision read the job or wrote")
 		}
 		if failed := e.deliver(t, m); len(failed) != 0 {
@@ -500,12 +500,12 @@ func TestDuplicateAfterDeliveredIsObsolete(t *testing.T) {
 		gets, files := e.gen.Gets(), e.sim.FileGets()
 		copyOf := m
 		copyOf.ID = "copy"
-		current := pipelinetest.Sent{ID: "rearm", Env: message.Envelope{Action: message.ActionDeliverArtifacts, OperationID: "op-dup",
+		current := handlertest.Sent{ID: "rearm", Env: message.Envelope{Action: message.ActionDeliverArtifacts, OperationID: "op-dup",
 			ExpectedRevision: done.Revision, ExpectedRemoteJobID: done.RemoteJobID}}
 		if failed := e.deliver(t, m, copyOf, current); len(failed) != 0 {
 			t.Fatalf("duplicates failed: %v", failed)
 		}
-		after := pipelinetest.Get(t, e.store, "op-dup")
+		after := handlertest.Get(t, e.store, "op-dup")
 		if after.Revision != done.Revision || e.gen.Gets() != gets || e.sim.FileGets() != files || e.out.Len() != 0 {
 			t.Fatalf("duplicates: r%d → r%d, %d GETs, %d downloads, %d sent", done.Revision, after.Revision,
 				e.gen.Gets()-gets, e.sim.FileGets()-files, e.out.Len())
@@ -540,7 +540,7 @@ func TestExpiredSignedURLIsRefreshed(t *testing.T) {
 		if failed := e.deliver(t, m2); len(failed) != 0 {
 			t.Fatalf("failures %v", failed)
 		}
-		got := pipelinetest.Get(t, e.store, "op-exp2")
+		got := handlertest.Get(t, e.store, "op-exp2")
 		retry := e.out.Take()
 		if got.Phase != operation.PhaseSucceeded || got.LastError != "signed_url_expired" || got.Counters.ReadFailures != 1 || len(retry) != 1 {
 			t.Fatalf("phase %s, last error %q, failures %d, sent %+v", got.Phase, got.LastError, got.Counters.ReadFailures, retry)
@@ -561,8 +561,8 @@ func TestStaleWorkerNeverOverwritesDelivered(t *testing.T) {
 		entered, release := e.gen.hold()
 		done := make(chan []string)
 		go func() {
-			resp, _ := e.del.Handle(context.Background(), pipelinetest.Event(t, e.clk.Now(), m))
-			done <- pipelinetest.Failed(resp)
+			resp, _ := e.del.Handle(context.Background(), handlertest.Event(t, e.clk.Now(), m))
+			done <- handlertest.Failed(resp)
 		}()
 		<-entered // worker A loaded revision R and read the job
 		rearm := m
@@ -575,7 +575,7 @@ func TestStaleWorkerNeverOverwritesDelivered(t *testing.T) {
 		if failed := <-done; len(failed) != 0 {
 			t.Fatalf("worker A failed %v; finding the work done is a normal acknowledgement", failed)
 		}
-		after := pipelinetest.Get(t, e.store, "op-race")
+		after := handlertest.Get(t, e.store, "op-race")
 		if after.Revision != afterB.Revision || after.LastAppliedMessageID != rearm.ID || after.Deliveries[0] != afterB.Deliveries[0] {
 			t.Fatalf("A wrote over B: r%d → r%d, last applied %q", afterB.Revision, after.Revision, after.LastAppliedMessageID)
 		}
@@ -600,7 +600,7 @@ func TestMalformedAndUnknownMessagesFail(t *testing.T) {
 			return e.failedRaw(t, `{"action":"observe_generation","operation_id":"op-x","expected_revision":1,"expected_remote_job_id":"job_x","attempt":0}`)
 		}},
 		{"unknown operation", func() []string {
-			return e.deliver(t, pipelinetest.Sent{ID: "ghost", Env: message.Envelope{Action: message.ActionDeliverArtifacts, OperationID: "op-nobody", ExpectedRevision: 1, ExpectedRemoteJobID: "job_x"}})
+			return e.deliver(t, handlertest.Sent{ID: "ghost", Env: message.Envelope{Action: message.ActionDeliverArtifacts, OperationID: "op-nobody", ExpectedRevision: 1, ExpectedRemoteJobID: "job_x"}})
 		}},
 	}
 	for _, c := range cases {
@@ -615,11 +615,11 @@ func TestMalformedAndUnknownMessagesFail(t *testing.T) {
 
 func (e *env) failedRaw(t *testing.T, body string) []string {
 	t.Helper()
-	resp, err := e.del.Handle(context.Background(), pipelinetest.Raw("raw", body))
+	resp, err := e.del.Handle(context.Background(), handlertest.Raw("raw", body))
 	if err != nil {
 		t.Fatal(err)
 	}
-	return pipelinetest.Failed(resp)
+	return handlertest.Failed(resp)
 }
 
 // Outputs that no longer match what observation recorded cannot be
@@ -629,18 +629,18 @@ func TestChangedRemoteOutputsFailPermanently(t *testing.T) {
 	forEachStore(t, func(t *testing.T, kind string) {
 		e := newEnv(t, kind, options{})
 		e.succeed(t, "op-tamper")
-		rec := pipelinetest.Get(t, e.store, "op-tamper")
+		rec := handlertest.Get(t, e.store, "op-tamper")
 		rec.Remote.Outputs[1].SHA256 = strings.Repeat("ab", 32)
 		saved, err := e.store.Update(context.Background(), rec, rec.Revision)
 		if err != nil {
 			t.Fatal(err)
 		}
-		m := pipelinetest.Sent{ID: "tampered", Env: message.Envelope{Action: message.ActionDeliverArtifacts, OperationID: "op-tamper",
+		m := handlertest.Sent{ID: "tampered", Env: message.Envelope{Action: message.ActionDeliverArtifacts, OperationID: "op-tamper",
 			ExpectedRevision: saved.Revision, ExpectedRemoteJobID: saved.RemoteJobID}}
 		if failed := e.deliver(t, m); len(failed) != 1 {
 			t.Fatalf("failures %v", failed)
 		}
-		if got := pipelinetest.Get(t, e.store, "op-tamper"); got.Revision != saved.Revision || e.sim.FileGets() != 0 || e.art.Puts(keyOf(rec, 0)) != 0 {
+		if got := handlertest.Get(t, e.store, "op-tamper"); got.Revision != saved.Revision || e.sim.FileGets() != 0 || e.art.Puts(keyOf(rec, 0)) != 0 {
 			t.Fatalf("r%d → r%d, %d downloads", saved.Revision, got.Revision, e.sim.FileGets())
 		}
 		if !strings.Contains(e.logs.String(), `"class":"permanent"`) {
@@ -653,7 +653,7 @@ func TestRepeatedFailuresGoToTheDLQ(t *testing.T) {
 	t.Parallel()
 	e := newEnv(t, "bolt", options{outputs: 1, cfg: deliver.Config{MaxCopyFailures: 3}})
 	m := e.succeed(t, "op-down")
-	rec := pipelinetest.Get(t, e.store, "op-down")
+	rec := handlertest.Get(t, e.store, "op-down")
 	e.art.failPuts(keyOf(rec, 0), -1) // always
 	next := m
 	for i := 1; i <= 2; i++ {
@@ -662,17 +662,17 @@ func TestRepeatedFailuresGoToTheDLQ(t *testing.T) {
 			t.Fatalf("failure %d failed the message: %v", i, failed)
 		}
 		sent := e.out.Take()
-		if len(sent) != 1 || pipelinetest.Get(t, e.store, "op-down").Counters.ReadFailures != i {
+		if len(sent) != 1 || handlertest.Get(t, e.store, "op-down").Counters.ReadFailures != i {
 			t.Fatalf("after failure %d: sent %+v", i, sent)
 		}
 		next = sent[0]
 	}
 	e.clk.Advance(next.Delay)
-	before := pipelinetest.Get(t, e.store, "op-down")
+	before := handlertest.Get(t, e.store, "op-down")
 	if failed := e.deliver(t, next); len(failed) != 1 {
 		t.Fatalf("third consecutive failure: failures %v, want the message failed", failed)
 	}
-	if got := pipelinetest.Get(t, e.store, "op-down"); got.Revision != before.Revision || e.out.Len() != 0 {
+	if got := handlertest.Get(t, e.store, "op-down"); got.Revision != before.Revision || e.out.Len() != 0 {
 		t.Fatal("the last failure wrote or scheduled")
 	}
 }
@@ -685,13 +685,13 @@ func TestCrashAfterFailureWriteReemitsTheRetry(t *testing.T) {
 	forEachStore(t, func(t *testing.T, kind string) {
 		e := newEnv(t, kind, options{})
 		m := e.succeed(t, "op-crash")
-		rec := pipelinetest.Get(t, e.store, "op-crash")
+		rec := handlertest.Get(t, e.store, "op-crash")
 		e.art.failPuts(keyOf(rec, 1), 1)
 		e.out.FailNext(1)
 		if failed := e.deliver(t, m); len(failed) != 1 {
 			t.Fatalf("a lost follow-up must fail the message; failures %v", failed)
 		}
-		written := pipelinetest.Get(t, e.store, "op-crash")
+		written := handlertest.Get(t, e.store, "op-crash")
 		files := e.sim.FileGets()
 		if failed := e.deliver(t, m); len(failed) != 0 {
 			t.Fatalf("failures %v", failed)
@@ -700,7 +700,7 @@ func TestCrashAfterFailureWriteReemitsTheRetry(t *testing.T) {
 		if len(sent) != 1 || sent[0].Env.ExpectedRevision != written.Revision || sent[0].Delay <= 0 {
 			t.Fatalf("re-emitted %+v, want one delayed retry at r%d", sent, written.Revision)
 		}
-		if e.sim.FileGets() != files || pipelinetest.Get(t, e.store, "op-crash").Revision != written.Revision {
+		if e.sim.FileGets() != files || handlertest.Get(t, e.store, "op-crash").Revision != written.Revision {
 			t.Fatal("the re-emission copied or wrote")
 		}
 		e.clk.Advance(sent[0].Delay)
@@ -717,7 +717,7 @@ func TestLeaseLossHandsTheRestOn(t *testing.T) {
 	t.Parallel()
 	e := newEnv(t, "bolt", options{cfg: deliver.Config{Visibility: 30 * time.Second, CopyTimeout: time.Minute}})
 	m := e.succeed(t, "op-lease")
-	rec := pipelinetest.Get(t, e.store, "op-lease")
+	rec := handlertest.Get(t, e.store, "op-lease")
 	e.ext.Fail = true
 	if failed := e.deliver(t, m); len(failed) != 0 {
 		t.Fatalf("failures %v", failed)
@@ -741,7 +741,7 @@ func TestDeliversToS3(t *testing.T) {
 	}
 	e.checkDelivered(t, "op-s3")
 	// A replay after delivery copies nothing; a fresh store Stat agrees.
-	rec := pipelinetest.Get(t, e.store, "op-s3")
+	rec := handlertest.Get(t, e.store, "op-s3")
 	s := artifact.NewS3(e.s3, artifacttest.Bucket)
 	for i, desc := range rec.Remote.Outputs {
 		obj, ok, err := s.Stat(context.Background(), keyOf(rec, i))
@@ -755,7 +755,7 @@ func TestNoSecretInLogsOrMetrics(t *testing.T) {
 	t.Parallel()
 	e := newEnv(t, "bolt", options{cfg: deliver.Config{Visibility: time.Hour}})
 	m := e.succeed(t, "op-logs")
-	rec := pipelinetest.Get(t, e.store, "op-logs")
+	rec := handlertest.Get(t, e.store, "op-logs")
 	e.gen.beforeDownload = []func(){func() { e.clk.Advance(16 * time.Minute) }}
 	e.art.failPuts(keyOf(rec, 1), 1)
 	e.deliver(t, m)
@@ -764,7 +764,7 @@ func TestNoSecretInLogsOrMetrics(t *testing.T) {
 	e.deliver(t, retry[0])
 	e.checkDelivered(t, "op-logs")
 	for what, text := range map[string]string{"logs": e.logs.String(), "metrics": e.mets.String()} {
-		for _, leak := range []string{pipelinetest.APIKey, "sig=", "expires=", "/files/", "lighthouse"} {
+		for _, leak := range []string{handlertest.APIKey, "sig=", "expires=", "/files/", "lighthouse"} {
 			if strings.Contains(text, leak) {
 				t.Errorf("%q in %s", leak, what)
 			}
@@ -790,7 +790,7 @@ func TestExistingObjectWithWrongSHA256IsRefused(t *testing.T) {
 			ctx := context.Background()
 			e := newEnv(t, "bolt", options{outputs: 1, s3: backend.s3})
 			m := e.succeed(t, "op-squat")
-			rec := pipelinetest.Get(t, e.store, "op-squat")
+			rec := handlertest.Get(t, e.store, "op-squat")
 			desc, key := rec.Remote.Outputs[0], keyOf(rec, 0)
 			other := []byte(strings.Repeat("x", int(desc.SizeBytes)))
 			sum := sha256.Sum256(other)
@@ -804,7 +804,7 @@ func TestExistingObjectWithWrongSHA256IsRefused(t *testing.T) {
 			if failed := e.deliver(t, m); len(failed) != 1 {
 				t.Fatalf("failures %v: an object of the right size with another sha256 must not pass as the output\n%s", failed, e.logs.String())
 			}
-			got := pipelinetest.Get(t, e.store, "op-squat")
+			got := handlertest.Get(t, e.store, "op-squat")
 			if got.Phase != operation.PhaseSucceeded || len(got.Deliveries) != 0 || got.Revision != rec.Revision {
 				t.Fatalf("record %s r%d → r%d, deliveries %+v; want it untouched", got.Phase, rec.Revision, got.Revision, got.Deliveries)
 			}

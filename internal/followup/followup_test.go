@@ -13,7 +13,7 @@ import (
 	"github.com/genjobs/genjobs/internal/message"
 	"github.com/genjobs/genjobs/internal/metrics"
 	"github.com/genjobs/genjobs/internal/operation"
-	"github.com/genjobs/genjobs/internal/pipelinetest"
+	"github.com/genjobs/genjobs/internal/dev/handlertest"
 	"github.com/genjobs/genjobs/internal/review"
 	"github.com/genjobs/genjobs/internal/store"
 )
@@ -45,7 +45,7 @@ func at(p operation.Phase, jobID string, observations int) func(*operation.Recor
 	return func(r *operation.Record) {
 		r.Phase, r.RemoteJobID, r.Counters.Observations = p, jobID, observations
 		if p == operation.PhaseUncertain {
-			r.Parked = &operation.ParkedState{Reason: "post_outcome_unknown", At: pipelinetest.Start}
+			r.Parked = &operation.ParkedState{Reason: "post_outcome_unknown", At: handlertest.Start}
 		}
 	}
 }
@@ -148,22 +148,22 @@ func TestEmitClosesTheReviewsAWriteResolved(t *testing.T) {
 		},
 		opens: true,
 	}}
-	for _, kind := range pipelinetest.StoreKinds() {
+	for _, kind := range handlertest.StoreKinds() {
 		for i, tc := range cases {
 			t.Run(kind+"/"+tc.name, func(t *testing.T) {
 				t.Parallel()
 				ctx := context.Background()
-				st := &listing{Store: pipelinetest.OpenStore(t, kind)}
-				clk := clock.NewManual(pipelinetest.Start.Add(time.Hour))
-				e := &followup.Emitter{Sender: &pipelinetest.Outbox{}, Reviews: st, Clock: clk, Metrics: metrics.Discard(), Source: review.SourceHandler}
+				st := &listing{Store: handlertest.OpenStore(t, kind)}
+				clk := clock.NewManual(handlertest.Start.Add(time.Hour))
+				e := &followup.Emitter{Sender: &handlertest.Outbox{}, Reviews: st, Clock: clk, Metrics: metrics.Discard(), Source: review.SourceHandler}
 				op := fmt.Sprintf("op-%d-%s", i, kind)
-				rec := pipelinetest.Prepared(op)
+				rec := handlertest.Prepared(op)
 				tc.before(&rec)
-				rec = pipelinetest.Create(t, st, rec)
+				rec = handlertest.Create(t, st, rec)
 				ids := make([]string, len(tc.reviews))
 				for j, p := range tc.reviews {
 					ids[j] = strings.NewReplacer("{op}", op, "{rev}", fmt.Sprint(rec.Revision)).Replace(p.id)
-					r := review.ForRecord(ids[j], review.SourceHandler, &rec, pipelinetest.Start)
+					r := review.ForRecord(ids[j], review.SourceHandler, &rec, handlertest.Start)
 					r.Recommended, r.RemoteJobID = p.recommended, p.jobID
 					if _, err := st.PutReview(ctx, r); err != nil {
 						t.Fatal(err)

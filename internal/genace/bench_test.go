@@ -7,7 +7,7 @@ import (
 	"time"
 
 	"github.com/genjobs/genjobs/internal/genace"
-	"github.com/genjobs/genjobs/internal/genacesim"
+	"github.com/genjobs/genjobs/internal/dev/genacesim"
 )
 
 // BenchmarkSubmit measures one POST round trip against the simulator over

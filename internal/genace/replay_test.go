@@ -13,11 +13,11 @@ import (
 	"time"
 
 	"github.com/genjobs/genjobs/internal/genace"
-	"github.com/genjobs/genjobs/internal/pipelinetest"
+	"github.com/genjobs/genjobs/internal/dev/handlertest"
 )
 
 // These tests prove at the transport boundary that no layer below Submit
-// re-sends a POST. pipelinetest.H2Server resets streams the way Go's
+// re-sends a POST. handlertest.H2Server resets streams the way Go's
 // HTTP/2 transport would retry after (REFUSED_STREAM, PROTOCOL_ERROR from
 // the peer, GOAWAY), which Go's own server cannot do after reading a body.
 
@@ -37,19 +37,19 @@ func TestSubmitNeverReplayedByHTTP2(t *testing.T) {
 	t.Parallel()
 	for _, tc := range []struct {
 		name string
-		cut  pipelinetest.H2Answer
+		cut  handlertest.H2Answer
 	}{
-		{"RST_STREAM REFUSED_STREAM", pipelinetest.H2Answer{Reset: pipelinetest.H2RefusedStream}},
-		{"RST_STREAM PROTOCOL_ERROR", pipelinetest.H2Answer{Reset: pipelinetest.H2ProtocolError}},
-		{"GOAWAY last stream 0", pipelinetest.H2Answer{GoAway: true}},
+		{"RST_STREAM REFUSED_STREAM", handlertest.H2Answer{Reset: handlertest.H2RefusedStream}},
+		{"RST_STREAM PROTOCOL_ERROR", handlertest.H2Answer{Reset: handlertest.H2ProtocolError}},
+		{"GOAWAY last stream 0", handlertest.H2Answer{GoAway: true}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			t.Parallel()
-			srv := pipelinetest.NewH2Server(t, func(n int, r pipelinetest.H2Request) pipelinetest.H2Answer {
+			srv := handlertest.NewH2Server(t, func(n int, r handlertest.H2Request) handlertest.H2Answer {
 				if n == 1 {
 					return tc.cut
 				}
-				return pipelinetest.H2Answer{Status: http.StatusAccepted, Body: jobBody("job_replayed")}
+				return handlertest.H2Answer{Status: http.StatusAccepted, Body: jobBody("job_replayed")}
 			})
 			c, err := genace.New(srv.URL, testKey, srv.Client)
 			if err != nil {
@@ -74,11 +74,11 @@ func TestSubmitNeverReplayedByHTTP2(t *testing.T) {
 // stays retryable by the transport, which is safe and wanted.
 func TestGetStillRetriedByHTTP2(t *testing.T) {
 	t.Parallel()
-	srv := pipelinetest.NewH2Server(t, func(n int, r pipelinetest.H2Request) pipelinetest.H2Answer {
+	srv := handlertest.NewH2Server(t, func(n int, r handlertest.H2Request) handlertest.H2Answer {
 		if n == 1 {
-			return pipelinetest.H2Answer{Reset: pipelinetest.H2RefusedStream}
+			return handlertest.H2Answer{Reset: handlertest.H2RefusedStream}
 		}
-		return pipelinetest.H2Answer{Status: http.StatusOK, Body: jobBody("job_get")}
+		return handlertest.H2Answer{Status: http.StatusOK, Body: jobBody("job_get")}
 	})
 	c, err := genace.New(srv.URL, testKey, srv.Client)
 	if err != nil {

@@ -15,7 +15,7 @@ import (
 	"time"
 
 	"github.com/genjobs/genjobs/internal/genace"
-	"github.com/genjobs/genjobs/internal/genacesim"
+	"github.com/genjobs/genjobs/internal/dev/genacesim"
 )
 
 // leakCheck collects everything that could be printed and asserts no

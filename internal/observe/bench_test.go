@@ -5,9 +5,9 @@ import (
 	"fmt"
 	"testing"
 
-	"github.com/genjobs/genjobs/internal/genacesim"
+	"github.com/genjobs/genjobs/internal/dev/genacesim"
 	"github.com/genjobs/genjobs/internal/observe"
-	"github.com/genjobs/genjobs/internal/pipelinetest"
+	"github.com/genjobs/genjobs/internal/dev/handlertest"
 )
 
 // BenchmarkObserveAction measures one observation handled end to end: load,
@@ -16,7 +16,7 @@ import (
 // store. Every iteration observes a different accepted operation.
 func BenchmarkObserveAction(b *testing.B) {
 	e := newEnvB(b)
-	msgs := make([]pipelinetest.Sent, b.N)
+	msgs := make([]handlertest.Sent, b.N)
 	for i := range b.N {
 		msgs[i] = e.acceptB(b, fmt.Sprintf("op-%d", i))
 	}
@@ -24,7 +24,7 @@ func BenchmarkObserveAction(b *testing.B) {
 	b.ReportAllocs()
 	b.ResetTimer()
 	for i := range b.N {
-		if resp, _ := e.obs.Handle(ctx, pipelinetest.Event(b, e.clk.Now(), msgs[i])); len(resp.BatchItemFailures) != 0 {
+		if resp, _ := e.obs.Handle(ctx, handlertest.Event(b, e.clk.Now(), msgs[i])); len(resp.BatchItemFailures) != 0 {
 			b.Fatal("observation failed")
 		}
 		if i%256 == 0 {

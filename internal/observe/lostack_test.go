@@ -7,11 +7,11 @@ import (
 	"time"
 
 	"github.com/genjobs/genjobs/internal/clock"
-	"github.com/genjobs/genjobs/internal/genacesim"
+	"github.com/genjobs/genjobs/internal/dev/genacesim"
 	"github.com/genjobs/genjobs/internal/message"
 	"github.com/genjobs/genjobs/internal/metrics"
 	"github.com/genjobs/genjobs/internal/observe"
-	"github.com/genjobs/genjobs/internal/pipelinetest"
+	"github.com/genjobs/genjobs/internal/dev/handlertest"
 	"github.com/genjobs/genjobs/internal/schedule"
 	"github.com/genjobs/genjobs/internal/store/storetest"
 	"github.com/genjobs/genjobs/internal/submit"
@@ -24,34 +24,34 @@ import (
 func TestLostAckOfObservationStillSchedulesTheNext(t *testing.T) {
 	t.Parallel()
 	for _, loss := range []storetest.AckLoss{storetest.AckRetried, storetest.AckErrored} {
-		for _, kind := range pipelinetest.StoreKinds() {
+		for _, kind := range handlertest.StoreKinds() {
 			t.Run(loss.String()+"/"+kind, func(t *testing.T) {
 				t.Parallel()
-				clk := clock.NewManual(pipelinetest.Start)
-				sim, client := pipelinetest.Sim(t, clk, genacesim.Config{})
-				la := storetest.LoseAcks(pipelinetest.OpenStore(t, kind))
-				out := &pipelinetest.Outbox{}
+				clk := clock.NewManual(handlertest.Start)
+				sim, client := handlertest.Sim(t, clk, genacesim.Config{})
+				la := storetest.LoseAcks(handlertest.OpenStore(t, kind))
+				out := &handlertest.Outbox{}
 				ps := testPolicies()
 				ps.Default.LongPoll = 0 // an immediate GET: nothing waits on the manual clock
 				delays := schedule.NewObservation(ps)
 				delays.Rand = func() float64 { return 0.5 }
 				log := slog.New(slog.DiscardHandler)
-				obs := observe.New(observe.Config{}, la.Store, client, delays, &pipelinetest.Extender{}, out, clk, log, metrics.Discard())
-				sub := submit.New(submit.Config{}, la.Store, client, &pipelinetest.Extender{}, out, clk, log, metrics.Discard())
+				obs := observe.New(observe.Config{}, la.Store, client, delays, &handlertest.Extender{}, out, clk, log, metrics.Discard())
+				sub := submit.New(submit.Config{}, la.Store, client, &handlertest.Extender{}, out, clk, log, metrics.Discard())
 
-				rec := pipelinetest.Create(t, la.Store, pipelinetest.Prepared("op-obs"))
-				if _, err := sub.Handle(context.Background(), pipelinetest.Event(t, clk.Now(), pipelinetest.Dispatch(rec))); err != nil {
+				rec := handlertest.Create(t, la.Store, handlertest.Prepared("op-obs"))
+				if _, err := sub.Handle(context.Background(), handlertest.Event(t, clk.Now(), handlertest.Dispatch(rec))); err != nil {
 					t.Fatal(err)
 				}
 				first := out.Take()
 				if len(first) != 1 || first[0].Env.Action != message.ActionObserveGeneration {
 					t.Fatalf("submit sent %+v, want the first observation", first)
 				}
-				accepted := pipelinetest.Get(t, la.Store, "op-obs")
+				accepted := handlertest.Get(t, la.Store, "op-obs")
 
 				clk.Advance(time.Second)
 				disarm := la.Lose(loss)
-				resp, err := obs.Handle(context.Background(), pipelinetest.Event(t, clk.Now(), first[0]))
+				resp, err := obs.Handle(context.Background(), handlertest.Event(t, clk.Now(), first[0]))
 				if err != nil {
 					t.Fatal(err)
 				}
@@ -61,17 +61,17 @@ func TestLostAckOfObservationStillSchedulesTheNext(t *testing.T) {
 				if loss == storetest.AckErrored {
 					// The write's outcome is unknown: the message fails and
 					// comes back, and its redelivery finds its own write.
-					if failed := pipelinetest.Failed(resp); len(failed) != 1 {
+					if failed := handlertest.Failed(resp); len(failed) != 1 {
 						t.Fatalf("failed records %v, want the observation to be retried", failed)
 					}
-					if resp, err = obs.Handle(context.Background(), pipelinetest.Event(t, clk.Now(), first[0])); err != nil {
+					if resp, err = obs.Handle(context.Background(), handlertest.Event(t, clk.Now(), first[0])); err != nil {
 						t.Fatal(err)
 					}
 				}
-				if failed := pipelinetest.Failed(resp); len(failed) != 0 {
+				if failed := handlertest.Failed(resp); len(failed) != 0 {
 					t.Fatalf("failed records %v", failed)
 				}
-				got := pipelinetest.Get(t, la.Store, "op-obs")
+				got := handlertest.Get(t, la.Store, "op-obs")
 				if got.Revision != accepted.Revision+1 || got.Counters.Observations != 1 || got.Schedule == nil {
 					t.Fatalf("record r%d with %d observations, schedule %+v: want the observation saved once at r%d",
 						got.Revision, got.Counters.Observations, got.Schedule, accepted.Revision+1)

@@ -13,12 +13,12 @@ import (
 
 	"github.com/genjobs/genjobs/internal/clock"
 	"github.com/genjobs/genjobs/internal/genace"
-	"github.com/genjobs/genjobs/internal/genacesim"
+	"github.com/genjobs/genjobs/internal/dev/genacesim"
 	"github.com/genjobs/genjobs/internal/message"
 	"github.com/genjobs/genjobs/internal/metrics"
 	"github.com/genjobs/genjobs/internal/observe"
 	"github.com/genjobs/genjobs/internal/operation"
-	"github.com/genjobs/genjobs/internal/pipelinetest"
+	"github.com/genjobs/genjobs/internal/dev/handlertest"
 	"github.com/genjobs/genjobs/internal/review"
 	"github.com/genjobs/genjobs/internal/schedule"
 	"github.com/genjobs/genjobs/internal/store"
@@ -66,10 +66,10 @@ type env struct {
 	sim    *genacesim.Simulator
 	gen    *gen
 	store  store.Store
-	out    *pipelinetest.Outbox
-	ext    *pipelinetest.Extender
+	out    *handlertest.Outbox
+	ext    *handlertest.Extender
 	delays *schedule.Observation
-	logs   *pipelinetest.Buffer
+	logs   *handlertest.Buffer
 	obs    *observe.Handler
 	sub    *submit.Handler
 	cfg    observe.Config
@@ -84,11 +84,11 @@ func testPolicies() schedule.Policies {
 
 func newEnv(t testing.TB, kind string, simCfg genacesim.Config, cfg observe.Config) *env {
 	t.Helper()
-	e := &env{clk: clock.NewManual(pipelinetest.Start), out: &pipelinetest.Outbox{}, ext: &pipelinetest.Extender{}, logs: &pipelinetest.Buffer{}, cfg: cfg}
+	e := &env{clk: clock.NewManual(handlertest.Start), out: &handlertest.Outbox{}, ext: &handlertest.Extender{}, logs: &handlertest.Buffer{}, cfg: cfg}
 	var client *genace.Client
-	e.sim, client = pipelinetest.Sim(t, e.clk, simCfg)
+	e.sim, client = handlertest.Sim(t, e.clk, simCfg)
 	e.gen = &gen{inner: client}
-	e.store = pipelinetest.OpenStore(t, kind)
+	e.store = handlertest.OpenStore(t, kind)
 	e.delays = schedule.NewObservation(testPolicies())
 	e.delays.Rand = func() float64 { return 0.5 }
 	log := slog.New(slog.NewJSONHandler(e.logs, nil))
@@ -99,12 +99,12 @@ func newEnv(t testing.TB, kind string, simCfg genacesim.Config, cfg observe.Conf
 
 // accept creates an operation and submits it; it returns the first
 // observation message.
-func (e *env) accept(t *testing.T, id string) pipelinetest.Sent { return e.acceptB(t, id) }
+func (e *env) accept(t *testing.T, id string) handlertest.Sent { return e.acceptB(t, id) }
 
-func (e *env) acceptB(t testing.TB, id string) pipelinetest.Sent {
+func (e *env) acceptB(t testing.TB, id string) handlertest.Sent {
 	t.Helper()
-	rec := pipelinetest.Create(t, e.store, pipelinetest.Prepared(id))
-	if _, err := e.sub.Handle(context.Background(), pipelinetest.Event(t, e.clk.Now(), pipelinetest.Dispatch(rec))); err != nil {
+	rec := handlertest.Create(t, e.store, handlertest.Prepared(id))
+	if _, err := e.sub.Handle(context.Background(), handlertest.Event(t, e.clk.Now(), handlertest.Dispatch(rec))); err != nil {
 		t.Fatal(err)
 	}
 	sent := e.out.Take()
@@ -114,18 +114,18 @@ func (e *env) acceptB(t testing.TB, id string) pipelinetest.Sent {
 	return sent[0]
 }
 
-func (e *env) observe(t *testing.T, msgs ...pipelinetest.Sent) []string {
+func (e *env) observe(t *testing.T, msgs ...handlertest.Sent) []string {
 	t.Helper()
-	resp, err := e.obs.Handle(context.Background(), pipelinetest.Event(t, e.clk.Now(), msgs...))
+	resp, err := e.obs.Handle(context.Background(), handlertest.Event(t, e.clk.Now(), msgs...))
 	if err != nil {
 		t.Fatal(err)
 	}
-	return pipelinetest.Failed(resp)
+	return handlertest.Failed(resp)
 }
 
 // drain delivers observation messages (after their delay) until none is
 // left or another action appears; it returns the last message sent.
-func (e *env) drain(t *testing.T, next pipelinetest.Sent, max int) (pipelinetest.Sent, int) {
+func (e *env) drain(t *testing.T, next handlertest.Sent, max int) (handlertest.Sent, int) {
 	t.Helper()
 	for steps := 0; steps < max; steps++ {
 		e.clk.Advance(next.Delay)
@@ -134,7 +134,7 @@ func (e *env) drain(t *testing.T, next pipelinetest.Sent, max int) (pipelinetest
 		}
 		sent := e.out.Take()
 		if len(sent) == 0 {
-			return pipelinetest.Sent{}, steps + 1
+			return handlertest.Sent{}, steps + 1
 		}
 		if len(sent) != 1 {
 			t.Fatalf("one observation sent %d messages: the chain forked", len(sent))
@@ -145,11 +145,11 @@ func (e *env) drain(t *testing.T, next pipelinetest.Sent, max int) (pipelinetest
 		}
 	}
 	t.Fatalf("chain still running after %d observations", max)
-	return pipelinetest.Sent{}, 0
+	return handlertest.Sent{}, 0
 }
 
 func forEachStore(t *testing.T, f func(t *testing.T, kind string)) {
-	for _, kind := range pipelinetest.StoreKinds() {
+	for _, kind := range handlertest.StoreKinds() {
 		t.Run(kind, func(t *testing.T) {
 			t.Parallel()
 			f(t, kind)
@@ -163,7 +163,7 @@ func TestObservesUntilSucceededThenHandsToDelivery(t *testing.T) {
 		e := newEnv(t, kind, genacesim.Config{}, observe.Config{})
 		first := e.accept(t, "op-ok")
 		last, steps := e.drain(t, first, 50)
-		got := pipelinetest.Get(t, e.store, "op-ok")
+		got := handlertest.Get(t, e.store, "op-ok")
 		want := message.Envelope{Action: message.ActionDeliverArtifacts, OperationID: "op-ok", ExpectedRevision: got.Revision, ExpectedRemoteJobID: got.RemoteJobID, Attempt: last.Env.Attempt}
 		if got.Phase != operation.PhaseSucceeded || last.Env != want {
 			t.Fatalf("record %s, last message %+v; want succeeded and %+v", got.Phase, last.Env, want)
@@ -188,25 +188,25 @@ func TestPausedObserverLosesToSecondWorker(t *testing.T) {
 	forEachStore(t, func(t *testing.T, kind string) {
 		e := newEnv(t, kind, genacesim.Config{}, observe.Config{})
 		m := e.accept(t, "op-pause")
-		before := pipelinetest.Get(t, e.store, "op-pause")
+		before := handlertest.Get(t, e.store, "op-pause")
 		entered, release := e.gen.hold()
 		done := make(chan []string)
 		go func() {
-			resp, _ := e.obs.Handle(context.Background(), pipelinetest.Event(t, e.clk.Now(), m))
-			done <- pipelinetest.Failed(resp)
+			resp, _ := e.obs.Handle(context.Background(), handlertest.Event(t, e.clk.Now(), m))
+			done <- handlertest.Failed(resp)
 		}()
 		<-entered // worker A has read the job and is paused
 		e.clk.Advance(7 * time.Minute)
 		if failed := e.observe(t, m); len(failed) != 0 { // worker B: same message
 			t.Fatalf("worker B failed: %v", failed)
 		}
-		afterB := pipelinetest.Get(t, e.store, "op-pause")
+		afterB := handlertest.Get(t, e.store, "op-pause")
 		sentB := e.out.Take()
 		close(release)
 		if failed := <-done; len(failed) != 0 {
 			t.Fatalf("worker A reported failure %v; losing the race is a normal acknowledgement", failed)
 		}
-		after := pipelinetest.Get(t, e.store, "op-pause")
+		after := handlertest.Get(t, e.store, "op-pause")
 		if n := e.sim.GetCount(before.RemoteJobID); n != 2 {
 			t.Fatalf("%d GETs of the saved job, want 2 (one per worker)", n)
 		}
@@ -226,7 +226,7 @@ func TestSubmissionFailureObservedUntilRefundSettles(t *testing.T) {
 		e.sim.ScriptPOST("op-502", genacesim.SubmissionFailed(502))
 		first := e.accept(t, "op-502")
 		last, steps := e.drain(t, first, 20)
-		got := pipelinetest.Get(t, e.store, "op-502")
+		got := handlertest.Get(t, e.store, "op-502")
 		if got.Phase != operation.PhaseFailed || got.Settlement != operation.SettlementSettled || !got.Terminal() || last.Env.Action != "" {
 			t.Fatalf("record %s/%s after %d steps, last %+v", got.Phase, got.Settlement, steps, last)
 		}
@@ -245,10 +245,10 @@ func TestReconcileFailIsLeftForAccountingNeverSettled(t *testing.T) {
 		e := newEnv(t, kind, genacesim.Config{}, observe.Config{})
 		e.delays.DefaultBudgets = operation.Budgets{MaxObservations: 100, Polling: time.Hour, Accounting: 20 * time.Minute}
 		first := e.accept(t, "op-recon")
-		rec := pipelinetest.Get(t, e.store, "op-recon")
+		rec := handlertest.Get(t, e.store, "op-recon")
 		e.sim.Reconcile(rec.RemoteJobID)
 		last, _ := e.drain(t, first, 30)
-		got := pipelinetest.Get(t, e.store, "op-recon")
+		got := handlertest.Get(t, e.store, "op-recon")
 		if got.Phase != operation.PhaseFailed || got.Settlement != operation.SettlementUnresolved || got.Parked == nil || last.Env.Action != "" {
 			t.Fatalf("record %s/%s parked=%v", got.Phase, got.Settlement, got.Parked)
 		}
@@ -270,15 +270,15 @@ func TestStaleObservationWritesAndSchedulesNothing(t *testing.T) {
 		e.clk.Advance(time.Second)
 		e.observe(t, m)
 		e.out.Take()
-		before := pipelinetest.Get(t, e.store, "op-stale")
+		before := handlertest.Get(t, e.store, "op-stale")
 		// An older message (another id, the old revision): obsolete.
 		old := m
 		old.ID = "older-copy"
 		e.observe(t, old)
 		// A message for another job id: obsolete.
-		wrong := pipelinetest.Sent{ID: "wrong-job", Env: message.Envelope{Action: message.ActionObserveGeneration, OperationID: "op-stale", ExpectedRevision: before.Revision, ExpectedRemoteJobID: "job_someone_else"}}
+		wrong := handlertest.Sent{ID: "wrong-job", Env: message.Envelope{Action: message.ActionObserveGeneration, OperationID: "op-stale", ExpectedRevision: before.Revision, ExpectedRemoteJobID: "job_someone_else"}}
 		e.observe(t, wrong)
-		after := pipelinetest.Get(t, e.store, "op-stale")
+		after := handlertest.Get(t, e.store, "op-stale")
 		if after.Revision != before.Revision || e.out.Len() != 0 {
 			t.Fatalf("stale messages wrote r%d→r%d and sent %d", before.Revision, after.Revision, e.out.Len())
 		}
@@ -297,7 +297,7 @@ func TestCrashBetweenWriteAndSendDoesNotEndTheChain(t *testing.T) {
 		if failed := e.observe(t, m); len(failed) != 1 {
 			t.Fatalf("a failed send must fail the record so SQS redelivers it; failures %v", failed)
 		}
-		written := pipelinetest.Get(t, e.store, "op-crash")
+		written := handlertest.Get(t, e.store, "op-crash")
 		if written.Revision != m.Env.ExpectedRevision+1 || e.out.Len() != 0 {
 			t.Fatalf("after the crash: r%d, %d sent", written.Revision, e.out.Len())
 		}
@@ -309,7 +309,7 @@ func TestCrashBetweenWriteAndSendDoesNotEndTheChain(t *testing.T) {
 		if len(sent) != 1 || sent[0].Env.ExpectedRevision != written.Revision {
 			t.Fatalf("re-emitted %+v, want one observation at r%d", sent, written.Revision)
 		}
-		if e.sim.GetCount(written.RemoteJobID) != gets || pipelinetest.Get(t, e.store, "op-crash").Revision != written.Revision {
+		if e.sim.GetCount(written.RemoteJobID) != gets || handlertest.Get(t, e.store, "op-crash").Revision != written.Revision {
 			t.Fatal("the re-emission read or wrote again")
 		}
 		last, _ := e.drain(t, sent[0], 50)
@@ -324,7 +324,7 @@ func TestPollingBudgetStallsForReview(t *testing.T) {
 	e := newEnv(t, "bolt", genacesim.Config{DefaultModel: genacesim.ModelConfig{Price: 5, QueueFor: time.Hour, RunFor: time.Hour}}, observe.Config{})
 	e.delays.DefaultBudgets = operation.Budgets{MaxObservations: 4, Polling: 24 * time.Hour, Accounting: time.Hour}
 	last, steps := e.drain(t, e.accept(t, "op-slow"), 10)
-	got := pipelinetest.Get(t, e.store, "op-slow")
+	got := handlertest.Get(t, e.store, "op-slow")
 	if got.Phase != operation.PhaseStalled || steps != 4 || last.Env.Action != "" {
 		t.Fatalf("phase %s after %d steps", got.Phase, steps)
 	}
@@ -338,23 +338,23 @@ func TestTransientReadFailureRidesOutWithoutDLQ(t *testing.T) {
 	t.Parallel()
 	e := newEnv(t, "bolt", genacesim.Config{}, observe.Config{MaxReadFailures: 3})
 	m := e.accept(t, "op-flaky")
-	job := pipelinetest.Get(t, e.store, "op-flaky").RemoteJobID
+	job := handlertest.Get(t, e.store, "op-flaky").RemoteJobID
 	e.sim.ScriptGET(job, genacesim.ServerErrorNoJob(503))
 	if failed := e.observe(t, m); len(failed) != 0 {
 		t.Fatalf("a transient read failure failed the record: %v", failed)
 	}
-	got := pipelinetest.Get(t, e.store, "op-flaky")
+	got := handlertest.Get(t, e.store, "op-flaky")
 	sent := e.out.Take()
 	if got.Counters.ReadFailures != 1 || got.LastError != "genace_read_failed" || len(sent) != 1 || sent[0].Delay <= 0 {
 		t.Fatalf("failures %d, last error %q, sent %+v", got.Counters.ReadFailures, got.LastError, sent)
 	}
 	last, _ := e.drain(t, sent[0], 50)
-	if last.Env.Action != message.ActionDeliverArtifacts || pipelinetest.Get(t, e.store, "op-flaky").Counters.ReadFailures != 0 {
+	if last.Env.Action != message.ActionDeliverArtifacts || handlertest.Get(t, e.store, "op-flaky").Counters.ReadFailures != 0 {
 		t.Fatalf("chain did not recover: %+v", last)
 	}
 	// Past MaxReadFailures the message fails towards the DLQ instead.
 	m2 := e.accept(t, "op-down")
-	job2 := pipelinetest.Get(t, e.store, "op-down").RemoteJobID
+	job2 := handlertest.Get(t, e.store, "op-down").RemoteJobID
 	e.sim.ScriptGET(job2, genacesim.ServerErrorNoJob(503), genacesim.ServerErrorNoJob(503), genacesim.ServerErrorNoJob(503))
 	next := m2
 	for i := 0; i < 2; i++ {
@@ -371,15 +371,15 @@ func TestTransientReadFailureRidesOutWithoutDLQ(t *testing.T) {
 func TestUnknownJobFailsPermanently(t *testing.T) {
 	t.Parallel()
 	e := newEnv(t, "bolt", genacesim.Config{}, observe.Config{})
-	rec := pipelinetest.Prepared("op-ghost")
+	rec := handlertest.Prepared("op-ghost")
 	rec.Phase = operation.PhaseAccepted
 	rec.RemoteJobID = "job_nobody_knows"
-	rec = pipelinetest.Create(t, e.store, rec)
-	m := pipelinetest.Sent{ID: "m", Env: message.Envelope{Action: message.ActionObserveGeneration, OperationID: "op-ghost", ExpectedRevision: rec.Revision, ExpectedRemoteJobID: rec.RemoteJobID}}
+	rec = handlertest.Create(t, e.store, rec)
+	m := handlertest.Sent{ID: "m", Env: message.Envelope{Action: message.ActionObserveGeneration, OperationID: "op-ghost", ExpectedRevision: rec.Revision, ExpectedRemoteJobID: rec.RemoteJobID}}
 	if failed := e.observe(t, m); len(failed) != 1 {
 		t.Fatalf("failures %v", failed)
 	}
-	if got := pipelinetest.Get(t, e.store, "op-ghost"); got.Revision != rec.Revision {
+	if got := handlertest.Get(t, e.store, "op-ghost"); got.Revision != rec.Revision {
 		t.Fatal("a 404 wrote the record")
 	}
 }
@@ -410,7 +410,7 @@ func TestLongPollFitsTheLease(t *testing.T) {
 				t.Fatalf("%d renewals, want 1", e.ext.Calls)
 			}
 			// Either way the conditional write lands: it is safe without the lease.
-			if got := pipelinetest.Get(t, e.store, "op-lp"); got.Revision != m.Env.ExpectedRevision+1 {
+			if got := handlertest.Get(t, e.store, "op-lp"); got.Revision != m.Env.ExpectedRevision+1 {
 				t.Fatalf("revision %d", got.Revision)
 			}
 		})
@@ -422,7 +422,7 @@ func TestNoPromptOrSignedURLInLogs(t *testing.T) {
 	e := newEnv(t, "bolt", genacesim.Config{}, observe.Config{})
 	e.drain(t, e.accept(t, "op-logs"), 50)
 	logs := e.logs.String()
-	for _, leak := range []string{pipelinetest.APIKey, "lighthouse", "sig=", "/files/"} {
+	for _, leak := range []string{handlertest.APIKey, "lighthouse", "sig=", "/files/"} {
 		if strings.Contains(logs, leak) {
 			t.Fatalf("%q in logs", leak)
 		}
@@ -450,7 +450,7 @@ func TestNoLongPollForASucceededSnapshot(t *testing.T) {
 	// A render that finished at once: the 202's snapshot already says so.
 	e := newEnv(t, "bolt", genacesim.Config{DefaultModel: genacesim.ModelConfig{Price: 5}}, observe.Config{})
 	m := e.accept(t, "op-instant")
-	rec := pipelinetest.Get(t, e.store, "op-instant")
+	rec := handlertest.Get(t, e.store, "op-instant")
 	if rec.Remote == nil || rec.Remote.State != operation.RemoteSucceeded {
 		t.Fatalf("the simulator's 202 reported %v; the test needs an instantly finished render", rec.Remote)
 	}
@@ -471,7 +471,7 @@ func TestSettlingObservationClosesResolvedReviews(t *testing.T) {
 		e := newEnv(t, kind, genacesim.Config{RefundSettleAfter: 2 * time.Minute}, observe.Config{})
 		e.sim.ScriptPOST("op-settle", genacesim.SubmissionFailed(502))
 		first := e.accept(t, "op-settle")
-		failed := pipelinetest.Get(t, e.store, "op-settle")
+		failed := handlertest.Get(t, e.store, "op-settle")
 		if failed.Phase != operation.PhaseFailed || failed.Terminal() {
 			t.Fatalf("record %s/%s; want failed with the refund unresolved", failed.Phase, failed.Settlement)
 		}
@@ -487,7 +487,7 @@ func TestSettlingObservationClosesResolvedReviews(t *testing.T) {
 			t.Fatal(err)
 		}
 		e.drain(t, first, 20)
-		got := pipelinetest.Get(t, e.store, "op-settle")
+		got := handlertest.Get(t, e.store, "op-settle")
 		if !got.Terminal() {
 			t.Fatalf("record %s/%s; want settled", got.Phase, got.Settlement)
 		}

@@ -28,7 +28,7 @@ import (
 
 	"github.com/genjobs/genjobs/internal/message"
 	"github.com/genjobs/genjobs/internal/queue"
-	"github.com/genjobs/genjobs/internal/testenv"
+	"github.com/genjobs/genjobs/internal/dev/testenv"
 )
 
 // newIntegrationClient returns a client for goaws, or skips (fails under

@@ -10,7 +10,7 @@ import (
 	"github.com/genjobs/genjobs/internal/metrics"
 	"github.com/genjobs/genjobs/internal/observe"
 	"github.com/genjobs/genjobs/internal/operation"
-	"github.com/genjobs/genjobs/internal/pipelinetest"
+	"github.com/genjobs/genjobs/internal/dev/handlertest"
 	"github.com/genjobs/genjobs/internal/replay"
 	"github.com/genjobs/genjobs/internal/schedule"
 	"github.com/genjobs/genjobs/internal/submit"
@@ -33,8 +33,8 @@ func newPipeline(t *testing.T, kind string) *pipeline {
 	p.del = schedule.NewObservation(ps)
 	p.del.DefaultBudgets = operation.Budgets{MaxObservations: 50, Polling: time.Hour, Accounting: 10 * time.Minute}
 	log := slog.New(slog.DiscardHandler)
-	p.sub = submit.New(submit.Config{}, p.store, c, &pipelinetest.Extender{}, p.out, p.clk, log, metrics.Discard())
-	p.obs = observe.New(observe.Config{}, p.store, c, p.del, &pipelinetest.Extender{}, p.out, p.clk, log, metrics.Discard())
+	p.sub = submit.New(submit.Config{}, p.store, c, &handlertest.Extender{}, p.out, p.clk, log, metrics.Discard())
+	p.obs = observe.New(observe.Config{}, p.store, c, p.del, &handlertest.Extender{}, p.out, p.clk, log, metrics.Discard())
 	return p
 }
 
@@ -48,7 +48,7 @@ func (p *pipeline) run(t *testing.T, max int) {
 		}
 		for _, s := range sent {
 			p.clk.Advance(s.Delay)
-			ev := pipelinetest.Event(t, p.clk.Now(), s)
+			ev := handlertest.Event(t, p.clk.Now(), s)
 			switch s.Env.Action {
 			case message.ActionSubmitGeneration:
 				_, _ = p.sub.Handle(context.Background(), ev)
@@ -63,17 +63,17 @@ func (p *pipeline) run(t *testing.T, max int) {
 // creation request occurs.
 func TestReplayingAnAcceptedOperationNeverPosts(t *testing.T) {
 	t.Parallel()
-	for _, kind := range pipelinetest.StoreKinds() {
+	for _, kind := range handlertest.StoreKinds() {
 		t.Run(kind, func(t *testing.T) {
 			t.Parallel()
 			p := newPipeline(t, kind)
-			rec := pipelinetest.Create(t, p.store, pipelinetest.Prepared("op-acc"))
-			dispatch := pipelinetest.Dispatch(rec)
-			_, _ = p.sub.Handle(context.Background(), pipelinetest.Event(t, p.clk.Now(), dispatch))
+			rec := handlertest.Create(t, p.store, handlertest.Prepared("op-acc"))
+			dispatch := handlertest.Dispatch(rec)
+			_, _ = p.sub.Handle(context.Background(), handlertest.Event(t, p.clk.Now(), dispatch))
 			p.out.Take() // the observation chain is "lost"; the operator replays
 			// The dead-lettered dispatch, redriven twice by mistake.
 			for range 2 {
-				_, _ = p.sub.Handle(context.Background(), pipelinetest.Event(t, p.clk.Now(), dispatch))
+				_, _ = p.sub.Handle(context.Background(), handlertest.Event(t, p.clk.Now(), dispatch))
 			}
 			// The operator's replay, twice.
 			for range 2 {
@@ -85,7 +85,7 @@ func TestReplayingAnAcceptedOperationNeverPosts(t *testing.T) {
 			if n := p.sim.PostCount("op-acc"); n != 1 {
 				t.Fatalf("%d creation requests reached Genace, want the original 1", n)
 			}
-			if got := pipelinetest.Get(t, p.store, "op-acc"); got.Phase != operation.PhaseSucceeded {
+			if got := handlertest.Get(t, p.store, "op-acc"); got.Phase != operation.PhaseSucceeded {
 				t.Fatalf("phase %s, want the observation chain to finish", got.Phase)
 			}
 		})
@@ -97,11 +97,11 @@ func TestReplayingAnAcceptedOperationNeverPosts(t *testing.T) {
 func TestReconcileFailIsNeverSettledByReplay(t *testing.T) {
 	t.Parallel()
 	p := newPipeline(t, "bolt")
-	rec := pipelinetest.Create(t, p.store, pipelinetest.Prepared("op-rf"))
-	_, _ = p.sub.Handle(context.Background(), pipelinetest.Event(t, p.clk.Now(), pipelinetest.Dispatch(rec)))
-	p.sim.Reconcile(pipelinetest.Get(t, p.store, "op-rf").RemoteJobID)
+	rec := handlertest.Create(t, p.store, handlertest.Prepared("op-rf"))
+	_, _ = p.sub.Handle(context.Background(), handlertest.Event(t, p.clk.Now(), handlertest.Dispatch(rec)))
+	p.sim.Reconcile(handlertest.Get(t, p.store, "op-rf").RemoteJobID)
 	p.run(t, 50)
-	got := pipelinetest.Get(t, p.store, "op-rf")
+	got := handlertest.Get(t, p.store, "op-rf")
 	if plan, err := p.r.Plan(context.Background(), "op-rf"); err != nil || plan.Recommendation.Action != operation.ActionInspectAccounting {
 		t.Fatalf("plan %+v, %v", plan.Recommendation, err)
 	}
@@ -109,7 +109,7 @@ func TestReconcileFailIsNeverSettledByReplay(t *testing.T) {
 		t.Fatal(err)
 	}
 	p.run(t, 50)
-	got = pipelinetest.Get(t, p.store, "op-rf")
+	got = handlertest.Get(t, p.store, "op-rf")
 	if got.Settlement == operation.SettlementSettled || got.Phase != operation.PhaseFailed || got.Parked == nil {
 		t.Fatalf("after replay: %s/%s parked=%v; a failed state alone must never settle it", got.Phase, got.Settlement, got.Parked)
 	}

@@ -9,12 +9,12 @@ import (
 	"time"
 
 	"github.com/genjobs/genjobs/internal/clock"
-	"github.com/genjobs/genjobs/internal/genacesim"
+	"github.com/genjobs/genjobs/internal/dev/genacesim"
 	"github.com/genjobs/genjobs/internal/message"
 	"github.com/genjobs/genjobs/internal/metrics"
 	"github.com/genjobs/genjobs/internal/observe"
 	"github.com/genjobs/genjobs/internal/operation"
-	"github.com/genjobs/genjobs/internal/pipelinetest"
+	"github.com/genjobs/genjobs/internal/dev/handlertest"
 	"github.com/genjobs/genjobs/internal/replay"
 	"github.com/genjobs/genjobs/internal/review"
 	"github.com/genjobs/genjobs/internal/schedule"
@@ -59,19 +59,19 @@ func drive(clk *clock.Manual, f func()) {
 // must not close that review or lead to a second POST.
 func TestJobKeptOnlyInAReviewIsNeverPostedAgain(t *testing.T) {
 	t.Parallel()
-	for _, kind := range pipelinetest.StoreKinds() {
+	for _, kind := range handlertest.StoreKinds() {
 		t.Run(kind, func(t *testing.T) {
 			t.Parallel()
-			clk := clock.NewManual(pipelinetest.Start)
-			st := pipelinetest.OpenStore(t, kind)
-			sim, c := pipelinetest.Sim(t, clk, genacesim.Config{})
-			out := &pipelinetest.Outbox{}
+			clk := clock.NewManual(handlertest.Start)
+			st := handlertest.OpenStore(t, kind)
+			sim, c := handlertest.Sim(t, clk, genacesim.Config{})
+			out := &handlertest.Outbox{}
 			log := slog.New(slog.DiscardHandler)
 			ctx := context.Background()
 
-			rec := pipelinetest.Create(t, st, pipelinetest.Prepared("op-kept"))
-			broken := submit.New(submit.Config{}, acceptedUnwritable{st}, c, &pipelinetest.Extender{}, out, clk, log, metrics.Discard())
-			drive(clk, func() { _, _ = broken.Handle(ctx, pipelinetest.Event(t, clk.Now(), pipelinetest.Dispatch(rec))) })
+			rec := handlertest.Create(t, st, handlertest.Prepared("op-kept"))
+			broken := submit.New(submit.Config{}, acceptedUnwritable{st}, c, &handlertest.Extender{}, out, clk, log, metrics.Discard())
+			drive(clk, func() { _, _ = broken.Handle(ctx, handlertest.Event(t, clk.Now(), handlertest.Dispatch(rec))) })
 			jobs := sim.JobsForOperation("op-kept")
 			if len(jobs) != 1 {
 				t.Fatalf("Genace jobs %v after the first dispatch, want 1", jobs)
@@ -81,7 +81,7 @@ func TestJobKeptOnlyInAReviewIsNeverPostedAgain(t *testing.T) {
 			if err != nil || !kept.Open || kept.RemoteJobID != job {
 				t.Fatalf("review job:%s = %+v, %v; the scenario needs keepJobID's review", job, kept, err)
 			}
-			if got := pipelinetest.Get(t, st, "op-kept"); got.RemoteJobID != "" || got.Phase != operation.PhaseSubmitting {
+			if got := handlertest.Get(t, st, "op-kept"); got.RemoteJobID != "" || got.Phase != operation.PhaseSubmitting {
 				t.Fatalf("record %s with job %q; the scenario needs the id missing from the record", got.Phase, got.RemoteJobID)
 			}
 
@@ -90,7 +90,7 @@ func TestJobKeptOnlyInAReviewIsNeverPostedAgain(t *testing.T) {
 			if _, err := sweep.New(sweep.Config{}, st, out, clk, log, metrics.Discard()).Sweep(ctx); err != nil {
 				t.Fatal(err)
 			}
-			if got := pipelinetest.Get(t, st, "op-kept"); got.Phase != operation.PhaseUncertain {
+			if got := handlertest.Get(t, st, "op-kept"); got.Phase != operation.PhaseUncertain {
 				t.Fatalf("after the sweep: %s, want uncertain", got.Phase)
 			}
 
@@ -108,11 +108,11 @@ func TestJobKeptOnlyInAReviewIsNeverPostedAgain(t *testing.T) {
 				}
 			}
 			// The store recovered: the real handlers from here on.
-			sub := submit.New(submit.Config{}, st, c, &pipelinetest.Extender{}, out, clk, log, metrics.Discard())
+			sub := submit.New(submit.Config{}, st, c, &handlertest.Extender{}, out, clk, log, metrics.Discard())
 			ps := schedule.DefaultPolicies()
 			ps.Default = schedule.Policy{LongPoll: 0, Base: 5 * time.Second, Cap: time.Minute, Multiplier: 2}
 			del := schedule.NewObservation(ps)
-			obs := observe.New(observe.Config{}, st, c, del, &pipelinetest.Extender{}, out, clk, log, metrics.Discard())
+			obs := observe.New(observe.Config{}, st, c, del, &handlertest.Extender{}, out, clk, log, metrics.Discard())
 			deliverAll(t, clk, out, sub, obs)
 			if n := sim.PostCount("op-kept"); n != 1 {
 				t.Fatalf("%d POSTs reached Genace for op-kept, want the original 1", n)
@@ -131,7 +131,7 @@ func TestJobKeptOnlyInAReviewIsNeverPostedAgain(t *testing.T) {
 				t.Errorf("attach: closed %v, audit %+v", res.Closed, res.Entry)
 			}
 			deliverAll(t, clk, out, sub, obs)
-			if got := pipelinetest.Get(t, st, "op-kept"); got.RemoteJobID != job || got.Phase != operation.PhaseSucceeded {
+			if got := handlertest.Get(t, st, "op-kept"); got.RemoteJobID != job || got.Phase != operation.PhaseSucceeded {
 				t.Errorf("after attaching: %s with job %q, want the job observed to succeeded", got.Phase, got.RemoteJobID)
 			}
 			if n := sim.PostCount("op-kept"); n != 1 {
@@ -143,7 +143,7 @@ func TestJobKeptOnlyInAReviewIsNeverPostedAgain(t *testing.T) {
 
 // deliverAll delivers recorded messages to their handlers until none is
 // left.
-func deliverAll(t *testing.T, clk *clock.Manual, out *pipelinetest.Outbox, sub *submit.Handler, obs *observe.Handler) {
+func deliverAll(t *testing.T, clk *clock.Manual, out *handlertest.Outbox, sub *submit.Handler, obs *observe.Handler) {
 	t.Helper()
 	for range 50 {
 		sent := out.Take()
@@ -152,7 +152,7 @@ func deliverAll(t *testing.T, clk *clock.Manual, out *pipelinetest.Outbox, sub *
 		}
 		for _, s := range sent {
 			clk.Advance(s.Delay)
-			ev := pipelinetest.Event(t, clk.Now(), s)
+			ev := handlertest.Event(t, clk.Now(), s)
 			switch s.Env.Action {
 			case message.ActionSubmitGeneration:
 				_, _ = sub.Handle(context.Background(), ev)
@@ -169,7 +169,7 @@ func deliverAll(t *testing.T, clk *clock.Manual, out *pipelinetest.Outbox, sub *
 func TestDispatchAccountsForEveryPost(t *testing.T) {
 	t.Parallel()
 	prepared := func(id string, posts, rateLimited int) operation.Record {
-		r := pipelinetest.Prepared(id)
+		r := handlertest.Prepared(id)
 		r.Posts, r.Counters.RateLimited = posts, rateLimited
 		return r
 	}
@@ -184,7 +184,7 @@ func TestDispatchAccountsForEveryPost(t *testing.T) {
 		{"posted once, outcome never settled", prepared("op-unsettled", 1, 0), false, false},
 		{"uncertain, confirmed not submitted", func() operation.Record {
 			r := prepared("op-confirmed", 1, 0)
-			r.Phase, r.Parked = operation.PhaseUncertain, &operation.ParkedState{Reason: "post_outcome_unknown", At: pipelinetest.Start}
+			r.Phase, r.Parked = operation.PhaseUncertain, &operation.ParkedState{Reason: "post_outcome_unknown", At: handlertest.Start}
 			return r
 		}(), true, true},
 		{"429, then uncertain, confirmed", func() operation.Record {
@@ -193,19 +193,19 @@ func TestDispatchAccountsForEveryPost(t *testing.T) {
 			return r
 		}(), true, true},
 	}
-	for _, kind := range pipelinetest.StoreKinds() {
+	for _, kind := range handlertest.StoreKinds() {
 		t.Run(kind, func(t *testing.T) {
 			t.Parallel()
 			e := newEnv(t, kind)
 			ctx := context.Background()
 			for _, tt := range tests {
-				pipelinetest.Create(t, e.store, tt.rec)
+				handlertest.Create(t, e.store, tt.rec)
 				if tt.confirm {
 					if _, err := e.r.Replay(ctx, replay.Request{OperationID: tt.rec.OperationID, Action: operation.ActionReconcile, Operator: "carol", ConfirmedNotSubmitted: true}); err != nil {
 						t.Fatalf("%s: confirm: %v", tt.name, err)
 					}
 				}
-				before := pipelinetest.Get(t, e.store, tt.rec.OperationID)
+				before := handlertest.Get(t, e.store, tt.rec.OperationID)
 				_, err := e.r.Replay(ctx, replay.Request{OperationID: tt.rec.OperationID, Action: operation.ActionDispatch, Operator: "carol"})
 				sent := e.out.Take()
 				if tt.ready {
@@ -217,7 +217,7 @@ func TestDispatchAccountsForEveryPost(t *testing.T) {
 				if !errors.Is(err, replay.ErrNotReady) || len(sent) != 0 {
 					t.Errorf("%s: dispatch: err %v, %d sent; want ErrNotReady and nothing sent", tt.name, err, len(sent))
 				}
-				if after := pipelinetest.Get(t, e.store, tt.rec.OperationID); after.Revision != before.Revision {
+				if after := handlertest.Get(t, e.store, tt.rec.OperationID); after.Revision != before.Revision {
 					t.Errorf("%s: refused dispatch wrote r%d", tt.name, after.Revision)
 				}
 			}
@@ -230,27 +230,27 @@ func TestDispatchAccountsForEveryPost(t *testing.T) {
 // revision than the one replay wrote, stays open.
 func TestReplayClosesOnlyWhatItResolves(t *testing.T) {
 	t.Parallel()
-	for _, kind := range pipelinetest.StoreKinds() {
+	for _, kind := range handlertest.StoreKinds() {
 		t.Run(kind, func(t *testing.T) {
 			t.Parallel()
 			e := newEnv(t, kind)
 			ctx := context.Background()
-			stalled := pipelinetest.Prepared("op-stalled")
+			stalled := handlertest.Prepared("op-stalled")
 			stalled.Phase, stalled.RemoteJobID, stalled.Posts = operation.PhaseStalled, "job_on_record", 1
-			stalled.Parked = &operation.ParkedState{Reason: "polling_budget_exhausted", At: pipelinetest.Start}
-			stalled = pipelinetest.Create(t, e.store, stalled)
-			delivered := pipelinetest.Prepared("op-delivered")
+			stalled.Parked = &operation.ParkedState{Reason: "polling_budget_exhausted", At: handlertest.Start}
+			stalled = handlertest.Create(t, e.store, stalled)
+			delivered := handlertest.Prepared("op-delivered")
 			delivered.Phase, delivered.RemoteJobID, delivered.Posts = operation.PhaseDelivered, "job_delivered", 1
-			delivered = pipelinetest.Create(t, e.store, delivered)
+			delivered = handlertest.Create(t, e.store, delivered)
 
-			parked := review.ForRecord(review.ParkedID(stalled.OperationID, stalled.Revision), review.SourceHandler, &stalled, pipelinetest.Start)
-			other := review.ForRecord("job:job_elsewhere", review.SourceHandler, &stalled, pipelinetest.Start)
+			parked := review.ForRecord(review.ParkedID(stalled.OperationID, stalled.Revision), review.SourceHandler, &stalled, handlertest.Start)
+			other := review.ForRecord("job:job_elsewhere", review.SourceHandler, &stalled, handlertest.Start)
 			other.RemoteJobID = "job_elsewhere"
-			later := review.ForRecord(review.ParkedID(stalled.OperationID, 9), review.SourceHandler, &stalled, pipelinetest.Start.Add(time.Hour))
+			later := review.ForRecord(review.ParkedID(stalled.OperationID, 9), review.SourceHandler, &stalled, handlertest.Start.Add(time.Hour))
 			later.Revision = 9
-			second := review.ForRecord("job:job_second", review.SourceHandler, &delivered, pipelinetest.Start)
+			second := review.ForRecord("job:job_second", review.SourceHandler, &delivered, handlertest.Start)
 			second.RemoteJobID = "job_second"
-			done := review.ForRecord(review.ParkedID(delivered.OperationID, 1), review.SourceDLQ, &delivered, pipelinetest.Start)
+			done := review.ForRecord(review.ParkedID(delivered.OperationID, 1), review.SourceDLQ, &delivered, handlertest.Start)
 			for _, rv := range []review.Record{parked, other, later, second, done} {
 				if _, err := e.store.PutReview(ctx, rv); err != nil {
 					t.Fatal(err)

@@ -13,10 +13,10 @@ import (
 
 	"github.com/genjobs/genjobs/internal/clock"
 	"github.com/genjobs/genjobs/internal/genace"
-	"github.com/genjobs/genjobs/internal/genacesim"
+	"github.com/genjobs/genjobs/internal/dev/genacesim"
 	"github.com/genjobs/genjobs/internal/message"
 	"github.com/genjobs/genjobs/internal/operation"
-	"github.com/genjobs/genjobs/internal/pipelinetest"
+	"github.com/genjobs/genjobs/internal/dev/handlertest"
 	"github.com/genjobs/genjobs/internal/replay"
 	"github.com/genjobs/genjobs/internal/review"
 	"github.com/genjobs/genjobs/internal/store"
@@ -87,7 +87,7 @@ func TestFixturesSelectTheirAction(t *testing.T) {
 
 func TestDispatchPlanShowsEveryAllowanceCheck(t *testing.T) {
 	t.Parallel()
-	rec := pipelinetest.Prepared("op-x")
+	rec := handlertest.Prepared("op-x")
 	rec.EstimatedCredits = 99
 	rec.Authorized = false
 	plan := replay.PlanFor(&rec, replay.Evidence{})
@@ -108,7 +108,7 @@ func TestDispatchPlanShowsEveryAllowanceCheck(t *testing.T) {
 
 type env struct {
 	store  store.Store
-	out    *pipelinetest.Outbox
+	out    *handlertest.Outbox
 	clk    *clock.Manual
 	sim    *genacesim.Simulator
 	genace *genace.Client
@@ -116,10 +116,10 @@ type env struct {
 }
 
 func newEnv(t *testing.T, kind string) *env {
-	st := pipelinetest.OpenStore(t, kind)
-	out := &pipelinetest.Outbox{}
-	clk := clock.NewManual(pipelinetest.Start)
-	sim, c := pipelinetest.Sim(t, clk, genacesim.Config{})
+	st := handlertest.OpenStore(t, kind)
+	out := &handlertest.Outbox{}
+	clk := clock.NewManual(handlertest.Start)
+	sim, c := handlertest.Sim(t, clk, genacesim.Config{})
 	return &env{store: st, out: out, clk: clk, sim: sim, genace: c, r: &replay.Replayer{Store: st, Sender: out, Genace: c, Clock: clk}}
 }
 
@@ -128,7 +128,7 @@ func newEnv(t *testing.T, kind string) *env {
 func (e *env) load(t *testing.T, f fixture) operation.Record {
 	rec := f.Record
 	rec.Revision = 0
-	rec = pipelinetest.Create(t, e.store, rec)
+	rec = handlertest.Create(t, e.store, rec)
 	for _, entry := range f.Audit {
 		entry.OperationID, entry.FromRevision, entry.Revision = rec.OperationID, rec.Revision, 0
 		var err error
@@ -160,7 +160,7 @@ func (e *env) audit(t *testing.T, id string) []review.AuditEntry {
 
 func TestReplayEachFixture(t *testing.T) {
 	t.Parallel()
-	for _, kind := range pipelinetest.StoreKinds() {
+	for _, kind := range handlertest.StoreKinds() {
 		t.Run(kind, func(t *testing.T) {
 			t.Parallel()
 			e := newEnv(t, kind)
@@ -181,7 +181,7 @@ func TestReplayEachFixture(t *testing.T) {
 				if err != nil {
 					t.Fatalf("%s: %v", f.Name, err)
 				}
-				after := pipelinetest.Get(t, e.store, before.OperationID)
+				after := handlertest.Get(t, e.store, before.OperationID)
 				entries := e.audit(t, before.OperationID)[len(f.Audit):]
 				sent := e.out.Take()
 				if f.ExpectedAction == operation.ActionAcknowledge {
@@ -244,7 +244,7 @@ func TestBadInputChangesNothing(t *testing.T) {
 		}
 	}
 	for _, rec := range []operation.Record{acc, unc} {
-		if got := pipelinetest.Get(t, e.store, rec.OperationID); got.Revision != rec.Revision || len(e.audit(t, rec.OperationID)) != 0 {
+		if got := handlertest.Get(t, e.store, rec.OperationID); got.Revision != rec.Revision || len(e.audit(t, rec.OperationID)) != 0 {
 			t.Fatalf("%s changed: r%d, %d audit entries", rec.OperationID, got.Revision, len(e.audit(t, rec.OperationID)))
 		}
 	}
@@ -300,7 +300,7 @@ func (m *moving) Get(ctx context.Context, id string) (operation.Record, error) {
 
 func TestReplayRefusesWhenTheRecordMoved(t *testing.T) {
 	t.Parallel()
-	for _, kind := range pipelinetest.StoreKinds() {
+	for _, kind := range handlertest.StoreKinds() {
 		t.Run(kind, func(t *testing.T) {
 			t.Parallel()
 			e := newEnv(t, kind)

@@ -6,7 +6,7 @@ import (
 	"testing"
 
 	"github.com/genjobs/genjobs/internal/operation"
-	"github.com/genjobs/genjobs/internal/pipelinetest"
+	"github.com/genjobs/genjobs/internal/dev/handlertest"
 	"github.com/genjobs/genjobs/internal/replay"
 	"github.com/genjobs/genjobs/internal/review"
 )
@@ -18,7 +18,7 @@ import (
 // and the record left as it was; a job Genace confirms is attached.
 func TestReconcileVerifiesTheJobID(t *testing.T) {
 	t.Parallel()
-	for _, kind := range pipelinetest.StoreKinds() {
+	for _, kind := range handlertest.StoreKinds() {
 		t.Run(kind, func(t *testing.T) {
 			t.Parallel()
 			e := newEnv(t, kind)

@@ -29,7 +29,7 @@ import (
 	"github.com/genjobs/genjobs/internal/review"
 	"github.com/genjobs/genjobs/internal/store"
 	"github.com/genjobs/genjobs/internal/store/storetest"
-	"github.com/genjobs/genjobs/internal/testenv"
+	"github.com/genjobs/genjobs/internal/dev/testenv"
 )
 
 // dynamoClient talks to the DynamoDB Local named by

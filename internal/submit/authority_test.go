@@ -10,15 +10,15 @@ import (
 	"time"
 
 	"github.com/genjobs/genjobs/internal/clock"
-	"github.com/genjobs/genjobs/internal/esm"
+	"github.com/genjobs/genjobs/internal/dev/eventsource"
 	"github.com/genjobs/genjobs/internal/genace"
-	"github.com/genjobs/genjobs/internal/genacesim"
+	"github.com/genjobs/genjobs/internal/dev/genacesim"
 	"github.com/genjobs/genjobs/internal/lease"
-	"github.com/genjobs/genjobs/internal/localqueue"
+	"github.com/genjobs/genjobs/internal/dev/localqueue"
 	"github.com/genjobs/genjobs/internal/message"
 	"github.com/genjobs/genjobs/internal/metrics"
 	"github.com/genjobs/genjobs/internal/operation"
-	"github.com/genjobs/genjobs/internal/pipelinetest"
+	"github.com/genjobs/genjobs/internal/dev/handlertest"
 	"github.com/genjobs/genjobs/internal/schedule"
 	"github.com/genjobs/genjobs/internal/store"
 	"github.com/genjobs/genjobs/internal/submit"
@@ -101,7 +101,7 @@ const dispatchVisibility = 30 * time.Second
 
 func newQueued(t *testing.T) *queued {
 	t.Helper()
-	q := &queued{clk: clock.NewManual(pipelinetest.Start), trail: &trail{}}
+	q := &queued{clk: clock.NewManual(handlertest.Start), trail: &trail{}}
 	q.broker = localqueue.New(q.clk)
 	var err error
 	if q.dispatch, err = q.broker.Create("dispatch", localqueue.Config{Visibility: dispatchVisibility}); err != nil {
@@ -118,14 +118,14 @@ func newQueued(t *testing.T) *queued {
 		t.Fatal(err)
 	}
 	var client *genace.Client
-	q.sim, client = pipelinetest.Sim(t, q.clk, genacesim.Config{})
-	q.store = pipelinetest.OpenStore(t, "bolt")
+	q.sim, client = handlertest.Sim(t, q.clk, genacesim.Config{})
+	q.store = handlertest.OpenStore(t, "bolt")
 	q.genace = &posts{inner: client, trail: q.trail}
 	// POST 20 s + persist 5 s fit in the visibility with 5 s to spare.
 	cfg := submit.Config{QueueURL: q.dispatch, Visibility: dispatchVisibility, SubmitTimeout: 20 * time.Second, PersistBudget: 5 * time.Second, Concurrency: 1}
 	q.h = submit.New(cfg, q.store, q.genace, renewals{Extender: q.broker, trail: q.trail}, disp, q.clk, slog.New(slog.DiscardHandler), metrics.Discard())
-	rec := pipelinetest.Create(t, q.store, pipelinetest.Prepared("op"))
-	body, err := pipelinetest.Dispatch(rec).Env.Encode()
+	rec := handlertest.Create(t, q.store, handlertest.Prepared("op"))
+	body, err := handlertest.Dispatch(rec).Env.Encode()
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -137,13 +137,13 @@ func newQueued(t *testing.T) *queued {
 
 // poller is one of the mapping's pollers; gap passes between its receive
 // and its invocation.
-func (q *queued) poller(gap time.Duration) *esm.Mapping {
-	return &esm.Mapping{Broker: q.broker, Queue: q.dispatch, Handler: q.h.Handle, BatchSize: 1, Timeout: time.Minute, Clock: q.clk, Gap: gap}
+func (q *queued) poller(gap time.Duration) *eventsource.Mapping {
+	return &eventsource.Mapping{Broker: q.broker, Queue: q.dispatch, Handler: q.h.Handle, BatchSize: 1, Timeout: time.Minute, Clock: q.clk, Gap: gap}
 }
 
 // start polls m in the background; the returned channel reports how many
 // records it handled once it is done.
-func start(t *testing.T, m *esm.Mapping) <-chan int {
+func start(t *testing.T, m *eventsource.Mapping) <-chan int {
 	t.Helper()
 	done := make(chan int, 1)
 	go func() {
@@ -203,7 +203,7 @@ func TestGapBeforeInvokeRenewalKeepsTheMessage(t *testing.T) {
 	if n := q.sim.PostCount("op"); n != 1 {
 		t.Errorf("%d POSTs", n)
 	}
-	if got := pipelinetest.Get(t, q.store, "op"); got.Phase != operation.PhaseAccepted {
+	if got := handlertest.Get(t, q.store, "op"); got.Phase != operation.PhaseAccepted {
 		t.Errorf("phase %s, want accepted (%s)", got.Phase, q.trail)
 	}
 }
@@ -244,7 +244,7 @@ func TestGapBeforeInvokeStaleReceiptNeverPosts(t *testing.T) {
 	if n := q.sim.PostCount("op"); n != 1 {
 		t.Errorf("%d POSTs (%s)", n, q.trail)
 	}
-	if got := pipelinetest.Get(t, q.store, "op"); got.Phase != operation.PhaseAccepted || got.Posts != 1 {
+	if got := handlertest.Get(t, q.store, "op"); got.Phase != operation.PhaseAccepted || got.Posts != 1 {
 		t.Errorf("record %s with %d POSTs counted, want accepted with 1 (%s)", got.Phase, got.Posts, q.trail)
 	}
 }
@@ -265,9 +265,9 @@ func TestPOSTOnlyAfterVisibilityRenewed(t *testing.T) {
 			e.ext.Fail = fail
 			renewalsAtPost := -1
 			g.before = func() { renewalsAtPost = e.ext.Calls }
-			rec := pipelinetest.Create(t, e.store, pipelinetest.Prepared("op"))
-			e.handle(t, pipelinetest.Dispatch(rec))
-			got := pipelinetest.Get(t, e.store, "op")
+			rec := handlertest.Create(t, e.store, handlertest.Prepared("op"))
+			e.handle(t, handlertest.Dispatch(rec))
+			got := handlertest.Get(t, e.store, "op")
 			sent := e.out.Take()
 			if !fail {
 				if renewalsAtPost != 1 || e.sim.PostCount("op") != 1 || got.Phase != operation.PhaseAccepted {
@@ -303,16 +303,16 @@ func (c deadlineCtx) Deadline() (time.Time, bool) { return c.deadline, true }
 func TestDeadlineTooCloseForPOSTAndPersistReleases(t *testing.T) {
 	t.Parallel()
 	e, _ := newEnv(t, "bolt", submit.Config{SubmitTimeout: 20 * time.Second, PersistBudget: 5 * time.Second})
-	rec := pipelinetest.Create(t, e.store, pipelinetest.Prepared("op"))
+	rec := handlertest.Create(t, e.store, handlertest.Prepared("op"))
 	ctx := deadlineCtx{Context: context.Background(), deadline: e.clk.Now().Add(24 * time.Second)}
-	resp, err := e.h.Handle(ctx, pipelinetest.Event(t, e.clk.Now(), pipelinetest.Dispatch(rec)))
+	resp, err := e.h.Handle(ctx, handlertest.Event(t, e.clk.Now(), handlertest.Dispatch(rec)))
 	if err != nil || len(resp.BatchItemFailures) != 0 {
-		t.Fatalf("%v, failures %v", err, pipelinetest.Failed(resp))
+		t.Fatalf("%v, failures %v", err, handlertest.Failed(resp))
 	}
 	if n := e.sim.TotalPosts(); n != 0 {
 		t.Fatalf("POSTed %d times with 24 s left for a 20 s POST and a 5 s write", n)
 	}
-	got := pipelinetest.Get(t, e.store, "op")
+	got := handlertest.Get(t, e.store, "op")
 	if got.Phase != operation.PhasePrepared || got.Claim != nil || got.Posts != 0 {
 		t.Fatalf("claim not released: %s claim=%v posts=%d", got.Phase, got.Claim, got.Posts)
 	}

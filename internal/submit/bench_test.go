@@ -7,9 +7,9 @@ import (
 	"testing"
 
 	"github.com/genjobs/genjobs/internal/clock"
-	"github.com/genjobs/genjobs/internal/genacesim"
+	"github.com/genjobs/genjobs/internal/dev/genacesim"
 	"github.com/genjobs/genjobs/internal/metrics"
-	"github.com/genjobs/genjobs/internal/pipelinetest"
+	"github.com/genjobs/genjobs/internal/dev/handlertest"
 	"github.com/genjobs/genjobs/internal/submit"
 )
 
@@ -17,20 +17,20 @@ import (
 // claim (a conditional write), one POST to the simulator over loopback,
 // the accepted write and the follow-up send, with the embedded store.
 func BenchmarkSubmitAction(b *testing.B) {
-	clk := clock.NewManual(pipelinetest.Start)
-	_, client := pipelinetest.Sim(b, clk, genacesim.Config{})
-	st := pipelinetest.OpenStore(b, "bolt")
-	out := &pipelinetest.Outbox{}
-	h := submit.New(submit.Config{}, st, client, &pipelinetest.Extender{}, out, clk, slog.New(slog.DiscardHandler), metrics.Discard())
-	events := make([]pipelinetest.Sent, b.N)
+	clk := clock.NewManual(handlertest.Start)
+	_, client := handlertest.Sim(b, clk, genacesim.Config{})
+	st := handlertest.OpenStore(b, "bolt")
+	out := &handlertest.Outbox{}
+	h := submit.New(submit.Config{}, st, client, &handlertest.Extender{}, out, clk, slog.New(slog.DiscardHandler), metrics.Discard())
+	events := make([]handlertest.Sent, b.N)
 	for i := range b.N {
-		events[i] = pipelinetest.Dispatch(pipelinetest.Create(b, st, pipelinetest.Prepared(fmt.Sprintf("op-%d", i))))
+		events[i] = handlertest.Dispatch(handlertest.Create(b, st, handlertest.Prepared(fmt.Sprintf("op-%d", i))))
 	}
 	ctx := context.Background()
 	b.ReportAllocs()
 	b.ResetTimer()
 	for i := range b.N {
-		if resp, _ := h.Handle(ctx, pipelinetest.Event(b, clk.Now(), events[i])); len(resp.BatchItemFailures) != 0 {
+		if resp, _ := h.Handle(ctx, handlertest.Event(b, clk.Now(), events[i])); len(resp.BatchItemFailures) != 0 {
 			b.Fatal("dispatch failed")
 		}
 		if i%256 == 0 {

@@ -11,11 +11,11 @@ import (
 	"time"
 
 	"github.com/genjobs/genjobs/internal/genace"
-	"github.com/genjobs/genjobs/internal/genacesim"
+	"github.com/genjobs/genjobs/internal/dev/genacesim"
 	"github.com/genjobs/genjobs/internal/message"
 	"github.com/genjobs/genjobs/internal/metrics"
 	"github.com/genjobs/genjobs/internal/operation"
-	"github.com/genjobs/genjobs/internal/pipelinetest"
+	"github.com/genjobs/genjobs/internal/dev/handlertest"
 	"github.com/genjobs/genjobs/internal/store"
 	"github.com/genjobs/genjobs/internal/submit"
 )
@@ -42,7 +42,7 @@ func (e *env) other() *submit.Handler {
 // record says, with the follow-up it needs and nothing left parked.
 func checkApplied(t *testing.T, e *env, op string, phase operation.Phase, followUp message.Action) {
 	t.Helper()
-	got := pipelinetest.Get(t, e.store, op)
+	got := handlertest.Get(t, e.store, op)
 	if got.Phase != phase || got.Parked != nil {
 		t.Fatalf("record %s parked=%+v last_error=%q; want the claimant's answer applied: %s", got.Phase, got.Parked, got.LastError, phase)
 	}
@@ -70,18 +70,18 @@ func TestDuplicateDispatchDuringLiveClaimIsObsolete(t *testing.T) {
 		t.Run(tt.name, func(t *testing.T) {
 			t.Parallel()
 			e, g := newEnv(t, "bolt", submit.Config{})
-			rec := pipelinetest.Create(t, e.store, pipelinetest.Prepared("op"))
+			rec := handlertest.Create(t, e.store, handlertest.Prepared("op"))
 			e.sim.ScriptPOST("op", tt.fault)
-			d := pipelinetest.Dispatch(rec)
+			d := handlertest.Dispatch(rec)
 			dup := d
 			dup.ID = "duplicate-dispatch"
 			g.during = func() {
 				g.during = nil
-				resp, err := e.other().Handle(context.Background(), pipelinetest.Event(t, e.clk.Now(), dup))
+				resp, err := e.other().Handle(context.Background(), handlertest.Event(t, e.clk.Now(), dup))
 				if err != nil || len(resp.BatchItemFailures) != 0 {
-					t.Errorf("duplicate: %v, failures %v; want it acknowledged", err, pipelinetest.Failed(resp))
+					t.Errorf("duplicate: %v, failures %v; want it acknowledged", err, handlertest.Failed(resp))
 				}
-				if got := pipelinetest.Get(t, e.store, "op"); got.Phase != operation.PhaseSubmitting || got.Revision != 2 {
+				if got := handlertest.Get(t, e.store, "op"); got.Phase != operation.PhaseSubmitting || got.Revision != 2 {
 					t.Errorf("the duplicate wrote the live claim: %s r%d, want submitting r2", got.Phase, got.Revision)
 				}
 			}
@@ -111,9 +111,9 @@ func TestOnlyTheClaimingMessageMarksALiveClaimUncertain(t *testing.T) {
 		t.Run(tt.name, func(t *testing.T) {
 			t.Parallel()
 			e, _ := newEnv(t, "bolt", submit.Config{})
-			rec := pipelinetest.Create(t, e.store, pipelinetest.Prepared("op"))
-			d := pipelinetest.Dispatch(rec)
-			claimed, err := operation.ClaimSubmission(rec, "a-worker", d.ID, pipelinetest.Start)
+			rec := handlertest.Create(t, e.store, handlertest.Prepared("op"))
+			d := handlertest.Dispatch(rec)
+			claimed, err := operation.ClaimSubmission(rec, "a-worker", d.ID, handlertest.Start)
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -124,7 +124,7 @@ func TestOnlyTheClaimingMessageMarksALiveClaimUncertain(t *testing.T) {
 			if failed := e.handle(t, d); len(failed) != 0 {
 				t.Fatalf("failed %v", failed)
 			}
-			if got := pipelinetest.Get(t, e.store, "op"); got.Phase != tt.phase || got.Revision != tt.revision {
+			if got := handlertest.Get(t, e.store, "op"); got.Phase != tt.phase || got.Revision != tt.revision {
 				t.Fatalf("record %s r%d, want %s r%d", got.Phase, got.Revision, tt.phase, tt.revision)
 			}
 			if n := e.sim.TotalPosts(); n != 0 {
@@ -155,24 +155,24 @@ func TestLateDefiniteAnswerAfterUncertainIsApplied(t *testing.T) {
 		t.Run(tt.name, func(t *testing.T) {
 			t.Parallel()
 			e, g := newEnv(t, "bolt", submit.Config{})
-			rec := pipelinetest.Create(t, e.store, pipelinetest.Prepared("op"))
+			rec := handlertest.Create(t, e.store, handlertest.Prepared("op"))
 			e.sim.ScriptPOST("op", tt.fault)
 			if tt.unsent {
 				g.inner = refusingClient(t)
 			}
-			d := pipelinetest.Dispatch(rec)
+			d := handlertest.Dispatch(rec)
 			g.during = func() {
 				g.during = nil
-				if _, err := e.other().Handle(context.Background(), pipelinetest.Event(t, e.clk.Now(), d)); err != nil {
+				if _, err := e.other().Handle(context.Background(), handlertest.Event(t, e.clk.Now(), d)); err != nil {
 					t.Error(err)
 				}
-				if got := pipelinetest.Get(t, e.store, "op"); got.Phase != operation.PhaseUncertain {
+				if got := handlertest.Get(t, e.store, "op"); got.Phase != operation.PhaseUncertain {
 					t.Errorf("the redelivery left %s, want uncertain", got.Phase)
 				}
 			}
 			e.handle(t, d)
 			checkApplied(t, e, "op", tt.phase, tt.followUp)
-			got := pipelinetest.Get(t, e.store, "op")
+			got := handlertest.Get(t, e.store, "op")
 			wantPosts := 1
 			if tt.unsent {
 				wantPosts = 0
@@ -209,16 +209,16 @@ func TestClaimantsAnswerNeverUndoesAnotherClaim(t *testing.T) {
 			t.Parallel()
 			ctx := context.Background()
 			e, g := newEnv(t, "bolt", submit.Config{})
-			rec := pipelinetest.Create(t, e.store, pipelinetest.Prepared("op"))
+			rec := handlertest.Create(t, e.store, handlertest.Prepared("op"))
 			e.sim.ScriptPOST("op", tt.fault)
 			if tt.unsent {
 				g.inner = refusingClient(t)
 			}
-			d := pipelinetest.Dispatch(rec)
+			d := handlertest.Dispatch(rec)
 			var theirs operation.Record
 			g.during = func() {
 				g.during = nil
-				if _, err := e.other().Handle(ctx, pipelinetest.Event(t, e.clk.Now(), d)); err != nil {
+				if _, err := e.other().Handle(ctx, handlertest.Event(t, e.clk.Now(), d)); err != nil {
 					t.Error(err)
 				}
 				cur, err := e.store.Get(ctx, "op")
@@ -239,7 +239,7 @@ func TestClaimantsAnswerNeverUndoesAnotherClaim(t *testing.T) {
 				}
 			}
 			e.handle(t, d)
-			got := pipelinetest.Get(t, e.store, "op")
+			got := handlertest.Get(t, e.store, "op")
 			if theirs.Claim == nil {
 				t.Fatal("the race was not set up")
 			}
@@ -275,7 +275,7 @@ func refusingClient(t *testing.T) *genace.Client {
 	}
 	addr := ln.Addr().String()
 	ln.Close()
-	c, err := genace.New("http://"+addr, pipelinetest.APIKey, &http.Client{Transport: &http.Transport{}})
+	c, err := genace.New("http://"+addr, handlertest.APIKey, &http.Client{Transport: &http.Transport{}})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -303,9 +303,9 @@ func TestLostClaimRaceNeverPosts(t *testing.T) {
 	t.Parallel()
 	forEachStore(t, func(t *testing.T, kind string) {
 		e, g := newEnv(t, kind, submit.Config{})
-		rec := pipelinetest.Create(t, e.store, pipelinetest.Prepared("op"))
+		rec := handlertest.Create(t, e.store, handlertest.Prepared("op"))
 		st := &racingStore{Store: e.store, race: func() {
-			claimed, err := operation.ClaimSubmission(rec, "other-worker", "other-dispatch", pipelinetest.Start)
+			claimed, err := operation.ClaimSubmission(rec, "other-worker", "other-dispatch", handlertest.Start)
 			if err != nil {
 				t.Error(err)
 				return
@@ -315,14 +315,14 @@ func TestLostClaimRaceNeverPosts(t *testing.T) {
 			}
 		}}
 		h := submit.New(submit.Config{}, st, g, e.ext, e.out, e.clk, slog.New(slog.NewJSONHandler(e.logs, nil)), metrics.New(e.mlines, "submit", e.clk))
-		resp, err := h.Handle(context.Background(), pipelinetest.Event(t, e.clk.Now(), pipelinetest.Dispatch(rec)))
+		resp, err := h.Handle(context.Background(), handlertest.Event(t, e.clk.Now(), handlertest.Dispatch(rec)))
 		if err != nil || len(resp.BatchItemFailures) != 0 {
-			t.Fatalf("%v, failures %v", err, pipelinetest.Failed(resp))
+			t.Fatalf("%v, failures %v", err, handlertest.Failed(resp))
 		}
 		if n := e.sim.TotalPosts(); n != 0 {
 			t.Fatalf("POSTed %d times without holding the claim", n)
 		}
-		got := pipelinetest.Get(t, e.store, "op")
+		got := handlertest.Get(t, e.store, "op")
 		if got.Phase != operation.PhaseSubmitting || got.Revision != 2 || got.Claim == nil || got.Claim.Owner != "other-worker" {
 			t.Fatalf("record %s r%d claim %+v; want the other worker's claim untouched", got.Phase, got.Revision, got.Claim)
 		}
@@ -348,15 +348,15 @@ func TestLate202ForTheJobTheRecordHoldsWritesNothing(t *testing.T) {
 			forEachStore(t, func(t *testing.T, kind string) {
 				ctx := context.Background()
 				e, g := newEnv(t, kind, submit.Config{})
-				rec := pipelinetest.Create(t, e.store, pipelinetest.Prepared("op"))
-				d := pipelinetest.Dispatch(rec)
+				rec := handlertest.Create(t, e.store, handlertest.Prepared("op"))
+				d := handlertest.Dispatch(rec)
 				var reconciled operation.Record
 				g.during = func() {
 					g.during = nil
-					if _, err := e.other().Handle(ctx, pipelinetest.Event(t, e.clk.Now(), d)); err != nil {
+					if _, err := e.other().Handle(ctx, handlertest.Event(t, e.clk.Now(), d)); err != nil {
 						t.Error(err)
 					}
-					cur := pipelinetest.Get(t, e.store, "op")
+					cur := handlertest.Get(t, e.store, "op")
 					jobs := e.sim.JobsForOperation("op")
 					if cur.Phase != operation.PhaseUncertain || len(jobs) != 1 {
 						t.Fatalf("before the reconciliation: %s, jobs %v; want uncertain and one job", cur.Phase, jobs)
@@ -384,7 +384,7 @@ func TestLate202ForTheJobTheRecordHoldsWritesNothing(t *testing.T) {
 				if failed := e.handle(t, d); len(failed) != 0 {
 					t.Fatalf("failed %v", failed)
 				}
-				got := pipelinetest.Get(t, e.store, "op")
+				got := handlertest.Get(t, e.store, "op")
 				if got.Revision != reconciled.Revision || got.Phase != moved || got.RemoteJobID != reconciled.RemoteJobID {
 					t.Fatalf("record r%d %s job %q after the late 202; want it left as reconciled: r%d %s job %q",
 						got.Revision, got.Phase, got.RemoteJobID, reconciled.Revision, moved, reconciled.RemoteJobID)

@@ -5,10 +5,10 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/genjobs/genjobs/internal/genacesim"
+	"github.com/genjobs/genjobs/internal/dev/genacesim"
 	"github.com/genjobs/genjobs/internal/message"
 	"github.com/genjobs/genjobs/internal/operation"
-	"github.com/genjobs/genjobs/internal/pipelinetest"
+	"github.com/genjobs/genjobs/internal/dev/handlertest"
 	"github.com/genjobs/genjobs/internal/submit"
 )
 
@@ -34,12 +34,12 @@ func TestDriftedAnswerKeepsJobIDOnRecord(t *testing.T) {
 			t.Parallel()
 			forEachStore(t, func(t *testing.T, kind string) {
 				e, _ := newEnv(t, kind, submit.Config{})
-				rec := pipelinetest.Create(t, e.store, pipelinetest.Prepared("op-drift"))
+				rec := handlertest.Create(t, e.store, handlertest.Prepared("op-drift"))
 				e.sim.ScriptPOST("op-drift", tt.fault)
-				if failed := e.handle(t, pipelinetest.Dispatch(rec)); len(failed) != 0 {
+				if failed := e.handle(t, handlertest.Dispatch(rec)); len(failed) != 0 {
 					t.Fatalf("failed records %v", failed)
 				}
-				got := pipelinetest.Get(t, e.store, "op-drift")
+				got := handlertest.Get(t, e.store, "op-drift")
 				jobs := e.sim.JobsForOperation("op-drift")
 				if len(jobs) != 1 || got.RemoteJobID != jobs[0] || got.Phase != tt.phase {
 					t.Fatalf("record %s job %q; Genace created %v: the job id named in the answer was lost", got.Phase, got.RemoteJobID, jobs)
@@ -54,7 +54,7 @@ func TestDriftedAnswerKeepsJobIDOnRecord(t *testing.T) {
 				if !strings.Contains(e.logs.String(), `"drift":`) {
 					t.Errorf("the drift was not logged:\n%s", e.logs.String())
 				}
-				for _, secret := range []string{pipelinetest.APIKey, "sig=", "expires="} {
+				for _, secret := range []string{handlertest.APIKey, "sig=", "expires="} {
 					if strings.Contains(e.logs.String(), secret) {
 						t.Fatalf("%q leaked into the logs", secret)
 					}
@@ -70,12 +70,12 @@ func TestJobIDGenaceMayUseIsObserved(t *testing.T) {
 	t.Parallel()
 	forEachStore(t, func(t *testing.T, kind string) {
 		e, _ := newEnv(t, kind, submit.Config{})
-		rec := pipelinetest.Create(t, e.store, pipelinetest.Prepared("op-dots"))
+		rec := handlertest.Create(t, e.store, handlertest.Prepared("op-dots"))
 		e.sim.ScriptPOST("op-dots", genacesim.NoFault().WithJobID("job.01:x"))
-		if failed := e.handle(t, pipelinetest.Dispatch(rec)); len(failed) != 0 {
+		if failed := e.handle(t, handlertest.Dispatch(rec)); len(failed) != 0 {
 			t.Fatalf("failed records %v", failed)
 		}
-		got := pipelinetest.Get(t, e.store, "op-dots")
+		got := handlertest.Get(t, e.store, "op-dots")
 		if got.Phase != operation.PhaseAccepted || got.RemoteJobID != "job.01:x" {
 			t.Fatalf("record %s job %q", got.Phase, got.RemoteJobID)
 		}
@@ -93,12 +93,12 @@ func TestUnusableJobIDKeptAsEvidence(t *testing.T) {
 	t.Parallel()
 	forEachStore(t, func(t *testing.T, kind string) {
 		e, _ := newEnv(t, kind, submit.Config{})
-		rec := pipelinetest.Create(t, e.store, pipelinetest.Prepared("op-slash"))
+		rec := handlertest.Create(t, e.store, handlertest.Prepared("op-slash"))
 		e.sim.ScriptPOST("op-slash", genacesim.NoFault().WithJobID("job/01"))
-		if failed := e.handle(t, pipelinetest.Dispatch(rec)); len(failed) != 0 {
+		if failed := e.handle(t, handlertest.Dispatch(rec)); len(failed) != 0 {
 			t.Fatalf("failed records %v", failed)
 		}
-		got := pipelinetest.Get(t, e.store, "op-slash")
+		got := handlertest.Get(t, e.store, "op-slash")
 		if got.Phase != operation.PhaseUncertain || got.RemoteJobID != "" {
 			t.Fatalf("record %s job %q, want uncertain without a job id", got.Phase, got.RemoteJobID)
 		}

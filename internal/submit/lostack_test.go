@@ -12,10 +12,10 @@ import (
 
 	"github.com/genjobs/genjobs/internal/clock"
 	"github.com/genjobs/genjobs/internal/genace"
-	"github.com/genjobs/genjobs/internal/genacesim"
+	"github.com/genjobs/genjobs/internal/dev/genacesim"
 	"github.com/genjobs/genjobs/internal/metrics"
 	"github.com/genjobs/genjobs/internal/operation"
-	"github.com/genjobs/genjobs/internal/pipelinetest"
+	"github.com/genjobs/genjobs/internal/dev/handlertest"
 	"github.com/genjobs/genjobs/internal/store"
 	"github.com/genjobs/genjobs/internal/store/storetest"
 	"github.com/genjobs/genjobs/internal/submit"
@@ -49,7 +49,7 @@ func handlePumped(t *testing.T, h *submit.Handler, clk *clock.Manual, pump *atom
 	for {
 		select {
 		case resp := <-done:
-			return pipelinetest.Failed(resp)
+			return handlertest.Failed(resp)
 		case <-deadline:
 			t.Fatal("handler did not finish within 30s")
 		case <-time.After(time.Millisecond):
@@ -68,28 +68,28 @@ func handlePumped(t *testing.T, h *submit.Handler, clk *clock.Manual, pump *atom
 func TestLostAckOfUncertainWriteStillOpensAReview(t *testing.T) {
 	t.Parallel()
 	for _, loss := range []storetest.AckLoss{storetest.AckRetried, storetest.AckErrored} {
-		for _, kind := range pipelinetest.StoreKinds() {
+		for _, kind := range handlertest.StoreKinds() {
 			t.Run(loss.String()+"/"+kind, func(t *testing.T) {
 				t.Parallel()
-				clk := clock.NewManual(pipelinetest.Start)
-				sim, client := pipelinetest.Sim(t, clk, genacesim.Config{})
-				la := storetest.LoseAcks(pipelinetest.OpenStore(t, kind))
+				clk := clock.NewManual(handlertest.Start)
+				sim, client := handlertest.Sim(t, clk, genacesim.Config{})
+				la := storetest.LoseAcks(handlertest.OpenStore(t, kind))
 				var pump atomic.Bool
 				var disarm func() int
 				g := &afterPost{inner: client, arm: func() { disarm = la.Lose(loss); pump.Store(true) }}
-				out := &pipelinetest.Outbox{}
-				h := submit.New(submit.Config{}, la.Store, g, &pipelinetest.Extender{}, out, clk, slog.New(slog.DiscardHandler), metrics.Discard())
+				out := &handlertest.Outbox{}
+				h := submit.New(submit.Config{}, la.Store, g, &handlertest.Extender{}, out, clk, slog.New(slog.DiscardHandler), metrics.Discard())
 
-				rec := pipelinetest.Create(t, la.Store, pipelinetest.Prepared("op-ack"))
+				rec := handlertest.Create(t, la.Store, handlertest.Prepared("op-ack"))
 				sim.ScriptPOST("op-ack", genacesim.AcceptThenDrop())
-				failed := handlePumped(t, h, clk, &pump, pipelinetest.Event(t, clk.Now(), pipelinetest.Dispatch(rec)))
+				failed := handlePumped(t, h, clk, &pump, handlertest.Event(t, clk.Now(), handlertest.Dispatch(rec)))
 				if disarm == nil || disarm() == 0 {
 					t.Fatal("the fault never fired: no write's answer was lost")
 				}
 				if len(failed) != 0 {
 					t.Fatalf("failed records %v", failed)
 				}
-				got := pipelinetest.Get(t, la.Store, "op-ack")
+				got := handlertest.Get(t, la.Store, "op-ack")
 				if got.Phase != operation.PhaseUncertain {
 					t.Fatalf("phase %s, want uncertain", got.Phase)
 				}
@@ -120,28 +120,28 @@ func TestLostAckOfUncertainWriteStillOpensAReview(t *testing.T) {
 // a lost claim race and leaving a claim nobody follows.
 func TestLostAckOfClaimStillPosts(t *testing.T) {
 	t.Parallel()
-	for _, kind := range pipelinetest.StoreKinds() {
+	for _, kind := range handlertest.StoreKinds() {
 		t.Run(kind, func(t *testing.T) {
 			t.Parallel()
-			clk := clock.NewManual(pipelinetest.Start)
-			sim, client := pipelinetest.Sim(t, clk, genacesim.Config{})
-			la := storetest.LoseAcks(pipelinetest.OpenStore(t, kind))
-			out := &pipelinetest.Outbox{}
-			h := submit.New(submit.Config{}, la.Store, client, &pipelinetest.Extender{}, out, clk, slog.New(slog.DiscardHandler), metrics.Discard())
+			clk := clock.NewManual(handlertest.Start)
+			sim, client := handlertest.Sim(t, clk, genacesim.Config{})
+			la := storetest.LoseAcks(handlertest.OpenStore(t, kind))
+			out := &handlertest.Outbox{}
+			h := submit.New(submit.Config{}, la.Store, client, &handlertest.Extender{}, out, clk, slog.New(slog.DiscardHandler), metrics.Discard())
 
-			rec := pipelinetest.Create(t, la.Store, pipelinetest.Prepared("op-claim"))
+			rec := handlertest.Create(t, la.Store, handlertest.Prepared("op-claim"))
 			disarm := la.Lose(storetest.AckRetried) // the first conditional write is the claim
-			resp, err := h.Handle(context.Background(), pipelinetest.Event(t, clk.Now(), pipelinetest.Dispatch(rec)))
+			resp, err := h.Handle(context.Background(), handlertest.Event(t, clk.Now(), handlertest.Dispatch(rec)))
 			if err != nil {
 				t.Fatal(err)
 			}
 			if lost := disarm(); lost != 1 {
 				t.Fatalf("%d answers lost, want the claim's", lost)
 			}
-			if failed := pipelinetest.Failed(resp); len(failed) != 0 {
+			if failed := handlertest.Failed(resp); len(failed) != 0 {
 				t.Fatalf("failed records %v", failed)
 			}
-			got := pipelinetest.Get(t, la.Store, "op-claim")
+			got := handlertest.Get(t, la.Store, "op-claim")
 			jobs := sim.JobsForOperation("op-claim")
 			if got.Phase != operation.PhaseAccepted || len(jobs) != 1 || got.RemoteJobID != jobs[0] {
 				t.Fatalf("record %s job %q, simulator jobs %v: want accepted with the one job", got.Phase, got.RemoteJobID, jobs)
@@ -181,17 +181,17 @@ func (b *barrierGet) Get(ctx context.Context, id string) (operation.Record, erro
 // own and POST a second time.
 func TestIdenticalLookingClaimsStayExclusive(t *testing.T) {
 	t.Parallel()
-	for _, kind := range pipelinetest.StoreKinds() {
+	for _, kind := range handlertest.StoreKinds() {
 		t.Run(kind, func(t *testing.T) {
 			t.Parallel()
-			clk := clock.NewManual(pipelinetest.Start) // never advanced: both claims carry the same time
-			sim, client := pipelinetest.Sim(t, clk, genacesim.Config{})
-			st := newBarrierGet(pipelinetest.OpenStore(t, kind), 2)
-			rec := pipelinetest.Create(t, st, pipelinetest.Prepared("op-twice"))
-			ev := pipelinetest.Event(t, clk.Now(), pipelinetest.Dispatch(rec))
+			clk := clock.NewManual(handlertest.Start) // never advanced: both claims carry the same time
+			sim, client := handlertest.Sim(t, clk, genacesim.Config{})
+			st := newBarrierGet(handlertest.OpenStore(t, kind), 2)
+			rec := handlertest.Create(t, st, handlertest.Prepared("op-twice"))
+			ev := handlertest.Event(t, clk.Now(), handlertest.Dispatch(rec))
 			var wg sync.WaitGroup
 			for i := range 2 {
-				h := submit.New(submit.Config{Worker: "submit"}, st, client, &pipelinetest.Extender{}, &pipelinetest.Outbox{}, clk, slog.New(slog.DiscardHandler), metrics.Discard())
+				h := submit.New(submit.Config{Worker: "submit"}, st, client, &handlertest.Extender{}, &handlertest.Outbox{}, clk, slog.New(slog.DiscardHandler), metrics.Discard())
 				ev := events.SQSEvent{Records: []events.SQSMessage{ev.Records[0]}}
 				ev.Records[0].ReceiptHandle += "-receive-" + string(rune('a'+i)) // each receive has its own handle
 				wg.Go(func() {

@@ -10,7 +10,7 @@ import (
 	"github.com/genjobs/genjobs/internal/genace"
 	"github.com/genjobs/genjobs/internal/metrics"
 	"github.com/genjobs/genjobs/internal/operation"
-	"github.com/genjobs/genjobs/internal/pipelinetest"
+	"github.com/genjobs/genjobs/internal/dev/handlertest"
 	"github.com/genjobs/genjobs/internal/submit"
 )
 
@@ -21,30 +21,30 @@ import (
 // reconciliation.
 func TestHTTP2StreamResetIsOnePostAndUncertain(t *testing.T) {
 	t.Parallel()
-	srv := pipelinetest.NewH2Server(t, func(n int, _ pipelinetest.H2Request) pipelinetest.H2Answer {
+	srv := handlertest.NewH2Server(t, func(n int, _ handlertest.H2Request) handlertest.H2Answer {
 		if n == 1 {
-			return pipelinetest.H2Answer{Reset: pipelinetest.H2RefusedStream}
+			return handlertest.H2Answer{Reset: handlertest.H2RefusedStream}
 		}
-		return pipelinetest.H2Answer{Status: http.StatusAccepted, Body: []byte(`{"id":"job_second","state":"queued",` +
+		return handlertest.H2Answer{Status: http.StatusAccepted, Body: []byte(`{"id":"job_second","state":"queued",` +
 			`"credits":{"reserved":12,"charged":0,"refunded":0,"refund_state":"none"}}`)}
 	})
-	client, err := genace.New(srv.URL, pipelinetest.APIKey, srv.Client)
+	client, err := genace.New(srv.URL, handlertest.APIKey, srv.Client)
 	if err != nil {
 		t.Fatal(err)
 	}
-	clk := clock.NewManual(pipelinetest.Start)
-	st := pipelinetest.OpenStore(t, "bolt")
-	out := &pipelinetest.Outbox{}
-	h := submit.New(submit.Config{}, st, client, &pipelinetest.Extender{}, out, clk, slog.New(slog.DiscardHandler), metrics.Discard())
-	rec := pipelinetest.Create(t, st, pipelinetest.Prepared("op-h2"))
-	resp, err := h.Handle(context.Background(), pipelinetest.Event(t, clk.Now(), pipelinetest.Dispatch(rec)))
-	if err != nil || len(pipelinetest.Failed(resp)) != 0 {
-		t.Fatalf("failed %v, err %v", pipelinetest.Failed(resp), err)
+	clk := clock.NewManual(handlertest.Start)
+	st := handlertest.OpenStore(t, "bolt")
+	out := &handlertest.Outbox{}
+	h := submit.New(submit.Config{}, st, client, &handlertest.Extender{}, out, clk, slog.New(slog.DiscardHandler), metrics.Discard())
+	rec := handlertest.Create(t, st, handlertest.Prepared("op-h2"))
+	resp, err := h.Handle(context.Background(), handlertest.Event(t, clk.Now(), handlertest.Dispatch(rec)))
+	if err != nil || len(handlertest.Failed(resp)) != 0 {
+		t.Fatalf("failed %v, err %v", handlertest.Failed(resp), err)
 	}
 	if n := srv.Count(http.MethodPost); n != 1 {
 		t.Fatalf("Genace received %d POSTs for one operation, want exactly 1", n)
 	}
-	got := pipelinetest.Get(t, st, "op-h2")
+	got := handlertest.Get(t, st, "op-h2")
 	if got.Phase != operation.PhaseUncertain || got.RemoteJobID != "" || got.Posts != 1 {
 		t.Fatalf("record %s job %q posts %d, want uncertain, no job, 1 post", got.Phase, got.RemoteJobID, got.Posts)
 	}

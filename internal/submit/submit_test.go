@@ -11,11 +11,11 @@ import (
 
 	"github.com/genjobs/genjobs/internal/clock"
 	"github.com/genjobs/genjobs/internal/genace"
-	"github.com/genjobs/genjobs/internal/genacesim"
+	"github.com/genjobs/genjobs/internal/dev/genacesim"
 	"github.com/genjobs/genjobs/internal/message"
 	"github.com/genjobs/genjobs/internal/metrics"
 	"github.com/genjobs/genjobs/internal/operation"
-	"github.com/genjobs/genjobs/internal/pipelinetest"
+	"github.com/genjobs/genjobs/internal/dev/handlertest"
 	"github.com/genjobs/genjobs/internal/store"
 	"github.com/genjobs/genjobs/internal/submit"
 )
@@ -25,10 +25,10 @@ type env struct {
 	sim    *genacesim.Simulator
 	client *genace.Client
 	store  store.Store
-	out    *pipelinetest.Outbox
-	ext    *pipelinetest.Extender
-	logs   *pipelinetest.Buffer
-	mlines *pipelinetest.Buffer
+	out    *handlertest.Outbox
+	ext    *handlertest.Extender
+	logs   *handlertest.Buffer
+	mlines *handlertest.Buffer
 	h      *submit.Handler
 }
 
@@ -54,26 +54,26 @@ func (g *gen) Submit(ctx context.Context, req genace.SubmitRequest, timeout time
 
 func newEnv(t *testing.T, kind string, cfg submit.Config) (*env, *gen) {
 	t.Helper()
-	e := &env{clk: clock.NewManual(pipelinetest.Start), out: &pipelinetest.Outbox{}, ext: &pipelinetest.Extender{}, logs: &pipelinetest.Buffer{}, mlines: &pipelinetest.Buffer{}}
-	e.sim, e.client = pipelinetest.Sim(t, e.clk, genacesim.Config{})
-	e.store = pipelinetest.OpenStore(t, kind)
+	e := &env{clk: clock.NewManual(handlertest.Start), out: &handlertest.Outbox{}, ext: &handlertest.Extender{}, logs: &handlertest.Buffer{}, mlines: &handlertest.Buffer{}}
+	e.sim, e.client = handlertest.Sim(t, e.clk, genacesim.Config{})
+	e.store = handlertest.OpenStore(t, kind)
 	g := &gen{inner: e.client}
 	log := slog.New(slog.NewJSONHandler(e.logs, nil))
 	e.h = submit.New(cfg, e.store, g, e.ext, e.out, e.clk, log, metrics.New(e.mlines, "submit", e.clk))
 	return e, g
 }
 
-func (e *env) handle(t *testing.T, msgs ...pipelinetest.Sent) []string {
+func (e *env) handle(t *testing.T, msgs ...handlertest.Sent) []string {
 	t.Helper()
-	resp, err := e.h.Handle(context.Background(), pipelinetest.Event(t, e.clk.Now(), msgs...))
+	resp, err := e.h.Handle(context.Background(), handlertest.Event(t, e.clk.Now(), msgs...))
 	if err != nil {
 		t.Fatal(err)
 	}
-	return pipelinetest.Failed(resp)
+	return handlertest.Failed(resp)
 }
 
 func forEachStore(t *testing.T, f func(t *testing.T, kind string)) {
-	for _, kind := range pipelinetest.StoreKinds() {
+	for _, kind := range handlertest.StoreKinds() {
 		t.Run(kind, func(t *testing.T) {
 			t.Parallel()
 			f(t, kind)
@@ -85,11 +85,11 @@ func TestAcceptedPersistsJobAndSchedulesObservation(t *testing.T) {
 	t.Parallel()
 	forEachStore(t, func(t *testing.T, kind string) {
 		e, _ := newEnv(t, kind, submit.Config{})
-		rec := pipelinetest.Create(t, e.store, pipelinetest.Prepared("op-ok"))
-		if failed := e.handle(t, pipelinetest.Dispatch(rec)); len(failed) != 0 {
+		rec := handlertest.Create(t, e.store, handlertest.Prepared("op-ok"))
+		if failed := e.handle(t, handlertest.Dispatch(rec)); len(failed) != 0 {
 			t.Fatalf("failed records %v", failed)
 		}
-		got := pipelinetest.Get(t, e.store, "op-ok")
+		got := handlertest.Get(t, e.store, "op-ok")
 		jobs := e.sim.JobsForOperation("op-ok")
 		if got.Phase != operation.PhaseAccepted || len(jobs) != 1 || got.RemoteJobID != jobs[0] || got.Revision != 3 {
 			t.Fatalf("record %s r%d job %q; simulator jobs %v", got.Phase, got.Revision, got.RemoteJobID, jobs)
@@ -109,8 +109,8 @@ func TestRedeliveredDispatchNeverPostsAgain(t *testing.T) {
 	t.Parallel()
 	forEachStore(t, func(t *testing.T, kind string) {
 		e, _ := newEnv(t, kind, submit.Config{})
-		rec := pipelinetest.Create(t, e.store, pipelinetest.Prepared("op-dup"))
-		d := pipelinetest.Dispatch(rec)
+		rec := handlertest.Create(t, e.store, handlertest.Prepared("op-dup"))
+		d := handlertest.Dispatch(rec)
 		e.handle(t, d)
 		e.out.Take()
 		// The same message again (its delete was lost): it re-emits its
@@ -143,11 +143,11 @@ func TestLostResponseGoesToReconciliationNotASecondPost(t *testing.T) {
 	t.Parallel()
 	forEachStore(t, func(t *testing.T, kind string) {
 		e, _ := newEnv(t, kind, submit.Config{})
-		rec := pipelinetest.Create(t, e.store, pipelinetest.Prepared("op-lost"))
+		rec := handlertest.Create(t, e.store, handlertest.Prepared("op-lost"))
 		e.sim.ScriptPOST("op-lost", genacesim.AcceptThenDrop())
-		d := pipelinetest.Dispatch(rec)
+		d := handlertest.Dispatch(rec)
 		e.handle(t, d)
-		got := pipelinetest.Get(t, e.store, "op-lost")
+		got := handlertest.Get(t, e.store, "op-lost")
 		if got.Phase != operation.PhaseUncertain || got.RemoteJobID != "" {
 			t.Fatalf("after a lost response: %s %q", got.Phase, got.RemoteJobID)
 		}
@@ -157,7 +157,7 @@ func TestLostResponseGoesToReconciliationNotASecondPost(t *testing.T) {
 		}
 		// The redelivered dispatch: obsolete, no POST, no write.
 		e.handle(t, d)
-		if again := pipelinetest.Get(t, e.store, "op-lost"); again.Revision != got.Revision {
+		if again := handlertest.Get(t, e.store, "op-lost"); again.Revision != got.Revision {
 			t.Fatalf("redelivery wrote revision %d", again.Revision)
 		}
 		if n := e.sim.PostCount("op-lost"); n != 1 {
@@ -173,17 +173,17 @@ func TestRedeliveryWhileSubmittingMarksUncertainWithoutPost(t *testing.T) {
 	t.Parallel()
 	forEachStore(t, func(t *testing.T, kind string) {
 		e, _ := newEnv(t, kind, submit.Config{})
-		rec := pipelinetest.Create(t, e.store, pipelinetest.Prepared("op-crash"))
+		rec := handlertest.Create(t, e.store, handlertest.Prepared("op-crash"))
 		// A worker claimed it and died; nobody knows whether it POSTed.
-		claimed, err := operation.ClaimSubmission(rec, "dead-worker", "dispatch-op-crash", pipelinetest.Start)
+		claimed, err := operation.ClaimSubmission(rec, "dead-worker", "dispatch-op-crash", handlertest.Start)
 		if err != nil {
 			t.Fatal(err)
 		}
 		if _, err := e.store.Update(context.Background(), claimed, rec.Revision); err != nil {
 			t.Fatal(err)
 		}
-		e.handle(t, pipelinetest.Dispatch(rec))
-		if got := pipelinetest.Get(t, e.store, "op-crash"); got.Phase != operation.PhaseUncertain {
+		e.handle(t, handlertest.Dispatch(rec))
+		if got := handlertest.Get(t, e.store, "op-crash"); got.Phase != operation.PhaseUncertain {
 			t.Fatalf("phase %s, want uncertain", got.Phase)
 		}
 		if n := e.sim.TotalPosts(); n != 0 {
@@ -196,23 +196,23 @@ func TestJobIDPersistedEvenWhenRevisionMoved(t *testing.T) {
 	t.Parallel()
 	forEachStore(t, func(t *testing.T, kind string) {
 		e, g := newEnv(t, kind, submit.Config{})
-		rec := pipelinetest.Create(t, e.store, pipelinetest.Prepared("op-race"))
-		d := pipelinetest.Dispatch(rec)
+		rec := handlertest.Create(t, e.store, handlertest.Prepared("op-race"))
+		d := handlertest.Dispatch(rec)
 		// While the first worker's POST is in flight, its message becomes
 		// visible again and a second worker marks the claim uncertain.
 		second, _ := newEnv(t, kind, submit.Config{})
 		second2 := submit.New(submit.Config{}, e.store, second.client, e.ext, e.out, e.clk, slog.New(slog.DiscardHandler), metrics.Discard())
 		g.during = func() {
 			g.during = nil
-			if _, err := second2.Handle(context.Background(), pipelinetest.Event(t, e.clk.Now(), d)); err != nil {
+			if _, err := second2.Handle(context.Background(), handlertest.Event(t, e.clk.Now(), d)); err != nil {
 				t.Error(err)
 			}
-			if got := pipelinetest.Get(t, e.store, "op-race"); got.Phase != operation.PhaseUncertain {
+			if got := handlertest.Get(t, e.store, "op-race"); got.Phase != operation.PhaseUncertain {
 				t.Errorf("second worker left %s, want uncertain", got.Phase)
 			}
 		}
 		e.handle(t, d)
-		got := pipelinetest.Get(t, e.store, "op-race")
+		got := handlertest.Get(t, e.store, "op-race")
 		jobs := e.sim.JobsForOperation("op-race")
 		if got.Phase != operation.PhaseAccepted || len(jobs) != 1 || got.RemoteJobID != jobs[0] {
 			t.Fatalf("record %s job %q, simulator %v: the job id was not persisted", got.Phase, got.RemoteJobID, jobs)
@@ -227,10 +227,10 @@ func TestSubmissionFailureKeepsJobID(t *testing.T) {
 	t.Parallel()
 	forEachStore(t, func(t *testing.T, kind string) {
 		e, _ := newEnv(t, kind, submit.Config{})
-		rec := pipelinetest.Create(t, e.store, pipelinetest.Prepared("op-502"))
+		rec := handlertest.Create(t, e.store, handlertest.Prepared("op-502"))
 		e.sim.ScriptPOST("op-502", genacesim.SubmissionFailed(502))
-		e.handle(t, pipelinetest.Dispatch(rec))
-		got := pipelinetest.Get(t, e.store, "op-502")
+		e.handle(t, handlertest.Dispatch(rec))
+		got := handlertest.Get(t, e.store, "op-502")
 		jobs := e.sim.JobsForOperation("op-502")
 		if got.Phase != operation.PhaseFailed || got.Settlement != operation.SettlementUnresolved || len(jobs) != 1 || got.RemoteJobID != jobs[0] {
 			t.Fatalf("record %s/%s job %q; simulator %v", got.Phase, got.Settlement, got.RemoteJobID, jobs)
@@ -264,10 +264,10 @@ func TestOutcomes(t *testing.T) {
 		t.Run(tt.name, func(t *testing.T) {
 			t.Parallel()
 			e, _ := newEnv(t, "bolt", submit.Config{SubmitTimeout: 200 * time.Millisecond})
-			rec := pipelinetest.Create(t, e.store, pipelinetest.Prepared("op"))
+			rec := handlertest.Create(t, e.store, handlertest.Prepared("op"))
 			e.sim.ScriptPOST("op", tt.fault)
-			e.handle(t, pipelinetest.Dispatch(rec))
-			got := pipelinetest.Get(t, e.store, "op")
+			e.handle(t, handlertest.Dispatch(rec))
+			got := handlertest.Get(t, e.store, "op")
 			if got.Phase != tt.phase {
 				t.Fatalf("phase %s, want %s", got.Phase, tt.phase)
 			}
@@ -286,7 +286,7 @@ func TestOutcomes(t *testing.T) {
 				// The delayed dispatch goes through once the limit passes.
 				e.clk.Advance(sent[0].Delay)
 				e.handle(t, sent[0])
-				if again := pipelinetest.Get(t, e.store, "op"); again.Phase != operation.PhaseAccepted || e.sim.PostCount("op") != 2 {
+				if again := handlertest.Get(t, e.store, "op"); again.Phase != operation.PhaseAccepted || e.sim.PostCount("op") != 2 {
 					t.Fatalf("after the retry: %s with %d POSTs (one 429, one accepted)", again.Phase, e.sim.PostCount("op"))
 				}
 			}
@@ -300,8 +300,8 @@ func TestStaleOrUnauthorizedDispatchWritesNothing(t *testing.T) {
 		e, _ := newEnv(t, kind, submit.Config{})
 		ctx := context.Background()
 		// The user changed the request after the dispatch was sent.
-		rec := pipelinetest.Create(t, e.store, pipelinetest.Prepared("op-stale"))
-		changed, err := operation.ChangeSpec(rec, pipelinetest.Start)
+		rec := handlertest.Create(t, e.store, handlertest.Prepared("op-stale"))
+		changed, err := operation.ChangeSpec(rec, handlertest.Start)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -309,8 +309,8 @@ func TestStaleOrUnauthorizedDispatchWritesNothing(t *testing.T) {
 		if _, err := e.store.Update(ctx, changed, rec.Revision); err != nil {
 			t.Fatal(err)
 		}
-		e.handle(t, pipelinetest.Dispatch(rec))
-		if got := pipelinetest.Get(t, e.store, "op-stale"); got.Revision != 2 || got.Phase != operation.PhasePrepared {
+		e.handle(t, handlertest.Dispatch(rec))
+		if got := handlertest.Get(t, e.store, "op-stale"); got.Revision != 2 || got.Phase != operation.PhasePrepared {
 			t.Fatalf("stale dispatch wrote: r%d %s", got.Revision, got.Phase)
 		}
 		// Unauthorized, over budget, stale spec: acknowledged, nothing written.
@@ -319,13 +319,13 @@ func TestStaleOrUnauthorizedDispatchWritesNothing(t *testing.T) {
 			"op-budget": func(r *operation.Record) { r.EstimatedCredits = 999 },
 			"op-spec":   func(r *operation.Record) { r.SpecRevision = 2 },
 		} {
-			r := pipelinetest.Prepared(id)
+			r := handlertest.Prepared(id)
 			f(&r)
-			r = pipelinetest.Create(t, e.store, r)
-			if failed := e.handle(t, pipelinetest.Dispatch(r)); len(failed) != 0 {
+			r = handlertest.Create(t, e.store, r)
+			if failed := e.handle(t, handlertest.Dispatch(r)); len(failed) != 0 {
 				t.Fatalf("%s: failed %v", id, failed)
 			}
-			if got := pipelinetest.Get(t, e.store, id); got.Revision != 1 {
+			if got := handlertest.Get(t, e.store, id); got.Revision != 1 {
 				t.Fatalf("%s: wrote revision %d", id, got.Revision)
 			}
 		}
@@ -345,12 +345,12 @@ func TestLeaseRenewalFailurePreventsPost(t *testing.T) {
 		// (25 s): the worker must renew first, and the renewal fails.
 		e, _ := newEnv(t, kind, submit.Config{Visibility: 10 * time.Second})
 		e.ext.Fail = true
-		rec := pipelinetest.Create(t, e.store, pipelinetest.Prepared("op-lease"))
-		e.handle(t, pipelinetest.Dispatch(rec))
+		rec := handlertest.Create(t, e.store, handlertest.Prepared("op-lease"))
+		e.handle(t, handlertest.Dispatch(rec))
 		if n := e.sim.TotalPosts(); n != 0 {
 			t.Fatalf("POSTed %d times without a lease", n)
 		}
-		got := pipelinetest.Get(t, e.store, "op-lease")
+		got := handlertest.Get(t, e.store, "op-lease")
 		if got.Phase != operation.PhasePrepared || got.Claim != nil || got.Posts != 0 {
 			t.Fatalf("claim not released: %s claim=%v posts=%d", got.Phase, got.Claim, got.Posts)
 		}
@@ -364,7 +364,7 @@ func TestLeaseRenewalFailurePreventsPost(t *testing.T) {
 		// With a working lease the fresh dispatch submits.
 		e.ext.Fail = false
 		e.handle(t, sent[0])
-		if got := pipelinetest.Get(t, e.store, "op-lease"); got.Phase != operation.PhaseAccepted || e.sim.TotalPosts() != 1 {
+		if got := handlertest.Get(t, e.store, "op-lease"); got.Phase != operation.PhaseAccepted || e.sim.TotalPosts() != 1 {
 			t.Fatalf("fresh dispatch: %s, %d POSTs", got.Phase, e.sim.TotalPosts())
 		}
 	})
@@ -375,13 +375,13 @@ func TestBadInputFailsTowardsDLQAndLosesNothing(t *testing.T) {
 	e, _ := newEnv(t, "bolt", submit.Config{})
 	ctx := context.Background()
 	for _, body := range []string{`not json`, `{"action":"submit_generation"}`, `{"action":"observe_generation","operation_id":"op","expected_remote_job_id":"j","expected_revision":1,"attempt":0}`} {
-		resp, err := e.h.Handle(ctx, pipelinetest.Raw("bad", body))
-		if err != nil || !slices.Equal(pipelinetest.Failed(resp), []string{"bad"}) {
-			t.Fatalf("body %q: failures %v err %v; want the record reported failed", body, pipelinetest.Failed(resp), err)
+		resp, err := e.h.Handle(ctx, handlertest.Raw("bad", body))
+		if err != nil || !slices.Equal(handlertest.Failed(resp), []string{"bad"}) {
+			t.Fatalf("body %q: failures %v err %v; want the record reported failed", body, handlertest.Failed(resp), err)
 		}
 	}
 	// An unknown operation fails too (towards triage), without a POST.
-	unknown := pipelinetest.Dispatch(operation.Record{OperationID: "op-nobody", Revision: 1})
+	unknown := handlertest.Dispatch(operation.Record{OperationID: "op-nobody", Revision: 1})
 	if failed := e.handle(t, unknown); len(failed) != 1 {
 		t.Fatalf("unknown operation: failures %v", failed)
 	}
@@ -398,9 +398,9 @@ func TestNoSecretOrPromptInLogsMetricsOrMessages(t *testing.T) {
 	e, _ := newEnv(t, "bolt", submit.Config{})
 	for i, f := range []genacesim.Fault{genacesim.NoFault(), genacesim.AcceptThenDrop(), genacesim.SubmissionFailed(502), genacesim.GarbageBody()} {
 		id := "op-secret-" + string(rune('a'+i))
-		rec := pipelinetest.Create(t, e.store, pipelinetest.Prepared(id))
+		rec := handlertest.Create(t, e.store, handlertest.Prepared(id))
 		e.sim.ScriptPOST(id, f)
-		e.handle(t, pipelinetest.Dispatch(rec))
+		e.handle(t, handlertest.Dispatch(rec))
 	}
 	var bodies strings.Builder
 	for _, s := range e.out.Take() {
@@ -408,7 +408,7 @@ func TestNoSecretOrPromptInLogsMetricsOrMessages(t *testing.T) {
 		bodies.Write(b)
 	}
 	for _, where := range []string{e.logs.String(), e.mlines.String(), bodies.String()} {
-		for _, secret := range []string{pipelinetest.APIKey, "lighthouse", "sig=", "expires="} {
+		for _, secret := range []string{handlertest.APIKey, "lighthouse", "sig=", "expires="} {
 			if strings.Contains(where, secret) {
 				t.Fatalf("%q leaked:\n%s", secret, where)
 			}
@@ -422,9 +422,9 @@ func TestNoSecretOrPromptInLogsMetricsOrMessages(t *testing.T) {
 func TestRateLimitRetryStaysWithinSQSDelay(t *testing.T) {
 	t.Parallel()
 	e, _ := newEnv(t, "bolt", submit.Config{})
-	rec := pipelinetest.Create(t, e.store, pipelinetest.Prepared("op-429"))
+	rec := handlertest.Create(t, e.store, handlertest.Prepared("op-429"))
 	e.sim.ScriptPOST("op-429", genacesim.RateLimited(2*time.Hour))
-	e.handle(t, pipelinetest.Dispatch(rec))
+	e.handle(t, handlertest.Dispatch(rec))
 	sent := e.out.Take()
 	if len(sent) != 1 || sent[0].Delay != 15*time.Minute {
 		t.Fatalf("sent %+v, want one dispatch after exactly 15m", sent)

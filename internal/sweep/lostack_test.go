@@ -9,7 +9,7 @@ import (
 	"github.com/genjobs/genjobs/internal/clock"
 	"github.com/genjobs/genjobs/internal/metrics"
 	"github.com/genjobs/genjobs/internal/operation"
-	"github.com/genjobs/genjobs/internal/pipelinetest"
+	"github.com/genjobs/genjobs/internal/dev/handlertest"
 	"github.com/genjobs/genjobs/internal/review"
 	"github.com/genjobs/genjobs/internal/store/storetest"
 	"github.com/genjobs/genjobs/internal/sweep"
@@ -23,15 +23,15 @@ import (
 func TestLostAckOfExpiredClaimStillOpensAReview(t *testing.T) {
 	t.Parallel()
 	for _, loss := range []storetest.AckLoss{storetest.AckRetried, storetest.AckErrored} {
-		for _, kind := range pipelinetest.StoreKinds() {
+		for _, kind := range handlertest.StoreKinds() {
 			t.Run(loss.String()+"/"+kind, func(t *testing.T) {
 				t.Parallel()
-				la := storetest.LoseAcks(pipelinetest.OpenStore(t, kind))
-				clk := clock.NewManual(pipelinetest.Start.Add(time.Hour))
-				s := sweep.New(sweep.Config{}, la.Store, &pipelinetest.Outbox{}, clk, slog.New(slog.DiscardHandler), metrics.Discard())
-				r := pipelinetest.Prepared("op-old-claim")
+				la := storetest.LoseAcks(handlertest.OpenStore(t, kind))
+				clk := clock.NewManual(handlertest.Start.Add(time.Hour))
+				s := sweep.New(sweep.Config{}, la.Store, &handlertest.Outbox{}, clk, slog.New(slog.DiscardHandler), metrics.Discard())
+				r := handlertest.Prepared("op-old-claim")
 				r.Phase, r.Claim = operation.PhaseSubmitting, &operation.Claim{Owner: "gone", At: clk.Now().Add(-3 * time.Minute)}
-				pipelinetest.Create(t, la.Store, r)
+				handlertest.Create(t, la.Store, r)
 
 				disarm := la.Lose(loss)
 				res, err := s.Sweep(context.Background())
@@ -41,7 +41,7 @@ func TestLostAckOfExpiredClaimStillOpensAReview(t *testing.T) {
 				if err != nil || res.ClaimsExpired != 1 {
 					t.Fatalf("sweep %+v, %v: want the claim expired", res, err)
 				}
-				got := pipelinetest.Get(t, la.Store, "op-old-claim")
+				got := handlertest.Get(t, la.Store, "op-old-claim")
 				if got.Phase != operation.PhaseUncertain || got.Revision != 2 {
 					t.Fatalf("record %s r%d, want uncertain at r2", got.Phase, got.Revision)
 				}

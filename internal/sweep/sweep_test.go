@@ -11,25 +11,25 @@ import (
 	"github.com/genjobs/genjobs/internal/message"
 	"github.com/genjobs/genjobs/internal/metrics"
 	"github.com/genjobs/genjobs/internal/operation"
-	"github.com/genjobs/genjobs/internal/pipelinetest"
+	"github.com/genjobs/genjobs/internal/dev/handlertest"
 	"github.com/genjobs/genjobs/internal/review"
 	"github.com/genjobs/genjobs/internal/sweep"
 )
 
 func TestSweep(t *testing.T) {
 	t.Parallel()
-	for _, kind := range pipelinetest.StoreKinds() {
+	for _, kind := range handlertest.StoreKinds() {
 		t.Run(kind, func(t *testing.T) {
 			t.Parallel()
-			st := pipelinetest.OpenStore(t, kind)
-			clk := clock.NewManual(pipelinetest.Start.Add(time.Hour))
-			out := &pipelinetest.Outbox{}
+			st := handlertest.OpenStore(t, kind)
+			clk := clock.NewManual(handlertest.Start.Add(time.Hour))
+			out := &handlertest.Outbox{}
 			s := sweep.New(sweep.Config{}, st, out, clk, slog.New(slog.DiscardHandler), metrics.Discard())
 			now := clk.Now()
 			mk := func(id string, f func(r *operation.Record)) operation.Record {
-				r := pipelinetest.Prepared(id)
+				r := handlertest.Prepared(id)
 				f(&r)
-				return pipelinetest.Create(t, st, r)
+				return handlertest.Create(t, st, r)
 			}
 			lost := mk("op-lost-chain", func(r *operation.Record) {
 				r.Phase, r.RemoteJobID = operation.PhaseAccepted, "job_lost"
@@ -76,7 +76,7 @@ func TestSweep(t *testing.T) {
 			for _, m := range out.Take() {
 				sent[m.Env.OperationID] = m.Env
 			}
-			if got := pipelinetest.Get(t, st, "op-lost-chain"); sent["op-lost-chain"].ExpectedRevision != got.Revision || got.Revision != lost.Revision+1 || sent["op-lost-chain"].Action != message.ActionObserveGeneration {
+			if got := handlertest.Get(t, st, "op-lost-chain"); sent["op-lost-chain"].ExpectedRevision != got.Revision || got.Revision != lost.Revision+1 || sent["op-lost-chain"].Action != message.ActionObserveGeneration {
 				t.Fatalf("lost chain: sent %+v, record r%d", sent["op-lost-chain"], got.Revision)
 			}
 			if env := sent["op-deliver"]; env.Action != message.ActionDeliverArtifacts || env.ExpectedRevision != deliver.Revision+1 {
@@ -88,13 +88,13 @@ func TestSweep(t *testing.T) {
 			if len(sent) != 3 {
 				t.Fatalf("sent to %v; want only the three lost chains", sent)
 			}
-			if got := pipelinetest.Get(t, st, "op-old-claim"); got.Phase != operation.PhaseUncertain {
+			if got := handlertest.Get(t, st, "op-old-claim"); got.Phase != operation.PhaseUncertain {
 				t.Fatalf("old claim: %s", got.Phase)
 			}
-			if got := pipelinetest.Get(t, st, "op-fresh-claim"); got.Phase != operation.PhaseSubmitting {
+			if got := handlertest.Get(t, st, "op-fresh-claim"); got.Phase != operation.PhaseSubmitting {
 				t.Fatalf("fresh claim touched: %s", got.Phase)
 			}
-			if got := pipelinetest.Get(t, st, "op-unauthorized"); got.Schedule != nil || got.Revision != unauthorized.Revision+1 {
+			if got := handlertest.Get(t, st, "op-unauthorized"); got.Schedule != nil || got.Revision != unauthorized.Revision+1 {
 				t.Fatalf("unauthorized dispatch kept: r%d schedule %+v", got.Revision, got.Schedule)
 			}
 			rv, _ := st.OpenReviews(context.Background())
@@ -120,13 +120,13 @@ func TestSweep(t *testing.T) {
 func TestSweepSkippedDispatchesDoNotStarveOverdueChains(t *testing.T) {
 	t.Parallel()
 	const limit = 3
-	for _, kind := range pipelinetest.StoreKinds() {
+	for _, kind := range handlertest.StoreKinds() {
 		t.Run(kind, func(t *testing.T) {
 			t.Parallel()
 			ctx := context.Background()
-			st := pipelinetest.OpenStore(t, kind)
-			clk := clock.NewManual(pipelinetest.Start.Add(time.Hour))
-			out := &pipelinetest.Outbox{}
+			st := handlertest.OpenStore(t, kind)
+			clk := clock.NewManual(handlertest.Start.Add(time.Hour))
+			out := &handlertest.Outbox{}
 			s := sweep.New(sweep.Config{Limit: limit}, st, out, clk, slog.New(slog.DiscardHandler), metrics.Discard())
 			now := clk.Now()
 			// More unauthorized dispatches than Limit, each older than the chain.
@@ -142,15 +142,15 @@ func TestSweepSkippedDispatchesDoNotStarveOverdueChains(t *testing.T) {
 			}
 			created := map[string]operation.Record{}
 			for i, u := range unauthorized {
-				r := pipelinetest.Prepared(u.id)
+				r := handlertest.Prepared(u.id)
 				u.edit(&r)
 				r.Schedule = &operation.NextAction{Action: string(message.ActionSubmitGeneration), Due: now.Add(-time.Hour + time.Duration(i)*time.Minute)}
-				created[u.id] = pipelinetest.Create(t, st, r)
+				created[u.id] = handlertest.Create(t, st, r)
 			}
-			chain := pipelinetest.Prepared("op-lost-chain")
+			chain := handlertest.Prepared("op-lost-chain")
 			chain.Phase, chain.RemoteJobID = operation.PhaseAccepted, "job_lost"
 			chain.Schedule = &operation.NextAction{Action: string(message.ActionObserveGeneration), Due: now.Add(-10 * time.Minute)}
-			chain = pipelinetest.Create(t, st, chain)
+			chain = handlertest.Create(t, st, chain)
 
 			var results []sweep.Result
 			rearmed := false
@@ -187,7 +187,7 @@ func TestSweepSkippedDispatchesDoNotStarveOverdueChains(t *testing.T) {
 				}
 			}
 			for _, u := range unauthorized {
-				got := pipelinetest.Get(t, st, u.id)
+				got := handlertest.Get(t, st, u.id)
 				if got.Phase != operation.PhasePrepared || got.Schedule != nil || got.Revision != created[u.id].Revision+1 {
 					t.Errorf("%s: %s r%d schedule %+v; want prepared, its stale dispatch dropped in one write", u.id, got.Phase, got.Revision, got.Schedule)
 				}

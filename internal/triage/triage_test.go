@@ -13,7 +13,7 @@ import (
 	"github.com/genjobs/genjobs/internal/message"
 	"github.com/genjobs/genjobs/internal/metrics"
 	"github.com/genjobs/genjobs/internal/operation"
-	"github.com/genjobs/genjobs/internal/pipelinetest"
+	"github.com/genjobs/genjobs/internal/dev/handlertest"
 	"github.com/genjobs/genjobs/internal/triage"
 )
 
@@ -24,23 +24,23 @@ func dlqMessage(id, body string) events.SQSMessage {
 
 func TestTriageWritesOneReviewPerMessageAndNeverActs(t *testing.T) {
 	t.Parallel()
-	for _, kind := range pipelinetest.StoreKinds() {
+	for _, kind := range handlertest.StoreKinds() {
 		t.Run(kind, func(t *testing.T) {
 			t.Parallel()
-			st := pipelinetest.OpenStore(t, kind)
-			logs := &pipelinetest.Buffer{}
-			h := triage.New(st, clock.NewManual(pipelinetest.Start), slog.New(slog.NewJSONHandler(logs, nil)), metrics.Discard(), 4)
+			st := handlertest.OpenStore(t, kind)
+			logs := &handlertest.Buffer{}
+			h := triage.New(st, clock.NewManual(handlertest.Start), slog.New(slog.NewJSONHandler(logs, nil)), metrics.Discard(), 4)
 			ctx := context.Background()
 			// A delivered operation whose old observe message died in the DLQ.
-			done := pipelinetest.Prepared("op-done")
+			done := handlertest.Prepared("op-done")
 			done.Phase, done.RemoteJobID = operation.PhaseDelivered, "job_done"
 			done.Remote = &operation.Snapshot{State: operation.RemoteSucceeded}
-			done = pipelinetest.Create(t, st, done)
+			done = handlertest.Create(t, st, done)
 			// An accepted one whose observation dead-lettered.
-			acc := pipelinetest.Prepared("op-acc")
+			acc := handlertest.Prepared("op-acc")
 			acc.Phase, acc.RemoteJobID = operation.PhaseAccepted, "job_acc"
 			acc.Remote = &operation.Snapshot{State: operation.RemoteRunning}
-			acc = pipelinetest.Create(t, st, acc)
+			acc = handlertest.Create(t, st, acc)
 			obs := func(id string, rev int64, job string) string {
 				b, _ := message.Envelope{Action: message.ActionObserveGeneration, OperationID: id, ExpectedRevision: rev, ExpectedRemoteJobID: job}.Encode()
 				return string(b)
@@ -94,10 +94,10 @@ func TestTriageWritesOneReviewPerMessageAndNeverActs(t *testing.T) {
 				t.Fatalf("unknown-operation review %v", r)
 			}
 			// Triage never acts: the records are as they were.
-			if got := pipelinetest.Get(t, st, "op-done"); got.Revision != done.Revision {
+			if got := handlertest.Get(t, st, "op-done"); got.Revision != done.Revision {
 				t.Fatal("triage wrote a terminal record")
 			}
-			if got := pipelinetest.Get(t, st, "op-acc"); got.Revision != acc.Revision {
+			if got := handlertest.Get(t, st, "op-acc"); got.Revision != acc.Revision {
 				t.Fatal("triage wrote a record")
 			}
 			all, _ := json.Marshal(reviews)

@@ -91,7 +91,7 @@ soak: ## fault-injection soak: SOAK_OPS operations (default 100000, ~7 min), SOA
 	$(GO) run ./cmd/genjobs soak --operations $(SOAK_OPS) --seed $(SOAK_SEED) --faults $(SOAK_FAULTS)
 
 faultsim: ## replay one simulation: SEED=N [OPS=1000] [FAULTS=all]
-	$(GO) test -count=1 -v -run 'TestSimulation$$' ./internal/faultsim -faultsim.seed=$(SEED) -faultsim.ops=$(or $(OPS),1000) -faultsim.faults=$(or $(FAULTS),all)
+	$(GO) test -count=1 -v -run 'TestSimulation$$' ./internal/dev/faultsim -faultsim.seed=$(SEED) -faultsim.ops=$(or $(OPS),1000) -faultsim.faults=$(or $(FAULTS),all)
 
 MUTANTS_LAYERS  ?= unit,faultsim,integration
 # The simulation alone must kill MUTANTS_MIN_SIM of the core set: the 20
@@ -99,7 +99,7 @@ MUTANTS_LAYERS  ?= unit,faultsim,integration
 MUTANTS_MIN_SIM ?= 18
 
 mutants: ## mutation check of testdata/mutants/mutants.txt: each must be killed, the simulation alone must kill MUTANTS_MIN_SIM (MUTANTS_ARGS="--check" only checks the anchors; "-run ID -j 2 -logs DIR")
-	$(GO) run ./internal/mutation/cmd/mutants -go $(GO) -layers $(MUTANTS_LAYERS) -min-sim $(MUTANTS_MIN_SIM) $(MUTANTS_ARGS)
+	$(GO) run ./internal/dev/mutation/cmd/mutants -go $(GO) -layers $(MUTANTS_LAYERS) -min-sim $(MUTANTS_MIN_SIM) $(MUTANTS_ARGS)
 
 clean: ## remove build output (keeps the download cache)
 	rm -rf build
@@ -108,7 +108,7 @@ clean: ## remove build output (keeps the download cache)
 # SAM build targets (template.yaml: Metadata: BuildMethod: makefile).
 # `sam build` runs `make build-<LogicalId>` with ARTIFACTS_DIR set; each
 # target leaves one linux/arm64 `bootstrap` there for provided.al2023.
-# internal/template checks that every function in the template has one.
+# internal/dev/templatecheck checks that every function in the template has one.
 # ---------------------------------------------------------------------------
 SAM_GO_BUILD = $(if $(ARTIFACTS_DIR),,$(error ARTIFACTS_DIR is not set (sam build sets it)))GOOS=linux GOARCH=amd64 CGO_ENABLED=0 \
 	$(GO) build -tags lambda.norpc -trimpath -ldflags='-s -w' -o $(ARTIFACTS_DIR)/bootstrap

@@ -1,0 +1,236 @@
+package benchmark
+
+import (
+	"bytes"
+	"context"
+	"fmt"
+	"maps"
+	"net/http"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"runtime"
+	"slices"
+	"strings"
+	"time"
+
+	"github.com/genjobs/genjobs/internal/dev/emulator"
+	"github.com/genjobs/genjobs/internal/dev/samlocal"
+)
+
+// RIEPath is where `bash .ci/rie.sh install` puts the Lambda Runtime
+// Interface Emulator, relative to the module root.
+const RIEPath = emulator.Path
+
+// DeployArch is the architecture the functions deploy on.
+const DeployArch = "arm64"
+
+// emptySQSEvent is an SQS batch without records: the first invoke then
+// measures the runtime's start, the function's init and an empty
+// handler run, and touches no AWS service.
+var emptySQSEvent = []byte(`{"Records":[]}`)
+
+// ColdStartConfig says which functions to build and start.
+type ColdStartConfig struct {
+	// Root is the module root (ModuleRoot finds it).
+	Root string
+	// Functions are folders under functions/ whose bootstrap is built for
+	// DeployArch and the host, and measured.
+	Functions []string
+	// Invoke are the functions (of Functions) started under the emulator.
+	Invoke []string
+	// Starts is how many fresh starts each invoked function gets.
+	Starts int
+	// Go is the go command (default: "go" on PATH).
+	Go string
+}
+
+// ColdStart is one function's figures.
+type ColdStart struct {
+	// Function names the folder under functions/.
+	Function string
+	// DeployBytes and HostBytes are the bootstrap's sizes for DeployArch
+	// and for the host's architecture.
+	DeployBytes, HostBytes int64
+	// FirstInvokes are the fresh starts' first-invoke times, from sending
+	// the invocation to reading its answer (the emulator starts the
+	// bootstrap on the first invocation); empty when not measured.
+	FirstInvokes []time.Duration
+	// Skipped says why the function was not invoked, if it was not.
+	Skipped string
+}
+
+// Median is the median first invoke (0 when none).
+func (c ColdStart) Median() time.Duration { return median(c.FirstInvokes) }
+
+func median(ds []time.Duration) time.Duration {
+	if len(ds) == 0 {
+		return 0
+	}
+	s := slices.Clone(ds)
+	slices.Sort(s)
+	if len(s)%2 == 1 {
+		return s[len(s)/2]
+	}
+	return (s[len(s)/2-1] + s[len(s)/2]) / 2
+}
+
+// ModuleRoot returns the nearest folder with a go.mod, from the working
+// directory up.
+func ModuleRoot() (string, error) {
+	dir, err := os.Getwd()
+	if err != nil {
+		return "", err
+	}
+	return emulator.FindRoot(dir)
+}
+
+// MeasureColdStarts builds each function twice (deploy and host
+// architecture, as the Makefile's build does: linux, no cgo,
+// -tags lambda.norpc, -trimpath, stripped) and starts the Invoke ones
+// cfg.Starts times under the emulator, each start a new emulator and
+// bootstrap. Without the emulator, or off linux, sizes are still
+// measured and Skipped says why starts were not.
+func MeasureColdStarts(ctx context.Context, cfg ColdStartConfig) ([]ColdStart, error) {
+	if cfg.Go == "" {
+		cfg.Go = "go"
+	}
+	if cfg.Starts <= 0 {
+		cfg.Starts = 5
+	}
+	tmp, err := os.MkdirTemp("", "genjobs-bench-bootstrap-")
+	if err != nil {
+		return nil, err
+	}
+	defer os.RemoveAll(tmp)
+	rieBin := filepath.Join(cfg.Root, RIEPath)
+	skip := ""
+	if runtime.GOOS != "linux" {
+		skip = "not on linux"
+	} else if _, err := os.Stat(rieBin); err != nil {
+		skip = "emulator not installed (bash .ci/rie.sh install)"
+	}
+	secrets, err := samlocal.StartServices("127.0.0.1")
+	if err != nil {
+		return nil, err
+	}
+	defer secrets.Close()
+	envs, err := functionEnvs(cfg.Root, secrets)
+	if err != nil {
+		return nil, err
+	}
+	var out []ColdStart
+	for _, fn := range cfg.Functions {
+		c := ColdStart{Function: fn}
+		deploy := filepath.Join(tmp, DeployArch, fn, "bootstrap")
+		host := filepath.Join(tmp, "host", fn, "bootstrap")
+		if c.DeployBytes, err = buildBootstrap(ctx, cfg, fn, DeployArch, deploy); err != nil {
+			return nil, err
+		}
+		if c.HostBytes, err = buildBootstrap(ctx, cfg, fn, runtime.GOARCH, host); err != nil {
+			return nil, err
+		}
+		switch {
+		case !slices.Contains(cfg.Invoke, fn):
+			c.Skipped = "not invoked"
+		case skip != "":
+			c.Skipped = skip
+		default:
+			for range cfg.Starts {
+				var first time.Duration
+				// A port found free may be taken before the emulator binds
+				// it: start again.
+				for attempt := 0; ; attempt++ {
+					if first, err = firstInvoke(ctx, rieBin, host, fn, envs[fn]); err == nil || attempt == 2 {
+						break
+					}
+				}
+				if err != nil {
+					return nil, fmt.Errorf("cold start %s: %w", fn, err)
+				}
+				c.FirstInvokes = append(c.FirstInvokes, first)
+			}
+		}
+		out = append(out, c)
+	}
+	return out, nil
+}
+
+func buildBootstrap(ctx context.Context, cfg ColdStartConfig, fn, arch, path string) (int64, error) {
+	cmd := exec.CommandContext(ctx, cfg.Go, "build", "-tags", "lambda.norpc", "-trimpath", "-ldflags=-s -w", "-o", path, "./functions/"+fn)
+	cmd.Dir = cfg.Root
+	cmd.Env = append(os.Environ(), "GOOS=linux", "GOARCH="+arch, "CGO_ENABLED=0")
+	if out, err := cmd.CombinedOutput(); err != nil {
+		return 0, fmt.Errorf("build %s for linux/%s: %w\n%s", fn, arch, err, out)
+	}
+	st, err := os.Stat(path)
+	if err != nil {
+		return 0, err
+	}
+	return st.Size(), nil
+}
+
+// functionEnvs are each function's environment as template.yaml gives it
+// (internal/dev/samlocal: resolved onto a local site, read back from SAM's
+// --env-vars file, plus what the Lambda runtime adds), by folder under
+// functions/, with every AWS endpoint and Genace on a closed port: init
+// only builds clients, and an empty batch calls nothing. The Genace key's
+// secret is the exception, served by secrets: reading it is part of a real
+// cold start.
+func functionEnvs(root string, secrets *samlocal.Services) (map[string]map[string]string, error) {
+	t, err := samlocal.Load(filepath.Join(root, samlocal.TemplateFile))
+	if err != nil {
+		return nil, err
+	}
+	dead := "http://127.0.0.1:9"
+	endpoints := map[string]string{}
+	for _, fn := range t.Functions {
+		for name := range fn.Env {
+			if strings.HasPrefix(name, samlocal.EndpointPrefix) {
+				endpoints[name] = dead
+			}
+		}
+	}
+	endpoints[samlocal.EndpointPrefix+"SECRETS_MANAGER"] = secrets.URL()
+	site := samlocal.Site{Region: "us-east-1", AccountID: "000000000000", Prefix: "genjobs-bench", SQS: dead}
+	l := t.Names(site)
+	err = t.Wire(l, site, samlocal.Wiring{GenaceURL: dead, APIKey: "bench-key", Secrets: secrets, Endpoints: endpoints})
+	if err != nil {
+		return nil, err
+	}
+	f, err := t.EnvFile(l)
+	if err != nil {
+		return nil, err
+	}
+	out := map[string]map[string]string{}
+	for _, fn := range t.Functions {
+		env, err := t.Apply(f, fn.LogicalID)
+		if err != nil {
+			return nil, err
+		}
+		maps.Copy(env, fn.Runtime("bench", "bench"))
+		out[fn.Dir()] = env
+	}
+	return out, nil
+}
+
+// firstInvoke starts one emulator with a fresh bootstrap, sends the
+// empty batch and times the answer.
+func firstInvoke(ctx context.Context, rieBin, bootstrap, name string, env map[string]string) (time.Duration, error) {
+	emu, err := emulator.Start(emulator.Config{RIE: rieBin, Bootstrap: bootstrap, Name: name, Env: env,
+		Timeout: time.Minute, MemoryMB: 256, Region: "us-east-1"})
+	if err != nil {
+		return 0, err
+	}
+	defer emu.Stop()
+	ictx, cancel := context.WithTimeout(ctx, time.Minute)
+	defer cancel()
+	status, body, err := emu.Invoke(ictx, emptySQSEvent)
+	if err != nil {
+		return 0, err
+	}
+	if status != http.StatusOK || bytes.Contains(body, []byte(`"errorType"`)) {
+		return 0, fmt.Errorf("invoke answered %d %s\n%s", status, body, emu.Stdout())
+	}
+	return emu.FirstInvoke(), nil
+}

@@ -1,0 +1,40 @@
+//go:build integration
+
+package benchmark
+
+import (
+	"context"
+	"os"
+	"path/filepath"
+	"runtime"
+	"testing"
+
+	"github.com/genjobs/genjobs/internal/dev/testenv"
+)
+
+// One fresh start of the triage function under the emulator: the figure
+// `genjobs bench` reports for every SQS-fed function.
+func TestColdStartUnderTheEmulator(t *testing.T) {
+	root, err := ModuleRoot()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if runtime.GOOS != "linux" {
+		testenv.Skip(t, "cold starts are measured on linux")
+	}
+	if _, err := os.Stat(filepath.Join(root, RIEPath)); err != nil {
+		testenv.Skip(t, "the emulator is not installed at "+RIEPath+"; run `bash .ci/rie.sh install`")
+	}
+	cs, err := MeasureColdStarts(context.Background(), ColdStartConfig{Root: root, Functions: []string{"triage"}, Invoke: []string{"triage"}, Starts: 2})
+	if err != nil {
+		t.Fatal(err)
+	}
+	c := cs[0]
+	if c.DeployBytes < 1<<20 || c.HostBytes < 1<<20 {
+		t.Errorf("bootstrap sizes %d and %d bytes", c.DeployBytes, c.HostBytes)
+	}
+	if len(c.FirstInvokes) != 2 || c.Median() <= 0 {
+		t.Errorf("first invokes %v", c.FirstInvokes)
+	}
+	t.Logf("triage: %d / %d bytes, first invokes %v", c.DeployBytes, c.HostBytes, c.FirstInvokes)
+}

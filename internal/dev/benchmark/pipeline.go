@@ -1,0 +1,310 @@
+package benchmark
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"net/http"
+	"os"
+	"path/filepath"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/genjobs/genjobs/internal/artifact"
+	"github.com/genjobs/genjobs/internal/clock"
+	"github.com/genjobs/genjobs/internal/deliver"
+	"github.com/genjobs/genjobs/internal/dev/eventsource"
+	"github.com/genjobs/genjobs/internal/genace"
+	"github.com/genjobs/genjobs/internal/dev/genacesim"
+	"github.com/genjobs/genjobs/internal/dev/localqueue"
+	"github.com/genjobs/genjobs/internal/message"
+	"github.com/genjobs/genjobs/internal/metrics"
+	"github.com/genjobs/genjobs/internal/observe"
+	"github.com/genjobs/genjobs/internal/operation"
+	"github.com/genjobs/genjobs/internal/schedule"
+	"github.com/genjobs/genjobs/internal/store"
+	"github.com/genjobs/genjobs/internal/submit"
+)
+
+// The functions of the pipeline, as the counts name them.
+const (
+	FnSubmit  = "submit"
+	FnObserve = "observe"
+	FnDeliver = "deliver"
+)
+
+// PipelineConfig describes one run of the pipeline harness: the real
+// submit, observe and deliver handlers, wired as template.yaml wires them
+// (batch size 10, the functions' maximum concurrency as parallel pollers,
+// BATCH_CONCURRENCY 10), fed by the embedded queue through the event
+// source mapping, on the embedded bbolt store, against the simulator,
+// with every store, queue and artifact call counted.
+type PipelineConfig struct {
+	// Operations is how many renders to run.
+	Operations int
+	// QueueFor and RunFor are every render's simulated times.
+	QueueFor, RunFor time.Duration
+	// Policies pace the observations (DefaultPolicies when zero).
+	Policies schedule.Policies
+	// Dir holds the store file and the artifacts; it must exist and is
+	// left for the caller to remove.
+	Dir string
+	// Spacing is the pause between two dispatches (0: all at once), so a
+	// trickle of work can be counted at one message per batch.
+	Spacing time.Duration
+	// Timeout bounds the run (default 2 minutes).
+	Timeout time.Duration
+	// WorkerScale multiplies the template's concurrency (the pollers per
+	// function); 0 means 1.
+	WorkerScale int
+	// Open opens the store file; nil means store.OpenBolt (bbolt, an
+	// fsync per commit).
+	Open func(path string) (store.Store, error)
+}
+
+// FunctionStats are one function's totals in a pipeline run.
+type FunctionStats struct {
+	// Actions counts the records handled; Batches the invocations.
+	Actions, Batches int64
+	// Requests are the AWS requests its handler made, the event source
+	// mapping's receives and deletes included (one each per batch).
+	Requests Requests
+}
+
+// PipelineResult is what a pipeline run measured.
+type PipelineResult struct {
+	// Operations were dispatched, Delivered finished.
+	Operations, Delivered int
+	// Elapsed runs from the first dispatch to the last delivery.
+	Elapsed time.Duration
+	// CPU is the process's user+system time over Elapsed (the simulator,
+	// queue and pollers included: they run in this process).
+	CPU time.Duration
+	// Functions holds each function's counts.
+	Functions map[string]FunctionStats
+	// App is what the application spends per run: the records it creates
+	// and the dispatch messages it sends.
+	App Requests
+	// GenaceGETs and GenacePOSTs are the simulator's own counts.
+	GenaceGETs, GenacePOSTs int
+	// DeadLettered counts messages in the dead-letter queues at the end.
+	DeadLettered int
+}
+
+// Actions is the number of handler actions of every function.
+func (r *PipelineResult) Actions() int64 {
+	var n int64
+	for _, f := range r.Functions {
+		n += f.Actions
+	}
+	return n
+}
+
+// PerAction is a function's requests per action.
+func (r *PipelineResult) PerAction(fn string) Requests {
+	f := r.Functions[fn]
+	if f.Actions == 0 {
+		return Requests{}
+	}
+	return f.Requests.Times(1 / float64(f.Actions))
+}
+
+// mapping settings of template.yaml.
+var (
+	pipelineWorkers    = map[string]int{FnSubmit: 5, FnObserve: 10, FnDeliver: 5}
+	pipelineVisibility = map[string]time.Duration{FnSubmit: 6 * time.Minute, FnObserve: 6 * time.Minute, FnDeliver: 12 * time.Minute}
+)
+
+const (
+	pipelineBatchSize   = 10
+	pipelineConcurrency = 10
+	pipelineIdle        = 10 * time.Millisecond
+)
+
+// RunPipeline runs cfg's renders through the pipeline and counts.
+func RunPipeline(ctx context.Context, cfg PipelineConfig) (*PipelineResult, error) {
+	if cfg.Operations <= 0 {
+		return nil, errors.New("pipeline: no operations")
+	}
+	if cfg.Timeout <= 0 {
+		cfg.Timeout = 2 * time.Minute
+	}
+	if cfg.Policies.Default == (schedule.Policy{}) {
+		cfg.Policies = schedule.DefaultPolicies()
+	}
+	clk := clock.Real{}
+	open := cfg.Open
+	if open == nil {
+		open = func(path string) (store.Store, error) { return store.OpenBolt(path) }
+	}
+	st, err := open(filepath.Join(cfg.Dir, "genjobs.db"))
+	if err != nil {
+		return nil, err
+	}
+	defer st.Close()
+	sim := genacesim.New(genacesim.Config{
+		APIKey: "bench", Seed: 1,
+		// A price makes the model differ from the zero value, which
+		// would mean the simulator's defaults.
+		DefaultModel: genacesim.ModelConfig{Price: 1, QueueFor: cfg.QueueFor, RunFor: cfg.RunFor, OutputCount: 1},
+	}, clk)
+	base, stopSim, err := sim.Start("127.0.0.1:0")
+	if err != nil {
+		return nil, err
+	}
+	defer stopSim()
+	transport := http.DefaultTransport.(*http.Transport).Clone()
+	transport.MaxIdleConnsPerHost = 64
+	g, err := genace.New(base, "bench", &http.Client{Transport: transport})
+	if err != nil {
+		return nil, err
+	}
+	defer transport.CloseIdleConnections()
+
+	broker := localqueue.New(clk)
+	urls := map[string]string{}
+	dlqs := []string{}
+	for _, fn := range []string{FnSubmit, FnObserve, FnDeliver} {
+		dlq, err := broker.Create("bench-"+fn+"-dlq", localqueue.Config{Visibility: time.Minute})
+		if err != nil {
+			return nil, err
+		}
+		dlqs = append(dlqs, dlq)
+		urls[fn], err = broker.Create("bench-"+fn, localqueue.Config{Visibility: pipelineVisibility[fn], MaxReceiveCount: 5, DeadLetter: "bench-" + fn + "-dlq"})
+		if err != nil {
+			return nil, err
+		}
+	}
+	counters := map[string]*counter{FnSubmit: {}, FnObserve: {}, FnDeliver: {}}
+	app := &counter{}
+	cache := &recordCache{recs: map[string]operation.Record{}}
+	var delivered atomic.Int64
+	var lastDelivery atomic.Int64
+	done := make(chan struct{})
+	var doneOnce sync.Once
+	onWritten := func(rec operation.Record) {
+		if rec.Phase == operation.PhaseDelivered {
+			lastDelivery.Store(time.Now().UnixNano())
+			if delivered.Add(1) == int64(cfg.Operations) {
+				doneOnce.Do(func() { close(done) })
+			}
+		}
+	}
+	stores := map[string]*countingStore{}
+	disps := map[string]*schedule.Dispatcher{}
+	for fn, c := range counters {
+		stores[fn] = &countingStore{Store: st, c: c, cache: cache, onWritten: onWritten}
+		disps[fn], err = schedule.NewDispatcher(schedule.Config{
+			Queues: map[message.Action]schedule.Target{
+				message.ActionSubmitGeneration:  {URL: urls[FnSubmit]},
+				message.ActionObserveGeneration: {URL: urls[FnObserve]},
+				message.ActionDeliverArtifacts:  {URL: urls[FnDeliver]},
+			},
+			// The embedded queue carries any delay; countingSender
+			// counts the ones that would need a schedule.
+			MaxQueueDelay: 365 * 24 * time.Hour,
+		}, countingSender{next: broker, c: c}, nil, clk)
+		if err != nil {
+			return nil, err
+		}
+	}
+	dir, err := artifact.NewDir(filepath.Join(cfg.Dir, "artifacts"))
+	if err != nil {
+		return nil, err
+	}
+	delays := schedule.NewObservation(cfg.Policies)
+	log := slog.New(slog.DiscardHandler)
+	m := func(fn string) *metrics.Emitter { return metrics.New(io.Discard, fn, clk) }
+	ext := func(fn string) countingExtender { return countingExtender{next: broker, c: counters[fn]} }
+	sub := submit.New(submit.Config{QueueURL: urls[FnSubmit], Visibility: pipelineVisibility[FnSubmit], Concurrency: pipelineConcurrency},
+		stores[FnSubmit], g, ext(FnSubmit), disps[FnSubmit], clk, log, m(FnSubmit))
+	obs := observe.New(observe.Config{QueueURL: urls[FnObserve], Visibility: pipelineVisibility[FnObserve], Concurrency: pipelineConcurrency},
+		stores[FnObserve], g, delays, ext(FnObserve), disps[FnObserve], clk, log, m(FnObserve))
+	del := deliver.New(deliver.Config{QueueURL: urls[FnDeliver], Visibility: pipelineVisibility[FnDeliver], Concurrency: pipelineConcurrency},
+		stores[FnDeliver], g, countingArtifacts{next: dir, c: counters[FnDeliver]}, ext(FnDeliver), disps[FnDeliver], clk, log, m(FnDeliver))
+	mappings := map[string]*eventsource.Mapping{}
+	for fn, h := range map[string]eventsource.Handler{FnSubmit: sub.Handle, FnObserve: obs.Handle, FnDeliver: del.Handle} {
+		mappings[fn] = &eventsource.Mapping{Broker: broker, Queue: urls[fn], Handler: h, BatchSize: pipelineBatchSize,
+			Timeout: time.Minute, Clock: clk, Region: "local", Workers: pipelineWorkers[fn] * max(cfg.WorkerScale, 1)}
+	}
+
+	// The application's part: the records first (not timed), then the
+	// dispatches.
+	appStore := &countingStore{Store: st, c: app, cache: cache}
+	envs := make([][]byte, cfg.Operations)
+	for i := range cfg.Operations {
+		now := clk.Now()
+		rec, err := appStore.Create(ctx, operation.Record{
+			OperationID: fmt.Sprintf("bench-%06d", i), SpecRevision: 1, Phase: operation.PhasePrepared, UserID: "bench-user",
+			Model: "bench-model", Input: []byte(`{"prompt_ref":"bench"}`), Authorized: true, AuthorizedSpecRevision: 1,
+			BudgetCredits: 100, Timestamps: operation.Timestamps{Created: now, Updated: now},
+		})
+		if err != nil {
+			return nil, err
+		}
+		envs[i], err = message.Envelope{Action: message.ActionSubmitGeneration, OperationID: rec.OperationID, ExpectedRevision: rec.Revision}.Encode()
+		if err != nil {
+			return nil, err
+		}
+	}
+
+	runCtx, cancel := context.WithTimeout(ctx, cfg.Timeout)
+	defer cancel()
+	pollCtx, stopPolling := context.WithCancel(context.Background())
+	var wg sync.WaitGroup
+	for _, mp := range mappings {
+		wg.Go(func() { _ = mp.Run(pollCtx, pipelineIdle) })
+	}
+	cpu0 := cpuTime()
+	start := time.Now()
+	sender := countingSender{next: broker, c: app}
+	for _, body := range envs {
+		if _, err := sender.Send(runCtx, urls[FnSubmit], body, 0); err != nil {
+			stopPolling()
+			wg.Wait()
+			return nil, err
+		}
+		if cfg.Spacing > 0 {
+			time.Sleep(cfg.Spacing)
+		}
+	}
+	var runErr error
+	select {
+	case <-done:
+	case <-runCtx.Done():
+		runErr = fmt.Errorf("pipeline: %d of %d operations delivered before %w", delivered.Load(), cfg.Operations, runCtx.Err())
+	}
+	end := time.Unix(0, lastDelivery.Load())
+	cpu := cpuTime() - cpu0
+	stopPolling()
+	wg.Wait()
+	if runErr != nil {
+		return nil, runErr
+	}
+
+	res := &PipelineResult{
+		Operations: cfg.Operations, Delivered: int(delivered.Load()), Elapsed: end.Sub(start), CPU: cpu,
+		Functions: map[string]FunctionStats{}, App: app.snapshot(),
+		GenaceGETs: sim.TotalGets(), GenacePOSTs: sim.TotalPosts(),
+	}
+	for fn, mp := range mappings {
+		s := mp.Stats()
+		req := counters[fn].snapshot()
+		req.SQSReceive += float64(s.Invocations)
+		req.SQSDelete += float64(s.Invocations)
+		req.LambdaInvocations += float64(s.Invocations)
+		res.Functions[fn] = FunctionStats{Actions: s.Records, Batches: s.Invocations, Requests: req}
+	}
+	for _, q := range dlqs {
+		d := broker.Depth(q)
+		res.DeadLettered += d.Visible + d.InFlight + d.Delayed
+	}
+	return res, nil
+}
+
+// TempDir makes a fresh directory under parent ("" for the system's),
+// for a pipeline run's state.
+func TempDir(parent string) (string, error) { return os.MkdirTemp(parent, "genjobs-bench-") }

@@ -1,0 +1,404 @@
+package emulator
+
+import (
+	"bytes"
+	"context"
+	"crypto/rand"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"os/exec"
+	"path/filepath"
+	"sort"
+	"strconv"
+	"strings"
+	"sync"
+	"time"
+)
+
+// startAttempts bounds restarts when a port found free was taken before
+// the emulator bound it: a race with other processes, not a failure.
+const startAttempts = 5
+
+// readyTimeout bounds the wait for the emulator to listen.
+const readyTimeout = 20 * time.Second
+
+// endLineWait bounds how long Invoke waits for the emulator's END line
+// after a successful answer, so the output it leaves is complete.
+const endLineWait = 2 * time.Second
+
+// Config describes one function under the emulator.
+type Config struct {
+	// RIE is the emulator executable; Bootstrap the function's binary.
+	RIE, Bootstrap string
+	// Name is AWS_LAMBDA_FUNCTION_NAME.
+	Name string
+	// Env is the function's environment: the variables template.yaml
+	// would set, endpoints and credentials. Nothing of this process's own
+	// environment reaches the function, so a variable missing here is
+	// missing there, as in a real deployment. Lambda's reserved variables
+	// (set from the fields below) win over entries here, as Lambda does
+	// not let a template set them either.
+	Env map[string]string
+	// Timeout is AWS_LAMBDA_FUNCTION_TIMEOUT (rounded up to whole
+	// seconds); the emulator turns it into each invocation's deadline.
+	Timeout time.Duration
+	// MemoryMB is AWS_LAMBDA_FUNCTION_MEMORY_SIZE. The emulator does not
+	// enforce it; the function may read it.
+	MemoryMB int
+	// Region is AWS_REGION and AWS_DEFAULT_REGION.
+	Region string
+}
+
+// Emulator is one running aws-lambda-rie with its bootstrap. Its methods
+// are safe for concurrent use.
+type Emulator struct {
+	name   string
+	addr   string
+	client *http.Client
+	cmd    *exec.Cmd
+	exited chan struct{}
+	stdout *syncBuffer
+	stderr *syncBuffer
+
+	mu       sync.Mutex
+	invokes  int
+	firstDur time.Duration
+}
+
+// Start starts the emulator on two free loopback ports, with exactly the
+// environment cfg describes, and waits until it accepts invocations. The
+// bootstrap itself starts on the first invocation, as Lambda's init does.
+// Stop ends both.
+func Start(cfg Config) (*Emulator, error) {
+	env := environment(cfg)
+	var lastErr error
+	for range startAttempts {
+		e, err := launch(cfg, env)
+		if err == nil {
+			return e, nil
+		}
+		lastErr = err
+		if !errors.Is(err, errPortTaken) {
+			break
+		}
+	}
+	return nil, fmt.Errorf("start the emulator for %s: %w", cfg.Name, lastErr)
+}
+
+// environment is the emulator's environment, which it hands on to the
+// bootstrap: cfg.Env, then Lambda's reserved variables. PATH, TZ and LANG
+// are what Lambda's provided runtimes set; HOME stays unset, as in Lambda.
+func environment(cfg Config) []string {
+	vars := map[string]string{}
+	for k, v := range cfg.Env {
+		vars[k] = v
+	}
+	for k, v := range map[string]string{
+		"PATH":                            "/usr/local/bin:/usr/bin:/bin",
+		"TZ":                              ":UTC",
+		"LANG":                            "en_US.UTF-8",
+		"LAMBDA_TASK_ROOT":                filepath.Dir(cfg.Bootstrap),
+		"AWS_LAMBDA_FUNCTION_NAME":        cfg.Name,
+		"AWS_LAMBDA_FUNCTION_TIMEOUT":     strconv.Itoa(int((cfg.Timeout + time.Second - 1) / time.Second)),
+		"AWS_LAMBDA_FUNCTION_MEMORY_SIZE": strconv.Itoa(cfg.MemoryMB),
+		"AWS_LAMBDA_FUNCTION_VERSION":     "$LATEST",
+		"AWS_LAMBDA_LOG_GROUP_NAME":       "/aws/lambda/" + cfg.Name,
+		"AWS_REGION":                      cfg.Region,
+		"AWS_DEFAULT_REGION":              cfg.Region,
+	} {
+		vars[k] = v
+	}
+	out := make([]string, 0, len(vars))
+	for k, v := range vars {
+		out = append(out, k+"="+v)
+	}
+	sort.Strings(out)
+	return out
+}
+
+// errPortTaken marks a start that lost a port to another process.
+var errPortTaken = errors.New("port taken")
+
+// launch starts one emulator and waits until it listens.
+func launch(cfg Config, env []string) (*Emulator, error) {
+	apiAddr, err := freeAddr()
+	if err != nil {
+		return nil, err
+	}
+	addr, err := freeAddr()
+	if err != nil {
+		return nil, err
+	}
+	e := &Emulator{
+		name:   cfg.Name,
+		addr:   addr,
+		exited: make(chan struct{}),
+		stdout: &syncBuffer{},
+		stderr: &syncBuffer{},
+		// No client timeout: each Invoke's context bounds it.
+		client: &http.Client{Transport: &http.Transport{DisableKeepAlives: true}},
+	}
+	// The emulator relays the bootstrap's stdout and stderr on its own
+	// stdout, framed by START/END/REPORT lines as in CloudWatch Logs; its
+	// own log goes to stderr.
+	cmd := exec.Command(cfg.RIE,
+		"--runtime-interface-emulator-address", addr,
+		"--runtime-api-address", apiAddr,
+		cfg.Bootstrap)
+	cmd.Dir = filepath.Dir(cfg.Bootstrap)
+	cmd.Env = env
+	cmd.Stdout = e.stdout
+	cmd.Stderr = e.stderr
+	ownProcessGroup(cmd)
+	// A descendant that outlives the emulator holds the output pipes
+	// open; Wait then gives up on them instead of hanging Stop.
+	cmd.WaitDelay = 2 * time.Second
+	if err := cmd.Start(); err != nil {
+		return nil, fmt.Errorf("start %s: %w", cfg.RIE, err)
+	}
+	e.cmd = cmd
+	go func() { _ = cmd.Wait(); close(e.exited) }()
+
+	// Ready means both ports answer and the emulator still runs: it
+	// panics at once when either port is taken, and the port may then
+	// answer for the process that took it.
+	deadline := time.Now().Add(readyTimeout)
+	for {
+		if listening(addr) && listening(apiAddr) {
+			select {
+			case <-e.exited:
+			default:
+				return e, nil
+			}
+		}
+		select {
+		case <-e.exited:
+			log := e.Stderr() + e.Stdout()
+			if strings.Contains(log, "address already in use") {
+				return nil, errPortTaken
+			}
+			return nil, fmt.Errorf("emulator exited during start-up:\n%s", Tail(log, 4<<10))
+		default:
+		}
+		if time.Now().After(deadline) {
+			e.Stop()
+			return nil, fmt.Errorf("emulator not listening on %s after %s:\n%s", addr, readyTimeout, Tail(e.Stderr(), 4<<10))
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+}
+
+// listening reports whether something accepts connections at addr.
+func listening(addr string) bool {
+	conn, err := net.DialTimeout("tcp", addr, 200*time.Millisecond)
+	if err != nil {
+		return false
+	}
+	_ = conn.Close()
+	return true
+}
+
+// freeAddr asks the kernel for a free loopback port. It is free when
+// asked, not necessarily when the emulator binds it; launch retries.
+func freeAddr() (string, error) {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		return "", fmt.Errorf("free port: %w", err)
+	}
+	addr := ln.Addr().String()
+	_ = ln.Close()
+	return addr, nil
+}
+
+// Stop ends the emulator and the bootstrap it started. The emulator puts
+// the bootstrap in a process group of its own, so that group is found
+// and killed first: a bootstrap busy in a handler would otherwise outlive
+// the emulator. Stopping twice is harmless.
+func (e *Emulator) Stop() {
+	select {
+	case <-e.exited:
+		return
+	default:
+	}
+	killTree(e.cmd.Process.Pid)
+	select {
+	case <-e.exited:
+	case <-time.After(10 * time.Second):
+	}
+}
+
+// PID is the emulator's process id.
+func (e *Emulator) PID() int { return e.cmd.Process.Pid }
+
+// URL is the emulator's base URL (http://127.0.0.1:PORT), for tools that
+// build their own requests.
+func (e *Emulator) URL() string { return "http://" + e.addr }
+
+// Invoke sends one synchronous invocation, as `aws lambda invoke`, the
+// SQS event source mapping or the scheduler would, and returns the HTTP
+// status and the body: the handler's JSON result, Lambda's {"errorType",
+// "errorMessage"} for a returned error (still status 200), or a 502 when
+// the runtime crashed or failed its init. err is set only when no answer
+// arrived. After a 200 it also waits (briefly) for the emulator to log
+// the invocation's END line, so Stdout then holds what the invocation
+// wrote.
+func (e *Emulator) Invoke(ctx context.Context, payload []byte) (status int, body []byte, err error) {
+	e.mu.Lock()
+	e.invokes++
+	first := e.invokes == 1
+	e.mu.Unlock()
+	requestID, err := newRequestID()
+	if err != nil {
+		return 0, nil, err
+	}
+	start := time.Now()
+	req, err := http.NewRequestWithContext(ctx, http.MethodPost, e.URL()+InvokePath, bytes.NewReader(payload))
+	if err != nil {
+		return 0, nil, err
+	}
+	req.Header.Set("Content-Type", "application/json")
+	// Our own request id (the emulator otherwise makes one up) tells this
+	// invocation's END line from another's.
+	req.Header.Set("X-Amzn-RequestId", requestID)
+	resp, err := e.client.Do(req)
+	if err != nil {
+		return 0, nil, fmt.Errorf("invoke %s: %w", e.name, err)
+	}
+	defer resp.Body.Close()
+	body, err = io.ReadAll(resp.Body)
+	if err != nil {
+		return resp.StatusCode, body, fmt.Errorf("invoke %s: read answer: %w", e.name, err)
+	}
+	if first {
+		e.mu.Lock()
+		e.firstDur = time.Since(start)
+		e.mu.Unlock()
+	}
+	if resp.StatusCode == http.StatusOK {
+		e.stdout.waitFor("END RequestId: "+requestID, endLineWait)
+	}
+	return resp.StatusCode, body, nil
+}
+
+// newRequestID makes a random UUID, the shape of Lambda's request ids.
+func newRequestID() (string, error) {
+	var b [16]byte
+	if _, err := rand.Read(b[:]); err != nil {
+		return "", fmt.Errorf("request id: %w", err)
+	}
+	b[6] = b[6]&0x0f | 0x40
+	b[8] = b[8]&0x3f | 0x80
+	return fmt.Sprintf("%x-%x-%x-%x-%x", b[0:4], b[4:6], b[6:8], b[8:10], b[10:16]), nil
+}
+
+// FirstInvoke is how long the first Invoke took, from sending the request
+// to reading the whole answer: the cold start (the bootstrap's process
+// start and init, which the emulator defers to the first invocation) plus
+// that invocation's own work. Zero until the first Invoke has answered.
+func (e *Emulator) FirstInvoke() time.Duration {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	return e.firstDur
+}
+
+// Stdout is everything the function wrote, stdout and stderr alike, as
+// the emulator relays it: the lines CloudWatch Logs would hold (log
+// records, EMF metric lines, START/END/REPORT).
+func (e *Emulator) Stdout() string { return e.stdout.String() }
+
+// Stderr is the emulator's own log: init and invoke phases, runtime exits.
+func (e *Emulator) Stderr() string { return e.stderr.String() }
+
+// WaitStdout waits up to timeout for s to appear in Stdout and reports
+// whether it did.
+func (e *Emulator) WaitStdout(s string, timeout time.Duration) bool {
+	return e.stdout.waitFor(s, timeout)
+}
+
+// WaitStderr waits up to timeout for s to appear in Stderr and reports
+// whether it did.
+func (e *Emulator) WaitStderr(s string, timeout time.Duration) bool {
+	return e.stderr.waitFor(s, timeout)
+}
+
+// WaitQuiet waits until neither Stdout nor Stderr has grown for quiet,
+// each for at most limit. A crashed runtime's last words arrive through
+// pipes after the answer, and no END line marks their end.
+func (e *Emulator) WaitQuiet(quiet, limit time.Duration) {
+	e.stdout.waitQuiet(quiet, limit)
+	e.stderr.waitQuiet(quiet, limit)
+}
+
+// syncBuffer is a bytes.Buffer the process writers and readers may use at
+// once, and that a reader can wait on.
+type syncBuffer struct {
+	mu      sync.Mutex
+	buf     bytes.Buffer
+	written chan struct{} // closed and replaced on every write
+}
+
+func (b *syncBuffer) Write(p []byte) (int, error) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	if b.written != nil {
+		close(b.written)
+		b.written = nil
+	}
+	return b.buf.Write(p)
+}
+
+func (b *syncBuffer) String() string {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.buf.String()
+}
+
+// waitFor waits until the buffer holds s, or timeout passes.
+func (b *syncBuffer) waitFor(s string, timeout time.Duration) bool {
+	timer := time.NewTimer(timeout)
+	defer timer.Stop()
+	for {
+		b.mu.Lock()
+		if strings.Contains(b.buf.String(), s) {
+			b.mu.Unlock()
+			return true
+		}
+		written := b.next()
+		b.mu.Unlock()
+		select {
+		case <-written:
+		case <-timer.C:
+			return false
+		}
+	}
+}
+
+// waitQuiet waits until nothing has been written for quiet, or until
+// limit has passed.
+func (b *syncBuffer) waitQuiet(quiet, limit time.Duration) {
+	deadline := time.NewTimer(limit)
+	defer deadline.Stop()
+	for {
+		b.mu.Lock()
+		written := b.next()
+		b.mu.Unlock()
+		select {
+		case <-written:
+		case <-time.After(quiet):
+			return
+		case <-deadline.C:
+			return
+		}
+	}
+}
+
+// next is the channel the next write closes; b.mu is held.
+func (b *syncBuffer) next() chan struct{} {
+	if b.written == nil {
+		b.written = make(chan struct{})
+	}
+	return b.written
+}

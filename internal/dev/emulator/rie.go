@@ -1,0 +1,131 @@
+// Package emulator runs a genjobs function the way AWS Lambda runs it: the
+// function's package is built into a `bootstrap` executable as for
+// deployment (linux, no cgo, -tags lambda.norpc, stripped) but for this
+// machine's architecture, and that executable is started under the AWS
+// Lambda Runtime Interface Emulator (aws-lambda-rie), the emulator `sam
+// local invoke` runs inside its container. It serves the Lambda Runtime
+// API to the bootstrap and accepts invocations over HTTP, so a caller
+// exercises the real composition root (environment parsing, cold-start
+// client construction, lambda.Start, JSON in and out, exit codes).
+//
+// Every emulator gets two free loopback ports of its own, so several may
+// run at once, and exactly the environment its Config describes. It is
+// the one runner behind internal/dev/lambdatest (tests) and internal/dev/invoke
+// (`genjobs invoke`), and it depends on no testing package.
+package emulator
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"runtime"
+	"sync"
+)
+
+// InvokePath is the emulator's invocation endpoint. The emulator serves
+// one function, and only under the name "function".
+const InvokePath = "/2015-03-31/functions/function/invocations"
+
+// Path is where `bash .ci/rie.sh install` puts the emulator, relative to
+// the module root.
+const Path = ".cache/bin/aws-lambda-rie"
+
+// ErrNoModule is FindRoot's answer outside the module.
+var ErrNoModule = errors.New("no go.mod above the working directory")
+
+// FindRoot returns the module root: the nearest folder with a go.mod,
+// from dir upwards.
+func FindRoot(dir string) (string, error) {
+	dir, err := filepath.Abs(dir)
+	if err != nil {
+		return "", err
+	}
+	for {
+		if _, err := os.Stat(filepath.Join(dir, "go.mod")); err == nil {
+			return dir, nil
+		}
+		parent := filepath.Dir(dir)
+		if parent == dir {
+			return "", ErrNoModule
+		}
+		dir = parent
+	}
+}
+
+// Installed returns where the emulator belongs under root (Path) and
+// whether it is there.
+func Installed(root string) (string, bool) {
+	p := filepath.Join(root, Path)
+	_, err := os.Stat(p)
+	return p, err == nil
+}
+
+// builds makes concurrent callers in one process (tests in parallel, or
+// every sample event at once) share one build per package and folder.
+var builds sync.Map // pkg NUL dir -> *build
+
+type build struct {
+	once sync.Once
+	path string
+	err  error
+}
+
+// Build compiles pkg (a module-relative package path, "./functions/NAME")
+// into dir/bootstrap and returns its path: deployment's flags (Makefile
+// `build`), but GOARCH stays the host's, since the emulator executes the
+// binary on this machine. Each process builds a package into a folder
+// once; go's build cache keeps a rebuild in another process cheap. A
+// failed build is not remembered, so a later call may succeed (a
+// cancelled build, a fixed source).
+func Build(ctx context.Context, root, pkg, dir string) (string, error) {
+	key := pkg + "\x00" + dir
+	v, _ := builds.LoadOrStore(key, &build{})
+	b := v.(*build)
+	b.once.Do(func() { b.path, b.err = buildBootstrap(ctx, root, pkg, dir) })
+	if b.err != nil {
+		builds.CompareAndDelete(key, b)
+	}
+	return b.path, b.err
+}
+
+// buildBootstrap builds in a private folder and renames the binary into
+// place, so two processes building the same function at once (go test
+// runs packages in parallel) never execute or overwrite a half-written
+// file, and dir holds one binary instead of one per run.
+func buildBootstrap(ctx context.Context, root, pkg, dir string) (string, error) {
+	goBin, err := exec.LookPath("go")
+	if err != nil {
+		return "", fmt.Errorf("build %s: go not found on PATH (it builds the bootstrap): %w", pkg, err)
+	}
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		return "", fmt.Errorf("build %s: %w", pkg, err)
+	}
+	tmp, err := os.MkdirTemp(dir, ".build-")
+	if err != nil {
+		return "", fmt.Errorf("build %s: %w", pkg, err)
+	}
+	defer os.RemoveAll(tmp)
+	cmd := exec.CommandContext(ctx, goBin, "build", "-tags", "lambda.norpc", "-trimpath", "-ldflags=-s -w",
+		"-o", filepath.Join(tmp, "bootstrap"), pkg)
+	cmd.Dir = root
+	cmd.Env = append(os.Environ(), "GOOS=linux", "GOARCH="+runtime.GOARCH, "CGO_ENABLED=0")
+	if out, err := cmd.CombinedOutput(); err != nil {
+		return "", fmt.Errorf("build %s: %w\n%s", pkg, err, out)
+	}
+	path := filepath.Join(dir, "bootstrap")
+	if err := os.Rename(filepath.Join(tmp, "bootstrap"), path); err != nil {
+		return "", fmt.Errorf("build %s: %w", pkg, err)
+	}
+	return path, nil
+}
+
+// Tail keeps the last n bytes of s, for error messages and failure logs.
+func Tail(s string, n int) string {
+	if len(s) <= n {
+		return s
+	}
+	return "…" + s[len(s)-n:]
+}

@@ -1,0 +1,407 @@
+// Package eventsource plays the part of Lambda's SQS event source mapping for a
+// queue of package localqueue: it receives batches, invokes a handler with
+// an events.SQSEvent built as Lambda builds it, and deletes what the
+// handler acknowledged, following Lambda's rules for partial batch
+// responses (ReportBatchItemFailures, which every genjobs mapping enables).
+//
+// PollOnce is one step, non-blocking unless the mapping has a Gap, for a
+// simulation that drives the queue and the handlers itself on a virtual
+// clock; Run loops it for the local stack.
+package eventsource
+
+import (
+	"context"
+	"crypto/md5"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"log/slog"
+	"runtime/debug"
+	"strconv"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/aws/aws-lambda-go/events"
+
+	"github.com/genjobs/genjobs/internal/clock"
+	"github.com/genjobs/genjobs/internal/dev/localqueue"
+)
+
+// Defaults, Lambda's own.
+const (
+	// DefaultBatchSize is the event source mapping's default batch size.
+	DefaultBatchSize = 10
+	// MaxBatchSize is the largest batch size Lambda allows for a standard
+	// queue.
+	MaxBatchSize = 10000
+	// DefaultTimeout is a Lambda function's default timeout.
+	DefaultTimeout = 3 * time.Second
+	// DefaultIdle is how long Run waits after an empty receive when it is
+	// given no idle time.
+	DefaultIdle = time.Second
+	// SenderID is the SenderId attribute of every local record. Lambda
+	// reports the sending principal; locally there is only this one.
+	SenderID = "AIDAGENJOBSLOCAL0000"
+)
+
+// ErrInvocation marks the errors of PollOnce that concern one invocation
+// — the handler returned an error, panicked, ran past its timeout, or
+// answered with an invalid batch response — as opposed to the queue
+// (ErrNoQueue, a cancelled context). The batch stays on the queue and
+// comes back after its visibility timeout, as in Lambda, so Run logs these
+// and goes on polling.
+var ErrInvocation = errors.New("invocation failed")
+
+// Handler is an SQS-fed Lambda handler.
+type Handler func(context.Context, events.SQSEvent) (events.SQSEventResponse, error)
+
+// Mapping connects a queue to a handler. Set the fields, then call
+// PollOnce or Run; a Mapping must not be copied after first use (its
+// counters are atomic) and its fields must not change while it polls.
+type Mapping struct {
+	// Broker holds the queue.
+	Broker *localqueue.Broker
+	// Queue is the queue's URL.
+	Queue string
+	// Handler handles each batch.
+	Handler Handler
+	// BatchSize is the most records per invocation (1..MaxBatchSize);
+	// 0 means DefaultBatchSize.
+	BatchSize int
+	// Timeout is the function's timeout: the invocation context's
+	// deadline is Clock.Now()+Timeout, on the clock's own time line, since
+	// handlers compare ctx.Deadline() with their clock. 0 means
+	// DefaultTimeout. On any clock but the wall clock the deadline is a
+	// Clock.After waiter; a manual clock cannot drop it, so it stays
+	// pending after the invocation and fires harmlessly (a driver that
+	// jumps to NextWaiter may visit it as an empty step).
+	Timeout time.Duration
+	// Clock is the clock the handler and the queue share; nil means the
+	// wall clock.
+	Clock clock.Clock
+	// Region is each record's awsRegion; "" means the region in the
+	// queue's ARN.
+	Region string
+	// Workers is how many pollers Run runs in parallel, as Lambda scales
+	// out concurrent invocations on a backlog; 0 means 1.
+	Workers int
+	// Gap is the time between receiving a batch and invoking the handler:
+	// in Lambda the batching window, a cold start and throttled
+	// invocations retried all fall there, and the records' visibility
+	// timeouts run meanwhile, so a handler may start with little of its
+	// lease left, or none. PollOnce waits it out on Clock; on a manual
+	// clock someone else must advance the clock past it (NextWaiter shows
+	// the waiter). 0 invokes at once.
+	Gap time.Duration
+	// Log, if set, receives Run's reports of failed invocations.
+	Log *slog.Logger
+
+	invocations, records, deleted, failed, staleDeletes, invocationErrors atomic.Int64
+}
+
+// Stats are a Mapping's running totals.
+type Stats struct {
+	// Invocations counts handler invocations (one per non-empty batch).
+	Invocations int64
+	// Records counts records handed to the handler.
+	Records int64
+	// Deleted counts records deleted after the handler acknowledged them.
+	Deleted int64
+	// Failed counts records left on the queue for redelivery: those the
+	// handler listed as failures and every record of a failed invocation.
+	Failed int64
+	// StaleDeletes counts acknowledged records whose delete found the
+	// receipt handle stale: the visibility ran out during the invocation
+	// and another poller holds the message now, so it will be handled
+	// again (the at-least-once case handlers must tolerate).
+	StaleDeletes int64
+	// InvocationErrors counts failed invocations (error, panic, timeout,
+	// invalid response).
+	InvocationErrors int64
+}
+
+// Stats returns the running totals. Each counter is read atomically, the
+// set is not a snapshot: read it when the mapping is idle for exact sums.
+func (m *Mapping) Stats() Stats {
+	return Stats{
+		Invocations:      m.invocations.Load(),
+		Records:          m.records.Load(),
+		Deleted:          m.deleted.Load(),
+		Failed:           m.failed.Load(),
+		StaleDeletes:     m.staleDeletes.Load(),
+		InvocationErrors: m.invocationErrors.Load(),
+	}
+}
+
+// PollOnce is one turn of the mapping: it receives up to BatchSize records
+// visible now (never waiting), and if there are any invokes the handler
+// once, synchronously, Gap after the receive, then deletes every record
+// the handler did not report in BatchItemFailures. handled is the number
+// of records in the batch (0: nothing was visible, or the receive failed).
+//
+// As in Lambda, an invocation that fails as a whole deletes nothing: the
+// handler returned an error, panicked (recovered here; Lambda would see
+// the runtime crash), returned after its deadline (Lambda would have
+// stopped it; the handler is awaited here rather than abandoned, since a
+// goroutine cannot be killed, and its result discarded), or listed an
+// item identifier that is empty or not in the batch. Such failures return
+// an error wrapping ErrInvocation. A delete that finds its receipt handle
+// stale is counted, not an error.
+func (m *Mapping) PollOnce(ctx context.Context) (handled int, err error) {
+	if err := m.check(); err != nil {
+		return 0, err
+	}
+	info, err := m.Broker.Info(m.Queue)
+	if err != nil {
+		return 0, fmt.Errorf("event source mapping: %w", err)
+	}
+	msgs, err := m.Broker.Receive(ctx, m.Queue, m.batchSize(), 0)
+	if err != nil {
+		return 0, fmt.Errorf("event source mapping %s: %w", info.Name, err)
+	}
+	if len(msgs) == 0 {
+		return 0, nil
+	}
+	if m.Gap > 0 {
+		select {
+		case <-m.clock().After(m.Gap):
+		case <-ctx.Done():
+			// The batch stays in flight and comes back after its
+			// visibility timeout, as when Lambda's poller stops.
+			return 0, fmt.Errorf("event source mapping %s: %w", info.Name, ctx.Err())
+		}
+	}
+	n := len(msgs)
+	m.invocations.Add(1)
+	m.records.Add(int64(n))
+	ev := Event(msgs, info.ARN, m.region(info.ARN))
+
+	resp, err := m.invoke(ctx, ev)
+	if err == nil {
+		var failed map[string]bool
+		if failed, err = failures(resp, ev); err == nil {
+			m.failed.Add(int64(len(failed)))
+			return n, m.deleteExcept(ctx, info.Name, ev, failed)
+		}
+	}
+	m.invocationErrors.Add(1)
+	m.failed.Add(int64(n))
+	return n, fmt.Errorf("event source mapping %s: %w: %w", info.Name, ErrInvocation, err)
+}
+
+// Run polls until ctx is done: again at once after a batch (a backlog is
+// drained as fast as the handler goes), after idle on the clock after an
+// empty receive (idle ≤ 0 means DefaultIdle). With Workers > 1 it runs
+// that many pollers in parallel. Failed invocations are logged and
+// polling goes on, since their batches come back by themselves; any other
+// error (the queue is gone, the mapping is misconfigured) stops every
+// poller and is returned. A done ctx returns nil.
+func (m *Mapping) Run(ctx context.Context, idle time.Duration) error {
+	if err := m.check(); err != nil {
+		return err
+	}
+	if idle <= 0 {
+		idle = DefaultIdle
+	}
+	workers := max(m.Workers, 1)
+	ctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	var (
+		wg       sync.WaitGroup
+		once     sync.Once
+		firstErr error
+	)
+	for range workers {
+		wg.Go(func() {
+			if err := m.loop(ctx, idle); err != nil {
+				once.Do(func() { firstErr = err })
+				cancel()
+			}
+		})
+	}
+	wg.Wait()
+	return firstErr
+}
+
+// loop is one poller of Run.
+func (m *Mapping) loop(ctx context.Context, idle time.Duration) error {
+	clk := m.clock()
+	for {
+		if ctx.Err() != nil {
+			return nil
+		}
+		// Stopping Run stops polling, not an invocation in flight (as
+		// disabling a Lambda event source mapping does): only the
+		// function's deadline ends it. Receive does not wait (wait 0).
+		n, err := m.PollOnce(context.WithoutCancel(ctx))
+		switch {
+		case ctx.Err() != nil:
+			return nil
+		case errors.Is(err, ErrInvocation):
+			if m.Log != nil {
+				m.Log.ErrorContext(ctx, "event source mapping: invocation failed", "queue", m.Queue, "records", n, "error", err.Error())
+			}
+			continue
+		case err != nil:
+			return err
+		case n > 0:
+			continue
+		}
+		select {
+		case <-ctx.Done():
+			return nil
+		case <-clk.After(idle):
+		}
+	}
+}
+
+// Event builds the event Lambda would send for msgs received from the
+// queue with ARN queueARN: the record fields and the attributes
+// (ApproximateReceiveCount, SentTimestamp, SenderId,
+// ApproximateFirstReceiveTimestamp, times in Unix milliseconds as
+// strings). It is exported for tests and simulations that invoke a
+// handler themselves.
+func Event(msgs []localqueue.Message, queueARN, region string) events.SQSEvent {
+	ev := events.SQSEvent{Records: make([]events.SQSMessage, len(msgs))}
+	for i, msg := range msgs {
+		sum := md5.Sum(msg.Body)
+		ev.Records[i] = events.SQSMessage{
+			MessageId:     msg.ID,
+			ReceiptHandle: msg.ReceiptHandle,
+			Body:          string(msg.Body),
+			Md5OfBody:     hex.EncodeToString(sum[:]),
+			Attributes: map[string]string{
+				"ApproximateReceiveCount":          strconv.Itoa(msg.ReceiveCount),
+				"SentTimestamp":                    strconv.FormatInt(msg.SentAt.UnixMilli(), 10),
+				"SenderId":                         SenderID,
+				"ApproximateFirstReceiveTimestamp": strconv.FormatInt(msg.FirstReceivedAt.UnixMilli(), 10),
+			},
+			// Lambda sends an empty object, not null, when there are none.
+			MessageAttributes: map[string]events.SQSMessageAttribute{},
+			EventSourceARN:    queueARN,
+			EventSource:       "aws:sqs",
+			AWSRegion:         region,
+		}
+	}
+	return ev
+}
+
+// invoke calls the handler under the function's deadline, turning a panic
+// and an overrun into errors.
+func (m *Mapping) invoke(ctx context.Context, ev events.SQSEvent) (resp events.SQSEventResponse, err error) {
+	clk := m.clock()
+	timeout := m.timeout()
+	deadline := clk.Now().Add(timeout)
+	ictx, cancel := withDeadline(ctx, clk, deadline, timeout)
+	defer cancel()
+	defer func() {
+		if p := recover(); p != nil {
+			err = fmt.Errorf("handler panicked: %v\n%s", p, debug.Stack())
+		}
+	}()
+	resp, err = m.Handler(ictx, ev)
+	if err != nil {
+		return resp, fmt.Errorf("handler: %w", err)
+	}
+	if !clk.Now().Before(deadline) || errors.Is(ictx.Err(), context.DeadlineExceeded) {
+		return resp, fmt.Errorf("handler returned after its %v timeout: %w", timeout, context.DeadlineExceeded)
+	}
+	return resp, nil
+}
+
+// failures checks the batch response against the batch as Lambda does: an
+// item identifier that is empty or names no record fails the whole batch.
+func failures(resp events.SQSEventResponse, ev events.SQSEvent) (map[string]bool, error) {
+	if len(resp.BatchItemFailures) == 0 {
+		return nil, nil
+	}
+	inBatch := make(map[string]bool, len(ev.Records))
+	for _, r := range ev.Records {
+		inBatch[r.MessageId] = true
+	}
+	failed := make(map[string]bool, len(resp.BatchItemFailures))
+	for _, f := range resp.BatchItemFailures {
+		if !inBatch[f.ItemIdentifier] {
+			return nil, fmt.Errorf("batch response lists item identifier %q, which is not in the batch", f.ItemIdentifier)
+		}
+		failed[f.ItemIdentifier] = true
+	}
+	return failed, nil
+}
+
+// deleteExcept deletes the records not in failed. The deletes do not
+// depend on ctx: once the handler has acknowledged a record, shutting down
+// must not make it come back.
+func (m *Mapping) deleteExcept(ctx context.Context, queue string, ev events.SQSEvent, failed map[string]bool) error {
+	ctx = context.WithoutCancel(ctx)
+	var errs []error
+	for _, r := range ev.Records {
+		if failed[r.MessageId] {
+			continue
+		}
+		switch err := m.Broker.Delete(ctx, m.Queue, r.ReceiptHandle); {
+		case err == nil:
+			m.deleted.Add(1)
+		case errors.Is(err, localqueue.ErrStaleReceipt):
+			m.staleDeletes.Add(1)
+		default:
+			errs = append(errs, err)
+		}
+	}
+	if err := errors.Join(errs...); err != nil {
+		return fmt.Errorf("event source mapping %s: delete: %w", queue, err)
+	}
+	return nil
+}
+
+func (m *Mapping) check() error {
+	switch {
+	case m.Broker == nil:
+		return errors.New("event source mapping: nil Broker")
+	case m.Handler == nil:
+		return errors.New("event source mapping: nil Handler")
+	case m.BatchSize < 0 || m.BatchSize > MaxBatchSize:
+		return fmt.Errorf("event source mapping: BatchSize %d outside 0..%d", m.BatchSize, MaxBatchSize)
+	case m.Timeout < 0:
+		return fmt.Errorf("event source mapping: negative Timeout %v", m.Timeout)
+	case m.Workers < 0:
+		return fmt.Errorf("event source mapping: negative Workers %d", m.Workers)
+	case m.Gap < 0:
+		return fmt.Errorf("event source mapping: negative Gap %v", m.Gap)
+	}
+	return nil
+}
+
+func (m *Mapping) batchSize() int {
+	if m.BatchSize == 0 {
+		return DefaultBatchSize
+	}
+	return m.BatchSize
+}
+
+func (m *Mapping) timeout() time.Duration {
+	if m.Timeout == 0 {
+		return DefaultTimeout
+	}
+	return m.Timeout
+}
+
+func (m *Mapping) clock() clock.Clock {
+	if m.Clock == nil {
+		return clock.Real{}
+	}
+	return m.Clock
+}
+
+// region is Region, or the region field of the queue's ARN.
+func (m *Mapping) region(arn string) string {
+	if m.Region != "" {
+		return m.Region
+	}
+	if parts := strings.Split(arn, ":"); len(parts) == 6 {
+		return parts[3]
+	}
+	return localqueue.Region
+}

@@ -1,0 +1,412 @@
+package faultsim
+
+import (
+	"fmt"
+	"slices"
+	"strings"
+	"time"
+
+	"github.com/genjobs/genjobs/internal/artifact"
+	"github.com/genjobs/genjobs/internal/followup"
+	"github.com/genjobs/genjobs/internal/dev/genacesim"
+	"github.com/genjobs/genjobs/internal/operation"
+)
+
+// State is what the write checks need of a record: small, so the run can
+// remember the last two of every operation.
+type State struct {
+	Revision    int64
+	Phase       operation.Phase
+	Settlement  operation.Settlement
+	RemoteJobID string
+	// LastApplied is the queue message whose action wrote this revision
+	// (operation.Record.LastAppliedMessageID).
+	LastApplied string
+	// Facts are what no later write may undo.
+	Facts Facts
+}
+
+// Facts are the parts of a record that only move forward: once a write
+// has changed one, a later write that puts the old value back was computed
+// from a record older than the one it replaced (a stale view), whatever
+// revision it was conditioned on.
+type Facts struct {
+	// SpecRevision, AuthorizedSpecRevision and BudgetCredits are the
+	// application's: the user changes the request, the application
+	// re-authorizes it or raises the budget while handlers work on it.
+	SpecRevision, AuthorizedSpecRevision, BudgetCredits int64
+	// Observations, RateLimited and Deliveries count what happened: an
+	// observation saved, a 429 taken, an output stored.
+	Observations, RateLimited, Deliveries int
+	// Accepted and RemoteFailed are when the job was accepted or failed
+	// (zero: not yet); ObservedAt is when the snapshot on the record was
+	// read from Genace.
+	Accepted, RemoteFailed, ObservedAt time.Time
+}
+
+// StateOf extracts a record's State.
+func StateOf(r operation.Record) State {
+	f := Facts{
+		SpecRevision: r.SpecRevision, AuthorizedSpecRevision: r.AuthorizedSpecRevision, BudgetCredits: r.BudgetCredits,
+		Observations: r.Counters.Observations, RateLimited: r.Counters.RateLimited, Deliveries: len(r.Deliveries),
+	}
+	if r.Timestamps.Accepted != nil {
+		f.Accepted = *r.Timestamps.Accepted
+	}
+	if r.Timestamps.RemoteFailed != nil {
+		f.RemoteFailed = *r.Timestamps.RemoteFailed
+	}
+	if r.Remote != nil {
+		f.ObservedAt = r.Remote.ObservedAt
+	}
+	return State{Revision: r.Revision, Phase: r.Phase, Settlement: r.Settlement, RemoteJobID: r.RemoteJobID, LastApplied: r.LastAppliedMessageID, Facts: f}
+}
+
+// Terminal is operation.Record.Terminal for the state.
+func (s State) Terminal() bool {
+	r := operation.Record{Phase: s.Phase, Settlement: s.Settlement}
+	return r.Terminal()
+}
+
+// fact is one comparable fact of a State, for the stale-view check.
+type fact struct {
+	name string
+	get  func(Facts) string
+	// counts only grow: a smaller value is stale whatever came before.
+	counts bool
+	n      func(Facts) int64
+}
+
+var facts = []fact{
+	{name: "spec revision", get: func(f Facts) string { return fmt.Sprint(f.SpecRevision) }, counts: true, n: func(f Facts) int64 { return f.SpecRevision }},
+	{name: "authorized spec revision", get: func(f Facts) string { return fmt.Sprint(f.AuthorizedSpecRevision) }},
+	{name: "budget", get: func(f Facts) string { return fmt.Sprint(f.BudgetCredits) }},
+	{name: "observations", get: func(f Facts) string { return fmt.Sprint(f.Observations) }, counts: true, n: func(f Facts) int64 { return int64(f.Observations) }},
+	{name: "429s taken", get: func(f Facts) string { return fmt.Sprint(f.RateLimited) }, counts: true, n: func(f Facts) int64 { return int64(f.RateLimited) }},
+	{name: "deliveries", get: func(f Facts) string { return fmt.Sprint(f.Deliveries) }, counts: true, n: func(f Facts) int64 { return int64(f.Deliveries) }},
+	{name: "accepted at", get: func(f Facts) string { return stamp(f.Accepted) }},
+	{name: "remote failure at", get: func(f Facts) string { return stamp(f.RemoteFailed) }},
+	{name: "snapshot read at", get: func(f Facts) string { return stamp(f.ObservedAt) }},
+}
+
+func stamp(t time.Time) string {
+	if t.IsZero() {
+		return "none"
+	}
+	return t.UTC().Format("15:04:05.000")
+}
+
+// CheckWrite checks one successful write (invariant c): the writer
+// expected the revision the store held, the revision moved by one, the
+// record left was not terminal, the phase moved along a legal edge (or
+// stayed), a known job id stayed, and the write was not computed from a
+// stale view: no count went back, and no fact the write before changed
+// (prev → old) was put back to its earlier value. old is the record
+// before the write (nil for a create, whose expected is 0), prev the one
+// before old (nil if unknown). It returns the problems.
+func CheckWrite(expected int64, prev, old *State, next State) []string {
+	var out []string
+	if old == nil {
+		if next.Revision != 1 {
+			out = append(out, fmt.Sprintf("created at revision %d, not 1", next.Revision))
+		}
+		return out
+	}
+	if expected != old.Revision {
+		out = append(out, fmt.Sprintf("stale overwrite: the writer expected r%d but the store held r%d (%s), now r%d %s",
+			expected, old.Revision, old.Phase, next.Revision, next.Phase))
+	}
+	if next.Revision != old.Revision+1 {
+		out = append(out, fmt.Sprintf("revision moved from r%d to r%d, not by one", old.Revision, next.Revision))
+	}
+	if old.Terminal() {
+		out = append(out, fmt.Sprintf("terminal record (r%d %s %s) written again as r%d %s", old.Revision, old.Phase, old.Settlement, next.Revision, next.Phase))
+	} else if old.Phase != next.Phase && !operation.CanTransition(old.Phase, next.Phase) {
+		out = append(out, fmt.Sprintf("illegal transition %s → %s (r%d → r%d)", old.Phase, next.Phase, old.Revision, next.Revision))
+	}
+	if old.RemoteJobID != "" && next.RemoteJobID != old.RemoteJobID {
+		out = append(out, fmt.Sprintf("job id %s replaced by %q at r%d", old.RemoteJobID, next.RemoteJobID, next.Revision))
+	}
+	for _, f := range facts {
+		o, n := f.get(old.Facts), f.get(next.Facts)
+		switch {
+		case f.counts && f.n(next.Facts) < f.n(old.Facts):
+			out = append(out, fmt.Sprintf("write from a stale view: %s went back from %s (r%d) to %s (r%d)", f.name, o, old.Revision, n, next.Revision))
+		case prev != nil && prev.Revision == old.Revision-1 && f.get(prev.Facts) != o && n == f.get(prev.Facts):
+			out = append(out, fmt.Sprintf("write from a stale view: r%d put %s back to %s, undoing r%d's change to %s", next.Revision, f.name, n, old.Revision, o))
+		}
+	}
+	return out
+}
+
+// CheckFirstWrite checks the first write a handler attempts for one
+// queue message (invariant g: the chain never forks). A message names the
+// revision it was sent for, and its handler may act only on that
+// revision; where the handler carries on with its own earlier progress
+// (ownProgress: a delivery storing one output per write, a redelivered
+// claimant parking its own claim), also on a later revision its own
+// message wrote. A write conditioned on any other revision means a
+// message acted on a record it was not sent for, so two messages drive
+// the operation at once. Writes after the first (an outcome re-applied
+// after a conflict) follow from it and are not checked here. appliedBy is
+// the message that wrote the expected revision ("" when unknown). It
+// returns the problem, or "".
+func CheckFirstWrite(msgID string, msgRevision, expected int64, appliedBy string, ownProgress bool) string {
+	if expected == msgRevision || (ownProgress && appliedBy != "" && appliedBy == msgID) {
+		return ""
+	}
+	by := appliedBy
+	switch {
+	case by == "":
+		by = "an unknown writer"
+	case by == msgID:
+		by = "this message, which must not act again"
+	}
+	return fmt.Sprintf("forked chain: message %s was sent for r%d but its first write is conditioned on r%d (written by %s)", msgID, msgRevision, expected, by)
+}
+
+// CheckAuthority checks a POST against the queue's truth about the
+// worker's message (invariant h): current says the worker's receipt handle
+// is still the message's (nobody received it since), remaining how long
+// the message stays hidden, need what the POST and the write of its
+// outcome take. It returns the problem, or "".
+func CheckAuthority(current bool, remaining, need time.Duration) string {
+	switch {
+	case !current:
+		return "POST without authority: another worker received the message since"
+	case remaining <= 0:
+		return "POST without authority: the message's visibility has run out, any worker may receive it"
+	case remaining < need:
+		return fmt.Sprintf("POST without authority: the message stays hidden only %s more, the POST and its persist need %s", remaining.Round(time.Second), need)
+	}
+	return ""
+}
+
+// SweepBound is how often the sweep may re-arm one operation's chain (send
+// it a message): once for every fault that ends a chain by design on that
+// operation (a concurrent write that wins a handler's race, so the loser
+// writes and sends nothing; a message dead-lettered; a worker that dies
+// after its write with no message left to redeliver, see
+// DeadWorkerEndsChain). A healthy chain carries itself: each write sends
+// its follow-up, a redelivered message re-emits one its worker died
+// before sending, and the sweep's own crash before its send only delays
+// its one re-arm. With these faults attributed, every operation of the
+// default run on six seeds needs no more re-arms than its stops, so the
+// bound allows no slack: a chain that dies by itself even once (a write
+// of its own taken for a lost race, a follow-up sent for the wrong
+// revision) exceeds it.
+func SweepBound(stops int) int { return stops }
+
+// DeadWorkerEndsChain says whether a worker that died mid-invocation ended
+// its operation's chain by design, so the sweep's re-arm is the only way
+// on. A worker that dies after its write and before its follow-up is
+// normally carried on by its message's redelivery, which re-emits the
+// follow-up; but when another worker took the message meanwhile (its
+// visibility ran out) and acknowledged it, nothing is redelivered, and
+// the dead worker could not have known (it held no claim on the message
+// any more; a late POST answer it applied is the outcome of the only
+// POST and must be written). The chain then ends with the dead worker's
+// write, as with a dead-lettered message. It ends only if that write is
+// the record's latest (wroteLatest: had another writer followed, that
+// writer's follow-up carries the chain) and the record is still active;
+// and only if the message is gone from the queue (messageGone): a
+// message still queued, under any receipt handle, comes back and
+// re-emits.
+func DeadWorkerEndsChain(wroteLatest, messageGone, terminal bool) bool {
+	return wroteLatest && messageGone && !terminal
+}
+
+// Output is Genace's truth about one output of a job.
+type Output struct {
+	ContentType string
+	SizeBytes   int64
+	SHA256      string
+}
+
+// Final is everything the end-of-run checks know about one operation: its
+// record and reviews, Genace's ground truth, what the client was handed,
+// and what the artifact store holds.
+type Final struct {
+	Record operation.Record
+	// Audit counts operator decisions on the operation (audit entries).
+	Audit int
+	// Confirmed counts the operator's "confirmed not submitted" decisions
+	// that were true when made: Genace had no job for the operation and
+	// no POST of it was in flight. Each allows one more POST (an operator
+	// may decide on a new render; automation never does). A confirmation
+	// Genace's truth contradicted allows nothing: the operator was misled.
+	Confirmed int
+	// ReviewJobIDs are the job ids carried by the operation's open
+	// reviews, and Reviews how many open reviews it has.
+	ReviewJobIDs []string
+	Reviews      int
+	// Jobs are the jobs Genace created for the operation.
+	Jobs []genacesim.JobTruth
+	// RecordJobOperation is the operation Genace created the record's job
+	// for ("" when the record has none or Genace does not know it).
+	RecordJobOperation string
+	// Posts counts POSTs that reached Genace for the operation;
+	// RateLimited those answered 429 (nothing created, may be retried).
+	Posts, RateLimited int
+	// Returned are the job ids the client handed back to a live handler.
+	Returned []string
+	// HandedOut are the job ids Genace's answers carried on the wire (a
+	// 202 body's id, a 5xx's error.job_id, whatever else the body said)
+	// to a worker that lived to see the answer: the ids the system was
+	// told, whether or not its client understood the answer.
+	HandedOut []string
+	// SweepRearms counts the sweep's re-arms of the operation's chain,
+	// and SweepBound how many the run allows it (see SweepBound).
+	SweepRearms, SweepBound int
+	// Outputs are Genace's outputs of the record's job, read when the
+	// record is delivered (nil otherwise).
+	Outputs []Output
+	// Stored maps the key of each of the record's deliveries to the
+	// sha256 the artifact store holds under it ("" when nothing).
+	Stored map[string]string
+	// Created counts, per key, the Puts that stored a new object.
+	Created map[string]int
+}
+
+// CheckFinal checks one operation at the end of a run: invariants a, b and
+// d–f (c is checked on every write).
+func CheckFinal(f Final) []Violation {
+	rec := &f.Record
+	id := rec.OperationID
+	var out []Violation
+	add := func(inv Invariant, format string, args ...any) {
+		out = append(out, Violation{Invariant: inv, OperationID: id, Detail: fmt.Sprintf(format, args...)})
+	}
+	review := followup.NeedsReview(rec)
+
+	// (a) At most one POST per operation: one job created at most, and no
+	// POST after the first except after a 429. An operator's informed
+	// confirmation that nothing was submitted allows one more.
+	if len(f.Jobs) > 1+f.Confirmed {
+		ids := make([]string, len(f.Jobs))
+		for i, j := range f.Jobs {
+			ids[i] = j.ID
+		}
+		add(InvPosts, "%d jobs created on Genace for one operation (%s): charged %d times (%d informed operator confirmations)", len(f.Jobs), strings.Join(ids, ", "), len(f.Jobs), f.Confirmed)
+	}
+	if f.Posts > 1+f.RateLimited+f.Confirmed {
+		add(InvPosts, "%d POSTs reached Genace but only %d of them were answered 429: at most %d were allowed", f.Posts, f.RateLimited, 1+f.RateLimited+f.Confirmed)
+	}
+
+	// (b) Every job id Genace handed out is kept; a job whose id never
+	// came back leaves the operation for review (reconciliation finds it).
+	kept := func(j string) bool { return rec.RemoteJobID == j || slices.Contains(f.ReviewJobIDs, j) }
+	told := append(slices.Clone(f.HandedOut), f.Returned...)
+	slices.Sort(told)
+	for _, j := range slices.Compact(told) {
+		if kept(j) {
+			continue
+		}
+		switch {
+		case slices.Contains(f.Returned, j):
+			add(InvJobID, "Genace returned job %s but the record holds %q and no review carries it", j, rec.RemoteJobID)
+		default:
+			add(InvJobID, "Genace's answer named job %s to a live worker, but the record holds %q and no review carries it (the client lost an id it was given)", j, rec.RemoteJobID)
+		}
+	}
+	for _, j := range f.Jobs {
+		if kept(j.ID) || slices.Contains(told, j.ID) {
+			continue
+		}
+		if !review {
+			add(InvJobID, "job %s (%s) exists on Genace, its id never came back, yet the operation is %s without review", j.ID, j.State, rec.Phase)
+		}
+	}
+	if rec.RemoteJobID != "" && f.RecordJobOperation != id {
+		owner := f.RecordJobOperation
+		if owner == "" {
+			owner = "no operation (Genace does not know the job)"
+		}
+		add(InvJobID, "the record holds job %s, which Genace created for %s", rec.RemoteJobID, owner)
+	}
+
+	// (d) Terminal or waiting for review: nothing lost, nothing stuck.
+	if !rec.Terminal() && !review {
+		next := "no next action"
+		if rec.Schedule != nil {
+			next = fmt.Sprintf("next %s due %s", rec.Schedule.Action, rec.Schedule.Due.Format("15:04:05"))
+		}
+		add(InvSettled, "stuck in %s at r%d (%s, %d reviews, last error %q)", rec.Phase, rec.Revision, next, f.Reviews, rec.LastError)
+	}
+	if review && !rec.Terminal() && f.Reviews == 0 {
+		// Waiting for an operator whom nothing tells: the sweep reads only
+		// active records, so nobody ever looks at it again.
+		add(InvSettled, "waits for review in %s at r%d (last error %q) but no open review tells an operator", rec.Phase, rec.Revision, rec.LastError)
+	}
+
+	// (g) No chain kept alive only by the sweep.
+	if f.SweepRearms > f.SweepBound {
+		add(InvChain, "the sweep re-armed the chain %d times (bound %d): its own messages keep dying", f.SweepRearms, f.SweepBound)
+	}
+
+	var job *genacesim.JobTruth
+	for i := range f.Jobs {
+		if f.Jobs[i].ID == rec.RemoteJobID {
+			job = &f.Jobs[i]
+		}
+	}
+
+	// (e) Delivered: every output stored, with Genace's checksum, once; a
+	// succeeded render never ends otherwise terminal.
+	if rec.Phase == operation.PhaseDelivered {
+		switch {
+		case job == nil:
+			add(InvDelivery, "delivered, but Genace has no job %q for the operation", rec.RemoteJobID)
+		case job.State != genacesim.StateSucceeded:
+			add(InvDelivery, "delivered, but job %s is %s on Genace", job.ID, job.State)
+		default:
+			if len(rec.Deliveries) != len(f.Outputs) {
+				add(InvDelivery, "%d deliveries recorded for %d outputs of job %s", len(rec.Deliveries), len(f.Outputs), job.ID)
+			}
+			for i, o := range f.Outputs {
+				d, ok := rec.Delivered(i)
+				if !ok {
+					add(InvDelivery, "output %d of job %s is not recorded as delivered", i, job.ID)
+					continue
+				}
+				if want := artifact.Key(id, job.ID, i, o.ContentType); d.Key != want {
+					add(InvDelivery, "output %d stored under %s, not its deterministic key %s", i, d.Key, want)
+				}
+				if d.SHA256 != o.SHA256 || d.SizeBytes != o.SizeBytes {
+					add(InvDelivery, "output %d recorded with sha256 %s (%d bytes); Genace's is %s (%d bytes)", i, d.SHA256, d.SizeBytes, o.SHA256, o.SizeBytes)
+				}
+				switch got := f.Stored[d.Key]; got {
+				case o.SHA256:
+				case "":
+					add(InvDelivery, "output %d: nothing stored under %s", i, d.Key)
+				default:
+					add(InvDelivery, "output %d: %s holds sha256 %s, Genace's is %s", i, d.Key, got, o.SHA256)
+				}
+			}
+		}
+	}
+	for key, n := range f.Created {
+		if n > 1 {
+			add(InvDelivery, "%s stored %d times", key, n)
+		}
+	}
+	if job != nil && rec.Terminal() {
+		switch {
+		case job.State == genacesim.StateSucceeded && rec.Phase != operation.PhaseDelivered && rec.Phase != operation.PhaseSuperseded:
+			add(InvDelivery, "job %s succeeded but the operation ended %s", job.ID, rec.Phase)
+		case (job.State == genacesim.StateFailed || job.State == genacesim.StateCanceled) && rec.Phase != operation.PhaseFailed && rec.Phase != operation.PhaseSuperseded:
+			add(InvRefund, "job %s %s but the operation ended %s", job.ID, job.State, rec.Phase)
+		}
+	}
+
+	// (f) A failed operation is settled only on Genace's word.
+	if rec.Phase == operation.PhaseFailed && rec.Settlement == operation.SettlementSettled {
+		switch {
+		case job == nil:
+			add(InvRefund, "failed and settled, but Genace has no job %q for it", rec.RemoteJobID)
+		case job.Credits.RefundState != genacesim.RefundSettled && job.Credits.Charged != 0:
+			add(InvRefund, "settled, but Genace shows job %s refund_state %s with %d charged, %d refunded", job.ID, job.Credits.RefundState, job.Credits.Charged, job.Credits.Refunded)
+		}
+	}
+	return out
+}

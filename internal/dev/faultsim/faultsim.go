@@ -1,0 +1,426 @@
+// Package faultsim is genjobs' deterministic fault-injection simulation.
+// It runs the real handlers (submit, observe, deliver, triage, sweep) on
+// the embedded queue (localqueue) through the local event source mapping
+// (package eventsource), on the embedded bbolt store, against the Genace simulator over
+// loopback HTTP/2 over TLS (through Go's own transport and a frame relay
+// that can reset streams, see relay.go), with outputs copied into an
+// artifact.Dir — all on ONE
+// virtual clock — and injects, with seeded probabilities, the faults a
+// queue-driven Lambda system meets at each of its boundaries (see Fault).
+// When the queues are drained it checks design invariants 1–6 against the
+// simulator's ground truth and the store, and reports every violation with
+// the operation's id and the command that replays the run.
+//
+// # Time and concurrency
+//
+// The clock is one clock.Manual shared by the broker, the mappings'
+// invocation deadlines, the handlers, the sweep and the simulator. One
+// goroutine drives everything. A step polls each event source mapping
+// once (eventsource.Mapping.PollOnce, which invokes the handler synchronously) in
+// an order drawn from the seed. When no queue has anything visible, the
+// driver moves the clock straight to the next event: a message becoming
+// visible (localqueue.Broker.NextEvent) or a planned event of its own
+// (an operation's creation, a user's change, a reconcile-jobs run, the
+// sweep's timer, every virtual minute). Handler actions therefore take no
+// virtual time, and thousands of renders of minutes each run in seconds.
+// Planned events fall on whole seconds, like every queue delay, so the
+// clock moves at most once per virtual second.
+//
+// Nothing may wait on the virtual clock while the driver is inside a
+// handler, since the driver is the only one who could advance it. So the
+// simulation observes with LongPoll 0 (the observe handler then GETs
+// without ?wait, and the simulator answers at once) and injects no
+// simulator-side response delays. Nor does any fault move the world's
+// clock from inside a handler, which would stall every other worker with
+// the one that waits: a GET timeout is injected in the client wrapper (the
+// GET reaches Genace, and the caller gets the client's own timeout error
+// at once), and a signed URL expiring before the copy is Genace's clock
+// running ahead for that one download. Faults that need two workers on
+// one message (DupReceive, VisibilityExpiry) run the second worker
+// synchronously inside the first one's call, by making the message visible
+// and polling the same mapping again: an interleaving chosen by the seed
+// rather than by the scheduler.
+//
+// Handlers run their batches one record at a time (Concurrency 1) and
+// every jitter draws from the seed, so a run is a function of its Config:
+// the same seed replays the same run, and a violation's replay command
+// reproduces it. The one tie to the wall clock left is the Genace client's
+// per-request timeout (context.WithTimeout, 5–20 s of wall time): only a
+// request stalled that long on a starved machine could change a run. The
+// virtual clock starts in the wall clock's future, because net.Dialer
+// refuses to dial under a context deadline that the wall clock has passed.
+//
+// # What is checked
+//
+// Every record write goes through a recorder right above the store, which
+// checks it against the two writes before (CheckWrite: invariant c, a
+// stale overwrite or a write computed from a stale view) and checks the
+// first write each queue message leads to against the revision the
+// message names (CheckFirstWrite: invariant g, no forked chain). A wire
+// tap on the simulator's side of the connection records every job id
+// Genace's answers name, whatever the client makes of them. After the
+// run, CheckFinal holds each operation's final record, reviews and audit
+// entries against the simulator's ground truth (jobs created, POSTs
+// received, ids handed out, credits), the artifact store's content and
+// the sweep's re-arms (invariants a, b, d, e, f, g).
+package faultsim
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"log/slog"
+	"net/http"
+	"sort"
+	"strings"
+	"time"
+
+	"github.com/genjobs/genjobs/internal/lease"
+	"github.com/genjobs/genjobs/internal/operation"
+	"github.com/genjobs/genjobs/internal/replay"
+	"github.com/genjobs/genjobs/internal/schedule"
+	"github.com/genjobs/genjobs/internal/store"
+)
+
+// Records is the store the handlers and the sweep are given, with the
+// fault wrappers and the write recorder under it; Config.WrapRecords
+// receives and returns it. It is the whole store.Store, so a planted bug
+// wraps whatever the handlers come to use of it.
+type Records interface {
+	store.Store
+}
+
+// Config describes one simulation run.
+type Config struct {
+	// Seed determines everything: the workload, every fault roll, the
+	// polling order and the simulator's job ids.
+	Seed uint64
+	// Operations is how many operations the workload creates (default 1000).
+	Operations int
+	// Faults are the fault probabilities; nil means DefaultFaults, an
+	// empty map none.
+	Faults Faults
+	// Interval is the virtual time over which the operations are created
+	// and dispatched (default: 20 ms per operation, at least 5 minutes).
+	Interval time.Duration
+	// Dir holds the store file and the artifacts; "" means a fresh
+	// temporary directory (on tmpfs where there is one), removed after.
+	Dir string
+	// Trace lists operations whose full history (messages, Genace calls,
+	// every record write, faults) the run keeps for the report. Runs of at
+	// most TraceAllBelow operations trace every operation.
+	Trace []string
+	// Progress, if set, receives a status line every few wall seconds.
+	Progress io.Writer
+	// Log receives the handlers' logs (nil: discarded).
+	Log *slog.Logger
+	// WrapStore, if set, wraps the store under the write recorder. It is
+	// for tests that plant a bug (a store that ignores the revision
+	// condition, say) to prove the checks find it; never set it otherwise.
+	WrapStore func(store.Store) store.Store
+	// WrapGenace, if set, wraps the Genace client under the fault
+	// wrappers, for the same purpose (a client that retries a POST, say).
+	WrapGenace func(Genace) Genace
+	// WrapRecords, if set, wraps the store the handlers and the sweep
+	// see, above the write recorder and the fault wrappers, for the same
+	// purpose (a handler that rewrites its stale view at the current
+	// revision after a conflict, say): what it does reaches the recorder
+	// as the handler's own write.
+	WrapRecords func(Records) Records
+	// WrapQueue, if set, wraps the queue the follow-ups are sent to, for
+	// the same purpose (follow-ups sent for the wrong revision, say).
+	WrapQueue func(schedule.QueueSender) schedule.QueueSender
+	// WrapOperator, if set, wraps the store the operator's replays use,
+	// under the application's writes that race them, for the same purpose
+	// (a replay that skips its revision check, say).
+	WrapOperator func(replay.Store) replay.Store
+	// WrapExtender, if set, wraps what the handlers renew their message
+	// leases with, for the same purpose (a worker that trusts its own
+	// clock rather than the queue's, say).
+	WrapExtender func(lease.Extender) lease.Extender
+	// WrapTransport, if set, wraps the HTTP transport under the Genace
+	// client, for the same purpose (a transport that re-sends a POST
+	// whose stream was reset, say).
+	WrapTransport func(http.RoundTripper) http.RoundTripper
+	// UnrecordedDispatch makes the application send the dispatch without
+	// recording it as the new record's next action: the contract before
+	// this simulation found that a dispatch made stale by any write to
+	// the prepared record strands the operation (nothing re-sends it).
+	// By default the application records it, as genjobs requires, so the
+	// sweep re-arms a lost or stale dispatch.
+	UnrecordedDispatch bool
+	// MaxVirtual bounds the virtual time of a run after the last
+	// operation's creation (default 48 h): an operation still unsettled
+	// then is reported, not waited for.
+	MaxVirtual time.Duration
+}
+
+// TraceAllBelow is the largest run that keeps every operation's history.
+// Larger runs keep only Config.Trace's, to stay small in memory; a
+// violation names the replay command that traces its operation.
+const TraceAllBelow = 5000
+
+// Invariant names what a violation breaks (design invariants 1–6).
+type Invariant string
+
+// The invariants checked after every run.
+const (
+	// InvPosts (design 1): at most one job created per operation, and no
+	// POST beyond the first except after a 429 (which created nothing),
+	// unless an operator decided so (an audit entry).
+	InvPosts Invariant = "a:at-most-one-post"
+	// InvJobID (design 2): every job id Genace handed back is on the
+	// record or in a review; a job whose id never came back leaves its
+	// operation in review.
+	InvJobID Invariant = "b:job-id-kept"
+	// InvWrites (design 3): every write was conditioned on the revision it
+	// replaced, moved along a legal transition, never touched a terminal
+	// record and never replaced a job id.
+	InvWrites Invariant = "c:no-stale-overwrite"
+	// InvSettled (design 4): every operation ends terminal or waiting for
+	// review; none is lost or stuck without one.
+	InvSettled Invariant = "d:terminal-or-review"
+	// InvDelivery (design 5): a delivered operation's outputs are all in
+	// the artifact store with Genace's checksums, each stored once; a
+	// succeeded render never ends otherwise terminal.
+	InvDelivery Invariant = "e:delivered-once"
+	// InvRefund (design 6): a failed operation is settled only when Genace
+	// shows the refund settled or nothing charged; unsettled ones wait for
+	// review.
+	InvRefund Invariant = "f:refund-settled"
+	// InvChain (design 4): the observation chain neither forks nor lives
+	// on the sweep. A message's handler acts only on the revision the
+	// message names (or on its own earlier progress), so two messages
+	// never drive one operation at once; and no operation's chain is
+	// re-armed by the sweep more often than the faults that hit it can
+	// explain (see SweepBound).
+	InvChain Invariant = "g:one-chain"
+	// InvAuthority (design 7): no POST leaves without authority. When a
+	// worker POSTs, its message is still in flight under the worker's
+	// receipt handle, by the queue's own truth, for at least the POST's
+	// timeout and the time to persist its outcome.
+	InvAuthority Invariant = "h:post-authority"
+)
+
+// Violation is one broken invariant.
+type Violation struct {
+	Invariant   Invariant `json:"invariant"`
+	OperationID string    `json:"operation_id"`
+	Detail      string    `json:"detail"`
+	// History is the operation's trace (messages, Genace calls, writes,
+	// faults, final record and simulator truth), when it was traced.
+	History []string `json:"history,omitempty"`
+}
+
+// String is the one-line form: invariant, operation, what is wrong.
+func (v Violation) String() string {
+	return fmt.Sprintf("[%s] %s: %s", v.Invariant, v.OperationID, v.Detail)
+}
+
+// Result is what a run did and found.
+type Result struct {
+	Seed       uint64 `json:"seed"`
+	Operations int    `json:"operations"`
+	Faults     string `json:"faults"`
+	// UnrecordedDispatch is Config.UnrecordedDispatch, for the replay command.
+	UnrecordedDispatch bool          `json:"unrecorded_dispatch,omitempty"`
+	Virtual            time.Duration `json:"virtual_elapsed"`
+	Wall               time.Duration `json:"wall_elapsed"`
+	// Invocations and Records count handler invocations and the records
+	// (messages) handed to them, per function.
+	Invocations map[string]int64 `json:"invocations"`
+	Records     map[string]int64 `json:"records"`
+	// Actions is every record handled plus every sweep run: the number of
+	// times a function acted.
+	Actions int64 `json:"actions"`
+	// Writes counts successful record writes.
+	Writes int64 `json:"writes"`
+	// Injected counts each fault as really injected.
+	Injected map[Fault]int64         `json:"faults_injected"`
+	Phases   map[operation.Phase]int `json:"phases"`
+	Reviews  int                     `json:"open_reviews"`
+	// ReviewsOfTerminal counts open reviews of operations that ended
+	// terminal anyway (late evidence resolved an uncertain claim, a
+	// dead-lettered message's operation moved on): operator noise.
+	ReviewsOfTerminal int `json:"open_reviews_of_terminal"`
+	// UnknownSubmissions counts the submissions whose outcome was
+	// genuinely unknown, by Genace's truth and the fault log: a POST whose
+	// answer never reached its handler (dropped, reset, the worker died
+	// first) or was unknown by the contract (a 5xx without a job id, a
+	// body without one), and a claim whose worker died before its POST,
+	// which nothing can tell from a POST in flight. Each may rightly leave
+	// an operation uncertain; nothing else should.
+	UnknownSubmissions int `json:"unknown_submissions"`
+	// MadeUncertain counts the times automation made an operation
+	// uncertain, and LeftUncertain those of them that no later evidence
+	// resolved (a late answer, a job id, also one that lands after an
+	// operator's reconciliation raced it): each of these needs an operator
+	// to reconcile it, whether or not the run's operator (OperatorRace)
+	// did so before the end.
+	MadeUncertain int `json:"made_uncertain"`
+	LeftUncertain int `json:"left_uncertain"`
+	// UncertainBeyondUnknown names the operations left uncertain more
+	// often than they had submissions of genuinely unknown outcome: where
+	// to look when LeftUncertain exceeds its bound.
+	UncertainBeyondUnknown []string `json:"uncertain_beyond_unknown,omitempty"`
+	// Sweeps counts sweep runs; SweepRearmed and SweepClaimsExpired what
+	// the safety net did: chains re-armed, stale claims parked.
+	Sweeps             int `json:"sweeps"`
+	SweepRearmed       int `json:"sweep_rearmed"`
+	SweepClaimsExpired int `json:"sweep_claims_expired"`
+	// Genace's side: POST requests, jobs created, GETs, downloads.
+	Posts     int `json:"posts"`
+	Jobs      int `json:"jobs"`
+	Gets      int `json:"gets"`
+	Downloads int `json:"downloads"`
+	// Reuploads counts Puts of an output that another worker had stored
+	// meanwhile (the store kept the first copy): duplicate work, not a
+	// duplicate object.
+	Reuploads int `json:"reuploads"`
+	// Paths counts the decisions the handlers logged, by function,
+	// message and reason ("submit: acknowledged as obsolete
+	// (claim_conflict)"): which code paths the run reached.
+	Paths map[string]int `json:"paths"`
+	// StaleDeletes counts acknowledgements that found the message taken
+	// by another worker (the at-least-once cases the handlers must bear).
+	StaleDeletes int64       `json:"stale_deletes"`
+	Violations   []Violation `json:"violations"`
+	// Histories are the traces of the operations Config.Trace named.
+	Histories map[string][]string `json:"histories,omitempty"`
+}
+
+// Replay is the command that runs the same simulation again.
+func (r *Result) Replay() string {
+	cmd := fmt.Sprintf("genjobs soak --seed %d --operations %d --faults %s", r.Seed, r.Operations, r.Faults)
+	if r.UnrecordedDispatch {
+		cmd += " --unrecorded-dispatch"
+	}
+	return cmd
+}
+
+// ReplayTest is the go test command line that runs the same simulation
+// as TestSimulation.
+func (r *Result) ReplayTest() string {
+	cmd := fmt.Sprintf("go test ./internal/dev/faultsim -run 'TestSimulation$' -faultsim.seed=%d -faultsim.ops=%d -faultsim.faults=%s", r.Seed, r.Operations, r.Faults)
+	if r.UnrecordedDispatch {
+		cmd += " -faultsim.unrecorded-dispatch"
+	}
+	return cmd
+}
+
+// WriteSummary prints the figures and the violations.
+func (r *Result) WriteSummary(w io.Writer) {
+	fmt.Fprintf(w, "faultsim seed %d: %d operations, %s virtual in %s wall\n", r.Seed, r.Operations, r.Virtual.Round(time.Second), r.Wall.Round(time.Millisecond))
+	fmt.Fprintf(w, "actions %d (invocations: %s; records: %s), %d record writes, %d stale deletes\n",
+		r.Actions, counts(r.Invocations), counts(r.Records), r.Writes, r.StaleDeletes)
+	fmt.Fprintf(w, "sweeps %d: %d chains re-armed, %d stale claims parked\n", r.Sweeps, r.SweepRearmed, r.SweepClaimsExpired)
+	fmt.Fprintf(w, "Genace: %d POSTs, %d jobs, %d GETs, %d downloads; %d outputs uploaded again after another worker stored them\n", r.Posts, r.Jobs, r.Gets, r.Downloads, r.Reuploads)
+	var phases []string
+	for _, p := range operation.Phases {
+		if n := r.Phases[p]; n > 0 {
+			phases = append(phases, fmt.Sprintf("%s %d", p, n))
+		}
+	}
+	fmt.Fprintf(w, "phases: %s; open reviews %d (%d of them on operations that ended terminal)\n", strings.Join(phases, ", "), r.Reviews, r.ReviewsOfTerminal)
+	fmt.Fprintf(w, "operators asked: %d operations left uncertain (of %d made uncertain) per %d submissions of genuinely unknown outcome = %.2f (at most %.2f); %d open reviews on terminal operations (at most %d)\n",
+		r.LeftUncertain, r.MadeUncertain, r.UnknownSubmissions, r.UncertainPerUnknown(), float64(MaxUncertainPerUnknown), r.ReviewsOfTerminal, MaxReviewsOfTerminal)
+	if n := len(r.UncertainBeyondUnknown); n > 0 {
+		shown := r.UncertainBeyondUnknown[:min(n, 20)]
+		more := ""
+		if n > len(shown) {
+			more = fmt.Sprintf(" and %d more", n-len(shown))
+		}
+		fmt.Fprintf(w, "left uncertain beyond their unknown submissions: %s%s\n", strings.Join(shown, ", "), more)
+	}
+	fmt.Fprintln(w, "faults injected:")
+	var total int64
+	for _, k := range append(append([]Fault{}, Kinds...), RateLimited) {
+		if n := r.Injected[k]; n > 0 {
+			fmt.Fprintf(w, "  %-24s %d\n", k, n)
+			total += n
+		}
+	}
+	fmt.Fprintf(w, "  %-24s %d\n", "total", total)
+	for _, t := range r.Thresholds() {
+		fmt.Fprintf(w, "threshold exceeded: %s\n", t)
+	}
+	fmt.Fprintf(w, "violations: %d\n", len(r.Violations))
+	for i, v := range r.Violations {
+		if i == 50 {
+			fmt.Fprintf(w, "  ... and %d more\n", len(r.Violations)-i)
+			break
+		}
+		fmt.Fprintf(w, "  %s\n", v)
+		for _, h := range v.History {
+			fmt.Fprintf(w, "      %s\n", h)
+		}
+	}
+	for _, op := range sortedKeys(r.Histories) {
+		fmt.Fprintf(w, "history of %s:\n", op)
+		for _, h := range r.Histories[op] {
+			fmt.Fprintf(w, "      %s\n", h)
+		}
+	}
+	if len(r.Violations) > 0 {
+		fmt.Fprintf(w, "replay: %s\n", r.Replay())
+		fmt.Fprintf(w, "   or: %s\n", r.ReplayTest())
+		if len(r.Violations[0].History) == 0 {
+			fmt.Fprintf(w, "trace one: %s --trace %s\n", r.Replay(), r.Violations[0].OperationID)
+		}
+	}
+}
+
+func sortedKeys[V any](m map[string]V) []string {
+	keys := make([]string, 0, len(m))
+	for k := range m {
+		keys = append(keys, k)
+	}
+	sort.Strings(keys)
+	return keys
+}
+
+func counts(m map[string]int64) string {
+	keys := make([]string, 0, len(m))
+	for k := range m {
+		keys = append(keys, k)
+	}
+	sort.Strings(keys)
+	parts := make([]string, len(keys))
+	for i, k := range keys {
+		parts[i] = fmt.Sprintf("%s %d", k, m[k])
+	}
+	return strings.Join(parts, ", ")
+}
+
+// Run runs one simulation and checks the invariants. The error is for a
+// run that could not be carried out (setup failed, the driver got stuck);
+// broken invariants are Result.Violations.
+func Run(cfg Config) (*Result, error) { return RunContext(context.Background(), cfg) }
+
+// RunContext is Run, stopped early (with ctx's error) when ctx ends.
+func RunContext(ctx context.Context, cfg Config) (*Result, error) {
+	if cfg.Operations <= 0 {
+		cfg.Operations = 1000
+	}
+	if cfg.Faults == nil {
+		cfg.Faults = DefaultFaults()
+	}
+	if cfg.Interval <= 0 {
+		cfg.Interval = max(5*time.Minute, time.Duration(cfg.Operations)*20*time.Millisecond)
+	}
+	if cfg.MaxVirtual <= 0 {
+		cfg.MaxVirtual = 48 * time.Hour
+	}
+	if cfg.Log == nil {
+		cfg.Log = slog.New(slog.DiscardHandler)
+	}
+	w, err := newWorld(cfg)
+	if err != nil {
+		return nil, err
+	}
+	defer w.close()
+	if err := w.drive(ctx); err != nil {
+		return nil, err
+	}
+	return w.result()
+}

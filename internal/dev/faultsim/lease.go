@@ -1,0 +1,90 @@
+package faultsim
+
+import (
+	"context"
+	"errors"
+	"time"
+
+	"github.com/genjobs/genjobs/internal/dev/localqueue"
+)
+
+// leaseTruth is the queue's truth about one received message.
+type leaseTruth struct {
+	handle string    // the current receipt handle
+	until  time.Time // hidden until then
+}
+
+// granted notes a receive: the message is hidden for its queue's
+// visibility under a new handle.
+func (w *world) granted(queueURL, msgID, handle string) {
+	w.mu.Lock()
+	w.leases[msgID] = leaseTruth{handle: handle, until: w.clk.Now().Add(w.vis[queueURL])}
+	w.mu.Unlock()
+}
+
+// hidden notes a successful visibility change of handle: hidden for d
+// from now (rounded up to whole seconds, as the queue counts).
+func (w *world) hidden(msgID, handle string, d time.Duration) {
+	if r := d % time.Second; r > 0 {
+		d += time.Second - r
+	}
+	w.mu.Lock()
+	if l, ok := w.leases[msgID]; ok && l.handle == handle {
+		w.leases[msgID] = leaseTruth{handle: handle, until: w.clk.Now().Add(d)}
+	}
+	w.mu.Unlock()
+}
+
+// acknowledged forgets a message its current holder deleted.
+func (w *world) acknowledged(msgID, handle string) {
+	w.mu.Lock()
+	if l, ok := w.leases[msgID]; ok && l.handle == handle {
+		delete(w.leases, msgID)
+	}
+	w.mu.Unlock()
+}
+
+// changeVisibility changes a message's visibility on the queue and keeps
+// the lease truth.
+func (w *world) changeVisibility(queueURL, msgID, handle string, d time.Duration) error {
+	err := w.broker.ChangeVisibility(context.Background(), queueURL, handle, d)
+	if err == nil {
+		w.hidden(msgID, handle, d)
+	}
+	return err
+}
+
+// receiveGap injects ReceiveGap into an invocation about to start: the
+// mapping received the batch a while ago (a batching window, a cold start,
+// a throttled invoke), so its visibility has run down, or out, by now.
+func (w *world) receiveGap(inv *invocation) {
+	if inv.depth > 0 || inv.m == nil || !w.inj.roll(ReceiveGap) {
+		return
+	}
+	// Mostly a batching window or a cold start; a third of the time a
+	// throttled invoke that outlasts the visibility.
+	gap := time.Duration(1+w.inj.intn(ReceiveGap, 45)) * time.Second
+	vis := w.vis[inv.queueURL]
+	hit := false
+	for i, r := range inv.records {
+		if err := w.changeVisibility(inv.queueURL, r.MessageId, r.ReceiptHandle, max(0, vis-gap)); err != nil && !errors.Is(err, localqueue.ErrNotInFlight) {
+			continue
+		}
+		hit = true
+		w.tracef(inv.ops[i], "FAULT %s: %s starts %s after the mapping received message %s (visibility %s)", ReceiveGap, inv.fn, gap, shortID(r.MessageId), vis)
+	}
+	if hit {
+		w.inj.note(ReceiveGap)
+	}
+}
+
+// authorityAt says, by the queue's truth, why the worker behind inv has no
+// authority to POST for record i now ("" if it has): its message must be
+// in flight under its handle for need more.
+func (w *world) authorityAt(inv *invocation, i int, need time.Duration) string {
+	r := inv.records[i]
+	w.mu.Lock()
+	l, ok := w.leases[r.MessageId]
+	w.mu.Unlock()
+	return CheckAuthority(ok && l.handle == r.ReceiptHandle, l.until.Sub(w.clk.Now()), need)
+}

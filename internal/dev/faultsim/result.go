@@ -1,0 +1,211 @@
+package faultsim
+
+import (
+	"context"
+	"fmt"
+	"sort"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/genjobs/genjobs/internal/dev/genacesim"
+	"github.com/genjobs/genjobs/internal/operation"
+	"github.com/genjobs/genjobs/internal/review"
+)
+
+// result gathers the figures and runs the end-of-run checks against the
+// simulator's ground truth, the store and the artifact store.
+func (w *world) result() (*Result, error) {
+	ctx := context.Background()
+	res := &Result{
+		Seed: w.cfg.Seed, Operations: len(w.ops), Faults: w.cfg.Faults.String(), UnrecordedDispatch: w.cfg.UnrecordedDispatch, Virtual: w.clk.Now().Sub(simStart),
+		Invocations: map[string]int64{}, Records: map[string]int64{}, Injected: w.inj.snapshot(), Phases: map[operation.Phase]int{},
+		Sweeps: w.sweeps, SweepRearmed: w.sweepRearmed, SweepClaimsExpired: w.sweepClaims, Writes: w.rec.writes, UnknownSubmissions: w.unknownSubmissions, MadeUncertain: w.madeUncertain, LeftUncertain: w.madeUncertain - w.resolvedUncertain,
+		Posts: w.sim.TotalPosts(), Gets: w.sim.TotalGets(), Downloads: w.sim.FileGets(), Paths: map[string]int{},
+	}
+	w.mu.Lock()
+	for k, n := range w.paths {
+		res.Paths[k] = n
+	}
+	for _, op := range w.ops {
+		if w.leftUncertain[op.id] > w.unknownOf[op.id] {
+			res.UncertainBeyondUnknown = append(res.UncertainBeyondUnknown, op.id)
+		}
+	}
+	w.mu.Unlock()
+	for _, m := range w.maps {
+		st := m.m.Stats()
+		res.Invocations[m.fn] += st.Invocations
+		res.Records[m.fn] += st.Records
+		res.Actions += st.Records
+		res.StaleDeletes += st.StaleDeletes
+	}
+	res.Actions += int64(w.sweeps)
+	// From here on the simulator answers truthfully: the checks' own
+	// reads must not be faulted.
+	w.checking.Store(true)
+
+	jobs := map[string][]genacesim.JobTruth{}
+	all := w.sim.Jobs()
+	res.Jobs = len(all)
+	for _, j := range all {
+		jobs[j.OperationID] = append(jobs[j.OperationID], j)
+	}
+	reviews, err := w.bolt.OpenReviews(ctx)
+	if err != nil {
+		return nil, err
+	}
+	res.Reviews = len(reviews)
+	byOp := map[string][]review.Record{}
+	for _, r := range reviews {
+		byOp[r.OperationID] = append(byOp[r.OperationID], r)
+	}
+	keys := map[string][]string{}
+	for k, n := range w.arts.created {
+		if n > 0 {
+			keys[opOfKey(k)] = append(keys[opOfKey(k)], k)
+		}
+	}
+	for k, n := range w.arts.puts {
+		res.Reuploads += n - w.arts.created[k]
+	}
+
+	finals := make([]Final, len(w.ops))
+	for i, op := range w.ops {
+		rec, err := w.bolt.Get(ctx, op.id)
+		if err != nil {
+			return nil, fmt.Errorf("faultsim: final read of %s: %w", op.id, err)
+		}
+		audit, err := w.bolt.Audit(ctx, op.id)
+		if err != nil {
+			return nil, err
+		}
+		res.Phases[rec.Phase]++
+		if rec.Terminal() {
+			res.ReviewsOfTerminal += len(byOp[op.id])
+		}
+		t := w.tally(op.id)
+		f := Final{Record: rec, Audit: len(audit), Reviews: len(byOp[op.id]), Jobs: jobs[op.id], Posts: w.sim.PostCount(op.id),
+			RateLimited: t.rateLimited, Returned: t.returned, HandedOut: t.handedOut, Confirmed: t.confirmed,
+			SweepRearms: w.rearms[op.id], SweepBound: SweepBound(w.stops[op.id]),
+			Stored: map[string]string{}, Created: map[string]int{}}
+		if rec.RemoteJobID != "" {
+			f.RecordJobOperation = w.opOfJob(rec.RemoteJobID)
+		}
+		for _, r := range byOp[op.id] {
+			if r.RemoteJobID != "" {
+				f.ReviewJobIDs = append(f.ReviewJobIDs, r.RemoteJobID)
+			}
+		}
+		for _, d := range rec.Deliveries {
+			obj, ok, err := w.arts.d.Stat(ctx, d.Key)
+			if err != nil {
+				return nil, err
+			}
+			if ok {
+				f.Stored[d.Key] = obj.SHA256
+			}
+		}
+		for _, k := range keys[op.id] {
+			f.Created[k] = w.arts.created[k]
+		}
+		finals[i] = f
+	}
+	if err := w.readOutputs(ctx, finals); err != nil {
+		return nil, err
+	}
+	for _, f := range finals {
+		for _, v := range CheckFinal(f) {
+			w.violate(v.Invariant, v.OperationID, v.Detail)
+		}
+	}
+
+	sort.SliceStable(w.violations, func(i, j int) bool { return w.violations[i].OperationID < w.violations[j].OperationID })
+	index := map[string]int{}
+	for i, op := range w.ops {
+		index[op.id] = i
+	}
+	for i := range w.violations {
+		v := &w.violations[i]
+		if !w.traced(v.OperationID) {
+			continue
+		}
+		v.History = append([]string(nil), w.traces[v.OperationID]...)
+		if k, ok := index[v.OperationID]; ok {
+			v.History = append(v.History, describe(finals[k])...)
+		}
+	}
+	res.Violations = w.violations
+	for _, op := range w.cfg.Trace {
+		if k, ok := index[op]; ok {
+			if res.Histories == nil {
+				res.Histories = map[string][]string{}
+			}
+			res.Histories[op] = append(append([]string(nil), w.traces[op]...), describe(finals[k])...)
+		}
+	}
+	res.Wall = time.Since(w.wallStart)
+	return res, nil
+}
+
+// readOutputs reads, from the simulator without faults, the outputs of
+// every delivered operation's job: Genace's own sha256 of the bytes it
+// serves, the truth the copies are compared with. GETs of a succeeded job
+// change nothing, so they run in parallel.
+func (w *world) readOutputs(ctx context.Context, finals []Final) error {
+	var todo []int
+	for i := range finals {
+		if finals[i].Record.Phase == operation.PhaseDelivered && finals[i].Record.RemoteJobID != "" {
+			todo = append(todo, i)
+		}
+	}
+	var (
+		wg      sync.WaitGroup
+		mu      sync.Mutex
+		firstEr error
+	)
+	next := make(chan int)
+	for range 8 {
+		wg.Go(func() {
+			for i := range next {
+				job, err := w.client.Get(ctx, finals[i].Record.RemoteJobID, 0, time.Minute)
+				if err != nil {
+					mu.Lock()
+					if firstEr == nil {
+						firstEr = fmt.Errorf("faultsim: read job %s for the checks: %w", finals[i].Record.RemoteJobID, err)
+					}
+					mu.Unlock()
+					continue
+				}
+				outs := make([]Output, len(job.Outputs))
+				for k, o := range job.Outputs {
+					outs[k] = Output{ContentType: o.ContentType, SizeBytes: o.SizeBytes, SHA256: o.SHA256}
+				}
+				finals[i].Outputs = outs
+			}
+		})
+	}
+	for _, i := range todo {
+		next <- i
+	}
+	close(next)
+	wg.Wait()
+	return firstEr
+}
+
+// describe is the end of an operation's history: its final record and
+// Genace's truth.
+func describe(f Final) []string {
+	r := &f.Record
+	out := []string{fmt.Sprintf("final record: r%d %s job=%q settlement=%q deliveries=%d posts(counter)=%d parked=%t last_error=%q reviews=%d",
+		r.Revision, r.Phase, r.RemoteJobID, r.Settlement, len(r.Deliveries), r.Posts, r.Parked != nil, r.LastError, f.Reviews)}
+	out = append(out, fmt.Sprintf("genace truth: %d POSTs (%d answered 429), job ids handed back %v", f.Posts, f.RateLimited, f.Returned))
+	for _, j := range f.Jobs {
+		out = append(out, fmt.Sprintf("  job %s %s submission_failure=%t reconciled=%t credits reserved=%d charged=%d refunded=%d refund=%s",
+			j.ID, j.State, j.SubmissionFailure, j.Reconciled, j.Credits.Reserved, j.Credits.Charged, j.Credits.Refunded, j.Credits.RefundState))
+	}
+	if len(f.ReviewJobIDs) > 0 {
+		out = append(out, "reviews carry job ids "+strings.Join(f.ReviewJobIDs, ", "))
+	}
+	return out
+}

@@ -1,0 +1,97 @@
+package faultsim
+
+import (
+	"fmt"
+	"math"
+	"math/rand/v2"
+	"time"
+
+	"github.com/genjobs/genjobs/internal/dev/genacesim"
+)
+
+// modelCount is how many simulated models a run spreads its operations
+// over. Genace's simulator fixes durations and outcomes per model, so the
+// variety of renders comes from many models with seeded parameters.
+const modelCount = 48
+
+// models draws the run's models: render times log-normal (median ~2 s
+// queued and ~15 s running, a long tail to tens of minutes), about one in
+// eight failing (charged, then refunded), a quarter with several outputs.
+func models(rng *rand.Rand) map[string]genacesim.ModelConfig {
+	lognormal := func(median time.Duration, sigma float64, ceiling time.Duration) time.Duration {
+		d := time.Duration(float64(median) * math.Exp(sigma*rng.NormFloat64()))
+		return min(max(d, 0), ceiling).Round(100 * time.Millisecond)
+	}
+	out := make(map[string]genacesim.ModelConfig, modelCount)
+	for i := range modelCount {
+		mc := genacesim.ModelConfig{
+			Price:    int64(4 + rng.IntN(20)),
+			QueueFor: lognormal(2*time.Second, 0.8, time.Minute),
+			RunFor:   lognormal(15*time.Second, 1.1, 20*time.Minute),
+			Outcome:  genacesim.OutcomeSucceed,
+		}
+		if rng.Float64() < 0.12 {
+			mc.Outcome = genacesim.OutcomeFail
+		}
+		switch r := rng.Float64(); {
+		case r < 0.75:
+			mc.OutputCount = 1
+		case r < 0.92:
+			mc.OutputCount = 2
+		default:
+			mc.OutputCount = 3
+		}
+		out[modelName(i)] = mc
+	}
+	return out
+}
+
+func modelName(i int) string { return fmt.Sprintf("sim-model-%02d", i) }
+
+// opSpec is one operation of the workload and the user or operator
+// events planned for it.
+type opSpec struct {
+	id      string
+	model   string
+	price   int64
+	created time.Duration // after the run's start
+	// Offsets after creation of the planned events; negative means none.
+	changeAt, supersedeAt, reconcileAt time.Duration
+}
+
+// opID names operation i.
+func opID(i int) string { return fmt.Sprintf("op-%06d", i) }
+
+// workload draws n operations created evenly over interval, each with a
+// seeded model, and plans the user's changes and Genace operators'
+// reconciliations the fault knobs ask for. The plans are drawn here, in
+// creation order, so they do not depend on how the run unfolds.
+func workload(n int, interval time.Duration, rng *rand.Rand, ms map[string]genacesim.ModelConfig, in *injector) []opSpec {
+	ops := make([]opSpec, n)
+	for i := range ops {
+		name := modelName(rng.IntN(modelCount))
+		mc := ms[name]
+		render := mc.QueueFor + mc.RunFor
+		op := opSpec{id: opID(i), model: name, price: mc.Price, changeAt: -1, supersedeAt: -1, reconcileAt: -1}
+		if n > 1 {
+			op.created = time.Duration(float64(interval) * float64(i) / float64(n))
+		}
+		if in.roll(UserChangeSpec) {
+			// Mostly right after creation, before submit has claimed it;
+			// sometimes later, which finds it prepared only after a 429.
+			if rng.Float64() < 0.7 {
+				op.changeAt = 0
+			} else {
+				op.changeAt = time.Duration(1+rng.IntN(60)) * time.Second
+			}
+		}
+		if in.roll(UserSupersede) {
+			op.supersedeAt = time.Second + time.Duration(rng.Int64N(int64(render)+1))
+		}
+		if in.roll(ReconcileFail) && mc.RunFor > 0 {
+			op.reconcileAt = mc.QueueFor + time.Duration(rng.Int64N(int64(mc.RunFor)))
+		}
+		ops[i] = op
+	}
+	return ops
+}

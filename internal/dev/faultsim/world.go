@@ -1,0 +1,879 @@
+package faultsim
+
+import (
+	"container/heap"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"log/slog"
+	"math/rand/v2"
+	"os"
+	"path/filepath"
+	"runtime/debug"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/genjobs/genjobs/internal/artifact"
+	"github.com/genjobs/genjobs/internal/clock"
+	"github.com/genjobs/genjobs/internal/deliver"
+	"github.com/genjobs/genjobs/internal/dev/eventsource"
+	"github.com/genjobs/genjobs/internal/genace"
+	"github.com/genjobs/genjobs/internal/dev/genacesim"
+	"github.com/genjobs/genjobs/internal/lease"
+	"github.com/genjobs/genjobs/internal/dev/localqueue"
+	"github.com/genjobs/genjobs/internal/message"
+	"github.com/genjobs/genjobs/internal/observe"
+	"github.com/genjobs/genjobs/internal/operation"
+	"github.com/genjobs/genjobs/internal/replay"
+	"github.com/genjobs/genjobs/internal/schedule"
+	"github.com/genjobs/genjobs/internal/store"
+	"github.com/genjobs/genjobs/internal/submit"
+	"github.com/genjobs/genjobs/internal/sweep"
+	"github.com/genjobs/genjobs/internal/triage"
+)
+
+// simStart is the virtual clock's start. It lies in the wall clock's
+// future on purpose: the handlers' contexts carry virtual deadlines, and
+// net.Dialer refuses to dial under a deadline that has passed by the wall
+// clock, which a virtual deadline in the wall clock's past would be.
+var simStart = time.Date(2030, 1, 7, 8, 0, 0, 0, time.UTC)
+
+// The simulation's time scale. Queue visibilities are short next to the
+// handlers' needs, so leases are renewed (and renewals can fail).
+const (
+	apiKey         = "faultsim-key"
+	urlTTL         = 30 * time.Second
+	refundSettle   = 20 * time.Second
+	maxReceives    = 5
+	sweepEvery     = time.Minute
+	submitTimeout  = 30 * time.Second
+	observeTimeout = 30 * time.Second
+	deliverTimeout = 30 * time.Second
+	triageTimeout  = 30 * time.Second
+)
+
+// The queues, named as the template names them.
+const (
+	qDispatch = "genjobs-dispatch"
+	qObserve  = "genjobs-observe"
+	qDeliver  = "genjobs-deliver"
+)
+
+// visibilities of the three work queues. Submit needs postNeed (POST
+// timeout and persist budget) of a 30 s lease: as deployed (360 s), a
+// fresh receive covers the POST, so a worker renews only when the lease
+// has run down, by a gap between receive and handler (ReceiveGap), and
+// only a worker that knows how long its lease has left renews at all.
+// Delivery needs 30 s per output (a copy window of the 30 s function
+// timeout less the overhead, plus the overhead) of a 20 s lease, so it
+// renews every time, and renewals can fail.
+var visibilities = map[string]time.Duration{qDispatch: 30 * time.Second, qObserve: 30 * time.Second, qDeliver: 20 * time.Second}
+
+// postNeed is what submit needs of its lease before a POST: the POST's
+// timeout and the budget to persist its outcome (submit.Config below).
+const postNeed = 20*time.Second + 5*time.Second
+
+// world is one simulation: the system under test, its fault wrappers and
+// the driver's state.
+type world struct {
+	cfg     Config
+	cleanup string
+	clk     *clock.Manual
+	// simClock is Genace's view of clk, which URLExpired skews for one
+	// download at a time.
+	simClock *skewClock
+	order    *rand.Rand
+	inj      *injector
+	urlTTL   time.Duration
+
+	sim    *genacesim.Simulator
+	wire   *wire
+	relay  *relay
+	client *genace.Client
+	bolt   *store.Bolt
+	rec    *recorder
+	st     *faultStore
+	arts   *artifacts
+	broker *localqueue.Broker
+	urls   map[string]string
+	vis    map[string]time.Duration // each queue's visibility, by URL
+	// leases is the queue's truth about each received message: its
+	// current receipt handle and until when it stays hidden, kept from
+	// every receive, visibility change and acknowledgement.
+	leases map[string]leaseTruth
+	disp   *schedule.Dispatcher
+	// replayer is the operator's replay (OperatorRace).
+	replayer *replay.Replayer
+	sweep    *sweep.Sweeper
+	maps     []*mapping
+
+	ops      []opSpec
+	timeline timeline
+	seq      int
+	planned  int // timeline events other than the sweep's
+
+	// Driver state, touched by the driver goroutine only (handlers and
+	// the wrappers run on goroutines it waits for).
+	waitingFor   string
+	sweeps       int
+	sweepRearmed int
+	sweepClaims  int
+	sweepArmed   bool
+	opArmed      bool
+	raceReplay   bool // the application writes inside the operator's next replay
+	lastCreated  time.Time
+
+	stormMu  sync.Mutex
+	storms   map[int64]bool // storm minutes already counted
+	checking atomic.Bool
+
+	mu       sync.Mutex
+	tallies  map[string]*tally
+	stops    map[string]int  // faults that end a chain by design, per operation
+	rearms   map[string]int  // messages the sweep sent, per operation
+	inFlight map[string]int  // POSTs in flight, per operation
+	worked   map[string]bool // operations the operator took up from the review queue
+	// unknownSubmissions counts submissions whose outcome was genuinely
+	// unknown (Result.UnknownSubmissions).
+	unknownSubmissions int
+	madeUncertain      int            // writes that made an operation uncertain
+	resolvedUncertain  int            // writes of automation that took one out of uncertain
+	unknownOf          map[string]int // unknown submissions per operation
+	leftUncertain      map[string]int // uncertain episodes no evidence resolved, per operation
+	paths              map[string]int // decisions the handlers logged (Result.Paths)
+	traceAll           bool
+	traceOps           map[string]bool
+	traces             map[string][]string
+	violations         []Violation
+	wallStart          time.Time
+	stepAt             atomic.Int64 // wall time of the driver's last step, for the watchdog
+}
+
+// mapping is one event source mapping and the function behind it.
+type mapping struct {
+	fn string
+	m  *eventsource.Mapping
+}
+
+// tally is what the Genace wrapper saw of one operation's POSTs.
+type tally struct {
+	rateLimited int      // POSTs answered 429: nothing created
+	returned    []string // job ids the client handed back to a live handler
+	handedOut   []string // job ids Genace's answers carried to a live worker
+	confirmed   int      // informed operator confirmations (Final.Confirmed)
+}
+
+func newWorld(cfg Config) (w *world, err error) {
+	w = &world{
+		cfg: cfg, urlTTL: urlTTL, urls: map[string]string{}, vis: map[string]time.Duration{}, leases: map[string]leaseTruth{}, tallies: map[string]*tally{}, stops: map[string]int{}, rearms: map[string]int{}, inFlight: map[string]int{}, worked: map[string]bool{}, unknownOf: map[string]int{}, leftUncertain: map[string]int{}, paths: map[string]int{}, storms: map[int64]bool{},
+		traceAll: cfg.Operations <= TraceAllBelow, traceOps: map[string]bool{}, traces: map[string][]string{},
+		wallStart: time.Now(),
+	}
+	defer func() {
+		if err != nil {
+			w.close()
+		}
+	}()
+	for _, op := range cfg.Trace {
+		w.traceOps[op] = true
+	}
+	dir := cfg.Dir
+	if dir == "" {
+		base := ""
+		if st, err := os.Stat("/dev/shm"); err == nil && st.IsDir() {
+			base = "/dev/shm" // tmpfs: the artifact store's fsyncs cost nothing
+		}
+		if dir, err = os.MkdirTemp(base, "faultsim-"); err != nil {
+			if dir, err = os.MkdirTemp("", "faultsim-"); err != nil {
+				return nil, fmt.Errorf("faultsim: temp dir: %w", err)
+			}
+		}
+		w.cleanup = dir
+	}
+	w.clk = clock.NewManual(simStart)
+	w.order = rand.New(rand.NewPCG(cfg.Seed, 1))
+	w.inj = newInjector(cfg.Seed, cfg.Faults)
+	ms := models(rand.New(rand.NewPCG(cfg.Seed, 2)))
+	w.ops = workload(cfg.Operations, cfg.Interval, rand.New(rand.NewPCG(cfg.Seed, 3)), ms, w.inj)
+
+	w.simClock = &skewClock{Clock: w.clk}
+	w.sim = genacesim.New(genacesim.Config{APIKey: apiKey, Models: ms, RefundSettleAfter: refundSettle, SignedURLTTL: urlTTL, Seed: int64(cfg.Seed)}, w.simClock)
+	w.sim.SetFaultFunc(w.simFault)
+	w.wire = newWire(w, w.sim)
+	base, hc, rl, err := startTLS(w.wire, w.wire)
+	if err != nil {
+		return nil, fmt.Errorf("faultsim: start the simulator: %w", err)
+	}
+	w.relay = rl
+	if cfg.WrapTransport != nil {
+		hc.Transport = cfg.WrapTransport(hc.Transport)
+	}
+	if w.client, err = genace.New(base, apiKey, hc); err != nil {
+		return nil, err
+	}
+
+	if w.bolt, err = store.OpenBoltWith(filepath.Join(dir, "genjobs.db"), store.BoltOptions{NoSync: true}); err != nil {
+		return nil, err
+	}
+	var under store.Store = w.bolt
+	if cfg.WrapStore != nil {
+		under = cfg.WrapStore(w.bolt)
+	}
+	w.rec = &recorder{Store: under, w: w, last: map[string]State{}, prev: map[string]State{}, hist: map[string]*revisions{}, claimOf: map[string]string{}, closedFirst: map[string]string{}, answered: map[string]string{}}
+	w.st = &faultStore{recorder: w.rec, w: w}
+	d, err := artifact.NewDir(filepath.Join(dir, "artifacts"))
+	if err != nil {
+		return nil, err
+	}
+	w.arts = &artifacts{w: w, d: d, puts: map[string]int{}, created: map[string]int{}}
+
+	if err := w.wireUp(); err != nil {
+		return nil, err
+	}
+	for i := range w.ops {
+		op := &w.ops[i]
+		at := simStart.Add(op.created)
+		w.plan(at, evCreate, i)
+		w.lastCreated = at
+		if op.changeAt >= 0 {
+			w.plan(at.Add(op.changeAt), evChangeSpec, i)
+		}
+		if op.supersedeAt >= 0 {
+			w.plan(at.Add(op.supersedeAt), evSupersede, i)
+		}
+		if op.reconcileAt >= 0 {
+			w.plan(at.Add(op.reconcileAt), evReconcile, i)
+		}
+	}
+	w.armSweep()
+	w.armOperator()
+	return w, nil
+}
+
+// wire builds the queues, the handlers and their event source mappings
+// as the template wires the functions, on the simulation's time scale.
+func (w *world) wireUp() error {
+	w.broker = localqueue.New(w.clk)
+	for _, q := range []string{qDispatch, qObserve, qDeliver} {
+		dlq, err := w.broker.Create(q+"-dlq", localqueue.Config{Visibility: time.Minute})
+		if err != nil {
+			return err
+		}
+		w.urls[q+"-dlq"] = dlq
+		w.vis[dlq] = time.Minute
+		u, err := w.broker.Create(q, localqueue.Config{Visibility: visibilities[q], MaxReceiveCount: maxReceives, DeadLetter: q + "-dlq"})
+		if err != nil {
+			return err
+		}
+		w.urls[q] = u
+		w.vis[u] = visibilities[q]
+	}
+	var queue schedule.QueueSender = &sender{w: w}
+	if w.cfg.WrapQueue != nil {
+		queue = w.cfg.WrapQueue(queue)
+	}
+	var records Records = w.st
+	if w.cfg.WrapRecords != nil {
+		records = w.cfg.WrapRecords(records)
+	}
+	disp, err := schedule.NewDispatcher(schedule.Config{
+		Queues: map[message.Action]schedule.Target{
+			message.ActionSubmitGeneration:  {URL: w.urls[qDispatch]},
+			message.ActionObserveGeneration: {URL: w.urls[qObserve]},
+			message.ActionDeliverArtifacts:  {URL: w.urls[qDeliver]},
+		},
+		MaxQueueDelay: 365 * 24 * time.Hour, // the embedded queue takes any delay
+	}, queue, nil, w.clk)
+	if err != nil {
+		return err
+	}
+	w.disp = disp
+	jitter := rand.New(rand.NewPCG(w.cfg.Seed, 4))
+	// LongPoll 0 and Immediate 0: every observation is an immediate GET
+	// followed by a backed-off delay, so no handler ever waits on the
+	// virtual clock (see the package doc).
+	delays := schedule.NewObservation(schedule.Policies{
+		Default:    schedule.Policy{LongPoll: 0, Immediate: 0, Base: 3 * time.Second, Cap: 2 * time.Minute, Multiplier: 2, Jitter: 0.2},
+		Accounting: schedule.Backoff{Base: 5 * time.Second, Cap: time.Minute, Multiplier: 2, Jitter: 0.2},
+	})
+	delays.DefaultBudgets = operation.Budgets{MaxObservations: 200, Polling: 6 * time.Hour, Accounting: 10 * time.Minute}
+	delays.Reads = schedule.Backoff{Base: 2 * time.Second, Cap: time.Minute, Multiplier: 2, Jitter: 0.2}
+	delays.Rand = jitter.Float64
+	var real Genace = w.client
+	if w.cfg.WrapGenace != nil {
+		real = w.cfg.WrapGenace(real)
+	}
+	g := &genaceClient{w: w, c: real}
+	var ext lease.Extender = &extender{w: w}
+	if w.cfg.WrapExtender != nil {
+		ext = w.cfg.WrapExtender(ext)
+	}
+	log := slog.New(&traceLog{w: w, next: w.cfg.Log.Handler()})
+	sub := submit.New(submit.Config{
+		QueueURL: w.urls[qDispatch], Visibility: visibilities[qDispatch], SubmitTimeout: 20 * time.Second, PersistBudget: postNeed - 20*time.Second,
+		OverdueAfter: 2 * time.Minute, ConnectBackoff: 10 * time.Second, Concurrency: 1, Worker: "submit",
+		// The handler draws its 429 jitter from the global source; a
+		// jitter this small never moves a whole-second Retry-After, so
+		// the delay (SQS rounds it up to whole seconds) is the seed's.
+		RetryJitter: 1e-15,
+	}, records, g, ext, w.disp, w.clk, log.With("function", "submit"), nil)
+	obs := observe.New(observe.Config{QueueURL: w.urls[qObserve], Visibility: visibilities[qObserve], Overhead: 5 * time.Second, MaxReadFailures: 20, Concurrency: 1},
+		records, g, delays, ext, w.disp, w.clk, log.With("function", "observe"), nil)
+	del := deliver.New(deliver.Config{
+		QueueURL: w.urls[qDeliver], Visibility: visibilities[qDeliver], ReadTimeout: 10 * time.Second, CopyTimeout: time.Minute,
+		MinCopyWindow: 20 * time.Second, Overhead: 5 * time.Second, MaxCopyFailures: 10, Concurrency: 1,
+		// No jitter: the handler's jitter source is the global one.
+		Retry: schedule.Backoff{Base: 5 * time.Second, Cap: 5 * time.Minute, Multiplier: 2, Jitter: 0},
+	}, records, g, w.arts, ext, w.disp, w.clk, log.With("function", "deliver"), nil)
+	tri := triage.New(records, w.clk, log.With("function", "triage"), nil, 1)
+	var opStore replay.Store = w.rec
+	if w.cfg.WrapOperator != nil {
+		opStore = w.cfg.WrapOperator(opStore)
+	}
+	w.replayer = &replay.Replayer{Store: operatorStore{Store: opStore, w: w}, Sender: w.disp, Clock: w.clk, Genace: w.client}
+	w.sweep = sweep.New(sweep.Config{ClaimTimeout: 2 * time.Minute, OverdueAfter: 2 * time.Minute, Limit: 1000}, records, w.disp, w.clk, log.With("function", "sweep"), nil)
+	add := func(fn, queue string, h eventsource.Handler, timeout time.Duration) {
+		m := &eventsource.Mapping{Broker: w.broker, Queue: w.urls[queue], BatchSize: 10, Timeout: timeout, Clock: w.clk, Region: "local"}
+		m.Handler = w.wrapHandler(fn, m, h)
+		w.maps = append(w.maps, &mapping{fn: fn, m: m})
+	}
+	add("submit", qDispatch, sub.Handle, submitTimeout)
+	add("observe", qObserve, obs.Handle, observeTimeout)
+	add("deliver", qDeliver, del.Handle, deliverTimeout)
+	for _, q := range []string{qDispatch, qObserve, qDeliver} {
+		add("triage", q+"-dlq", tri.Handle, triageTimeout)
+	}
+	return nil
+}
+
+func (w *world) close() {
+	if w.sim != nil {
+		w.sim.Close()
+	}
+	if w.relay != nil {
+		w.relay.close()
+	}
+	if w.bolt != nil {
+		_ = w.bolt.Close()
+	}
+	if w.cleanup != "" {
+		_ = os.RemoveAll(w.cleanup)
+	}
+}
+
+// skewClock is a clock running ahead of another by an adjustable skew.
+// Genace runs on it, so a fault can make one request reach Genace later
+// than it leaves the worker, without moving the world's clock.
+type skewClock struct {
+	clock.Clock
+	by atomic.Int64
+}
+
+func (c *skewClock) Now() time.Time { return c.Clock.Now().Add(time.Duration(c.by.Load())) }
+
+func (c *skewClock) skew(d time.Duration) { c.by.Store(int64(d)) }
+
+// eventKind is what a planned event does.
+type eventKind int
+
+const (
+	evCreate eventKind = iota
+	evChangeSpec
+	evSupersede
+	evReconcile
+	evSweep
+	evOperator
+)
+
+type event struct {
+	at   time.Time
+	seq  int
+	kind eventKind
+	op   int
+}
+
+// timeline is a min-heap of planned events by time, then planning order.
+type timeline []event
+
+func (t timeline) Len() int { return len(t) }
+func (t timeline) Less(i, j int) bool {
+	if !t[i].at.Equal(t[j].at) {
+		return t[i].at.Before(t[j].at)
+	}
+	return t[i].seq < t[j].seq
+}
+func (t timeline) Swap(i, j int) { t[i], t[j] = t[j], t[i] }
+func (t *timeline) Push(x any)   { *t = append(*t, x.(event)) }
+func (t *timeline) Pop() any {
+	old := *t
+	e := old[len(old)-1]
+	*t = old[:len(old)-1]
+	return e
+}
+
+// plan adds an event at the whole second at or after at. Keeping every
+// planned time on whole seconds, like every queue delay, bounds how often
+// the driver moves the clock, and each move makes clock.Manual sort its
+// pending waiters (one per invocation deadline).
+func (w *world) plan(at time.Time, kind eventKind, op int) {
+	if r := at.Sub(simStart) % time.Second; r > 0 {
+		at = at.Add(time.Second - r)
+	}
+	w.seq++
+	heap.Push(&w.timeline, event{at: at, seq: w.seq, kind: kind, op: op})
+	if kind != evSweep && kind != evOperator {
+		w.planned++
+	}
+}
+
+// armOperator plans the operator's next round over the open reviews.
+func (w *world) armOperator() {
+	if !w.opArmed && w.cfg.Faults[OperatorRace] > 0 {
+		w.opArmed = true
+		w.plan(w.clk.Now().Add(operatorEvery), evOperator, -1)
+	}
+}
+
+func (w *world) armSweep() {
+	if !w.sweepArmed {
+		w.sweepArmed = true
+		w.plan(w.clk.Now().Add(sweepEvery), evSweep, -1)
+	}
+}
+
+// drive runs the system until the queues are drained, nothing is planned
+// and the sweep finds nothing to re-arm, or the virtual time limit.
+func (w *world) drive(ctx context.Context) error {
+	limit := w.lastCreated.Add(w.cfg.MaxVirtual)
+	stop := w.watchdog()
+	defer stop()
+	lastProgress := time.Now()
+	sameInstant := 0
+	for {
+		if err := ctx.Err(); err != nil {
+			return fmt.Errorf("faultsim: stopped at virtual %s: %w", w.at(w.clk.Now()), err)
+		}
+		if err := w.runDue(); err != nil {
+			return err
+		}
+		n, err := w.step()
+		if err != nil {
+			return err
+		}
+		if w.cfg.Progress != nil && time.Since(lastProgress) >= 5*time.Second {
+			lastProgress = time.Now()
+			w.progress()
+		}
+		if n > 0 {
+			sameInstant += n
+			if sameInstant > 100000+20*len(w.ops) {
+				return fmt.Errorf("faultsim: livelock: %d records handled at virtual %s without the clock moving", sameInstant, w.at(w.clk.Now()))
+			}
+			continue
+		}
+		next, ok := w.next()
+		if !ok {
+			return nil
+		}
+		if next.After(limit) {
+			return nil // the checks report what is still unsettled
+		}
+		w.clk.Set(next)
+		sameInstant = 0
+	}
+}
+
+// step polls every mapping once, in an order drawn from the seed, and
+// returns how many records were handled.
+func (w *world) step() (int, error) {
+	w.stepAt.Store(time.Now().UnixNano())
+	total := 0
+	for _, i := range w.order.Perm(len(w.maps)) {
+		n, err := w.maps[i].m.PollOnce(context.Background())
+		if err != nil && !errors.Is(err, eventsource.ErrInvocation) {
+			return total, fmt.Errorf("faultsim: poll %s: %w", w.maps[i].fn, err)
+		}
+		total += n
+	}
+	return total, nil
+}
+
+// next is the earliest future event: a message becoming visible or a
+// planned event.
+func (w *world) next() (time.Time, bool) {
+	at, ok := w.broker.NextEvent()
+	if len(w.timeline) > 0 && (!ok || w.timeline[0].at.Before(at)) {
+		at, ok = w.timeline[0].at, true
+	}
+	return at, ok
+}
+
+// runDue runs the planned events that are due.
+func (w *world) runDue() error {
+	now := w.clk.Now()
+	for len(w.timeline) > 0 && !w.timeline[0].at.After(now) {
+		e := heap.Pop(&w.timeline).(event)
+		if e.kind != evSweep && e.kind != evOperator {
+			w.planned--
+		}
+		var err error
+		switch e.kind {
+		case evCreate:
+			err = w.create(&w.ops[e.op])
+		case evChangeSpec:
+			err = w.changeSpec(&w.ops[e.op])
+		case evSupersede:
+			err = w.supersede(&w.ops[e.op])
+		case evReconcile:
+			w.reconcile(&w.ops[e.op])
+		case evSweep:
+			w.sweepArmed = false
+			err = w.runSweep()
+		case evOperator:
+			w.opArmed = false
+			if err = w.operatorRound(); err == nil && (w.planned > 0 || w.sweepArmed || !w.queuesEmpty()) {
+				w.armOperator()
+			}
+		}
+		if err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// create is the application creating an authorized operation and
+// dispatching it, as package pipeline seeds its workload.
+func (w *world) create(op *opSpec) error {
+	now := w.clk.Now()
+	ctx := withWriter(context.Background(), "app")
+	input, _ := json.Marshal(map[string]any{"prompt": "faultsim render " + op.id, "size": "1024x1024"})
+	rec := operation.Record{
+		OperationID: op.id, SpecRevision: 1, Phase: operation.PhasePrepared, UserID: "user-" + op.id[len(op.id)-2:], Model: op.model,
+		Input: input, Authorized: true, AuthorizedSpecRevision: 1, BudgetCredits: 3 * op.price, EstimatedCredits: op.price,
+		Timestamps: operation.Timestamps{Created: now, Updated: now},
+	}
+	if !w.cfg.UnrecordedDispatch {
+		rec.Schedule = &operation.NextAction{Action: string(message.ActionSubmitGeneration), Due: now}
+	}
+	saved, err := w.rec.Create(ctx, rec)
+	if err != nil {
+		return fmt.Errorf("faultsim: create %s: %w", op.id, err)
+	}
+	return w.dispatch(ctx, saved)
+}
+
+func (w *world) dispatch(ctx context.Context, rec operation.Record) error {
+	env := message.Envelope{Action: message.ActionSubmitGeneration, OperationID: rec.OperationID, ExpectedRevision: rec.Revision}
+	if _, err := w.disp.Send(ctx, env, 0); err != nil {
+		return fmt.Errorf("faultsim: dispatch %s: %w", rec.OperationID, err)
+	}
+	return nil
+}
+
+// changeSpec is the user changing a prepared request: the application
+// writes the change with the user's renewed authorization and dispatches
+// the new revision. Earlier dispatches become stale.
+func (w *world) changeSpec(op *opSpec) error {
+	ctx := withWriter(context.Background(), "user")
+	for range 3 {
+		rec, err := w.rec.Get(ctx, op.id)
+		if err != nil || rec.Phase != operation.PhasePrepared || rec.RemoteJobID != "" {
+			return nil
+		}
+		next, err := operation.ChangeSpec(rec, w.clk.Now())
+		if err != nil {
+			return nil
+		}
+		next.AuthorizedSpecRevision = next.SpecRevision
+		saved, err := w.rec.Update(ctx, next, rec.Revision)
+		if errors.Is(err, store.ErrConflict) {
+			continue
+		}
+		if err != nil {
+			return fmt.Errorf("faultsim: change %s: %w", op.id, err)
+		}
+		w.inj.note(UserChangeSpec)
+		w.tracef(op.id, "FAULT %s: the user changed the request (spec r%d)", UserChangeSpec, saved.SpecRevision)
+		return w.dispatch(ctx, saved)
+	}
+	return nil
+}
+
+// supersede is the user replacing an accepted request.
+func (w *world) supersede(op *opSpec) error {
+	ctx := withWriter(context.Background(), "user")
+	for range 3 {
+		rec, err := w.rec.Get(ctx, op.id)
+		if err != nil || rec.Phase != operation.PhaseAccepted {
+			return nil
+		}
+		next, err := operation.Supersede(rec, w.clk.Now())
+		if err != nil {
+			return nil
+		}
+		_, err = w.rec.Update(ctx, next, rec.Revision)
+		if errors.Is(err, store.ErrConflict) {
+			continue
+		}
+		if err != nil {
+			return fmt.Errorf("faultsim: supersede %s: %w", op.id, err)
+		}
+		w.inj.note(UserSupersede)
+		w.tracef(op.id, "FAULT %s: the user replaced the request", UserSupersede)
+		return nil
+	}
+	return nil
+}
+
+// reconcile is Genace's operators failing the operation's running job
+// without a refund.
+func (w *world) reconcile(op *opSpec) {
+	if done := w.sim.Reconcile(w.sim.JobsForOperation(op.id)...); len(done) > 0 {
+		w.inj.note(ReconcileFail)
+		w.tracef(op.id, "FAULT %s: Genace failed job %s without refund", ReconcileFail, done[0])
+	}
+}
+
+// runSweep runs the sweep function once (it may crash like any worker)
+// and re-arms its timer while anything could still need it.
+func (w *world) runSweep() error {
+	inv := &invocation{fn: "sweep"}
+	ctx := context.WithValue(context.Background(), invKey, inv)
+	func() {
+		defer func() {
+			if p := recover(); p != nil {
+				if _, ok := p.(crashPanic); !ok {
+					panic(p)
+				}
+			}
+		}()
+		// Errors on single records are retried by the next run. What it
+		// did is counted from its writes (recorder.observe), which a
+		// crash in the middle of the run does not lose.
+		_, _ = w.sweep.Sweep(ctx)
+	}()
+	w.sweeps++
+	due, err := w.bolt.Due(context.Background(), simStart.Add(100*365*24*time.Hour), 1)
+	if err != nil {
+		return fmt.Errorf("faultsim: due: %w", err)
+	}
+	if w.planned > 0 || len(due) > 0 || !w.queuesEmpty() {
+		w.armSweep()
+	}
+	return nil
+}
+
+func (w *world) queuesEmpty() bool {
+	for _, u := range w.urls {
+		if d := w.broker.Depth(u); d.Visible+d.InFlight+d.Delayed > 0 {
+			return false
+		}
+	}
+	return true
+}
+
+// watchdog fails loudly if a handler ever waits on the virtual clock,
+// which only the blocked driver could advance: better a stack dump than
+// a silent hang.
+func (w *world) watchdog() func() {
+	done := make(chan struct{})
+	go func() {
+		t := time.NewTicker(5 * time.Second)
+		defer t.Stop()
+		for {
+			select {
+			case <-done:
+				return
+			case <-t.C:
+				if since := time.Since(time.Unix(0, w.stepAt.Load())); w.stepAt.Load() != 0 && since > 2*time.Minute {
+					debug.SetTraceback("all")
+					panic(fmt.Sprintf("faultsim: the driver has been stuck in one step for %s at virtual %s: a handler waits on the virtual clock", since.Round(time.Second), w.at(w.clk.Now())))
+				}
+			}
+		}
+	}()
+	return func() { close(done) }
+}
+
+func (w *world) progress() {
+	created := 0
+	for _, op := range w.ops {
+		if !simStart.Add(op.created).After(w.clk.Now()) {
+			created++
+		}
+	}
+	var inv int64
+	for _, m := range w.maps {
+		inv += m.m.Stats().Invocations
+	}
+	fmt.Fprintf(w.cfg.Progress, "[%s wall] virtual %s: %d/%d created, %d invocations, %d writes\n",
+		time.Since(w.wallStart).Round(time.Second), w.at(w.clk.Now()), created, len(w.ops), inv, w.rec.writes)
+}
+
+// simFault is the simulator's fault function: 429 storms, and the POST,
+// GET and download faults only the server side can produce.
+func (w *world) simFault(r genacesim.RequestInfo) genacesim.Fault {
+	if w.checking.Load() {
+		return genacesim.NoFault()
+	}
+	storm := w.storm(w.clk.Now())
+	rateLimited := func() genacesim.Fault {
+		w.inj.note(RateLimited)
+		return genacesim.RateLimited(time.Duration(1+w.inj.intn(RateLimitStorm, 5)) * time.Second)
+	}
+	switch r.Kind {
+	case genacesim.KindPost:
+		if storm && w.inj.intn(RateLimitStorm, 10) < 8 {
+			return rateLimited()
+		}
+		switch {
+		case w.inj.hit(PostAcceptThenDrop):
+			return genacesim.AcceptThenDrop()
+		case w.inj.hit(Post502JobID):
+			return genacesim.SubmissionFailed(502)
+		case w.inj.hit(Post5xxNoJob):
+			return genacesim.ServerErrorNoJob(503)
+		case w.inj.hit(Post5xxJobCreated):
+			return genacesim.ServerErrorJobCreated(500)
+		case w.inj.hit(PostReject):
+			return genacesim.Reject(400, "")
+		case w.inj.hit(H2Reset):
+			// The job is created and answered; the relay swallows the
+			// answer and resets the stream.
+			code, name := h2ErrRefusedStream, "REFUSED_STREAM"
+			if w.inj.intn(H2Reset, 2) == 1 {
+				code, name = h2ErrProtocol, "PROTOCOL_ERROR"
+			}
+			w.wire.resetNext(r.OperationID, code)
+			w.tracef(r.OperationID, "FAULT %s: Genace read the POST, created the job and reset the stream (%s)", H2Reset, name)
+			return genacesim.NoFault()
+		case w.inj.hit(BodyDrift):
+			v := w.inj.intn(BodyDrift, len(driftNames))
+			w.wire.driftNext(r.OperationID, v)
+			if v >= driftKinds202 {
+				return genacesim.SubmissionFailed(502)
+			}
+			return genacesim.NoFault()
+		}
+	case genacesim.KindGet:
+		if storm && w.inj.intn(RateLimitStorm, 10) < 3 {
+			return rateLimited()
+		}
+		if w.inj.hit(Get5xx) {
+			return genacesim.ServerErrorNoJob([]int{500, 502, 503}[w.inj.intn(Get5xx, 3)])
+		}
+	case genacesim.KindFile:
+		if w.inj.hit(Download5xx) {
+			return genacesim.ServerErrorNoJob(502)
+		}
+	}
+	return genacesim.NoFault()
+}
+
+// storm reports whether a 429 storm is raging at t. Storms are a
+// property of virtual time, not of the traffic: each virtual minute starts
+// one with probability rate(RateLimitStorm), at a seeded second, for 10–40
+// s, so the storms do not multiply with the request rate and do not
+// depend on the order of requests.
+func (w *world) storm(t time.Time) bool {
+	p := w.cfg.Faults[RateLimitStorm]
+	if p <= 0 {
+		return false
+	}
+	minute := int64(t.Sub(simStart) / time.Minute)
+	for m := max(0, minute-1); m <= minute; m++ {
+		r := rand.New(rand.NewPCG(w.cfg.Seed^0x73746f726d, uint64(m)))
+		if r.Float64() >= p {
+			continue
+		}
+		from := simStart.Add(time.Duration(m)*time.Minute + time.Duration(r.IntN(60))*time.Second)
+		until := from.Add(time.Duration(10+r.IntN(31)) * time.Second)
+		if !t.Before(from) && t.Before(until) {
+			w.stormMu.Lock()
+			if !w.storms[m] {
+				w.storms[m] = true
+				w.inj.note(RateLimitStorm)
+			}
+			w.stormMu.Unlock()
+			return true
+		}
+	}
+	return false
+}
+
+// unknownSubmission counts a submission of op whose outcome was
+// genuinely unknown (Result.UnknownSubmissions).
+func (w *world) unknownSubmission(op string) {
+	w.mu.Lock()
+	w.unknownSubmissions++
+	w.unknownOf[op]++
+	w.mu.Unlock()
+}
+
+// countPath counts one decision a handler logged.
+func (w *world) countPath(key string) {
+	w.mu.Lock()
+	w.paths[key]++
+	w.mu.Unlock()
+}
+
+// chainStop counts a fault that ends an operation's chain by design (see
+// SweepBound).
+func (w *world) chainStop(op string) {
+	if op == "" {
+		return
+	}
+	w.mu.Lock()
+	w.stops[op]++
+	w.mu.Unlock()
+}
+
+// tally returns the POST tally of an operation.
+func (w *world) tally(op string) *tally {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	t, ok := w.tallies[op]
+	if !ok {
+		t = &tally{}
+		w.tallies[op] = t
+	}
+	return t
+}
+
+// opOfJob is the operation a job was created for, by Genace's truth.
+func (w *world) opOfJob(jobID string) string {
+	if j, ok := w.sim.Job(jobID); ok {
+		return j.OperationID
+	}
+	return ""
+}
+
+func (w *world) traced(op string) bool {
+	return op != "" && (w.traceAll || w.traceOps[op])
+}
+
+// tracef adds a line to the operation's history, stamped with the virtual
+// time since the start.
+func (w *world) tracef(op, format string, args ...any) {
+	if !w.traced(op) {
+		return
+	}
+	line := fmt.Sprintf("%10s  ", w.at(w.clk.Now())) + fmt.Sprintf(format, args...)
+	w.mu.Lock()
+	w.traces[op] = append(w.traces[op], line)
+	w.mu.Unlock()
+}
+
+// at formats a virtual time as the offset from the start.
+func (w *world) at(t time.Time) string {
+	return "+" + t.Sub(simStart).Round(time.Millisecond).String()
+}
+
+func (w *world) violate(inv Invariant, op, detail string) {
+	w.mu.Lock()
+	w.violations = append(w.violations, Violation{Invariant: inv, OperationID: op, Detail: detail})
+	w.mu.Unlock()
+}

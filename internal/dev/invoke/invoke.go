@@ -1,0 +1,625 @@
+// Package invoke runs one genjobs function the way `sam local invoke
+// FUNCTION -e EVENT` does: the function's bootstrap, built as for
+// deployment, under the AWS Lambda Runtime Interface Emulator, invoked
+// once with a sample event. Instead of the deployed resources it talks to
+// the template's resources on this machine (Stack): its table in DynamoDB
+// Local, its queues in goaws, its bucket in an in-process S3 (gofakes3),
+// its secret in a local secret source, and the Genace simulator. The
+// function's environment is the template's, resolved onto that stack and
+// read back from SAM's --env-vars file (internal/dev/samlocal). Before the
+// invocation it seeds the operations the event names (see Samples);
+// afterwards it reports the answer, the function's log and what changed.
+//
+// It backs `genjobs invoke` (`make invoke FN=... EVENT=...`) and `genjobs
+// sam-env` (`make sam-env`, PrepareSAMLocal). The build
+// and the emulator are internal/dev/emulator's, which internal/dev/lambdatest wraps for
+// tests; like package emulator, this package depends on no testing package.
+package invoke
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"net/http"
+	"os"
+	"path/filepath"
+	"slices"
+	"sort"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/genjobs/genjobs/internal/operation"
+	"github.com/genjobs/genjobs/internal/queue"
+	"github.com/genjobs/genjobs/internal/review"
+	"github.com/genjobs/genjobs/internal/dev/emulator"
+	"github.com/genjobs/genjobs/internal/dev/samlocal"
+	"github.com/genjobs/genjobs/internal/store"
+)
+
+// Spec is how the template deploys one function: what invokes it, its
+// timeout and memory. Everything here is read from the template.
+type Spec struct {
+	// Name is the folder under functions/ (samlocal.Function.Dir).
+	Name string
+	// LogicalID is the template's resource (as `sam local invoke` names it).
+	LogicalID string
+	// Kind is the event source that invokes it.
+	Kind EventKind
+	// Consumes are the kinds of the queues its SQS events read.
+	Consumes []string
+	// Timeout and MemoryMB are the template's (Globals merged).
+	Timeout  time.Duration
+	MemoryMB int
+}
+
+// Functions are the template's functions, in its order.
+func Functions(t *samlocal.Template) []Spec {
+	out := make([]Spec, 0, len(t.Functions))
+	for _, f := range t.Functions {
+		s := Spec{Name: f.Dir(), LogicalID: f.LogicalID, Kind: KindOther, Timeout: f.Timeout, MemoryMB: f.MemoryMB}
+		for _, e := range f.Events {
+			switch e.Type {
+			case "SQS":
+				s.Kind = KindSQS
+				if arn, ok := e.Properties["Queue"].(map[string]any)["Fn::GetAtt"].([]any); ok && len(arn) == 2 {
+					id, _ := arn[0].(string)
+					s.Consumes = append(s.Consumes, samlocal.Slug(id, "AWS::SQS::Queue"))
+				}
+			case "Schedule", "ScheduleV2":
+				s.Kind = KindScheduled
+			}
+		}
+		out = append(out, s)
+	}
+	return out
+}
+
+// FunctionNames lists the template's functions' names.
+func FunctionNames(t *samlocal.Template) []string {
+	var names []string
+	for _, f := range Functions(t) {
+		names = append(names, f.Name)
+	}
+	return names
+}
+
+// Lookup returns the template's function called name.
+func Lookup(t *samlocal.Template, name string) (Spec, bool) {
+	for _, f := range Functions(t) {
+		if f.Name == name {
+			return f, true
+		}
+	}
+	return Spec{}, false
+}
+
+// Options are one invocation's inputs.
+type Options struct {
+	// Root is the module root (FindRoot).
+	Root string
+	// Template is the module's template (LoadTemplate).
+	Template *samlocal.Template
+	// Function is a name from FunctionNames.
+	Function string
+	// EventPath is the event file.
+	EventPath string
+	// Endpoints are the local services.
+	Endpoints Endpoints
+	// Progress receives one line per step; nil discards them.
+	Progress io.Writer
+}
+
+// Session is one prepared invocation: the stack, the seeded records, the
+// running emulator and the event to send.
+type Session struct {
+	spec    Spec
+	opts    Options
+	event   *Event
+	payload []byte
+	stack   *Stack
+	emu     *Emulator
+	watch   []string
+	seeded  map[string]operation.Record
+	notes   []string
+	now     func() time.Time
+	// dir holds the stack's SAM files (files), removed on Close.
+	dir   string
+	files SAMFiles
+}
+
+// Prepare checks the function and the event, stands up the stack, seeds
+// the operations the event names, builds the bootstrap and starts it
+// under the emulator. Close undoes it, also after an error.
+func Prepare(ctx context.Context, opts Options) (*Session, error) {
+	spec, ok := Lookup(opts.Template, opts.Function)
+	if !ok {
+		return nil, fmt.Errorf("unknown function %q: want one of %s", opts.Function, strings.Join(FunctionNames(opts.Template), ", "))
+	}
+	ev, err := ReadEvent(opts.EventPath)
+	if err != nil {
+		return nil, err
+	}
+	if err := CheckPairing(spec, ev); err != nil {
+		return nil, err
+	}
+	if err := opts.Endpoints.Check(); err != nil {
+		return nil, err
+	}
+	rieBin, installed := emulator.Installed(opts.Root)
+	if !installed {
+		return nil, fmt.Errorf("the Lambda Runtime Interface Emulator is not installed at %s: run `bash .ci/rie.sh install` (make invoke does)", RIEPath)
+	}
+	if opts.Progress == nil {
+		opts.Progress = io.Discard
+	}
+	s := &Session{spec: spec, opts: opts, event: ev, now: func() time.Time { return time.Now().UTC() }}
+	for _, w := range ev.Warnings {
+		s.progress("warning: %s: %s", ev.Path, w)
+	}
+	for _, w := range queueWarnings(spec, ev) {
+		s.progress("warning: %s: %s", ev.Path, w)
+	}
+
+	// The build runs while the stack comes up.
+	type built struct {
+		path string
+		err  error
+	}
+	buildDone := make(chan built, 1)
+	go func() {
+		p, err := Build(ctx, opts.Root, spec.Name)
+		buildDone <- built{p, err}
+	}()
+	fail := func(err error) (*Session, error) {
+		<-buildDone
+		s.Close()
+		return nil, err
+	}
+
+	if s.stack, err = NewStack(ctx, StackConfig{Template: opts.Template, Endpoints: opts.Endpoints}); err != nil {
+		return fail(err)
+	}
+	s.progress("table %s in DynamoDB Local at %s; queues %s-* in goaws at %s",
+		s.stack.Table, opts.Endpoints.DynamoDB, s.stack.Prefix, opts.Endpoints.SQS)
+	s.progress("Genace simulator at %s; S3 (gofakes3) at %s, buckets %s", s.stack.SimURL, s.stack.S3URL, strings.Join(s.stack.Buckets, ", "))
+	if s.dir, err = os.MkdirTemp("", s.stack.Prefix+"-"); err != nil {
+		return fail(err)
+	}
+	if s.files, err = s.stack.WriteSAMFiles(s.dir); err != nil {
+		return fail(err)
+	}
+	env, err := s.stack.Env(s.files, spec.LogicalID)
+	if err != nil {
+		return fail(err)
+	}
+	s.progress("environment of %s from %s: %s (sam local invoke --env-vars)", spec.LogicalID, TemplateFile, s.files.EnvVars)
+
+	ids := ev.OperationIDs()
+	if spec.Name == "sweep" {
+		ids = append(ids, SweepSamples...)
+	}
+	if s.seeded, err = Seed(ctx, s.stack, ids, s.now()); err != nil {
+		return fail(err)
+	}
+	for _, id := range ids {
+		rec, ok := s.seeded[id]
+		switch {
+		case ok:
+			s.progress("seeded %s: %s (%s)", id, describe(&rec), Samples[id].State)
+		default:
+			s.progress("not seeded: %s is not a sample operation, so the function finds no record", id)
+		}
+		if !slices.Contains(s.watch, id) {
+			s.watch = append(s.watch, id)
+		}
+	}
+	if s.payload, s.notes, err = Rewrite(ev, s.seeded); err != nil {
+		return fail(err)
+	}
+	for _, n := range s.notes {
+		s.progress("event: %s", n)
+	}
+
+	b := <-buildDone
+	if b.err != nil {
+		s.Close()
+		return nil, b.err
+	}
+	s.progress("built %s", relative(opts.Root, b.path))
+	s.emu, err = StartEmulator(EmulatorConfig{
+		RIE: rieBin, Bootstrap: b.path, Name: spec.Name, Env: env,
+		Timeout: spec.Timeout, MemoryMB: spec.MemoryMB, Region: opts.Endpoints.Region,
+	})
+	if err != nil {
+		s.Close()
+		return nil, err
+	}
+	s.progress("emulator for %s at %s", spec.Name, s.emu.URL())
+	return s, nil
+}
+
+// CheckPairing refuses an event no event source of the function could
+// deliver: an SQS function needs an SQS batch, the sweep a scheduled
+// event (any other JSON object passes, as with `sam local invoke`).
+func CheckPairing(f Spec, ev *Event) error {
+	switch {
+	case f.Kind == KindSQS && ev.Kind != KindSQS:
+		return fmt.Errorf("%s consumes SQS batches, but %s is not an SQS event (no Records)", f.Name, ev.Path)
+	case f.Kind == KindScheduled && ev.Kind == KindSQS:
+		return fmt.Errorf("%s runs on a schedule, but %s is an SQS event; use a scheduled event such as events/sweep.json", f.Name, ev.Path)
+	}
+	return nil
+}
+
+// queueWarnings notes records from a queue the function does not consume
+// in the template (the function still runs them, as Lambda would).
+func queueWarnings(f Spec, ev *Event) []string {
+	var out []string
+	for _, r := range ev.Records {
+		name := r.EventSourceARN[strings.LastIndexByte(r.EventSourceARN, ':')+1:]
+		ok := false
+		for _, kind := range f.Consumes {
+			ok = ok || strings.HasSuffix(name, "-"+kind)
+		}
+		if !ok {
+			out = append(out, fmt.Sprintf("record %s comes from %s, which %s does not consume", r.MessageId, name, f.Name))
+		}
+	}
+	return out
+}
+
+func (s *Session) progress(format string, args ...any) {
+	fmt.Fprintf(s.opts.Progress, "invoke: "+format+"\n", args...)
+}
+
+// Payload is the event as it is sent (placeholders replaced).
+func (s *Session) Payload() []byte { return s.payload }
+
+// Stack is the session's stack.
+func (s *Session) Stack() *Stack { return s.stack }
+
+// Close stops the emulator and removes the stack. It is safe to call more
+// than once and on a half-prepared session.
+func (s *Session) Close() {
+	if s.emu != nil {
+		s.emu.Stop()
+	}
+	if s.stack != nil {
+		s.stack.Close()
+	}
+	if s.dir != "" {
+		_ = os.RemoveAll(s.dir)
+	}
+}
+
+// state is what Invoke compares before and after.
+type state struct {
+	ops       map[string]*OperationState
+	reviews   map[string]review.Record
+	posts     int
+	gets      int
+	fileGets  int
+	artifacts []Object
+}
+
+func (s *Session) snapshot(ctx context.Context) (state, error) {
+	st := state{ops: map[string]*OperationState{}, reviews: map[string]review.Record{}}
+	for _, id := range s.watch {
+		rec, err := s.stack.Store.Get(ctx, id)
+		switch {
+		case errors.Is(err, store.ErrNotFound):
+			st.ops[id] = nil
+		case err != nil:
+			return st, err
+		default:
+			st.ops[id] = stateOf(&rec)
+		}
+	}
+	open, err := s.stack.Store.OpenReviews(ctx)
+	if err != nil {
+		return st, err
+	}
+	for _, r := range open {
+		st.reviews[r.ID] = r
+	}
+	st.posts, st.gets, st.fileGets = s.stack.Sim.TotalPosts(), s.stack.Sim.TotalGets(), s.stack.Sim.FileGets()
+	st.artifacts, err = s.stack.Artifacts(ctx)
+	return st, err
+}
+
+// Invoke sends the event once and reports what happened. err is set only
+// when the report itself could not be made; a failed invocation is a
+// Result whose Err is set.
+func (s *Session) Invoke(ctx context.Context) (*Result, error) {
+	before, err := s.snapshot(ctx)
+	if err != nil {
+		return nil, fmt.Errorf("read the state before: %w", err)
+	}
+	ictx, cancel := context.WithTimeout(ctx, s.spec.Timeout+30*time.Second)
+	defer cancel()
+	// The records go through their queues first, for receipt handles the
+	// function can renew; afterwards they leave the queues whatever the
+	// answer, so the report shows only what the function sent.
+	q := queue.NewSQS(s.stack.sqs)
+	payload, received, err := PassThrough(ictx, q, s.payload, s.stack.QueueFor)
+	drop := func() {
+		for _, r := range received {
+			_ = q.Delete(context.WithoutCancel(ctx), r.QueueURL, r.ReceiptHandle)
+		}
+	}
+	if err != nil {
+		drop()
+		return nil, err
+	}
+	start := time.Now()
+	status, body, err := s.emu.Invoke(ictx, payload)
+	drop()
+	if err != nil {
+		return nil, err
+	}
+	res := &Result{
+		Function: s.spec.Name, Event: s.event.Path, Status: status, DurationMS: time.Since(start).Milliseconds(),
+		Log: lines(s.emu.Stdout()), EmulatorLog: lines(s.emu.Stderr()), Rewrites: s.notes,
+		Operations: []OperationChange{}, ReviewsOpened: []ReviewSummary{}, ArtifactsStored: []Object{},
+	}
+	res.setBody(body)
+	// Read with a context of its own: a cancelled invocation (Ctrl-C)
+	// still gets its report.
+	rctx, rcancel := context.WithTimeout(context.WithoutCancel(ctx), 30*time.Second)
+	defer rcancel()
+	after, err := s.snapshot(rctx)
+	if err != nil {
+		return res, fmt.Errorf("read the state after: %w", err)
+	}
+	for _, id := range s.watch {
+		res.Operations = append(res.Operations, OperationChange{ID: id, Before: before.ops[id], After: after.ops[id]})
+	}
+	ids := make([]string, 0, len(after.reviews))
+	for id := range after.reviews {
+		if _, ok := before.reviews[id]; !ok {
+			ids = append(ids, id)
+		}
+	}
+	sort.Strings(ids)
+	for _, id := range ids {
+		r := after.reviews[id]
+		res.ReviewsOpened = append(res.ReviewsOpened, ReviewSummary{
+			ID: r.ID, Source: string(r.Source), OperationID: r.OperationID, Queue: r.Queue,
+			Category: r.ErrorCategory, Phase: string(r.Phase), Recommended: string(r.Recommended),
+		})
+	}
+	res.Genace = GenaceCounts{Posts: after.posts - before.posts, Gets: after.gets - before.gets, FileGets: after.fileGets - before.fileGets}
+	for _, o := range after.artifacts {
+		if !slices.Contains(before.artifacts, o) {
+			res.ArtifactsStored = append(res.ArtifactsStored, o)
+		}
+	}
+	if res.Queues, err = s.stack.Peek(rctx); err != nil {
+		return res, err
+	}
+	return res, nil
+}
+
+// WriteKeep tells how to reach what the session runs, for --keep.
+func (s *Session) WriteKeep(w io.Writer) error {
+	dir := filepath.Join(s.opts.Root, BuildDir, s.spec.Name)
+	eventFile := filepath.Join(dir, "event.json")
+	if err := os.WriteFile(eventFile, s.payload, 0o644); err != nil {
+		return err
+	}
+	st, ep := s.stack, s.opts.Endpoints
+	fmt.Fprintf(w, "\nKept running until Ctrl-C (then everything is removed):\n")
+	fmt.Fprintf(w, "  invoke again   curl -s -XPOST %s%s -d @%s\n", s.emu.URL(), InvokePath, relative(s.opts.Root, eventFile))
+	fmt.Fprintf(w, "  records        aws dynamodb scan --endpoint-url %s --region %s --table-name %s\n", ep.DynamoDB, ep.Region, st.Table)
+	fmt.Fprintf(w, "                 go run ./cmd/genjobs reviews --table %s --dynamodb-endpoint %s\n", st.Table, ep.DynamoDB)
+	for _, q := range st.Queues {
+		fmt.Fprintf(w, "  %-14s aws sqs receive-message --endpoint-url %s --region %s --queue-url %s\n", q.Kind, ep.SQS, ep.Region, q.URL)
+	}
+	fmt.Fprintf(w, "  Genace         %s (simulator; API key %s)\n", st.SimURL, st.APIKey)
+	for _, b := range st.Buckets {
+		fmt.Fprintf(w, "  S3             aws s3 ls --endpoint-url %s s3://%s --recursive\n", st.S3URL, b)
+	}
+	fmt.Fprintf(w, "  environment    %s (sam local invoke --env-vars), %s (--parameter-overrides)\n", s.files.EnvVars, s.files.ParameterOverrides)
+	fmt.Fprintf(w, "  (aws needs AWS_ACCESS_KEY_ID=%s AWS_SECRET_ACCESS_KEY=%s)\n", ep.AccessKey, ep.SecretKey)
+	return nil
+}
+
+func relative(root, path string) string {
+	if r, err := filepath.Rel(root, path); err == nil && !strings.HasPrefix(r, "..") {
+		return r
+	}
+	return path
+}
+
+func lines(s string) []string {
+	out := []string{}
+	for _, l := range strings.Split(strings.ReplaceAll(s, "\r\n", "\n"), "\n") {
+		if strings.TrimSpace(l) != "" {
+			out = append(out, l)
+		}
+	}
+	return out
+}
+
+// OperationState is the part of a record the report shows.
+type OperationState struct {
+	Phase       operation.Phase       `json:"phase"`
+	Revision    int64                 `json:"revision"`
+	RemoteJobID string                `json:"remote_job_id,omitempty"`
+	RemoteState operation.RemoteState `json:"remote_state,omitempty"`
+	NextAction  string                `json:"next_action,omitempty"`
+	Deliveries  int                   `json:"deliveries"`
+	Parked      string                `json:"parked,omitempty"`
+}
+
+func stateOf(rec *operation.Record) *OperationState {
+	s := &OperationState{Phase: rec.Phase, Revision: rec.Revision, RemoteJobID: rec.RemoteJobID, Deliveries: len(rec.Deliveries)}
+	if rec.Remote != nil {
+		s.RemoteState = rec.Remote.State
+	}
+	if rec.Schedule != nil {
+		s.NextAction = rec.Schedule.Action
+	}
+	if rec.Parked != nil {
+		s.Parked = rec.Parked.Reason
+	}
+	return s
+}
+
+// describe is one record in a few words, for progress lines.
+func describe(rec *operation.Record) string {
+	return stateOf(rec).String()
+}
+
+// String is the state in a few words: "accepted r3 (job j, remote
+// succeeded, next observe_generation)".
+func (o *OperationState) String() string {
+	if o == nil {
+		return "absent"
+	}
+	var extra []string
+	if o.RemoteJobID != "" {
+		extra = append(extra, "job "+o.RemoteJobID)
+	}
+	if o.RemoteState != "" {
+		extra = append(extra, "remote "+string(o.RemoteState))
+	}
+	if o.Deliveries > 0 {
+		extra = append(extra, strconv.Itoa(o.Deliveries)+" delivered")
+	}
+	if o.NextAction != "" {
+		extra = append(extra, "next "+o.NextAction)
+	}
+	if o.Parked != "" {
+		extra = append(extra, "parked: "+o.Parked)
+	}
+	s := fmt.Sprintf("%s r%d", o.Phase, o.Revision)
+	if len(extra) > 0 {
+		s += " (" + strings.Join(extra, ", ") + ")"
+	}
+	return s
+}
+
+// OperationChange is one watched operation before and after (nil: no
+// record).
+type OperationChange struct {
+	ID     string          `json:"operation_id"`
+	Before *OperationState `json:"before"`
+	After  *OperationState `json:"after"`
+}
+
+// Changed reports whether the invocation wrote the record.
+func (c OperationChange) Changed() bool {
+	switch {
+	case c.Before == nil || c.After == nil:
+		return c.Before != c.After
+	default:
+		return c.Before.Revision != c.After.Revision
+	}
+}
+
+// ReviewSummary is one review record the invocation opened.
+type ReviewSummary struct {
+	ID          string `json:"id"`
+	Source      string `json:"source"`
+	OperationID string `json:"operation_id,omitempty"`
+	Queue       string `json:"queue,omitempty"`
+	Category    string `json:"error_category,omitempty"`
+	Phase       string `json:"phase,omitempty"`
+	Recommended string `json:"recommended_action"`
+}
+
+// GenaceCounts are the simulator's request counts during the invocation.
+type GenaceCounts struct {
+	Posts    int `json:"posts"`
+	Gets     int `json:"gets"`
+	FileGets int `json:"file_gets"`
+}
+
+// FunctionError is Lambda's error object, what a handler's returned error
+// or a panic becomes.
+type FunctionError struct {
+	Type    string `json:"errorType"`
+	Message string `json:"errorMessage"`
+}
+
+// Result is one invocation's report.
+type Result struct {
+	Function string `json:"function"`
+	Event    string `json:"event"`
+	// Status is the emulator's HTTP status: 200, or 502 when the runtime
+	// crashed or failed its init.
+	Status int `json:"status"`
+	// Response is the answer when it is JSON; ResponseText otherwise.
+	Response     json.RawMessage `json:"response,omitempty"`
+	ResponseText string          `json:"response_text,omitempty"`
+	// Error is set when the function answered with Lambda's error object.
+	Error      *FunctionError `json:"error,omitempty"`
+	DurationMS int64          `json:"duration_ms"`
+	// Rewrites are the placeholder replacements made in the event.
+	Rewrites []string `json:"rewrites,omitempty"`
+	// Log is the function's output as CloudWatch Logs would hold it;
+	// EmulatorLog is the emulator's own.
+	Log         []string `json:"log"`
+	EmulatorLog []string `json:"emulator_log"`
+	// Operations are the watched records before and after.
+	Operations []OperationChange `json:"operations"`
+	// Queues are every queue's contents afterwards.
+	Queues          []QueueContents `json:"queues"`
+	ReviewsOpened   []ReviewSummary `json:"reviews_opened"`
+	Genace          GenaceCounts    `json:"genace"`
+	ArtifactsStored []Object        `json:"artifacts_stored"`
+}
+
+func (r *Result) setBody(body []byte) {
+	if json.Valid(body) && len(strings.TrimSpace(string(body))) > 0 {
+		r.Response = json.RawMessage(body)
+		var e FunctionError
+		var probe map[string]json.RawMessage
+		if json.Unmarshal(body, &probe) == nil && (probe["errorType"] != nil || probe["errorMessage"] != nil) {
+			_ = json.Unmarshal(body, &e)
+			r.Error = &e
+		}
+		return
+	}
+	r.ResponseText = string(body)
+}
+
+// Err is non-nil when the invocation failed: the runtime crashed or
+// failed its init (not 200), the function returned an error, or the
+// answer is not JSON (every genjobs handler answers JSON; the emulator
+// answers a timeout in plain text).
+func (r *Result) Err() error {
+	switch {
+	case r.Status != http.StatusOK:
+		return fmt.Errorf("%s failed: the emulator answered HTTP %d (the runtime exited or failed its init; see the log)", r.Function, r.Status)
+	case r.Error != nil:
+		return fmt.Errorf("%s returned an error: %s: %s", r.Function, r.Error.Type, r.Error.Message)
+	case len(r.Response) == 0:
+		return fmt.Errorf("%s answered %q, not JSON (a timeout?)", r.Function, r.ResponseText)
+	}
+	return nil
+}
+
+// Queue returns the contents of the queue of a kind.
+func (r *Result) Queue(kind string) QueueContents {
+	for _, q := range r.Queues {
+		if q.Kind == kind {
+			return q
+		}
+	}
+	return QueueContents{}
+}
+
+// Operation returns the change of one watched operation.
+func (r *Result) Operation(id string) (OperationChange, bool) {
+	for _, o := range r.Operations {
+		if o.ID == id {
+			return o, true
+		}
+	}
+	return OperationChange{}, false
+}

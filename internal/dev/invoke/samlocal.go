@@ -1,0 +1,144 @@
+package invoke
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"path/filepath"
+	"slices"
+	"sort"
+	"time"
+
+	"github.com/genjobs/genjobs/internal/operation"
+	"github.com/genjobs/genjobs/internal/dev/samlocal"
+)
+
+// SAMLocalDir is where `make sam-env` writes the files `sam local invoke`
+// takes, relative to the module root.
+const SAMLocalDir = ".cache/sam-local"
+
+// SAMLocal is a stack kept up for `sam local invoke`: the template's
+// resources on local services with every sample operation seeded, the
+// --env-vars file and --parameter-overrides resolved onto it (the same
+// code and files `make invoke` and the emulator tests start the functions
+// with), and copies of the sample events whose job-id placeholders are
+// replaced by the seeded jobs' ids.
+type SAMLocal struct {
+	Stack *Stack
+	Files SAMFiles
+	// Dir holds the files; Events the rewritten events (Dir/events).
+	Dir, Events string
+	// Rewritten lists the event files that needed a rewritten copy.
+	Rewritten []string
+}
+
+// PrepareSAMLocal stands up the stack, seeds the samples and writes the
+// files into dir (relative to root unless absolute). Close removes the
+// stack, not the files.
+func PrepareSAMLocal(ctx context.Context, root string, tmpl *samlocal.Template, ep Endpoints, dir string) (_ *SAMLocal, err error) {
+	if !filepath.IsAbs(dir) {
+		dir = filepath.Join(root, dir)
+	}
+	s := &SAMLocal{Dir: dir, Events: filepath.Join(dir, "events")}
+	if s.Stack, err = NewStack(ctx, StackConfig{Template: tmpl, Endpoints: ep, Prefix: "genjobs-sam"}); err != nil {
+		return nil, err
+	}
+	defer func() {
+		if err != nil {
+			s.Close()
+		}
+	}()
+	ids := make([]string, 0, len(Samples))
+	for id := range Samples {
+		ids = append(ids, id)
+	}
+	sort.Strings(ids)
+	seeded, err := Seed(ctx, s.Stack, ids, time.Now().UTC())
+	if err != nil {
+		return nil, err
+	}
+	if err := os.RemoveAll(s.Events); err != nil {
+		return nil, err
+	}
+	if s.Files, err = s.Stack.WriteSAMFiles(dir); err != nil {
+		return nil, err
+	}
+	files, err := filepath.Glob(filepath.Join(root, "events", "*.json"))
+	if err != nil {
+		return nil, err
+	}
+	for _, file := range files {
+		ev, err := ReadEvent(file)
+		if err != nil {
+			return nil, err
+		}
+		payload, notes, err := Rewrite(ev, seeded)
+		if err != nil {
+			return nil, err
+		}
+		if len(notes) == 0 {
+			continue
+		}
+		if err := os.MkdirAll(s.Events, 0o755); err != nil {
+			return nil, err
+		}
+		if err := os.WriteFile(filepath.Join(s.Events, filepath.Base(file)), payload, 0o644); err != nil {
+			return nil, err
+		}
+		s.Rewritten = append(s.Rewritten, filepath.Base(file))
+	}
+	return s, nil
+}
+
+// Close removes the stack.
+func (s *SAMLocal) Close() { s.Stack.Close() }
+
+// SAMCommands are the commands that build the functions and invoke each
+// with its first sample event on a stack `make sam-env` keeps up, in the
+// order they are run: dir is where its files are (relative to the module
+// root, as the commands run there), rewritten the events that have a
+// rewritten copy there. README.md shows these exact lines (a test keeps
+// the two the same). --docker-network host lets the function's container
+// reach the local services on the host's loopback addresses (Linux).
+func SAMCommands(tmpl *samlocal.Template, dir string, rewritten []string) []string {
+	out := []string{"sam build --build-in-source"}
+	for _, f := range Functions(tmpl) {
+		event := f.Name + ".json"
+		path := "events/" + event
+		if slices.Contains(rewritten, event) {
+			path = dir + "/events/" + event
+		}
+		out = append(out, fmt.Sprintf(`sam local invoke %s -e %s --env-vars %s/%s --parameter-overrides "$(cat %s/%s)" --docker-network host`,
+			f.LogicalID, path, dir, EnvFileName, dir, ParametersFileName))
+	}
+	return out
+}
+
+// SampleRewrites are the sample events Rewrite changes once the samples
+// are seeded (those naming a seeded job): the ones PrepareSAMLocal writes
+// rewritten copies of.
+func SampleRewrites(root string) ([]string, error) {
+	stand := map[string]operation.Record{}
+	for id, s := range Samples {
+		if s.Placeholder != "" {
+			stand[id] = operation.Record{OperationID: id, RemoteJobID: "job-" + id}
+		}
+	}
+	files, err := filepath.Glob(filepath.Join(root, "events", "*.json"))
+	if err != nil {
+		return nil, err
+	}
+	var out []string
+	for _, file := range files {
+		ev, err := ReadEvent(file)
+		if err != nil {
+			return nil, err
+		}
+		if _, notes, err := Rewrite(ev, stand); err != nil {
+			return nil, err
+		} else if len(notes) > 0 {
+			out = append(out, filepath.Base(file))
+		}
+	}
+	return out, nil
+}

@@ -1,0 +1,528 @@
+package invoke
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"net"
+	"net/http"
+	"net/url"
+	"path/filepath"
+	"sort"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/aws/aws-sdk-go-v2/aws"
+	awsconfig "github.com/aws/aws-sdk-go-v2/config"
+	"github.com/aws/aws-sdk-go-v2/credentials"
+	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
+	"github.com/aws/aws-sdk-go-v2/service/s3"
+	"github.com/aws/aws-sdk-go-v2/service/sqs"
+	sqstypes "github.com/aws/aws-sdk-go-v2/service/sqs/types"
+	"github.com/johannesboyne/gofakes3"
+	"github.com/johannesboyne/gofakes3/backend/s3mem"
+
+	"github.com/genjobs/genjobs/internal/clock"
+	"github.com/genjobs/genjobs/internal/config"
+	"github.com/genjobs/genjobs/internal/genace"
+	"github.com/genjobs/genjobs/internal/dev/genacesim"
+	"github.com/genjobs/genjobs/internal/message"
+	"github.com/genjobs/genjobs/internal/dev/samlocal"
+	"github.com/genjobs/genjobs/internal/store"
+)
+
+// APIKey is the simulator's API key, which the functions read from the
+// local secret source. It guards nothing: the simulator listens on
+// loopback for one stack.
+const APIKey = "genjobs-invoke-local-key"
+
+// Endpoints are the local AWS services and the credentials for them.
+type Endpoints struct {
+	// DynamoDB and SQS are AWS_ENDPOINT_URL_DYNAMODB (DynamoDB Local) and
+	// AWS_ENDPOINT_URL_SQS (goaws). Both must be loopback URLs.
+	DynamoDB, SQS string
+	// Region, AccessKey and SecretKey are used by this process's clients
+	// and handed to the function.
+	Region, AccessKey, SecretKey string
+}
+
+// Check reports a missing or non-local endpoint: invoke creates tables
+// and queues, and must never do so in a real account.
+func (e Endpoints) Check() error {
+	for _, v := range []struct{ name, value string }{
+		{"AWS_ENDPOINT_URL_DYNAMODB", e.DynamoDB}, {"AWS_ENDPOINT_URL_SQS", e.SQS},
+	} {
+		if v.value == "" {
+			return fmt.Errorf("%s is not set: run `make invoke FN=... EVENT=...`, which starts DynamoDB Local and goaws and sets both endpoints", v.name)
+		}
+		u, err := url.Parse(v.value)
+		if err != nil || u.Host == "" {
+			return fmt.Errorf("%s=%q is not a URL", v.name, v.value)
+		}
+		if !loopback(u.Hostname()) {
+			return fmt.Errorf("%s=%s is not on this machine; invoke only runs against DynamoDB Local and goaws on loopback (make invoke starts them)", v.name, v.value)
+		}
+	}
+	return nil
+}
+
+func loopback(host string) bool {
+	if host == "localhost" {
+		return true
+	}
+	ip := net.ParseIP(host)
+	return ip != nil && ip.IsLoopback()
+}
+
+// Queue is one queue of the stack.
+type Queue struct {
+	// Kind is the queue's role, from its logical id (samlocal.Slug):
+	// dispatch, observe, deliver, or one of those with "-dlq".
+	Kind string `json:"kind"`
+	// LogicalID is the template's resource.
+	LogicalID string `json:"logical_id"`
+	// Name, URL and ARN are goaws's.
+	Name string `json:"name"`
+	URL  string `json:"url"`
+	ARN  string `json:"arn"`
+}
+
+// TemplateFile is the SAM template, relative to the module root.
+const TemplateFile = samlocal.TemplateFile
+
+// LoadTemplate reads the module's template.
+func LoadTemplate(root string) (*samlocal.Template, error) {
+	return samlocal.Load(filepath.Join(root, TemplateFile))
+}
+
+// goawsAccount is the account id in goaws's queue URLs and ARNs
+// (.ci/goaws.sh).
+const goawsAccount = "000000000000"
+
+// StackConfig says what to stand up.
+type StackConfig struct {
+	// Template is the SAM template whose resources the stack holds.
+	Template *samlocal.Template
+	// Endpoints are DynamoDB Local's and goaws's.
+	Endpoints Endpoints
+	// Sim configures the Genace simulator (its APIKey is replaced by
+	// APIKey); nil: the samples' (every job done at once, one output).
+	Sim *genacesim.Config
+	// APIKey is the simulator's key, and the value of every secret the
+	// template gives the functions; empty: the package's APIKey.
+	APIKey string
+	// Prefix names the stack and starts every resource's name; empty:
+	// genjobs-invoke-RANDOM.
+	Prefix string
+}
+
+// Stack is what the functions talk to, stood up for one run: the
+// template's table in DynamoDB Local, its queues (with their visibility
+// timeouts and redrive policies) in goaws, its buckets in an S3 (gofakes3)
+// and its secrets in a local secret source, on loopback ports of this
+// process, and the Genace simulator in Genace's place. Nothing is shared,
+// so stacks may run at once. Locals says what each of the template's
+// references means here; every function's environment is resolved from
+// the template onto it (EnvFile).
+type Stack struct {
+	// Template is the template the stack was made from.
+	Template *samlocal.Template
+	// Locals are the template's references resolved on this stack.
+	Locals samlocal.Locals
+	// Prefix starts every resource's name.
+	Prefix string
+	// Table is the operations table's name (TABLE_NAME).
+	Table string
+	// Store is the operation store on the table.
+	Store *store.Dynamo
+	// Queues are the template's queues, in its order.
+	Queues []Queue
+	// Sim is the Genace simulator, on the wall clock.
+	Sim *genacesim.Simulator
+	// SimURL is its base URL (GENACE_BASE_URL).
+	SimURL string
+	// Genace is a client on the simulator, for seeding jobs.
+	Genace *genace.Client
+	// S3URL is the in-process S3's endpoint (AWS_ENDPOINT_URL_S3);
+	// Buckets are the template's buckets there.
+	S3URL   string
+	Buckets []string
+	// APIKey is the simulator's key and every secret's value.
+	APIKey string
+
+	endpoints Endpoints
+	services  *samlocal.Services
+	ddb       *dynamodb.Client
+	sqs       *sqs.Client
+	s3        *s3.Client
+	cleanup   []func(context.Context)
+}
+
+// NewStack stands up the stack. On error, whatever was started is removed.
+func NewStack(ctx context.Context, cfg StackConfig) (_ *Stack, err error) {
+	ep := cfg.Endpoints
+	if err := ep.Check(); err != nil {
+		return nil, err
+	}
+	t := cfg.Template
+	if t == nil {
+		return nil, errors.New("no template")
+	}
+	st := &Stack{Template: t, endpoints: ep, Prefix: cfg.Prefix, APIKey: cfg.APIKey}
+	defer func() {
+		if err != nil {
+			st.Close()
+		}
+	}()
+	if st.Prefix == "" {
+		suffix, err := randomSuffix()
+		if err != nil {
+			return nil, err
+		}
+		st.Prefix = "genjobs-invoke-" + suffix
+	}
+	if st.APIKey == "" {
+		st.APIKey = APIKey
+	}
+	site := samlocal.Site{Region: ep.Region, AccountID: goawsAccount, Prefix: st.Prefix, SQS: ep.SQS}
+	st.Locals = t.Names(site)
+	creds := credentials.NewStaticCredentialsProvider(ep.AccessKey, ep.SecretKey, "")
+	opts := []func(*awsconfig.LoadOptions) error{awsconfig.WithRegion(ep.Region), awsconfig.WithCredentialsProvider(creds)}
+	awsCfg, err := awsconfig.LoadDefaultConfig(ctx, opts...)
+	if err != nil {
+		return nil, fmt.Errorf("aws config: %w", err)
+	}
+
+	// The endpoints are given explicitly: this process's environment may
+	// lack them (the integration test passes them in).
+	st.ddb = dynamodb.NewFromConfig(awsCfg, func(o *dynamodb.Options) {
+		o.BaseEndpoint = aws.String(ep.DynamoDB)
+		o.DisableValidateResponseChecksum = true // DynamoDB Local omits x-amz-crc32 on errors
+	})
+	if err := st.createTable(ctx); err != nil {
+		return nil, err
+	}
+	st.sqs = sqs.NewFromConfig(awsCfg, func(o *sqs.Options) { o.BaseEndpoint = aws.String(ep.SQS) })
+	if err := st.createQueues(ctx); err != nil {
+		return nil, fmt.Errorf("goaws at %s: %w", ep.SQS, err)
+	}
+
+	sim := genacesim.Config{DefaultModel: genacesim.ModelConfig{Price: samplePrice, QueueFor: 0, RunFor: 0, OutputCount: sampleOutputs}}
+	if cfg.Sim != nil {
+		sim = *cfg.Sim
+	}
+	sim.APIKey = st.APIKey
+	st.Sim = genacesim.New(sim, clock.Real{})
+	base, stop, err := st.Sim.Start("127.0.0.1:0")
+	if err != nil {
+		return nil, err
+	}
+	st.cleanup = append(st.cleanup, func(context.Context) { stop() })
+	st.SimURL = base
+	if st.Genace, err = genace.New(base, st.APIKey, &http.Client{}); err != nil {
+		return nil, err
+	}
+
+	if err := st.startS3(awsCfg); err != nil {
+		return nil, err
+	}
+	if st.services, err = samlocal.StartServices("127.0.0.1"); err != nil {
+		return nil, err
+	}
+	st.cleanup = append(st.cleanup, func(context.Context) { _ = st.services.Close() })
+	err = t.Wire(st.Locals, site, samlocal.Wiring{
+		GenaceURL: st.SimURL, APIKey: st.APIKey, Secrets: st.services,
+		Endpoints: map[string]string{
+			"AWS_ENDPOINT_URL_DYNAMODB":        ep.DynamoDB,
+			"AWS_ENDPOINT_URL_SQS":             ep.SQS,
+			"AWS_ENDPOINT_URL_S3":              st.S3URL,
+			"AWS_ENDPOINT_URL_SECRETS_MANAGER": st.services.URL(),
+			"AWS_ENDPOINT_URL_SCHEDULER":       st.services.URL(),
+		},
+		Parameters: localParameters(t),
+	})
+	if err != nil {
+		return nil, fmt.Errorf("%s: %w", TemplateFile, err)
+	}
+	return st, nil
+}
+
+// localParameters are the parameter values local runs change on purpose:
+// the observe function's long poll. Genace holds a long poll for its whole
+// wait unless the job changes state, and a finished job never does: 1 s
+// instead of 25 keeps an invocation short without changing what the
+// function decides.
+func localParameters(t *samlocal.Template) map[string]string {
+	out := map[string]string{}
+	for _, p := range t.ParametersOf(config.EnvPolicies) {
+		out[p] = ObservePolicies
+	}
+	return out
+}
+
+// ObservePolicies is OBSERVE_POLICIES on a local stack: the defaults with
+// a 1 s long poll.
+const ObservePolicies = `{"default":{"long_poll":"1s"}}`
+
+// createTable creates the template's one table, with the store's
+// definition (internal/dev/templatecheck checks the two are the same).
+func (st *Stack) createTable(ctx context.Context) error {
+	tables := st.Template.OfType("AWS::DynamoDB::Table")
+	if len(tables) != 1 {
+		return fmt.Errorf("%s has %d DynamoDB tables; the store uses exactly one", TemplateFile, len(tables))
+	}
+	st.Table = st.Locals.Resources[tables[0]]["Ref"]
+	if err := store.EnsureTable(ctx, st.ddb, st.Table); err != nil {
+		return fmt.Errorf("DynamoDB Local at %s: %w", st.endpoints.DynamoDB, err)
+	}
+	st.cleanup = append(st.cleanup, func(ctx context.Context) {
+		_, _ = st.ddb.DeleteTable(ctx, &dynamodb.DeleteTableInput{TableName: aws.String(st.Table)})
+	})
+	st.Store = store.NewDynamo(st.ddb, st.Table)
+	return nil
+}
+
+// createQueues creates the template's queues with their visibility
+// timeouts and redrive policies: those without a redrive policy (the
+// DLQs) first, so the others can name them.
+func (st *Stack) createQueues(ctx context.Context) error {
+	ids := st.Template.OfType("AWS::SQS::Queue")
+	created := map[string]Queue{}
+	for _, pass := range []bool{false, true} {
+		for _, id := range ids {
+			props := st.Template.Resources[id].Properties
+			redrive, hasRedrive := props["RedrivePolicy"].(map[string]any)
+			if hasRedrive != pass {
+				continue
+			}
+			attrs := map[string]string{}
+			if v, ok := props["VisibilityTimeout"]; ok {
+				s, err := st.Template.Resolve(v, st.Locals)
+				if err != nil {
+					return fmt.Errorf("%s VisibilityTimeout: %w", id, err)
+				}
+				attrs["VisibilityTimeout"] = s
+			}
+			if hasRedrive {
+				dlq, err := st.Template.Resolve(redrive["deadLetterTargetArn"], st.Locals)
+				if err != nil {
+					return fmt.Errorf("%s RedrivePolicy: %w", id, err)
+				}
+				receives, err := st.Template.Resolve(redrive["maxReceiveCount"], st.Locals)
+				if err != nil {
+					return fmt.Errorf("%s RedrivePolicy: %w", id, err)
+				}
+				b, _ := json.Marshal(map[string]string{"deadLetterTargetArn": dlq, "maxReceiveCount": receives})
+				attrs["RedrivePolicy"] = string(b)
+			}
+			q, err := st.createQueue(ctx, id, attrs)
+			if err != nil {
+				return err
+			}
+			created[id] = q
+		}
+	}
+	for _, id := range st.Template.Order {
+		if q, ok := created[id]; ok {
+			st.Queues = append(st.Queues, q)
+		}
+	}
+	return nil
+}
+
+// createQueue creates one queue under its local name, and keeps goaws's
+// URL and ARN as the queue's local values.
+func (st *Stack) createQueue(ctx context.Context, id string, attrs map[string]string) (Queue, error) {
+	local := st.Locals.Resources[id]
+	name := local["QueueName"]
+	out, err := st.sqs.CreateQueue(ctx, &sqs.CreateQueueInput{QueueName: aws.String(name), Attributes: attrs})
+	if err != nil {
+		return Queue{}, fmt.Errorf("create queue %s: %w", name, err)
+	}
+	q := Queue{Kind: samlocal.Slug(id, "AWS::SQS::Queue"), LogicalID: id, Name: name, URL: aws.ToString(out.QueueUrl)}
+	st.cleanup = append(st.cleanup, func(ctx context.Context) {
+		_, _ = st.sqs.DeleteQueue(ctx, &sqs.DeleteQueueInput{QueueUrl: aws.String(q.URL)})
+	})
+	a, err := st.sqs.GetQueueAttributes(ctx, &sqs.GetQueueAttributesInput{
+		QueueUrl: aws.String(q.URL), AttributeNames: []sqstypes.QueueAttributeName{sqstypes.QueueAttributeNameQueueArn},
+	})
+	if err != nil {
+		return Queue{}, fmt.Errorf("queue %s: read its ARN: %w", name, err)
+	}
+	q.ARN = a.Attributes[string(sqstypes.QueueAttributeNameQueueArn)]
+	if q.ARN == "" {
+		return Queue{}, fmt.Errorf("queue %s: goaws reported no ARN", name)
+	}
+	local["Ref"], local["QueueUrl"], local["Arn"] = q.URL, q.URL, q.ARN
+	return q, nil
+}
+
+// startS3 serves gofakes3 on a loopback port with the template's buckets
+// created. An IP endpoint makes the SDK address buckets path-style by
+// itself, so the function's default client needs nothing but
+// AWS_ENDPOINT_URL_S3.
+func (st *Stack) startS3(cfg aws.Config) error {
+	backend := s3mem.New()
+	for _, id := range st.Template.OfType("AWS::S3::Bucket") {
+		name := st.Locals.Resources[id]["Ref"]
+		if err := backend.CreateBucket(name); err != nil {
+			return fmt.Errorf("s3: %w", err)
+		}
+		st.Buckets = append(st.Buckets, name)
+	}
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		return fmt.Errorf("s3: %w", err)
+	}
+	srv := &http.Server{Handler: gofakes3.New(backend).Server(), ReadHeaderTimeout: 10 * time.Second}
+	go func() { _ = srv.Serve(ln) }()
+	st.cleanup = append(st.cleanup, func(context.Context) { _ = srv.Close() })
+	st.S3URL = "http://" + ln.Addr().String()
+	st.s3 = s3.NewFromConfig(cfg, func(o *s3.Options) {
+		o.BaseEndpoint = aws.String(st.S3URL)
+		o.UsePathStyle = true
+	})
+	return nil
+}
+
+// Close removes the table and queues and stops the simulator and S3, in
+// reverse order of creation. It is safe to call more than once.
+func (st *Stack) Close() {
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	for i := len(st.cleanup) - 1; i >= 0; i-- {
+		st.cleanup[i](ctx)
+	}
+	st.cleanup = nil
+}
+
+// QueueOf returns the queue of a kind.
+func (st *Stack) QueueOf(kind string) Queue {
+	for _, q := range st.Queues {
+		if q.Kind == kind {
+			return q
+		}
+	}
+	return Queue{}
+}
+
+// SQS is the stack's client on goaws.
+func (st *Stack) SQS() *sqs.Client { return st.sqs }
+
+// QueueFor maps a record's eventSourceARN to the stack's queue of the same
+// kind (a sample's genjobs-dispatch to this stack's ...-dispatch).
+func (st *Stack) QueueFor(arn string) (string, bool) {
+	name := arn[strings.LastIndexByte(arn, ':')+1:]
+	for _, q := range st.Queues {
+		if strings.HasSuffix(name, "-"+q.Kind) {
+			return q.URL, true
+		}
+	}
+	return "", false
+}
+
+// QueuedMessage is a message waiting on a queue.
+type QueuedMessage struct {
+	// Body is the message body as sent.
+	Body string `json:"body"`
+	// Envelope is the body decoded, when it is one.
+	Envelope *message.Envelope `json:"envelope,omitempty"`
+}
+
+// QueueContents is what a queue holds.
+type QueueContents struct {
+	Queue
+	// Count is ApproximateNumberOfMessages (goaws counts delayed and
+	// in-flight messages too).
+	Count int `json:"count"`
+	// Messages are those receivable now; delayed ones are only counted.
+	Messages []QueuedMessage `json:"messages"`
+}
+
+// Peek reads every queue without consuming: it receives what is visible,
+// then makes it visible again at once (ChangeMessageVisibility 0).
+func (st *Stack) Peek(ctx context.Context) ([]QueueContents, error) {
+	out := make([]QueueContents, 0, len(st.Queues))
+	for _, q := range st.Queues {
+		qc := QueueContents{Queue: q, Messages: []QueuedMessage{}}
+		a, err := st.sqs.GetQueueAttributes(ctx, &sqs.GetQueueAttributesInput{
+			QueueUrl: aws.String(q.URL), AttributeNames: []sqstypes.QueueAttributeName{sqstypes.QueueAttributeNameApproximateNumberOfMessages},
+		})
+		if err != nil {
+			return nil, fmt.Errorf("queue %s: %w", q.Name, err)
+		}
+		qc.Count, _ = strconv.Atoi(a.Attributes[string(sqstypes.QueueAttributeNameApproximateNumberOfMessages)])
+		var handles []string
+		for range 10 { // at most 100 messages: more is not a sample
+			r, err := st.sqs.ReceiveMessage(ctx, &sqs.ReceiveMessageInput{
+				QueueUrl: aws.String(q.URL), MaxNumberOfMessages: 10, VisibilityTimeout: 30,
+			})
+			if err != nil {
+				return nil, fmt.Errorf("queue %s: %w", q.Name, err)
+			}
+			if len(r.Messages) == 0 {
+				break
+			}
+			for _, m := range r.Messages {
+				qm := QueuedMessage{Body: aws.ToString(m.Body)}
+				if env, err := message.Decode([]byte(qm.Body)); err == nil {
+					qm.Envelope = &env
+				}
+				qc.Messages = append(qc.Messages, qm)
+				handles = append(handles, aws.ToString(m.ReceiptHandle))
+			}
+		}
+		var errs []error
+		for _, h := range handles {
+			_, err := st.sqs.ChangeMessageVisibility(ctx, &sqs.ChangeMessageVisibilityInput{
+				QueueUrl: aws.String(q.URL), ReceiptHandle: aws.String(h), VisibilityTimeout: 0,
+			})
+			errs = append(errs, err)
+		}
+		if err := errors.Join(errs...); err != nil {
+			return nil, fmt.Errorf("queue %s: put messages back: %w", q.Name, err)
+		}
+		if qc.Count < len(qc.Messages) {
+			qc.Count = len(qc.Messages)
+		}
+		out = append(out, qc)
+	}
+	return out, nil
+}
+
+// Object is one object in the artifact bucket.
+type Object struct {
+	Key  string `json:"key"`
+	Size int64  `json:"size"`
+}
+
+// Artifacts lists the objects in the stack's buckets, by key.
+func (st *Stack) Artifacts(ctx context.Context) ([]Object, error) {
+	var out []Object
+	for _, bucket := range st.Buckets {
+		p := s3.NewListObjectsV2Paginator(st.s3, &s3.ListObjectsV2Input{Bucket: aws.String(bucket)})
+		for p.HasMorePages() {
+			page, err := p.NextPage(ctx)
+			if err != nil {
+				return nil, fmt.Errorf("s3: list %s: %w", bucket, err)
+			}
+			for _, o := range page.Contents {
+				out = append(out, Object{Key: aws.ToString(o.Key), Size: aws.ToInt64(o.Size)})
+			}
+		}
+	}
+	sort.Slice(out, func(i, j int) bool { return out[i].Key < out[j].Key })
+	return out, nil
+}
+
+func randomSuffix() (string, error) {
+	b := make([]byte, 4)
+	if _, err := rand.Read(b); err != nil {
+		return "", err
+	}
+	return hex.EncodeToString(b), nil
+}

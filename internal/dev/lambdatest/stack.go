@@ -1,0 +1,202 @@
+package lambdatest
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"os"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/genjobs/genjobs/internal/config"
+	"github.com/genjobs/genjobs/internal/dev/genacesim"
+	"github.com/genjobs/genjobs/internal/dev/invoke"
+	"github.com/genjobs/genjobs/internal/message"
+	"github.com/genjobs/genjobs/internal/queue"
+	"github.com/genjobs/genjobs/internal/dev/samlocal"
+	"github.com/genjobs/genjobs/internal/dev/testenv"
+)
+
+// APIKey is the simulator's key in these tests, and the value of the
+// secret the functions read it from. It is distinctive so a test can
+// search the function's output for it: it must never appear.
+const APIKey = "lambdatest-genace-key-must-never-be-logged"
+
+// Visibility is how long Messages leaves what it received hidden.
+const Visibility = 3 * time.Minute
+
+// Stack is what a function talks to, stood up locally for one test from
+// template.yaml (invoke.Stack): the template's table in DynamoDB Local,
+// its queues in goaws, its bucket in an in-process S3, its secret in a
+// local secret source, and the Genace simulator. Nothing is shared
+// between tests, so they may run in parallel and a test's assertions see
+// only its own writes and messages.
+type Stack struct {
+	*invoke.Stack
+	// Queue reads the queues.
+	Queue *queue.SQS
+	// QueueURLs maps each action to its queue's URL: the value the
+	// template gives the action's URL variable (config.QueueEnv).
+	QueueURLs map[message.Action]string
+
+	files invoke.SAMFiles
+}
+
+// Template is the module's template.yaml, read once per test binary.
+func Template(t testing.TB) *samlocal.Template {
+	t.Helper()
+	loadTemplate.once.Do(func() {
+		root, err := findRoot()
+		if err == nil {
+			loadTemplate.t, err = invoke.LoadTemplate(root)
+		}
+		loadTemplate.err = err
+	})
+	if loadTemplate.err != nil {
+		t.Fatalf("lambdatest: %v", loadTemplate.err)
+	}
+	return loadTemplate.t
+}
+
+var loadTemplate struct {
+	once sync.Once
+	t    *samlocal.Template
+	err  error
+}
+
+// NewStack stands up the stack; sim configures the simulator (its APIKey
+// is replaced by APIKey). The endpoints come from AWS_ENDPOINT_URL_DYNAMODB
+// and AWS_ENDPOINT_URL_SQS, set by .ci/dynamodb-local.sh and .ci/goaws.sh;
+// without them the test skips (fails under GENJOBS_REQUIRE_INTEGRATION=1).
+// Everything is removed on t.Cleanup.
+func NewStack(t testing.TB, sim genacesim.Config) *Stack {
+	t.Helper()
+	ep := invoke.Endpoints{
+		DynamoDB:  testenv.Endpoint(t, "AWS_ENDPOINT_URL_DYNAMODB"),
+		SQS:       testenv.Endpoint(t, "AWS_ENDPOINT_URL_SQS"),
+		Region:    envOr("AWS_REGION", DefaultRegion),
+		AccessKey: envOr("AWS_ACCESS_KEY_ID", "local"),
+		SecretKey: envOr("AWS_SECRET_ACCESS_KEY", "local"),
+	}
+	st, err := invoke.NewStack(context.Background(), invoke.StackConfig{
+		Template: Template(t), Endpoints: ep, Sim: &sim, APIKey: APIKey, Prefix: "genjobs-rie-" + randomSuffix(t),
+	})
+	if err != nil {
+		t.Fatalf("lambdatest: %v", err)
+	}
+	t.Cleanup(st.Close)
+	s := &Stack{Stack: st, QueueURLs: map[message.Action]string{}}
+	if s.files, err = st.WriteSAMFiles(t.TempDir()); err != nil {
+		t.Fatalf("lambdatest: %v", err)
+	}
+	for _, f := range st.Template.Functions {
+		env, err := st.Template.Environment(f.LogicalID, st.Locals)
+		if err != nil {
+			t.Fatalf("lambdatest: %v", err)
+		}
+		for action, vars := range config.QueueEnv {
+			if url, ok := env[vars.URL]; ok {
+				s.QueueURLs[action] = url
+			}
+		}
+	}
+	for _, action := range message.Actions {
+		if s.QueueURLs[action] == "" {
+			t.Fatalf("lambdatest: no function in the template is given %s", config.QueueEnv[action].URL)
+		}
+	}
+	s.Queue = queue.NewSQS(st.SQS())
+	return s
+}
+
+// Env is the environment the function (a folder under functions/) starts
+// with on this stack: its variables in template.yaml, resolved onto the
+// stack and read back from SAM's --env-vars file (invoke.Stack.Env), and
+// what the Lambda runtime adds. Tests change a copy to break it.
+func (s *Stack) Env(t testing.TB, function string) map[string]string {
+	t.Helper()
+	for _, f := range invoke.Functions(s.Template) {
+		if f.Name == function {
+			env, err := s.Stack.Env(s.files, f.LogicalID)
+			if err != nil {
+				t.Fatalf("lambdatest: %v", err)
+			}
+			return env
+		}
+	}
+	t.Fatalf("lambdatest: no function %s in the template", function)
+	return nil
+}
+
+// Config is the emulator configuration for the function on this stack:
+// its environment (Env) and the template's timeout and memory size.
+func (s *Stack) Config(t testing.TB, function string) Config {
+	t.Helper()
+	f, ok := invoke.Lookup(s.Template, function)
+	if !ok {
+		t.Fatalf("lambdatest: no function %s in the template", function)
+	}
+	return Config{Function: function, Env: s.Env(t, function), Timeout: f.Timeout, MemoryMB: f.MemoryMB}
+}
+
+// Messages returns the envelopes waiting on action's queue: it long-polls
+// up to wait for the first, then reads on until a one-second poll comes
+// back empty, so a test can assert that exactly the expected messages
+// were sent. Messages stay hidden for Visibility afterwards (nothing is
+// deleted). An undecodable body fails the test: only envelopes may reach
+// a queue.
+func (s *Stack) Messages(t testing.TB, action message.Action, wait time.Duration) []message.Envelope {
+	t.Helper()
+	ctx := context.Background()
+	var out []message.Envelope
+	for {
+		msgs, err := s.Queue.Receive(ctx, s.QueueURLs[action], queue.MaxReceive, wait, Visibility)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if len(msgs) == 0 {
+			return out
+		}
+		for _, m := range msgs {
+			env, err := message.Decode(m.Body)
+			if err != nil {
+				t.Fatalf("%s queue: message %s: %v (body %s)", action, m.ID, err, m.Body)
+			}
+			out = append(out, env)
+		}
+		wait = time.Second
+	}
+}
+
+// Received returns event (a sample SQS event) with each record passed
+// through its queue of this stack, as the event source mapping hands
+// records over: with a receipt handle goaws issued, which a function can
+// renew (submit does before every POST; the samples' handles are made up,
+// as `sam local invoke` ones are). The records stay in flight; the
+// function's answer decides nothing about them here.
+func (s *Stack) Received(t testing.TB, event []byte) []byte {
+	t.Helper()
+	out, _, err := invoke.PassThrough(context.Background(), s.Queue, event, s.QueueFor)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return out
+}
+
+func envOr(name, fallback string) string {
+	if v := os.Getenv(name); v != "" {
+		return v
+	}
+	return fallback
+}
+
+// randomSuffix names one test's resources.
+func randomSuffix(t testing.TB) string {
+	t.Helper()
+	b := make([]byte, 4)
+	if _, err := rand.Read(b); err != nil {
+		t.Fatal(err)
+	}
+	return hex.EncodeToString(b)
+}

@@ -1,0 +1,123 @@
+package pipeline
+
+import (
+	"encoding/json"
+	"fmt"
+	"io"
+	"os"
+	"sort"
+	"strings"
+	"text/tabwriter"
+
+	"github.com/genjobs/genjobs/internal/operation"
+)
+
+// Report is what a local run leaves: each operation's outcome and the
+// totals, with the simulator's own counts when it ran against the
+// simulator.
+type Report struct {
+	Elapsed    string     `json:"elapsed"`
+	TimedOut   bool       `json:"timed_out"`
+	StateDir   string     `json:"state_dir"`
+	Operations []OpReport `json:"operations"`
+	Totals     Totals     `json:"totals"`
+}
+
+// OpReport is one operation's outcome: the local phase and the remote
+// state side by side, never merged.
+type OpReport struct {
+	OperationID string                `json:"operation_id"`
+	Scenario    string                `json:"scenario,omitempty"`
+	Model       string                `json:"model"`
+	Phase       operation.Phase       `json:"phase"`
+	Revision    int64                 `json:"revision"`
+	Terminal    bool                  `json:"terminal"`
+	RemoteJobID string                `json:"remote_job_id,omitempty"`
+	RemoteState operation.RemoteState `json:"remote_state,omitempty"`
+	Settlement  operation.Settlement  `json:"settlement,omitempty"`
+	Credits     *operation.Credits    `json:"credits,omitempty"`
+	Posts       int                   `json:"posts"`
+	// GenaceJobs is the simulator's ground truth: the jobs Genace really
+	// created for the operation (what an operator would look up on
+	// Genace's side to reconcile an uncertain one).
+	GenaceJobs []string    `json:"genace_jobs,omitempty"`
+	Artifacts  []Artifact  `json:"artifacts,omitempty"`
+	Reviews    []ReviewRef `json:"open_reviews,omitempty"`
+}
+
+// Artifact is one delivered output.
+type Artifact struct {
+	Path      string `json:"path"`
+	SizeBytes int64  `json:"size_bytes"`
+	SHA256    string `json:"sha256"`
+}
+
+// ReviewRef is an open review of an operation.
+type ReviewRef struct {
+	ID          string           `json:"id"`
+	Recommended operation.Action `json:"recommended_action"`
+	Reason      string           `json:"reason"`
+}
+
+// Totals are the run's counts.
+type Totals struct {
+	Phases      map[operation.Phase]int `json:"phases"`
+	Posts       int                     `json:"posts"`
+	Gets        int                     `json:"gets"`
+	Downloads   int                     `json:"downloads"`
+	GenaceJobs  int                     `json:"genace_jobs"`
+	Invocations map[string]int64        `json:"invocations"`
+	Records     map[string]int64        `json:"records"`
+	Sweeps      int                     `json:"sweeps"`
+	DLQDepth    int                     `json:"dlq_depth"`
+}
+
+// WriteJSON writes the report to path.
+func (r *Report) WriteJSON(path string) error {
+	b, err := json.MarshalIndent(r, "", "  ")
+	if err != nil {
+		return err
+	}
+	return os.WriteFile(path, append(b, '\n'), 0o644)
+}
+
+// WriteSummary prints the summary table.
+func (r *Report) WriteSummary(w io.Writer) {
+	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
+	fmt.Fprintln(tw, "OPERATION\tLOCAL PHASE\tREMOTE STATE\tSETTLEMENT\tPOSTS\tARTIFACTS\tOPEN REVIEW")
+	for _, op := range r.Operations {
+		rv := "-"
+		if len(op.Reviews) > 0 {
+			rv = string(op.Reviews[0].Recommended)
+		}
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%d\t%d\t%s\n", op.OperationID, op.Phase, dash(string(op.RemoteState)), dash(string(op.Settlement)), op.Posts, len(op.Artifacts), rv)
+	}
+	_ = tw.Flush()
+	var phases []string
+	for p, n := range r.Totals.Phases {
+		phases = append(phases, fmt.Sprintf("%s %d", p, n))
+	}
+	sort.Strings(phases)
+	fmt.Fprintf(w, "\n%d operations in %s: %s\n", len(r.Operations), r.Elapsed, strings.Join(phases, ", "))
+	fmt.Fprintf(w, "Genace: %d POSTs, %d jobs, %d GETs, %d downloads; invocations: submit %d, observe %d, deliver %d, triage %d; DLQ %d\n",
+		r.Totals.Posts, r.Totals.GenaceJobs, r.Totals.Gets, r.Totals.Downloads, r.Totals.Invocations["submit"], r.Totals.Invocations["observe"],
+		r.Totals.Invocations["deliver"], r.Totals.Invocations["triage"], r.Totals.DLQDepth)
+	for _, op := range r.Operations {
+		if op.Phase == operation.PhaseUncertain && len(op.GenaceJobs) > 0 {
+			// The simulator exits with the run, so replay cannot look the
+			// job up on it: the attach has to be forced, with a reason.
+			fmt.Fprintf(w, "%s is uncertain; the simulator showed Genace created %s for it: genjobs replay %s --action reconcile --operator NAME --job-id %s --force-unverified --reason \"listed by the local run's report\"\n",
+				op.OperationID, strings.Join(op.GenaceJobs, ", "), op.OperationID, op.GenaceJobs[0])
+		}
+	}
+	if r.TimedOut {
+		fmt.Fprintln(w, "TIMED OUT before every operation was terminal or waiting for review")
+	}
+}
+
+func dash(s string) string {
+	if s == "" {
+		return "-"
+	}
+	return s
+}

@@ -1,0 +1,168 @@
+package samlocal_test
+
+import (
+	"context"
+	"maps"
+	"slices"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/genjobs/genjobs/internal/config"
+	"github.com/genjobs/genjobs/internal/deliver"
+	"github.com/genjobs/genjobs/internal/dev/invoke"
+	"github.com/genjobs/genjobs/internal/observe"
+	"github.com/genjobs/genjobs/internal/dev/samlocal"
+	"github.com/genjobs/genjobs/internal/schedule"
+	"github.com/genjobs/genjobs/internal/submit"
+	"github.com/genjobs/genjobs/internal/sweep"
+	"github.com/genjobs/genjobs/internal/triage"
+)
+
+// needs maps each function (its folder under functions/) to what its
+// main package loads: the handler package's config.Spec.
+var needs = map[string]config.Spec{
+	"submit": submit.Needs, "observe": observe.Needs, "deliver": deliver.Needs,
+	"triage": triage.Needs, "sweep": sweep.Needs,
+}
+
+// endpoints are the local endpoint variables a local stack fills.
+var endpoints = map[string]string{
+	"AWS_ENDPOINT_URL_DYNAMODB": "http://127.0.0.1:8000", "AWS_ENDPOINT_URL_SQS": "http://127.0.0.1:4100",
+	"AWS_ENDPOINT_URL_S3": "http://127.0.0.1:9000", "AWS_ENDPOINT_URL_SECRETS_MANAGER": "http://127.0.0.1:9001",
+	"AWS_ENDPOINT_URL_SCHEDULER": "http://127.0.0.1:9001",
+}
+
+func loadTemplate(t *testing.T) *samlocal.Template {
+	t.Helper()
+	root, err := invoke.FindRoot(".")
+	if err != nil {
+		t.Fatal(err)
+	}
+	tmpl, err := invoke.LoadTemplate(root)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return tmpl
+}
+
+// localEnv resolves the template onto a local site, writes and reads back
+// the env file as sam local invoke does, and returns each function's
+// environment (nil and the error when any step fails).
+func localEnv(t *testing.T, tmpl *samlocal.Template, secrets *samlocal.Services) (map[string]map[string]string, error) {
+	t.Helper()
+	site := samlocal.Site{Region: "us-east-1", AccountID: "000000000000", Prefix: "genjobs-test", SQS: "http://127.0.0.1:4100"}
+	l := tmpl.Names(site)
+	if err := tmpl.Wire(l, site, samlocal.Wiring{GenaceURL: "http://127.0.0.1:3000", APIKey: "k", Secrets: secrets, Endpoints: endpoints}); err != nil {
+		return nil, err
+	}
+	f, err := tmpl.EnvFile(l)
+	if err != nil {
+		return nil, err
+	}
+	text, err := f.Encode()
+	if err != nil {
+		return nil, err
+	}
+	back, err := samlocal.ParseEnvFile(text)
+	if err != nil {
+		return nil, err
+	}
+	out := map[string]map[string]string{}
+	for _, fn := range tmpl.Functions {
+		if out[fn.LogicalID], err = tmpl.Apply(back, fn.LogicalID); err != nil {
+			return nil, err
+		}
+	}
+	return out, nil
+}
+
+// coldStart is the part of a function's cold start that reads its
+// environment: config.Load with the function's Spec, then the follow-up
+// dispatcher (coldstart.Load's order), with a scheduler when the
+// configuration says one is needed. Nothing is contacted.
+func coldStart(env map[string]string, spec config.Spec) error {
+	cfg, err := config.Load(func(k string) string { return env[k] }, spec)
+	if err != nil || spec.FollowUps == nil {
+		return err
+	}
+	dc := cfg.DispatchConfig()
+	var sched schedule.ScheduleCreator
+	if len(dc.Scheduled()) > 0 {
+		sched = creator{}
+	}
+	_, err = schedule.NewDispatcher(dc, sender{}, sched, nil)
+	return err
+}
+
+type sender struct{}
+
+func (sender) Send(context.Context, string, []byte, time.Duration) (string, error) { return "", nil }
+
+type creator struct{}
+
+func (creator) CreateSchedule(context.Context, schedule.Schedule) error { return nil }
+
+// TestTemplateGivesEachFunctionWhatItNeeds: each function's environment,
+// resolved from template.yaml onto a local stack and read back from SAM's
+// --env-vars file, passes that function's real configuration loading.
+// Then every variable is deleted in turn from a parsed copy of the
+// template: the same steps must fail, naming the variable. So the
+// template gives each function everything its code asks for and nothing
+// it does not read; the endpoint variables, which only local runs fill,
+// are named by the resolution itself.
+func TestTemplateGivesEachFunctionWhatItNeeds(t *testing.T) {
+	t.Parallel()
+	tmpl := loadTemplate(t)
+	secrets, err := samlocal.StartServices("127.0.0.1")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = secrets.Close() })
+	envs, err := localEnv(t, tmpl, secrets)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var names []string
+	for _, fn := range tmpl.Functions {
+		names = append(names, fn.Dir())
+	}
+	if got, want := slices.Sorted(slices.Values(names)), slices.Sorted(maps.Keys(needs)); !slices.Equal(got, want) {
+		t.Fatalf("the template's functions %v, the specs here %v", got, want)
+	}
+	for i, fn := range tmpl.Functions {
+		spec := needs[names[i]]
+		t.Run(fn.LogicalID, func(t *testing.T) {
+			t.Parallel()
+			if err := coldStart(envs[fn.LogicalID], spec); err != nil {
+				t.Fatalf("the template's environment does not start %s: %v", fn.LogicalID, err)
+			}
+			for _, name := range fn.Names() {
+				broken := without(tmpl, fn.LogicalID, name)
+				envs, err := localEnv(t, broken, secrets)
+				if err == nil {
+					err = coldStart(envs[fn.LogicalID], spec)
+				}
+				if err == nil {
+					t.Errorf("without %s, %s still starts: the template sets a variable it does not read", name, fn.LogicalID)
+				} else if !strings.Contains(err.Error(), name) {
+					t.Errorf("without %s, %s fails without naming it: %v", name, fn.LogicalID, err)
+				}
+			}
+		})
+	}
+}
+
+// without is a copy of tmpl in which the function id lacks the variable.
+func without(tmpl *samlocal.Template, id, name string) *samlocal.Template {
+	c := *tmpl
+	c.Functions = slices.Clone(tmpl.Functions)
+	for i, fn := range c.Functions {
+		if fn.LogicalID == id {
+			fn.Env = maps.Clone(fn.Env)
+			delete(fn.Env, name)
+			c.Functions[i] = fn
+		}
+	}
+	return &c
+}

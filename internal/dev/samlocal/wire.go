@@ -1,0 +1,127 @@
+package samlocal
+
+import (
+	"errors"
+	"fmt"
+	"maps"
+	"slices"
+	"sort"
+	"strings"
+
+	"github.com/genjobs/genjobs/internal/config"
+)
+
+// EndpointPrefix starts the SDK's endpoint variables
+// (AWS_ENDPOINT_URL_<SERVICE>).
+const EndpointPrefix = "AWS_ENDPOINT_URL_"
+
+// Wiring is where a local stack's services are, for what the template
+// does not hold as a resource: Genace's URL, the secrets' value, the SDK's
+// endpoints.
+type Wiring struct {
+	// GenaceURL is GENACE_BASE_URL's local value: the simulator.
+	GenaceURL string
+	// APIKey is the value of every secret the functions are given: the
+	// simulator's key.
+	APIKey string
+	// Secrets serves those secrets to the functions.
+	Secrets *Services
+	// Endpoints are the local values of the SDK's endpoint variables
+	// (AWS_ENDPOINT_URL_DYNAMODB, ...), which the template declares empty
+	// for every function so that `sam local invoke --env-vars` can set
+	// them (SAM passes only variables the template declares).
+	Endpoints map[string]string
+	// Parameters override further parameters (for instance a shorter long
+	// poll for local runs).
+	Parameters map[string]string
+}
+
+// Wire points l at the wiring's services:
+//   - GENACE_BASE_URL through the parameters it is a !Ref of;
+//   - every Secrets Manager secret a function is given, generically: each
+//     AWS::SecretsManager::Secret resource, and each parameter that
+//     GENACE_API_KEY_SECRET_ID is a !Ref of (a secret's ARN passed in), is
+//     a local secret holding APIKey;
+//   - each endpoint variable, which every function must declare; and the
+//     template may declare none the wiring has no service for.
+//
+// Every problem is reported at once, each naming what is missing.
+func (t *Template) Wire(l Locals, site Site, w Wiring) error {
+	var errs []error
+	if !t.Override(l, config.EnvGenaceURL, w.GenaceURL) {
+		errs = append(errs, fmt.Errorf("%s is not a !Ref of a parameter in any function: the local run cannot point it at the simulator", config.EnvGenaceURL))
+	}
+	var secrets []string
+	for _, id := range t.OfType("AWS::SecretsManager::Secret") {
+		if v, ok := l.Resources[id]["Ref"]; ok {
+			secrets = append(secrets, v)
+		}
+	}
+	for _, p := range t.ParametersOf(config.EnvGenaceKeySecret) {
+		arn := "arn:" + l.Partition + ":secretsmanager:" + site.Region + ":" + site.AccountID + ":secret:" + site.Name(p, "") + "-local0"
+		l.Parameters[p] = arn
+		secrets = append(secrets, arn)
+	}
+	if len(secrets) > 0 && w.Secrets == nil {
+		errs = append(errs, errors.New("the template gives the functions secrets, and no local secret source serves them"))
+	}
+	for _, arn := range secrets {
+		if w.Secrets != nil {
+			w.Secrets.PutSecret(arn, w.APIKey)
+		}
+	}
+	names := make([]string, 0, len(w.Endpoints))
+	for name := range w.Endpoints {
+		names = append(names, name)
+	}
+	sort.Strings(names)
+	if l.Variables == nil && len(names) > 0 {
+		errs = append(errs, errors.New("Locals.Variables is nil (make Locals with Names)"))
+	}
+	for _, name := range names {
+		for _, f := range t.Functions {
+			if _, ok := f.Env[name]; !ok {
+				errs = append(errs, fmt.Errorf("%s does not declare %s: sam local invoke could not point it at the local service (declare it empty under Globals.Function.Environment)", f.LogicalID, name))
+			}
+		}
+		if l.Variables != nil {
+			l.Variables[name] = w.Endpoints[name]
+		}
+	}
+	declared := map[string]bool{}
+	for _, f := range t.Functions {
+		for name := range f.Env {
+			if strings.HasPrefix(name, EndpointPrefix) {
+				declared[name] = true
+			}
+		}
+	}
+	for _, name := range slices.Sorted(maps.Keys(declared)) {
+		if _, ok := w.Endpoints[name]; !ok {
+			errs = append(errs, fmt.Errorf("the template declares %s, and the local stack has no service for it", name))
+		}
+	}
+	for k, v := range w.Parameters {
+		if _, ok := t.Parameters[k]; !ok {
+			errs = append(errs, fmt.Errorf("no parameter %s to override", k))
+			continue
+		}
+		l.Parameters[k] = v
+	}
+	return errors.Join(errs...)
+}
+
+// Runtime is what the Lambda service adds to a function's own variables,
+// as it is reproduced locally: credentials (Lambda gives the execution
+// role's; here the local services') and the logging variables Lambda
+// derives from LoggingConfig. internal/dev/emulator adds the rest of what the
+// runtime sets (AWS_REGION, AWS_DEFAULT_REGION, AWS_LAMBDA_FUNCTION_NAME,
+// AWS_LAMBDA_FUNCTION_TIMEOUT, AWS_LAMBDA_FUNCTION_MEMORY_SIZE,
+// AWS_LAMBDA_FUNCTION_VERSION, AWS_LAMBDA_LOG_GROUP_NAME,
+// LAMBDA_TASK_ROOT, PATH, TZ, LANG).
+func (f Function) Runtime(accessKey, secretKey string) map[string]string {
+	out := f.LambdaVars()
+	out["AWS_ACCESS_KEY_ID"] = accessKey
+	out["AWS_SECRET_ACCESS_KEY"] = secretKey
+	return out
+}

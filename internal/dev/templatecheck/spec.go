@@ -1,0 +1,280 @@
+package templatecheck
+
+import (
+	"fmt"
+	"github.com/genjobs/genjobs/internal/dev/samlocal"
+	"log/slog"
+
+	"github.com/genjobs/genjobs/internal/coldstart"
+	"github.com/genjobs/genjobs/internal/config"
+	"github.com/genjobs/genjobs/internal/store"
+)
+
+// What the template must say. Everything the rules compare against is
+// here, so a change to the template's design is a change to this file.
+
+// Logical ids of the shared resources.
+const (
+	tableID      = "OperationsTable"
+	bucketID     = "ArtifactBucket"
+	groupID      = "ScheduleGroup"
+	schedRoleID  = "SchedulerRole"
+	alarmTopicID = "AlarmTopic"
+	metricsNS    = "genjobs"
+	// sweepFailuresID is where the sweep's failed invocations go.
+	sweepFailuresID = "SweepFailureQueue"
+	sweepSchedule   = "rate(5 minutes)"
+)
+
+// Parameters the checks name.
+const (
+	// secretParam is the ARN of the existing secret holding the Genace
+	// API key; the stack never creates or sees the key.
+	secretParam  = "GenaceApiKeySecretArn"
+	baseURLParam = "GenaceBaseUrl"
+)
+
+// retentionParams are the parameters behind config's retention variables,
+// with the defaults config uses when a variable is unset.
+var retentionParams = map[string]struct {
+	env string
+	def int
+}{
+	"RecordRetentionDays": {config.EnvRecordRetention, config.DefaultRecordRetentionDays},
+	"AuditRetentionDays":  {config.EnvAuditRetention, config.DefaultAuditRetentionDays},
+}
+
+// queues maps each main queue to its dead-letter queue.
+var queues = []struct{ main, dlq string }{
+	{"DispatchQueue", "DispatchDLQ"},
+	{"ObserveQueue", "ObserveDLQ"},
+	{"DeliverQueue", "DeliverDLQ"},
+}
+
+const (
+	maxReceiveCount = 5
+	dlqRetention    = 14 * 24 * 60 * 60 // seconds
+	visibilityRatio = 6                 // VisibilityTimeout >= 6 x the consumer's Timeout
+)
+
+// grant is one (action, resource) pair an Allow statement gives.
+type grant struct{ action, resource string }
+
+func grants(resource string, actions ...string) []grant {
+	out := make([]grant, len(actions))
+	for i, a := range actions {
+		out[i] = grant{a, resource}
+	}
+	return out
+}
+
+func join(lists ...[]grant) []grant {
+	var out []grant
+	for _, l := range lists {
+		out = append(out, l...)
+	}
+	return out
+}
+
+// Resource tokens the grants name.
+var (
+	tableArn  = GetAtt(tableID, "Arn")
+	statusArn = Sub("${" + tableID + ".Arn}/index/" + store.StatusIndex)
+	secretArn = Ref(secretParam)
+	objects   = Sub("${" + bucketID + ".Arn}/*")
+	schedules = Sub("arn:${AWS::Partition}:scheduler:${AWS::Region}:${AWS::AccountId}:schedule/${" + groupID + "}/*")
+)
+
+func queueArn(id string) string { return GetAtt(id, "Arn") }
+
+// consume is what Lambda's event source mapping needs on a queue it polls.
+func consume(queue string) []grant {
+	return grants(queueArn(queue), "sqs:ReceiveMessage", "sqs:DeleteMessage", "sqs:GetQueueAttributes")
+}
+
+// lease is consume plus renewing a message's visibility (internal/lease).
+func lease(queue string) []grant {
+	return join(consume(queue), grants(queueArn(queue), "sqs:ChangeMessageVisibility"))
+}
+
+func send(queues ...string) []grant {
+	var out []grant
+	for _, q := range queues {
+		out = append(out, grant{"sqs:SendMessage", queueArn(q)})
+	}
+	return out
+}
+
+func logs(group string) []grant {
+	return grants(GetAtt(group, "Arn"), "logs:CreateLogStream", "logs:PutLogEvents")
+}
+
+var (
+	records   = grants(tableArn, "dynamodb:GetItem", "dynamodb:PutItem")
+	apiKey    = grants(secretArn, "secretsmanager:GetSecretValue")
+	allQueues = []string{"DispatchQueue", "ObserveQueue", "DeliverQueue"}
+)
+
+// function is what the template must wire for one function.
+type function struct {
+	// dir is the package under functions/, the build target's argument
+	// and the EMF Function dimension's value.
+	dir      string
+	role     string
+	logGroup string
+	// consumes lists the queues whose SQS events feed the function.
+	consumes []string
+	// schedule is its Schedule event's expression ("" for none).
+	schedule string
+	// expires: it finishes records or closes reviews, so it needs the
+	// retention variables (store.Retention) to give them an expiry.
+	expires bool
+}
+
+// functions are the template's functions by logical id. Their
+// environments are not listed here: each function's handler package
+// declares what it needs (config.Spec), and internal/dev/samlocal's tests
+// check template.yaml gives each exactly that.
+var functions = map[string]function{
+	"SubmitFunction": {dir: "submit", role: "SubmitRole", logGroup: "SubmitLogGroup",
+		consumes: []string{"DispatchQueue"}, expires: true},
+	"ObserveFunction": {dir: "observe", role: "ObserveRole", logGroup: "ObserveLogGroup",
+		consumes: []string{"ObserveQueue"}, expires: true},
+	"DeliverFunction": {dir: "deliver", role: "DeliverRole", logGroup: "DeliverLogGroup",
+		consumes: []string{"DeliverQueue"}, expires: true},
+	"TriageFunction": {dir: "triage", role: "TriageRole", logGroup: "TriageLogGroup",
+		consumes: []string{"DispatchDLQ", "ObserveDLQ", "DeliverDLQ"}},
+	"SweepFunction": {dir: "sweep", role: "SweepRole", logGroup: "SweepLogGroup",
+		schedule: sweepSchedule, expires: true},
+}
+
+// allowed is the allow-list: every role in the template and exactly the
+// grants it may hold. A grant outside it is too broad; one missing from it
+// would fail at run time.
+var allowed = map[string][]grant{
+	// Submit also sends deliver_artifacts: a dispatch that finds the job
+	// already succeeded re-arms delivery (submit.ensureObservation).
+	"SubmitRole": join(logs("SubmitLogGroup"), lease("DispatchQueue"),
+		send("DispatchQueue", "ObserveQueue", "DeliverQueue"), records, apiKey),
+	"ObserveRole": join(logs("ObserveLogGroup"), lease("ObserveQueue"),
+		send("ObserveQueue", "DeliverQueue"), records, apiKey,
+		grants(schedules, "scheduler:CreateSchedule"),
+		grants(GetAtt(schedRoleID, "Arn"), "iam:PassRole")),
+	// internal/artifact's S3 store: HeadObject (needs GetObject, and
+	// ListBucket for a missing key to answer 404, not 403), a create-only
+	// PutObject, DeleteObject. CopyObject would be GetObject + PutObject.
+	"DeliverRole": join(logs("DeliverLogGroup"), lease("DeliverQueue"), send("DeliverQueue"), records, apiKey,
+		grants(objects, "s3:GetObject", "s3:PutObject", "s3:DeleteObject"),
+		grants(GetAtt(bucketID, "Arn"), "s3:ListBucket")),
+	// Triage never sends a message.
+	"TriageRole": join(logs("TriageLogGroup"), consume("DispatchDLQ"), consume("ObserveDLQ"), consume("DeliverDLQ"), records),
+	// Lambda sends the sweep's failed invocations to its on-failure
+	// destination with the function's own role.
+	"SweepRole": join(logs("SweepLogGroup"), records, grants(statusArn, "dynamodb:Query"),
+		send(allQueues...), send(sweepFailuresID)),
+	// Scheduler delivers to the observe queue, and a delivery that keeps
+	// failing to its DLQ (schedule.EventBridgeScheduler's target).
+	schedRoleID: send("ObserveQueue", "ObserveDLQ"),
+}
+
+// trustedService is the one service principal each role trusts.
+func trustedService(role string) string {
+	if role == schedRoleID {
+		return "scheduler.amazonaws.com"
+	}
+	return "lambda.amazonaws.com"
+}
+
+// envWiring is the value each resource-bound variable must have.
+// QUEUE_VISIBILITY_SECONDS is checked by the visibility rule; plain
+// settings (GENACE_BASE_URL, BATCH_CONCURRENCY, ...) may hold any value.
+var envWiring = map[string]string{
+	"TABLE_NAME":               Ref(tableID),
+	"DISPATCH_QUEUE_URL":       Ref("DispatchQueue"),
+	"OBSERVE_QUEUE_URL":        Ref("ObserveQueue"),
+	"DELIVER_QUEUE_URL":        Ref("DeliverQueue"),
+	"DISPATCH_QUEUE_ARN":       GetAtt("DispatchQueue", "Arn"),
+	"OBSERVE_QUEUE_ARN":        GetAtt("ObserveQueue", "Arn"),
+	"DELIVER_QUEUE_ARN":        GetAtt("DeliverQueue", "Arn"),
+	"SCHEDULER_ROLE_ARN":       GetAtt(schedRoleID, "Arn"),
+	"SCHEDULE_GROUP":           Ref(groupID),
+	"SCHEDULE_DLQ_ARN":         GetAtt("ObserveDLQ", "Arn"),
+	"ARTIFACT_BUCKET":          Ref(bucketID),
+	"GENACE_API_KEY_SECRET_ID": Ref(secretParam),
+	"GENACE_BASE_URL":          Ref(baseURLParam),
+	"RECORD_RETENTION_DAYS":    Ref("RecordRetentionDays"),
+	"AUDIT_RETENTION_DAYS":     Ref("AuditRetentionDays"),
+}
+
+// configEnv lists the variables internal/config reads that a deployed
+// function may be given (its Env* constants; a test compares the two).
+// GENACE_API_KEY is deliberately absent: it is for local runs only, and a
+// template that sets it puts the key in plain text.
+var configEnv = []string{
+	"TABLE_NAME", "GENACE_BASE_URL", "GENACE_API_KEY_SECRET_ID",
+	"DISPATCH_QUEUE_URL", "DISPATCH_QUEUE_ARN", "OBSERVE_QUEUE_URL", "OBSERVE_QUEUE_ARN",
+	"DELIVER_QUEUE_URL", "DELIVER_QUEUE_ARN", "QUEUE_VISIBILITY_SECONDS",
+	"SCHEDULER_ROLE_ARN", "SCHEDULE_GROUP", "OBSERVE_POLICIES", "BATCH_CONCURRENCY",
+	"ARTIFACT_BUCKET", "SWEEP_CLAIM_TIMEOUT_SECONDS", "SWEEP_OVERDUE_SECONDS",
+	"SCHEDULE_DLQ_ARN", "RECORD_RETENTION_DAYS", "AUDIT_RETENTION_DAYS",
+}
+
+// localEndpointPrefix starts the SDK's endpoint variables, which the
+// template declares empty for `sam local invoke --env-vars` to fill
+// (internal/dev/samlocal).
+const localEndpointPrefix = samlocal.EndpointPrefix
+
+// localOnlyEnv are config's variables a template must never set.
+var localOnlyEnv = []string{"GENACE_API_KEY", "ARTIFACT_DIR"}
+
+// emitted lists, per genjobs metric, the dimension sets the code emits
+// (internal/metrics adds Function to every point). An alarm or a SEARCH
+// must name one of these sets exactly, or it watches a metric that never
+// receives data.
+var emitted = map[string][][]string{
+	"QueueAge":                 {{"Action", "Function"}},                                 // internal/batch
+	"ActionDuration":           {{"Action", "Function", "Outcome"}},                      // submit, observe, deliver
+	"RemoteRenderAge":          {{"Function", "Model"}},                                  // observe
+	"LeaseRenewalFailures":     {{"Action", "Function"}},                                 // submit, observe, deliver
+	"PostOutcomes":             {{"Function", "Model", "Outcome"}},                       // submit
+	"UncertainSubmissions":     {{"Function"}},                                           // submit
+	"ReviewsOpened":            {{"Function", "Phase"}, {"Function", "Phase", "Reason"}}, // followup, triage
+	"RecordFailures":           {{"Function", "Outcome"}},                                // internal/batch
+	"ObservationsPerOperation": {{"Function", "Phase"}},                                  // observe
+	"ObsoleteMessages":         {{"Action", "Function", "Reason"}},
+	"StaleWritesRejected":      {{"Action", "Function"}},
+	"ScheduledFollowUps":       {{"Action", "Function", "Route"}},
+	"OutputsDelivered":         {{"Function", "Outcome"}}, // deliver
+	"SweepRearmed":             {{"Function"}},            // sweep
+	"SweepClaimsExpired":       {{"Function"}},            // sweep
+	"SweepDispatchesDropped":   {{"Function"}},            // sweep
+	"ReviewsResolved":          {{"Function", "Phase"}},   // followup
+}
+
+// seedMeasures must each have a dashboard widget of their own.
+var seedMeasures = []string{"QueueAge", "ActionDuration", "RemoteRenderAge", "LeaseRenewalFailures"}
+
+// logMetrics are the metrics the template's own metric filters publish
+// from the functions' log lines, with their dimension sets.
+var logMetrics = map[string][][]string{initFailures: {{"Function"}}}
+
+// initFailures counts the line coldstart.Fatal writes when a function
+// cannot start. Lambda publishes no metric of its own for init failures,
+// and Errors mixes them with handler errors; this line is the one the code
+// itself guarantees, with the function's name in it.
+const initFailures = "InitFailures"
+
+// initFailedPattern is the CloudWatch Logs filter pattern that selects
+// that line (a JSON log event).
+var initFailedPattern = fmt.Sprintf(`{ $.%s = %q }`, slog.MessageKey, coldstart.InitFailed)
+
+// initFailedFunction is the dimension value that names the function.
+var initFailedFunction = "$." + coldstart.FunctionKey
+
+func set(items ...string) map[string]bool {
+	m := make(map[string]bool, len(items))
+	for _, it := range items {
+		m[it] = true
+	}
+	return m
+}
