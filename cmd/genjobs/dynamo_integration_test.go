@@ -6,10 +6,10 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/genjobs/genjobs/internal/operation"
 	"github.com/genjobs/genjobs/internal/dev/handlertest"
-	"github.com/genjobs/genjobs/internal/store"
 	"github.com/genjobs/genjobs/internal/dev/testenv"
+	"github.com/genjobs/genjobs/internal/operation"
+	"github.com/genjobs/genjobs/internal/store"
 )
 
 func TestOperatorCommandsAgainstDynamoDB(t *testing.T) {

@@ -24,9 +24,9 @@ import (
 	"github.com/aws/aws-lambda-go/events"
 
 	"github.com/genjobs/genjobs/internal/dev/invoke"
+	"github.com/genjobs/genjobs/internal/dev/testenv"
 	"github.com/genjobs/genjobs/internal/message"
 	"github.com/genjobs/genjobs/internal/operation"
-	"github.com/genjobs/genjobs/internal/dev/testenv"
 )
 
 // invokeExpectation is what one sample event must do on a fresh stack.

@@ -10,10 +10,10 @@ import (
 	"time"
 
 	"github.com/genjobs/genjobs/internal/clock"
-	"github.com/genjobs/genjobs/internal/genace"
 	"github.com/genjobs/genjobs/internal/dev/genacesim"
-	"github.com/genjobs/genjobs/internal/operation"
 	"github.com/genjobs/genjobs/internal/dev/handlertest"
+	"github.com/genjobs/genjobs/internal/genace"
+	"github.com/genjobs/genjobs/internal/operation"
 	"github.com/genjobs/genjobs/internal/review"
 	"github.com/genjobs/genjobs/internal/store"
 )

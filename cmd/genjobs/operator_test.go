@@ -9,8 +9,8 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/genjobs/genjobs/internal/operation"
 	"github.com/genjobs/genjobs/internal/dev/handlertest"
+	"github.com/genjobs/genjobs/internal/operation"
 	"github.com/genjobs/genjobs/internal/review"
 	"github.com/genjobs/genjobs/internal/store"
 )

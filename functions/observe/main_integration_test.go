@@ -20,12 +20,12 @@ import (
 	"github.com/aws/aws-lambda-go/events"
 
 	"github.com/genjobs/genjobs/internal/config"
-	"github.com/genjobs/genjobs/internal/genace"
 	"github.com/genjobs/genjobs/internal/dev/genacesim"
+	"github.com/genjobs/genjobs/internal/dev/handlertest"
 	"github.com/genjobs/genjobs/internal/dev/lambdatest"
+	"github.com/genjobs/genjobs/internal/genace"
 	"github.com/genjobs/genjobs/internal/message"
 	"github.com/genjobs/genjobs/internal/operation"
-	"github.com/genjobs/genjobs/internal/dev/handlertest"
 )
 
 // opID is the operation events/observe.json names.

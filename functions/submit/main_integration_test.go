@@ -23,10 +23,10 @@ import (
 
 	"github.com/genjobs/genjobs/internal/config"
 	"github.com/genjobs/genjobs/internal/dev/genacesim"
+	"github.com/genjobs/genjobs/internal/dev/handlertest"
 	"github.com/genjobs/genjobs/internal/dev/lambdatest"
 	"github.com/genjobs/genjobs/internal/message"
 	"github.com/genjobs/genjobs/internal/operation"
-	"github.com/genjobs/genjobs/internal/dev/handlertest"
 )
 
 // The ids the sample events carry.

@@ -9,11 +9,11 @@ import (
 	"time"
 
 	"github.com/genjobs/genjobs/internal/clock"
+	"github.com/genjobs/genjobs/internal/dev/handlertest"
 	"github.com/genjobs/genjobs/internal/followup"
 	"github.com/genjobs/genjobs/internal/message"
 	"github.com/genjobs/genjobs/internal/metrics"
 	"github.com/genjobs/genjobs/internal/operation"
-	"github.com/genjobs/genjobs/internal/dev/handlertest"
 	"github.com/genjobs/genjobs/internal/review"
 	"github.com/genjobs/genjobs/internal/store"
 )

@@ -6,8 +6,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/genjobs/genjobs/internal/genace"
 	"github.com/genjobs/genjobs/internal/dev/genacesim"
+	"github.com/genjobs/genjobs/internal/genace"
 )
 
 // BenchmarkSubmit measures one POST round trip against the simulator over

@@ -10,8 +10,8 @@ import (
 	"time"
 
 	"github.com/genjobs/genjobs/internal/clock"
-	"github.com/genjobs/genjobs/internal/genace"
 	"github.com/genjobs/genjobs/internal/dev/genacesim"
+	"github.com/genjobs/genjobs/internal/genace"
 )
 
 var models = map[string]genacesim.ModelConfig{

@@ -16,8 +16,8 @@ import (
 	"time"
 
 	"github.com/genjobs/genjobs/internal/clock"
-	"github.com/genjobs/genjobs/internal/genace"
 	"github.com/genjobs/genjobs/internal/dev/genacesim"
+	"github.com/genjobs/genjobs/internal/genace"
 )
 
 // succeededJob submits a job and moves the clock past its render.

@@ -8,8 +8,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/genjobs/genjobs/internal/genace"
 	"github.com/genjobs/genjobs/internal/dev/genacesim"
+	"github.com/genjobs/genjobs/internal/genace"
 	"github.com/genjobs/genjobs/internal/message"
 )
 

@@ -8,8 +8,8 @@ import (
 	"time"
 
 	"github.com/genjobs/genjobs/internal/clock"
-	"github.com/genjobs/genjobs/internal/genace"
 	"github.com/genjobs/genjobs/internal/dev/genacesim"
+	"github.com/genjobs/genjobs/internal/genace"
 )
 
 // testKey is recognisable so leak assertions can search for it.

@@ -12,8 +12,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/genjobs/genjobs/internal/genace"
 	"github.com/genjobs/genjobs/internal/dev/handlertest"
+	"github.com/genjobs/genjobs/internal/genace"
 )
 
 // These tests prove at the transport boundary that no layer below Submit

@@ -14,8 +14,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/genjobs/genjobs/internal/genace"
 	"github.com/genjobs/genjobs/internal/dev/genacesim"
+	"github.com/genjobs/genjobs/internal/genace"
 )
 
 // leakCheck collects everything that could be printed and asserts no

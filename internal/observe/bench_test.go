@@ -6,8 +6,8 @@ import (
 	"testing"
 
 	"github.com/genjobs/genjobs/internal/dev/genacesim"
-	"github.com/genjobs/genjobs/internal/observe"
 	"github.com/genjobs/genjobs/internal/dev/handlertest"
+	"github.com/genjobs/genjobs/internal/observe"
 )
 
 // BenchmarkObserveAction measures one observation handled end to end: load,

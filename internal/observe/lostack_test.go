@@ -8,10 +8,10 @@ import (
 
 	"github.com/genjobs/genjobs/internal/clock"
 	"github.com/genjobs/genjobs/internal/dev/genacesim"
+	"github.com/genjobs/genjobs/internal/dev/handlertest"
 	"github.com/genjobs/genjobs/internal/message"
 	"github.com/genjobs/genjobs/internal/metrics"
 	"github.com/genjobs/genjobs/internal/observe"
-	"github.com/genjobs/genjobs/internal/dev/handlertest"
 	"github.com/genjobs/genjobs/internal/schedule"
 	"github.com/genjobs/genjobs/internal/store/storetest"
 	"github.com/genjobs/genjobs/internal/submit"

@@ -26,9 +26,9 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/sqs/types"
 	"github.com/aws/smithy-go"
 
+	"github.com/genjobs/genjobs/internal/dev/testenv"
 	"github.com/genjobs/genjobs/internal/message"
 	"github.com/genjobs/genjobs/internal/queue"
-	"github.com/genjobs/genjobs/internal/dev/testenv"
 )
 
 // newIntegrationClient returns a client for goaws, or skips (fails under

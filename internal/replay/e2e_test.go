@@ -6,11 +6,11 @@ import (
 	"testing"
 	"time"
 
+	"github.com/genjobs/genjobs/internal/dev/handlertest"
 	"github.com/genjobs/genjobs/internal/message"
 	"github.com/genjobs/genjobs/internal/metrics"
 	"github.com/genjobs/genjobs/internal/observe"
 	"github.com/genjobs/genjobs/internal/operation"
-	"github.com/genjobs/genjobs/internal/dev/handlertest"
 	"github.com/genjobs/genjobs/internal/replay"
 	"github.com/genjobs/genjobs/internal/schedule"
 	"github.com/genjobs/genjobs/internal/submit"

@@ -12,11 +12,11 @@ import (
 	"time"
 
 	"github.com/genjobs/genjobs/internal/clock"
-	"github.com/genjobs/genjobs/internal/genace"
 	"github.com/genjobs/genjobs/internal/dev/genacesim"
+	"github.com/genjobs/genjobs/internal/dev/handlertest"
+	"github.com/genjobs/genjobs/internal/genace"
 	"github.com/genjobs/genjobs/internal/message"
 	"github.com/genjobs/genjobs/internal/operation"
-	"github.com/genjobs/genjobs/internal/dev/handlertest"
 	"github.com/genjobs/genjobs/internal/replay"
 	"github.com/genjobs/genjobs/internal/review"
 	"github.com/genjobs/genjobs/internal/store"

@@ -5,8 +5,8 @@ import (
 	"errors"
 	"testing"
 
-	"github.com/genjobs/genjobs/internal/operation"
 	"github.com/genjobs/genjobs/internal/dev/handlertest"
+	"github.com/genjobs/genjobs/internal/operation"
 	"github.com/genjobs/genjobs/internal/replay"
 	"github.com/genjobs/genjobs/internal/review"
 )

@@ -25,11 +25,11 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
 
+	"github.com/genjobs/genjobs/internal/dev/testenv"
 	"github.com/genjobs/genjobs/internal/operation"
 	"github.com/genjobs/genjobs/internal/review"
 	"github.com/genjobs/genjobs/internal/store"
 	"github.com/genjobs/genjobs/internal/store/storetest"
-	"github.com/genjobs/genjobs/internal/dev/testenv"
 )
 
 // dynamoClient talks to the DynamoDB Local named by

@@ -8,8 +8,8 @@ import (
 
 	"github.com/genjobs/genjobs/internal/clock"
 	"github.com/genjobs/genjobs/internal/dev/genacesim"
-	"github.com/genjobs/genjobs/internal/metrics"
 	"github.com/genjobs/genjobs/internal/dev/handlertest"
+	"github.com/genjobs/genjobs/internal/metrics"
 	"github.com/genjobs/genjobs/internal/submit"
 )
 

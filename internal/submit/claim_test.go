@@ -10,12 +10,12 @@ import (
 	"testing"
 	"time"
 
-	"github.com/genjobs/genjobs/internal/genace"
 	"github.com/genjobs/genjobs/internal/dev/genacesim"
+	"github.com/genjobs/genjobs/internal/dev/handlertest"
+	"github.com/genjobs/genjobs/internal/genace"
 	"github.com/genjobs/genjobs/internal/message"
 	"github.com/genjobs/genjobs/internal/metrics"
 	"github.com/genjobs/genjobs/internal/operation"
-	"github.com/genjobs/genjobs/internal/dev/handlertest"
 	"github.com/genjobs/genjobs/internal/store"
 	"github.com/genjobs/genjobs/internal/submit"
 )

@@ -11,11 +11,11 @@ import (
 	"github.com/aws/aws-lambda-go/events"
 
 	"github.com/genjobs/genjobs/internal/clock"
-	"github.com/genjobs/genjobs/internal/genace"
 	"github.com/genjobs/genjobs/internal/dev/genacesim"
+	"github.com/genjobs/genjobs/internal/dev/handlertest"
+	"github.com/genjobs/genjobs/internal/genace"
 	"github.com/genjobs/genjobs/internal/metrics"
 	"github.com/genjobs/genjobs/internal/operation"
-	"github.com/genjobs/genjobs/internal/dev/handlertest"
 	"github.com/genjobs/genjobs/internal/store"
 	"github.com/genjobs/genjobs/internal/store/storetest"
 	"github.com/genjobs/genjobs/internal/submit"

@@ -7,10 +7,10 @@ import (
 	"testing"
 
 	"github.com/genjobs/genjobs/internal/clock"
+	"github.com/genjobs/genjobs/internal/dev/handlertest"
 	"github.com/genjobs/genjobs/internal/genace"
 	"github.com/genjobs/genjobs/internal/metrics"
 	"github.com/genjobs/genjobs/internal/operation"
-	"github.com/genjobs/genjobs/internal/dev/handlertest"
 	"github.com/genjobs/genjobs/internal/submit"
 )
 

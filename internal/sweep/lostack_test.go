@@ -7,9 +7,9 @@ import (
 	"time"
 
 	"github.com/genjobs/genjobs/internal/clock"
+	"github.com/genjobs/genjobs/internal/dev/handlertest"
 	"github.com/genjobs/genjobs/internal/metrics"
 	"github.com/genjobs/genjobs/internal/operation"
-	"github.com/genjobs/genjobs/internal/dev/handlertest"
 	"github.com/genjobs/genjobs/internal/review"
 	"github.com/genjobs/genjobs/internal/store/storetest"
 	"github.com/genjobs/genjobs/internal/sweep"

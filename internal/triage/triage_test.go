@@ -10,10 +10,10 @@ import (
 	"github.com/aws/aws-lambda-go/events"
 
 	"github.com/genjobs/genjobs/internal/clock"
+	"github.com/genjobs/genjobs/internal/dev/handlertest"
 	"github.com/genjobs/genjobs/internal/message"
 	"github.com/genjobs/genjobs/internal/metrics"
 	"github.com/genjobs/genjobs/internal/operation"
-	"github.com/genjobs/genjobs/internal/dev/handlertest"
 	"github.com/genjobs/genjobs/internal/triage"
 )
 

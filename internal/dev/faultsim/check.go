@@ -7,8 +7,8 @@ import (
 	"time"
 
 	"github.com/genjobs/genjobs/internal/artifact"
-	"github.com/genjobs/genjobs/internal/followup"
 	"github.com/genjobs/genjobs/internal/dev/genacesim"
+	"github.com/genjobs/genjobs/internal/followup"
 	"github.com/genjobs/genjobs/internal/operation"
 )
 

@@ -14,8 +14,8 @@ import (
 
 	"github.com/genjobs/genjobs/internal/artifact"
 	"github.com/genjobs/genjobs/internal/dev/eventsource"
-	"github.com/genjobs/genjobs/internal/genace"
 	"github.com/genjobs/genjobs/internal/dev/localqueue"
+	"github.com/genjobs/genjobs/internal/genace"
 	"github.com/genjobs/genjobs/internal/message"
 	"github.com/genjobs/genjobs/internal/operation"
 	"github.com/genjobs/genjobs/internal/review"

@@ -10,8 +10,8 @@ import (
 
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
 
-	"github.com/genjobs/genjobs/internal/store"
 	"github.com/genjobs/genjobs/internal/dev/testenv"
+	"github.com/genjobs/genjobs/internal/store"
 )
 
 func init() {

@@ -31,11 +31,11 @@ import (
 	"strings"
 	"time"
 
+	"github.com/genjobs/genjobs/internal/dev/emulator"
+	"github.com/genjobs/genjobs/internal/dev/samlocal"
 	"github.com/genjobs/genjobs/internal/operation"
 	"github.com/genjobs/genjobs/internal/queue"
 	"github.com/genjobs/genjobs/internal/review"
-	"github.com/genjobs/genjobs/internal/dev/emulator"
-	"github.com/genjobs/genjobs/internal/dev/samlocal"
 	"github.com/genjobs/genjobs/internal/store"
 )
 

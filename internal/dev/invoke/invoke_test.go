@@ -10,9 +10,9 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/genjobs/genjobs/internal/dev/samlocal"
 	"github.com/genjobs/genjobs/internal/message"
 	"github.com/genjobs/genjobs/internal/operation"
-	"github.com/genjobs/genjobs/internal/dev/samlocal"
 )
 
 func root(t *testing.T) string {

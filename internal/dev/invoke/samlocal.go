@@ -9,8 +9,8 @@ import (
 	"sort"
 	"time"
 
-	"github.com/genjobs/genjobs/internal/operation"
 	"github.com/genjobs/genjobs/internal/dev/samlocal"
+	"github.com/genjobs/genjobs/internal/operation"
 )
 
 // SAMLocalDir is where `make sam-env` writes the files `sam local invoke`

@@ -28,10 +28,10 @@ import (
 
 	"github.com/genjobs/genjobs/internal/clock"
 	"github.com/genjobs/genjobs/internal/config"
-	"github.com/genjobs/genjobs/internal/genace"
 	"github.com/genjobs/genjobs/internal/dev/genacesim"
-	"github.com/genjobs/genjobs/internal/message"
 	"github.com/genjobs/genjobs/internal/dev/samlocal"
+	"github.com/genjobs/genjobs/internal/genace"
+	"github.com/genjobs/genjobs/internal/message"
 	"github.com/genjobs/genjobs/internal/store"
 )
 

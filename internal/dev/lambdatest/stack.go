@@ -12,10 +12,10 @@ import (
 	"github.com/genjobs/genjobs/internal/config"
 	"github.com/genjobs/genjobs/internal/dev/genacesim"
 	"github.com/genjobs/genjobs/internal/dev/invoke"
-	"github.com/genjobs/genjobs/internal/message"
-	"github.com/genjobs/genjobs/internal/queue"
 	"github.com/genjobs/genjobs/internal/dev/samlocal"
 	"github.com/genjobs/genjobs/internal/dev/testenv"
+	"github.com/genjobs/genjobs/internal/message"
+	"github.com/genjobs/genjobs/internal/queue"
 )
 
 // APIKey is the simulator's key in these tests, and the value of the

@@ -22,10 +22,11 @@ import (
 	"github.com/genjobs/genjobs/internal/clock"
 	"github.com/genjobs/genjobs/internal/deliver"
 	"github.com/genjobs/genjobs/internal/dev/eventsource"
-	"github.com/genjobs/genjobs/internal/followup"
-	"github.com/genjobs/genjobs/internal/genace"
 	"github.com/genjobs/genjobs/internal/dev/genacesim"
 	"github.com/genjobs/genjobs/internal/dev/localqueue"
+	"github.com/genjobs/genjobs/internal/dev/workload"
+	"github.com/genjobs/genjobs/internal/followup"
+	"github.com/genjobs/genjobs/internal/genace"
 	"github.com/genjobs/genjobs/internal/message"
 	"github.com/genjobs/genjobs/internal/metrics"
 	"github.com/genjobs/genjobs/internal/observe"
@@ -36,7 +37,6 @@ import (
 	"github.com/genjobs/genjobs/internal/submit"
 	"github.com/genjobs/genjobs/internal/sweep"
 	"github.com/genjobs/genjobs/internal/triage"
-	"github.com/genjobs/genjobs/internal/dev/workload"
 )
 
 // The queues, named as the template names them.

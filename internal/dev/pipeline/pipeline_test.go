@@ -12,9 +12,9 @@ import (
 	"github.com/genjobs/genjobs/internal/clock"
 	"github.com/genjobs/genjobs/internal/dev/genacesim"
 	"github.com/genjobs/genjobs/internal/dev/pipeline"
+	"github.com/genjobs/genjobs/internal/dev/workload"
 	"github.com/genjobs/genjobs/internal/operation"
 	"github.com/genjobs/genjobs/internal/store"
-	"github.com/genjobs/genjobs/internal/dev/workload"
 )
 
 // The whole demo through the real handlers, checked against the
