@@ -214,7 +214,7 @@ func function(id string, props, globals map[string]any) (Function, error) {
 		global, hasGlobal := globals[key]
 		switch {
 		case hasLocal && hasGlobal:
-			return mergeGlobal(global, local)
+			return MergeGlobal(global, local)
 		case hasLocal:
 			return local
 		}
@@ -257,10 +257,11 @@ func function(id string, props, globals map[string]any) (Function, error) {
 	return f, nil
 }
 
-// mergeGlobal merges a Globals value with the function's own, the way
+// MergeGlobal merges a Globals value with the function's own, the way
 // SAM does: maps key by key, lists concatenated, anything else (and
-// mismatched kinds) the function's.
-func mergeGlobal(global, local any) any {
+// mismatched kinds, and intrinsic calls) the function's. The template
+// check uses it too, so both read one merge.
+func MergeGlobal(global, local any) any {
 	switch g := global.(type) {
 	case map[string]any:
 		l, ok := local.(map[string]any)
@@ -273,7 +274,7 @@ func mergeGlobal(global, local any) any {
 		}
 		for k, v := range l {
 			if gv, ok := g[k]; ok {
-				v = mergeGlobal(gv, v)
+				v = MergeGlobal(gv, v)
 			}
 			out[k] = v
 		}

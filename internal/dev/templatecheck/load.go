@@ -21,6 +21,7 @@ package templatecheck
 import (
 	"encoding/json"
 	"fmt"
+	"github.com/genjobs/genjobs/internal/dev/samlocal"
 	"os"
 	"sort"
 	"strings"
@@ -181,38 +182,12 @@ func (d *doc) functionProp(id, key string) (any, bool) {
 	global, hasGlobal := d.globalFunction[key]
 	switch {
 	case hasLocal && hasGlobal:
-		return mergeGlobal(global, local), true
+		return samlocal.MergeGlobal(global, local), true
 	case hasLocal:
 		return local, true
 	default:
 		return global, hasGlobal
 	}
-}
-
-func mergeGlobal(global, local any) any {
-	switch g := global.(type) {
-	case map[string]any:
-		l, ok := local.(map[string]any)
-		if !ok {
-			return local
-		}
-		out := make(map[string]any, len(g)+len(l))
-		for k, v := range g {
-			out[k] = v
-		}
-		for k, v := range l {
-			if gv, ok := g[k]; ok {
-				v = mergeGlobal(gv, v)
-			}
-			out[k] = v
-		}
-		return out
-	case []any:
-		if l, ok := local.([]any); ok {
-			return append(append([]any(nil), g...), l...)
-		}
-	}
-	return local
 }
 
 // env is a function's environment after the Globals merge.
