@@ -1,0 +1,68 @@
+package genacesim
+
+import (
+	"bytes"
+	"reflect"
+	"strings"
+	"testing"
+	"time"
+)
+
+// TestSaveLoad: a simulator restored from Save answers for the same jobs
+// as the one that saved them (state by the clock, credits, outputs,
+// metadata, counts), and a new job never takes a saved id.
+func TestSaveLoad(t *testing.T) {
+	t.Parallel()
+	cfg := Config{Seed: 7, RefundSettleAfter: 2 * time.Second, Models: map[string]ModelConfig{
+		"ok":  {Price: 5, QueueFor: 10 * time.Second, RunFor: 20 * time.Second, OutputCount: 2},
+		"bad": {Price: 9, QueueFor: time.Second, RunFor: time.Second, Outcome: OutcomeFail},
+	}}
+	h := newHarness(t, cfg)
+	ok := h.post(t, "a", "ok").job(t)
+	bad := h.post(t, "b", "bad").job(t)
+	h.sim.Reconcile(bad.ID)
+	var buf bytes.Buffer
+	if err := h.sim.Save(&buf); err != nil {
+		t.Fatal(err)
+	}
+	saved := buf.String()
+
+	h2 := newHarness(t, cfg)
+	if err := h2.sim.Load(strings.NewReader(saved)); err != nil {
+		t.Fatal(err)
+	}
+	for _, at := range []time.Duration{0, 15 * time.Second, time.Minute} {
+		h.clk.Set(t0.Add(at))
+		h2.clk.Set(t0.Add(at))
+		for _, id := range []string{ok.ID, bad.ID} {
+			a, _ := h.sim.Job(id)
+			b, found := h2.sim.Job(id)
+			if !found || !reflect.DeepEqual(a, b) {
+				t.Fatalf("at %s job %s: restored %+v (found %t), want %+v", at, id, b, found, a)
+			}
+		}
+	}
+	if got := h2.sim.TotalPosts(); got != 2 {
+		t.Errorf("restored POST count %d, want 2", got)
+	}
+	if j := h2.post(t, "c", "ok").job(t); j.ID == ok.ID || j.ID == bad.ID {
+		t.Fatalf("a new job reused saved id %s", j.ID)
+	}
+
+	for _, tc := range []struct {
+		name string
+		cfg  Config
+		data string
+		want string
+	}{
+		{"other seed", Config{Seed: 8}, saved, "seed 7"},
+		{"garbage", cfg, "{", "genace simulator state"},
+		{"unknown field", cfg, `{"version":1,"seed":7,"extra":1}`, "unknown field"},
+		{"other version", cfg, `{"version":99,"seed":7}`, "version 99"},
+	} {
+		h3 := newHarness(t, tc.cfg)
+		if err := h3.sim.Load(strings.NewReader(tc.data)); err == nil || !strings.Contains(err.Error(), tc.want) {
+			t.Errorf("%s: Load = %v, want %q", tc.name, err, tc.want)
+		}
+	}
+}
