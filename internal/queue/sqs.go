@@ -144,6 +144,9 @@ type Attributes struct {
 	ApproximateReceiveCount int
 	// SentTimestamp is when SQS accepted the message (UTC, ms precision).
 	SentTimestamp time.Time
+	// ApproximateFirstReceiveTimestamp is when the message was first
+	// received (UTC, ms precision); a redelivery reports the first one.
+	ApproximateFirstReceiveTimestamp time.Time
 }
 
 // Receive long-polls for up to maxMessages messages (1..10), waiting up to wait
@@ -172,6 +175,7 @@ func (s *SQS) Receive(ctx context.Context, queueURL string, maxMessages int, wai
 		MessageSystemAttributeNames: []types.MessageSystemAttributeName{
 			types.MessageSystemAttributeNameApproximateReceiveCount,
 			types.MessageSystemAttributeNameSentTimestamp,
+			types.MessageSystemAttributeNameApproximateFirstReceiveTimestamp,
 		},
 	})
 	if err != nil {
@@ -195,10 +199,18 @@ func parseAttributes(raw map[string]string) Attributes {
 	if v, err := strconv.Atoi(raw[string(types.MessageSystemAttributeNameApproximateReceiveCount)]); err == nil && v >= 0 {
 		a.ApproximateReceiveCount = v
 	}
-	if v, err := strconv.ParseInt(raw[string(types.MessageSystemAttributeNameSentTimestamp)], 10, 64); err == nil && v > 0 {
-		a.SentTimestamp = time.UnixMilli(v).UTC()
-	}
+	a.SentTimestamp = parseMillis(raw[string(types.MessageSystemAttributeNameSentTimestamp)])
+	a.ApproximateFirstReceiveTimestamp = parseMillis(raw[string(types.MessageSystemAttributeNameApproximateFirstReceiveTimestamp)])
 	return a
+}
+
+// parseMillis reads an epoch time in milliseconds, SQS's timestamp
+// format; anything else is the zero time.
+func parseMillis(s string) time.Time {
+	if v, err := strconv.ParseInt(s, 10, 64); err == nil && v > 0 {
+		return time.UnixMilli(v).UTC()
+	}
+	return time.Time{}
 }
 
 // ceilSeconds converts d to whole seconds, rounding up, for SQS's integer

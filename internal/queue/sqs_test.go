@@ -213,7 +213,8 @@ func TestArgumentChecksNeedNoCall(t *testing.T) {
 }
 
 // TestReceiveParsesAttributes covers what goaws reports wrongly: the
-// receive count and the sent time, as real SQS reports them.
+// receive count, the sent time and the first receive time, as real SQS
+// reports them.
 func TestReceiveParsesAttributes(t *testing.T) {
 	t.Parallel()
 	f, s := newFake(t, func(string, map[string]any) (int, http.Header, any) {
@@ -221,12 +222,12 @@ func TestReceiveParsesAttributes(t *testing.T) {
 			{
 				"MessageId": "m-1", "ReceiptHandle": "rh-1", "Body": "one",
 				"MD5OfBody":  "f97c5d29941bfb1b2fdab0874906ab82",
-				"Attributes": map[string]string{"ApproximateReceiveCount": "3", "SentTimestamp": "1700000000123"},
+				"Attributes": map[string]string{"ApproximateReceiveCount": "3", "SentTimestamp": "1700000000123", "ApproximateFirstReceiveTimestamp": "1700000004567"},
 			},
 			{
 				"MessageId": "m-2", "ReceiptHandle": "rh-2", "Body": "two",
 				"MD5OfBody":  "b8a9f715dbb64fd5c56e7783c6820a61",
-				"Attributes": map[string]string{"ApproximateReceiveCount": "many", "SentTimestamp": ""},
+				"Attributes": map[string]string{"ApproximateReceiveCount": "many", "SentTimestamp": "", "ApproximateFirstReceiveTimestamp": "soon"},
 			},
 		}}
 	})
@@ -247,6 +248,9 @@ func TestReceiveParsesAttributes(t *testing.T) {
 	if want := time.UnixMilli(1700000000123).UTC(); !m.Attributes.SentTimestamp.Equal(want) {
 		t.Errorf("SentTimestamp = %v, want %v", m.Attributes.SentTimestamp, want)
 	}
+	if want := time.UnixMilli(1700000004567).UTC(); !m.Attributes.ApproximateFirstReceiveTimestamp.Equal(want) {
+		t.Errorf("ApproximateFirstReceiveTimestamp = %v, want %v", m.Attributes.ApproximateFirstReceiveTimestamp, want)
+	}
 	if a := msgs[1].Attributes; a != (queue.Attributes{}) {
 		t.Errorf("unparseable attributes gave %+v, want zero values", a)
 	}
@@ -256,8 +260,10 @@ func TestReceiveParsesAttributes(t *testing.T) {
 		t.Errorf("request = %v", req)
 	}
 	names := fmt.Sprint(req["MessageSystemAttributeNames"])
-	if !strings.Contains(names, "ApproximateReceiveCount") || !strings.Contains(names, "SentTimestamp") {
-		t.Errorf("MessageSystemAttributeNames = %s, want both attributes", names)
+	for _, want := range []string{"ApproximateReceiveCount", "SentTimestamp", "ApproximateFirstReceiveTimestamp"} {
+		if !strings.Contains(names, want) {
+			t.Errorf("MessageSystemAttributeNames = %s, want %s among them", names, want)
+		}
 	}
 }
 

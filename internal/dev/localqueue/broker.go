@@ -11,7 +11,8 @@
 // next message will become visible, so it can jump there.
 //
 // Deliberate differences from SQS, each chosen so that a bug shows up
-// locally rather than hides:
+// locally rather than hides (the queue conformance suite, queuetest,
+// checks each as the features declared in conformance_test.go):
 //
 //   - Delivery is exactly once per receive and ordered: the message that
 //     became visible earliest comes first (ties by send order). SQS gives
