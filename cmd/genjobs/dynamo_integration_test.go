@@ -9,13 +9,13 @@ import (
 	"github.com/genjobs/genjobs/internal/dev/handlertest"
 	"github.com/genjobs/genjobs/internal/dev/testenv"
 	"github.com/genjobs/genjobs/internal/operation"
-	"github.com/genjobs/genjobs/internal/store"
+	"github.com/genjobs/genjobs/internal/store/dynamo"
 )
 
 func TestOperatorCommandsAgainstDynamoDB(t *testing.T) {
 	endpoint := testenv.Endpoint(t, "AWS_ENDPOINT_URL_DYNAMODB")
 	client, table := handlertest.DynamoTable(t)
-	st := store.NewDynamo(client, table)
+	st := dynamo.New(client, table)
 	rec := handlertest.Prepared("op-cli")
 	rec.Phase, rec.RemoteJobID = operation.PhaseUncertain, ""
 	rec.Parked = &operation.ParkedState{Reason: "post_outcome_unknown", At: handlertest.Start}

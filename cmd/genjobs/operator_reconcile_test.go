@@ -15,7 +15,7 @@ import (
 	"github.com/genjobs/genjobs/internal/genace"
 	"github.com/genjobs/genjobs/internal/operation"
 	"github.com/genjobs/genjobs/internal/review"
-	"github.com/genjobs/genjobs/internal/store"
+	"github.com/genjobs/genjobs/internal/store/bolt"
 )
 
 // uncertain is an operation whose one POST has an unknown outcome, as the
@@ -33,7 +33,7 @@ func uncertain(id string) operation.Record {
 func seedStore(t *testing.T, recs []operation.Record, reviews []review.Record) string {
 	t.Helper()
 	path := filepath.Join(t.TempDir(), "genjobs.db")
-	st, err := store.OpenBolt(path)
+	st, err := bolt.Open(path)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -61,7 +61,7 @@ func keptJobReview(rec operation.Record, jobID string) review.Record {
 
 func readRecord(t *testing.T, db, id string) operation.Record {
 	t.Helper()
-	st, err := store.OpenBolt(db)
+	st, err := bolt.Open(db)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -12,14 +12,14 @@ import (
 	"github.com/genjobs/genjobs/internal/dev/handlertest"
 	"github.com/genjobs/genjobs/internal/operation"
 	"github.com/genjobs/genjobs/internal/review"
-	"github.com/genjobs/genjobs/internal/store"
+	"github.com/genjobs/genjobs/internal/store/bolt"
 )
 
 // seed writes the recovery fixtures into a fresh embedded store file.
 func seed(t *testing.T) string {
 	t.Helper()
 	path := filepath.Join(t.TempDir(), "genjobs.db")
-	st, err := store.OpenBolt(path)
+	st, err := bolt.Open(path)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -10,6 +10,8 @@ import (
 
 	appconfig "github.com/genjobs/genjobs/internal/config"
 	"github.com/genjobs/genjobs/internal/store"
+	"github.com/genjobs/genjobs/internal/store/bolt"
+	"github.com/genjobs/genjobs/internal/store/dynamo"
 )
 
 // defaultDB is where the local stack keeps its state.
@@ -43,7 +45,7 @@ func (s *storeFlags) open(ctx context.Context) (store.Store, error) {
 				return nil, err
 			}
 		}
-		client, err := store.NewDynamoClient(ctx)
+		client, err := dynamo.NewClient(ctx)
 		if err != nil {
 			return nil, err
 		}
@@ -54,7 +56,7 @@ func (s *storeFlags) open(ctx context.Context) (store.Store, error) {
 		if err != nil {
 			return nil, usagef("%v", err)
 		}
-		return store.NewDynamo(client, s.table).WithRetention(store.Retention{Records: records, Audit: audit}, nil), nil
+		return dynamo.New(client, s.table).WithRetention(dynamo.Retention{Records: records, Audit: audit}, nil), nil
 	}
 	path := s.db
 	if path == "" {
@@ -64,5 +66,5 @@ func (s *storeFlags) open(ctx context.Context) (store.Store, error) {
 		abs, _ := filepath.Abs(path)
 		return nil, fmt.Errorf("no embedded store at %s (run the local stack first, or pass --db / --table)", abs)
 	}
-	return store.OpenBolt(path)
+	return bolt.Open(path)
 }

@@ -28,14 +28,14 @@ import (
 	"github.com/genjobs/genjobs/internal/queue"
 	"github.com/genjobs/genjobs/internal/schedule"
 	"github.com/genjobs/genjobs/internal/secret"
-	"github.com/genjobs/genjobs/internal/store"
+	"github.com/genjobs/genjobs/internal/store/dynamo"
 )
 
 // Deps are a function's shared clients.
 type Deps struct {
 	Config     config.Config
 	AWS        aws.Config
-	Store      *store.Dynamo
+	Store      *dynamo.Store
 	Queue      *queue.SQS
 	Dispatcher *schedule.Dispatcher
 	Genace     *genace.Client
@@ -62,11 +62,11 @@ func Load(ctx context.Context, name string, spec config.Spec) (*Deps, error) {
 		return nil, fmt.Errorf("aws config: %w", err)
 	}
 	if cfg.Table != "" {
-		client, err := store.NewDynamoClient(ctx)
+		client, err := dynamo.NewClient(ctx)
 		if err != nil {
 			return nil, err
 		}
-		d.Store = store.NewDynamo(client, cfg.Table).WithRetention(store.Retention{Records: cfg.RecordRetention, Audit: cfg.AuditRetention}, nil)
+		d.Store = dynamo.New(client, cfg.Table).WithRetention(dynamo.Retention{Records: cfg.RecordRetention, Audit: cfg.AuditRetention}, nil)
 	}
 	d.Queue = queue.NewSQS(sqs.NewFromConfig(d.AWS))
 	// Only functions that send follow-ups get a dispatcher: triage is

@@ -42,7 +42,7 @@ const (
 	// to once its retries are spent; required with EnvSchedulerRole.
 	EnvScheduleDLQ = "SCHEDULE_DLQ_ARN"
 	// EnvRecordRetention and EnvAuditRetention are the days finished
-	// items stay in the table (see store.Retention).
+	// items stay in the table (see dynamo.Retention in internal/store/dynamo).
 	EnvRecordRetention = "RECORD_RETENTION_DAYS"
 	EnvAuditRetention  = "AUDIT_RETENTION_DAYS"
 )

@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"hash/fnv"
 	"slices"
 	"strings"
 	"time"
@@ -13,37 +12,34 @@ import (
 	"github.com/genjobs/genjobs/internal/review"
 )
 
+// What both backends must agree on, in one place: the sort keys of their
+// indexes, and the checks and stamps every write gets before it is sent.
+// Exported for store/dynamo and store/bolt; callers of a Store need none
+// of it.
+
 // sortableTimeLayout is RFC 3339 in UTC with all nine fractional digits
 // kept, so every formatted time has the same width and byte order equals
 // time order (time.RFC3339Nano trims trailing zeros and would not).
 const sortableTimeLayout = "2006-01-02T15:04:05.000000000Z07:00"
 
-// sortableTime formats t for use in a sort key.
-func sortableTime(t time.Time) string { return t.UTC().Format(sortableTimeLayout) }
+// SortableTime formats t for use in a sort key.
+func SortableTime(t time.Time) string { return t.UTC().Format(sortableTimeLayout) }
 
-// indexKey is the sort key of the Due and open-review indexes: the time,
+// IndexKey is the sort key of the Due and open-review indexes: the time,
 // then the id, so equal times still give distinct, stable keys.
-func indexKey(t time.Time, id string) string { return sortableTime(t) + "#" + id }
+func IndexKey(t time.Time, id string) string { return SortableTime(t) + "#" + id }
 
-// indexBound is the greatest index key of anything at or before t: U+FFFF
+// IndexBound is the greatest index key of anything at or before t: U+FFFF
 // sorts (as UTF-8 bytes) after every character an id is made of.
-func indexBound(t time.Time) string { return sortableTime(t) + "#\uffff" }
+func IndexBound(t time.Time) string { return SortableTime(t) + "#\uffff" }
 
-// statusShard spreads active operations over StatusShards index partitions
-// (FNV-1a of the id) so a busy table has no single hot index key.
-func statusShard(operationID string) int {
-	h := fnv.New32a()
-	h.Write([]byte(operationID)) // hash.Hash.Write never fails
-	return int(h.Sum32() % StatusShards)
-}
-
-// auditKey is the zero-padded resulting revision: 20 digits hold any
+// AuditKey is the zero-padded resulting revision: 20 digits hold any
 // int64, so byte order equals numeric order (revision 10 after 9).
-func auditKey(revision int64) string { return fmt.Sprintf("%020d", revision) }
+func AuditKey(revision int64) string { return fmt.Sprintf("%020d", revision) }
 
-// checkCreate validates a record for Create and returns it at revision 1,
-// stamped with ctx's writer.
-func checkCreate(ctx context.Context, rec operation.Record) (operation.Record, error) {
+// PrepareCreate validates a record for Create and returns it at revision
+// 1, stamped with ctx's writer.
+func PrepareCreate(ctx context.Context, rec operation.Record) (operation.Record, error) {
 	rec.Writer = writerOf(ctx)
 	if rec.OperationID == "" {
 		return rec, errors.New("create: empty operation id")
@@ -55,9 +51,9 @@ func checkCreate(ctx context.Context, rec operation.Record) (operation.Record, e
 	return rec, nil
 }
 
-// checkUpdate validates an Update and returns rec at revision expected+1,
-// stamped with ctx's writer.
-func checkUpdate(ctx context.Context, rec operation.Record, expected int64) (operation.Record, error) {
+// PrepareUpdate validates an Update and returns rec at revision
+// expected+1, stamped with ctx's writer.
+func PrepareUpdate(ctx context.Context, rec operation.Record, expected int64) (operation.Record, error) {
 	rec.Writer = writerOf(ctx)
 	if rec.OperationID == "" {
 		return rec, errors.New("update: empty operation id")
@@ -69,11 +65,12 @@ func checkUpdate(ctx context.Context, rec operation.Record, expected int64) (ope
 	return rec, nil
 }
 
-// checkAudit validates an UpdateWithAudit: the entry must belong to the
-// same operation and be keyed by the revision the update produces, since
-// that key is what makes a second entry for one revision impossible.
-func checkAudit(ctx context.Context, rec operation.Record, expected int64, entry review.AuditEntry) (operation.Record, review.AuditEntry, error) {
-	rec, err := checkUpdate(ctx, rec, expected)
+// PrepareAudit validates an UpdateWithAudit as PrepareUpdate does, and
+// the entry: it must belong to the same operation and be keyed by the
+// revision the update produces, since that key is what makes a second
+// entry for one revision impossible. Empty fields are filled in.
+func PrepareAudit(ctx context.Context, rec operation.Record, expected int64, entry review.AuditEntry) (operation.Record, review.AuditEntry, error) {
+	rec, err := PrepareUpdate(ctx, rec, expected)
 	if err != nil {
 		return rec, entry, err
 	}
@@ -95,9 +92,9 @@ func checkAudit(ctx context.Context, rec operation.Record, expected int64, entry
 	return rec, entry, nil
 }
 
-// sortReviews orders reviews as the open-review index does: oldest first,
+// SortReviews orders reviews as the open-review index does: oldest first,
 // then by id.
-func sortReviews(rs []review.Record) {
+func SortReviews(rs []review.Record) {
 	slices.SortFunc(rs, func(a, b review.Record) int {
 		if c := a.CreatedAt.Compare(b.CreatedAt); c != 0 {
 			return c

@@ -1,6 +1,10 @@
-// Package store persists operation records, audit entries and review
-// records with revision-guarded writes. Two implementations, DynamoDB and
-// an embedded bbolt file, pass one conformance suite (storetest).
+// Package store is the persistence contract for operation records, audit
+// entries and review records, with revision-guarded writes: the Store
+// interface, its errors, the writer identity, and the few rules and keys
+// both backends share so they cannot drift. The backends live apart, so
+// what links this package links neither: store/dynamo (DynamoDB, the
+// deployed one) and store/bolt (an embedded bbolt file, for local runs and
+// simulations). Both pass one conformance suite (store/storetest).
 package store
 
 import (
@@ -63,7 +67,7 @@ type Store interface {
 	// with ctx's writer (WithWriter) and returns the record as written.
 	// A write whose record already stands at expected+1, field for field
 	// and with the same writer, is reported as written: it is this write,
-	// applied by an attempt whose answer was lost (see ownWrite).
+	// applied by an attempt whose answer was lost (see OwnWrite).
 	Update(ctx context.Context, rec operation.Record, expected int64) (operation.Record, error)
 	// UpdateWithAudit is Update plus the audit entry (keyed by the
 	// resulting revision) in one transaction: both or neither. It counts
@@ -120,7 +124,7 @@ func writerOf(ctx context.Context) string {
 	return w
 }
 
-// ownWrite decides, for a conditional write that err says lost (a
+// OwnWrite decides, for a conditional write that err says lost (a
 // *ConflictError), whether the record in its way is the write itself,
 // applied by an earlier attempt whose answer was lost: DynamoDB applied
 // the Put, the response never arrived, and the SDK's retry (or the
@@ -141,8 +145,9 @@ func writerOf(ctx context.Context) string {
 // content from two writers cannot happen.
 //
 // audit reads the operation's audit entries; it is called only when the
-// record matches and an entry must be checked.
-func ownWrite(ctx context.Context, rec operation.Record, entry *review.AuditEntry, err error,
+// record matches and an entry must be checked. It is exported for the
+// backends; a caller of a Store never needs it.
+func OwnWrite(ctx context.Context, rec operation.Record, entry *review.AuditEntry, err error,
 	audit func(context.Context, string) ([]review.AuditEntry, error)) (bool, error) {
 	var ce *ConflictError
 	if rec.Writer == "" || !errors.As(err, &ce) || ce.Current == nil || ce.Current.Revision != rec.Revision || !sameEncoding(rec, *ce.Current) {
@@ -196,16 +201,17 @@ type JobRef struct {
 	Key string `json:"key,omitempty"`
 }
 
-// sortJobRefs orders refs by operation, kind and key, so both stores
+// SortJobRefs orders refs by operation, kind and key, so both stores
 // list them alike.
-func sortJobRefs(refs []JobRef) {
+func SortJobRefs(refs []JobRef) {
 	slices.SortFunc(refs, func(a, b JobRef) int {
 		return cmp.Or(cmp.Compare(a.OperationID, b.OperationID), cmp.Compare(a.Kind, b.Kind), cmp.Compare(a.Key, b.Key))
 	})
 }
 
-// openOnly keeps the open reviews of rs, in order.
-func openOnly(rs []review.Record) []review.Record {
+// OpenOnly keeps the open reviews of rs, in order: OpenReviewsOf is
+// OperationReviews filtered by it, in both stores.
+func OpenOnly(rs []review.Record) []review.Record {
 	var out []review.Record
 	for _, r := range rs {
 		if r.Open {

@@ -15,6 +15,7 @@ import (
 	"github.com/genjobs/genjobs/internal/operation"
 	"github.com/genjobs/genjobs/internal/schedule"
 	"github.com/genjobs/genjobs/internal/store"
+	"github.com/genjobs/genjobs/internal/store/bolt"
 )
 
 // Options are `genjobs bench`'s flags.
@@ -308,7 +309,7 @@ func (r *Results) throughput(ctx context.Context) error {
 		open    func(string) (store.Store, error)
 	}
 	noSync := func(path string) (store.Store, error) {
-		return store.OpenBoltWith(path, store.BoltOptions{NoSync: true})
+		return bolt.OpenWith(path, bolt.Options{NoSync: true})
 	}
 	runs := []run{
 		{"disk (bbolt fsyncs each commit), template concurrency", "", 1, n, instantPolicy(), true, nil},

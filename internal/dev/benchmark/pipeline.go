@@ -26,6 +26,7 @@ import (
 	"github.com/genjobs/genjobs/internal/operation"
 	"github.com/genjobs/genjobs/internal/schedule"
 	"github.com/genjobs/genjobs/internal/store"
+	"github.com/genjobs/genjobs/internal/store/bolt"
 	"github.com/genjobs/genjobs/internal/submit"
 )
 
@@ -60,7 +61,7 @@ type PipelineConfig struct {
 	// WorkerScale multiplies the template's concurrency (the pollers per
 	// function); 0 means 1.
 	WorkerScale int
-	// Open opens the store file; nil means store.OpenBolt (bbolt, an
+	// Open opens the store file; nil means bolt.Open (bbolt, an
 	// fsync per commit).
 	Open func(path string) (store.Store, error)
 }
@@ -138,7 +139,7 @@ func RunPipeline(ctx context.Context, cfg PipelineConfig) (*PipelineResult, erro
 	clk := clock.Real{}
 	open := cfg.Open
 	if open == nil {
-		open = func(path string) (store.Store, error) { return store.OpenBolt(path) }
+		open = func(path string) (store.Store, error) { return bolt.Open(path) }
 	}
 	st, err := open(filepath.Join(cfg.Dir, "genjobs.db"))
 	if err != nil {

@@ -15,6 +15,7 @@ import (
 	"github.com/genjobs/genjobs/internal/review"
 	"github.com/genjobs/genjobs/internal/schedule"
 	"github.com/genjobs/genjobs/internal/store"
+	"github.com/genjobs/genjobs/internal/store/dynamo"
 )
 
 // Requests counts the AWS requests and capacity that some work costs.
@@ -103,7 +104,7 @@ const (
 // least one).
 func units(n, unit int) float64 { return math.Max(1, math.Ceil(float64(n)/float64(unit))) }
 
-// recordSize is the DynamoDB item size of rec as store.Dynamo writes it:
+// recordSize is the DynamoDB item size of rec as dynamo.Store writes it:
 // the record's attributes, the keys, the terminal flag and, while it is
 // due, the status index attributes.
 func recordSize(rec operation.Record) int {
@@ -112,10 +113,10 @@ func recordSize(rec operation.Record) int {
 		return writeUnit
 	}
 	n := itemSize(item)
-	n += len(store.AttrPK) + len("OP#") + len(rec.OperationID) + len(store.AttrSK) + len("RECORD")
-	n += len(store.AttrTerminal) + 1
+	n += len(dynamo.AttrPK) + len("OP#") + len(rec.OperationID) + len(dynamo.AttrSK) + len("RECORD")
+	n += len(dynamo.AttrTerminal) + 1
 	if _, ok := rec.SweepDue(); ok {
-		n += len(store.AttrStatusPK) + len("ACTIVE#0") + len(store.AttrStatusSK) + len("2006-01-02T15:04:05.000000000Z#") + len(rec.OperationID)
+		n += len(dynamo.AttrStatusPK) + len("ACTIVE#0") + len(dynamo.AttrStatusSK) + len("2006-01-02T15:04:05.000000000Z#") + len(rec.OperationID)
 	}
 	return n
 }
@@ -331,7 +332,7 @@ func (s *countingStore) ResolveReview(ctx context.Context, id, by, reason string
 // Due is one Query per status index shard.
 func (s *countingStore) Due(ctx context.Context, t time.Time, limit int) ([]operation.Record, error) {
 	recs, err := s.Store.Due(ctx, t, limit)
-	s.c.add(func(r *Requests) { r.DynamoQuery += store.StatusShards; r.RRU += float64(store.StatusShards) })
+	s.c.add(func(r *Requests) { r.DynamoQuery += dynamo.StatusShards; r.RRU += float64(dynamo.StatusShards) })
 	return recs, err
 }
 

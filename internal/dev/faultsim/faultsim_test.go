@@ -23,6 +23,7 @@ import (
 	"github.com/genjobs/genjobs/internal/review"
 	"github.com/genjobs/genjobs/internal/schedule"
 	"github.com/genjobs/genjobs/internal/store"
+	"github.com/genjobs/genjobs/internal/store/bolt"
 	"github.com/genjobs/genjobs/internal/store/storetest"
 )
 
@@ -486,7 +487,7 @@ func TestPlantedBugIsFound(t *testing.T) {
 // the store's semantics.
 func TestNoSyncBoltConformance(t *testing.T) {
 	storetest.Run(t, func(t *testing.T) store.Store {
-		b, err := store.OpenBoltWith(filepath.Join(t.TempDir(), "genjobs.db"), store.BoltOptions{NoSync: true})
+		b, err := bolt.OpenWith(filepath.Join(t.TempDir(), "genjobs.db"), bolt.Options{NoSync: true})
 		if err != nil {
 			t.Fatal(err)
 		}

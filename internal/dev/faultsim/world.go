@@ -29,6 +29,7 @@ import (
 	"github.com/genjobs/genjobs/internal/replay"
 	"github.com/genjobs/genjobs/internal/schedule"
 	"github.com/genjobs/genjobs/internal/store"
+	"github.com/genjobs/genjobs/internal/store/bolt"
 	"github.com/genjobs/genjobs/internal/submit"
 	"github.com/genjobs/genjobs/internal/sweep"
 	"github.com/genjobs/genjobs/internal/triage"
@@ -92,7 +93,7 @@ type world struct {
 	wire   *wire
 	relay  *relay
 	client *genace.Client
-	bolt   *store.Bolt
+	bolt   *bolt.Store
 	rec    *recorder
 	st     *faultStore
 	arts   *artifacts
@@ -214,7 +215,7 @@ func newWorld(cfg Config) (w *world, err error) {
 		return nil, err
 	}
 
-	if w.bolt, err = store.OpenBoltWith(filepath.Join(dir, "genjobs.db"), store.BoltOptions{NoSync: true}); err != nil {
+	if w.bolt, err = bolt.OpenWith(filepath.Join(dir, "genjobs.db"), bolt.Options{NoSync: true}); err != nil {
 		return nil, err
 	}
 	var under store.Store = w.bolt

@@ -12,12 +12,13 @@ import (
 
 	"github.com/genjobs/genjobs/internal/dev/testenv"
 	"github.com/genjobs/genjobs/internal/store"
+	"github.com/genjobs/genjobs/internal/store/dynamo"
 )
 
 func init() {
 	openDynamo = func(t testing.TB) store.Store {
 		client, table := DynamoTable(t)
-		return store.NewDynamo(client, table)
+		return dynamo.New(client, table)
 	}
 }
 
@@ -28,14 +29,14 @@ func DynamoTable(t testing.TB) (*dynamodb.Client, string) {
 	t.Helper()
 	testenv.Endpoint(t, "AWS_ENDPOINT_URL_DYNAMODB")
 	ctx := context.Background()
-	client, err := store.NewDynamoClient(ctx)
+	client, err := dynamo.NewClient(ctx)
 	if err != nil {
 		t.Fatal(err)
 	}
 	b := make([]byte, 4)
 	_, _ = rand.Read(b)
 	table := "genjobs-test-" + hex.EncodeToString(b)
-	if err := store.EnsureTable(ctx, client, table); err != nil {
+	if err := dynamo.EnsureTable(ctx, client, table); err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { _, _ = client.DeleteTable(context.Background(), &dynamodb.DeleteTableInput{TableName: &table}) })

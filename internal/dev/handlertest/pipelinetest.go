@@ -27,6 +27,7 @@ import (
 	"github.com/genjobs/genjobs/internal/operation"
 	"github.com/genjobs/genjobs/internal/schedule"
 	"github.com/genjobs/genjobs/internal/store"
+	"github.com/genjobs/genjobs/internal/store/bolt"
 )
 
 // APIKey is the simulator's key in tests.
@@ -55,7 +56,7 @@ func OpenStore(t testing.TB, kind string) store.Store {
 	t.Helper()
 	switch kind {
 	case "bolt":
-		s, err := store.OpenBolt(filepath.Join(t.TempDir(), "genjobs.db"))
+		s, err := bolt.Open(filepath.Join(t.TempDir(), "genjobs.db"))
 		if err != nil {
 			t.Fatal(err)
 		}

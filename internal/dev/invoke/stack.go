@@ -32,7 +32,7 @@ import (
 	"github.com/genjobs/genjobs/internal/dev/samlocal"
 	"github.com/genjobs/genjobs/internal/genace"
 	"github.com/genjobs/genjobs/internal/message"
-	"github.com/genjobs/genjobs/internal/store"
+	"github.com/genjobs/genjobs/internal/store/dynamo"
 )
 
 // APIKey is the simulator's API key, which the functions read from the
@@ -138,7 +138,7 @@ type Stack struct {
 	// Table is the operations table's name (TABLE_NAME).
 	Table string
 	// Store is the operation store on the table.
-	Store *store.Dynamo
+	Store *dynamo.Store
 	// Queues are the template's queues, in its order.
 	Queues []Queue
 	// Sim is the Genace simulator, on the wall clock.
@@ -276,13 +276,13 @@ func (st *Stack) createTable(ctx context.Context) error {
 		return fmt.Errorf("%s has %d DynamoDB tables; the store uses exactly one", TemplateFile, len(tables))
 	}
 	st.Table = st.Locals.Resources[tables[0]]["Ref"]
-	if err := store.EnsureTable(ctx, st.ddb, st.Table); err != nil {
+	if err := dynamo.EnsureTable(ctx, st.ddb, st.Table); err != nil {
 		return fmt.Errorf("DynamoDB Local at %s: %w", st.endpoints.DynamoDB, err)
 	}
 	st.cleanup = append(st.cleanup, func(ctx context.Context) {
 		_, _ = st.ddb.DeleteTable(ctx, &dynamodb.DeleteTableInput{TableName: aws.String(st.Table)})
 	})
-	st.Store = store.NewDynamo(st.ddb, st.Table)
+	st.Store = dynamo.New(st.ddb, st.Table)
 	return nil
 }
 

@@ -16,6 +16,7 @@ import (
 	"go/token"
 	"io"
 	"os"
+	"path"
 	"path/filepath"
 	"slices"
 	"strings"
@@ -82,6 +83,14 @@ type Mutant struct {
 
 // Package is the mutated file's package, as a go command pattern.
 func (m Mutant) Package() string { return "./" + filepath.ToSlash(filepath.Dir(m.File)) }
+
+// Tests is what the unit layer tests for m: the mutated package and the
+// packages under it. Package store's shared rules (the own-write check,
+// the write checks) are proven by its backends' tests, in store/bolt and
+// store/dynamo, which run the conformance suite.
+func (m Mutant) Tests() string {
+	return "./" + path.Join(filepath.ToSlash(filepath.Dir(m.File)), "...")
+}
 
 // Expects reports whether the list expects l to kill the mutant.
 func (m Mutant) Expects(l Layer) bool { return slices.Contains(m.Expect, l) }

@@ -36,6 +36,9 @@ func TestParse(t *testing.T) {
 	if got := ms[0].Package(); got != "./internal/x" {
 		t.Errorf("package %q", got)
 	}
+	if got := ms[0].Tests(); got != "./internal/x/..." {
+		t.Errorf("unit layer tests %q, want the package and those under it", got)
+	}
 }
 
 func TestParseRefusesBadLists(t *testing.T) {

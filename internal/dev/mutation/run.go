@@ -261,7 +261,7 @@ func (w *Workspace) Run(ctx context.Context, m Mutant, layers []Layer) (res Resu
 		if !Applies(l, m) {
 			continue
 		}
-		out, timedOut, err := w.exec(ctx, w.Command(l, []string{m.Package()}))
+		out, timedOut, err := w.exec(ctx, w.Command(l, []string{m.Tests()}))
 		w.log(m.ID, string(l), out)
 		v := Classify(err, timedOut, out)
 		res.Verdicts[l] = v

@@ -34,6 +34,8 @@ import (
 	"github.com/genjobs/genjobs/internal/review"
 	"github.com/genjobs/genjobs/internal/schedule"
 	"github.com/genjobs/genjobs/internal/store"
+	"github.com/genjobs/genjobs/internal/store/bolt"
+	"github.com/genjobs/genjobs/internal/store/dynamo"
 	"github.com/genjobs/genjobs/internal/submit"
 	"github.com/genjobs/genjobs/internal/sweep"
 	"github.com/genjobs/genjobs/internal/triage"
@@ -187,17 +189,17 @@ func (s *stack) openState(ctx context.Context) error {
 		}
 	}
 	if s.cfg.Table != "" {
-		client, err := store.NewDynamoClient(ctx)
+		client, err := dynamo.NewClient(ctx)
 		if err != nil {
 			return err
 		}
-		if err := store.EnsureTable(ctx, client, s.cfg.Table); err != nil {
+		if err := dynamo.EnsureTable(ctx, client, s.cfg.Table); err != nil {
 			return fmt.Errorf("local: table %s: %w", s.cfg.Table, err)
 		}
-		s.store = store.NewDynamo(client, s.cfg.Table)
+		s.store = dynamo.New(client, s.cfg.Table)
 		return nil
 	}
-	st, err := store.OpenBolt(DBPath(s.cfg.StateDir))
+	st, err := bolt.Open(DBPath(s.cfg.StateDir))
 	if err != nil {
 		return err
 	}

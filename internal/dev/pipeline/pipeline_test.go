@@ -14,7 +14,7 @@ import (
 	"github.com/genjobs/genjobs/internal/dev/pipeline"
 	"github.com/genjobs/genjobs/internal/dev/workload"
 	"github.com/genjobs/genjobs/internal/operation"
-	"github.com/genjobs/genjobs/internal/store"
+	"github.com/genjobs/genjobs/internal/store/bolt"
 )
 
 // The whole demo through the real handlers, checked against the
@@ -92,7 +92,7 @@ func TestDemoEndToEnd(t *testing.T) {
 		t.Errorf("totals %+v vs simulator %d POSTs", rep.Totals, sim.TotalPosts())
 	}
 	// The state stays for the operator commands.
-	st, err := store.OpenBolt(filepath.Join(state, "genjobs.db"))
+	st, err := bolt.Open(filepath.Join(state, "genjobs.db"))
 	if err != nil {
 		t.Fatal(err)
 	}

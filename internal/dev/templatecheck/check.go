@@ -38,8 +38,8 @@ const (
 	// makes: no wildcards, nothing extra, no managed policies; it trusts
 	// only its service (Scheduler: this account's schedule group only).
 	RuleLeastPrivilege Rule = "least-privilege"
-	// RuleTable: the table matches store.TableDefinition, has PITR,
-	// encryption, deletion protection and TTL on store.AttrExpiresAt; the
+	// RuleTable: the table matches dynamo.TableDefinition, has PITR,
+	// encryption, deletion protection and TTL on dynamo.AttrExpiresAt; the
 	// retention parameters reach every function that finishes items.
 	RuleTable Rule = "table"
 	// RuleBuild: provided.al2023, arm64, handler bootstrap, JSON logs,

@@ -5,7 +5,7 @@
 // and the variables each reads, visibility timeouts against function
 // timeouts and the lease, partial batch failures, each role's actions
 // against the SDK calls its function makes, the table against
-// store.TableDefinition and its expiry attribute, the build targets SAM's
+// dynamo.TableDefinition and its expiry attribute, the build targets SAM's
 // makefile build method calls, parameters against internal/config's
 // bounds, the secret, and the alarms and dashboard against the metrics
 // and log lines the code emits.

@@ -11,7 +11,7 @@ import (
 	"strings"
 
 	"github.com/genjobs/genjobs/internal/config"
-	"github.com/genjobs/genjobs/internal/store"
+	"github.com/genjobs/genjobs/internal/store/dynamo"
 )
 
 // ---------------------------------------------------------------- 1 wiring
@@ -453,7 +453,7 @@ func (c *checker) table() {
 		return
 	}
 	p := c.props(tableID)
-	def := store.TableDefinition("check")
+	def := dynamo.TableDefinition("check")
 	if got := str(p["BillingMode"]); got != string(def.BillingMode) {
 		c.add(RuleTable, tableID, "BillingMode %q, want %s", got, def.BillingMode)
 	}
@@ -515,8 +515,8 @@ func (c *checker) table() {
 		c.add(RuleTable, tableID, "DeletionProtectionEnabled is not true: one mistaken delete would take every operation record and job id with it")
 	}
 	ttl := mapOf(p["TimeToLiveSpecification"])
-	if str(ttl["AttributeName"]) != store.AttrExpiresAt || ttl["Enabled"] != true {
-		c.add(RuleTable, tableID, "TimeToLiveSpecification %v, want AttributeName %s (store.AttrExpiresAt, which the store writes on finished items), Enabled: true", ttl, store.AttrExpiresAt)
+	if str(ttl["AttributeName"]) != dynamo.AttrExpiresAt || ttl["Enabled"] != true {
+		c.add(RuleTable, tableID, "TimeToLiveSpecification %v, want AttributeName %s (dynamo.AttrExpiresAt, which the store writes on finished items), Enabled: true", ttl, dynamo.AttrExpiresAt)
 	}
 	c.retentionWiring()
 }

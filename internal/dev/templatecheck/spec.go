@@ -7,7 +7,7 @@ import (
 
 	"github.com/genjobs/genjobs/internal/coldstart"
 	"github.com/genjobs/genjobs/internal/config"
-	"github.com/genjobs/genjobs/internal/store"
+	"github.com/genjobs/genjobs/internal/store/dynamo"
 )
 
 // What the template must say. Everything the rules compare against is
@@ -79,7 +79,7 @@ func join(lists ...[]grant) []grant {
 // Resource tokens the grants name.
 var (
 	tableArn  = GetAtt(tableID, "Arn")
-	statusArn = Sub("${" + tableID + ".Arn}/index/" + store.StatusIndex)
+	statusArn = Sub("${" + tableID + ".Arn}/index/" + dynamo.StatusIndex)
 	secretArn = Ref(secretParam)
 	objects   = Sub("${" + bucketID + ".Arn}/*")
 	schedules = Sub("arn:${AWS::Partition}:scheduler:${AWS::Region}:${AWS::AccountId}:schedule/${" + groupID + "}/*")
@@ -127,7 +127,7 @@ type function struct {
 	// schedule is its Schedule event's expression ("" for none).
 	schedule string
 	// expires: it finishes records or closes reviews, so it needs the
-	// retention variables (store.Retention) to give them an expiry.
+	// retention variables (dynamo.Retention) to give them an expiry.
 	expires bool
 }
 

@@ -15,6 +15,14 @@ import (
 	"github.com/genjobs/genjobs/internal/store"
 )
 
+// runOwnWrites: a write re-sent after its answer was lost is its
+// writer's own and succeeds; someone else's write at the next revision is
+// a conflict. RunLostAck has the cases that need the fault itself.
+func (s *suite) runOwnWrites(t *testing.T) {
+	t.Run("OwnWriteIsWritten", s.ownWriteResent)
+	t.Run("OtherWriteAtNextRevisionConflicts", s.otherWriteConflicts)
+}
+
 // AckLoss is how a conditional write whose answer was lost reaches its
 // caller.
 type AckLoss int

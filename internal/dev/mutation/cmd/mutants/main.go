@@ -189,8 +189,8 @@ func runAll(ctx context.Context, root string, ms []mutation.Mutant, layers []mut
 	if cfg.baseline {
 		var pkgs []string
 		for _, m := range ms {
-			if !slices.Contains(pkgs, m.Package()) {
-				pkgs = append(pkgs, m.Package())
+			if !slices.Contains(pkgs, m.Tests()) {
+				pkgs = append(pkgs, m.Tests())
 			}
 		}
 		var need []mutation.Layer

@@ -1,4 +1,8 @@
-package store
+// Package dynamo is the store.Store on one DynamoDB table: the store the
+// deployed Lambdas use. It also owns the table's definition (keys,
+// indexes, expiry attribute), which the template check and the local
+// stack take from here.
+package dynamo
 
 import (
 	"context"
@@ -21,6 +25,7 @@ import (
 
 	"github.com/genjobs/genjobs/internal/operation"
 	"github.com/genjobs/genjobs/internal/review"
+	"github.com/genjobs/genjobs/internal/store"
 )
 
 // Single-table design. Every item has the key (AttrPK, AttrSK); the
@@ -106,13 +111,13 @@ const (
 // that says nothing about revisions, so the write is simply tried again.
 const txConflictAttempts = 10
 
-// Dynamo is the Store on one DynamoDB table (see the design above).
+// Store is the store.Store on one DynamoDB table (see the design above).
 //
 // Due reads a GSI, which DynamoDB updates asynchronously: it may list a
 // record that has just moved on, or miss one that just became due. Callers
 // re-read each listed record (Get) before acting on it, and the revision
 // condition on every write stops a stale action anyway.
-type Dynamo struct {
+type Store struct {
 	client    *dynamodb.Client
 	table     string
 	retention Retention
@@ -136,7 +141,7 @@ type Retention struct {
 
 // WithRetention returns d writing expiries per r and skipping expired
 // items; now is the clock readers compare with (nil: time.Now).
-func (d *Dynamo) WithRetention(r Retention, now func() time.Time) *Dynamo {
+func (d *Store) WithRetention(r Retention, now func() time.Time) *Store {
 	c := *d
 	c.retention = r
 	if now != nil {
@@ -161,7 +166,7 @@ func number(n int64) types.AttributeValue {
 
 // expired reports whether the item's expiry has come: DynamoDB deletes it
 // later, and until then it is read as gone.
-func (d *Dynamo) expired(item map[string]types.AttributeValue) bool {
+func (d *Store) expired(item map[string]types.AttributeValue) bool {
 	n, ok := item[AttrExpiresAt].(*types.AttributeValueMemberN)
 	if !ok {
 		return false
@@ -170,22 +175,22 @@ func (d *Dynamo) expired(item map[string]types.AttributeValue) bool {
 	return err == nil && d.now().Unix() >= at
 }
 
-var _ Store = (*Dynamo)(nil)
+var _ store.Store = (*Store)(nil)
 
-// NewDynamo returns a Store on table, which must exist (see EnsureTable).
+// New returns a Store on table, which must exist (see EnsureTable).
 // Items never expire unless WithRetention says so; expired ones (written
 // by any store with a retention) are skipped all the same.
-func NewDynamo(client *dynamodb.Client, table string) *Dynamo {
-	return &Dynamo{client: client, table: table, now: time.Now}
+func New(client *dynamodb.Client, table string) *Store {
+	return &Store{client: client, table: table, now: time.Now}
 }
 
-// NewDynamoClient loads the default AWS configuration (optFns adjust it,
+// NewClient loads the default AWS configuration (optFns adjust it,
 // e.g. static credentials in tests) and returns a DynamoDB client. The SDK
 // itself honours AWS_ENDPOINT_URL_DYNAMODB. When that variable is set the
 // endpoint is a local one (DynamoDB Local), which omits x-amz-crc32 on
 // error replies; response checksum validation is then turned off so every
 // conditional-check failure does not log a checksum warning.
-func NewDynamoClient(ctx context.Context, optFns ...func(*config.LoadOptions) error) (*dynamodb.Client, error) {
+func NewClient(ctx context.Context, optFns ...func(*config.LoadOptions) error) (*dynamodb.Client, error) {
 	cfg, err := config.LoadDefaultConfig(ctx, optFns...)
 	if err != nil {
 		return nil, fmt.Errorf("load aws config: %w", err)
@@ -308,7 +313,7 @@ func recordItem(rec operation.Record, keep time.Duration) (map[string]types.Attr
 	}
 	if due, ok := rec.SweepDue(); ok {
 		item[AttrStatusPK] = str(activeStatusPrefix + strconv.Itoa(statusShard(rec.OperationID)))
-		item[AttrStatusSK] = str(indexKey(due, rec.OperationID))
+		item[AttrStatusSK] = str(store.IndexKey(due, rec.OperationID))
 	}
 	return item, nil
 }
@@ -339,9 +344,9 @@ func absentCondition() (expression.Expression, error) {
 	return expression.NewBuilder().WithCondition(expression.Name(AttrPK).AttributeNotExists()).Build()
 }
 
-// Create implements Store.
-func (d *Dynamo) Create(ctx context.Context, rec operation.Record) (operation.Record, error) {
-	rec, err := checkCreate(ctx, rec)
+// Create implements store.Store.
+func (d *Store) Create(ctx context.Context, rec operation.Record) (operation.Record, error) {
+	rec, err := store.PrepareCreate(ctx, rec)
 	if err != nil {
 		return operation.Record{}, err
 	}
@@ -366,15 +371,15 @@ func (d *Dynamo) Create(ctx context.Context, rec operation.Record) (operation.Re
 	var failed *types.ConditionalCheckFailedException
 	switch {
 	case errors.As(err, &failed):
-		return operation.Record{}, fmt.Errorf("create %s: %w", rec.OperationID, ErrExists)
+		return operation.Record{}, fmt.Errorf("create %s: %w", rec.OperationID, store.ErrExists)
 	case err != nil:
 		return operation.Record{}, fmt.Errorf("create %s: %w", rec.OperationID, err)
 	}
 	return rec, nil
 }
 
-// Get implements Store with a strongly consistent read.
-func (d *Dynamo) Get(ctx context.Context, operationID string) (operation.Record, error) {
+// Get implements store.Store with a strongly consistent read.
+func (d *Store) Get(ctx context.Context, operationID string) (operation.Record, error) {
 	out, err := d.client.GetItem(ctx, &dynamodb.GetItemInput{
 		TableName:      aws.String(d.table),
 		Key:            opKey(operationID),
@@ -384,7 +389,7 @@ func (d *Dynamo) Get(ctx context.Context, operationID string) (operation.Record,
 		return operation.Record{}, fmt.Errorf("get %s: %w", operationID, err)
 	}
 	if len(out.Item) == 0 || d.expired(out.Item) {
-		return operation.Record{}, fmt.Errorf("get %s: %w", operationID, ErrNotFound)
+		return operation.Record{}, fmt.Errorf("get %s: %w", operationID, store.ErrNotFound)
 	}
 	rec, err := decodeRecord(out.Item)
 	if err != nil {
@@ -414,9 +419,9 @@ func conditionalPut(table string, rec operation.Record, expected int64, keep tim
 	}, nil
 }
 
-// Update implements Store.
-func (d *Dynamo) Update(ctx context.Context, rec operation.Record, expected int64) (operation.Record, error) {
-	rec, err := checkUpdate(ctx, rec, expected)
+// Update implements store.Store.
+func (d *Store) Update(ctx context.Context, rec operation.Record, expected int64) (operation.Record, error) {
+	rec, err := store.PrepareUpdate(ctx, rec, expected)
 	if err != nil {
 		return operation.Record{}, err
 	}
@@ -439,9 +444,9 @@ func (d *Dynamo) Update(ctx context.Context, rec operation.Record, expected int6
 	switch {
 	case errors.As(err, &failed):
 		// Often this write itself: applied, its answer lost, and the
-		// SDK's retry failed on it (ownWrite).
+		// SDK's retry failed on it (store.OwnWrite).
 		cerr := d.conflict(ctx, rec.OperationID, expected, failed.Item)
-		if own, _ := ownWrite(ctx, rec, nil, cerr, d.Audit); own {
+		if own, _ := store.OwnWrite(ctx, rec, nil, cerr, d.Audit); own {
 			return rec, nil
 		}
 		return operation.Record{}, cerr
@@ -451,12 +456,12 @@ func (d *Dynamo) Update(ctx context.Context, rec operation.Record, expected int6
 	return rec, nil
 }
 
-// conflict builds the *ConflictError from the item DynamoDB returned with
+// conflict builds the *store.ConflictError from the item DynamoDB returned with
 // the failed condition (read atomically with it). Should an endpoint not
 // return it, a consistent Get stands in: later than the failure, but the
 // current state all the same.
-func (d *Dynamo) conflict(ctx context.Context, id string, expected int64, item map[string]types.AttributeValue) error {
-	ce := &ConflictError{OperationID: id, Expected: expected}
+func (d *Store) conflict(ctx context.Context, id string, expected int64, item map[string]types.AttributeValue) error {
+	ce := &store.ConflictError{OperationID: id, Expected: expected}
 	if len(item) > 0 {
 		cur, err := decodeRecord(item)
 		if err != nil {
@@ -467,7 +472,7 @@ func (d *Dynamo) conflict(ctx context.Context, id string, expected int64, item m
 	}
 	cur, err := d.Get(ctx, id)
 	switch {
-	case errors.Is(err, ErrNotFound):
+	case errors.Is(err, store.ErrNotFound):
 		return ce
 	case err != nil:
 		return fmt.Errorf("update %s: conflict, and reading the current record failed: %w", id, err)
@@ -476,10 +481,10 @@ func (d *Dynamo) conflict(ctx context.Context, id string, expected int64, item m
 	return ce
 }
 
-// UpdateWithAudit implements Store with one TransactWriteItems: the
+// UpdateWithAudit implements store.Store with one TransactWriteItems: the
 // revision-guarded record Put and a create-only Put of the audit entry.
-func (d *Dynamo) UpdateWithAudit(ctx context.Context, rec operation.Record, expected int64, entry review.AuditEntry) (operation.Record, error) {
-	rec, entry, err := checkAudit(ctx, rec, expected, entry)
+func (d *Store) UpdateWithAudit(ctx context.Context, rec operation.Record, expected int64, entry review.AuditEntry) (operation.Record, error) {
+	rec, entry, err := store.PrepareAudit(ctx, rec, expected, entry)
 	if err != nil {
 		return operation.Record{}, err
 	}
@@ -493,7 +498,7 @@ func (d *Dynamo) UpdateWithAudit(ctx context.Context, rec operation.Record, expe
 		return operation.Record{}, fmt.Errorf("update %s with audit: marshal entry: %w", id, err)
 	}
 	auditItem[AttrPK] = str(opKeyPrefix + id)
-	auditItem[AttrSK] = str(auditSKPrefix + auditKey(entry.Revision))
+	auditItem[AttrSK] = str(auditSKPrefix + store.AuditKey(entry.Revision))
 	if exp, ok := expiry(entry.At, d.retention.Audit); ok {
 		auditItem[AttrExpiresAt] = number(exp)
 	}
@@ -526,7 +531,7 @@ func (d *Dynamo) UpdateWithAudit(ctx context.Context, rec operation.Record, expe
 			// DynamoDB answers as the applied transaction; a caller's
 			// re-send after a timeout does not, and meets it here.
 			cerr := d.conflict(ctx, id, expected, reasons[0].Item)
-			own, oerr := ownWrite(ctx, rec, &entry, cerr, d.Audit)
+			own, oerr := store.OwnWrite(ctx, rec, &entry, cerr, d.Audit)
 			switch {
 			case oerr != nil:
 				return operation.Record{}, oerr
@@ -539,7 +544,7 @@ func (d *Dynamo) UpdateWithAudit(ctx context.Context, rec operation.Record, expe
 			// The record was at expected, yet an entry for the revision
 			// it would produce exists: the data is inconsistent, and the
 			// entry, not the record, is what refused.
-			return operation.Record{}, fmt.Errorf("update %s with audit: an audit entry for revision %d already exists: %w", id, entry.Revision, ErrExists)
+			return operation.Record{}, fmt.Errorf("update %s with audit: an audit entry for revision %d already exists: %w", id, entry.Revision, store.ErrExists)
 		}
 		return operation.Record{}, fmt.Errorf("update %s with audit: %w", id, err)
 	default:
@@ -590,9 +595,9 @@ func isTxConflict(err error) bool {
 	return txConflict
 }
 
-// Audit implements Store: the entries sort by zero-padded revision inside
+// Audit implements store.Store: the entries sort by zero-padded revision inside
 // the operation's partition, so a consistent Query returns them in order.
-func (d *Dynamo) Audit(ctx context.Context, operationID string) ([]review.AuditEntry, error) {
+func (d *Store) Audit(ctx context.Context, operationID string) ([]review.AuditEntry, error) {
 	var entries []review.AuditEntry
 	err := d.eachInOperation(ctx, operationID, auditSKPrefix, func(item map[string]types.AttributeValue) error {
 		var e review.AuditEntry
@@ -611,7 +616,7 @@ func (d *Dynamo) Audit(ctx context.Context, operationID string) ([]review.AuditE
 // eachInOperation calls fn for each item of the operation's partition
 // whose sort key starts with prefix, in sort-key order, from consistent
 // Query pages.
-func (d *Dynamo) eachInOperation(ctx context.Context, operationID, prefix string, fn func(map[string]types.AttributeValue) error) error {
+func (d *Store) eachInOperation(ctx context.Context, operationID, prefix string, fn func(map[string]types.AttributeValue) error) error {
 	key := expression.Key(AttrPK).Equal(expression.Value(opKeyPrefix + operationID)).
 		And(expression.Key(AttrSK).BeginsWith(prefix))
 	expr, err := expression.NewBuilder().WithKeyCondition(key).Build()
@@ -642,13 +647,13 @@ func (d *Dynamo) eachInOperation(ctx context.Context, operationID, prefix string
 	return nil
 }
 
-// PutReview implements Store with a create-only Put, so a redelivered DLQ
+// PutReview implements store.Store with a create-only Put, so a redelivered DLQ
 // message cannot reopen or rewrite a review an operator already handled.
 // A review that names an operation is first filed under it (a plain Put,
 // idempotent): a reference left by a review Put that then failed points
 // at nothing and is skipped, while the other order could leave a review
 // that OpenReviewsOf never finds.
-func (d *Dynamo) PutReview(ctx context.Context, r review.Record) (bool, error) {
+func (d *Store) PutReview(ctx context.Context, r review.Record) (bool, error) {
 	if r.ID == "" {
 		return false, errors.New("put review: empty id")
 	}
@@ -670,7 +675,7 @@ func (d *Dynamo) PutReview(ctx context.Context, r review.Record) (bool, error) {
 	}
 	if r.Open {
 		item[AttrStatusPK] = str(openReviewStatus)
-		item[AttrStatusSK] = str(indexKey(r.CreatedAt, r.ID))
+		item[AttrStatusSK] = str(store.IndexKey(r.CreatedAt, r.ID))
 	} else if exp, ok := expiry(r.ClosedAt, d.retention.Records); ok {
 		item[AttrExpiresAt] = number(exp)
 	}
@@ -695,8 +700,8 @@ func (d *Dynamo) PutReview(ctx context.Context, r review.Record) (bool, error) {
 	return true, nil
 }
 
-// GetReview implements Store with a strongly consistent read.
-func (d *Dynamo) GetReview(ctx context.Context, id string) (review.Record, error) {
+// GetReview implements store.Store with a strongly consistent read.
+func (d *Store) GetReview(ctx context.Context, id string) (review.Record, error) {
 	out, err := d.client.GetItem(ctx, &dynamodb.GetItemInput{
 		TableName:      aws.String(d.table),
 		Key:            reviewKey(id),
@@ -706,7 +711,7 @@ func (d *Dynamo) GetReview(ctx context.Context, id string) (review.Record, error
 		return review.Record{}, fmt.Errorf("get review %s: %w", id, err)
 	}
 	if len(out.Item) == 0 || d.expired(out.Item) {
-		return review.Record{}, fmt.Errorf("get review %s: %w", id, ErrNotFound)
+		return review.Record{}, fmt.Errorf("get review %s: %w", id, store.ErrNotFound)
 	}
 	var r review.Record
 	if err := attributevalue.UnmarshalMap(out.Item, &r); err != nil {
@@ -715,9 +720,9 @@ func (d *Dynamo) GetReview(ctx context.Context, id string) (review.Record, error
 	return r, nil
 }
 
-// OpenReviews implements Store from the sparse index (eventually
+// OpenReviews implements store.Store from the sparse index (eventually
 // consistent: a just-written or just-closed review may lag).
-func (d *Dynamo) OpenReviews(ctx context.Context) ([]review.Record, error) {
+func (d *Store) OpenReviews(ctx context.Context) ([]review.Record, error) {
 	items, err := d.queryStatus(ctx, openReviewStatus, expression.Key(AttrStatusPK).Equal(expression.Value(openReviewStatus)), 0)
 	if err != nil {
 		return nil, fmt.Errorf("open reviews: %w", err)
@@ -733,23 +738,23 @@ func (d *Dynamo) OpenReviews(ctx context.Context) ([]review.Record, error) {
 	return out, nil
 }
 
-// CloseReview implements Store. It reads the review first, since where
+// CloseReview implements store.Store. It reads the review first, since where
 // it moves in StatusIndex depends on its operation. The condition open =
 // true makes a second close a no-op that keeps the first closer and time.
-func (d *Dynamo) CloseReview(ctx context.Context, id, by string, at time.Time) error {
+func (d *Store) CloseReview(ctx context.Context, id, by string, at time.Time) error {
 	return d.ResolveReview(ctx, id, by, "", at)
 }
 
-// OpenReviewsOf implements Store: OperationReviews, open ones only.
-func (d *Dynamo) OpenReviewsOf(ctx context.Context, operationID string) ([]review.Record, error) {
+// OpenReviewsOf implements store.Store: OperationReviews, open ones only.
+func (d *Store) OpenReviewsOf(ctx context.Context, operationID string) ([]review.Record, error) {
 	rs, err := d.OperationReviews(ctx, operationID)
-	return openOnly(rs), err
+	return store.OpenOnly(rs), err
 }
 
-// OperationReviews implements Store: one consistent Query of the
+// OperationReviews implements store.Store: one consistent Query of the
 // references in the operation's partition, then a consistent read of
 // each review.
-func (d *Dynamo) OperationReviews(ctx context.Context, operationID string) ([]review.Record, error) {
+func (d *Store) OperationReviews(ctx context.Context, operationID string) ([]review.Record, error) {
 	var out []review.Record
 	err := d.eachInOperation(ctx, operationID, reviewRefSKPrefix, func(item map[string]types.AttributeValue) error {
 		sk, _ := item[AttrSK].(*types.AttributeValueMemberS)
@@ -757,7 +762,7 @@ func (d *Dynamo) OperationReviews(ctx context.Context, operationID string) ([]re
 			return fmt.Errorf("reference without %s", AttrSK)
 		}
 		r, err := d.GetReview(ctx, strings.TrimPrefix(sk.Value, reviewRefSKPrefix))
-		if errors.Is(err, ErrNotFound) {
+		if errors.Is(err, store.ErrNotFound) {
 			return nil // its review Put failed after the reference
 		}
 		if err != nil {
@@ -769,13 +774,13 @@ func (d *Dynamo) OperationReviews(ctx context.Context, operationID string) ([]re
 	if err != nil {
 		return nil, fmt.Errorf("reviews of %s: %w", operationID, err)
 	}
-	sortReviews(out)
+	store.SortReviews(out)
 	return out, nil
 }
 
-// ResolveReview implements Store. The condition open = true makes a
+// ResolveReview implements store.Store. The condition open = true makes a
 // second close a no-op that keeps the first closer, time and reason.
-func (d *Dynamo) ResolveReview(ctx context.Context, id, by, reason string, at time.Time) error {
+func (d *Store) ResolveReview(ctx context.Context, id, by, reason string, at time.Time) error {
 	upd := expression.Set(expression.Name(attrOpen), expression.Value(false)).
 		Set(expression.Name(attrClosedBy), expression.Value(by)).
 		Set(expression.Name(attrClosedAt), expression.Value(at)).
@@ -819,11 +824,11 @@ func (d *Dynamo) ResolveReview(ctx context.Context, id, by, reason string, at ti
 	return nil
 }
 
-// Due implements Store: it queries every ACTIVE shard of the sparse index
+// Due implements store.Store: it queries every ACTIVE shard of the sparse index
 // for keys at or before t, in parallel, and merges them by key (due time,
-// then id). Results are eventually consistent; see Dynamo.
-func (d *Dynamo) Due(ctx context.Context, t time.Time, limit int) ([]operation.Record, error) {
-	bound := indexBound(t)
+// then id). Results are eventually consistent; see Store.
+func (d *Store) Due(ctx context.Context, t time.Time, limit int) ([]operation.Record, error) {
+	bound := store.IndexBound(t)
 	type result struct {
 		items []map[string]types.AttributeValue
 		err   error
@@ -847,16 +852,16 @@ func (d *Dynamo) Due(ctx context.Context, t time.Time, limit int) ([]operation.R
 	var merged []keyed
 	for _, r := range results {
 		if r.err != nil {
-			return nil, fmt.Errorf("due %s: %w", sortableTime(t), r.err)
+			return nil, fmt.Errorf("due %s: %w", store.SortableTime(t), r.err)
 		}
 		for _, item := range r.items {
 			rec, err := decodeRecord(item)
 			if err != nil {
-				return nil, fmt.Errorf("due %s: %w", sortableTime(t), err)
+				return nil, fmt.Errorf("due %s: %w", store.SortableTime(t), err)
 			}
 			sk, _ := item[AttrStatusSK].(*types.AttributeValueMemberS)
 			if sk == nil {
-				return nil, fmt.Errorf("due %s: index item %s has no %s", sortableTime(t), rec.OperationID, AttrStatusSK)
+				return nil, fmt.Errorf("due %s: index item %s has no %s", store.SortableTime(t), rec.OperationID, AttrStatusSK)
 			}
 			merged = append(merged, keyed{sk.Value, rec})
 		}
@@ -874,7 +879,7 @@ func (d *Dynamo) Due(ctx context.Context, t time.Time, limit int) ([]operation.R
 
 // queryStatus reads one StatusIndex partition in key order, stopping once
 // it has limit items (0 = all).
-func (d *Dynamo) queryStatus(ctx context.Context, partition string, key expression.KeyConditionBuilder, limit int) ([]map[string]types.AttributeValue, error) {
+func (d *Store) queryStatus(ctx context.Context, partition string, key expression.KeyConditionBuilder, limit int) ([]map[string]types.AttributeValue, error) {
 	expr, err := expression.NewBuilder().WithKeyCondition(key).Build()
 	if err != nil {
 		return nil, fmt.Errorf("query %s: build key condition: %w", partition, err)
@@ -901,5 +906,5 @@ func (d *Dynamo) queryStatus(ctx context.Context, partition string, key expressi
 	return items, nil
 }
 
-// Close implements Store; the client holds nothing that needs releasing.
-func (d *Dynamo) Close() error { return nil }
+// Close implements store.Store; the client holds nothing that needs releasing.
+func (d *Store) Close() error { return nil }

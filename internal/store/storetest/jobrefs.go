@@ -3,63 +3,17 @@ package storetest
 import (
 	"cmp"
 	"fmt"
-	"reflect"
 	"slices"
 	"testing"
-	"time"
 
 	"github.com/genjobs/genjobs/internal/operation"
-	"github.com/genjobs/genjobs/internal/review"
 	"github.com/genjobs/genjobs/internal/store"
 )
 
-// The reads an operator's reconciliation relies on: every review of an
-// operation, closed ones included, and every item naming a job.
-
-// operationReviews: open and closed reviews of one operation, oldest
-// first, and nobody else's.
-func (s *suite) operationReviews(t *testing.T) {
-	t.Parallel()
-	st := s.store(t)
-	op, other := s.id(t, "op"), s.id(t, "other")
-	mk := func(suffix, operationID string, created time.Time, open bool) review.Record {
-		r := newReview(s.id(t, suffix), created)
-		r.OperationID, r.Open = operationID, open
-		return r
-	}
-	stillOpen := mk("open", op, base.Add(2*time.Minute), true)
-	closedLater := mk("closed-later", op, base.Add(time.Minute), true)
-	closedAtBirth := mk("closed-at-birth", op, base, false)
-	notMine := mk("not-mine", other, base, true)
-	for _, r := range []review.Record{stillOpen, closedLater, closedAtBirth, notMine} {
-		if _, err := st.PutReview(t.Context(), r); err != nil {
-			t.Fatalf("put review %s: %v", r.ID, err)
-		}
-	}
-	closedAt := base.Add(time.Hour)
-	if err := st.CloseReview(t.Context(), closedLater.ID, "alice", closedAt); err != nil {
-		t.Fatalf("close: %v", err)
-	}
-	closedLater.Open, closedLater.ClosedBy, closedLater.ClosedAt = false, "alice", closedAt
-	want := []review.Record{closedAtBirth, closedLater, stillOpen}
-	eventually(t, func() string {
-		got, err := st.OperationReviews(t.Context(), op)
-		if err != nil {
-			return fmt.Sprintf("operation reviews: %v", err)
-		}
-		if len(got) != len(want) {
-			return fmt.Sprintf("operation reviews = %q, want %q", reviewIDs(got), reviewIDs(want))
-		}
-		for i := range got {
-			if !reflect.DeepEqual(normReview(got[i]), normReview(want[i])) {
-				return fmt.Sprintf("operation review %d = %+v, want %+v", i, got[i], want[i])
-			}
-		}
-		return ""
-	})
-	if got, err := st.OperationReviews(t.Context(), s.id(t, "nobody")); err != nil || len(got) != 0 {
-		t.Fatalf("reviews of an operation without any: %q, %v", reviewIDs(got), err)
-	}
+// runJobRefs: every item that names a job, which an operator's
+// reconciliation relies on to find who holds or claims it.
+func (s *suite) runJobRefs(t *testing.T) {
+	t.Run("JobRefsFindEveryHolder", s.jobRefs)
 }
 
 // jobRefs: a record holding the job, a review and an audit entry naming

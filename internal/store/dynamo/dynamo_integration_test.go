@@ -1,6 +1,6 @@
 //go:build integration
 
-package store_test
+package dynamo_test
 
 import (
 	"context"
@@ -29,6 +29,7 @@ import (
 	"github.com/genjobs/genjobs/internal/operation"
 	"github.com/genjobs/genjobs/internal/review"
 	"github.com/genjobs/genjobs/internal/store"
+	"github.com/genjobs/genjobs/internal/store/dynamo"
 	"github.com/genjobs/genjobs/internal/store/storetest"
 )
 
@@ -47,7 +48,7 @@ func dynamoClient(t testing.TB) *dynamodb.Client {
 	if os.Getenv("AWS_REGION") == "" && os.Getenv("AWS_DEFAULT_REGION") == "" {
 		opts = append(opts, config.WithRegion("us-east-1"))
 	}
-	client, err := store.NewDynamoClient(context.Background(), opts...)
+	client, err := dynamo.NewClient(context.Background(), opts...)
 	if err != nil {
 		t.Fatalf("dynamodb client: %v", err)
 	}
@@ -65,7 +66,7 @@ func tempTable(t testing.TB, client *dynamodb.Client) string {
 	name := "genjobs-test-" + hex.EncodeToString(b)
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
-	if err := store.EnsureTable(ctx, client, name); err != nil {
+	if err := dynamo.EnsureTable(ctx, client, name); err != nil {
 		t.Fatalf("ensure table: %v", err)
 	}
 	t.Cleanup(func() {
@@ -79,18 +80,18 @@ func tempTable(t testing.TB, client *dynamodb.Client) string {
 	return name
 }
 
-func TestDynamo(t *testing.T) {
+func TestConformance(t *testing.T) {
 	client := dynamoClient(t)
 	table := tempTable(t, client)
-	storetest.Run(t, func(*testing.T) store.Store { return store.NewDynamo(client, table) })
+	storetest.Run(t, func(*testing.T) store.Store { return dynamo.New(client, table) })
 }
 
-// TestDynamoLostAck runs the lost-answer part of the suite with the real
+// TestLostAck runs the lost-answer part of the suite with the real
 // fault: the client's HTTP client lets DynamoDB Local apply a conditional
 // write and then drops its answer, so the SDK's own retryer sends the
 // write again (AckRetried), or every answer is dropped until the SDK
 // gives up and the caller sends it again (AckErrored).
-func TestDynamoLostAck(t *testing.T) {
+func TestLostAck(t *testing.T) {
 	table := tempTable(t, dynamoClient(t))
 	storetest.RunLostAck(t, func(t *testing.T) storetest.LostAck {
 		// A client of its own per subtest: arming one subtest's fault
@@ -102,7 +103,7 @@ func TestDynamoLostAck(t *testing.T) {
 			d = &ackDropper{next: o.HTTPClient}
 			o.HTTPClient = d
 		})
-		return storetest.LostAck{Store: store.NewDynamo(client, table), Lose: d.lose}
+		return storetest.LostAck{Store: dynamo.New(client, table), Lose: d.lose}
 	})
 }
 
@@ -165,7 +166,7 @@ func TestEnsureTableIdempotent(t *testing.T) {
 	client := dynamoClient(t)
 	table := tempTable(t, client)
 	for range 2 {
-		if err := store.EnsureTable(t.Context(), client, table); err != nil {
+		if err := dynamo.EnsureTable(t.Context(), client, table); err != nil {
 			t.Fatalf("ensure existing table: %v", err)
 		}
 	}
@@ -181,7 +182,7 @@ func TestTableDefinitionMatchesTable(t *testing.T) {
 	if err != nil {
 		t.Fatalf("describe: %v", err)
 	}
-	got, want := out.Table, store.TableDefinition(table)
+	got, want := out.Table, dynamo.TableDefinition(table)
 
 	keys := func(ks []types.KeySchemaElement) map[string]types.KeyType {
 		m := map[string]types.KeyType{}
@@ -231,12 +232,12 @@ func TestTableDefinitionMatchesTable(t *testing.T) {
 	}
 }
 
-// TestDynamoItemLayout pins the documented single-table layout, which
+// TestItemLayout pins the documented single-table layout, which
 // operators' ad-hoc queries and the template rely on, at the item level.
-func TestDynamoItemLayout(t *testing.T) {
+func TestItemLayout(t *testing.T) {
 	client := dynamoClient(t)
 	table := tempTable(t, client)
-	st := store.NewDynamo(client, table)
+	st := dynamo.New(client, table)
 	ctx := t.Context()
 	due := time.Date(2025, 1, 2, 3, 4, 5, 600, time.UTC)
 
@@ -245,8 +246,8 @@ func TestDynamoItemLayout(t *testing.T) {
 		out, err := client.GetItem(ctx, &dynamodb.GetItemInput{
 			TableName: aws.String(table), ConsistentRead: aws.Bool(true),
 			Key: map[string]types.AttributeValue{
-				store.AttrPK: &types.AttributeValueMemberS{Value: pk},
-				store.AttrSK: &types.AttributeValueMemberS{Value: sk},
+				dynamo.AttrPK: &types.AttributeValueMemberS{Value: pk},
+				dynamo.AttrSK: &types.AttributeValueMemberS{Value: sk},
 			},
 		})
 		if err != nil || len(out.Item) == 0 {
@@ -279,13 +280,13 @@ func TestDynamoItemLayout(t *testing.T) {
 	item := raw("OP#layout-1", "RECORD")
 	wantAttrs("scheduled record", item, map[string]string{
 		"operation_id": "layout-1", "phase": "accepted",
-		store.AttrStatusSK: "2025-01-02T03:04:05.000000600Z#layout-1",
+		dynamo.AttrStatusSK: "2025-01-02T03:04:05.000000600Z#layout-1",
 	})
-	if pk := s(item, store.AttrStatusPK); !slices.Contains([]string{"ACTIVE#0", "ACTIVE#1", "ACTIVE#2", "ACTIVE#3", "ACTIVE#4", "ACTIVE#5", "ACTIVE#6", "ACTIVE#7"}, pk) {
+	if pk := s(item, dynamo.AttrStatusPK); !slices.Contains([]string{"ACTIVE#0", "ACTIVE#1", "ACTIVE#2", "ACTIVE#3", "ACTIVE#4", "ACTIVE#5", "ACTIVE#6", "ACTIVE#7"}, pk) {
 		t.Errorf("status_pk %q, want ACTIVE#0..7", pk)
 	}
-	if term, _ := item[store.AttrTerminal].(*types.AttributeValueMemberBOOL); term == nil || term.Value {
-		t.Errorf("terminal = %#v, want false", item[store.AttrTerminal])
+	if term, _ := item[dynamo.AttrTerminal].(*types.AttributeValueMemberBOOL); term == nil || term.Value {
+		t.Errorf("terminal = %#v, want false", item[dynamo.AttrTerminal])
 	}
 
 	done := v1
@@ -294,9 +295,9 @@ func TestDynamoItemLayout(t *testing.T) {
 		t.Fatal(err)
 	}
 	item = raw("OP#layout-1", "RECORD")
-	wantAttrs("terminal record", item, map[string]string{store.AttrStatusPK: "<absent>", store.AttrStatusSK: "<absent>"})
-	if term, _ := item[store.AttrTerminal].(*types.AttributeValueMemberBOOL); term == nil || !term.Value {
-		t.Errorf("terminal = %#v, want true", item[store.AttrTerminal])
+	wantAttrs("terminal record", item, map[string]string{dynamo.AttrStatusPK: "<absent>", dynamo.AttrStatusSK: "<absent>"})
+	if term, _ := item[dynamo.AttrTerminal].(*types.AttributeValueMemberBOOL); term == nil || !term.Value {
+		t.Errorf("terminal = %#v, want true", item[dynamo.AttrTerminal])
 	}
 	wantAttrs("audit entry", raw("OP#layout-1", "AUDIT#00000000000000000002"), map[string]string{"operator": "alice"})
 
@@ -304,13 +305,13 @@ func TestDynamoItemLayout(t *testing.T) {
 		t.Fatal(err)
 	}
 	wantAttrs("open review", raw("REVIEW#r-1", "REVIEW"), map[string]string{
-		store.AttrStatusPK: "REVIEW#OPEN", store.AttrStatusSK: "2025-01-02T03:04:05.000000600Z#r-1",
+		dynamo.AttrStatusPK: "REVIEW#OPEN", dynamo.AttrStatusSK: "2025-01-02T03:04:05.000000600Z#r-1",
 	})
 	if err := st.CloseReview(ctx, "r-1", "bob", due); err != nil {
 		t.Fatal(err)
 	}
 	wantAttrs("closed review", raw("REVIEW#r-1", "REVIEW"), map[string]string{
-		store.AttrStatusPK: "<absent>", store.AttrStatusSK: "<absent>", "closed_by": "bob",
+		dynamo.AttrStatusPK: "<absent>", dynamo.AttrStatusSK: "<absent>", "closed_by": "bob",
 	})
 	// A closed review of an operation leaves the index; it stays filed
 	// under its operation (OperationReviews).
@@ -321,50 +322,50 @@ func TestDynamoItemLayout(t *testing.T) {
 		t.Fatal(err)
 	}
 	wantAttrs("closed review of an operation", raw("REVIEW#r-2", "REVIEW"), map[string]string{
-		store.AttrStatusPK: "<absent>", store.AttrStatusSK: "<absent>",
-		store.AttrRemoteJobID: "job-2", store.AttrOperationID: "layout-1",
+		dynamo.AttrStatusPK: "<absent>", dynamo.AttrStatusSK: "<absent>",
+		dynamo.AttrRemoteJobID: "job-2", dynamo.AttrOperationID: "layout-1",
 	})
 }
 
-// TestDynamoConformsWithRetention runs the conformance suite on a store
+// TestConformsWithRetention runs the conformance suite on a store
 // that writes expiries, with a clock before every time the suite uses:
 // the expiry attribute and the readers' filter change nothing for items
 // that have not expired.
-func TestDynamoConformsWithRetention(t *testing.T) {
+func TestConformsWithRetention(t *testing.T) {
 	client := dynamoClient(t)
 	table := tempTable(t, client)
 	early := func() time.Time { return time.Date(2000, 1, 1, 0, 0, 0, 0, time.UTC) }
 	storetest.Run(t, func(*testing.T) store.Store {
-		return store.NewDynamo(client, table).WithRetention(store.Retention{Records: 24 * time.Hour, Audit: 48 * time.Hour}, early)
+		return dynamo.New(client, table).WithRetention(dynamo.Retention{Records: 24 * time.Hour, Audit: 48 * time.Hour}, early)
 	})
 }
 
-// TestDynamoRetention: terminal records, closed reviews and audit entries
-// carry store.AttrExpiresAt (epoch seconds, DynamoDB's TTL attribute) at
+// TestRetention: terminal records, closed reviews and audit entries
+// carry dynamo.AttrExpiresAt (epoch seconds, DynamoDB's TTL attribute) at
 // their own time plus the retention; nothing else does; and the readers
 // skip an expired item that DynamoDB has not deleted yet.
-func TestDynamoRetention(t *testing.T) {
+func TestRetention(t *testing.T) {
 	ctx := context.Background()
 	client := dynamoClient(t)
 	table := tempTable(t, client)
 	const records, audit = 90 * 24 * time.Hour, 400 * 24 * time.Hour
 	t0 := time.Date(2030, 1, 2, 3, 4, 5, 0, time.UTC)
 	var now time.Time
-	st := store.NewDynamo(client, table).WithRetention(store.Retention{Records: records, Audit: audit}, func() time.Time { return now })
+	st := dynamo.New(client, table).WithRetention(dynamo.Retention{Records: records, Audit: audit}, func() time.Time { return now })
 	expiresAt := func(pk, sk string) (int64, bool) {
 		t.Helper()
 		out, err := client.GetItem(ctx, &dynamodb.GetItemInput{TableName: aws.String(table), ConsistentRead: aws.Bool(true),
-			Key: map[string]types.AttributeValue{store.AttrPK: &types.AttributeValueMemberS{Value: pk}, store.AttrSK: &types.AttributeValueMemberS{Value: sk}}})
+			Key: map[string]types.AttributeValue{dynamo.AttrPK: &types.AttributeValueMemberS{Value: pk}, dynamo.AttrSK: &types.AttributeValueMemberS{Value: sk}}})
 		if err != nil || out.Item == nil {
 			t.Fatalf("raw get %s/%s: %v (item %v)", pk, sk, err, out.Item)
 		}
-		v, ok := out.Item[store.AttrExpiresAt].(*types.AttributeValueMemberN)
+		v, ok := out.Item[dynamo.AttrExpiresAt].(*types.AttributeValueMemberN)
 		if !ok {
 			return 0, false
 		}
 		n, err := strconv.ParseInt(v.Value, 10, 64)
 		if err != nil {
-			t.Fatalf("%s is not a whole number: %q", store.AttrExpiresAt, v.Value)
+			t.Fatalf("%s is not a whole number: %q", dynamo.AttrExpiresAt, v.Value)
 		}
 		return n, true
 	}
@@ -462,7 +463,7 @@ func TestDynamoRetention(t *testing.T) {
 
 	// Without a retention nothing expires, and a terminal record with no
 	// Updated time is never given an expiry in the past.
-	plain := store.NewDynamo(client, table)
+	plain := dynamo.New(client, table)
 	if _, err := plain.Create(ctx, operation.Record{OperationID: "op-keep", Phase: operation.PhaseRejected, Timestamps: operation.Timestamps{Updated: t0}}); err != nil {
 		t.Fatal(err)
 	}

@@ -1,4 +1,4 @@
-package store_test
+package storetest
 
 import (
 	"context"
@@ -40,10 +40,10 @@ func reportOpsPerSecond(b *testing.B) {
 	}
 }
 
-// benchUpdate measures revision-guarded writes: serially on one record
+// BenchUpdate measures revision-guarded writes: serially on one record
 // (each write's latency), and in parallel on a record per goroutine (the
 // store's write throughput; bbolt serialises them, DynamoDB does not).
-func benchUpdate(b *testing.B, st store.Store) {
+func BenchUpdate(b *testing.B, st store.Store) {
 	ctx := context.Background()
 	b.Run("serial", func(b *testing.B) {
 		rec, err := st.Create(ctx, benchRecord(benchID(b)))
@@ -81,8 +81,8 @@ func benchUpdate(b *testing.B, st store.Store) {
 	})
 }
 
-// benchGet measures consistent point reads of one record.
-func benchGet(b *testing.B, st store.Store) {
+// BenchGet measures consistent point reads of one record.
+func BenchGet(b *testing.B, st store.Store) {
 	ctx := context.Background()
 	rec, err := st.Create(ctx, benchRecord(benchID(b)))
 	if err != nil {
@@ -97,17 +97,3 @@ func benchGet(b *testing.B, st store.Store) {
 	}
 	reportOpsPerSecond(b)
 }
-
-func openBenchBolt(b *testing.B) store.Store {
-	st := openTempBolt(b)
-	b.Cleanup(func() {
-		if err := st.Close(); err != nil {
-			b.Error(err)
-		}
-	})
-	return st
-}
-
-func BenchmarkBoltUpdate(b *testing.B) { benchUpdate(b, openBenchBolt(b)) }
-
-func BenchmarkBoltGet(b *testing.B) { benchGet(b, openBenchBolt(b)) }

@@ -1,4 +1,7 @@
-package store
+// Package bolt is the store.Store in one embedded bbolt file, for local
+// runs, tests and simulations. It is never deployed: the Lambdas use
+// store/dynamo, and this package is what keeps bbolt out of their build.
+package bolt
 
 import (
 	"context"
@@ -8,11 +11,12 @@ import (
 	"strconv"
 	"time"
 
-	bolt "go.etcd.io/bbolt"
-	bolterrors "go.etcd.io/bbolt/errors"
+	"go.etcd.io/bbolt"
+	bbolterrors "go.etcd.io/bbolt/errors"
 
 	"github.com/genjobs/genjobs/internal/operation"
 	"github.com/genjobs/genjobs/internal/review"
+	"github.com/genjobs/genjobs/internal/store"
 )
 
 // Bucket layout of the bbolt file. Values are JSON; the two index buckets
@@ -40,65 +44,64 @@ var (
 	bucketJobs = []byte("jobs")
 )
 
-// BoltLockTimeout is how long OpenBolt waits for the file lock, which a
-// running process holds for as long as it has the file open.
-const BoltLockTimeout = 3 * time.Second
+// LockTimeout is how long Open waits for the file lock, which a running
+// process holds for as long as it has the file open.
+const LockTimeout = 3 * time.Second
 
-// Bolt is the Store in one bbolt file, for local runs. It has the same
-// semantics as Dynamo, and every multi-item change (record and index,
-// record and audit entry) is one bbolt transaction. Unlike Dynamo, its
-// indexes are always consistent.
-type Bolt struct {
-	db *bolt.DB
+// Store is the store.Store in one bbolt file, for local runs. It has the
+// same semantics as the DynamoDB store, and every multi-item change
+// (record and index, record and audit entry) is one bbolt transaction.
+// Unlike DynamoDB's, its indexes are always consistent.
+type Store struct {
+	db *bbolt.DB
 }
 
-var _ Store = (*Bolt)(nil)
+var _ store.Store = (*Store)(nil)
 
-// OpenBolt opens (creating if needed) the store file at path. bbolt locks
-// the file for one process at a time; if another process holds it, OpenBolt
-// gives up after BoltLockTimeout with an error that says so.
-func OpenBolt(path string) (*Bolt, error) { return openBolt(path, BoltLockTimeout) }
+// Open opens (creating if needed) the store file at path. bbolt locks the
+// file for one process at a time; if another process holds it, Open gives
+// up after LockTimeout with an error that says so.
+func Open(path string) (*Store, error) { return openTimeout(path, LockTimeout) }
 
-// BoltOptions tunes OpenBoltWith.
-type BoltOptions struct {
+// Options tunes OpenWith.
+type Options struct {
 	// NoSync skips the fsync after every committed transaction (and the
 	// freelist's write, rebuilt on open). Only for simulations, whose file
 	// is a throwaway: a crash of the machine (not of the process) can lose
 	// or corrupt the last writes. The store's
 	// semantics within one process are unchanged: revision checks, indexes
-	// and transactions behave exactly as with OpenBolt. It is what lets the
+	// and transactions behave exactly as with Open. It is what lets the
 	// fault-injection soak commit a million writes in minutes instead of
 	// waiting on the disk for each one.
 	NoSync bool
 }
 
-// OpenBoltWith is OpenBolt with options; OpenBoltWith(path, BoltOptions{})
-// is OpenBolt(path).
-func OpenBoltWith(path string, opts BoltOptions) (*Bolt, error) {
-	return openBoltWith(path, BoltLockTimeout, opts)
+// OpenWith is Open with options; OpenWith(path, Options{}) is Open(path).
+func OpenWith(path string, opts Options) (*Store, error) {
+	return openWith(path, LockTimeout, opts)
 }
 
-func openBolt(path string, lockTimeout time.Duration) (*Bolt, error) {
-	return openBoltWith(path, lockTimeout, BoltOptions{})
+func openTimeout(path string, lockTimeout time.Duration) (*Store, error) {
+	return openWith(path, lockTimeout, Options{})
 }
 
-func openBoltWith(path string, lockTimeout time.Duration, opts BoltOptions) (*Bolt, error) {
-	o := &bolt.Options{Timeout: lockTimeout}
+func openWith(path string, lockTimeout time.Duration, opts Options) (*Store, error) {
+	o := &bbolt.Options{Timeout: lockTimeout}
 	if opts.NoSync {
 		// A throwaway file: no fsync at all, no freelist written with
 		// every commit (bbolt rebuilds it when the file is opened), and
 		// the freelist kept in a hash map, whose allocations do not slow
 		// down as a simulation's file grows.
-		o.NoSync, o.NoGrowSync, o.NoFreelistSync, o.FreelistType = true, true, true, bolt.FreelistMapType
+		o.NoSync, o.NoGrowSync, o.NoFreelistSync, o.FreelistType = true, true, true, bbolt.FreelistMapType
 	}
-	db, err := bolt.Open(path, 0o600, o)
-	if errors.Is(err, bolterrors.ErrTimeout) {
+	db, err := bbolt.Open(path, 0o600, o)
+	if errors.Is(err, bbolterrors.ErrTimeout) {
 		return nil, fmt.Errorf("open store %s: another process holds its lock (waited %s; stop it or use another file): %w", path, lockTimeout, err)
 	}
 	if err != nil {
 		return nil, fmt.Errorf("open store %s: %w", path, err)
 	}
-	err = db.Update(func(tx *bolt.Tx) error {
+	err = db.Update(func(tx *bbolt.Tx) error {
 		for _, name := range [][]byte{bucketOps, bucketAudit, bucketReviews, bucketOpenReviews, bucketDue, bucketOpReviews, bucketJobs} {
 			if _, err := tx.CreateBucketIfNotExists(name); err != nil {
 				return fmt.Errorf("bucket %s: %w", name, err)
@@ -110,11 +113,11 @@ func openBoltWith(path string, lockTimeout time.Duration, opts BoltOptions) (*Bo
 		_ = db.Close() // the setup error is the one worth reporting
 		return nil, fmt.Errorf("open store %s: %w", path, err)
 	}
-	return &Bolt{db: db}, nil
+	return &Store{db: db}, nil
 }
 
-// Close implements Store.
-func (b *Bolt) Close() error {
+// Close implements store.Store.
+func (b *Store) Close() error {
 	if err := b.db.Close(); err != nil {
 		return fmt.Errorf("close store %s: %w", b.db.Path(), err)
 	}
@@ -122,7 +125,7 @@ func (b *Bolt) Close() error {
 }
 
 // getRecord reads one record inside tx; ok is false if there is none.
-func getRecord(tx *bolt.Tx, id string) (rec operation.Record, ok bool, err error) {
+func getRecord(tx *bbolt.Tx, id string) (rec operation.Record, ok bool, err error) {
 	raw := tx.Bucket(bucketOps).Get([]byte(id))
 	if raw == nil {
 		return rec, false, nil
@@ -135,7 +138,7 @@ func getRecord(tx *bolt.Tx, id string) (rec operation.Record, ok bool, err error
 
 // putRecord writes rec and moves its Due index entry from where old had it
 // (nil: a new record) to where rec needs it, in the caller's transaction.
-func putRecord(tx *bolt.Tx, old *operation.Record, rec operation.Record) error {
+func putRecord(tx *bbolt.Tx, old *operation.Record, rec operation.Record) error {
 	raw, err := json.Marshal(rec)
 	if err != nil {
 		return fmt.Errorf("encode record: %w", err)
@@ -144,38 +147,38 @@ func putRecord(tx *bolt.Tx, old *operation.Record, rec operation.Record) error {
 		return fmt.Errorf("put record: %w", err)
 	}
 	if rec.RemoteJobID != "" && (old == nil || old.RemoteJobID != rec.RemoteJobID) {
-		if err := indexJob(tx, JobRef{JobID: rec.RemoteJobID, OperationID: rec.OperationID, Kind: RefRecord}); err != nil {
+		if err := indexJob(tx, store.JobRef{JobID: rec.RemoteJobID, OperationID: rec.OperationID, Kind: store.RefRecord}); err != nil {
 			return err
 		}
 	}
 	due := tx.Bucket(bucketDue)
 	if old != nil {
 		if at, ok := old.SweepDue(); ok {
-			if err := due.Delete([]byte(indexKey(at, old.OperationID))); err != nil {
+			if err := due.Delete([]byte(store.IndexKey(at, old.OperationID))); err != nil {
 				return fmt.Errorf("unindex record: %w", err)
 			}
 		}
 	}
 	if at, ok := rec.SweepDue(); ok {
-		if err := due.Put([]byte(indexKey(at, rec.OperationID)), []byte(rec.OperationID)); err != nil {
+		if err := due.Put([]byte(store.IndexKey(at, rec.OperationID)), []byte(rec.OperationID)); err != nil {
 			return fmt.Errorf("index record: %w", err)
 		}
 	}
 	return nil
 }
 
-// Create implements Store.
-func (b *Bolt) Create(ctx context.Context, rec operation.Record) (operation.Record, error) {
-	rec, err := checkCreate(ctx, rec)
+// Create implements store.Store.
+func (b *Store) Create(ctx context.Context, rec operation.Record) (operation.Record, error) {
+	rec, err := store.PrepareCreate(ctx, rec)
 	if err != nil {
 		return operation.Record{}, err
 	}
 	if err := ctx.Err(); err != nil {
 		return operation.Record{}, fmt.Errorf("create %s: %w", rec.OperationID, err)
 	}
-	err = b.db.Update(func(tx *bolt.Tx) error {
+	err = b.db.Update(func(tx *bbolt.Tx) error {
 		if tx.Bucket(bucketOps).Get([]byte(rec.OperationID)) != nil {
-			return ErrExists
+			return store.ErrExists
 		}
 		return putRecord(tx, nil, rec)
 	})
@@ -185,18 +188,18 @@ func (b *Bolt) Create(ctx context.Context, rec operation.Record) (operation.Reco
 	return rec, nil
 }
 
-// Get implements Store.
-func (b *Bolt) Get(ctx context.Context, operationID string) (operation.Record, error) {
+// Get implements store.Store.
+func (b *Store) Get(ctx context.Context, operationID string) (operation.Record, error) {
 	if err := ctx.Err(); err != nil {
 		return operation.Record{}, fmt.Errorf("get %s: %w", operationID, err)
 	}
 	var rec operation.Record
-	err := b.db.View(func(tx *bolt.Tx) error {
+	err := b.db.View(func(tx *bbolt.Tx) error {
 		var ok bool
 		var err error
 		rec, ok, err = getRecord(tx, operationID)
 		if err == nil && !ok {
-			err = ErrNotFound
+			err = store.ErrNotFound
 		}
 		return err
 	})
@@ -208,22 +211,22 @@ func (b *Bolt) Get(ctx context.Context, operationID string) (operation.Record, e
 
 // update is the revision-guarded write; with an entry it also writes the
 // audit entry, in the same transaction.
-func (b *Bolt) update(ctx context.Context, rec operation.Record, expected int64, entry *review.AuditEntry) error {
+func (b *Store) update(ctx context.Context, rec operation.Record, expected int64, entry *review.AuditEntry) error {
 	if err := ctx.Err(); err != nil {
 		return err
 	}
-	var conflict *ConflictError
-	err := b.db.Update(func(tx *bolt.Tx) error {
+	var conflict *store.ConflictError
+	err := b.db.Update(func(tx *bbolt.Tx) error {
 		cur, ok, err := getRecord(tx, rec.OperationID)
 		if err != nil {
 			return err
 		}
 		if !ok {
-			conflict = &ConflictError{OperationID: rec.OperationID, Expected: expected}
+			conflict = &store.ConflictError{OperationID: rec.OperationID, Expected: expected}
 			return conflict
 		}
 		if cur.Revision != expected || cur.Terminal() {
-			conflict = &ConflictError{OperationID: rec.OperationID, Expected: expected, Current: &cur}
+			conflict = &store.ConflictError{OperationID: rec.OperationID, Expected: expected, Current: &cur}
 			return conflict
 		}
 		if entry != nil {
@@ -231,9 +234,9 @@ func (b *Bolt) update(ctx context.Context, rec operation.Record, expected int64,
 			if err != nil {
 				return fmt.Errorf("audit bucket: %w", err)
 			}
-			key := []byte(auditKey(entry.Revision))
+			key := []byte(store.AuditKey(entry.Revision))
 			if audit.Get(key) != nil {
-				return fmt.Errorf("an audit entry for revision %d already exists: %w", entry.Revision, ErrExists)
+				return fmt.Errorf("an audit entry for revision %d already exists: %w", entry.Revision, store.ErrExists)
 			}
 			raw, err := json.Marshal(entry)
 			if err != nil {
@@ -243,7 +246,7 @@ func (b *Bolt) update(ctx context.Context, rec operation.Record, expected int64,
 				return fmt.Errorf("put audit entry: %w", err)
 			}
 			if entry.RemoteJobID != "" {
-				ref := JobRef{JobID: entry.RemoteJobID, OperationID: entry.OperationID, Kind: RefAudit, Key: strconv.FormatInt(entry.Revision, 10)}
+				ref := store.JobRef{JobID: entry.RemoteJobID, OperationID: entry.OperationID, Kind: store.RefAudit, Key: strconv.FormatInt(entry.Revision, 10)}
 				if err := indexJob(tx, ref); err != nil {
 					return err
 				}
@@ -252,22 +255,22 @@ func (b *Bolt) update(ctx context.Context, rec operation.Record, expected int64,
 		return putRecord(tx, &cur, rec)
 	})
 	if conflict != nil {
-		// Returned bare, like Dynamo's: its message names the operation.
+		// Returned bare, like the DynamoDB store's: its message names the operation.
 		return conflict
 	}
 	return err
 }
 
-// Update implements Store.
-func (b *Bolt) Update(ctx context.Context, rec operation.Record, expected int64) (operation.Record, error) {
-	rec, err := checkUpdate(ctx, rec, expected)
+// Update implements store.Store.
+func (b *Store) Update(ctx context.Context, rec operation.Record, expected int64) (operation.Record, error) {
+	rec, err := store.PrepareUpdate(ctx, rec, expected)
 	if err != nil {
 		return operation.Record{}, err
 	}
 	if err := b.update(ctx, rec, expected, nil); err != nil {
-		var conflict *ConflictError
+		var conflict *store.ConflictError
 		if errors.As(err, &conflict) {
-			if own, _ := ownWrite(ctx, rec, nil, err, b.Audit); own {
+			if own, _ := store.OwnWrite(ctx, rec, nil, err, b.Audit); own {
 				return rec, nil
 			}
 			return operation.Record{}, err
@@ -277,16 +280,16 @@ func (b *Bolt) Update(ctx context.Context, rec operation.Record, expected int64)
 	return rec, nil
 }
 
-// UpdateWithAudit implements Store.
-func (b *Bolt) UpdateWithAudit(ctx context.Context, rec operation.Record, expected int64, entry review.AuditEntry) (operation.Record, error) {
-	rec, entry, err := checkAudit(ctx, rec, expected, entry)
+// UpdateWithAudit implements store.Store.
+func (b *Store) UpdateWithAudit(ctx context.Context, rec operation.Record, expected int64, entry review.AuditEntry) (operation.Record, error) {
+	rec, entry, err := store.PrepareAudit(ctx, rec, expected, entry)
 	if err != nil {
 		return operation.Record{}, err
 	}
 	if err := b.update(ctx, rec, expected, &entry); err != nil {
-		var conflict *ConflictError
+		var conflict *store.ConflictError
 		if errors.As(err, &conflict) {
-			own, oerr := ownWrite(ctx, rec, &entry, err, b.Audit)
+			own, oerr := store.OwnWrite(ctx, rec, &entry, err, b.Audit)
 			switch {
 			case oerr != nil:
 				return operation.Record{}, oerr
@@ -300,14 +303,14 @@ func (b *Bolt) UpdateWithAudit(ctx context.Context, rec operation.Record, expect
 	return rec, nil
 }
 
-// Audit implements Store: the nested bucket's keys are zero-padded
+// Audit implements store.Store: the nested bucket's keys are zero-padded
 // revisions, so cursor order is revision order.
-func (b *Bolt) Audit(ctx context.Context, operationID string) ([]review.AuditEntry, error) {
+func (b *Store) Audit(ctx context.Context, operationID string) ([]review.AuditEntry, error) {
 	if err := ctx.Err(); err != nil {
 		return nil, fmt.Errorf("audit %s: %w", operationID, err)
 	}
 	var entries []review.AuditEntry
-	err := b.db.View(func(tx *bolt.Tx) error {
+	err := b.db.View(func(tx *bbolt.Tx) error {
 		audit := tx.Bucket(bucketAudit).Bucket([]byte(operationID))
 		if audit == nil {
 			return nil
@@ -327,8 +330,8 @@ func (b *Bolt) Audit(ctx context.Context, operationID string) ([]review.AuditEnt
 	return entries, nil
 }
 
-// PutReview implements Store.
-func (b *Bolt) PutReview(ctx context.Context, r review.Record) (bool, error) {
+// PutReview implements store.Store.
+func (b *Store) PutReview(ctx context.Context, r review.Record) (bool, error) {
 	if r.ID == "" {
 		return false, errors.New("put review: empty id")
 	}
@@ -336,7 +339,7 @@ func (b *Bolt) PutReview(ctx context.Context, r review.Record) (bool, error) {
 		return false, fmt.Errorf("put review %s: %w", r.ID, err)
 	}
 	wrote := false
-	err := b.db.Update(func(tx *bolt.Tx) error {
+	err := b.db.Update(func(tx *bbolt.Tx) error {
 		reviews := tx.Bucket(bucketReviews)
 		if reviews.Get([]byte(r.ID)) != nil {
 			return nil
@@ -349,12 +352,12 @@ func (b *Bolt) PutReview(ctx context.Context, r review.Record) (bool, error) {
 			return err
 		}
 		if r.Open {
-			if err := tx.Bucket(bucketOpenReviews).Put([]byte(indexKey(r.CreatedAt, r.ID)), []byte(r.ID)); err != nil {
+			if err := tx.Bucket(bucketOpenReviews).Put([]byte(store.IndexKey(r.CreatedAt, r.ID)), []byte(r.ID)); err != nil {
 				return fmt.Errorf("index: %w", err)
 			}
 		}
 		if r.RemoteJobID != "" {
-			if err := indexJob(tx, JobRef{JobID: r.RemoteJobID, OperationID: r.OperationID, Kind: RefReview, Key: r.ID}); err != nil {
+			if err := indexJob(tx, store.JobRef{JobID: r.RemoteJobID, OperationID: r.OperationID, Kind: store.RefReview, Key: r.ID}); err != nil {
 				return err
 			}
 		}
@@ -376,10 +379,10 @@ func (b *Bolt) PutReview(ctx context.Context, r review.Record) (bool, error) {
 	return wrote, nil
 }
 
-func getReview(tx *bolt.Tx, id string) (review.Record, error) {
+func getReview(tx *bbolt.Tx, id string) (review.Record, error) {
 	raw := tx.Bucket(bucketReviews).Get([]byte(id))
 	if raw == nil {
-		return review.Record{}, ErrNotFound
+		return review.Record{}, store.ErrNotFound
 	}
 	// Strict: a corrupted review must not show an operator a wrong action.
 	r, err := review.Decode(raw)
@@ -389,13 +392,13 @@ func getReview(tx *bolt.Tx, id string) (review.Record, error) {
 	return r, nil
 }
 
-// GetReview implements Store.
-func (b *Bolt) GetReview(ctx context.Context, id string) (review.Record, error) {
+// GetReview implements store.Store.
+func (b *Store) GetReview(ctx context.Context, id string) (review.Record, error) {
 	if err := ctx.Err(); err != nil {
 		return review.Record{}, fmt.Errorf("get review %s: %w", id, err)
 	}
 	var r review.Record
-	err := b.db.View(func(tx *bolt.Tx) error {
+	err := b.db.View(func(tx *bbolt.Tx) error {
 		var err error
 		r, err = getReview(tx, id)
 		return err
@@ -406,13 +409,13 @@ func (b *Bolt) GetReview(ctx context.Context, id string) (review.Record, error) 
 	return r, nil
 }
 
-// OpenReviews implements Store, in index (creation time) order.
-func (b *Bolt) OpenReviews(ctx context.Context) ([]review.Record, error) {
+// OpenReviews implements store.Store, in index (creation time) order.
+func (b *Store) OpenReviews(ctx context.Context) ([]review.Record, error) {
 	if err := ctx.Err(); err != nil {
 		return nil, fmt.Errorf("open reviews: %w", err)
 	}
 	var out []review.Record
-	err := b.db.View(func(tx *bolt.Tx) error {
+	err := b.db.View(func(tx *bbolt.Tx) error {
 		return tx.Bucket(bucketOpenReviews).ForEach(func(_, id []byte) error {
 			r, err := getReview(tx, string(id))
 			if err != nil {
@@ -428,26 +431,26 @@ func (b *Bolt) OpenReviews(ctx context.Context) ([]review.Record, error) {
 	return out, nil
 }
 
-// CloseReview implements Store; closing a closed review keeps the first
+// CloseReview implements store.Store; closing a closed review keeps the first
 // closer and time.
-func (b *Bolt) CloseReview(ctx context.Context, id, by string, at time.Time) error {
+func (b *Store) CloseReview(ctx context.Context, id, by string, at time.Time) error {
 	return b.ResolveReview(ctx, id, by, "", at)
 }
 
-// OpenReviewsOf implements Store: OperationReviews, open ones only.
-func (b *Bolt) OpenReviewsOf(ctx context.Context, operationID string) ([]review.Record, error) {
+// OpenReviewsOf implements store.Store: OperationReviews, open ones only.
+func (b *Store) OpenReviewsOf(ctx context.Context, operationID string) ([]review.Record, error) {
 	rs, err := b.OperationReviews(ctx, operationID)
-	return openOnly(rs), err
+	return store.OpenOnly(rs), err
 }
 
-// OperationReviews implements Store from the operation's nested bucket,
+// OperationReviews implements store.Store from the operation's nested bucket,
 // in creation order.
-func (b *Bolt) OperationReviews(ctx context.Context, operationID string) ([]review.Record, error) {
+func (b *Store) OperationReviews(ctx context.Context, operationID string) ([]review.Record, error) {
 	if err := ctx.Err(); err != nil {
 		return nil, fmt.Errorf("reviews of %s: %w", operationID, err)
 	}
 	var out []review.Record
-	err := b.db.View(func(tx *bolt.Tx) error {
+	err := b.db.View(func(tx *bbolt.Tx) error {
 		of := tx.Bucket(bucketOpReviews).Bucket([]byte(operationID))
 		if of == nil {
 			return nil
@@ -464,22 +467,22 @@ func (b *Bolt) OperationReviews(ctx context.Context, operationID string) ([]revi
 	if err != nil {
 		return nil, fmt.Errorf("reviews of %s: %w", operationID, err)
 	}
-	sortReviews(out)
+	store.SortReviews(out)
 	return out, nil
 }
 
-// ResolveReview implements Store; closing a closed review keeps the first
+// ResolveReview implements store.Store; closing a closed review keeps the first
 // closer, time and reason.
-func (b *Bolt) ResolveReview(ctx context.Context, id, by, reason string, at time.Time) error {
+func (b *Store) ResolveReview(ctx context.Context, id, by, reason string, at time.Time) error {
 	if err := ctx.Err(); err != nil {
 		return fmt.Errorf("close review %s: %w", id, err)
 	}
-	err := b.db.Update(func(tx *bolt.Tx) error {
+	err := b.db.Update(func(tx *bbolt.Tx) error {
 		r, err := getReview(tx, id)
 		if err != nil || !r.Open {
 			return err
 		}
-		if err := tx.Bucket(bucketOpenReviews).Delete([]byte(indexKey(r.CreatedAt, r.ID))); err != nil {
+		if err := tx.Bucket(bucketOpenReviews).Delete([]byte(store.IndexKey(r.CreatedAt, r.ID))); err != nil {
 			return fmt.Errorf("unindex: %w", err)
 		}
 		r.Open, r.ClosedBy, r.ClosedAt, r.ClosedReason = false, by, at, reason
@@ -495,14 +498,14 @@ func (b *Bolt) ResolveReview(ctx context.Context, id, by, reason string, at time
 	return nil
 }
 
-// Due implements Store by walking the due index up to t.
-func (b *Bolt) Due(ctx context.Context, t time.Time, limit int) ([]operation.Record, error) {
+// Due implements store.Store by walking the due index up to t.
+func (b *Store) Due(ctx context.Context, t time.Time, limit int) ([]operation.Record, error) {
 	if err := ctx.Err(); err != nil {
-		return nil, fmt.Errorf("due %s: %w", sortableTime(t), err)
+		return nil, fmt.Errorf("due %s: %w", store.SortableTime(t), err)
 	}
-	bound := []byte(indexBound(t))
+	bound := []byte(store.IndexBound(t))
 	var out []operation.Record
-	err := b.db.View(func(tx *bolt.Tx) error {
+	err := b.db.View(func(tx *bbolt.Tx) error {
 		c := tx.Bucket(bucketDue).Cursor()
 		for k, id := c.First(); k != nil && string(k) <= string(bound); k, id = c.Next() {
 			if limit > 0 && len(out) == limit {
@@ -520,7 +523,7 @@ func (b *Bolt) Due(ctx context.Context, t time.Time, limit int) ([]operation.Rec
 		return nil
 	})
 	if err != nil {
-		return nil, fmt.Errorf("due %s: %w", sortableTime(t), err)
+		return nil, fmt.Errorf("due %s: %w", store.SortableTime(t), err)
 	}
 	return out, nil
 }

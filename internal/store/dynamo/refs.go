@@ -1,4 +1,4 @@
-package store
+package dynamo
 
 import (
 	"context"
@@ -10,13 +10,15 @@ import (
 	"github.com/aws/aws-sdk-go-v2/feature/dynamodb/expression"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
+
+	"github.com/genjobs/genjobs/internal/store"
 )
 
-// JobRefs implements Store with one Query of JobIndex (eventually
+// JobRefs implements store.Store with one Query of JobIndex (eventually
 // consistent: an item written a moment ago may be missing). The keys
 // alone say what each item is: OP#<id>/RECORD, OP#<id>/AUDIT#<revision>
 // or REVIEW#<id>/REVIEW.
-func (d *Dynamo) JobRefs(ctx context.Context, jobID string) ([]JobRef, error) {
+func (d *Store) JobRefs(ctx context.Context, jobID string) ([]store.JobRef, error) {
 	if jobID == "" {
 		return nil, fmt.Errorf("job refs: empty job id")
 	}
@@ -31,7 +33,7 @@ func (d *Dynamo) JobRefs(ctx context.Context, jobID string) ([]JobRef, error) {
 		ExpressionAttributeNames:  expr.Names(),
 		ExpressionAttributeValues: expr.Values(),
 	})
-	var refs []JobRef
+	var refs []store.JobRef
 	for pages.HasMorePages() {
 		page, err := pages.NextPage(ctx)
 		if err != nil {
@@ -45,12 +47,12 @@ func (d *Dynamo) JobRefs(ctx context.Context, jobID string) ([]JobRef, error) {
 			refs = append(refs, ref)
 		}
 	}
-	sortJobRefs(refs)
+	store.SortJobRefs(refs)
 	return refs, nil
 }
 
 // jobRef reads one JobIndex item's keys.
-func jobRef(jobID string, item map[string]types.AttributeValue) (JobRef, error) {
+func jobRef(jobID string, item map[string]types.AttributeValue) (store.JobRef, error) {
 	attr := func(name string) string {
 		v, _ := item[name].(*types.AttributeValueMemberS)
 		if v == nil {
@@ -59,20 +61,20 @@ func jobRef(jobID string, item map[string]types.AttributeValue) (JobRef, error) 
 		return v.Value
 	}
 	pk, sk := attr(AttrPK), attr(AttrSK)
-	ref := JobRef{JobID: jobID, OperationID: attr(AttrOperationID)}
+	ref := store.JobRef{JobID: jobID, OperationID: attr(AttrOperationID)}
 	switch {
 	case strings.HasPrefix(pk, opKeyPrefix) && sk == recordSK:
-		ref.Kind = RefRecord
+		ref.Kind = store.RefRecord
 	case strings.HasPrefix(pk, opKeyPrefix) && strings.HasPrefix(sk, auditSKPrefix):
 		rev, err := strconv.ParseInt(strings.TrimPrefix(sk, auditSKPrefix), 10, 64)
 		if err != nil {
-			return JobRef{}, fmt.Errorf("audit item %s/%s: %w", pk, sk, err)
+			return store.JobRef{}, fmt.Errorf("audit item %s/%s: %w", pk, sk, err)
 		}
-		ref.Kind, ref.Key = RefAudit, strconv.FormatInt(rev, 10)
+		ref.Kind, ref.Key = store.RefAudit, strconv.FormatInt(rev, 10)
 	case strings.HasPrefix(pk, reviewKeyPrefix) && sk == reviewSK:
-		ref.Kind, ref.Key = RefReview, strings.TrimPrefix(pk, reviewKeyPrefix)
+		ref.Kind, ref.Key = store.RefReview, strings.TrimPrefix(pk, reviewKeyPrefix)
 	default:
-		return JobRef{}, fmt.Errorf("unexpected item %s/%s in %s", pk, sk, JobIndex)
+		return store.JobRef{}, fmt.Errorf("unexpected item %s/%s in %s", pk, sk, JobIndex)
 	}
 	return ref, nil
 }

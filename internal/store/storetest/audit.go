@@ -1,0 +1,190 @@
+package storetest
+
+import (
+	"errors"
+	"fmt"
+	"reflect"
+	"slices"
+	"sync"
+	"testing"
+
+	"github.com/genjobs/genjobs/internal/operation"
+	"github.com/genjobs/genjobs/internal/review"
+	"github.com/genjobs/genjobs/internal/store"
+)
+
+// runAudit: UpdateWithAudit writes the record and its audit entry
+// together or not at all, one entry per revision, listed in order.
+func (s *suite) runAudit(t *testing.T) {
+	t.Run("UpdateWithAuditWritesBoth", s.auditWritesBoth)
+	t.Run("UpdateWithAuditStaleWritesNeither", s.auditStale)
+	t.Run("OneAuditEntryPerRevision", s.oneAuditPerRevision)
+	t.Run("UpdateWithAuditConcurrent", s.auditConcurrent)
+	t.Run("UpdateWithAuditRejectsMismatchedEntry", s.auditMismatch)
+	t.Run("AuditOldestFirst", s.auditOrder)
+}
+
+func (s *suite) auditWritesBoth(t *testing.T) {
+	t.Parallel()
+	st := s.store(t)
+	id := s.id(t, "op")
+	v1 := mustCreate(t, st, newRecord(id))
+	next := v1.Clone()
+	next.Phase = operation.PhaseSuperseded
+	entry := auditEntry(id, operation.PhasePrepared, operation.PhaseSuperseded, 1)
+	got, err := st.UpdateWithAudit(t.Context(), next, 1, entry)
+	if err != nil {
+		t.Fatalf("update with audit: %v", err)
+	}
+	want := next
+	want.Revision = 2
+	equalRecord(t, "update with audit's result", got, want)
+	equalRecord(t, "stored record", mustGet(t, st, id), want)
+
+	entries := mustAudit(t, st, id)
+	wantEntry := entry
+	wantEntry.OperationID, wantEntry.Revision = id, 2 // filled in by the store
+	if len(entries) != 1 || !reflect.DeepEqual(normEntry(entries[0]), normEntry(wantEntry)) {
+		t.Fatalf("audit = %+v, want [%+v]", entries, wantEntry)
+	}
+}
+
+func (s *suite) auditStale(t *testing.T) {
+	t.Parallel()
+	st := s.store(t)
+	id := s.id(t, "op")
+	v1 := mustCreate(t, st, newRecord(id))
+	next := v1.Clone()
+	next.LastAppliedMessageID = "msg-2"
+	v2 := mustUpdate(t, st, next, 1)
+
+	stale := v1.Clone()
+	stale.Phase = operation.PhaseSuperseded
+	_, err := st.UpdateWithAudit(t.Context(), stale, 1, auditEntry(id, operation.PhasePrepared, operation.PhaseSuperseded, 1))
+	wantConflictWithCurrent(t, st, err, 1, v2)
+	if entries := mustAudit(t, st, id); len(entries) != 0 {
+		t.Fatalf("refused transaction wrote audit entries: %+v", entries)
+	}
+}
+
+func (s *suite) oneAuditPerRevision(t *testing.T) {
+	t.Parallel()
+	st := s.store(t)
+	id := s.id(t, "op")
+	v1 := mustCreate(t, st, newRecord(id))
+	first := v1.Clone()
+	first.LastAppliedMessageID = "replay-1"
+	firstEntry := auditEntry(id, operation.PhasePrepared, operation.PhasePrepared, 1)
+	v2, err := st.UpdateWithAudit(t.Context(), first, 1, firstEntry)
+	if err != nil {
+		t.Fatalf("first update with audit: %v", err)
+	}
+
+	second := v1.Clone()
+	second.LastAppliedMessageID = "replay-2"
+	secondEntry := auditEntry(id, operation.PhasePrepared, operation.PhasePrepared, 1)
+	secondEntry.Operator, secondEntry.Revision = "bob", 2
+	_, err = st.UpdateWithAudit(t.Context(), second, 1, secondEntry)
+	wantConflictWithCurrent(t, st, err, 1, v2)
+
+	entries := mustAudit(t, st, id)
+	if len(entries) != 1 || entries[0].Operator != "alice" || entries[0].Revision != 2 {
+		t.Fatalf("audit = %+v, want alice's one entry for revision 2", entries)
+	}
+}
+
+func (s *suite) auditConcurrent(t *testing.T) {
+	t.Parallel()
+	st := s.store(t)
+	id := s.id(t, "op")
+	v1 := mustCreate(t, st, newRecord(id))
+
+	const operators = 8
+	errs := make([]error, operators)
+	var wg sync.WaitGroup
+	gate := make(chan struct{})
+	for i := range operators {
+		wg.Go(func() {
+			next := v1.Clone()
+			next.LastAppliedMessageID = fmt.Sprintf("operator-%d", i)
+			e := auditEntry(id, operation.PhasePrepared, operation.PhasePrepared, 1)
+			e.Operator = fmt.Sprintf("operator-%d", i)
+			<-gate
+			_, errs[i] = st.UpdateWithAudit(t.Context(), next, 1, e)
+		})
+	}
+	close(gate)
+	wg.Wait()
+
+	winners := 0
+	for i, err := range errs {
+		switch {
+		case err == nil:
+			winners++
+		case !errors.Is(err, store.ErrConflict):
+			t.Errorf("operator %d: want success or ErrConflict, got %v", i, err)
+		}
+	}
+	if winners != 1 {
+		t.Fatalf("%d operators won, want exactly 1: %v", winners, errs)
+	}
+	stored := mustGet(t, st, id)
+	entries := mustAudit(t, st, id)
+	if len(entries) != 1 || entries[0].Operator != stored.LastAppliedMessageID {
+		t.Fatalf("audit = %+v for a record written by %q, want that operator's one entry", entries, stored.LastAppliedMessageID)
+	}
+}
+
+func (s *suite) auditMismatch(t *testing.T) {
+	t.Parallel()
+	st := s.store(t)
+	id := s.id(t, "op")
+	v1 := mustCreate(t, st, newRecord(id))
+	next := v1.Clone()
+	next.Phase = operation.PhaseSuperseded
+
+	wrongRev := auditEntry(id, operation.PhasePrepared, operation.PhaseSuperseded, 1)
+	wrongRev.Revision = 3 // the update produces 2
+	wrongOp := auditEntry(id, operation.PhasePrepared, operation.PhaseSuperseded, 1)
+	wrongOp.OperationID = s.id(t, "other")
+	for name, e := range map[string]review.AuditEntry{"wrong revision": wrongRev, "wrong operation": wrongOp} {
+		_, err := st.UpdateWithAudit(t.Context(), next, 1, e)
+		if err == nil || errors.Is(err, store.ErrConflict) {
+			t.Errorf("%s: want a plain error, got %v", name, err)
+		}
+	}
+	equalRecord(t, "record after refused audited writes", mustGet(t, st, id), v1)
+	if entries := mustAudit(t, st, id); len(entries) != 0 {
+		t.Fatalf("refused audited writes left entries: %+v", entries)
+	}
+}
+
+func (s *suite) auditOrder(t *testing.T) {
+	t.Parallel()
+	st := s.store(t)
+	id := s.id(t, "op")
+	cur := mustCreate(t, st, newRecord(id))
+	// 12 entries: revisions 2..13 cross from one digit to two, where a
+	// store sorting unpadded strings would put 10 before 2.
+	for rev := int64(1); rev <= 12; rev++ {
+		next := cur.Clone()
+		next.Counters.Observations++
+		var err error
+		cur, err = st.UpdateWithAudit(t.Context(), next, rev, auditEntry(id, operation.PhasePrepared, operation.PhasePrepared, rev))
+		if err != nil {
+			t.Fatalf("update with audit at %d: %v", rev, err)
+		}
+	}
+	entries := mustAudit(t, st, id)
+	var revs []int64
+	for _, e := range entries {
+		revs = append(revs, e.Revision)
+	}
+	want := []int64{2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13}
+	if !slices.Equal(revs, want) {
+		t.Fatalf("audit revisions %v, want %v", revs, want)
+	}
+	if entries := mustAudit(t, st, s.id(t, "absent")); len(entries) != 0 {
+		t.Fatalf("audit of an unknown operation: %+v", entries)
+	}
+}
