@@ -202,6 +202,7 @@ func cmdReplay(ctx context.Context, args []string, stdout, _ io.Writer) error {
 			reader = c
 		}
 	}
+	sf.write = true
 	st, err := sf.open(ctx)
 	if err != nil {
 		return err

@@ -22,6 +22,9 @@ type storeFlags struct {
 	table    string
 	endpoint string
 	json     bool
+	// write opens the embedded store for writing (replay); the other
+	// commands only read it and open it read-only.
+	write bool
 }
 
 func (s *storeFlags) register(fs *flag.FlagSet) {
@@ -66,5 +69,5 @@ func (s *storeFlags) open(ctx context.Context) (store.Store, error) {
 		abs, _ := filepath.Abs(path)
 		return nil, fmt.Errorf("no embedded store at %s (run the local stack first, or pass --db / --table)", abs)
 	}
-	return bolt.Open(path)
+	return bolt.OpenExisting(path, !s.write)
 }

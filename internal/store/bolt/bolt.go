@@ -74,6 +74,8 @@ type Options struct {
 	// fault-injection soak commit a million writes in minutes instead of
 	// waiting on the disk for each one.
 	NoSync bool
+	// readOnly opens the file read-only (OpenExisting).
+	readOnly bool
 }
 
 // OpenWith is Open with options; OpenWith(path, Options{}) is Open(path).
@@ -86,7 +88,7 @@ func openTimeout(path string, lockTimeout time.Duration) (*Store, error) {
 }
 
 func openWith(path string, lockTimeout time.Duration, opts Options) (*Store, error) {
-	o := &bbolt.Options{Timeout: lockTimeout}
+	o := &bbolt.Options{Timeout: lockTimeout, ReadOnly: opts.readOnly}
 	if opts.NoSync {
 		// A throwaway file: no fsync at all, no freelist written with
 		// every commit (bbolt rebuilds it when the file is opened), and
@@ -100,6 +102,9 @@ func openWith(path string, lockTimeout time.Duration, opts Options) (*Store, err
 	}
 	if err != nil {
 		return nil, fmt.Errorf("open store %s: %w", path, err)
+	}
+	if opts.readOnly {
+		return &Store{db: db}, nil // verify found every bucket
 	}
 	err = db.Update(func(tx *bbolt.Tx) error {
 		for _, name := range [][]byte{bucketOps, bucketAudit, bucketReviews, bucketOpenReviews, bucketDue, bucketOpReviews, bucketJobs} {
@@ -176,7 +181,7 @@ func (b *Store) Create(ctx context.Context, rec operation.Record) (operation.Rec
 	if err := ctx.Err(); err != nil {
 		return operation.Record{}, fmt.Errorf("create %s: %w", rec.OperationID, err)
 	}
-	err = b.db.Update(func(tx *bbolt.Tx) error {
+	err = b.write(func(tx *bbolt.Tx) error {
 		if tx.Bucket(bucketOps).Get([]byte(rec.OperationID)) != nil {
 			return store.ErrExists
 		}
@@ -194,7 +199,7 @@ func (b *Store) Get(ctx context.Context, operationID string) (operation.Record, 
 		return operation.Record{}, fmt.Errorf("get %s: %w", operationID, err)
 	}
 	var rec operation.Record
-	err := b.db.View(func(tx *bbolt.Tx) error {
+	err := b.read(func(tx *bbolt.Tx) error {
 		var ok bool
 		var err error
 		rec, ok, err = getRecord(tx, operationID)
@@ -216,7 +221,7 @@ func (b *Store) update(ctx context.Context, rec operation.Record, expected int64
 		return err
 	}
 	var conflict *store.ConflictError
-	err := b.db.Update(func(tx *bbolt.Tx) error {
+	err := b.write(func(tx *bbolt.Tx) error {
 		cur, ok, err := getRecord(tx, rec.OperationID)
 		if err != nil {
 			return err
@@ -310,7 +315,7 @@ func (b *Store) Audit(ctx context.Context, operationID string) ([]review.AuditEn
 		return nil, fmt.Errorf("audit %s: %w", operationID, err)
 	}
 	var entries []review.AuditEntry
-	err := b.db.View(func(tx *bbolt.Tx) error {
+	err := b.read(func(tx *bbolt.Tx) error {
 		audit := tx.Bucket(bucketAudit).Bucket([]byte(operationID))
 		if audit == nil {
 			return nil
@@ -339,7 +344,7 @@ func (b *Store) PutReview(ctx context.Context, r review.Record) (bool, error) {
 		return false, fmt.Errorf("put review %s: %w", r.ID, err)
 	}
 	wrote := false
-	err := b.db.Update(func(tx *bbolt.Tx) error {
+	err := b.write(func(tx *bbolt.Tx) error {
 		reviews := tx.Bucket(bucketReviews)
 		if reviews.Get([]byte(r.ID)) != nil {
 			return nil
@@ -398,7 +403,7 @@ func (b *Store) GetReview(ctx context.Context, id string) (review.Record, error)
 		return review.Record{}, fmt.Errorf("get review %s: %w", id, err)
 	}
 	var r review.Record
-	err := b.db.View(func(tx *bbolt.Tx) error {
+	err := b.read(func(tx *bbolt.Tx) error {
 		var err error
 		r, err = getReview(tx, id)
 		return err
@@ -415,7 +420,7 @@ func (b *Store) OpenReviews(ctx context.Context) ([]review.Record, error) {
 		return nil, fmt.Errorf("open reviews: %w", err)
 	}
 	var out []review.Record
-	err := b.db.View(func(tx *bbolt.Tx) error {
+	err := b.read(func(tx *bbolt.Tx) error {
 		return tx.Bucket(bucketOpenReviews).ForEach(func(_, id []byte) error {
 			r, err := getReview(tx, string(id))
 			if err != nil {
@@ -450,7 +455,7 @@ func (b *Store) OperationReviews(ctx context.Context, operationID string) ([]rev
 		return nil, fmt.Errorf("reviews of %s: %w", operationID, err)
 	}
 	var out []review.Record
-	err := b.db.View(func(tx *bbolt.Tx) error {
+	err := b.read(func(tx *bbolt.Tx) error {
 		of := tx.Bucket(bucketOpReviews).Bucket([]byte(operationID))
 		if of == nil {
 			return nil
@@ -477,7 +482,7 @@ func (b *Store) ResolveReview(ctx context.Context, id, by, reason string, at tim
 	if err := ctx.Err(); err != nil {
 		return fmt.Errorf("close review %s: %w", id, err)
 	}
-	err := b.db.Update(func(tx *bbolt.Tx) error {
+	err := b.write(func(tx *bbolt.Tx) error {
 		r, err := getReview(tx, id)
 		if err != nil || !r.Open {
 			return err
@@ -505,7 +510,7 @@ func (b *Store) Due(ctx context.Context, t time.Time, limit int) ([]operation.Re
 	}
 	bound := []byte(store.IndexBound(t))
 	var out []operation.Record
-	err := b.db.View(func(tx *bbolt.Tx) error {
+	err := b.read(func(tx *bbolt.Tx) error {
 		c := tx.Bucket(bucketDue).Cursor()
 		for k, id := c.First(); k != nil && string(k) <= string(bound); k, id = c.Next() {
 			if limit > 0 && len(out) == limit {

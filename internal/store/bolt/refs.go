@@ -21,7 +21,7 @@ func (b *Store) JobRefs(ctx context.Context, jobID string) ([]store.JobRef, erro
 		return nil, fmt.Errorf("job refs %s: %w", jobID, err)
 	}
 	var refs []store.JobRef
-	err := b.db.View(func(tx *bbolt.Tx) error {
+	err := b.read(func(tx *bbolt.Tx) error {
 		of := tx.Bucket(bucketJobs).Bucket([]byte(jobID))
 		if of == nil {
 			return nil
