@@ -210,8 +210,9 @@ func RunPipeline(ctx context.Context, cfg PipelineConfig) (*PipelineResult, erro
 	del := deliver.New(deliver.Config{QueueURL: urls[FnDeliver], Visibility: vis[FnDeliver], Concurrency: pipelineConcurrency},
 		stores[FnDeliver], g, countingArtifacts{next: dir, c: counters[FnDeliver]}, ext(FnDeliver), disps[FnDeliver], clk, log, m(FnDeliver))
 	local.Consume(topology.ConsumeConfig{
-		Handlers: map[string]eventsource.Handler{FnSubmit: sub.Handle, FnObserve: obs.Handle, FnDeliver: del.Handle},
-		Workers:  func(_ topology.Function, m topology.Mapping) int { return m.MaxConcurrency * max(cfg.WorkerScale, 1) },
+		Handlers:          map[string]eventsource.Handler{FnSubmit: sub.Handle, FnObserve: obs.Handle, FnDeliver: del.Handle},
+		Workers:           func(_ topology.Function, m topology.Mapping) int { return m.MaxConcurrency * max(cfg.WorkerScale, 1) },
+		NoBatchingWindows: true,
 	})
 
 	// The application's part: the records first (not timed), then the

@@ -339,7 +339,9 @@ func (w *world) wireUp() error {
 	local.Consume(topology.ConsumeConfig{
 		Handlers: map[string]eventsource.Handler{topology.Submit: sub.Handle, topology.Observe: obs.Handle, topology.Deliver: del.Handle, topology.Triage: tri.Handle},
 		Timeout:  func(f topology.Function) time.Duration { return timeouts[f.Name] },
-		Wrap:     w.wrapHandler,
+		// ReceiveGap plays the batching window (see lease.go).
+		NoBatchingWindows: true,
+		Wrap:              w.wrapHandler,
 	})
 	for _, m := range local.Mappings {
 		w.maps = append(w.maps, &mapping{fn: m.Function.Name, m: m.Mapping})

@@ -151,6 +151,13 @@ type ConsumeConfig struct {
 	// Workers, if set, is a mapping's parallel pollers in Run instead of
 	// its MaxConcurrency.
 	Workers func(Function, Mapping) int
+	// NoBatchingWindows invokes with what one receive returns instead of
+	// gathering for the mappings' batching windows: for the fault
+	// simulation, which drives the mappings step by step on its virtual
+	// clock and injects the gap between receive and invoke itself, and for
+	// the benchmarks, whose batch counts bench/results.md reports without
+	// windows.
+	NoBatchingWindows bool
 	// Wrap, if set, wraps each mapping's handler once the mapping is
 	// built (the fault simulation's fault wrappers).
 	Wrap func(function string, m *eventsource.Mapping, h eventsource.Handler) eventsource.Handler
@@ -159,8 +166,8 @@ type ConsumeConfig struct {
 }
 
 // Consume builds an event source mapping for each mapping of a function
-// that has a handler, with the topology's batch size and concurrency and
-// the function's timeout.
+// that has a handler, with the topology's batch size, batching window and
+// concurrency and the function's timeout.
 func (l *Local) Consume(cfg ConsumeConfig) {
 	for _, f := range l.Topology.Functions {
 		h, ok := cfg.Handlers[f.Name]
@@ -179,6 +186,9 @@ func (l *Local) Consume(cfg ConsumeConfig) {
 			}
 			m := &eventsource.Mapping{Broker: l.Broker, Queue: l.urls[q.ID], Handler: h, BatchSize: mp.BatchSize,
 				Timeout: timeout, Clock: l.clk, Region: "local", Workers: workers, Log: cfg.Log}
+			if !cfg.NoBatchingWindows {
+				m.BatchingWindow = mp.BatchingWindow
+			}
 			if cfg.Wrap != nil {
 				m.Handler = cfg.Wrap(f.Name, m, h)
 			}
