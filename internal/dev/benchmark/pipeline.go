@@ -18,7 +18,7 @@ import (
 	"github.com/genjobs/genjobs/internal/deliver"
 	"github.com/genjobs/genjobs/internal/dev/eventsource"
 	"github.com/genjobs/genjobs/internal/dev/genacesim"
-	"github.com/genjobs/genjobs/internal/dev/localqueue"
+	"github.com/genjobs/genjobs/internal/dev/topology"
 	"github.com/genjobs/genjobs/internal/genace"
 	"github.com/genjobs/genjobs/internal/message"
 	"github.com/genjobs/genjobs/internal/metrics"
@@ -32,15 +32,15 @@ import (
 
 // The functions of the pipeline, as the counts name them.
 const (
-	FnSubmit  = "submit"
-	FnObserve = "observe"
-	FnDeliver = "deliver"
+	FnSubmit  = topology.Submit
+	FnObserve = topology.Observe
+	FnDeliver = topology.Deliver
 )
 
 // PipelineConfig describes one run of the pipeline harness: the real
-// submit, observe and deliver handlers, wired as template.yaml wires them
-// (batch size 10, the functions' maximum concurrency as parallel pollers,
-// BATCH_CONCURRENCY 10), fed by the embedded queue through the event
+// submit, observe and deliver handlers, wired from the one topology as
+// template.yaml wires them (topology.Local: batch sizes, the mappings'
+// maximum concurrency as parallel pollers; BATCH_CONCURRENCY 10), fed by the embedded queue through the event
 // source mapping, on the embedded bbolt store, against the simulator,
 // with every store, queue and artifact call counted.
 type PipelineConfig struct {
@@ -113,14 +113,8 @@ func (r *PipelineResult) PerAction(fn string) Requests {
 	return f.Requests.Times(1 / float64(f.Actions))
 }
 
-// mapping settings of template.yaml.
-var (
-	pipelineWorkers    = map[string]int{FnSubmit: 5, FnObserve: 10, FnDeliver: 5}
-	pipelineVisibility = map[string]time.Duration{FnSubmit: 6 * time.Minute, FnObserve: 6 * time.Minute, FnDeliver: 12 * time.Minute}
-)
-
 const (
-	pipelineBatchSize   = 10
+	// pipelineConcurrency is the template's BATCH_CONCURRENCY default.
 	pipelineConcurrency = 10
 	pipelineIdle        = 10 * time.Millisecond
 )
@@ -165,19 +159,13 @@ func RunPipeline(ctx context.Context, cfg PipelineConfig) (*PipelineResult, erro
 	}
 	defer transport.CloseIdleConnections()
 
-	broker := localqueue.New(clk)
-	urls := map[string]string{}
-	dlqs := []string{}
+	local, err := topology.Stack.Local(topology.LocalConfig{Clock: clk})
+	if err != nil {
+		return nil, err
+	}
+	broker, urls, vis := local.Broker, map[string]string{}, map[string]time.Duration{}
 	for _, fn := range []string{FnSubmit, FnObserve, FnDeliver} {
-		dlq, err := broker.Create("bench-"+fn+"-dlq", localqueue.Config{Visibility: time.Minute})
-		if err != nil {
-			return nil, err
-		}
-		dlqs = append(dlqs, dlq)
-		urls[fn], err = broker.Create("bench-"+fn, localqueue.Config{Visibility: pipelineVisibility[fn], MaxReceiveCount: 5, DeadLetter: "bench-" + fn + "-dlq"})
-		if err != nil {
-			return nil, err
-		}
+		_, urls[fn], vis[fn] = local.Consumed(fn)
 	}
 	counters := map[string]*counter{FnSubmit: {}, FnObserve: {}, FnDeliver: {}}
 	app := &counter{}
@@ -199,11 +187,7 @@ func RunPipeline(ctx context.Context, cfg PipelineConfig) (*PipelineResult, erro
 	for fn, c := range counters {
 		stores[fn] = &countingStore{Store: st, c: c, cache: cache, onWritten: onWritten}
 		disps[fn], err = schedule.NewDispatcher(schedule.Config{
-			Queues: map[message.Action]schedule.Target{
-				message.ActionSubmitGeneration:  {URL: urls[FnSubmit]},
-				message.ActionObserveGeneration: {URL: urls[FnObserve]},
-				message.ActionDeliverArtifacts:  {URL: urls[FnDeliver]},
-			},
+			Queues: local.Targets(),
 			// The embedded queue carries any delay; countingSender
 			// counts the ones that would need a schedule.
 			MaxQueueDelay: 365 * 24 * time.Hour,
@@ -220,17 +204,17 @@ func RunPipeline(ctx context.Context, cfg PipelineConfig) (*PipelineResult, erro
 	log := slog.New(slog.DiscardHandler)
 	m := func(fn string) *metrics.Emitter { return metrics.New(io.Discard, fn, clk) }
 	ext := func(fn string) countingExtender { return countingExtender{next: broker, c: counters[fn]} }
-	sub := submit.New(submit.Config{QueueURL: urls[FnSubmit], Visibility: pipelineVisibility[FnSubmit], Concurrency: pipelineConcurrency},
+	sub := submit.New(submit.Config{QueueURL: urls[FnSubmit], Visibility: vis[FnSubmit], Concurrency: pipelineConcurrency},
 		stores[FnSubmit], g, ext(FnSubmit), disps[FnSubmit], clk, log, m(FnSubmit))
-	obs := observe.New(observe.Config{QueueURL: urls[FnObserve], Visibility: pipelineVisibility[FnObserve], Concurrency: pipelineConcurrency},
+	obs := observe.New(observe.Config{QueueURL: urls[FnObserve], Visibility: vis[FnObserve], Concurrency: pipelineConcurrency},
 		stores[FnObserve], g, delays, ext(FnObserve), disps[FnObserve], clk, log, m(FnObserve))
-	del := deliver.New(deliver.Config{QueueURL: urls[FnDeliver], Visibility: pipelineVisibility[FnDeliver], Concurrency: pipelineConcurrency},
+	del := deliver.New(deliver.Config{QueueURL: urls[FnDeliver], Visibility: vis[FnDeliver], Concurrency: pipelineConcurrency},
 		stores[FnDeliver], g, countingArtifacts{next: dir, c: counters[FnDeliver]}, ext(FnDeliver), disps[FnDeliver], clk, log, m(FnDeliver))
-	mappings := map[string]*eventsource.Mapping{}
-	for fn, h := range map[string]eventsource.Handler{FnSubmit: sub.Handle, FnObserve: obs.Handle, FnDeliver: del.Handle} {
-		mappings[fn] = &eventsource.Mapping{Broker: broker, Queue: urls[fn], Handler: h, BatchSize: pipelineBatchSize,
-			Timeout: time.Minute, Clock: clk, Region: "local", Workers: pipelineWorkers[fn] * max(cfg.WorkerScale, 1)}
-	}
+	local.Consume(topology.ConsumeConfig{
+		Handlers:          map[string]eventsource.Handler{FnSubmit: sub.Handle, FnObserve: obs.Handle, FnDeliver: del.Handle},
+		Workers:           func(_ topology.Function, m topology.Mapping) int { return m.MaxConcurrency * max(cfg.WorkerScale, 1) },
+		NoBatchingWindows: true,
+	})
 
 	// The application's part: the records first (not timed), then the
 	// dispatches.
@@ -256,9 +240,7 @@ func RunPipeline(ctx context.Context, cfg PipelineConfig) (*PipelineResult, erro
 	defer cancel()
 	pollCtx, stopPolling := context.WithCancel(context.Background())
 	var wg sync.WaitGroup
-	for _, mp := range mappings {
-		wg.Go(func() { _ = mp.Run(pollCtx, pipelineIdle) })
-	}
+	wg.Go(func() { _ = local.Run(pollCtx, pipelineIdle) })
 	cpu0 := cpuTime()
 	start := time.Now()
 	sender := countingSender{next: broker, c: app}
@@ -291,18 +273,14 @@ func RunPipeline(ctx context.Context, cfg PipelineConfig) (*PipelineResult, erro
 		Functions: map[string]FunctionStats{}, App: app.snapshot(),
 		GenaceGETs: sim.TotalGets(), GenacePOSTs: sim.TotalPosts(),
 	}
-	for fn, mp := range mappings {
-		s := mp.Stats()
+	for fn, s := range local.Stats() {
 		req := counters[fn].snapshot()
 		req.SQSReceive += float64(s.Invocations)
 		req.SQSDelete += float64(s.Invocations)
 		req.LambdaInvocations += float64(s.Invocations)
 		res.Functions[fn] = FunctionStats{Actions: s.Records, Batches: s.Invocations, Requests: req}
 	}
-	for _, q := range dlqs {
-		d := broker.Depth(q)
-		res.DeadLettered += d.Visible + d.InFlight + d.Delayed
-	}
+	res.DeadLettered = local.DeadLetterDepth()
 	return res, nil
 }
 

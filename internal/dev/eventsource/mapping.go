@@ -4,7 +4,8 @@
 // handler acknowledged, following Lambda's rules for partial batch
 // responses (ReportBatchItemFailures, which every genjobs mapping enables).
 //
-// PollOnce is one step, non-blocking unless the mapping has a Gap, for a
+// PollOnce is one step, non-blocking unless the mapping has a Gap or a
+// BatchingWindow, for a
 // simulation that drives the queue and the handlers itself on a virtual
 // clock; Run loops it for the local stack.
 package eventsource
@@ -41,6 +42,9 @@ const (
 	// DefaultIdle is how long Run waits after an empty receive when it is
 	// given no idle time.
 	DefaultIdle = time.Second
+	// BatchingPoll is how often a mapping receives again while it
+	// gathers a batch in its BatchingWindow.
+	BatchingPoll = 100 * time.Millisecond
 	// SenderID is the SenderId attribute of every local record. Lambda
 	// reports the sending principal; locally there is only this one.
 	SenderID = "AIDAGENJOBSLOCAL0000"
@@ -95,6 +99,13 @@ type Mapping struct {
 	// clock someone else must advance the clock past it (NextWaiter shows
 	// the waiter). 0 invokes at once.
 	Gap time.Duration
+	// BatchingWindow is Lambda's MaximumBatchingWindowInSeconds: after a
+	// receive that leaves the batch short of BatchSize, the mapping goes
+	// on receiving for up to this long, and invokes once the batch is
+	// full or the window has passed. The first records' visibility
+	// timeouts run meanwhile. It waits on Clock, like Gap. 0 invokes with
+	// what the first receive returned.
+	BatchingWindow time.Duration
 	// Log, if set, receives Run's reports of failed invocations.
 	Log *slog.Logger
 
@@ -136,20 +147,30 @@ func (m *Mapping) Stats() Stats {
 }
 
 // PollOnce is one turn of the mapping: it receives up to BatchSize records
-// visible now (never waiting), and if there are any invokes the handler
-// once, synchronously, Gap after the receive, then deletes every record
-// the handler did not report in BatchItemFailures. handled is the number
-// of records in the batch (0: nothing was visible, or the receive failed).
+// visible now (never waiting), and if there are any gathers more for up to
+// BatchingWindow while the batch is short, invokes the handler once Gap
+// later, and deletes every record the handler did not report in
+// BatchItemFailures. handled is the number of records in the batch (0:
+// nothing was visible, or the receive failed).
 //
 // As in Lambda, an invocation that fails as a whole deletes nothing: the
 // handler returned an error, panicked (recovered here; Lambda would see
-// the runtime crash), returned after its deadline (Lambda would have
-// stopped it; the handler is awaited here rather than abandoned, since a
-// goroutine cannot be killed, and its result discarded), or listed an
-// item identifier that is empty or not in the batch. Such failures return
-// an error wrapping ErrInvocation. A delete that finds its receipt handle
-// stale is counted, not an error.
+// the runtime crash), was still running at its deadline, returned after
+// it, or listed an item identifier that is empty or not in the batch. Such
+// failures return an error wrapping ErrInvocation. At the deadline the
+// invocation ends as Lambda ends it, without waiting for the handler; since
+// a goroutine cannot be killed, the handler goes on until it heeds its
+// context, and whatever it does after its deadline is not the mapping's
+// (its answer is discarded). A delete that finds its receipt handle stale
+// is counted, not an error.
 func (m *Mapping) PollOnce(ctx context.Context) (handled int, err error) {
+	return m.pollOnce(ctx, ctx)
+}
+
+// pollOnce is PollOnce with the receive side (the batching window and the
+// gap) on ctx and the invocation on invokeCtx, so Run can stop gathering
+// without cutting an invocation short.
+func (m *Mapping) pollOnce(ctx, invokeCtx context.Context) (handled int, err error) {
 	if err := m.check(); err != nil {
 		return 0, err
 	}
@@ -164,12 +185,16 @@ func (m *Mapping) PollOnce(ctx context.Context) (handled int, err error) {
 	if len(msgs) == 0 {
 		return 0, nil
 	}
+	// What is received stays in flight if the poller stops here, and
+	// comes back after its visibility timeout, as when Lambda's poller
+	// stops.
+	if msgs, err = m.gather(ctx, msgs); err != nil {
+		return 0, fmt.Errorf("event source mapping %s: %w", info.Name, err)
+	}
 	if m.Gap > 0 {
 		select {
 		case <-m.clock().After(m.Gap):
 		case <-ctx.Done():
-			// The batch stays in flight and comes back after its
-			// visibility timeout, as when Lambda's poller stops.
 			return 0, fmt.Errorf("event source mapping %s: %w", info.Name, ctx.Err())
 		}
 	}
@@ -178,17 +203,45 @@ func (m *Mapping) PollOnce(ctx context.Context) (handled int, err error) {
 	m.records.Add(int64(n))
 	ev := Event(msgs, info.ARN, m.region(info.ARN))
 
-	resp, err := m.invoke(ctx, ev)
+	resp, err := m.invoke(invokeCtx, ev)
 	if err == nil {
 		var failed map[string]bool
 		if failed, err = failures(resp, ev); err == nil {
 			m.failed.Add(int64(len(failed)))
-			return n, m.deleteExcept(ctx, info.Name, ev, failed)
+			return n, m.deleteExcept(invokeCtx, info.Name, ev, failed)
 		}
 	}
 	m.invocationErrors.Add(1)
 	m.failed.Add(int64(n))
 	return n, fmt.Errorf("event source mapping %s: %w: %w", info.Name, ErrInvocation, err)
+}
+
+// gather receives more records every BatchingPoll while the batch is
+// short of BatchSize, until BatchingWindow has passed since the first
+// receive.
+func (m *Mapping) gather(ctx context.Context, msgs []localqueue.Message) ([]localqueue.Message, error) {
+	if m.BatchingWindow <= 0 {
+		return msgs, nil
+	}
+	clk := m.clock()
+	end := clk.Now().Add(m.BatchingWindow)
+	for len(msgs) < m.batchSize() {
+		left := end.Sub(clk.Now())
+		if left <= 0 {
+			break
+		}
+		select {
+		case <-clk.After(min(left, BatchingPoll)):
+		case <-ctx.Done():
+			return nil, ctx.Err()
+		}
+		more, err := m.Broker.Receive(ctx, m.Queue, m.batchSize()-len(msgs), 0)
+		if err != nil {
+			return nil, err
+		}
+		msgs = append(msgs, more...)
+	}
+	return msgs, nil
 }
 
 // Run polls until ctx is done: again at once after a batch (a backlog is
@@ -232,10 +285,10 @@ func (m *Mapping) loop(ctx context.Context, idle time.Duration) error {
 		if ctx.Err() != nil {
 			return nil
 		}
-		// Stopping Run stops polling, not an invocation in flight (as
-		// disabling a Lambda event source mapping does): only the
-		// function's deadline ends it. Receive does not wait (wait 0).
-		n, err := m.PollOnce(context.WithoutCancel(ctx))
+		// Stopping Run stops polling and gathering, not an invocation in
+		// flight (as disabling a Lambda event source mapping does): only
+		// the function's deadline ends it.
+		n, err := m.pollOnce(ctx, context.WithoutCancel(ctx))
 		switch {
 		case ctx.Err() != nil:
 			return nil
@@ -288,27 +341,57 @@ func Event(msgs []localqueue.Message, queueARN, region string) events.SQSEvent {
 	return ev
 }
 
-// invoke calls the handler under the function's deadline, turning a panic
-// and an overrun into errors.
-func (m *Mapping) invoke(ctx context.Context, ev events.SQSEvent) (resp events.SQSEventResponse, err error) {
+// invoke calls the handler under the function's deadline, turning a
+// panic, an overrun and a handler still running at the deadline into
+// errors.
+func (m *Mapping) invoke(ctx context.Context, ev events.SQSEvent) (events.SQSEventResponse, error) {
 	clk := m.clock()
 	timeout := m.timeout()
 	deadline := clk.Now().Add(timeout)
 	ictx, cancel := withDeadline(ctx, clk, deadline, timeout)
 	defer cancel()
-	defer func() {
-		if p := recover(); p != nil {
-			err = fmt.Errorf("handler panicked: %v\n%s", p, debug.Stack())
+	type result struct {
+		resp events.SQSEventResponse
+		err  error
+	}
+	// Buffered: a handler left behind at its deadline must not block.
+	done := make(chan result, 1)
+	go func() {
+		var r result
+		defer func() {
+			if p := recover(); p != nil {
+				r = result{err: fmt.Errorf("handler panicked: %v\n%s", p, debug.Stack())}
+			}
+			done <- r
+		}()
+		r.resp, r.err = m.Handler(ictx, ev)
+		if r.err != nil {
+			r.err = fmt.Errorf("handler: %w", r.err)
 		}
 	}()
-	resp, err = m.Handler(ictx, ev)
-	if err != nil {
-		return resp, fmt.Errorf("handler: %w", err)
+	var r result
+	select {
+	case r = <-done:
+	case <-ictx.Done():
+		select {
+		case r = <-done: // it returned as the context ended: judged below
+		default:
+			if !errors.Is(ictx.Err(), context.DeadlineExceeded) {
+				// The caller cancelled: the handler sees it and returns;
+				// only the deadline ends an invocation.
+				r = <-done
+				break
+			}
+			return events.SQSEventResponse{}, fmt.Errorf("handler still running at its %v timeout, stopped: %w", timeout, context.DeadlineExceeded)
+		}
+	}
+	if r.err != nil {
+		return r.resp, r.err
 	}
 	if !clk.Now().Before(deadline) || errors.Is(ictx.Err(), context.DeadlineExceeded) {
-		return resp, fmt.Errorf("handler returned after its %v timeout: %w", timeout, context.DeadlineExceeded)
+		return r.resp, fmt.Errorf("handler returned after its %v timeout: %w", timeout, context.DeadlineExceeded)
 	}
-	return resp, nil
+	return r.resp, nil
 }
 
 // failures checks the batch response against the batch as Lambda does: an
@@ -370,6 +453,8 @@ func (m *Mapping) check() error {
 		return fmt.Errorf("event source mapping: negative Workers %d", m.Workers)
 	case m.Gap < 0:
 		return fmt.Errorf("event source mapping: negative Gap %v", m.Gap)
+	case m.BatchingWindow < 0:
+		return fmt.Errorf("event source mapping: negative BatchingWindow %v", m.BatchingWindow)
 	}
 	return nil
 }

@@ -234,8 +234,12 @@ func TestDeadline(t *testing.T) {
 		var sawDeadline time.Time
 		var doneBefore, doneAfter bool
 		var errAfter error
+		// The invocation ends at the deadline without waiting for the
+		// handler; the handler closes exited when it has seen it too.
+		exited := make(chan struct{})
 		m := &Mapping{Broker: f.b, Queue: f.url, Clock: f.clk, Timeout: 15 * time.Minute,
 			Handler: func(ctx context.Context, _ events.SQSEvent) (events.SQSEventResponse, error) {
+				defer close(exited)
 				sawDeadline, _ = ctx.Deadline()
 				doneBefore = ctx.Err() != nil
 				f.clk.Advance(15 * time.Minute) // the handler overruns
@@ -248,6 +252,7 @@ func TestDeadline(t *testing.T) {
 				return events.SQSEventResponse{}, nil
 			}}
 		_, err := m.PollOnce(context.Background())
+		<-exited
 		if !sawDeadline.Equal(t0.Add(15 * time.Minute)) {
 			t.Errorf("deadline = %v, want t0+15m", sawDeadline)
 		}
@@ -302,15 +307,16 @@ func TestDeadline(t *testing.T) {
 		if _, err := b.Send(context.Background(), url, []byte("x"), 0); err != nil {
 			t.Fatal(err)
 		}
-		var left time.Duration
+		lefts := make(chan time.Duration, 1)
 		m := &Mapping{Broker: b, Queue: url, Timeout: 50 * time.Millisecond,
 			Handler: func(ctx context.Context, _ events.SQSEvent) (events.SQSEventResponse, error) {
 				dl, _ := ctx.Deadline()
-				left = time.Until(dl)
+				lefts <- time.Until(dl)
 				<-ctx.Done()
 				return events.SQSEventResponse{}, nil
 			}}
 		_, err = m.PollOnce(context.Background())
+		left := <-lefts
 		if left <= 0 || left > 50*time.Millisecond {
 			t.Errorf("deadline %v away, want within the 50 ms timeout", left)
 		}
@@ -604,4 +610,111 @@ func BenchmarkPollOnce(b *testing.B) {
 	}
 	b.ReportMetric(float64(b.N)/b.Elapsed().Seconds(), "batches/s")
 	b.ReportMetric(float64(10*b.N)/b.Elapsed().Seconds(), "records/s")
+}
+
+// TestBatchingWindow: a short batch waits for more records up to the
+// window, a batch that fills invokes at once, and the visibility counts
+// from each record's receive.
+func TestBatchingWindow(t *testing.T) {
+	t.Parallel()
+	const window = 5 * time.Second
+	tests := []struct {
+		name      string
+		batch     int
+		first     []string      // visible at the first receive
+		later     []string      // sent while the mapping gathers
+		advance   time.Duration // how far the clock moves after the later sends
+		want      []string
+		invokedAt time.Duration
+	}{
+		{"a short batch gathers for the whole window", 10, []string{"a"}, []string{"b", "c"}, window, []string{"a", "b", "c"}, window},
+		{"a batch that fills invokes before the window ends", 3, []string{"a"}, []string{"b", "c"}, BatchingPoll, []string{"a", "b", "c"}, BatchingPoll},
+		{"a full first receive invokes at once", 2, []string{"a", "b"}, nil, 0, []string{"a", "b"}, 0},
+		{"nothing more: the window's records alone", 10, []string{"a"}, nil, window, []string{"a"}, window},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			t.Parallel()
+			f := newFixture(t, 5)
+			f.send(t, tt.first...)
+			var got []string
+			var invokedAt time.Time
+			m := &Mapping{Broker: f.b, Queue: f.url, Clock: f.clk, Timeout: time.Minute, BatchSize: tt.batch, BatchingWindow: window,
+				Handler: func(_ context.Context, ev events.SQSEvent) (events.SQSEventResponse, error) {
+					invokedAt = f.clk.Now()
+					for _, r := range ev.Records {
+						got = append(got, r.Body)
+					}
+					return events.SQSEventResponse{}, nil
+				}}
+			done := make(chan error, 1)
+			go func() { _, err := m.PollOnce(context.Background()); done <- err }()
+			if tt.advance > 0 {
+				// The first receive is in; the mapping waits on the clock.
+				for {
+					if _, ok := f.clk.NextWaiter(); ok {
+						break
+					}
+					select {
+					case err := <-done:
+						t.Fatalf("PollOnce returned without gathering: %v (records %q)", err, got)
+					case <-time.After(time.Millisecond):
+					}
+				}
+				f.send(t, tt.later...)
+				f.clk.Advance(tt.advance)
+			}
+			select {
+			case err := <-done:
+				if err != nil {
+					t.Fatal(err)
+				}
+			case <-time.After(5 * time.Second):
+				t.Fatalf("PollOnce still gathering at %v", f.clk.Now().Sub(t0))
+			}
+			if !slices.Equal(got, tt.want) || !invokedAt.Equal(t0.Add(tt.invokedAt)) {
+				t.Errorf("invoked at t0+%v with %q; want t0+%v with %q", invokedAt.Sub(t0), got, tt.invokedAt, tt.want)
+			}
+		})
+	}
+}
+
+// TestTimeoutStopsTheInvocation: a handler still running at the
+// function's timeout is left behind, as Lambda stops the function: the
+// invocation fails at the deadline, its batch stays on the queue, and
+// PollOnce does not wait for the handler to notice.
+func TestTimeoutStopsTheInvocation(t *testing.T) {
+	t.Parallel()
+	b := localqueue.New(nil)
+	url, err := b.Create("stuck", localqueue.Config{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := b.Send(context.Background(), url, []byte("x"), 0); err != nil {
+		t.Fatal(err)
+	}
+	release := make(chan struct{})
+	t.Cleanup(func() { close(release) })
+	m := &Mapping{Broker: b, Queue: url, Timeout: 50 * time.Millisecond,
+		Handler: func(context.Context, events.SQSEvent) (events.SQSEventResponse, error) {
+			<-release // ignores its context
+			return events.SQSEventResponse{}, nil
+		}}
+	done := make(chan error, 1)
+	start := time.Now()
+	go func() { _, err := m.PollOnce(context.Background()); done <- err }()
+	select {
+	case err := <-done:
+		if !errors.Is(err, ErrInvocation) || !errors.Is(err, context.DeadlineExceeded) {
+			t.Errorf("PollOnce: %v, want a timed-out invocation", err)
+		}
+	case <-time.After(5 * time.Second):
+		t.Fatalf("PollOnce still waiting for the handler %v after its 50ms timeout", time.Since(start).Round(time.Millisecond))
+	}
+	if s := m.Stats(); s.InvocationErrors != 1 || s.Deleted != 0 || s.Failed != 1 {
+		t.Errorf("Stats = %+v, want one failed invocation, nothing deleted", s)
+	}
+	if d := b.Depth(url); d.InFlight != 1 {
+		t.Errorf("Depth = %+v, want the batch kept in flight", d)
+	}
 }

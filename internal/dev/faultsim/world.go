@@ -21,6 +21,7 @@ import (
 	"github.com/genjobs/genjobs/internal/dev/eventsource"
 	"github.com/genjobs/genjobs/internal/dev/genacesim"
 	"github.com/genjobs/genjobs/internal/dev/localqueue"
+	"github.com/genjobs/genjobs/internal/dev/topology"
 	"github.com/genjobs/genjobs/internal/genace"
 	"github.com/genjobs/genjobs/internal/lease"
 	"github.com/genjobs/genjobs/internal/message"
@@ -47,13 +48,17 @@ const (
 	apiKey         = "faultsim-key"
 	urlTTL         = 30 * time.Second
 	refundSettle   = 20 * time.Second
-	maxReceives    = 5
 	sweepEvery     = time.Minute
 	submitTimeout  = 30 * time.Second
 	observeTimeout = 30 * time.Second
 	deliverTimeout = 30 * time.Second
 	triageTimeout  = 30 * time.Second
 )
+
+// timeouts are the functions' timeouts on the simulation's time scale.
+var timeouts = map[string]time.Duration{
+	topology.Submit: submitTimeout, topology.Observe: observeTimeout, topology.Deliver: deliverTimeout, topology.Triage: triageTimeout,
+}
 
 // The queues, named as the template names them.
 const (
@@ -97,8 +102,9 @@ type world struct {
 	rec    *recorder
 	st     *faultStore
 	arts   *artifacts
+	local  *topology.Local
 	broker *localqueue.Broker
-	urls   map[string]string
+	urls   map[string]string        // by queue name
 	vis    map[string]time.Duration // each queue's visibility, by URL
 	// leases is the queue's truth about each received message: its
 	// current receipt handle and until when it stays hidden, kept from
@@ -254,22 +260,22 @@ func newWorld(cfg Config) (w *world, err error) {
 }
 
 // wire builds the queues, the handlers and their event source mappings
-// as the template wires the functions, on the simulation's time scale.
+// as the template wires the functions (topology.Local), on the
+// simulation's time scale.
 func (w *world) wireUp() error {
-	w.broker = localqueue.New(w.clk)
-	for _, q := range []string{qDispatch, qObserve, qDeliver} {
-		dlq, err := w.broker.Create(q+"-dlq", localqueue.Config{Visibility: time.Minute})
-		if err != nil {
-			return err
+	local, err := topology.Stack.Local(topology.LocalConfig{Clock: w.clk, Visibility: func(q topology.Queue) time.Duration {
+		if v, ok := visibilities[q.Name]; ok {
+			return v
 		}
-		w.urls[q+"-dlq"] = dlq
-		w.vis[dlq] = time.Minute
-		u, err := w.broker.Create(q, localqueue.Config{Visibility: visibilities[q], MaxReceiveCount: maxReceives, DeadLetter: q + "-dlq"})
-		if err != nil {
-			return err
-		}
-		w.urls[q] = u
-		w.vis[u] = visibilities[q]
+		return time.Minute // the dead-letter queues
+	}})
+	if err != nil {
+		return err
+	}
+	w.local, w.broker = local, local.Broker
+	for _, q := range topology.Stack.Queues {
+		w.urls[q.Name] = local.URL(q.ID)
+		w.vis[local.URL(q.ID)] = local.Visibility(q.ID)
 	}
 	var queue schedule.QueueSender = &sender{w: w}
 	if w.cfg.WrapQueue != nil {
@@ -280,11 +286,7 @@ func (w *world) wireUp() error {
 		records = w.cfg.WrapRecords(records)
 	}
 	disp, err := schedule.NewDispatcher(schedule.Config{
-		Queues: map[message.Action]schedule.Target{
-			message.ActionSubmitGeneration:  {URL: w.urls[qDispatch]},
-			message.ActionObserveGeneration: {URL: w.urls[qObserve]},
-			message.ActionDeliverArtifacts:  {URL: w.urls[qDeliver]},
-		},
+		Queues:        local.Targets(),
 		MaxQueueDelay: 365 * 24 * time.Hour, // the embedded queue takes any delay
 	}, queue, nil, w.clk)
 	if err != nil {
@@ -335,16 +337,15 @@ func (w *world) wireUp() error {
 	}
 	w.replayer = &replay.Replayer{Store: operatorStore{Store: opStore, w: w}, Sender: w.disp, Clock: w.clk, Genace: w.client}
 	w.sweep = sweep.New(sweep.Config{ClaimTimeout: 2 * time.Minute, OverdueAfter: 2 * time.Minute, Limit: 1000}, records, w.disp, w.clk, log.With("function", "sweep"), nil)
-	add := func(fn, queue string, h eventsource.Handler, timeout time.Duration) {
-		m := &eventsource.Mapping{Broker: w.broker, Queue: w.urls[queue], BatchSize: 10, Timeout: timeout, Clock: w.clk, Region: "local"}
-		m.Handler = w.wrapHandler(fn, m, h)
-		w.maps = append(w.maps, &mapping{fn: fn, m: m})
-	}
-	add("submit", qDispatch, sub.Handle, submitTimeout)
-	add("observe", qObserve, obs.Handle, observeTimeout)
-	add("deliver", qDeliver, del.Handle, deliverTimeout)
-	for _, q := range []string{qDispatch, qObserve, qDeliver} {
-		add("triage", q+"-dlq", tri.Handle, triageTimeout)
+	local.Consume(topology.ConsumeConfig{
+		Handlers: map[string]eventsource.Handler{topology.Submit: sub.Handle, topology.Observe: obs.Handle, topology.Deliver: del.Handle, topology.Triage: tri.Handle},
+		Timeout:  func(f topology.Function) time.Duration { return timeouts[f.Name] },
+		// ReceiveGap plays the batching window (see lease.go).
+		NoBatchingWindows: true,
+		Wrap:              w.wrapHandler,
+	})
+	for _, m := range local.Mappings {
+		w.maps = append(w.maps, &mapping{fn: m.Function.Name, m: m.Mapping})
 	}
 	return nil
 }
@@ -667,14 +668,7 @@ func (w *world) runSweep() error {
 	return nil
 }
 
-func (w *world) queuesEmpty() bool {
-	for _, u := range w.urls {
-		if d := w.broker.Depth(u); d.Visible+d.InFlight+d.Delayed > 0 {
-			return false
-		}
-	}
-	return true
-}
+func (w *world) queuesEmpty() bool { return w.local.Empty() }
 
 // watchdog fails loudly if a handler ever waits on the virtual clock,
 // which only the blocked driver could advance: better a stack dump than

@@ -1,6 +1,7 @@
 package invoke
 
 import (
+	"cmp"
 	"context"
 	"crypto/rand"
 	"encoding/hex"
@@ -116,8 +117,10 @@ type StackConfig struct {
 	// template gives the functions; empty: the package's APIKey.
 	APIKey string
 	// Prefix names the stack and starts every resource's name; empty:
-	// genjobs-invoke-RANDOM.
+	// Stem-RANDOM.
 	Prefix string
+	// Stem starts a random Prefix; empty: genjobs-invoke.
+	Stem string
 }
 
 // Stack is what the functions talk to, stood up for one run: the
@@ -183,7 +186,7 @@ func NewStack(ctx context.Context, cfg StackConfig) (_ *Stack, err error) {
 		if err != nil {
 			return nil, err
 		}
-		st.Prefix = "genjobs-invoke-" + suffix
+		st.Prefix = cmp.Or(cfg.Stem, "genjobs-invoke") + "-" + suffix
 	}
 	if st.APIKey == "" {
 		st.APIKey = APIKey

@@ -2,18 +2,16 @@ package lambdatest
 
 import (
 	"context"
-	"crypto/rand"
-	"encoding/hex"
 	"os"
 	"sync"
 	"testing"
 	"time"
 
-	"github.com/genjobs/genjobs/internal/config"
 	"github.com/genjobs/genjobs/internal/dev/genacesim"
 	"github.com/genjobs/genjobs/internal/dev/invoke"
 	"github.com/genjobs/genjobs/internal/dev/samlocal"
 	"github.com/genjobs/genjobs/internal/dev/testenv"
+	"github.com/genjobs/genjobs/internal/dev/topology"
 	"github.com/genjobs/genjobs/internal/message"
 	"github.com/genjobs/genjobs/internal/queue"
 )
@@ -36,8 +34,8 @@ type Stack struct {
 	*invoke.Stack
 	// Queue reads the queues.
 	Queue *queue.SQS
-	// QueueURLs maps each action to its queue's URL: the value the
-	// template gives the action's URL variable (config.QueueEnv).
+	// QueueURLs maps each action to its queue's URL (the topology's
+	// queue for the action, as the stack created it).
 	QueueURLs map[message.Action]string
 
 	files invoke.SAMFiles
@@ -80,7 +78,7 @@ func NewStack(t testing.TB, sim genacesim.Config) *Stack {
 		SecretKey: envOr("AWS_SECRET_ACCESS_KEY", "local"),
 	}
 	st, err := invoke.NewStack(context.Background(), invoke.StackConfig{
-		Template: Template(t), Endpoints: ep, Sim: &sim, APIKey: APIKey, Prefix: "genjobs-rie-" + randomSuffix(t),
+		Template: Template(t), Endpoints: ep, Sim: &sim, APIKey: APIKey, Stem: "genjobs-rie",
 	})
 	if err != nil {
 		t.Fatalf("lambdatest: %v", err)
@@ -90,20 +88,14 @@ func NewStack(t testing.TB, sim genacesim.Config) *Stack {
 	if s.files, err = st.WriteSAMFiles(t.TempDir()); err != nil {
 		t.Fatalf("lambdatest: %v", err)
 	}
-	for _, f := range st.Template.Functions {
-		env, err := st.Template.Environment(f.LogicalID, st.Locals)
-		if err != nil {
-			t.Fatalf("lambdatest: %v", err)
-		}
-		for action, vars := range config.QueueEnv {
-			if url, ok := env[vars.URL]; ok {
-				s.QueueURLs[action] = url
-			}
+	for _, q := range st.Queues {
+		if tq, ok := topology.Stack.Queue(q.LogicalID); ok && tq.Action != "" {
+			s.QueueURLs[tq.Action] = q.URL
 		}
 	}
 	for _, action := range message.Actions {
 		if s.QueueURLs[action] == "" {
-			t.Fatalf("lambdatest: no function in the template is given %s", config.QueueEnv[action].URL)
+			t.Fatalf("lambdatest: the stack has no queue for %s", action)
 		}
 	}
 	s.Queue = queue.NewSQS(st.SQS())
@@ -189,14 +181,4 @@ func envOr(name, fallback string) string {
 		return v
 	}
 	return fallback
-}
-
-// randomSuffix names one test's resources.
-func randomSuffix(t testing.TB) string {
-	t.Helper()
-	b := make([]byte, 4)
-	if _, err := rand.Read(b); err != nil {
-		t.Fatal(err)
-	}
-	return hex.EncodeToString(b)
 }

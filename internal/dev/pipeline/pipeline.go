@@ -23,7 +23,7 @@ import (
 	"github.com/genjobs/genjobs/internal/deliver"
 	"github.com/genjobs/genjobs/internal/dev/eventsource"
 	"github.com/genjobs/genjobs/internal/dev/genacesim"
-	"github.com/genjobs/genjobs/internal/dev/localqueue"
+	"github.com/genjobs/genjobs/internal/dev/topology"
 	"github.com/genjobs/genjobs/internal/dev/workload"
 	"github.com/genjobs/genjobs/internal/followup"
 	"github.com/genjobs/genjobs/internal/genace"
@@ -39,16 +39,6 @@ import (
 	"github.com/genjobs/genjobs/internal/submit"
 	"github.com/genjobs/genjobs/internal/sweep"
 	"github.com/genjobs/genjobs/internal/triage"
-)
-
-// The queues, named as the template names them.
-const (
-	QueueDispatch = "genjobs-dispatch"
-	QueueObserve  = "genjobs-observe"
-	QueueDeliver  = "genjobs-deliver"
-	dlqSuffix     = "-dlq"
-	// MaxReceiveCount matches the template's redrive policies.
-	MaxReceiveCount = 5
 )
 
 // Config describes one local run.
@@ -104,14 +94,12 @@ func localPolicies(longPoll time.Duration) schedule.Policies {
 
 // stack is one running pipeline.
 type stack struct {
-	cfg      Config
-	clk      clock.Clock
-	store    store.Store
-	broker   *localqueue.Broker
-	urls     map[string]string
-	mappings map[string]*eventsource.Mapping
-	sweeper  *sweep.Sweeper
-	sweeps   int
+	cfg     Config
+	clk     clock.Clock
+	store   store.Store
+	local   *topology.Local
+	sweeper *sweep.Sweeper
+	sweeps  int
 }
 
 // Run seeds the workload, runs the pipeline until every operation is
@@ -136,7 +124,7 @@ func Run(ctx context.Context, cfg Config) (*Report, error) {
 	if len(cfg.Workload) == 0 {
 		return nil, errors.New("local: the workload is empty")
 	}
-	s := &stack{cfg: cfg, clk: clock.Real{}, urls: map[string]string{}, mappings: map[string]*eventsource.Mapping{}}
+	s := &stack{cfg: cfg, clk: clock.Real{}}
 	if err := s.openState(ctx); err != nil {
 		return nil, err
 	}
@@ -153,13 +141,7 @@ func Run(ctx context.Context, cfg Config) (*Report, error) {
 	defer cancel()
 	var wg sync.WaitGroup
 	pollCtx, stopPolling := context.WithCancel(context.Background())
-	for _, m := range s.mappings {
-		wg.Add(1)
-		go func(m *eventsource.Mapping) {
-			defer wg.Done()
-			_ = m.Run(pollCtx, 50*time.Millisecond)
-		}(m)
-	}
+	wg.Go(func() { _ = s.local.Run(pollCtx, 50*time.Millisecond) })
 	if err := s.seed(runCtx); err != nil {
 		stopPolling()
 		wg.Wait()
@@ -224,32 +206,19 @@ func (s *stack) genace() (*genace.Client, func(), error) {
 	return c, stop, nil
 }
 
-// wire builds the queues, the handlers and their pollers as the template
-// wires the functions.
+// wire builds the queues, the handlers and their event source mappings
+// as the template wires the functions (topology.Local).
 func (s *stack) wire(g *genace.Client) error {
-	s.broker = localqueue.New(s.clk)
-	visibility := map[string]time.Duration{QueueDispatch: 6 * time.Minute, QueueObserve: 6 * time.Minute, QueueDeliver: 6 * time.Minute}
-	for _, q := range []string{QueueDispatch, QueueObserve, QueueDeliver} {
-		dlqURL, err := s.broker.Create(q+dlqSuffix, localqueue.Config{Visibility: time.Minute})
-		if err != nil {
-			return err
-		}
-		s.urls[q+dlqSuffix] = dlqURL
-		url, err := s.broker.Create(q, localqueue.Config{Visibility: visibility[q], MaxReceiveCount: MaxReceiveCount, DeadLetter: q + dlqSuffix})
-		if err != nil {
-			return err
-		}
-		s.urls[q] = url
+	local, err := topology.Stack.Local(topology.LocalConfig{Clock: s.clk})
+	if err != nil {
+		return err
 	}
+	s.local = local
 	disp, err := schedule.NewDispatcher(schedule.Config{
-		Queues: map[message.Action]schedule.Target{
-			message.ActionSubmitGeneration:  {URL: s.urls[QueueDispatch]},
-			message.ActionObserveGeneration: {URL: s.urls[QueueObserve]},
-			message.ActionDeliverArtifacts:  {URL: s.urls[QueueDeliver]},
-		},
+		Queues: local.Targets(),
 		// The embedded queue takes any delay, so no Scheduler is needed.
 		MaxQueueDelay: 365 * 24 * time.Hour,
-	}, s.broker, nil, s.clk)
+	}, local.Broker, nil, s.clk)
 	if err != nil {
 		return err
 	}
@@ -261,22 +230,18 @@ func (s *stack) wire(g *genace.Client) error {
 	delays.DefaultBudgets = operation.Budgets{MaxObservations: 200, Polling: 30 * time.Minute, Accounting: s.cfg.Accounting}
 	m := func(fn string) *metrics.Emitter { return metrics.New(io.Discard, fn, s.clk) }
 	log := s.cfg.Log
-	sub := submit.New(submit.Config{QueueURL: s.urls[QueueDispatch], Visibility: visibility[QueueDispatch]}, s.store, g, s.broker, disp, s.clk, log.With("function", "submit"), m("submit"))
-	obs := observe.New(observe.Config{QueueURL: s.urls[QueueObserve], Visibility: visibility[QueueObserve]}, s.store, g, delays, s.broker, disp, s.clk, log.With("function", "observe"), m("observe"))
-	del := deliver.New(deliver.Config{QueueURL: s.urls[QueueDeliver], Visibility: visibility[QueueDeliver]}, s.store, g, dir, s.broker, disp, s.clk, log.With("function", "deliver"), m("deliver"))
+	_, subURL, subVis := local.Consumed(topology.Submit)
+	_, obsURL, obsVis := local.Consumed(topology.Observe)
+	_, delURL, delVis := local.Consumed(topology.Deliver)
+	sub := submit.New(submit.Config{QueueURL: subURL, Visibility: subVis}, s.store, g, local.Broker, disp, s.clk, log.With("function", "submit"), m("submit"))
+	obs := observe.New(observe.Config{QueueURL: obsURL, Visibility: obsVis}, s.store, g, delays, local.Broker, disp, s.clk, log.With("function", "observe"), m("observe"))
+	del := deliver.New(deliver.Config{QueueURL: delURL, Visibility: delVis}, s.store, g, dir, local.Broker, disp, s.clk, log.With("function", "deliver"), m("deliver"))
 	tri := triage.New(s.store, s.clk, log.With("function", "triage"), m("triage"), 4)
 	s.sweeper = sweep.New(sweepConfig(), s.store, disp, s.clk, log.With("function", "sweep"), m("sweep"))
-	add := func(queue string, h eventsource.Handler, workers int) {
-		s.mappings[queue] = &eventsource.Mapping{Broker: s.broker, Queue: s.urls[queue], Handler: h, BatchSize: 10, Timeout: time.Minute, Clock: s.clk, Region: "local", Workers: workers}
-	}
-	add(QueueDispatch, sub.Handle, 2)
-	// Observations hold long polls: enough workers that one slow render
-	// does not hold up the others.
-	add(QueueObserve, obs.Handle, 16)
-	add(QueueDeliver, del.Handle, 2)
-	for _, q := range []string{QueueDispatch, QueueObserve, QueueDeliver} {
-		add(q+dlqSuffix, tri.Handle, 1)
-	}
+	local.Consume(topology.ConsumeConfig{
+		Handlers: map[string]eventsource.Handler{topology.Submit: sub.Handle, topology.Observe: obs.Handle, topology.Deliver: del.Handle, topology.Triage: tri.Handle},
+		Log:      log,
+	})
 	return nil
 }
 
@@ -309,7 +274,7 @@ func (s *stack) seed(ctx context.Context) error {
 		if err != nil {
 			return err
 		}
-		if _, err := s.broker.Send(ctx, s.urls[QueueDispatch], body, 0); err != nil {
+		if _, err := s.local.Broker.Send(ctx, s.local.Targets()[message.ActionSubmitGeneration].URL, body, 0); err != nil {
 			return err
 		}
 	}
@@ -375,14 +340,7 @@ func (s *stack) records(ctx context.Context) map[string]operation.Record {
 	return out
 }
 
-func (s *stack) dlqDepth() int {
-	n := 0
-	for _, q := range []string{QueueDispatch, QueueObserve, QueueDeliver} {
-		d := s.broker.Depth(s.urls[q+dlqSuffix])
-		n += d.Visible + d.InFlight + d.Delayed
-	}
-	return n
-}
+func (s *stack) dlqDepth() int { return s.local.DeadLetterDepth() }
 
 func (s *stack) progressLine(recs map[string]operation.Record) string {
 	counts := map[operation.Phase]int{}
@@ -402,19 +360,6 @@ func (s *stack) progressLine(recs map[string]operation.Record) string {
 	return fmt.Sprintf("%s| POSTs %s  GETs %s  DLQ %d", line, posts, gets, s.dlqDepth())
 }
 
-// Names of the functions whose invocations the report counts.
-func functionOf(queue string) string {
-	switch queue {
-	case QueueDispatch:
-		return "submit"
-	case QueueObserve:
-		return "observe"
-	case QueueDeliver:
-		return "deliver"
-	}
-	return "triage"
-}
-
 func (s *stack) report(ctx context.Context, elapsed time.Duration, timedOut bool) (*Report, error) {
 	rep := &Report{Elapsed: elapsed.Round(time.Millisecond).String(), TimedOut: timedOut, StateDir: s.cfg.StateDir,
 		Totals: Totals{Invocations: map[string]int64{}, Records: map[string]int64{}, Sweeps: s.sweeps, DLQDepth: s.dlqDepth()}}
@@ -422,10 +367,9 @@ func (s *stack) report(ctx context.Context, elapsed time.Duration, timedOut bool
 		rep.Totals.Posts, rep.Totals.Gets, rep.Totals.Downloads = s.cfg.Sim.TotalPosts(), s.cfg.Sim.TotalGets(), s.cfg.Sim.FileGets()
 		rep.Totals.GenaceJobs = len(s.cfg.Sim.Jobs())
 	}
-	for q, m := range s.mappings {
-		st := m.Stats()
-		rep.Totals.Invocations[functionOf(q)] += st.Invocations
-		rep.Totals.Records[functionOf(q)] += st.Records
+	for fn, st := range s.local.Stats() {
+		rep.Totals.Invocations[fn] += st.Invocations
+		rep.Totals.Records[fn] += st.Records
 	}
 	open, err := s.store.OpenReviews(ctx)
 	if err != nil {

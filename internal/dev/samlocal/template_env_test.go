@@ -9,22 +9,22 @@ import (
 	"time"
 
 	"github.com/genjobs/genjobs/internal/config"
-	"github.com/genjobs/genjobs/internal/deliver"
 	"github.com/genjobs/genjobs/internal/dev/invoke"
 	"github.com/genjobs/genjobs/internal/dev/samlocal"
-	"github.com/genjobs/genjobs/internal/observe"
+	"github.com/genjobs/genjobs/internal/dev/topology"
 	"github.com/genjobs/genjobs/internal/schedule"
-	"github.com/genjobs/genjobs/internal/submit"
-	"github.com/genjobs/genjobs/internal/sweep"
-	"github.com/genjobs/genjobs/internal/triage"
 )
 
 // needs maps each function (its folder under functions/) to what its
-// main package loads: the handler package's config.Spec.
-var needs = map[string]config.Spec{
-	"submit": submit.Needs, "observe": observe.Needs, "deliver": deliver.Needs,
-	"triage": triage.Needs, "sweep": sweep.Needs,
-}
+// main package loads: the handler package's config.Spec, as the one
+// topology lists it.
+var needs = func() map[string]config.Spec {
+	out := map[string]config.Spec{}
+	for _, f := range topology.Stack.Functions {
+		out[f.Name] = f.Env
+	}
+	return out
+}()
 
 // endpoints are the local endpoint variables a local stack fills.
 var endpoints = map[string]string{

@@ -2,11 +2,12 @@ package templatecheck
 
 import (
 	"fmt"
-	"github.com/genjobs/genjobs/internal/dev/samlocal"
 	"log/slog"
 
 	"github.com/genjobs/genjobs/internal/coldstart"
 	"github.com/genjobs/genjobs/internal/config"
+	"github.com/genjobs/genjobs/internal/dev/samlocal"
+	"github.com/genjobs/genjobs/internal/dev/topology"
 	"github.com/genjobs/genjobs/internal/store/dynamo"
 )
 
@@ -44,15 +45,20 @@ var retentionParams = map[string]struct {
 	"AuditRetentionDays":  {config.EnvAuditRetention, config.DefaultAuditRetentionDays},
 }
 
-// queues maps each main queue to its dead-letter queue.
-var queues = []struct{ main, dlq string }{
-	{"DispatchQueue", "DispatchDLQ"},
-	{"ObserveQueue", "ObserveDLQ"},
-	{"DeliverQueue", "DeliverDLQ"},
-}
+// queues maps each main queue to its dead-letter queue, as the one
+// topology declares them.
+var queues = func() []struct{ main, dlq string } {
+	var out []struct{ main, dlq string }
+	for _, q := range topology.Stack.Queues {
+		if q.DeadLetter != "" {
+			out = append(out, struct{ main, dlq string }{q.ID, q.DeadLetter})
+		}
+	}
+	return out
+}()
 
 const (
-	maxReceiveCount = 5
+	maxReceiveCount = topology.MaxReceiveCount
 	dlqRetention    = 14 * 24 * 60 * 60 // seconds
 	visibilityRatio = 6                 // VisibilityTimeout >= 6 x the consumer's Timeout
 )

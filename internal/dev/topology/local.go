@@ -1,0 +1,234 @@
+package topology
+
+import (
+	"context"
+	"fmt"
+	"log/slog"
+	"sync"
+	"time"
+
+	"github.com/genjobs/genjobs/internal/clock"
+	"github.com/genjobs/genjobs/internal/dev/eventsource"
+	"github.com/genjobs/genjobs/internal/dev/localqueue"
+	"github.com/genjobs/genjobs/internal/message"
+	"github.com/genjobs/genjobs/internal/schedule"
+)
+
+// LocalConfig says how to stand a topology up on an embedded queue.
+type LocalConfig struct {
+	// Clock is the queues' clock (nil: the wall clock).
+	Clock clock.Clock
+	// Visibility, if set, is a queue's visibility timeout instead of the
+	// topology's, for a simulation on its own time scale.
+	Visibility func(Queue) time.Duration
+}
+
+// Local is a topology on an embedded queue: every queue with its redrive
+// policy and, once Consume has run, an event source mapping per mapping of
+// the topology, feeding the functions' handlers. It is the one wiring the
+// local pipeline, the fault simulation and the benchmarks share.
+type Local struct {
+	// Topology is what was stood up.
+	Topology Topology
+	// Broker holds the queues.
+	Broker *localqueue.Broker
+	// Mappings are the event source mappings, in the topology's order
+	// (functions, then each function's mappings).
+	Mappings []*LocalMapping
+
+	clk  clock.Clock
+	urls map[string]string        // by queue id
+	vis  map[string]time.Duration // by queue id
+}
+
+// LocalMapping is one event source mapping of a Local.
+type LocalMapping struct {
+	// Function is the function it invokes, Queue the queue it polls.
+	Function Function
+	Queue    Queue
+	*eventsource.Mapping
+}
+
+// Local creates the topology's queues on a new embedded queue, each
+// dead-letter queue before the queue that redrives to it.
+func (t Topology) Local(cfg LocalConfig) (*Local, error) {
+	clk := cfg.Clock
+	if clk == nil {
+		clk = clock.Real{}
+	}
+	l := &Local{Topology: t, Broker: localqueue.New(clk), clk: clk, urls: map[string]string{}, vis: map[string]time.Duration{}}
+	var create func(q Queue) error
+	create = func(q Queue) error {
+		if _, done := l.urls[q.ID]; done {
+			return nil
+		}
+		qc := localqueue.Config{Visibility: q.Visibility}
+		if cfg.Visibility != nil {
+			qc.Visibility = cfg.Visibility(q)
+		}
+		if q.DeadLetter != "" {
+			dlq, ok := t.Queue(q.DeadLetter)
+			if !ok {
+				return fmt.Errorf("topology: queue %s redrives to %s, which it does not declare", q.ID, q.DeadLetter)
+			}
+			if err := create(dlq); err != nil {
+				return err
+			}
+			qc.DeadLetter, qc.MaxReceiveCount = dlq.Name, q.MaxReceiveCount
+		}
+		url, err := l.Broker.Create(q.Name, qc)
+		if err != nil {
+			return fmt.Errorf("topology: queue %s: %w", q.ID, err)
+		}
+		l.urls[q.ID], l.vis[q.ID] = url, qc.Visibility
+		return nil
+	}
+	for _, q := range t.Queues {
+		if err := create(q); err != nil {
+			return nil, err
+		}
+	}
+	return l, nil
+}
+
+// URL is the queue's URL (by logical id; "" for none).
+func (l *Local) URL(queueID string) string { return l.urls[queueID] }
+
+// Visibility is the queue's visibility timeout as created.
+func (l *Local) Visibility(queueID string) time.Duration { return l.vis[queueID] }
+
+// Consumed is the first queue the function consumes (its only one, for
+// every function but triage), and its URL and visibility as created.
+func (l *Local) Consumed(function string) (q Queue, url string, visibility time.Duration) {
+	f, _ := l.Topology.Function(function)
+	if len(f.Mappings) == 0 {
+		return Queue{}, "", 0
+	}
+	q, _ = l.Topology.Queue(f.Mappings[0].Queue)
+	return q, l.urls[q.ID], l.vis[q.ID]
+}
+
+// Targets are the dispatcher's queues: each action's queue.
+func (l *Local) Targets() map[message.Action]schedule.Target {
+	out := map[message.Action]schedule.Target{}
+	for _, q := range l.Topology.Queues {
+		if q.Action != "" {
+			out[q.Action] = schedule.Target{URL: l.urls[q.ID]}
+		}
+	}
+	return out
+}
+
+// DeadLetterDepth is how many messages the dead-letter queues hold.
+func (l *Local) DeadLetterDepth() int {
+	n := 0
+	for _, q := range l.Topology.Queues {
+		if q.Action == "" {
+			d := l.Broker.Depth(l.urls[q.ID])
+			n += d.Visible + d.InFlight + d.Delayed
+		}
+	}
+	return n
+}
+
+// Empty reports whether every queue is empty.
+func (l *Local) Empty() bool {
+	for _, u := range l.urls {
+		if d := l.Broker.Depth(u); d.Visible+d.InFlight+d.Delayed > 0 {
+			return false
+		}
+	}
+	return true
+}
+
+// ConsumeConfig says how the mappings invoke the handlers.
+type ConsumeConfig struct {
+	// Handlers are the handlers by function name. A function without one
+	// is not wired (the benchmarks run no triage).
+	Handlers map[string]eventsource.Handler
+	// Timeout, if set, is a function's timeout instead of the topology's.
+	Timeout func(Function) time.Duration
+	// Workers, if set, is a mapping's parallel pollers in Run instead of
+	// its MaxConcurrency.
+	Workers func(Function, Mapping) int
+	// NoBatchingWindows invokes with what one receive returns instead of
+	// gathering for the mappings' batching windows: for the fault
+	// simulation, which drives the mappings step by step on its virtual
+	// clock and injects the gap between receive and invoke itself, and for
+	// the benchmarks, whose batch counts bench/results.md reports without
+	// windows.
+	NoBatchingWindows bool
+	// Wrap, if set, wraps each mapping's handler once the mapping is
+	// built (the fault simulation's fault wrappers).
+	Wrap func(function string, m *eventsource.Mapping, h eventsource.Handler) eventsource.Handler
+	// Log receives Run's reports of failed invocations (nil: none).
+	Log *slog.Logger
+}
+
+// Consume builds an event source mapping for each mapping of a function
+// that has a handler, with the topology's batch size, batching window and
+// concurrency and the function's timeout.
+func (l *Local) Consume(cfg ConsumeConfig) {
+	for _, f := range l.Topology.Functions {
+		h, ok := cfg.Handlers[f.Name]
+		if !ok {
+			continue
+		}
+		timeout := f.Timeout
+		if cfg.Timeout != nil {
+			timeout = cfg.Timeout(f)
+		}
+		for _, mp := range f.Mappings {
+			q, _ := l.Topology.Queue(mp.Queue)
+			workers := mp.MaxConcurrency
+			if cfg.Workers != nil {
+				workers = cfg.Workers(f, mp)
+			}
+			m := &eventsource.Mapping{Broker: l.Broker, Queue: l.urls[q.ID], Handler: h, BatchSize: mp.BatchSize,
+				Timeout: timeout, Clock: l.clk, Region: "local", Workers: workers, Log: cfg.Log}
+			if !cfg.NoBatchingWindows {
+				m.BatchingWindow = mp.BatchingWindow
+			}
+			if cfg.Wrap != nil {
+				m.Handler = cfg.Wrap(f.Name, m, h)
+			}
+			l.Mappings = append(l.Mappings, &LocalMapping{Function: f, Queue: q, Mapping: m})
+		}
+	}
+}
+
+// Run runs every mapping (eventsource.Mapping.Run, idle after an empty
+// receive) until ctx is done, and returns the first error that stopped
+// one.
+func (l *Local) Run(ctx context.Context, idle time.Duration) error {
+	var (
+		wg    sync.WaitGroup
+		once  sync.Once
+		first error
+	)
+	for _, m := range l.Mappings {
+		wg.Go(func() {
+			if err := m.Run(ctx, idle); err != nil {
+				once.Do(func() { first = err })
+			}
+		})
+	}
+	wg.Wait()
+	return first
+}
+
+// Stats are the mappings' totals per function.
+func (l *Local) Stats() map[string]eventsource.Stats {
+	out := map[string]eventsource.Stats{}
+	for _, m := range l.Mappings {
+		s, t := out[m.Function.Name], m.Stats()
+		s.Invocations += t.Invocations
+		s.Records += t.Records
+		s.Deleted += t.Deleted
+		s.Failed += t.Failed
+		s.StaleDeletes += t.StaleDeletes
+		s.InvocationErrors += t.InvocationErrors
+		out[m.Function.Name] = s
+	}
+	return out
+}

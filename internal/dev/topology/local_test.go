@@ -1,0 +1,137 @@
+package topology_test
+
+import (
+	"context"
+	"errors"
+	"testing"
+	"time"
+
+	"github.com/aws/aws-lambda-go/events"
+
+	"github.com/genjobs/genjobs/internal/clock"
+	"github.com/genjobs/genjobs/internal/dev/eventsource"
+	"github.com/genjobs/genjobs/internal/dev/topology"
+	"github.com/genjobs/genjobs/internal/message"
+)
+
+// TestLocalRedrivesAsDeclared: each main queue of a Local redrives a
+// message to its dead-letter queue after MaxReceiveCount receives, and
+// the dead-letter queue's mapping hands it to triage.
+func TestLocalRedrivesAsDeclared(t *testing.T) {
+	t.Parallel()
+	for _, a := range message.Actions {
+		t.Run(string(a), func(t *testing.T) {
+			t.Parallel()
+			clk := clock.NewManual(time.Date(2030, 1, 1, 0, 0, 0, 0, time.UTC))
+			l, err := topology.Stack.Local(topology.LocalConfig{Clock: clk})
+			if err != nil {
+				t.Fatal(err)
+			}
+			var triaged []string
+			fail := func(context.Context, events.SQSEvent) (events.SQSEventResponse, error) {
+				return events.SQSEventResponse{}, errors.New("always fails")
+			}
+			triage := func(_ context.Context, ev events.SQSEvent) (events.SQSEventResponse, error) {
+				for _, r := range ev.Records {
+					triaged = append(triaged, r.EventSourceARN+" "+r.Attributes["ApproximateReceiveCount"])
+				}
+				return events.SQSEventResponse{}, nil
+			}
+			// Stepped on a manual clock, as the fault simulation steps it.
+			l.Consume(topology.ConsumeConfig{NoBatchingWindows: true, Handlers: map[string]eventsource.Handler{
+				topology.Submit: fail, topology.Observe: fail, topology.Deliver: fail, topology.Triage: triage,
+			}})
+			main, ok := topology.Stack.QueueFor(a)
+			if !ok {
+				t.Fatalf("no queue carries %s", a)
+			}
+			if got := l.Targets()[a].URL; got != l.URL(main.ID) || got == "" {
+				t.Fatalf("target of %s is %q, want %s's URL %q", a, got, main.ID, l.URL(main.ID))
+			}
+			if _, err := l.Broker.Send(context.Background(), l.URL(main.ID), []byte("poison"), 0); err != nil {
+				t.Fatal(err)
+			}
+			for range topology.MaxReceiveCount + 1 {
+				for _, m := range l.Mappings {
+					if _, err := m.PollOnce(context.Background()); err != nil && !errors.Is(err, eventsource.ErrInvocation) {
+						t.Fatal(err)
+					}
+				}
+				clk.Advance(main.Visibility)
+			}
+			dlqARN, err := l.Broker.ARN(topology.Stack.Queues[indexOf(main.DeadLetter)].Name)
+			if err != nil {
+				t.Fatal(err)
+			}
+			want := dlqARN + " 6"
+			if len(triaged) != 1 || triaged[0] != want {
+				t.Fatalf("triage saw %q, want [%s]", triaged, want)
+			}
+		})
+	}
+}
+
+func indexOf(id string) int {
+	for i, q := range topology.Stack.Queues {
+		if q.ID == id {
+			return i
+		}
+	}
+	return -1
+}
+
+// TestConsumeTakesTheTopology: the mappings get the topology's batch
+// sizes, concurrency and timeouts, in the topology's order, and the
+// overrides replace them.
+func TestConsumeTakesTheTopology(t *testing.T) {
+	t.Parallel()
+	h := func(context.Context, events.SQSEvent) (events.SQSEventResponse, error) {
+		return events.SQSEventResponse{}, nil
+	}
+	handlers := map[string]eventsource.Handler{topology.Submit: h, topology.Observe: h, topology.Deliver: h, topology.Triage: h}
+	for _, tc := range []struct {
+		name    string
+		cfg     topology.ConsumeConfig
+		workers func(topology.Mapping) int
+		timeout func(topology.Function) time.Duration
+		window  func(topology.Mapping) time.Duration
+	}{
+		{"as declared", topology.ConsumeConfig{Handlers: handlers},
+			func(m topology.Mapping) int { return m.MaxConcurrency }, func(f topology.Function) time.Duration { return f.Timeout },
+			func(m topology.Mapping) time.Duration { return m.BatchingWindow }},
+		{"overridden", topology.ConsumeConfig{Handlers: handlers,
+			Workers:           func(topology.Function, topology.Mapping) int { return 1 },
+			Timeout:           func(topology.Function) time.Duration { return 7 * time.Second },
+			NoBatchingWindows: true},
+			func(topology.Mapping) int { return 1 }, func(topology.Function) time.Duration { return 7 * time.Second },
+			func(topology.Mapping) time.Duration { return 0 }},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			l, err := topology.Stack.Local(topology.LocalConfig{})
+			if err != nil {
+				t.Fatal(err)
+			}
+			l.Consume(tc.cfg)
+			i := 0
+			for _, f := range topology.Stack.Functions {
+				for _, mp := range f.Mappings {
+					if i >= len(l.Mappings) {
+						t.Fatalf("%d mappings, want more", len(l.Mappings))
+					}
+					got := l.Mappings[i]
+					i++
+					if got.Function.Name != f.Name || got.Queue.ID != mp.Queue || got.Mapping.Queue != l.URL(mp.Queue) ||
+						got.BatchSize != mp.BatchSize || got.Workers != tc.workers(mp) || got.Timeout != tc.timeout(f) || got.BatchingWindow != tc.window(mp) {
+						t.Errorf("mapping %d: %s on %s batch %d window %v workers %d timeout %v; want %s on %s batch %d window %v workers %d timeout %v",
+							i, got.Function.Name, got.Queue.ID, got.BatchSize, got.BatchingWindow, got.Workers, got.Timeout,
+							f.Name, mp.Queue, mp.BatchSize, tc.window(mp), tc.workers(mp), tc.timeout(f))
+					}
+				}
+			}
+			if i != len(l.Mappings) {
+				t.Errorf("%d mappings, want %d", len(l.Mappings), i)
+			}
+		})
+	}
+}

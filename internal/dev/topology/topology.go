@@ -1,0 +1,170 @@
+// Package topology declares the shape of the genjobs stack once, for the
+// developer tooling: its queues and dead-letter queues, which function
+// consumes which queue and how (batch size, batching window, maximum
+// concurrency), each function's timeout and the environment its handler
+// reads. A test holds it against template.yaml, so the local pipeline, the
+// fault simulation, the benchmarks and the emulator runner, which all wire
+// the stack from here (Local), cannot drift from what is deployed.
+//
+// The deployed functions never read this package: they take their
+// settings from the environment the template gives them.
+package topology
+
+import (
+	"time"
+
+	"github.com/genjobs/genjobs/internal/config"
+	"github.com/genjobs/genjobs/internal/deliver"
+	"github.com/genjobs/genjobs/internal/message"
+	"github.com/genjobs/genjobs/internal/observe"
+	"github.com/genjobs/genjobs/internal/submit"
+	"github.com/genjobs/genjobs/internal/sweep"
+	"github.com/genjobs/genjobs/internal/triage"
+)
+
+// MaxReceiveCount is every main queue's redrive policy: a message received
+// this many times without being deleted goes to the dead-letter queue.
+const MaxReceiveCount = 5
+
+// Function names: each function's folder under functions/.
+const (
+	Submit  = "submit"
+	Observe = "observe"
+	Deliver = "deliver"
+	Triage  = "triage"
+	Sweep   = "sweep"
+)
+
+// Queue is one SQS queue of the stack.
+type Queue struct {
+	// ID is the queue's logical id in template.yaml.
+	ID string
+	// Name is the queue's name on a local stack (the deployed name is the
+	// stack's name followed by the same suffix).
+	Name string
+	// Action is what the queue carries ("" for a dead-letter queue, which
+	// carries whatever its main queue gave up on).
+	Action message.Action
+	// Visibility is the queue's visibility timeout.
+	Visibility time.Duration
+	// Retention is how long the queue keeps a message.
+	Retention time.Duration
+	// DeadLetter is the logical id of the queue's dead-letter queue ("" for
+	// none); MaxReceiveCount goes with it.
+	DeadLetter      string
+	MaxReceiveCount int
+}
+
+// Mapping is one SQS event source mapping of a function.
+type Mapping struct {
+	// Queue is the logical id of the queue consumed.
+	Queue string
+	// BatchSize is the most records per invocation.
+	BatchSize int
+	// BatchingWindow is how long Lambda gathers records before invoking
+	// with a batch that is not full (MaximumBatchingWindowInSeconds).
+	BatchingWindow time.Duration
+	// MaxConcurrency is the most invocations the mapping runs at once
+	// (ScalingConfig.MaximumConcurrency).
+	MaxConcurrency int
+}
+
+// Function is one Lambda function of the stack.
+type Function struct {
+	// ID is the function's logical id in template.yaml.
+	ID string
+	// Name is its folder under functions/.
+	Name string
+	// Timeout is the function's timeout.
+	Timeout time.Duration
+	// Mappings are its SQS event sources, in the template's order.
+	Mappings []Mapping
+	// Schedule is its Schedule event's expression ("" for none).
+	Schedule string
+	// Env is what its handler reads of the environment: the template must
+	// give it exactly these variables (internal/dev/samlocal's tests).
+	Env config.Spec
+}
+
+// Topology is the whole stack's shape.
+type Topology struct {
+	// Queues are main queues, each followed by its dead-letter queue.
+	Queues []Queue
+	// Functions are in the template's order.
+	Functions []Function
+}
+
+const (
+	mainRetention = 4 * 24 * time.Hour
+	dlqRetention  = 14 * 24 * time.Hour
+)
+
+// Stack is the deployed stack's shape, as template.yaml declares it.
+var Stack = Topology{
+	Queues: []Queue{
+		{ID: "DispatchQueue", Name: "genjobs-dispatch", Action: message.ActionSubmitGeneration, Visibility: 6 * time.Minute, Retention: mainRetention, DeadLetter: "DispatchDLQ", MaxReceiveCount: MaxReceiveCount},
+		{ID: "DispatchDLQ", Name: "genjobs-dispatch-dlq", Visibility: 3 * time.Minute, Retention: dlqRetention},
+		{ID: "ObserveQueue", Name: "genjobs-observe", Action: message.ActionObserveGeneration, Visibility: 6 * time.Minute, Retention: mainRetention, DeadLetter: "ObserveDLQ", MaxReceiveCount: MaxReceiveCount},
+		{ID: "ObserveDLQ", Name: "genjobs-observe-dlq", Visibility: 3 * time.Minute, Retention: dlqRetention},
+		{ID: "DeliverQueue", Name: "genjobs-deliver", Action: message.ActionDeliverArtifacts, Visibility: 12 * time.Minute, Retention: mainRetention, DeadLetter: "DeliverDLQ", MaxReceiveCount: MaxReceiveCount},
+		{ID: "DeliverDLQ", Name: "genjobs-deliver-dlq", Visibility: 3 * time.Minute, Retention: dlqRetention},
+	},
+	Functions: []Function{
+		{ID: "SubmitFunction", Name: Submit, Timeout: time.Minute, Env: submit.Needs,
+			Mappings: []Mapping{{Queue: "DispatchQueue", BatchSize: 10, BatchingWindow: time.Second, MaxConcurrency: 5}}},
+		{ID: "ObserveFunction", Name: Observe, Timeout: time.Minute, Env: observe.Needs,
+			Mappings: []Mapping{{Queue: "ObserveQueue", BatchSize: 10, BatchingWindow: 0, MaxConcurrency: 10}}},
+		{ID: "DeliverFunction", Name: Deliver, Timeout: 2 * time.Minute, Env: deliver.Needs,
+			Mappings: []Mapping{{Queue: "DeliverQueue", BatchSize: 10, BatchingWindow: time.Second, MaxConcurrency: 5}}},
+		{ID: "TriageFunction", Name: Triage, Timeout: 30 * time.Second, Env: triage.Needs,
+			Mappings: []Mapping{
+				{Queue: "DispatchDLQ", BatchSize: 10, BatchingWindow: 5 * time.Second, MaxConcurrency: 2},
+				{Queue: "ObserveDLQ", BatchSize: 10, BatchingWindow: 5 * time.Second, MaxConcurrency: 2},
+				{Queue: "DeliverDLQ", BatchSize: 10, BatchingWindow: 5 * time.Second, MaxConcurrency: 2},
+			}},
+		{ID: "SweepFunction", Name: Sweep, Timeout: time.Minute, Schedule: "rate(5 minutes)", Env: sweep.Needs},
+	},
+}
+
+// Queue returns the queue with the logical id.
+func (t Topology) Queue(id string) (Queue, bool) {
+	for _, q := range t.Queues {
+		if q.ID == id {
+			return q, true
+		}
+	}
+	return Queue{}, false
+}
+
+// Function returns the function with the name (its folder under
+// functions/).
+func (t Topology) Function(name string) (Function, bool) {
+	for _, f := range t.Functions {
+		if f.Name == name {
+			return f, true
+		}
+	}
+	return Function{}, false
+}
+
+// Consumer returns the function whose mapping consumes the queue.
+func (t Topology) Consumer(queueID string) (Function, bool) {
+	for _, f := range t.Functions {
+		for _, m := range f.Mappings {
+			if m.Queue == queueID {
+				return f, true
+			}
+		}
+	}
+	return Function{}, false
+}
+
+// QueueFor returns the main queue that carries the action.
+func (t Topology) QueueFor(a message.Action) (Queue, bool) {
+	for _, q := range t.Queues {
+		if q.Action == a {
+			return q, true
+		}
+	}
+	return Queue{}, false
+}
