@@ -3,8 +3,8 @@ package main
 import (
 	"context"
 	"errors"
-	"flag"
 	"fmt"
+	"github.com/spf13/pflag"
 	"os"
 	"path/filepath"
 
@@ -22,7 +22,7 @@ type storeFlags struct {
 	json     bool
 }
 
-func (s *storeFlags) register(fs *flag.FlagSet) {
+func (s *storeFlags) register(fs *pflag.FlagSet) {
 	fs.StringVar(&s.db, "db", os.Getenv("GENJOBS_DB"), "embedded store file (default "+defaultDB+")")
 	fs.StringVar(&s.table, "table", os.Getenv("TABLE_NAME"), "DynamoDB table (instead of the embedded store)")
 	fs.StringVar(&s.endpoint, "dynamodb-endpoint", "", "DynamoDB endpoint, e.g. DynamoDB Local (sets AWS_ENDPOINT_URL_DYNAMODB)")
