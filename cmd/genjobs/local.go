@@ -20,7 +20,7 @@ func cmdLocal(fs *pflag.FlagSet) runFunc {
 	workloadPath := fs.String("workload", "", "JSON Lines workload, one operation a line (default: the built-in demo)")
 	reportPath := fs.String("report", "", "write the JSON report here (it is also kept in the state dir)")
 	timeout := fs.Duration("timeout", 3*time.Minute, "stop after this long even if operations are still running")
-	state := fs.String("state", ".genjobs", "state directory (embedded store, artifacts, report); started afresh")
+	state := fs.String("state", defaultStateRoot, "state root: each run gets its own directory runs/<run id> (store, artifacts, report) and latest points at the newest; nothing is ever deleted")
 	genaceURL := fs.String("genace-url", "", "use this Genace instead of the built-in simulator")
 	genaceKey := fs.String("genace-key", os.Getenv("GENACE_API_KEY"), "API key for --genace-url (env GENACE_API_KEY)")
 	table := fs.String("table", "", "store operations in this DynamoDB table instead of the embedded store")
@@ -68,7 +68,7 @@ func cmdLocal(fs *pflag.FlagSet) runFunc {
 				return err
 			}
 		}
-		cfg := pipeline.Config{StateDir: *state, Workload: items, Timeout: *timeout, Table: *table, Progress: stdout, ProgressEvery: time.Second,
+		cfg := pipeline.Config{Workload: items, Timeout: *timeout, Table: *table, Progress: stdout, ProgressEvery: time.Second,
 			LongPoll: *longPoll, Accounting: *accounting}
 		if *quiet {
 			cfg.Progress = nil
@@ -97,12 +97,25 @@ func cmdLocal(fs *pflag.FlagSet) runFunc {
 				}
 			}
 		}
-		fmt.Fprintf(stdout, "genjobs local: %d operations, state in %s\n", len(items), *state)
+		runDir, runID, err := newRunDir(*state, time.Now())
+		if err != nil {
+			return err
+		}
+		unlock, err := lockState(runDir)
+		if err != nil {
+			return err
+		}
+		defer unlock()
+		if err := pointLatest(*state, runID); err != nil {
+			return err
+		}
+		cfg.StateDir, cfg.Command = runDir, self()
+		fmt.Fprintf(stdout, "genjobs local: %d operations, run %s, state in %s\n", len(items), runID, runDir)
 		rep, err := pipeline.Run(ctx, cfg)
 		if rep != nil {
 			fmt.Fprintln(stdout)
 			rep.WriteSummary(stdout)
-			if werr := rep.WriteJSON(pipeline.ReportPath(*state)); werr != nil && err == nil {
+			if werr := rep.WriteJSON(pipeline.ReportPath(runDir)); werr != nil && err == nil {
 				err = werr
 			}
 			if *reportPath != "" {
@@ -110,8 +123,8 @@ func cmdLocal(fs *pflag.FlagSet) runFunc {
 					err = werr
 				}
 			}
-			db, _ := filepath.Abs(pipeline.DBPath(*state))
-			fmt.Fprintf(stdout, "\nState kept: genjobs reviews --db %s   (then plan, replay, audit)\n", db)
+			fmt.Fprintf(stdout, "\nState kept in %s (%s points at it).\nNext: %s reviews   (then plan, replay, audit; --db %s for this run once a newer one exists)\n",
+				runDir, filepath.Join(*state, latestLink), self(), pipeline.DBPath(runDir))
 			if rep.TimedOut && err == nil {
 				err = errors.New("timed out: see the summary for the operations still running")
 			}

@@ -38,12 +38,12 @@ type command struct {
 
 func commands() []command {
 	return []command{
-		{"reviews", "", "list open review records", "genjobs reviews --db .genjobs/genjobs.db", cmdReviews, false},
+		{"reviews", "", "list open review records", "genjobs reviews", cmdReviews, false},
 		{"plan", "OPERATION_ID", "show the next action for one operation and every precondition checked",
-			"genjobs plan demo-lost-response --db .genjobs/genjobs.db", cmdPlan, false},
+			"genjobs plan demo-lost-response", cmdPlan, false},
 		{"replay", "OPERATION_ID", "carry out the planned action on one operation, with an audit entry",
-			"genjobs replay demo-lost-response --action reconcile --operator alice --job-id job_123 --db .genjobs/genjobs.db", cmdReplay, false},
-		{"audit", "OPERATION_ID", "print the operation's audit trail", "genjobs audit demo-lost-response --db .genjobs/genjobs.db", cmdAudit, false},
+			"genjobs replay demo-lost-response --action reconcile --operator alice --job-id job_123", cmdReplay, false},
+		{"audit", "OPERATION_ID", "print the operation's audit trail", "genjobs audit demo-lost-response", cmdAudit, false},
 		{"local", "", "run the whole pipeline locally on embedded defaults (the demo without --workload)",
 			"genjobs local\n  genjobs local --workload testdata/workload.jsonl --timeout 5m", cmdLocal, true},
 		{"invoke", "", "run one function under the Lambda runtime emulator with a sample event, against local services (make invoke)",

@@ -12,9 +12,6 @@ import (
 	"github.com/genjobs/genjobs/internal/store"
 )
 
-// defaultDB is where the local stack keeps its state.
-const defaultDB = ".genjobs/genjobs.db"
-
 type storeFlags struct {
 	db       string
 	table    string
@@ -23,7 +20,7 @@ type storeFlags struct {
 }
 
 func (s *storeFlags) register(fs *pflag.FlagSet) {
-	fs.StringVar(&s.db, "db", os.Getenv("GENJOBS_DB"), "embedded store file (default "+defaultDB+")")
+	fs.StringVar(&s.db, "db", os.Getenv("GENJOBS_DB"), "embedded store file (default "+defaultDB+": the newest genjobs local run; env GENJOBS_DB)")
 	fs.StringVar(&s.table, "table", os.Getenv("TABLE_NAME"), "DynamoDB table (instead of the embedded store)")
 	fs.StringVar(&s.endpoint, "dynamodb-endpoint", "", "DynamoDB endpoint, e.g. DynamoDB Local (sets AWS_ENDPOINT_URL_DYNAMODB)")
 	fs.BoolVar(&s.json, "json", false, "print JSON")
