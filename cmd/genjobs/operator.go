@@ -148,13 +148,13 @@ func writePlan(w io.Writer, p replay.Plan) {
 	}
 	switch {
 	case p.Recommendation.Action == operation.ActionAcknowledge:
-		fmt.Fprintf(w, "to acknowledge: genjobs replay %s --action %s --operator NAME\n", p.OperationID, p.Recommendation.Action)
+		fmt.Fprintf(w, "to acknowledge: %s replay %s --action %s --operator NAME\n", self(), p.OperationID, p.Recommendation.Action)
 	case !p.Ready:
 		fmt.Fprintln(w, "not ready: a check failed; replay will refuse")
 	case p.Needs != "":
-		fmt.Fprintf(w, "to replay: genjobs replay %s --action %s --operator NAME and %s\n", p.OperationID, p.Recommendation.Action, p.Needs)
+		fmt.Fprintf(w, "to replay: %s replay %s --action %s --operator NAME and %s\n", self(), p.OperationID, p.Recommendation.Action, p.Needs)
 	default:
-		fmt.Fprintf(w, "to replay: genjobs replay %s --action %s --operator NAME\n", p.OperationID, p.Recommendation.Action)
+		fmt.Fprintf(w, "to replay: %s replay %s --action %s --operator NAME\n", self(), p.OperationID, p.Recommendation.Action)
 	}
 }
 
@@ -175,7 +175,7 @@ func cmdReplay(fs *pflag.FlagSet) runFunc {
 			return err
 		}
 		if *action == "" {
-			return usagef("--action is required (run genjobs plan %s to see it)", id)
+			return usagef("--action is required (run %s plan %s to see it)", self(), id)
 		}
 		a, err := operation.ParseAction(*action)
 		if err != nil {
