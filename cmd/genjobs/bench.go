@@ -2,7 +2,7 @@ package main
 
 import (
 	"context"
-	"flag"
+	"github.com/spf13/pflag"
 	"io"
 
 	"github.com/genjobs/genjobs/internal/dev/benchmark"
@@ -13,24 +13,23 @@ import (
 // Functions poller, handler throughput through the local pipeline, and
 // cold starts under the Lambda Runtime Interface Emulator. It prints the
 // Markdown table and writes it, with the observation plot, under --out.
-func cmdBench(ctx context.Context, args []string, stdout, stderr io.Writer) error {
-	fs := flag.NewFlagSet("bench", flag.ContinueOnError)
+func cmdBench(fs *pflag.FlagSet) runFunc {
 	out := fs.String("out", "bench", "folder for "+benchmark.ResultsFile+" and "+benchmark.PlotFile)
 	renders := fs.Int("renders", 2000, "renders in the model's workload")
 	seed := fs.Uint64("seed", 1, "seed of the model's workload and jitter")
 	quick := fs.Bool("quick", false, "small pipeline runs and no cold starts (for tests)")
-	pos, err := parse(fs, args)
-	if err != nil {
+	return func(ctx context.Context, args []string, stdout, stderr io.Writer) error {
+		pos := args
+		var err error
+		switch {
+		case len(pos) > 0:
+			return usagef("unexpected argument %q", pos[0])
+		case *renders < 1:
+			return usagef("--renders must be at least 1")
+		case *out == "":
+			return usagef("--out must name a folder")
+		}
+		_, err = benchmark.Run(ctx, benchmark.Options{Out: *out, Renders: *renders, Seed: *seed, Quick: *quick, Progress: stderr}, stdout)
 		return err
 	}
-	switch {
-	case len(pos) > 0:
-		return usagef("unexpected argument %q", pos[0])
-	case *renders < 1:
-		return usagef("--renders must be at least 1")
-	case *out == "":
-		return usagef("--out must name a folder")
-	}
-	_, err = benchmark.Run(ctx, benchmark.Options{Out: *out, Renders: *renders, Seed: *seed, Quick: *quick, Progress: stderr}, stdout)
-	return err
 }

@@ -15,7 +15,7 @@ import (
 func TestBenchQuickWritesTableAndPlot(t *testing.T) {
 	out := t.TempDir()
 	var stdout, stderr bytes.Buffer
-	if err := cmdBench(context.Background(), []string{"--quick", "--renders", "300", "--seed", "7", "--out", out}, &stdout, &stderr); err != nil {
+	if err := call(context.Background(), "bench", []string{"--quick", "--renders", "300", "--seed", "7", "--out", out}, &stdout, &stderr); err != nil {
 		t.Fatalf("bench: %v\n%s", err, stderr.String())
 	}
 	for _, want := range []string{"| section | figure | value | target | verdict |", "GETs per render — genjobs, default policy", "$ per 1,000 renders", "end-to-end operations/s"} {
@@ -41,7 +41,7 @@ func TestBenchQuickWritesTableAndPlot(t *testing.T) {
 
 func TestBenchRejectsBadFlags(t *testing.T) {
 	for _, args := range [][]string{{"--renders", "0"}, {"extra"}, {"--out", ""}, {"--seed", "x"}} {
-		err := cmdBench(context.Background(), args, &bytes.Buffer{}, &bytes.Buffer{})
+		err := call(context.Background(), "bench", args, &bytes.Buffer{}, &bytes.Buffer{})
 		var ue *usageError
 		if !errors.As(err, &ue) {
 			t.Errorf("%v: got %v, want a usage error", args, err)

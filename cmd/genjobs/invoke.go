@@ -4,8 +4,8 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
-	"flag"
 	"fmt"
+	"github.com/spf13/pflag"
 	"io"
 	"os"
 	"path/filepath"
@@ -18,87 +18,85 @@ import (
 // with a sample event, as `sam local invoke` does, against DynamoDB Local
 // and goaws (whose endpoints `make invoke` exports), the Genace simulator
 // and an in-process S3. The report goes to stdout, progress to stderr.
-func cmdInvoke(ctx context.Context, args []string, stdout, stderr io.Writer) error {
-	root, err := invoke.FindRoot(".")
-	if err != nil {
-		return err
-	}
-	tmpl, err := invoke.LoadTemplate(root)
-	if err != nil {
-		return err
-	}
-	names := strings.Join(invoke.FunctionNames(tmpl), ", ")
-	fs := flag.NewFlagSet("invoke", flag.ContinueOnError)
-	function := fs.String("function", "", "the function to run: "+names)
+func cmdInvoke(fs *pflag.FlagSet) runFunc {
+	function := fs.String("function", "", "the function to run: one of template.yaml's functions (submit, observe, deliver, triage, sweep)")
 	eventPath := fs.String("event", "", "the event file, e.g. events/submit.json")
 	keep := fs.Bool("keep", false, "keep the emulator, table, queues, simulator and S3 until Ctrl-C, and print how to reach them")
 	asJSON := fs.Bool("json", false, "print the report as JSON")
-	pos, err := parse(fs, args)
-	if err != nil {
-		return err
-	}
-	if len(pos) != 0 {
-		return usagef("invoke takes no arguments, got %q", pos)
-	}
-	switch {
-	case *function == "":
-		return usagef("--function is required (one of %s)", names)
-	case *eventPath == "":
-		return usagef("--event is required, e.g. --event events/%s.json", *function)
-	}
-	spec, ok := invoke.Lookup(tmpl, *function)
-	if !ok {
-		return usagef("unknown function %q: want one of %s", *function, names)
-	}
-	path := *eventPath
-	if _, err := os.Stat(path); err != nil && !filepath.IsAbs(path) {
-		// Run from a subfolder: the samples are relative to the root.
-		if _, rerr := os.Stat(filepath.Join(root, path)); rerr == nil {
-			path = filepath.Join(root, path)
-		}
-	}
-	// The event is checked before the services: a typo in a file name
-	// deserves its own error, whatever else is missing.
-	ev, err := invoke.ReadEvent(path)
-	if err != nil {
-		return err
-	}
-	if err := invoke.CheckPairing(spec, ev); err != nil {
-		return err
-	}
-	ep := invoke.Endpoints{
-		DynamoDB:  os.Getenv("AWS_ENDPOINT_URL_DYNAMODB"),
-		SQS:       os.Getenv("AWS_ENDPOINT_URL_SQS"),
-		Region:    invokeEnvOr("AWS_REGION", invokeEnvOr("AWS_DEFAULT_REGION", "us-east-1")),
-		AccessKey: invokeEnvOr("AWS_ACCESS_KEY_ID", "local"),
-		SecretKey: invokeEnvOr("AWS_SECRET_ACCESS_KEY", "local"),
-	}
-	if err := ep.Check(); err != nil {
-		return err
-	}
-
-	sess, err := invoke.Prepare(ctx, invoke.Options{Root: root, Template: tmpl, Function: *function, EventPath: path, Endpoints: ep, Progress: stderr})
-	if err != nil {
-		return err
-	}
-	defer sess.Close()
-	res, err := sess.Invoke(ctx)
-	if res != nil {
-		if werr := writeInvokeResult(stdout, res, *asJSON); werr != nil {
-			return werr
-		}
-	}
-	if err != nil {
-		return err
-	}
-	if *keep {
-		if err := sess.WriteKeep(stderr); err != nil {
+	return func(ctx context.Context, args []string, stdout, stderr io.Writer) error {
+		root, err := invoke.FindRoot(".")
+		if err != nil {
 			return err
 		}
-		<-ctx.Done()
-		fmt.Fprintln(stderr, "invoke: stopping")
+		tmpl, err := invoke.LoadTemplate(root)
+		if err != nil {
+			return err
+		}
+		names := strings.Join(invoke.FunctionNames(tmpl), ", ")
+		pos := args
+		if len(pos) != 0 {
+			return usagef("invoke takes no arguments, got %q", pos)
+		}
+		switch {
+		case *function == "":
+			return usagef("--function is required (one of %s)", names)
+		case *eventPath == "":
+			return usagef("--event is required, e.g. --event events/%s.json", *function)
+		}
+		spec, ok := invoke.Lookup(tmpl, *function)
+		if !ok {
+			return usagef("unknown function %q: want one of %s", *function, names)
+		}
+		path := *eventPath
+		if _, err := os.Stat(path); err != nil && !filepath.IsAbs(path) {
+			// Run from a subfolder: the samples are relative to the root.
+			if _, rerr := os.Stat(filepath.Join(root, path)); rerr == nil {
+				path = filepath.Join(root, path)
+			}
+		}
+		// The event is checked before the services: a typo in a file name
+		// deserves its own error, whatever else is missing.
+		ev, err := invoke.ReadEvent(path)
+		if err != nil {
+			return err
+		}
+		if err := invoke.CheckPairing(spec, ev); err != nil {
+			return err
+		}
+		ep := invoke.Endpoints{
+			DynamoDB:  os.Getenv("AWS_ENDPOINT_URL_DYNAMODB"),
+			SQS:       os.Getenv("AWS_ENDPOINT_URL_SQS"),
+			Region:    invokeEnvOr("AWS_REGION", invokeEnvOr("AWS_DEFAULT_REGION", "us-east-1")),
+			AccessKey: invokeEnvOr("AWS_ACCESS_KEY_ID", "local"),
+			SecretKey: invokeEnvOr("AWS_SECRET_ACCESS_KEY", "local"),
+		}
+		if err := ep.Check(); err != nil {
+			return err
+		}
+
+		sess, err := invoke.Prepare(ctx, invoke.Options{Root: root, Template: tmpl, Function: *function, EventPath: path, Endpoints: ep, Progress: stderr})
+		if err != nil {
+			return err
+		}
+		defer sess.Close()
+		res, err := sess.Invoke(ctx)
+		if res != nil {
+			if werr := writeInvokeResult(stdout, res, *asJSON); werr != nil {
+				return werr
+			}
+		}
+		if err != nil {
+			return err
+		}
+		if *keep {
+			if err := sess.WriteKeep(stderr); err != nil {
+				return err
+			}
+			<-ctx.Done()
+			fmt.Fprintln(stderr, "invoke: stopping")
+		}
+		return res.Err()
 	}
-	return res.Err()
 }
 
 func writeInvokeResult(w io.Writer, res *invoke.Result, asJSON bool) error {

@@ -194,7 +194,7 @@ func TestInvokeSampleEvents(t *testing.T) {
 func TestInvokeTextReport(t *testing.T) {
 	root := invokeTestEnv(t)
 	var stdout, stderr bytes.Buffer
-	err := cmdInvoke(invokeContext(t), []string{"--function", "submit", "--event", filepath.Join(root, "events", "submit.json")}, &stdout, &stderr)
+	err := call(invokeContext(t), "invoke", []string{"--function", "submit", "--event", filepath.Join(root, "events", "submit.json")}, &stdout, &stderr)
 	if err != nil {
 		t.Fatalf("%v\n%s", err, stderr.String())
 	}
@@ -239,7 +239,7 @@ func TestInvokeCommandLineErrors(t *testing.T) {
 		{[]string{"--function", "submit", "--event", filepath.Join(root, "events", "sweep.json")}, false, "submit consumes SQS batches"},
 		{[]string{"--function", "sweep", "--event", filepath.Join(root, "events", "submit.json")}, false, "sweep runs on a schedule"},
 	} {
-		err := cmdInvoke(context.Background(), tc.args, &bytes.Buffer{}, &bytes.Buffer{})
+		err := call(context.Background(), "invoke", tc.args, &bytes.Buffer{}, &bytes.Buffer{})
 		var ue *usageError
 		if err == nil || !strings.Contains(err.Error(), tc.want) || errors.As(err, &ue) != tc.usage {
 			t.Errorf("%q: error %v (usage error: %v), want %q (usage error: %v)", tc.args, err, errors.As(err, &ue), tc.want, tc.usage)
@@ -255,13 +255,13 @@ func TestInvokeNeedsTheServices(t *testing.T) {
 		t.Fatal(err)
 	}
 	t.Setenv("AWS_ENDPOINT_URL_DYNAMODB", "")
-	err = cmdInvoke(context.Background(), []string{"--function", "submit", "--event", filepath.Join(root, "events", "submit.json")}, &bytes.Buffer{}, &bytes.Buffer{})
+	err = call(context.Background(), "invoke", []string{"--function", "submit", "--event", filepath.Join(root, "events", "submit.json")}, &bytes.Buffer{}, &bytes.Buffer{})
 	if err == nil || !strings.Contains(err.Error(), "AWS_ENDPOINT_URL_DYNAMODB is not set") || !strings.Contains(err.Error(), "make invoke") {
 		t.Errorf("error %v, want one naming AWS_ENDPOINT_URL_DYNAMODB and make invoke", err)
 	}
 	t.Setenv("AWS_ENDPOINT_URL_DYNAMODB", "https://dynamodb.us-east-1.amazonaws.com")
 	t.Setenv("AWS_ENDPOINT_URL_SQS", "http://127.0.0.1:4100")
-	err = cmdInvoke(context.Background(), []string{"--function", "submit", "--event", filepath.Join(root, "events", "submit.json")}, &bytes.Buffer{}, &bytes.Buffer{})
+	err = call(context.Background(), "invoke", []string{"--function", "submit", "--event", filepath.Join(root, "events", "submit.json")}, &bytes.Buffer{}, &bytes.Buffer{})
 	if err == nil || !strings.Contains(err.Error(), "is not on this machine") {
 		t.Errorf("error %v, want a refusal of a non-local endpoint", err)
 	}
@@ -294,7 +294,7 @@ func invokeContext(t *testing.T) context.Context {
 func runInvoke(t *testing.T, function, event string) *invoke.Result {
 	t.Helper()
 	var stdout, stderr bytes.Buffer
-	err := cmdInvoke(invokeContext(t), []string{"--function", function, "--event", event, "--json"}, &stdout, &stderr)
+	err := call(invokeContext(t), "invoke", []string{"--function", function, "--event", event, "--json"}, &stdout, &stderr)
 	if stdout.Len() == 0 {
 		t.Fatalf("no report (error %v)\n%s", err, stderr.String())
 	}

@@ -68,7 +68,7 @@ func TestLocalRunsTheDemo(t *testing.T) {
 	// The operator reconciles the lost response with the job the report
 	// shows. The simulator has exited, so nothing can look the job up:
 	// the attach is refused unless forced, with a reason.
-	db := filepath.Join(state, "genjobs.db")
+	db := filepath.Join(state, "latest", "genjobs.db")
 	code, _, errOut = genjobs(t, "replay", "demo-lost-response", "--action", "reconcile", "--operator", "test", "--job-id", lostJob, "--db", db)
 	if code != 1 || !strings.Contains(errOut, "not verified") {
 		t.Fatalf("unverifiable job: exit %d %s", code, errOut)

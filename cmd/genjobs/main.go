@@ -6,8 +6,9 @@ package main
 import (
 	"context"
 	"errors"
-	"flag"
 	"fmt"
+	"github.com/spf13/cobra"
+	"github.com/spf13/pflag"
 	"io"
 	"os"
 	"os/signal"
@@ -15,16 +16,21 @@ import (
 	"syscall"
 )
 
-// usageError is a bad command line: exit status 2, with usage.
+// usageError is a bad command line: exit status 2, with the command's usage.
 type usageError struct{ msg string }
 
 func (e *usageError) Error() string { return e.msg }
 
 func usagef(format string, args ...any) error { return &usageError{msg: fmt.Sprintf(format, args...)} }
 
+// runFunc runs a command with its flags parsed: args are the positional
+// arguments.
+type runFunc func(ctx context.Context, args []string, stdout, stderr io.Writer) error
+
 type command struct {
-	name, args, summary string
-	run                 func(ctx context.Context, args []string, stdout, stderr io.Writer) error
+	name, args, summary, example string
+	// define registers the command's flags and returns what runs it.
+	define func(fs *pflag.FlagSet) runFunc
 	// dev marks developer tooling (local stack, emulator, simulation,
 	// benchmarks); the rest are the operator's commands, listed first.
 	dev bool
@@ -32,38 +38,74 @@ type command struct {
 
 func commands() []command {
 	return []command{
-		{"reviews", "", "list open review records", cmdReviews, false},
-		{"plan", "OPERATION_ID", "show the next action for one operation and every precondition checked", cmdPlan, false},
-		{"replay", "OPERATION_ID --action A --operator NAME [--job-id ID [--force-unverified --reason TEXT] | --confirmed-not-submitted] [--genace-url URL --genace-key K]", "carry out the planned action on one operation, with an audit entry", cmdReplay, false},
-		{"audit", "OPERATION_ID", "print the operation's audit trail", cmdAudit, false},
-		{"local", "[--workload FILE] [--report FILE] [--timeout D] [--genace-url URL] [--table T --dynamodb-endpoint URL]", "run the whole pipeline locally on embedded defaults (the demo without --workload)", cmdLocal, true},
-		{"invoke", "--function NAME --event FILE [--keep] [--json]", "run one function under the Lambda runtime emulator with a sample event, against local services (make invoke)", cmdInvoke, true},
-		{"sam-env", "[--out DIR]", "keep local services up for `sam local invoke`, write its --env-vars file and --parameter-overrides, print the sam commands (make sam-env)", cmdSAMEnv, true},
-		{"soak", "[--operations N] [--seed N] [--faults all|none|LIST] [--trace OPS] [--unrecorded-dispatch] [--json FILE] [--quiet]", "run the deterministic fault-injection simulation and check the invariants (exit 1 on any violation)", cmdSoak, true},
-		{"bench", "[--out DIR] [--renders N] [--seed S] [--quick]", "run the comparative benchmarks: print the table, write DIR/results.md and DIR/observation.png", cmdBench, true},
-		{"sim", "[--addr HOST:PORT] [--api-key K] [--run-for D] [--fault-rate F] ...", "serve the Genace simulator over HTTP until Ctrl-C", cmdSim, true},
+		{"reviews", "", "list open review records", "genjobs reviews", cmdReviews, false},
+		{"plan", "OPERATION_ID", "show the next action for one operation and every precondition checked",
+			"genjobs plan demo-lost-response", cmdPlan, false},
+		{"replay", "OPERATION_ID", "carry out the planned action on one operation, with an audit entry",
+			"genjobs replay demo-lost-response --action reconcile --operator alice --job-id job_123", cmdReplay, false},
+		{"audit", "OPERATION_ID", "print the operation's audit trail", "genjobs audit demo-lost-response", cmdAudit, false},
+		{"local", "", "run the whole pipeline locally on embedded defaults (the demo without --workload)",
+			"genjobs local\n  genjobs local --workload testdata/workload.jsonl --timeout 5m", cmdLocal, true},
+		{"invoke", "", "run one function under the Lambda runtime emulator with a sample event, against local services (make invoke)",
+			"make invoke   (or, with the services' endpoints exported: genjobs invoke --function submit --event events/submit.json)", cmdInvoke, true},
+		{"sam-env", "", "keep local services up for `sam local invoke`, write its --env-vars file and --parameter-overrides, print the sam commands (make sam-env)",
+			"make sam-env", cmdSAMEnv, true},
+		{"soak", "", "run the deterministic fault-injection simulation and check the invariants (exit 1 on any violation)",
+			"genjobs soak --operations 10000 --seed 42", cmdSoak, true},
+		{"bench", "", "run the comparative benchmarks: print the table, write DIR/results.md and DIR/observation.png",
+			"genjobs bench --out bench", cmdBench, true},
+		{"sim", "", "serve the Genace simulator over HTTP until Ctrl-C", "genjobs sim --addr 127.0.0.1:8787 --api-key sim-key", cmdSim, true},
 	}
 }
 
-func usage(w io.Writer) {
-	fmt.Fprintln(w, "usage: genjobs COMMAND [flags]")
-	for _, dev := range []bool{false, true} {
-		fmt.Fprintln(w)
-		if dev {
-			fmt.Fprintln(w, "Local runs and developer tooling (never touch a deployed stack):")
-		} else {
-			fmt.Fprintln(w, "Operator commands (recovery of parked operations; the production table with --table):")
-		}
-		for _, c := range commands() {
-			if c.dev == dev {
-				fmt.Fprintf(w, "  %-8s %s\n           %s\n", c.name, c.args, c.summary)
-			}
-		}
+const (
+	groupOperator = "operator"
+	groupDev      = "dev"
+)
+
+// newRoot builds the command tree; every command's flags are pflag flags,
+// accepted before or after positional arguments.
+func newRoot(ctx context.Context, stdout, stderr io.Writer) *cobra.Command {
+	root := &cobra.Command{
+		Use:   "genjobs",
+		Short: "drive and recover Genace render jobs: the operator's tool and the local pipeline",
+		Long: `genjobs is the operator's tool for the genjobs pipeline (review what automation
+parked, plan and replay one operation at a time with an audit trail) and runs
+the whole pipeline on this machine against a Genace simulator.
+
+reviews, plan, replay and audit take the store flags: --db PATH (the embedded
+store file, default ` + defaultDB + `; env GENJOBS_DB) or --table NAME (DynamoDB;
+env TABLE_NAME) with --dynamodb-endpoint URL for DynamoDB Local; and --json.`,
+		SilenceUsage:  true,
+		SilenceErrors: true,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			return usagef("a command is required")
+		},
 	}
-	fmt.Fprintln(w)
-	fmt.Fprintln(w, "reviews, plan, replay and audit take the store flags: --db PATH (the embedded store file, default", defaultDB+";")
-	fmt.Fprintln(w, "env GENJOBS_DB) or --table NAME (DynamoDB; env TABLE_NAME) with --dynamodb-endpoint URL")
-	fmt.Fprintln(w, "(env AWS_ENDPOINT_URL_DYNAMODB) for DynamoDB Local; and --json for machine-readable output.")
+	root.SetContext(ctx)
+	root.SetOut(stdout)
+	root.SetErr(stderr)
+	root.AddGroup(
+		&cobra.Group{ID: groupOperator, Title: "Operator commands (recovery of parked operations; the production table with --table):"},
+		&cobra.Group{ID: groupDev, Title: "Local runs and developer tooling (never touch a deployed stack):"},
+	)
+	root.SetFlagErrorFunc(func(_ *cobra.Command, err error) error { return usagef("%v", err) })
+	for _, c := range commands() {
+		use := c.name
+		if c.args != "" {
+			use += " " + c.args
+		}
+		cmd := &cobra.Command{Use: use, Short: c.summary, Example: "  " + c.example, GroupID: groupOperator}
+		if c.dev {
+			cmd.GroupID = groupDev
+		}
+		runIt := c.define(cmd.Flags())
+		cmd.RunE = func(cmd *cobra.Command, args []string) error {
+			return runIt(cmd.Context(), args, stdout, stderr)
+		}
+		root.AddCommand(cmd)
+	}
+	return root
 }
 
 func main() {
@@ -73,59 +115,29 @@ func main() {
 	os.Exit(code)
 }
 
-// run executes one command line and returns the exit status.
+// run executes one command line and returns the exit status: 0 on success
+// and on --help, 1 when the command failed, 2 on a usage error (with the
+// command's usage on stderr).
 func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
-	if len(args) == 0 || args[0] == "-h" || args[0] == "--help" || args[0] == "help" {
-		usage(stdout)
-		if len(args) == 0 {
-			return 2
-		}
+	root := newRoot(ctx, stdout, stderr)
+	root.SetArgs(args)
+	cmd, err := root.ExecuteC()
+	if err == nil {
 		return 0
 	}
-	for _, c := range commands() {
-		if c.name != args[0] {
-			continue
-		}
-		err := c.run(ctx, args[1:], stdout, stderr)
-		var ue *usageError
-		switch {
-		case err == nil:
-			return 0
-		case errors.Is(err, flag.ErrHelp):
-			return 0
-		case errors.As(err, &ue):
-			fmt.Fprintf(stderr, "genjobs %s: %v\nusage: genjobs %s %s\n", c.name, err, c.name, c.args)
-			return 2
-		default:
-			fmt.Fprintf(stderr, "genjobs %s: %v\n", c.name, err)
-			return 1
-		}
+	name := "genjobs"
+	if cmd != nil && cmd != root {
+		name = "genjobs " + cmd.Name()
 	}
-	fmt.Fprintf(stderr, "genjobs: unknown command %q\n\n", args[0])
-	usage(stderr)
-	return 2
-}
-
-// parse parses flags that may come before or after positional arguments
-// (operators type `plan op-1 --json` as often as `plan --json op-1`).
-func parse(fs *flag.FlagSet, args []string) ([]string, error) {
-	fs.SetOutput(io.Discard)
-	var pos []string
-	for {
-		if err := fs.Parse(args); err != nil {
-			if errors.Is(err, flag.ErrHelp) {
-				return nil, err
-			}
-			return nil, usagef("%v", err)
+	var ue *usageError
+	if errors.As(err, &ue) || cmd == nil || cmd == root || strings.HasPrefix(err.Error(), "unknown command") {
+		fmt.Fprintf(stderr, "%s: %v\n\n", name, err)
+		if cmd == nil {
+			cmd = root
 		}
-		args = fs.Args()
-		if len(args) == 0 {
-			return pos, nil
-		}
-		if strings.HasPrefix(args[0], "-") && args[0] != "-" {
-			continue
-		}
-		pos = append(pos, args[0])
-		args = args[1:]
+		fmt.Fprint(stderr, cmd.UsageString())
+		return 2
 	}
+	fmt.Fprintf(stderr, "%s: %v\n", name, err)
+	return 1
 }

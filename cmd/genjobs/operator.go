@@ -3,8 +3,8 @@ package main
 import (
 	"context"
 	"encoding/json"
-	"flag"
 	"fmt"
+	"github.com/spf13/pflag"
 	"io"
 	"os"
 	"strings"
@@ -34,43 +34,41 @@ func printJSON(w io.Writer, v any) error {
 	return enc.Encode(v)
 }
 
-func cmdReviews(ctx context.Context, args []string, stdout, _ io.Writer) error {
-	fs := flag.NewFlagSet("reviews", flag.ContinueOnError)
+func cmdReviews(fs *pflag.FlagSet) runFunc {
 	var sf storeFlags
 	sf.register(fs)
-	pos, err := parse(fs, args)
-	if err != nil {
-		return err
-	}
-	if len(pos) != 0 {
-		return usagef("reviews takes no arguments, got %q", pos)
-	}
-	st, err := sf.open(ctx)
-	if err != nil {
-		return err
-	}
-	defer st.Close()
-	rs, err := st.OpenReviews(ctx)
-	if err != nil {
-		return err
-	}
-	if sf.json {
-		if rs == nil {
-			rs = []review.Record{}
+	return func(ctx context.Context, args []string, stdout, _ io.Writer) error {
+		pos := args
+		if len(pos) != 0 {
+			return usagef("reviews takes no arguments, got %q", pos)
 		}
-		return printJSON(stdout, rs)
+		st, err := sf.open(ctx)
+		if err != nil {
+			return err
+		}
+		defer st.Close()
+		rs, err := st.OpenReviews(ctx)
+		if err != nil {
+			return err
+		}
+		if sf.json {
+			if rs == nil {
+				rs = []review.Record{}
+			}
+			return printJSON(stdout, rs)
+		}
+		if len(rs) == 0 {
+			fmt.Fprintln(stdout, "no open reviews")
+			return nil
+		}
+		tw := tabwriter.NewWriter(stdout, 0, 4, 2, ' ', 0)
+		fmt.Fprintln(tw, "REVIEW\tOPERATION\tLOCAL PHASE\tREMOTE STATE\tJOB\tRECOMMENDED\tCATEGORY\tSOURCE\tCREATED")
+		for _, r := range rs {
+			fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\n", r.ID, dash(r.OperationID), dash(string(r.Phase)), dash(string(r.RemoteState)),
+				dash(r.RemoteJobID), r.Recommended, dash(r.ErrorCategory), r.Source, r.CreatedAt.Format(time.RFC3339))
+		}
+		return tw.Flush()
 	}
-	if len(rs) == 0 {
-		fmt.Fprintln(stdout, "no open reviews")
-		return nil
-	}
-	tw := tabwriter.NewWriter(stdout, 0, 4, 2, ' ', 0)
-	fmt.Fprintln(tw, "REVIEW\tOPERATION\tLOCAL PHASE\tREMOTE STATE\tJOB\tRECOMMENDED\tCATEGORY\tSOURCE\tCREATED")
-	for _, r := range rs {
-		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\n", r.ID, dash(r.OperationID), dash(string(r.Phase)), dash(string(r.RemoteState)),
-			dash(r.RemoteJobID), r.Recommended, dash(r.ErrorCategory), r.Source, r.CreatedAt.Format(time.RFC3339))
-	}
-	return tw.Flush()
 }
 
 func dash(s string) string {
@@ -80,11 +78,7 @@ func dash(s string) string {
 	return s
 }
 
-func oneOperation(fs *flag.FlagSet, args []string) (string, error) {
-	pos, err := parse(fs, args)
-	if err != nil {
-		return "", err
-	}
+func oneOperation(pos []string) (string, error) {
 	if len(pos) != 1 {
 		return "", usagef("want exactly one OPERATION_ID, got %d arguments", len(pos))
 	}
@@ -93,8 +87,8 @@ func oneOperation(fs *flag.FlagSet, args []string) (string, error) {
 
 // openOne parses a command line naming one operation and opens the store
 // the flags name.
-func openOne(ctx context.Context, fs *flag.FlagSet, sf *storeFlags, args []string) (string, store.Store, error) {
-	id, err := oneOperation(fs, args)
+func openOne(ctx context.Context, sf *storeFlags, args []string) (string, store.Store, error) {
+	id, err := oneOperation(args)
 	if err != nil {
 		return "", nil, err
 	}
@@ -105,24 +99,25 @@ func openOne(ctx context.Context, fs *flag.FlagSet, sf *storeFlags, args []strin
 	return id, st, nil
 }
 
-func cmdPlan(ctx context.Context, args []string, stdout, _ io.Writer) error {
-	fs := flag.NewFlagSet("plan", flag.ContinueOnError)
+func cmdPlan(fs *pflag.FlagSet) runFunc {
 	var sf storeFlags
 	sf.register(fs)
-	id, st, err := openOne(ctx, fs, &sf, args)
-	if err != nil {
-		return err
+	return func(ctx context.Context, args []string, stdout, _ io.Writer) error {
+		id, st, err := openOne(ctx, &sf, args)
+		if err != nil {
+			return err
+		}
+		defer st.Close()
+		plan, err := (&replay.Replayer{Store: st}).Plan(ctx, id)
+		if err != nil {
+			return err
+		}
+		if sf.json {
+			return printJSON(stdout, plan)
+		}
+		writePlan(stdout, plan)
+		return nil
 	}
-	defer st.Close()
-	plan, err := (&replay.Replayer{Store: st}).Plan(ctx, id)
-	if err != nil {
-		return err
-	}
-	if sf.json {
-		return printJSON(stdout, plan)
-	}
-	writePlan(stdout, plan)
-	return nil
 }
 
 func writePlan(w io.Writer, p replay.Plan) {
@@ -153,18 +148,17 @@ func writePlan(w io.Writer, p replay.Plan) {
 	}
 	switch {
 	case p.Recommendation.Action == operation.ActionAcknowledge:
-		fmt.Fprintf(w, "to acknowledge: genjobs replay %s --action %s --operator NAME\n", p.OperationID, p.Recommendation.Action)
+		fmt.Fprintf(w, "to acknowledge: %s replay %s --action %s --operator NAME\n", self(), p.OperationID, p.Recommendation.Action)
 	case !p.Ready:
 		fmt.Fprintln(w, "not ready: a check failed; replay will refuse")
 	case p.Needs != "":
-		fmt.Fprintf(w, "to replay: genjobs replay %s --action %s --operator NAME and %s\n", p.OperationID, p.Recommendation.Action, p.Needs)
+		fmt.Fprintf(w, "to replay: %s replay %s --action %s --operator NAME and %s\n", self(), p.OperationID, p.Recommendation.Action, p.Needs)
 	default:
-		fmt.Fprintf(w, "to replay: genjobs replay %s --action %s --operator NAME\n", p.OperationID, p.Recommendation.Action)
+		fmt.Fprintf(w, "to replay: %s replay %s --action %s --operator NAME\n", self(), p.OperationID, p.Recommendation.Action)
 	}
 }
 
-func cmdReplay(ctx context.Context, args []string, stdout, _ io.Writer) error {
-	fs := flag.NewFlagSet("replay", flag.ContinueOnError)
+func cmdReplay(fs *pflag.FlagSet) runFunc {
 	var sf storeFlags
 	sf.register(fs)
 	action := fs.String("action", "", "the action the plan computes (required)")
@@ -175,80 +169,82 @@ func cmdReplay(ctx context.Context, args []string, stdout, _ io.Writer) error {
 	reason := fs.String("reason", "", "why --force-unverified is right (one line, kept in the audit entry; no URLs)")
 	var gf genaceFlags
 	gf.register(fs)
-	id, err := oneOperation(fs, args)
-	if err != nil {
-		return err
-	}
-	if *action == "" {
-		return usagef("--action is required (run genjobs plan %s to see it)", id)
-	}
-	a, err := operation.ParseAction(*action)
-	if err != nil {
-		return usagef("%v", err)
-	}
-	if strings.TrimSpace(*operator) == "" {
-		return usagef("--operator is required: every replay is audited")
-	}
-	var reader replay.JobReader
-	if *jobID != "" {
-		c, key, err := gf.client(ctx)
+	return func(ctx context.Context, args []string, stdout, _ io.Writer) error {
+		id, err := oneOperation(args)
 		if err != nil {
 			return err
 		}
-		if key != "" && strings.Contains(*reason, key) {
-			return usagef("--reason contains the Genace API key; it would be kept in the audit trail")
+		if *action == "" {
+			return usagef("--action is required (run %s plan %s to see it)", self(), id)
 		}
-		if c != nil {
-			reader = c
+		a, err := operation.ParseAction(*action)
+		if err != nil {
+			return usagef("%v", err)
 		}
+		if strings.TrimSpace(*operator) == "" {
+			return usagef("--operator is required: every replay is audited")
+		}
+		var reader replay.JobReader
+		if *jobID != "" {
+			c, key, err := gf.client(ctx)
+			if err != nil {
+				return err
+			}
+			if key != "" && strings.Contains(*reason, key) {
+				return usagef("--reason contains the Genace API key; it would be kept in the audit trail")
+			}
+			if c != nil {
+				reader = c
+			}
+		}
+		sf.write = true
+		st, err := sf.open(ctx)
+		if err != nil {
+			return err
+		}
+		defer st.Close()
+		sender, err := replaySender(ctx)
+		if err != nil {
+			return err
+		}
+		r := &replay.Replayer{Store: st, Sender: sender, Genace: reader, Clock: clock.Real{}}
+		res, err := r.Replay(ctx, replay.Request{OperationID: id, Action: a, Operator: *operator, JobID: *jobID,
+			ConfirmedNotSubmitted: *notSubmitted, ForceUnverified: *force, Reason: *reason})
+		if err != nil {
+			return err
+		}
+		if sf.json {
+			return printJSON(stdout, struct {
+				replay.Result
+				Phase    operation.Phase `json:"phase"`
+				Revision int64           `json:"revision"`
+			}{res, res.After.Phase, res.After.Revision})
+		}
+		if !res.Changed {
+			fmt.Fprintf(stdout, "%s: %s at revision %d; nothing changed\n", id, res.Decision, res.After.Revision)
+		} else {
+			fmt.Fprintf(stdout, "%s: %s by %s: %s r%d → %s r%d (audited)\n", id, res.Decision, res.Entry.Operator,
+				res.Before.Phase, res.Before.Revision, res.After.Phase, res.After.Revision)
+		}
+		switch {
+		case res.Sent != nil && res.SendErr != "":
+			fmt.Fprintf(stdout, "follow-up %s not sent (%s); it stays scheduled on the record\n", res.Sent.Action, res.SendErr)
+		case res.Sent != nil && sender == nil:
+			fmt.Fprintf(stdout, "follow-up %s scheduled on the record (no queue configured to send it now)\n", res.Sent.Action)
+		case res.Sent != nil:
+			fmt.Fprintf(stdout, "follow-up %s sent via %s\n", res.Sent.Action, res.Route)
+		}
+		if res.Entry.Verification != "" && res.Entry.Verification != replay.Verified {
+			fmt.Fprintf(stdout, "job %s attached UNVERIFIED (%s); reason audited: %s\n", res.Entry.RemoteJobID, res.Entry.Verification, res.Entry.Reason)
+		}
+		if len(res.Closed) > 0 {
+			fmt.Fprintf(stdout, "closed reviews: %s\n", strings.Join(res.Closed, ", "))
+		}
+		for _, k := range res.Kept {
+			fmt.Fprintf(stdout, "left open: review %s (%s)\n", k.ID, k.Why)
+		}
+		return nil
 	}
-	sf.write = true
-	st, err := sf.open(ctx)
-	if err != nil {
-		return err
-	}
-	defer st.Close()
-	sender, err := replaySender(ctx)
-	if err != nil {
-		return err
-	}
-	r := &replay.Replayer{Store: st, Sender: sender, Genace: reader, Clock: clock.Real{}}
-	res, err := r.Replay(ctx, replay.Request{OperationID: id, Action: a, Operator: *operator, JobID: *jobID,
-		ConfirmedNotSubmitted: *notSubmitted, ForceUnverified: *force, Reason: *reason})
-	if err != nil {
-		return err
-	}
-	if sf.json {
-		return printJSON(stdout, struct {
-			replay.Result
-			Phase    operation.Phase `json:"phase"`
-			Revision int64           `json:"revision"`
-		}{res, res.After.Phase, res.After.Revision})
-	}
-	if !res.Changed {
-		fmt.Fprintf(stdout, "%s: %s at revision %d; nothing changed\n", id, res.Decision, res.After.Revision)
-	} else {
-		fmt.Fprintf(stdout, "%s: %s by %s: %s r%d → %s r%d (audited)\n", id, res.Decision, res.Entry.Operator,
-			res.Before.Phase, res.Before.Revision, res.After.Phase, res.After.Revision)
-	}
-	switch {
-	case res.Sent != nil && res.SendErr != "":
-		fmt.Fprintf(stdout, "follow-up %s not sent (%s); it stays scheduled on the record\n", res.Sent.Action, res.SendErr)
-	case res.Sent != nil && sender == nil:
-		fmt.Fprintf(stdout, "follow-up %s scheduled on the record (no queue configured to send it now)\n", res.Sent.Action)
-	case res.Sent != nil:
-		fmt.Fprintf(stdout, "follow-up %s sent via %s\n", res.Sent.Action, res.Route)
-	}
-	if res.Entry.Verification != "" && res.Entry.Verification != replay.Verified {
-		fmt.Fprintf(stdout, "job %s attached UNVERIFIED (%s); reason audited: %s\n", res.Entry.RemoteJobID, res.Entry.Verification, res.Entry.Reason)
-	}
-	if len(res.Closed) > 0 {
-		fmt.Fprintf(stdout, "closed reviews: %s\n", strings.Join(res.Closed, ", "))
-	}
-	for _, k := range res.Kept {
-		fmt.Fprintf(stdout, "left open: review %s (%s)\n", k.ID, k.Why)
-	}
-	return nil
 }
 
 // genaceFlags name the Genace endpoint replay verifies a --job-id on.
@@ -256,7 +252,7 @@ type genaceFlags struct {
 	url, key string
 }
 
-func (g *genaceFlags) register(fs *flag.FlagSet) {
+func (g *genaceFlags) register(fs *pflag.FlagSet) {
 	fs.StringVar(&g.url, "genace-url", os.Getenv(appconfig.EnvGenaceURL), "Genace base URL to look a --job-id up on (env "+appconfig.EnvGenaceURL+")")
 	fs.StringVar(&g.key, "genace-key", os.Getenv(appconfig.EnvGenaceKey), "Genace API key (env "+appconfig.EnvGenaceKey+", or the secret named by "+appconfig.EnvGenaceKeySecret+")")
 }
@@ -307,37 +303,38 @@ func replaySender(ctx context.Context) (replay.Sender, error) {
 	return schedule.NewDispatcher(cfg.DispatchConfig(), queue.NewSQS(sqs.NewFromConfig(awsCfg)), nil, clock.Real{})
 }
 
-func cmdAudit(ctx context.Context, args []string, stdout, _ io.Writer) error {
-	fs := flag.NewFlagSet("audit", flag.ContinueOnError)
+func cmdAudit(fs *pflag.FlagSet) runFunc {
 	var sf storeFlags
 	sf.register(fs)
-	id, st, err := openOne(ctx, fs, &sf, args)
-	if err != nil {
-		return err
-	}
-	defer st.Close()
-	if _, err := st.Get(ctx, id); err != nil {
-		return fmt.Errorf("operation %s: %w", id, err)
-	}
-	entries, err := st.Audit(ctx, id)
-	if err != nil {
-		return err
-	}
-	if sf.json {
-		if entries == nil {
-			entries = []review.AuditEntry{}
+	return func(ctx context.Context, args []string, stdout, _ io.Writer) error {
+		id, st, err := openOne(ctx, &sf, args)
+		if err != nil {
+			return err
 		}
-		return printJSON(stdout, entries)
+		defer st.Close()
+		if _, err := st.Get(ctx, id); err != nil {
+			return fmt.Errorf("operation %s: %w", id, err)
+		}
+		entries, err := st.Audit(ctx, id)
+		if err != nil {
+			return err
+		}
+		if sf.json {
+			if entries == nil {
+				entries = []review.AuditEntry{}
+			}
+			return printJSON(stdout, entries)
+		}
+		if len(entries) == 0 {
+			fmt.Fprintf(stdout, "%s: no audit entries\n", id)
+			return nil
+		}
+		tw := tabwriter.NewWriter(stdout, 0, 4, 2, ' ', 0)
+		fmt.Fprintln(tw, "AT\tOPERATOR\tACTION\tDECISION\tFROM\tTO\tREVISION")
+		for _, e := range entries {
+			fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s r%d\t%s\tr%d\n", e.At.Format(time.RFC3339), e.Operator, e.Action, dash(e.Decision),
+				e.FromPhase, e.FromRevision, e.ToPhase, e.Revision)
+		}
+		return tw.Flush()
 	}
-	if len(entries) == 0 {
-		fmt.Fprintf(stdout, "%s: no audit entries\n", id)
-		return nil
-	}
-	tw := tabwriter.NewWriter(stdout, 0, 4, 2, ' ', 0)
-	fmt.Fprintln(tw, "AT\tOPERATOR\tACTION\tDECISION\tFROM\tTO\tREVISION")
-	for _, e := range entries {
-		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s r%d\t%s\tr%d\n", e.At.Format(time.RFC3339), e.Operator, e.Action, dash(e.Decision),
-			e.FromPhase, e.FromRevision, e.ToPhase, e.Revision)
-	}
-	return tw.Flush()
 }

@@ -93,7 +93,7 @@ func TestOperatorCommands(t *testing.T) {
 		{[]string{"replay", "op-accepted-job-known", "--action", "redrive-all", "--operator", "eve"}, 2, "unknown action"},
 		{[]string{"replay", "op-nobody", "--action", "observe", "--operator", "eve"}, 1, "not found"},
 		{[]string{"replay", "op-uncertain-lost-response", "--action", "reconcile", "--operator", "eve"}, 1, "exactly one of --job-id or --confirmed-not-submitted"},
-		{[]string{"plan", "--bogus", "op-x"}, 2, "flag provided but not defined"},
+		{[]string{"plan", "--bogus", "op-x"}, 2, "unknown flag"},
 		{[]string{"plan", "a", "b"}, 2, "exactly one OPERATION_ID"},
 		{[]string{"frobnicate"}, 2, "unknown command"},
 		{[]string{"audit", "op-nobody"}, 1, "not found"},

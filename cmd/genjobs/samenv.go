@@ -2,8 +2,8 @@ package main
 
 import (
 	"context"
-	"flag"
 	"fmt"
+	"github.com/spf13/pflag"
 	"io"
 	"maps"
 	"os"
@@ -21,57 +21,55 @@ import (
 // --env-vars file and --parameter-overrides resolved onto that stack
 // (and rewritten copies of the events that name seeded jobs), prints the
 // sam commands to run, and waits for Ctrl-C, which removes the stack.
-func cmdSAMEnv(ctx context.Context, args []string, stdout, stderr io.Writer) error {
-	fs := flag.NewFlagSet("sam-env", flag.ContinueOnError)
+func cmdSAMEnv(fs *pflag.FlagSet) runFunc {
 	out := fs.String("out", invoke.SAMLocalDir, "the folder for env.json, parameters and events/, relative to the module root")
-	pos, err := parse(fs, args)
-	if err != nil {
-		return err
+	return func(ctx context.Context, args []string, stdout, stderr io.Writer) error {
+		pos := args
+		if len(pos) != 0 {
+			return usagef("sam-env takes no arguments, got %q", pos)
+		}
+		if filepath.IsAbs(*out) {
+			return usagef("--out must be relative to the module root (the sam commands run there)")
+		}
+		root, err := invoke.FindRoot(".")
+		if err != nil {
+			return err
+		}
+		tmpl, err := invoke.LoadTemplate(root)
+		if err != nil {
+			return err
+		}
+		ep := invoke.Endpoints{
+			DynamoDB:  os.Getenv("AWS_ENDPOINT_URL_DYNAMODB"),
+			SQS:       os.Getenv("AWS_ENDPOINT_URL_SQS"),
+			Region:    invokeEnvOr("AWS_REGION", invokeEnvOr("AWS_DEFAULT_REGION", "us-east-1")),
+			AccessKey: invokeEnvOr("AWS_ACCESS_KEY_ID", "local"),
+			SecretKey: invokeEnvOr("AWS_SECRET_ACCESS_KEY", "local"),
+		}
+		if err := ep.Check(); err != nil {
+			return err
+		}
+		dir := filepath.ToSlash(filepath.Clean(*out))
+		s, err := invoke.PrepareSAMLocal(ctx, root, tmpl, ep, dir)
+		if err != nil {
+			return err
+		}
+		defer s.Close()
+		fmt.Fprintf(stderr, "sam-env: stack %s: table %s, queues %s-*, Genace simulator at %s; samples %s seeded\n",
+			s.Stack.Prefix, s.Stack.Table, s.Stack.Prefix, s.Stack.SimURL, strings.Join(sampleIDs(), ", "))
+		fmt.Fprintf(stdout, "wrote %s/%s and %s/%s", dir, invoke.EnvFileName, dir, invoke.ParametersFileName)
+		if len(s.Rewritten) > 0 {
+			fmt.Fprintf(stdout, ", and %s/events/ (%s with the seeded job ids)", dir, strings.Join(s.Rewritten, ", "))
+		}
+		fmt.Fprintf(stdout, "\n\nIn another terminal, from %s:\n\n", root)
+		for _, c := range invoke.SAMCommands(tmpl, dir, s.Rewritten) {
+			fmt.Fprintln(stdout, "  "+c)
+		}
+		fmt.Fprintln(stdout, "\nEach event changes the seeded operations; restart make sam-env for fresh ones. Ctrl-C removes the stack.")
+		<-ctx.Done()
+		fmt.Fprintln(stderr, "sam-env: stopping")
+		return nil
 	}
-	if len(pos) != 0 {
-		return usagef("sam-env takes no arguments, got %q", pos)
-	}
-	if filepath.IsAbs(*out) {
-		return usagef("--out must be relative to the module root (the sam commands run there)")
-	}
-	root, err := invoke.FindRoot(".")
-	if err != nil {
-		return err
-	}
-	tmpl, err := invoke.LoadTemplate(root)
-	if err != nil {
-		return err
-	}
-	ep := invoke.Endpoints{
-		DynamoDB:  os.Getenv("AWS_ENDPOINT_URL_DYNAMODB"),
-		SQS:       os.Getenv("AWS_ENDPOINT_URL_SQS"),
-		Region:    invokeEnvOr("AWS_REGION", invokeEnvOr("AWS_DEFAULT_REGION", "us-east-1")),
-		AccessKey: invokeEnvOr("AWS_ACCESS_KEY_ID", "local"),
-		SecretKey: invokeEnvOr("AWS_SECRET_ACCESS_KEY", "local"),
-	}
-	if err := ep.Check(); err != nil {
-		return err
-	}
-	dir := filepath.ToSlash(filepath.Clean(*out))
-	s, err := invoke.PrepareSAMLocal(ctx, root, tmpl, ep, dir)
-	if err != nil {
-		return err
-	}
-	defer s.Close()
-	fmt.Fprintf(stderr, "sam-env: stack %s: table %s, queues %s-*, Genace simulator at %s; samples %s seeded\n",
-		s.Stack.Prefix, s.Stack.Table, s.Stack.Prefix, s.Stack.SimURL, strings.Join(sampleIDs(), ", "))
-	fmt.Fprintf(stdout, "wrote %s/%s and %s/%s", dir, invoke.EnvFileName, dir, invoke.ParametersFileName)
-	if len(s.Rewritten) > 0 {
-		fmt.Fprintf(stdout, ", and %s/events/ (%s with the seeded job ids)", dir, strings.Join(s.Rewritten, ", "))
-	}
-	fmt.Fprintf(stdout, "\n\nIn another terminal, from %s:\n\n", root)
-	for _, c := range invoke.SAMCommands(tmpl, dir, s.Rewritten) {
-		fmt.Fprintln(stdout, "  "+c)
-	}
-	fmt.Fprintln(stdout, "\nEach event changes the seeded operations; restart make sam-env for fresh ones. Ctrl-C removes the stack.")
-	<-ctx.Done()
-	fmt.Fprintln(stderr, "sam-env: stopping")
-	return nil
 }
 
 func sampleIDs() []string { return slices.Sorted(maps.Keys(invoke.Samples)) }

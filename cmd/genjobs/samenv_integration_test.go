@@ -54,7 +54,7 @@ func TestSAMEnvStartsEveryFunction(t *testing.T) {
 	ctx, cancel := context.WithCancel(invokeContext(t))
 	var stdout, stderr syncBuffer
 	done := make(chan error, 1)
-	go func() { done <- cmdSAMEnv(ctx, []string{"--out", out}, &stdout, &stderr) }()
+	go func() { done <- call(ctx, "sam-env", []string{"--out", out}, &stdout, &stderr) }()
 	t.Cleanup(func() {
 		cancel()
 		if err := <-done; err != nil {

@@ -2,8 +2,8 @@ package main
 
 import (
 	"context"
-	"flag"
 	"fmt"
+	"github.com/spf13/pflag"
 	"io"
 	"math/rand/v2"
 	"time"
@@ -30,7 +30,7 @@ type simFlags struct {
 	faultRate                        float64
 }
 
-func (f *simFlags) register(fs *flag.FlagSet) {
+func (f *simFlags) register(fs *pflag.FlagSet) {
 	fs.DurationVar(&f.queueFor, "queue-for", time.Second, "simulated time a job spends queued")
 	fs.DurationVar(&f.runFor, "run-for", 4*time.Second, "simulated render time")
 	fs.DurationVar(&f.settle, "refund-settle", 2*time.Second, "how long a refund stays pending")
@@ -76,33 +76,31 @@ func (f *simFlags) simulator(apiKey string, clk clock.Clock) *genacesim.Simulato
 	return sim
 }
 
-func cmdSim(ctx context.Context, args []string, stdout, _ io.Writer) error {
-	fs := flag.NewFlagSet("sim", flag.ContinueOnError)
+func cmdSim(fs *pflag.FlagSet) runFunc {
 	addr := fs.String("addr", "127.0.0.1:8787", "listen address (loopback only)")
 	key := fs.String("api-key", "sim-key", "the bearer key the simulator accepts")
 	var sf simFlags
 	sf.register(fs)
-	pos, err := parse(fs, args)
-	if err != nil {
-		return err
+	return func(ctx context.Context, args []string, stdout, _ io.Writer) error {
+		pos := args
+		if len(pos) != 0 {
+			return usagef("sim takes no arguments, got %q", pos)
+		}
+		if err := sf.validate(); err != nil {
+			return err
+		}
+		sim := sf.simulator(*key, clock.Real{})
+		base, stop, err := sim.Start(*addr)
+		if err != nil {
+			return err
+		}
+		defer stop()
+		fmt.Fprintf(stdout, "Genace simulator at %s (key %q; models: any, demo-fail, demo-slow)\n", base, *key)
+		fmt.Fprintf(stdout, "  curl -s -H 'Authorization: Bearer %s' -d '{\"model\":\"flux-pro-2\",\"input\":{\"prompt\":\"x\"},\"metadata\":{\"operation_id\":\"op-1\"}}' %s/api/v1/jobs\n", *key, base)
+		fmt.Fprintf(stdout, "  curl -s -H 'Authorization: Bearer %s' '%s/api/v1/jobs/JOB_ID?wait=10'\n", *key, base)
+		fmt.Fprintln(stdout, "Ctrl-C stops it.")
+		<-ctx.Done()
+		fmt.Fprintf(stdout, "stopped: %d POSTs, %d GETs, %d file downloads\n", sim.TotalPosts(), sim.TotalGets(), sim.FileGets())
+		return nil
 	}
-	if len(pos) != 0 {
-		return usagef("sim takes no arguments, got %q", pos)
-	}
-	if err := sf.validate(); err != nil {
-		return err
-	}
-	sim := sf.simulator(*key, clock.Real{})
-	base, stop, err := sim.Start(*addr)
-	if err != nil {
-		return err
-	}
-	defer stop()
-	fmt.Fprintf(stdout, "Genace simulator at %s (key %q; models: any, demo-fail, demo-slow)\n", base, *key)
-	fmt.Fprintf(stdout, "  curl -s -H 'Authorization: Bearer %s' -d '{\"model\":\"flux-pro-2\",\"input\":{\"prompt\":\"x\"},\"metadata\":{\"operation_id\":\"op-1\"}}' %s/api/v1/jobs\n", *key, base)
-	fmt.Fprintf(stdout, "  curl -s -H 'Authorization: Bearer %s' '%s/api/v1/jobs/JOB_ID?wait=10'\n", *key, base)
-	fmt.Fprintln(stdout, "Ctrl-C stops it.")
-	<-ctx.Done()
-	fmt.Fprintf(stdout, "stopped: %d POSTs, %d GETs, %d file downloads\n", sim.TotalPosts(), sim.TotalGets(), sim.FileGets())
-	return nil
 }

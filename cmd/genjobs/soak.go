@@ -3,8 +3,8 @@ package main
 import (
 	"context"
 	"encoding/json"
-	"flag"
 	"fmt"
+	"github.com/spf13/pflag"
 	"io"
 	"os"
 	"strings"
@@ -18,8 +18,7 @@ import (
 // submission of genuinely unknown outcome above 1.00, reviews left open on
 // terminal operations above 0), makes it fail, naming the seed and the
 // command that replays the run.
-func cmdSoak(ctx context.Context, args []string, stdout, _ io.Writer) error {
-	fs := flag.NewFlagSet("soak", flag.ContinueOnError)
+func cmdSoak(fs *pflag.FlagSet) runFunc {
 	ops := fs.Int("operations", 100000, "operations to create and drive to the end")
 	seed := fs.Uint64("seed", 1, "seed of the run: the same seed replays the same run")
 	faults := fs.String("faults", "all", "faults to inject: all, none, or a comma list of names (name=rate sets a rate; \"all,name=0\" drops one)")
@@ -27,43 +26,42 @@ func cmdSoak(ctx context.Context, args []string, stdout, _ io.Writer) error {
 	unrecorded := fs.Bool("unrecorded-dispatch", false, "the application sends the dispatch without recording it on the record (the old contract; strands operations whose dispatch goes stale)")
 	jsonPath := fs.String("json", "", "also write the result as JSON to this file")
 	quiet := fs.Bool("quiet", false, "no progress lines")
-	pos, err := parse(fs, args)
-	if err != nil {
-		return err
-	}
-	if len(pos) != 0 {
-		return usagef("soak takes no arguments, got %q", pos)
-	}
-	if *ops <= 0 {
-		return usagef("--operations must be positive")
-	}
-	selected, err := faultsim.ParseFaults(*faults)
-	if err != nil {
-		return usagef("--faults: %v", err)
-	}
-	cfg := faultsim.Config{Seed: *seed, Operations: *ops, Faults: selected, UnrecordedDispatch: *unrecorded}
-	if *trace != "" {
-		cfg.Trace = strings.Split(*trace, ",")
-	}
-	if !*quiet {
-		cfg.Progress = stdout
-	}
-	fmt.Fprintf(stdout, "genjobs soak: %d operations, seed %d, faults %s\n", *ops, *seed, selected)
-	res, err := faultsim.RunContext(ctx, cfg)
-	if err != nil {
-		return fmt.Errorf("seed %d: %w", *seed, err)
-	}
-	res.WriteSummary(stdout)
-	if *jsonPath != "" {
-		b, err := json.MarshalIndent(res, "", "  ")
+	return func(ctx context.Context, args []string, stdout, _ io.Writer) error {
+		pos := args
+		if len(pos) != 0 {
+			return usagef("soak takes no arguments, got %q", pos)
+		}
+		if *ops <= 0 {
+			return usagef("--operations must be positive")
+		}
+		selected, err := faultsim.ParseFaults(*faults)
 		if err != nil {
-			return err
+			return usagef("--faults: %v", err)
 		}
-		if err := os.WriteFile(*jsonPath, append(b, '\n'), 0o644); err != nil {
-			return err
+		cfg := faultsim.Config{Seed: *seed, Operations: *ops, Faults: selected, UnrecordedDispatch: *unrecorded}
+		if *trace != "" {
+			cfg.Trace = strings.Split(*trace, ",")
 		}
+		if !*quiet {
+			cfg.Progress = stdout
+		}
+		fmt.Fprintf(stdout, "genjobs soak: %d operations, seed %d, faults %s\n", *ops, *seed, selected)
+		res, err := faultsim.RunContext(ctx, cfg)
+		if err != nil {
+			return fmt.Errorf("seed %d: %w", *seed, err)
+		}
+		res.WriteSummary(stdout)
+		if *jsonPath != "" {
+			b, err := json.MarshalIndent(res, "", "  ")
+			if err != nil {
+				return err
+			}
+			if err := os.WriteFile(*jsonPath, append(b, '\n'), 0o644); err != nil {
+				return err
+			}
+		}
+		return verdict(res)
 	}
-	return verdict(res)
 }
 
 // verdict fails a run that broke an invariant or asked operators more than

@@ -16,7 +16,7 @@ import (
 func TestSoakPrintsTheFigures(t *testing.T) {
 	out := filepath.Join(t.TempDir(), "soak.json")
 	var stdout bytes.Buffer
-	err := cmdSoak(context.Background(), []string{"--operations", "40", "--seed", "5", "--faults", "none", "--quiet", "--json", out}, &stdout, &bytes.Buffer{})
+	err := call(context.Background(), "soak", []string{"--operations", "40", "--seed", "5", "--faults", "none", "--quiet", "--json", out}, &stdout, &bytes.Buffer{})
 	if err != nil {
 		t.Fatalf("soak: %v\n%s", err, stdout.String())
 	}
@@ -41,7 +41,7 @@ func TestSoakPrintsTheFigures(t *testing.T) {
 
 func TestSoakRejectsBadFlags(t *testing.T) {
 	for _, args := range [][]string{{"--faults", "nonsense"}, {"--operations", "0"}, {"extra"}} {
-		err := cmdSoak(context.Background(), args, &bytes.Buffer{}, &bytes.Buffer{})
+		err := call(context.Background(), "soak", args, &bytes.Buffer{}, &bytes.Buffer{})
 		var ue *usageError
 		if !errors.As(err, &ue) {
 			t.Errorf("%q: want a usage error, got %v", args, err)

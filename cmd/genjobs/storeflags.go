@@ -3,8 +3,8 @@ package main
 import (
 	"context"
 	"errors"
-	"flag"
 	"fmt"
+	"github.com/spf13/pflag"
 	"os"
 	"path/filepath"
 
@@ -13,9 +13,6 @@ import (
 	"github.com/genjobs/genjobs/internal/store/bolt"
 	"github.com/genjobs/genjobs/internal/store/dynamo"
 )
-
-// defaultDB is where the local stack keeps its state.
-const defaultDB = ".genjobs/genjobs.db"
 
 type storeFlags struct {
 	db       string
@@ -27,8 +24,8 @@ type storeFlags struct {
 	write bool
 }
 
-func (s *storeFlags) register(fs *flag.FlagSet) {
-	fs.StringVar(&s.db, "db", os.Getenv("GENJOBS_DB"), "embedded store file (default "+defaultDB+")")
+func (s *storeFlags) register(fs *pflag.FlagSet) {
+	fs.StringVar(&s.db, "db", os.Getenv("GENJOBS_DB"), "embedded store file (default "+defaultDB+": the newest genjobs local run; env GENJOBS_DB)")
 	fs.StringVar(&s.table, "table", os.Getenv("TABLE_NAME"), "DynamoDB table (instead of the embedded store)")
 	fs.StringVar(&s.endpoint, "dynamodb-endpoint", "", "DynamoDB endpoint, e.g. DynamoDB Local (sets AWS_ENDPOINT_URL_DYNAMODB)")
 	fs.BoolVar(&s.json, "json", false, "print JSON")

@@ -14,8 +14,10 @@ GOARCH_DEPLOY ?= arm64
 FUZZTIME  ?= 10s
 
 export GOBIN := $(BIN)
+# Where `make install` puts genjobs (the Makefile's own GOBIN holds tools).
+INSTALL_DIR ?= $(shell env -u GOBIN $(GO) env GOPATH)/bin
 
-.PHONY: help run invoke sam-env build test unit lint fmt bench fuzz soak faultsim mutants clean
+.PHONY: help run install invoke sam-env build test unit lint fmt bench fuzz soak faultsim mutants clean
 
 help: ## list the targets
 	@grep -hE '^[a-zA-Z_-]+:.*## ' $(MAKEFILE_LIST) | sort | \
@@ -23,6 +25,10 @@ help: ## list the targets
 
 run: ## run the whole pipeline locally on the built-in demo (ARGS="--workload FILE --report FILE ..." to change it)
 	$(GO) run ./cmd/genjobs local $(ARGS)
+
+install: ## install the genjobs command into $(INSTALL_DIR) (default: go env GOPATH/bin; put it on your PATH)
+	GOBIN=$(INSTALL_DIR) $(GO) install ./cmd/genjobs
+	@echo "installed $(INSTALL_DIR)/genjobs"
 
 build: ## compile everything, and each function as a Lambda bootstrap (linux/arm64)
 	$(GO) build ./...

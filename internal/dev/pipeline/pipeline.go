@@ -43,9 +43,13 @@ import (
 
 // Config describes one local run.
 type Config struct {
-	// StateDir holds the embedded store file and the artifacts. A run
-	// starts it afresh and leaves it for `genjobs reviews|plan|replay|audit`.
+	// StateDir holds the embedded store file and the artifacts; it must
+	// not hold a run already. The run leaves it for `genjobs
+	// reviews|plan|replay|audit`.
 	StateDir string
+	// Command is how the report's hints name the genjobs binary (default
+	// "genjobs"), so a printed hint runs as printed.
+	Command  string
 	Workload []workload.Item
 	// Sim is the simulator to run against (started here on loopback); nil
 	// means GenaceURL/GenaceKey name another Genace.
@@ -164,10 +168,12 @@ func (s *stack) openState(ctx context.Context) error {
 	if err := os.MkdirAll(s.cfg.StateDir, 0o755); err != nil {
 		return fmt.Errorf("local: state dir: %w", err)
 	}
-	// A run starts afresh: the demo's operation ids repeat.
+	// A run never reuses or clears another run's state: the demo's
+	// operation ids repeat, and mixed records, artifacts and audit trails
+	// would mislead an operator.
 	for _, p := range []string{DBPath(s.cfg.StateDir), ArtifactDir(s.cfg.StateDir), ReportPath(s.cfg.StateDir)} {
-		if err := os.RemoveAll(p); err != nil {
-			return fmt.Errorf("local: clear %s: %w", p, err)
+		if _, err := os.Lstat(p); err == nil {
+			return fmt.Errorf("local: %s already holds a run (%s exists); give a new state directory", s.cfg.StateDir, p)
 		}
 	}
 	if s.cfg.Table != "" {
@@ -361,7 +367,7 @@ func (s *stack) progressLine(recs map[string]operation.Record) string {
 }
 
 func (s *stack) report(ctx context.Context, elapsed time.Duration, timedOut bool) (*Report, error) {
-	rep := &Report{Elapsed: elapsed.Round(time.Millisecond).String(), TimedOut: timedOut, StateDir: s.cfg.StateDir,
+	rep := &Report{Elapsed: elapsed.Round(time.Millisecond).String(), TimedOut: timedOut, StateDir: s.cfg.StateDir, Command: s.cfg.Command,
 		Totals: Totals{Invocations: map[string]int64{}, Records: map[string]int64{}, Sweeps: s.sweeps, DLQDepth: s.dlqDepth()}}
 	if s.cfg.Sim != nil {
 		rep.Totals.Posts, rep.Totals.Gets, rep.Totals.Downloads = s.cfg.Sim.TotalPosts(), s.cfg.Sim.TotalGets(), s.cfg.Sim.FileGets()

@@ -1,6 +1,7 @@
 package pipeline
 
 import (
+	"cmp"
 	"encoding/json"
 	"fmt"
 	"io"
@@ -16,9 +17,11 @@ import (
 // totals, with the simulator's own counts when it ran against the
 // simulator.
 type Report struct {
-	Elapsed    string     `json:"elapsed"`
-	TimedOut   bool       `json:"timed_out"`
-	StateDir   string     `json:"state_dir"`
+	Elapsed  string `json:"elapsed"`
+	TimedOut bool   `json:"timed_out"`
+	StateDir string `json:"state_dir"`
+	// Command is how hints name the genjobs binary (not in the JSON).
+	Command    string     `json:"-"`
 	Operations []OpReport `json:"operations"`
 	Totals     Totals     `json:"totals"`
 }
@@ -106,8 +109,8 @@ func (r *Report) WriteSummary(w io.Writer) {
 		if op.Phase == operation.PhaseUncertain && len(op.GenaceJobs) > 0 {
 			// The simulator exits with the run, so replay cannot look the
 			// job up on it: the attach has to be forced, with a reason.
-			fmt.Fprintf(w, "%s is uncertain; the simulator showed Genace created %s for it: genjobs replay %s --action reconcile --operator NAME --job-id %s --force-unverified --reason \"listed by the local run's report\"\n",
-				op.OperationID, strings.Join(op.GenaceJobs, ", "), op.OperationID, op.GenaceJobs[0])
+			fmt.Fprintf(w, "%s is uncertain; the simulator showed Genace created %s for it: %s replay %s --action reconcile --operator NAME --job-id %s --force-unverified --reason \"listed by the local run's report\"\n",
+				op.OperationID, strings.Join(op.GenaceJobs, ", "), cmp.Or(r.Command, "genjobs"), op.OperationID, op.GenaceJobs[0])
 		}
 	}
 	if r.TimedOut {
