@@ -1,6 +1,7 @@
 package main
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -12,22 +13,26 @@ import (
 	"time"
 
 	"github.com/genjobs/genjobs/internal/clock"
+	"github.com/genjobs/genjobs/internal/dev/genacesim"
 	"github.com/genjobs/genjobs/internal/dev/pipeline"
 	"github.com/genjobs/genjobs/internal/dev/workload"
 )
 
 func cmdLocal(fs *pflag.FlagSet) runFunc {
 	workloadPath := fs.String("workload", "", "JSON Lines workload, one operation a line (default: the built-in demo)")
-	reportPath := fs.String("report", "", "write the JSON report here (it is also kept in the state dir)")
+	reportPath := fs.String("report", "", "write the JSON report here (it is also kept in the run's directory)")
 	timeout := fs.Duration("timeout", 3*time.Minute, "stop after this long even if operations are still running")
-	state := fs.String("state", defaultStateRoot, "state root: each run gets its own directory runs/<run id> (store, artifacts, report) and latest points at the newest; nothing is ever deleted")
+	state := fs.String("state", defaultStateRoot, "state root: each run gets its own directory runs/<run id> (store, artifacts, report, the simulator's jobs) and latest points at the newest; nothing is ever deleted")
+	resume := fs.Bool("resume", false, "continue the newest run (or --run) instead of starting one: carry out the follow-ups an operator's replay scheduled, against the same store and simulator")
+	runDirFlag := fs.String("run", "", "with --resume: the run directory to continue (default: STATE/latest)")
 	genaceURL := fs.String("genace-url", "", "use this Genace instead of the built-in simulator")
 	genaceKey := fs.String("genace-key", os.Getenv("GENACE_API_KEY"), "API key for --genace-url (env GENACE_API_KEY)")
 	table := fs.String("table", "", "store operations in this DynamoDB table instead of the embedded store")
 	endpoint := fs.String("dynamodb-endpoint", "", "DynamoDB endpoint (sets AWS_ENDPOINT_URL_DYNAMODB), e.g. DynamoDB Local")
 	longPoll := fs.Duration("long-poll", 10*time.Second, "observation long poll (Genace allows up to 30s)")
 	accounting := fs.Duration("accounting-budget", 10*time.Second, "how long a failed job's refund is observed before it is left for accounting")
-	quiet := fs.Bool("quiet", false, "no progress lines")
+	giveUp := fs.Duration("give-up-after", 30*time.Second, "stop when Genace has been unreachable this long")
+	quiet := fs.Bool("quiet", false, "no progress display")
 	verbose := fs.BoolP("verbose", "v", false, "print the functions' logs to stderr")
 	var sf simFlags
 	sf.register(fs)
@@ -36,8 +41,8 @@ func cmdLocal(fs *pflag.FlagSet) runFunc {
 		if len(pos) != 0 {
 			return usagef("local takes no arguments, got %q", pos)
 		}
-		if *timeout <= 0 {
-			return usagef("--timeout must be positive")
+		if *timeout <= 0 || *giveUp <= 0 {
+			return usagef("--timeout and --give-up-after must be positive")
 		}
 		if *longPoll <= 0 || *longPoll > 30*time.Second || *accounting <= 0 {
 			return usagef("--long-poll must be in (0, 30s] and --accounting-budget positive")
@@ -48,6 +53,12 @@ func cmdLocal(fs *pflag.FlagSet) runFunc {
 		if *genaceURL != "" && *genaceKey == "" {
 			return usagef("--genace-url needs --genace-key (or GENACE_API_KEY)")
 		}
+		if *runDirFlag != "" && !*resume {
+			return usagef("--run goes with --resume")
+		}
+		if *resume && *workloadPath != "" {
+			return usagef("--resume continues a run's own operations; --workload starts a new run")
+		}
 		if *endpoint != "" {
 			if *table == "" {
 				return usagef("--dynamodb-endpoint goes with --table")
@@ -56,62 +67,98 @@ func cmdLocal(fs *pflag.FlagSet) runFunc {
 				return err
 			}
 		}
-		items := workload.Demo()
-		if *workloadPath != "" {
-			f, err := os.Open(*workloadPath)
-			if err != nil {
-				return err
-			}
-			items, err = workload.Read(f)
-			f.Close()
-			if err != nil {
-				return err
-			}
-		}
-		cfg := pipeline.Config{Workload: items, Timeout: *timeout, Table: *table, Progress: stdout, ProgressEvery: time.Second,
-			LongPoll: *longPoll, Accounting: *accounting}
-		if *quiet {
-			cfg.Progress = nil
+		cfg := pipeline.Config{Timeout: *timeout, Table: *table, ProgressEvery: time.Second, LongPoll: *longPoll, Accounting: *accounting,
+			GiveUpAfter: *giveUp, Resume: *resume, Command: self()}
+		if !*quiet {
+			view := newProgressView(stdout)
+			defer view.close()
+			cfg.Progress = view.update
 		}
 		if *verbose {
 			cfg.Log = slog.New(slog.NewTextHandler(stderr, nil))
 		}
-		if *genaceURL == "" {
-			const key = "local-sim-key"
-			cfg.Sim, cfg.GenaceKey = sf.simulator(key, clock.Real{}), key
-			cfg.Prices = map[string]int64{}
-			for name, m := range simModels(sf.runFor) {
-				cfg.Prices[name] = m.Price
+		var runDir, runID string
+		if *resume {
+			runDir = cmp.Or(*runDirFlag, filepath.Join(*state, latestLink))
+			if _, err := os.Stat(pipeline.DBPath(runDir)); err != nil && *table == "" {
+				return fmt.Errorf("nothing to resume in %s (run genjobs local first): %w", runDir, err)
 			}
-			for _, it := range items {
-				if _, ok := cfg.Prices[it.Model]; !ok {
-					cfg.Prices[it.Model] = sf.price
-				}
+			ids, err := pipeline.ReadOperations(pipeline.ReportPath(runDir))
+			if err != nil {
+				return err
 			}
+			for _, id := range ids {
+				cfg.Workload = append(cfg.Workload, workload.Item{OperationID: id})
+			}
+			runID = filepath.Base(resolved(runDir))
 		} else {
-			cfg.GenaceURL, cfg.GenaceKey = *genaceURL, *genaceKey
-			for _, it := range items {
-				if it.Scenario != "" {
-					fmt.Fprintln(stderr, "note: the demo's scripted faults need the built-in simulator; against another Genace they run as plain renders")
-					break
+			cfg.Workload = workload.Demo()
+			if *workloadPath != "" {
+				f, err := os.Open(*workloadPath)
+				if err != nil {
+					return err
+				}
+				cfg.Workload, err = workload.Read(f)
+				f.Close()
+				if err != nil {
+					return err
 				}
 			}
-		}
-		runDir, runID, err := newRunDir(*state, time.Now())
-		if err != nil {
-			return err
+			var err error
+			if runDir, runID, err = newRunDir(*state, time.Now()); err != nil {
+				return err
+			}
 		}
 		unlock, err := lockState(runDir)
 		if err != nil {
 			return err
 		}
 		defer unlock()
-		if err := pointLatest(*state, runID); err != nil {
-			return err
+		if !*resume {
+			if err := pointLatest(*state, runID); err != nil {
+				return err
+			}
 		}
-		cfg.StateDir, cfg.Command = runDir, self()
-		fmt.Fprintf(stdout, "genjobs local: %d operations, run %s, state in %s\n", len(items), runID, runDir)
+		cfg.StateDir = runDir
+		if *genaceURL == "" {
+			const key = "local-sim-key"
+			if *resume {
+				if cfg.Sim, err = loadSim(runDir, key); err != nil {
+					return err
+				}
+			} else {
+				cfg.Sim = sf.simulator(key, clock.Real{})
+			}
+			cfg.GenaceKey = key
+			cfg.Prices = map[string]int64{}
+			for name, m := range simModels(sf.runFor) {
+				cfg.Prices[name] = m.Price
+			}
+			for _, it := range cfg.Workload {
+				if _, ok := cfg.Prices[it.Model]; !ok && it.Model != "" {
+					cfg.Prices[it.Model] = sf.price
+				}
+			}
+		} else {
+			cfg.GenaceURL, cfg.GenaceKey = *genaceURL, *genaceKey
+			for _, it := range cfg.Workload {
+				if it.Scenario != "" {
+					fmt.Fprintln(stderr, "note: the demo's scripted faults need the built-in simulator; against another Genace they run as plain renders")
+					break
+				}
+			}
+		}
+		verb := "run"
+		if *resume {
+			verb = "resuming run"
+		}
+		fmt.Fprintf(stdout, "genjobs local: %d operations, %s %s, state in %s\n", len(cfg.Workload), verb, runID, runDir)
 		rep, err := pipeline.Run(ctx, cfg)
+		if cfg.Sim != nil {
+			if serr := saveSim(runDir, cfg.Sim); serr != nil && err == nil {
+				err = serr
+			}
+		}
 		if rep != nil {
 			fmt.Fprintln(stdout)
 			rep.WriteSummary(stdout)
@@ -123,12 +170,46 @@ func cmdLocal(fs *pflag.FlagSet) runFunc {
 					err = werr
 				}
 			}
-			fmt.Fprintf(stdout, "\nState kept in %s (%s points at it).\nNext: %s reviews   (then plan, replay, audit; --db %s for this run once a newer one exists)\n",
+			fmt.Fprintf(stdout, "\nState kept in %s (%s points at the newest run).\nNext: %s reviews   (then plan, replay, audit; add --db %s once a newer run exists)\n",
 				runDir, filepath.Join(*state, latestLink), self(), pipeline.DBPath(runDir))
 			if rep.TimedOut && err == nil {
 				err = errors.New("timed out: see the summary for the operations still running")
 			}
 		}
+		if ctx.Err() != nil {
+			return errInterrupted
+		}
 		return err
 	}
+}
+
+// simStateFile is where a run keeps its simulator's jobs.
+const simStateFile = "genace.json"
+
+// saveSim writes the simulator's jobs into the run directory (a new file
+// renamed over the old), so the run's Genace outlives it.
+func saveSim(runDir string, sim *genacesim.Simulator) error {
+	tmp, err := os.CreateTemp(runDir, simStateFile+".*")
+	if err != nil {
+		return err
+	}
+	defer os.Remove(tmp.Name())
+	if err := sim.Save(tmp); err != nil {
+		tmp.Close()
+		return err
+	}
+	if err := tmp.Close(); err != nil {
+		return err
+	}
+	return os.Rename(tmp.Name(), filepath.Join(runDir, simStateFile))
+}
+
+// loadSim restores a run's simulator, or nil, nil when the run has none.
+func loadSim(runDir, key string) (*genacesim.Simulator, error) {
+	f, err := os.Open(filepath.Join(runDir, simStateFile))
+	if err != nil {
+		return nil, fmt.Errorf("the run in %s kept no simulator state (%w); pass --genace-url for another Genace", runDir, err)
+	}
+	defer f.Close()
+	return genacesim.Restore(f, key, clock.Real{})
 }

@@ -23,6 +23,10 @@ func (e *usageError) Error() string { return e.msg }
 
 func usagef(format string, args ...any) error { return &usageError{msg: fmt.Sprintf(format, args...)} }
 
+// errInterrupted ends a command stopped by Ctrl-C (or SIGTERM): exit
+// status 130, as shells report an interrupted program.
+var errInterrupted = errors.New("interrupted")
+
 // runFunc runs a command with its flags parsed: args are the positional
 // arguments.
 type runFunc func(ctx context.Context, args []string, stdout, stderr io.Writer) error
@@ -128,6 +132,10 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	name := "genjobs"
 	if cmd != nil && cmd != root {
 		name = "genjobs " + cmd.Name()
+	}
+	if errors.Is(err, errInterrupted) || ctx.Err() != nil && errors.Is(err, context.Canceled) {
+		fmt.Fprintf(stderr, "%s: interrupted; the state is kept\n", name)
+		return 130
 	}
 	var ue *usageError
 	if errors.As(err, &ue) || cmd == nil || cmd == root || strings.HasPrefix(err.Error(), "unknown command") {

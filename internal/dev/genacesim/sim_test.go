@@ -33,7 +33,12 @@ func newHarness(t *testing.T, cfg Config) *harness {
 	t.Helper()
 	cfg.APIKey = key
 	clk := clock.NewManual(t0)
-	sim := New(cfg, clk)
+	return wrap(t, New(cfg, clk), clk)
+}
+
+// wrap serves sim over HTTP for a test.
+func wrap(t *testing.T, sim *Simulator, clk *clock.Manual) *harness {
+	t.Helper()
 	srv := httptest.NewServer(sim)
 	tr := &http.Transport{}
 	t.Cleanup(srv.Close)

@@ -6,6 +6,8 @@ import (
 	"io"
 	"maps"
 	"time"
+
+	"github.com/genjobs/genjobs/internal/clock"
 )
 
 // snapshotVersion changes whenever the saved form does.
@@ -15,7 +17,10 @@ const snapshotVersion = 1
 // re-rendered from the seed and the job id, so they are not saved) and the
 // request counts, so a resumed local run continues the same Genace.
 type snapshot struct {
-	Version    int            `json:"version"`
+	Version int `json:"version"`
+	// Config is the simulator's configuration without its API key and
+	// logger; Restore builds the simulator from it.
+	Config     savedConfig    `json:"config"`
 	Seed       int64          `json:"seed"`
 	Jobs       []savedJob     `json:"jobs"`
 	PostCount  map[string]int `json:"post_count"`
@@ -24,6 +29,15 @@ type snapshot struct {
 	TotalPosts int            `json:"total_posts"`
 	TotalGets  int            `json:"total_gets"`
 	FileGets   int            `json:"file_gets"`
+}
+
+type savedConfig struct {
+	DefaultModel       ModelConfig            `json:"default_model"`
+	Models             map[string]ModelConfig `json:"models,omitempty"`
+	RefundSettleAfter  time.Duration          `json:"refund_settle_after"`
+	SignedURLTTL       time.Duration          `json:"signed_url_ttl"`
+	MaxWait            time.Duration          `json:"max_wait"`
+	RateLimitPerSecond int                    `json:"rate_limit_per_second,omitempty"`
 }
 
 type savedJob struct {
@@ -44,7 +58,10 @@ type savedJob struct {
 // same Genace. Scripts and fault settings are not saved.
 func (s *Simulator) Save(w io.Writer) error {
 	s.mu.Lock()
-	snap := snapshot{Version: snapshotVersion, Seed: s.cfg.Seed,
+	c := s.cfg
+	snap := snapshot{Version: snapshotVersion, Seed: c.Seed,
+		Config: savedConfig{DefaultModel: c.DefaultModel, Models: maps.Clone(c.Models), RefundSettleAfter: c.RefundSettleAfter,
+			SignedURLTTL: c.SignedURLTTL, MaxWait: c.MaxWait, RateLimitPerSecond: c.RateLimitPerSecond},
 		PostCount: maps.Clone(s.postCount), GetCount: maps.Clone(s.getCount), FileCount: maps.Clone(s.fileCount),
 		TotalPosts: s.totalPosts, TotalGets: s.totalGets, FileGets: s.fileGets}
 	for _, j := range s.order {
@@ -57,27 +74,31 @@ func (s *Simulator) Save(w io.Writer) error {
 	return enc.Encode(snap)
 }
 
-// Load restores what Save wrote into a simulator made by New with the same
-// Seed and no jobs yet. Job states go on from their saved times by the
-// simulator's clock.
-func (s *Simulator) Load(r io.Reader) error {
+// Restore builds the simulator Save described, with apiKey and clk: the
+// same configuration and jobs, whose states go on from their saved times
+// by clk.
+func Restore(r io.Reader, apiKey string, clk clock.Clock) (*Simulator, error) {
 	dec := json.NewDecoder(r)
 	dec.DisallowUnknownFields()
 	var snap snapshot
 	if err := dec.Decode(&snap); err != nil {
-		return fmt.Errorf("genace simulator state: %w", err)
+		return nil, fmt.Errorf("genace simulator state: %w", err)
 	}
 	if snap.Version != snapshotVersion {
-		return fmt.Errorf("genace simulator state: version %d, want %d", snap.Version, snapshotVersion)
+		return nil, fmt.Errorf("genace simulator state: version %d, want %d", snap.Version, snapshotVersion)
 	}
+	c := snap.Config
+	s := New(Config{APIKey: apiKey, Seed: snap.Seed, DefaultModel: c.DefaultModel, Models: c.Models, RefundSettleAfter: c.RefundSettleAfter,
+		SignedURLTTL: c.SignedURLTTL, MaxWait: c.MaxWait, RateLimitPerSecond: c.RateLimitPerSecond}, clk)
+	if err := s.load(snap); err != nil {
+		return nil, err
+	}
+	return s, nil
+}
+
+func (s *Simulator) load(snap snapshot) error {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	if snap.Seed != s.cfg.Seed {
-		return fmt.Errorf("genace simulator state: saved with seed %d, this simulator has %d", snap.Seed, s.cfg.Seed)
-	}
-	if len(s.jobs) != 0 {
-		return fmt.Errorf("genace simulator state: the simulator already has %d jobs", len(s.jobs))
-	}
 	for _, sj := range snap.Jobs {
 		if sj.ID == "" || s.jobs[sj.ID] != nil {
 			return fmt.Errorf("genace simulator state: job id %q empty or repeated", sj.ID)

@@ -6,6 +6,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/genjobs/genjobs/internal/clock"
 )
 
 // TestSaveLoad: a simulator restored from Save answers for the same jobs
@@ -27,10 +29,12 @@ func TestSaveLoad(t *testing.T) {
 	}
 	saved := buf.String()
 
-	h2 := newHarness(t, cfg)
-	if err := h2.sim.Load(strings.NewReader(saved)); err != nil {
+	clk2 := clock.NewManual(t0)
+	sim2, err := Restore(strings.NewReader(saved), key, clk2)
+	if err != nil {
 		t.Fatal(err)
 	}
+	h2 := wrap(t, sim2, clk2)
 	for _, at := range []time.Duration{0, 15 * time.Second, time.Minute} {
 		h.clk.Set(t0.Add(at))
 		h2.clk.Set(t0.Add(at))
@@ -51,18 +55,16 @@ func TestSaveLoad(t *testing.T) {
 
 	for _, tc := range []struct {
 		name string
-		cfg  Config
 		data string
 		want string
 	}{
-		{"other seed", Config{Seed: 8}, saved, "seed 7"},
-		{"garbage", cfg, "{", "genace simulator state"},
-		{"unknown field", cfg, `{"version":1,"seed":7,"extra":1}`, "unknown field"},
-		{"other version", cfg, `{"version":99,"seed":7}`, "version 99"},
+		{"garbage", "{", "genace simulator state"},
+		{"unknown field", `{"version":1,"seed":7,"extra":1}`, "unknown field"},
+		{"other version", `{"version":99,"seed":7}`, "version 99"},
+		{"repeated job", `{"version":1,"seed":7,"jobs":[{"id":"job_a"},{"id":"job_a"}]}`, "repeated"},
 	} {
-		h3 := newHarness(t, tc.cfg)
-		if err := h3.sim.Load(strings.NewReader(tc.data)); err == nil || !strings.Contains(err.Error(), tc.want) {
-			t.Errorf("%s: Load = %v, want %q", tc.name, err, tc.want)
+		if _, err := Restore(strings.NewReader(tc.data), key, clock.NewManual(t0)); err == nil || !strings.Contains(err.Error(), tc.want) {
+			t.Errorf("%s: Restore = %v, want %q", tc.name, err, tc.want)
 		}
 	}
 }

@@ -6,6 +6,7 @@
 package pipeline
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -62,9 +63,18 @@ type Config struct {
 	// AWS_ENDPOINT_URL_DYNAMODB) instead of the embedded store.
 	Table   string
 	Timeout time.Duration
-	// Progress receives a status line every ProgressEvery (nil: none).
-	Progress      io.Writer
+	// Progress receives the run's Status every ProgressEvery (nil: none);
+	// the caller decides how to show it.
+	Progress      func(Status)
 	ProgressEvery time.Duration
+	// Resume continues the run already in StateDir: its store is opened,
+	// nothing is seeded (Workload only names its operations), and every
+	// next action the records hold is sent again at once, since no message
+	// outlived the run that wrote them.
+	Resume bool
+	// GiveUpAfter ends the run when Genace has been unreachable this long
+	// with no answer in between (0: 30 s).
+	GiveUpAfter time.Duration
 	// Log receives the handlers' logs (nil: discarded).
 	Log *slog.Logger
 	// LongPoll and Accounting set the observation long poll and the
@@ -99,10 +109,13 @@ func localPolicies(longPoll time.Duration) schedule.Policies {
 // stack is one running pipeline.
 type stack struct {
 	cfg     Config
+	start   time.Time
+	wire2   *wireWatch
 	clk     clock.Clock
 	store   store.Store
 	local   *topology.Local
 	sweeper *sweep.Sweeper
+	resumer *sweep.Sweeper
 	sweeps  int
 }
 
@@ -125,10 +138,11 @@ func Run(ctx context.Context, cfg Config) (*Report, error) {
 	if cfg.Accounting <= 0 {
 		cfg.Accounting = 10 * time.Second
 	}
+	cfg.GiveUpAfter = cmp.Or(cfg.GiveUpAfter, 30*time.Second)
 	if len(cfg.Workload) == 0 {
 		return nil, errors.New("local: the workload is empty")
 	}
-	s := &stack{cfg: cfg, clk: clock.Real{}}
+	s := &stack{cfg: cfg, clk: clock.Real{}, start: start, wire2: &wireWatch{}}
 	if err := s.openState(ctx); err != nil {
 		return nil, err
 	}
@@ -146,20 +160,30 @@ func Run(ctx context.Context, cfg Config) (*Report, error) {
 	var wg sync.WaitGroup
 	pollCtx, stopPolling := context.WithCancel(context.Background())
 	wg.Go(func() { _ = s.local.Run(pollCtx, 50*time.Millisecond) })
-	if err := s.seed(runCtx); err != nil {
+	seed := s.seed
+	if cfg.Resume {
+		seed = s.rearm
+	}
+	if err := seed(runCtx); err != nil {
 		stopPolling()
 		wg.Wait()
 		return nil, err
 	}
-	finished := s.wait(runCtx)
+	finished, stopErr := s.wait(runCtx)
 	stopPolling()
 	wg.Wait()
-	rep, err := s.report(context.Background(), time.Since(start), !finished)
+	interrupted := ctx.Err() != nil
+	rep, err := s.report(context.Background(), time.Since(start), !finished && !interrupted && stopErr == nil)
 	if err != nil {
 		return nil, err
 	}
-	if ctx.Err() != nil {
+	rep.Interrupted = interrupted
+	switch {
+	case interrupted:
 		return rep, ctx.Err()
+	case stopErr != nil:
+		rep.Stopped = stopErr.Error()
+		return rep, stopErr
 	}
 	return rep, nil
 }
@@ -170,10 +194,16 @@ func (s *stack) openState(ctx context.Context) error {
 	}
 	// A run never reuses or clears another run's state: the demo's
 	// operation ids repeat, and mixed records, artifacts and audit trails
-	// would mislead an operator.
-	for _, p := range []string{DBPath(s.cfg.StateDir), ArtifactDir(s.cfg.StateDir), ReportPath(s.cfg.StateDir)} {
-		if _, err := os.Lstat(p); err == nil {
-			return fmt.Errorf("local: %s already holds a run (%s exists); give a new state directory", s.cfg.StateDir, p)
+	// would mislead an operator. Only a resume continues one.
+	if s.cfg.Resume {
+		if _, err := os.Lstat(DBPath(s.cfg.StateDir)); err != nil && s.cfg.Table == "" {
+			return fmt.Errorf("local: nothing to resume in %s: %w", s.cfg.StateDir, err)
+		}
+	} else {
+		for _, p := range []string{DBPath(s.cfg.StateDir), ArtifactDir(s.cfg.StateDir), ReportPath(s.cfg.StateDir)} {
+			if _, err := os.Lstat(p); err == nil {
+				return fmt.Errorf("local: %s already holds a run (%s exists); give a new state directory", s.cfg.StateDir, p)
+			}
 		}
 	}
 	if s.cfg.Table != "" {
@@ -204,7 +234,7 @@ func (s *stack) genace() (*genace.Client, func(), error) {
 		}
 		url, stop = base, stopSim
 	}
-	c, err := genace.New(url, key, &http.Client{Transport: http.DefaultTransport})
+	c, err := genace.New(url, key, &http.Client{Transport: s.wire2.wrap(http.DefaultTransport)})
 	if err != nil {
 		stop()
 		return nil, nil, fmt.Errorf("local: genace client: %w", err)
@@ -244,6 +274,8 @@ func (s *stack) wire(g *genace.Client) error {
 	del := deliver.New(deliver.Config{QueueURL: delURL, Visibility: delVis}, s.store, g, dir, local.Broker, disp, s.clk, log.With("function", "deliver"), m("deliver"))
 	tri := triage.New(s.store, s.clk, log.With("function", "triage"), m("triage"), 4)
 	s.sweeper = sweep.New(sweepConfig(), s.store, disp, s.clk, log.With("function", "sweep"), m("sweep"))
+	// A resumed run's first sweep: nothing outlived the run before it.
+	s.resumer = sweep.New(sweep.Config{ClaimTimeout: time.Nanosecond, OverdueAfter: time.Nanosecond}, s.store, disp, s.clk, log.With("function", "sweep"), m("sweep"))
 	local.Consume(topology.ConsumeConfig{
 		Handlers: map[string]eventsource.Handler{topology.Submit: sub.Handle, topology.Observe: obs.Handle, topology.Deliver: del.Handle, topology.Triage: tri.Handle},
 		Log:      log,
@@ -292,12 +324,13 @@ func settled(rec *operation.Record) bool { return rec.Terminal() || followup.Nee
 
 // wait drives the demo's operator-side events (reconcile-jobs --fail),
 // the sweep on a timer and the progress display, until every operation is
-// settled or the context ends. It reports whether all settled.
-func (s *stack) wait(ctx context.Context) bool {
+// settled or the context ends. It reports whether all settled, and why it
+// stopped early when Genace refuses our credentials or stays unreachable.
+func (s *stack) wait(ctx context.Context) (bool, error) {
 	tick := time.NewTicker(200 * time.Millisecond)
 	defer tick.Stop()
 	reconciled := map[string]bool{}
-	lastProgress, lastSweep, lastLine := time.Time{}, time.Now(), ""
+	lastProgress, lastSweep := time.Time{}, time.Now()
 	for {
 		recs := s.records(ctx)
 		all := len(recs) == len(s.cfg.Workload)
@@ -313,14 +346,17 @@ func (s *stack) wait(ctx context.Context) bool {
 			}
 		}
 		if s.cfg.Progress != nil && (time.Since(lastProgress) >= s.cfg.ProgressEvery || all) {
-			// A line when something moved, and a heartbeat every 5 s.
-			if line := s.progressLine(recs); line != lastLine || time.Since(lastProgress) >= 5*time.Second {
-				fmt.Fprintf(s.cfg.Progress, "[%s] %s\n", time.Now().Format("15:04:05"), line)
-				lastProgress, lastLine = time.Now(), line
-			}
+			s.cfg.Progress(s.status(recs))
+			lastProgress = time.Now()
 		}
 		if all {
-			return true
+			return true, nil
+		}
+		if err := s.wire2.fatal(s.cfg.GiveUpAfter); err != nil {
+			if s.cfg.Progress != nil {
+				s.cfg.Progress(s.status(recs))
+			}
+			return false, err
 		}
 		if time.Since(lastSweep) >= 5*time.Second {
 			if _, err := s.sweeper.Sweep(ctx); err == nil {
@@ -330,7 +366,7 @@ func (s *stack) wait(ctx context.Context) bool {
 		}
 		select {
 		case <-ctx.Done():
-			return false
+			return false, nil
 		case <-tick.C:
 		}
 	}
@@ -348,22 +384,24 @@ func (s *stack) records(ctx context.Context) map[string]operation.Record {
 
 func (s *stack) dlqDepth() int { return s.local.DeadLetterDepth() }
 
-func (s *stack) progressLine(recs map[string]operation.Record) string {
-	counts := map[operation.Phase]int{}
-	for _, r := range recs {
-		counts[r.Phase]++
-	}
-	line := ""
-	for _, p := range operation.Phases {
-		if counts[p] > 0 {
-			line += fmt.Sprintf("%s %d  ", p, counts[p])
+func (s *stack) status(recs map[string]operation.Record) Status {
+	st := Status{Elapsed: time.Since(s.start), Total: len(s.cfg.Workload), Done: map[operation.Phase]int{}, Pending: map[operation.Phase]int{}, Blocked: map[string]string{},
+		Posts: -1, Gets: -1, DLQ: s.dlqDepth(), Genace: s.wire2.problem()}
+	for id, r := range recs {
+		if settled(&r) {
+			st.Settled++
+			st.Done[r.Phase]++
+		} else {
+			st.Pending[r.Phase]++
+		}
+		if r.Parked != nil && !r.Terminal() {
+			st.Blocked[id] = r.Parked.Reason
 		}
 	}
-	posts, gets := "-", "-"
 	if s.cfg.Sim != nil {
-		posts, gets = fmt.Sprint(s.cfg.Sim.TotalPosts()), fmt.Sprint(s.cfg.Sim.TotalGets())
+		st.Posts, st.Gets = s.cfg.Sim.TotalPosts(), s.cfg.Sim.TotalGets()
 	}
-	return fmt.Sprintf("%s| POSTs %s  GETs %s  DLQ %d", line, posts, gets, s.dlqDepth())
+	return st
 }
 
 func (s *stack) report(ctx context.Context, elapsed time.Duration, timedOut bool) (*Report, error) {

@@ -19,7 +19,12 @@ import (
 type Report struct {
 	Elapsed  string `json:"elapsed"`
 	TimedOut bool   `json:"timed_out"`
-	StateDir string `json:"state_dir"`
+	// Interrupted: the run was stopped (Ctrl-C) before every operation
+	// settled; Stopped: why it ended early on its own (Genace refused the
+	// key, or stayed unreachable).
+	Interrupted bool   `json:"interrupted,omitempty"`
+	Stopped     string `json:"stopped,omitempty"`
+	StateDir    string `json:"state_dir"`
 	// Command is how hints name the genjobs binary (not in the JSON).
 	Command    string     `json:"-"`
 	Operations []OpReport `json:"operations"`
@@ -75,6 +80,31 @@ type Totals struct {
 	DLQDepth    int                     `json:"dlq_depth"`
 }
 
+// ReadOperations returns the operation ids of the report at path: what a
+// resumed run drives again.
+func ReadOperations(path string) ([]string, error) {
+	b, err := os.ReadFile(path)
+	if err != nil {
+		return nil, fmt.Errorf("the run's report: %w", err)
+	}
+	var r struct {
+		Operations []struct {
+			OperationID string `json:"operation_id"`
+		} `json:"operations"`
+	}
+	if err := json.Unmarshal(b, &r); err != nil {
+		return nil, fmt.Errorf("the run's report %s: %w", path, err)
+	}
+	ids := make([]string, 0, len(r.Operations))
+	for _, op := range r.Operations {
+		ids = append(ids, op.OperationID)
+	}
+	if len(ids) == 0 {
+		return nil, fmt.Errorf("the run's report %s names no operation", path)
+	}
+	return ids, nil
+}
+
 // WriteJSON writes the report to path.
 func (r *Report) WriteJSON(path string) error {
 	b, err := json.MarshalIndent(r, "", "  ")
@@ -113,7 +143,12 @@ func (r *Report) WriteSummary(w io.Writer) {
 				op.OperationID, strings.Join(op.GenaceJobs, ", "), cmp.Or(r.Command, "genjobs"), op.OperationID, op.GenaceJobs[0])
 		}
 	}
-	if r.TimedOut {
+	switch {
+	case r.Interrupted:
+		fmt.Fprintln(w, "interrupted before every operation was terminal or waiting for review; the state is kept")
+	case r.Stopped != "":
+		fmt.Fprintf(w, "stopped early: %s\n", r.Stopped)
+	case r.TimedOut:
 		fmt.Fprintln(w, "TIMED OUT before every operation was terminal or waiting for review")
 	}
 }
