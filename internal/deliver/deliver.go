@@ -27,22 +27,19 @@ import (
 	"github.com/aws/aws-lambda-go/events"
 
 	"github.com/genjobs/genjobs/internal/artifact"
-	"github.com/genjobs/genjobs/internal/batch"
 	"github.com/genjobs/genjobs/internal/clock"
-	"github.com/genjobs/genjobs/internal/consume"
-	"github.com/genjobs/genjobs/internal/followup"
 	"github.com/genjobs/genjobs/internal/genace"
-	"github.com/genjobs/genjobs/internal/lease"
 	"github.com/genjobs/genjobs/internal/message"
 	"github.com/genjobs/genjobs/internal/metrics"
 	"github.com/genjobs/genjobs/internal/operation"
 	"github.com/genjobs/genjobs/internal/review"
 	"github.com/genjobs/genjobs/internal/schedule"
 	"github.com/genjobs/genjobs/internal/store"
+	"github.com/genjobs/genjobs/internal/worker"
 )
 
 // Store is what the handler needs of persistence.
-type Store = consume.RecordStore
+type Store = worker.RecordStore
 
 // Genace reads the job (for freshly signed output URLs) and downloads its
 // outputs. Download dials the signed URL; nothing else here reveals it.
@@ -117,25 +114,25 @@ type Handler struct {
 	store     Store
 	genace    Genace
 	artifacts Artifacts
-	follow    *followup.Emitter
+	follow    *worker.Emitter
 	clk       clock.Clock
 	log       *slog.Logger
 	metrics   *metrics.Emitter
 	cfg       Config
-	runner    batch.Runner
-	records   consume.Consumer
+	runner    worker.Runner
+	records   worker.Consumer
 	rnd       func() float64
 }
 
 // New wires a handler. ext renews message visibility; sender delivers
 // follow-up messages (retries and continuations).
-func New(cfg Config, st Store, g Genace, a Artifacts, ext lease.Extender, sender followup.Sender, clk clock.Clock, log *slog.Logger, m *metrics.Emitter) *Handler {
+func New(cfg Config, st Store, g Genace, a Artifacts, ext worker.Extender, sender worker.Sender, clk clock.Clock, log *slog.Logger, m *metrics.Emitter) *Handler {
 	cfg = cfg.Defaults()
 	return &Handler{
 		store: st, genace: g, artifacts: a, clk: clk, log: log, metrics: m, cfg: cfg,
-		follow: &followup.Emitter{Sender: sender, Reviews: st, Clock: clk, Metrics: m, Source: review.SourceHandler},
-		runner: batch.Runner{Action: string(message.ActionDeliverArtifacts), Concurrency: cfg.Concurrency, Log: log, Metrics: m, Clock: clk},
-		records: consume.Consumer{Action: message.ActionDeliverArtifacts, Name: "deliver", Queue: "deliver", Store: st,
+		follow: &worker.Emitter{Sender: sender, Reviews: st, Clock: clk, Metrics: m, Source: review.SourceHandler},
+		runner: worker.Runner{Action: string(message.ActionDeliverArtifacts), Concurrency: cfg.Concurrency, Log: log, Metrics: m, Clock: clk},
+		records: worker.Consumer{Action: message.ActionDeliverArtifacts, Name: "deliver", Queue: "deliver", Store: st,
 			Extender: ext, QueueURL: cfg.QueueURL, Visibility: cfg.Visibility, Clock: clk, Log: log, Metrics: m},
 		rnd: rand.Float64,
 	}
@@ -147,7 +144,7 @@ func (h *Handler) Handle(ctx context.Context, ev events.SQSEvent) (events.SQSEve
 }
 
 // decide runs one message's delivery on its record.
-func (h *Handler) decide(ctx context.Context, m events.SQSMessage, env message.Envelope, rec operation.Record, l *lease.Lease) (string, error) {
+func (h *Handler) decide(ctx context.Context, m events.SQSMessage, env message.Envelope, rec operation.Record, l *worker.Lease) (string, error) {
 	run := &delivery{h: h, m: m, env: env, lease: l, cur: rec}
 	return run.decide(ctx)
 }
@@ -158,7 +155,7 @@ type delivery struct {
 	h     *Handler
 	m     events.SQSMessage
 	env   message.Envelope
-	lease *lease.Lease
+	lease *worker.Lease
 	cur   operation.Record
 	job   *genace.Job
 	// copyBudget is the time the next copy may take; stored counts the
@@ -203,7 +200,7 @@ func (d *delivery) decide(ctx context.Context) (string, error) {
 		return d.obsolete(ctx, "parked")
 	}
 	if rec.Remote == nil {
-		return "permanent", batch.MarkPermanent(fmt.Errorf("deliver %s: succeeded without a remote snapshot", rec.OperationID))
+		return "permanent", worker.MarkPermanent(fmt.Errorf("deliver %s: succeeded without a remote snapshot", rec.OperationID))
 	}
 	return d.deliver(ctx)
 }
@@ -214,7 +211,7 @@ func (d *delivery) deliver(ctx context.Context) (string, error) {
 	descs := d.cur.Remote.Outputs
 	for i, desc := range descs {
 		if !artifact.ValidSHA256(desc.SHA256) || desc.SizeBytes < 0 {
-			return "permanent", batch.MarkPermanent(fmt.Errorf("deliver %s: output %d: the snapshot holds no usable sha256 or size to verify a copy against", d.cur.OperationID, i))
+			return "permanent", worker.MarkPermanent(fmt.Errorf("deliver %s: output %d: the snapshot holds no usable sha256 or size to verify a copy against", d.cur.OperationID, i))
 		}
 	}
 	if pending(&d.cur) > 0 {
@@ -291,7 +288,7 @@ func (d *delivery) fetch(ctx context.Context) *stop {
 		// The outputs we would copy are not the ones observation saw. A
 		// copy could not be verified against the record; a person must
 		// look.
-		return &stop{"permanent", batch.MarkPermanent(fmt.Errorf("deliver %s: job %s: %w", d.cur.OperationID, d.cur.RemoteJobID, err))}
+		return &stop{"permanent", worker.MarkPermanent(fmt.Errorf("deliver %s: job %s: %w", d.cur.OperationID, d.cur.RemoteJobID, err))}
 	}
 	d.job = job
 	return nil
@@ -370,7 +367,7 @@ func (d *delivery) store(ctx context.Context, i int, desc operation.OutputDescri
 		if obj.Size == desc.SizeBytes && obj.SHA256 == desc.SHA256 {
 			return obj, "reused", nil
 		}
-		return artifact.Object{}, "", batch.MarkPermanent(fmt.Errorf("output %d: %s already holds %d bytes with sha256 %q, expected %d bytes with %s: %w",
+		return artifact.Object{}, "", worker.MarkPermanent(fmt.Errorf("output %d: %s already holds %d bytes with sha256 %q, expected %d bytes with %s: %w",
 			i, key, obj.Size, obj.SHA256, desc.SizeBytes, desc.SHA256, artifact.ErrConflict))
 	}
 	for refreshed := false; ; refreshed = true {
@@ -454,7 +451,7 @@ func (d *delivery) persist(ctx context.Context, mutate func(operation.Record) (o
 			return &stop{"moved_on", nil}
 		}
 		if err != nil {
-			return &stop{"permanent", batch.MarkPermanent(fmt.Errorf("deliver %s: %w", d.cur.OperationID, err))}
+			return &stop{"permanent", worker.MarkPermanent(fmt.Errorf("deliver %s: %w", d.cur.OperationID, err))}
 		}
 		if !write {
 			return nil
@@ -510,7 +507,7 @@ func category(err error) (string, bool) {
 			return "", true
 		}
 		return "genace_read_failed", false
-	case batch.Classify(err) == batch.Permanent,
+	case worker.Classify(err) == worker.ClassPermanent,
 		errors.Is(err, artifact.ErrConflict), errors.Is(err, artifact.ErrInvalid),
 		errors.Is(err, genace.ErrNotFound), errors.Is(err, genace.ErrInvalidArgument):
 		return "", true
@@ -535,7 +532,7 @@ func (d *delivery) failed(ctx context.Context, err error) (string, error) {
 	}
 	cat, permanent := category(err)
 	if permanent {
-		return "permanent", batch.MarkPermanent(fmt.Errorf("deliver %s: %w", d.cur.OperationID, err))
+		return "permanent", worker.MarkPermanent(fmt.Errorf("deliver %s: %w", d.cur.OperationID, err))
 	}
 	rec := d.cur
 	if rec.Counters.ReadFailures+1 >= h.cfg.MaxCopyFailures {

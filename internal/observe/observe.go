@@ -15,21 +15,18 @@ import (
 
 	"github.com/aws/aws-lambda-go/events"
 
-	"github.com/genjobs/genjobs/internal/batch"
 	"github.com/genjobs/genjobs/internal/clock"
-	"github.com/genjobs/genjobs/internal/consume"
-	"github.com/genjobs/genjobs/internal/followup"
 	"github.com/genjobs/genjobs/internal/genace"
-	"github.com/genjobs/genjobs/internal/lease"
 	"github.com/genjobs/genjobs/internal/message"
 	"github.com/genjobs/genjobs/internal/metrics"
 	"github.com/genjobs/genjobs/internal/operation"
 	"github.com/genjobs/genjobs/internal/review"
 	"github.com/genjobs/genjobs/internal/store"
+	"github.com/genjobs/genjobs/internal/worker"
 )
 
 // Store is what the handler needs of persistence.
-type Store = consume.RecordStore
+type Store = worker.RecordStore
 
 // Genace reads jobs.
 type Genace interface {
@@ -85,23 +82,23 @@ type Handler struct {
 	store   Store
 	genace  Genace
 	delays  Delays
-	follow  *followup.Emitter
+	follow  *worker.Emitter
 	clk     clock.Clock
 	log     *slog.Logger
 	metrics *metrics.Emitter
 	cfg     Config
-	runner  batch.Runner
-	records consume.Consumer
+	runner  worker.Runner
+	records worker.Consumer
 }
 
 // New wires a handler.
-func New(cfg Config, st Store, g Genace, d Delays, ext lease.Extender, sender followup.Sender, clk clock.Clock, log *slog.Logger, m *metrics.Emitter) *Handler {
+func New(cfg Config, st Store, g Genace, d Delays, ext worker.Extender, sender worker.Sender, clk clock.Clock, log *slog.Logger, m *metrics.Emitter) *Handler {
 	cfg = cfg.Defaults()
 	return &Handler{
 		store: st, genace: g, delays: d, clk: clk, log: log, metrics: m, cfg: cfg,
-		follow: &followup.Emitter{Sender: sender, Reviews: st, Clock: clk, Metrics: m, Source: review.SourceHandler},
-		runner: batch.Runner{Action: string(message.ActionObserveGeneration), Concurrency: cfg.Concurrency, Log: log, Metrics: m, Clock: clk},
-		records: consume.Consumer{Action: message.ActionObserveGeneration, Name: "observe", Queue: "observe", Store: st,
+		follow: &worker.Emitter{Sender: sender, Reviews: st, Clock: clk, Metrics: m, Source: review.SourceHandler},
+		runner: worker.Runner{Action: string(message.ActionObserveGeneration), Concurrency: cfg.Concurrency, Log: log, Metrics: m, Clock: clk},
+		records: worker.Consumer{Action: message.ActionObserveGeneration, Name: "observe", Queue: "observe", Store: st,
 			Extender: ext, QueueURL: cfg.QueueURL, Visibility: cfg.Visibility, Clock: clk, Log: log, Metrics: m},
 	}
 }
@@ -123,7 +120,7 @@ func observable(rec *operation.Record) bool {
 	return rec.Phase == operation.PhaseAccepted || (rec.Phase == operation.PhaseFailed && rec.Settlement == operation.SettlementUnresolved)
 }
 
-func (h *Handler) decide(ctx context.Context, m events.SQSMessage, env message.Envelope, rec operation.Record, l *lease.Lease) (string, error) {
+func (h *Handler) decide(ctx context.Context, m events.SQSMessage, env message.Envelope, rec operation.Record, l *worker.Lease) (string, error) {
 	if rec.RemoteJobID != env.ExpectedRemoteJobID {
 		return h.obsolete(ctx, env, &rec, "job_id_mismatch")
 	}
@@ -189,7 +186,7 @@ func (h *Handler) decide(ctx context.Context, m events.SQSMessage, env message.E
 // request arrives, so a long poll only pays off right after the previous
 // look: after a delay the job may already be finished (it would never
 // change again and the poll would wait in vain), so that read is immediate.
-func (h *Handler) window(ctx context.Context, l *lease.Lease, rec *operation.Record) time.Duration {
+func (h *Handler) window(ctx context.Context, l *worker.Lease, rec *operation.Record) time.Duration {
 	wait := h.delays.LongPoll(rec.Model)
 	if rec.Remote == nil || h.clk.Now().Sub(rec.Remote.ObservedAt) > wait || rec.Remote.State == operation.RemoteSucceeded {
 		// A succeeded job never changes again: its long poll would be held
@@ -216,10 +213,10 @@ func (h *Handler) window(ctx context.Context, l *lease.Lease, rec *operation.Rec
 // the DLQ and triage.
 func (h *Handler) readFailed(ctx context.Context, m events.SQSMessage, rec operation.Record, err error) (string, error) {
 	if errors.Is(err, genace.ErrNotFound) {
-		return "not_found", batch.MarkPermanent(fmt.Errorf("observe %s: job %s: %w", rec.OperationID, rec.RemoteJobID, err))
+		return "not_found", worker.MarkPermanent(fmt.Errorf("observe %s: job %s: %w", rec.OperationID, rec.RemoteJobID, err))
 	}
 	if !genace.Retryable(err) {
-		return "read_error", batch.MarkPermanent(fmt.Errorf("observe %s: %w", rec.OperationID, err))
+		return "read_error", worker.MarkPermanent(fmt.Errorf("observe %s: %w", rec.OperationID, err))
 	}
 	if rec.Counters.ReadFailures+1 >= h.cfg.MaxReadFailures {
 		return "read_error", fmt.Errorf("observe %s: %d consecutive failed reads: %w", rec.OperationID, rec.Counters.ReadFailures+1, err)

@@ -15,13 +15,13 @@ import (
 	"github.com/genjobs/genjobs/internal/dev/handlertest"
 	"github.com/genjobs/genjobs/internal/dev/localqueue"
 	"github.com/genjobs/genjobs/internal/genace"
-	"github.com/genjobs/genjobs/internal/lease"
 	"github.com/genjobs/genjobs/internal/message"
 	"github.com/genjobs/genjobs/internal/metrics"
 	"github.com/genjobs/genjobs/internal/operation"
 	"github.com/genjobs/genjobs/internal/schedule"
 	"github.com/genjobs/genjobs/internal/store"
 	"github.com/genjobs/genjobs/internal/submit"
+	"github.com/genjobs/genjobs/internal/worker"
 )
 
 // trail is the order in which renewals and POSTs happened.
@@ -53,7 +53,7 @@ func (tr *trail) checkEveryPostRenewed(t *testing.T) {
 
 // renewals records every ChangeMessageVisibility and its result.
 type renewals struct {
-	lease.Extender
+	worker.Extender
 	trail *trail
 }
 

@@ -16,21 +16,18 @@ import (
 	"github.com/aws/aws-lambda-go/events"
 	"github.com/aws/aws-lambda-go/lambdacontext"
 
-	"github.com/genjobs/genjobs/internal/batch"
 	"github.com/genjobs/genjobs/internal/clock"
-	"github.com/genjobs/genjobs/internal/consume"
-	"github.com/genjobs/genjobs/internal/followup"
 	"github.com/genjobs/genjobs/internal/genace"
-	"github.com/genjobs/genjobs/internal/lease"
 	"github.com/genjobs/genjobs/internal/message"
 	"github.com/genjobs/genjobs/internal/metrics"
 	"github.com/genjobs/genjobs/internal/operation"
 	"github.com/genjobs/genjobs/internal/review"
 	"github.com/genjobs/genjobs/internal/store"
+	"github.com/genjobs/genjobs/internal/worker"
 )
 
 // Store is what the handler needs of persistence.
-type Store = consume.RecordStore
+type Store = worker.RecordStore
 
 // Genace creates jobs.
 type Genace interface {
@@ -91,25 +88,25 @@ func (c Config) Defaults() Config {
 type Handler struct {
 	store   Store
 	genace  Genace
-	follow  *followup.Emitter
+	follow  *worker.Emitter
 	clk     clock.Clock
 	log     *slog.Logger
 	metrics *metrics.Emitter
 	cfg     Config
-	runner  batch.Runner
-	records consume.Consumer
+	runner  worker.Runner
+	records worker.Consumer
 	rnd     func() float64
 }
 
 // New wires a handler. ext renews message visibility; sender delivers
 // follow-up messages.
-func New(cfg Config, st Store, g Genace, ext lease.Extender, sender followup.Sender, clk clock.Clock, log *slog.Logger, m *metrics.Emitter) *Handler {
+func New(cfg Config, st Store, g Genace, ext worker.Extender, sender worker.Sender, clk clock.Clock, log *slog.Logger, m *metrics.Emitter) *Handler {
 	cfg = cfg.Defaults()
 	return &Handler{
 		store: st, genace: g, clk: clk, log: log, metrics: m, cfg: cfg,
-		follow: &followup.Emitter{Sender: sender, Reviews: st, Clock: clk, Metrics: m, Source: review.SourceHandler},
-		runner: batch.Runner{Action: string(message.ActionSubmitGeneration), Concurrency: cfg.Concurrency, Log: log, Metrics: m, Clock: clk},
-		records: consume.Consumer{Action: message.ActionSubmitGeneration, Name: "submit", Queue: "dispatch", Store: st,
+		follow: &worker.Emitter{Sender: sender, Reviews: st, Clock: clk, Metrics: m, Source: review.SourceHandler},
+		runner: worker.Runner{Action: string(message.ActionSubmitGeneration), Concurrency: cfg.Concurrency, Log: log, Metrics: m, Clock: clk},
+		records: worker.Consumer{Action: message.ActionSubmitGeneration, Name: "submit", Queue: "dispatch", Store: st,
 			Extender: ext, QueueURL: cfg.QueueURL, Visibility: cfg.Visibility, Clock: clk, Log: log, Metrics: m},
 		rnd: rand.Float64,
 	}
@@ -121,7 +118,7 @@ func (h *Handler) Handle(ctx context.Context, ev events.SQSEvent) (events.SQSEve
 }
 
 // decide acts on the record. It returns a short outcome for metrics.
-func (h *Handler) decide(ctx context.Context, m events.SQSMessage, env message.Envelope, rec operation.Record, l *lease.Lease) (string, error) {
+func (h *Handler) decide(ctx context.Context, m events.SQSMessage, env message.Envelope, rec operation.Record, l *worker.Lease) (string, error) {
 	switch {
 	case rec.Terminal():
 		return h.obsolete(ctx, env, &rec, "terminal")
@@ -163,7 +160,7 @@ func (h *Handler) obsolete(ctx context.Context, env message.Envelope, rec *opera
 // ensureObservation answers a dispatch for an operation whose job id is
 // known: make sure an observation (or delivery) is pending, never POST.
 func (h *Handler) ensureObservation(ctx context.Context, env message.Envelope, rec *operation.Record) (string, error) {
-	if followup.NeedsReview(rec) {
+	if worker.NeedsReview(rec) {
 		return h.obsolete(ctx, env, rec, "awaiting_review")
 	}
 	now := h.clk.Now()
@@ -194,7 +191,7 @@ func (h *Handler) owner(ctx context.Context) string {
 
 // submit claims the operation, confirms the lease, POSTs once and
 // persists the outcome.
-func (h *Handler) submit(ctx context.Context, m events.SQSMessage, env message.Envelope, rec operation.Record, l *lease.Lease) (string, error) {
+func (h *Handler) submit(ctx context.Context, m events.SQSMessage, env message.Envelope, rec operation.Record, l *worker.Lease) (string, error) {
 	claimed, err := operation.ClaimSubmission(rec, h.owner(ctx), m.MessageId, h.clk.Now())
 	if err != nil {
 		return h.obsolete(ctx, env, &rec, "claim_refused")
@@ -225,7 +222,7 @@ func (h *Handler) submit(ctx context.Context, m events.SQSMessage, env message.E
 // write after it. The renewal goes to the queue whatever the lease
 // estimates, since the estimate starts when the handler reached the record,
 // not at the receive, and only the queue knows the message is still ours.
-func (h *Handler) authority(ctx context.Context, l *lease.Lease, need time.Duration) error {
+func (h *Handler) authority(ctx context.Context, l *worker.Lease, need time.Duration) error {
 	if dl, ok := ctx.Deadline(); ok && dl.Sub(h.clk.Now()) < need {
 		return fmt.Errorf("function deadline in %s, POST and persist need %s", dl.Sub(h.clk.Now()).Round(time.Millisecond), need)
 	}

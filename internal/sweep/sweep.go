@@ -12,11 +12,11 @@ import (
 	"time"
 
 	"github.com/genjobs/genjobs/internal/clock"
-	"github.com/genjobs/genjobs/internal/followup"
 	"github.com/genjobs/genjobs/internal/metrics"
 	"github.com/genjobs/genjobs/internal/operation"
 	"github.com/genjobs/genjobs/internal/review"
 	"github.com/genjobs/genjobs/internal/store"
+	"github.com/genjobs/genjobs/internal/worker"
 )
 
 // Store is what the sweep needs of persistence.
@@ -68,7 +68,7 @@ type Result struct {
 // Sweeper runs sweeps.
 type Sweeper struct {
 	store   Store
-	follow  *followup.Emitter
+	follow  *worker.Emitter
 	clk     clock.Clock
 	log     *slog.Logger
 	metrics *metrics.Emitter
@@ -76,9 +76,9 @@ type Sweeper struct {
 }
 
 // New wires a sweeper.
-func New(cfg Config, st Store, sender followup.Sender, clk clock.Clock, log *slog.Logger, m *metrics.Emitter) *Sweeper {
+func New(cfg Config, st Store, sender worker.Sender, clk clock.Clock, log *slog.Logger, m *metrics.Emitter) *Sweeper {
 	return &Sweeper{store: st, clk: clk, log: log, metrics: m, cfg: cfg.Defaults(),
-		follow: &followup.Emitter{Sender: sender, Reviews: st, Clock: clk, Metrics: m, Source: review.SourceSweep}}
+		follow: &worker.Emitter{Sender: sender, Reviews: st, Clock: clk, Metrics: m, Source: review.SourceSweep}}
 }
 
 // Handle is the Lambda entry point for the scheduled event (its content
@@ -173,7 +173,7 @@ func (s *Sweeper) one(ctx context.Context, rec operation.Record, now time.Time) 
 // crash before the record's write leaves the record due, and the next run
 // writes both (the review once). If the record moved meanwhile, the review
 // stays open until a handler's write gives the operation a job id or ends
-// it (followup.Resolves), or an operator closes it.
+// it (worker.Resolves), or an operator closes it.
 func (s *Sweeper) dropDispatch(ctx context.Context, rec operation.Record, failed operation.Check, now time.Time) (string, error) {
 	r := review.ForRecord(DroppedDispatchID(rec.OperationID, rec.Revision), review.SourceSweep, &rec, now)
 	r.ErrorCategory = "precondition_" + failed.Name

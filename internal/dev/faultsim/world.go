@@ -22,7 +22,6 @@ import (
 	"github.com/genjobs/genjobs/internal/dev/genacesim"
 	"github.com/genjobs/genjobs/internal/dev/localqueue"
 	"github.com/genjobs/genjobs/internal/genace"
-	"github.com/genjobs/genjobs/internal/lease"
 	"github.com/genjobs/genjobs/internal/message"
 	"github.com/genjobs/genjobs/internal/observe"
 	"github.com/genjobs/genjobs/internal/operation"
@@ -32,6 +31,7 @@ import (
 	"github.com/genjobs/genjobs/internal/submit"
 	"github.com/genjobs/genjobs/internal/sweep"
 	"github.com/genjobs/genjobs/internal/triage"
+	"github.com/genjobs/genjobs/internal/worker"
 )
 
 // simStart is the virtual clock's start. It lies in the wall clock's
@@ -306,7 +306,7 @@ func (w *world) wireUp() error {
 		real = w.cfg.WrapGenace(real)
 	}
 	g := &genaceClient{w: w, c: real}
-	var ext lease.Extender = &extender{w: w}
+	var ext worker.Extender = &extender{w: w}
 	if w.cfg.WrapExtender != nil {
 		ext = w.cfg.WrapExtender(ext)
 	}

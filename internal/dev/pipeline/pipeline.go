@@ -25,7 +25,6 @@ import (
 	"github.com/genjobs/genjobs/internal/dev/genacesim"
 	"github.com/genjobs/genjobs/internal/dev/localqueue"
 	"github.com/genjobs/genjobs/internal/dev/workload"
-	"github.com/genjobs/genjobs/internal/followup"
 	"github.com/genjobs/genjobs/internal/genace"
 	"github.com/genjobs/genjobs/internal/message"
 	"github.com/genjobs/genjobs/internal/metrics"
@@ -37,6 +36,7 @@ import (
 	"github.com/genjobs/genjobs/internal/submit"
 	"github.com/genjobs/genjobs/internal/sweep"
 	"github.com/genjobs/genjobs/internal/triage"
+	"github.com/genjobs/genjobs/internal/worker"
 )
 
 // The queues, named as the template names them.
@@ -315,7 +315,7 @@ func (s *stack) seed(ctx context.Context) error {
 }
 
 // settled reports whether automation is done with an operation.
-func settled(rec *operation.Record) bool { return rec.Terminal() || followup.NeedsReview(rec) }
+func settled(rec *operation.Record) bool { return rec.Terminal() || worker.NeedsReview(rec) }
 
 // wait drives the demo's operator-side events (reconcile-jobs --fail),
 // the sweep on a timer and the progress display, until every operation is
