@@ -123,7 +123,7 @@ func newQueued(t *testing.T) *queued {
 	q.genace = &posts{inner: client, trail: q.trail}
 	// POST 20 s + persist 5 s fit in the visibility with 5 s to spare.
 	cfg := submit.Config{QueueURL: q.dispatch, Visibility: dispatchVisibility, SubmitTimeout: 20 * time.Second, PersistBudget: 5 * time.Second, Concurrency: 1}
-	q.h = submit.New(cfg, q.store, q.genace, renewals{Extender: q.broker, trail: q.trail}, disp, q.clk, slog.New(slog.DiscardHandler), metrics.Discard())
+	q.h = submit.New(submit.Deps{Store: q.store, Genace: q.genace, Extender: renewals{Extender: q.broker, trail: q.trail}, Sender: disp, Clock: q.clk, Log: slog.New(slog.DiscardHandler), Metrics: metrics.Discard()}, cfg)
 	rec := handlertest.Create(t, q.store, handlertest.Prepared("op"))
 	body, err := handlertest.Dispatch(rec).Env.Encode()
 	if err != nil {

@@ -5,6 +5,7 @@
 package sweep
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -42,16 +43,20 @@ type Config struct {
 
 // Defaults fills zero fields.
 func (c Config) Defaults() Config {
-	if c.ClaimTimeout == 0 {
-		c.ClaimTimeout = 2 * time.Minute
-	}
-	if c.OverdueAfter == 0 {
-		c.OverdueAfter = 5 * time.Minute
-	}
-	if c.Limit == 0 {
-		c.Limit = 500
-	}
+	c.ClaimTimeout = cmp.Or(c.ClaimTimeout, 2*time.Minute)
+	c.OverdueAfter = cmp.Or(c.OverdueAfter, 5*time.Minute)
+	c.Limit = cmp.Or(c.Limit, 500)
 	return c
+}
+
+// Deps is what the sweep works with.
+type Deps struct {
+	Store Store
+	// Sender delivers the messages of re-armed chains.
+	Sender  worker.Sender
+	Clock   clock.Clock
+	Log     *slog.Logger
+	Metrics *metrics.Emitter
 }
 
 // Result counts what one run did.
@@ -76,9 +81,9 @@ type Sweeper struct {
 }
 
 // New wires a sweeper.
-func New(cfg Config, st Store, sender worker.Sender, clk clock.Clock, log *slog.Logger, m *metrics.Emitter) *Sweeper {
-	return &Sweeper{store: st, clk: clk, log: log, metrics: m, cfg: cfg.Defaults(),
-		follow: &worker.Emitter{Sender: sender, Reviews: st, Clock: clk, Metrics: m, Source: review.SourceSweep}}
+func New(d Deps, cfg Config) *Sweeper {
+	return &Sweeper{store: d.Store, clk: d.Clock, log: d.Log, metrics: d.Metrics, cfg: cfg.Defaults(),
+		follow: &worker.Emitter{Sender: d.Sender, Reviews: d.Store, Clock: d.Clock, Metrics: d.Metrics, Source: review.SourceSweep}}
 }
 
 // Handle is the Lambda entry point for the scheduled event (its content

@@ -43,10 +43,24 @@ type Handler struct {
 	runner  worker.Runner
 }
 
+// Deps is what the handler works with.
+type Deps struct {
+	Store   Store
+	Clock   clock.Clock
+	Log     *slog.Logger
+	Metrics *metrics.Emitter
+}
+
+// Config tunes the handler.
+type Config struct {
+	// Concurrency bounds records in flight per batch.
+	Concurrency int
+}
+
 // New wires a handler.
-func New(st Store, clk clock.Clock, log *slog.Logger, m *metrics.Emitter, concurrency int) *Handler {
-	return &Handler{store: st, clk: clk, log: log, metrics: m,
-		runner: worker.Runner{Action: "triage", Concurrency: concurrency, Log: log, Metrics: m, Clock: clk}}
+func New(d Deps, cfg Config) *Handler {
+	return &Handler{store: d.Store, clk: d.Clock, log: d.Log, metrics: d.Metrics,
+		runner: worker.Runner{Action: "triage", Concurrency: cfg.Concurrency, Log: d.Log, Metrics: d.Metrics, Clock: d.Clock}}
 }
 
 // Handle is the Lambda entry point for a DLQ batch.

@@ -42,8 +42,8 @@ type RecordStore interface {
 }
 
 // Decision acts on one message's record, under the message's lease. It
-// returns a short outcome for metrics.
-type Decision func(ctx context.Context, m events.SQSMessage, env message.Envelope, rec operation.Record, l *Lease) (string, error)
+// returns the outcome for metrics.
+type Decision func(ctx context.Context, m events.SQSMessage, env message.Envelope, rec operation.Record, l *Lease) (Outcome, error)
 
 // Consumer is one queue's consumer.
 type Consumer struct {
@@ -97,7 +97,7 @@ func (c *Consumer) Record(decide Decision) Func {
 		}
 		outcome, err := decide(ctx, m, env, rec, l)
 		c.Metrics.Duration(metrics.ActionDuration, c.Clock.Now().Sub(start),
-			metrics.Dim{Name: "Action", Value: string(env.Action)}, metrics.Dim{Name: "Outcome", Value: outcome})
+			metrics.Dim{Name: "Action", Value: string(env.Action)}, metrics.Dim{Name: "Outcome", Value: string(outcome)})
 		return err
 	}
 }
@@ -111,11 +111,11 @@ func Writer(name string, m events.SQSMessage) string {
 }
 
 // Obsolete acknowledges a message that the record makes pointless: it
-// counts it by action and reason, logs it, and returns the outcome
-// "obsolete" with no error.
-func (c *Consumer) Obsolete(ctx context.Context, env message.Envelope, rec *operation.Record, why string) (string, error) {
-	c.Metrics.Count(metrics.Obsolete, 1, metrics.Dim{Name: "Action", Value: string(env.Action)}, metrics.Dim{Name: "Reason", Value: why})
-	c.Log.InfoContext(ctx, "acknowledged as obsolete", "operation_id", env.OperationID, "reason", why,
+// counts it by action and reason, logs it, and returns OutcomeObsolete
+// with no error.
+func (c *Consumer) Obsolete(ctx context.Context, env message.Envelope, rec *operation.Record, why Reason) (Outcome, error) {
+	c.Metrics.Count(metrics.Obsolete, 1, metrics.Dim{Name: "Action", Value: string(env.Action)}, metrics.Dim{Name: "Reason", Value: string(why)})
+	c.Log.InfoContext(ctx, "acknowledged as obsolete", "operation_id", env.OperationID, "reason", string(why),
 		"expected_revision", env.ExpectedRevision, "revision", rec.Revision, "phase", string(rec.Phase))
-	return "obsolete", nil
+	return OutcomeObsolete, nil
 }

@@ -60,7 +60,7 @@ func TestRecordRefusesBeforeDeciding(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			var mout, lout bytes.Buffer
 			c := newConsumer(&mout, &lout)
-			err := c.Record(func(context.Context, events.SQSMessage, message.Envelope, operation.Record, *worker.Lease) (string, error) {
+			err := c.Record(func(context.Context, events.SQSMessage, message.Envelope, operation.Record, *worker.Lease) (worker.Outcome, error) {
 				t.Fatal("decided")
 				return "", nil
 			})(context.Background(), events.SQSMessage{MessageId: "m-1", Body: tc.body})
@@ -78,11 +78,11 @@ func TestRecordDecidesAndTimes(t *testing.T) {
 	var mout, lout bytes.Buffer
 	c := newConsumer(&mout, &lout)
 	env := message.Envelope{Action: message.ActionObserveGeneration, OperationID: "op-1", ExpectedRevision: 2, ExpectedRemoteJobID: "j"}
-	err := c.Record(func(ctx context.Context, m events.SQSMessage, got message.Envelope, rec operation.Record, l *worker.Lease) (string, error) {
+	err := c.Record(func(ctx context.Context, m events.SQSMessage, got message.Envelope, rec operation.Record, l *worker.Lease) (worker.Outcome, error) {
 		if got != env || rec.Revision != 3 || m.MessageId != "m-1" || l.Remaining() != time.Minute {
 			t.Errorf("decide got %+v, r%d, %s, lease %s", got, rec.Revision, m.MessageId, l.Remaining())
 		}
-		return c.Obsolete(ctx, got, &rec, "stale_revision")
+		return c.Obsolete(ctx, got, &rec, worker.ReasonStaleRevision)
 	})(context.Background(), events.SQSMessage{MessageId: "m-1", Body: body(t, env)})
 	if err != nil {
 		t.Fatal(err)

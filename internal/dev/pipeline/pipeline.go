@@ -259,11 +259,11 @@ func (s *stack) wire(g *genace.Client) error {
 	delays.DefaultBudgets = operation.Budgets{MaxObservations: 200, Polling: 30 * time.Minute, Accounting: s.cfg.Accounting}
 	m := func(fn string) *metrics.Emitter { return metrics.New(io.Discard, fn, s.clk) }
 	log := s.cfg.Log
-	sub := submit.New(submit.Config{QueueURL: s.urls[QueueDispatch], Visibility: visibility[QueueDispatch]}, s.store, g, s.broker, disp, s.clk, log.With("function", "submit"), m("submit"))
-	obs := observe.New(observe.Config{QueueURL: s.urls[QueueObserve], Visibility: visibility[QueueObserve]}, s.store, g, delays, s.broker, disp, s.clk, log.With("function", "observe"), m("observe"))
-	del := deliver.New(deliver.Config{QueueURL: s.urls[QueueDeliver], Visibility: visibility[QueueDeliver]}, s.store, g, dir, s.broker, disp, s.clk, log.With("function", "deliver"), m("deliver"))
-	tri := triage.New(s.store, s.clk, log.With("function", "triage"), m("triage"), 4)
-	s.sweeper = sweep.New(sweepConfig(), s.store, disp, s.clk, log.With("function", "sweep"), m("sweep"))
+	sub := submit.New(submit.Deps{Store: s.store, Genace: g, Extender: s.broker, Sender: disp, Clock: s.clk, Log: log.With("function", "submit"), Metrics: m("submit")}, submit.Config{QueueURL: s.urls[QueueDispatch], Visibility: visibility[QueueDispatch]})
+	obs := observe.New(observe.Deps{Store: s.store, Genace: g, Delays: delays, Extender: s.broker, Sender: disp, Clock: s.clk, Log: log.With("function", "observe"), Metrics: m("observe")}, observe.Config{QueueURL: s.urls[QueueObserve], Visibility: visibility[QueueObserve]})
+	del := deliver.New(deliver.Deps{Store: s.store, Genace: g, Artifacts: dir, Extender: s.broker, Sender: disp, Clock: s.clk, Log: log.With("function", "deliver"), Metrics: m("deliver")}, deliver.Config{QueueURL: s.urls[QueueDeliver], Visibility: visibility[QueueDeliver]})
+	tri := triage.New(triage.Deps{Store: s.store, Clock: s.clk, Log: log.With("function", "triage"), Metrics: m("triage")}, triage.Config{Concurrency: 4})
+	s.sweeper = sweep.New(sweep.Deps{Store: s.store, Sender: disp, Clock: s.clk, Log: log.With("function", "sweep"), Metrics: m("sweep")}, sweepConfig())
 	add := func(queue string, h eventsource.Handler, workers int) {
 		s.mappings[queue] = &eventsource.Mapping{Broker: s.broker, Queue: s.urls[queue], Handler: h, BatchSize: 10, Timeout: time.Minute, Clock: s.clk, Region: "local", Workers: workers}
 	}
