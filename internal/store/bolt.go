@@ -329,6 +329,7 @@ func (b *Bolt) Audit(ctx context.Context, operationID string) ([]review.AuditEnt
 
 // PutReview implements Store.
 func (b *Bolt) PutReview(ctx context.Context, r review.Record) (bool, error) {
+	r = r.UTC()
 	if r.ID == "" {
 		return false, errors.New("put review: empty id")
 	}
@@ -471,6 +472,7 @@ func (b *Bolt) OperationReviews(ctx context.Context, operationID string) ([]revi
 // ResolveReview implements Store; closing a closed review keeps the first
 // closer, time and reason.
 func (b *Bolt) ResolveReview(ctx context.Context, id, by, reason string, at time.Time) error {
+	at = at.UTC()
 	if err := ctx.Err(); err != nil {
 		return fmt.Errorf("close review %s: %w", id, err)
 	}

@@ -42,8 +42,10 @@ func statusShard(operationID string) int {
 func auditKey(revision int64) string { return fmt.Sprintf("%020d", revision) }
 
 // checkCreate validates a record for Create and returns it at revision 1,
-// stamped with ctx's writer.
+// stamped with ctx's writer, its times in UTC (whatever the clock's zone,
+// a record is persisted in one).
 func checkCreate(ctx context.Context, rec operation.Record) (operation.Record, error) {
+	rec = rec.UTC()
 	rec.Writer = writerOf(ctx)
 	if rec.OperationID == "" {
 		return rec, errors.New("create: empty operation id")
@@ -56,8 +58,10 @@ func checkCreate(ctx context.Context, rec operation.Record) (operation.Record, e
 }
 
 // checkUpdate validates an Update and returns rec at revision expected+1,
-// stamped with ctx's writer.
+// stamped with ctx's writer, its times in UTC. It is before the write, so
+// the record an own write is recognised by (ownWrite) is the one stored.
 func checkUpdate(ctx context.Context, rec operation.Record, expected int64) (operation.Record, error) {
+	rec = rec.UTC()
 	rec.Writer = writerOf(ctx)
 	if rec.OperationID == "" {
 		return rec, errors.New("update: empty operation id")
@@ -77,6 +81,7 @@ func checkAudit(ctx context.Context, rec operation.Record, expected int64, entry
 	if err != nil {
 		return rec, entry, err
 	}
+	entry = entry.UTC()
 	switch entry.OperationID {
 	case "":
 		entry.OperationID = rec.OperationID
