@@ -70,6 +70,17 @@ type Result struct {
 	DispatchesDropped int `json:"dispatches_dropped"`
 }
 
+// did is what the sweep did with one record; its text is the "did" of the
+// log line.
+type did string
+
+const (
+	didSkip         did = "skipped"
+	didRearm        did = "rearmed"
+	didExpireClaim  did = "claim_expired"
+	didDropDispatch did = "dispatch_dropped"
+)
+
 // Sweeper runs sweeps.
 type Sweeper struct {
 	store   Store
@@ -112,15 +123,15 @@ func (s *Sweeper) Sweep(ctx context.Context) (Result, error) {
 			errs = append(errs, err)
 			continue
 		}
-		did, err := s.one(ctx, rec, now)
+		done, err := s.one(ctx, rec, now)
 		switch {
 		case err != nil:
 			errs = append(errs, err)
-		case did == "rearmed":
+		case done == didRearm:
 			res.Rearmed++
-		case did == "claim_expired":
+		case done == didExpireClaim:
 			res.ClaimsExpired++
-		case did == "dispatch_dropped":
+		case done == didDropDispatch:
 			res.DispatchesDropped++
 		default:
 			res.Skipped++
@@ -137,23 +148,23 @@ func (s *Sweeper) Sweep(ctx context.Context) (Result, error) {
 	return res, nil
 }
 
-func (s *Sweeper) one(ctx context.Context, rec operation.Record, now time.Time) (string, error) {
+func (s *Sweeper) one(ctx context.Context, rec operation.Record, now time.Time) (did, error) {
 	at, ok := rec.SweepDue()
 	if !ok {
-		return "skipped", nil
+		return didSkip, nil
 	}
 	if rec.Phase == operation.PhaseSubmitting {
 		if now.Sub(at) < s.cfg.ClaimTimeout {
-			return "skipped", nil
+			return didSkip, nil
 		}
 		next, err := operation.MarkUncertain(rec, "claim_timed_out", now)
 		if err != nil {
 			return "", err
 		}
-		return s.write(ctx, rec, next, "claim_expired")
+		return s.write(ctx, rec, next, didExpireClaim)
 	}
 	if now.Sub(at) < s.cfg.OverdueAfter {
-		return "skipped", nil
+		return didSkip, nil
 	}
 	if rec.Phase == operation.PhasePrepared {
 		if c, bad := operation.FailedCheck(operation.SubmitChecks(&rec)); bad {
@@ -165,7 +176,7 @@ func (s *Sweeper) one(ctx context.Context, rec operation.Record, now time.Time) 
 	next := rec.Clone()
 	next.Schedule.Due = now
 	next.Timestamps.Updated = now
-	return s.write(ctx, rec, next, "rearmed")
+	return s.write(ctx, rec, next, didRearm)
 }
 
 // dropDispatch takes a dispatch the allowance no longer covers (the user
@@ -179,7 +190,7 @@ func (s *Sweeper) one(ctx context.Context, rec operation.Record, now time.Time) 
 // writes both (the review once). If the record moved meanwhile, the review
 // stays open until a handler's write gives the operation a job id or ends
 // it (worker.Resolves), or an operator closes it.
-func (s *Sweeper) dropDispatch(ctx context.Context, rec operation.Record, failed operation.Check, now time.Time) (string, error) {
+func (s *Sweeper) dropDispatch(ctx context.Context, rec operation.Record, failed operation.Check, now time.Time) (did, error) {
 	r := review.ForRecord(DroppedDispatchID(rec.OperationID, rec.Revision), review.SourceSweep, &rec, now)
 	r.ErrorCategory = "precondition_" + failed.Name
 	r.Reason = fmt.Sprintf("dispatch dropped by the sweep: precondition %s failed (%s); re-authorize the request, then dispatch", failed.Name, failed.Detail)
@@ -196,14 +207,14 @@ func (s *Sweeper) dropDispatch(ctx context.Context, rec operation.Record, failed
 	next.LastAppliedMessageID = "sweep"
 	saved, err := s.store.Update(ctx, next, rec.Revision)
 	if errors.Is(err, store.ErrConflict) {
-		return "skipped", nil // it moved on; the next run judges what it is now
+		return didSkip, nil // it moved on; the next run judges what it is now
 	}
 	if err != nil {
 		return "", fmt.Errorf("sweep %s: drop dispatch: %w", rec.OperationID, err)
 	}
 	s.log.WarnContext(ctx, "sweep dropped a dispatch the allowance no longer covers", "operation_id", rec.OperationID,
 		"precondition", failed.Name, "revision", saved.Revision, "review_id", r.ID)
-	return "dispatch_dropped", nil
+	return didDropDispatch, nil
 }
 
 // DroppedDispatchID is the review id for the dispatch the sweep dropped
@@ -212,7 +223,7 @@ func DroppedDispatchID(operationID string, revision int64) string {
 	return fmt.Sprintf("dispatch:%s:r%d", operationID, revision)
 }
 
-func (s *Sweeper) write(ctx context.Context, rec, next operation.Record, did string) (string, error) {
+func (s *Sweeper) write(ctx context.Context, rec, next operation.Record, done did) (did, error) {
 	next.LastAppliedMessageID = "sweep"
 	saved, err := s.store.Update(ctx, next, rec.Revision)
 	if err != nil && !errors.Is(err, store.ErrConflict) && ctx.Err() == nil {
@@ -223,14 +234,14 @@ func (s *Sweeper) write(ctx context.Context, rec, next operation.Record, did str
 		saved, err = s.store.Update(ctx, next, rec.Revision)
 	}
 	if errors.Is(err, store.ErrConflict) {
-		return "skipped", nil // it moved on by itself
+		return didSkip, nil // it moved on by itself
 	}
 	if err != nil {
 		return "", fmt.Errorf("sweep %s: %w", rec.OperationID, err)
 	}
-	s.log.WarnContext(ctx, "sweep acted", "operation_id", rec.OperationID, "did", did, "phase", string(saved.Phase), "revision", saved.Revision)
+	s.log.WarnContext(ctx, "sweep acted", "operation_id", rec.OperationID, "did", string(done), "phase", string(saved.Phase), "revision", saved.Revision)
 	if err := s.follow.Emit(ctx, &saved, 0); err != nil {
 		return "", err
 	}
-	return did, nil
+	return done, nil
 }
