@@ -50,7 +50,7 @@ func at(p operation.Phase, jobID string, observations int) func(*operation.Recor
 	}
 }
 
-// A review as its writers make them: by followup for a parked record
+// A review as its writers make them: by the worker's Emitter for a parked record
 // (ParkedID), by submit's keepJobID for a job id it could not attach
 // ("job:"), by triage for a dead-lettered message ("dlq:").
 type planted struct {
