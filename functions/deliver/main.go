@@ -32,8 +32,10 @@ func main() {
 		// The endpoint comes from the SDK's AWS_ENDPOINT_URL_S3, like every client.
 		artifacts = artifact.NewS3(s3.NewFromConfig(d.AWS), d.Config.ArtifactBucket)
 	}
-	h := deliver.New(deliver.Config{
+	h := deliver.New(deliver.Deps{
+		Store: d.Store, Genace: d.Genace, Artifacts: artifacts, Extender: d.Queue, Sender: d.Dispatcher, Clock: d.Clock, Log: d.Log, Metrics: d.Metrics,
+	}, deliver.Config{
 		QueueURL: d.Config.Queues[message.ActionDeliverArtifacts].URL, Visibility: d.Config.Visibility, Concurrency: d.Config.Concurrency,
-	}, d.Store, d.Genace, artifacts, d.Queue, d.Dispatcher, d.Clock, d.Log, d.Metrics)
+	})
 	lambda.Start(h.Handle)
 }

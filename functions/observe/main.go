@@ -20,8 +20,10 @@ func main() {
 	if err != nil {
 		coldstart.Fatal("observe", err)
 	}
-	h := observe.New(observe.Config{
+	h := observe.New(observe.Deps{
+		Store: d.Store, Genace: d.Genace, Delays: schedule.NewObservation(d.Config.Policies), Extender: d.Queue, Sender: d.Dispatcher, Clock: d.Clock, Log: d.Log, Metrics: d.Metrics,
+	}, observe.Config{
 		QueueURL: d.Config.Queues[message.ActionObserveGeneration].URL, Visibility: d.Config.Visibility, Concurrency: d.Config.Concurrency,
-	}, d.Store, d.Genace, schedule.NewObservation(d.Config.Policies), d.Queue, d.Dispatcher, d.Clock, d.Log, d.Metrics)
+	})
 	lambda.Start(h.Handle)
 }

@@ -18,8 +18,10 @@ func main() {
 	if err != nil {
 		coldstart.Fatal("submit", err)
 	}
-	h := submit.New(submit.Config{
+	h := submit.New(submit.Deps{
+		Store: d.Store, Genace: d.Genace, Extender: d.Queue, Sender: d.Dispatcher, Clock: d.Clock, Log: d.Log, Metrics: d.Metrics,
+	}, submit.Config{
 		QueueURL: d.Config.Queues[message.ActionSubmitGeneration].URL, Visibility: d.Config.Visibility, Concurrency: d.Config.Concurrency,
-	}, d.Store, d.Genace, d.Queue, d.Dispatcher, d.Clock, d.Log, d.Metrics)
+	})
 	lambda.Start(h.Handle)
 }

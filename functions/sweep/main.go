@@ -17,5 +17,5 @@ func main() {
 		coldstart.Fatal("sweep", err)
 	}
 	cfg := sweep.Config{ClaimTimeout: d.Config.SweepClaimTimeout, OverdueAfter: d.Config.SweepOverdue}
-	lambda.Start(sweep.New(cfg, d.Store, d.Dispatcher, d.Clock, d.Log, d.Metrics).Handle)
+	lambda.Start(sweep.New(sweep.Deps{Store: d.Store, Sender: d.Dispatcher, Clock: d.Clock, Log: d.Log, Metrics: d.Metrics}, cfg).Handle)
 }

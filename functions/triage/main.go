@@ -17,5 +17,5 @@ func main() {
 	if err != nil {
 		coldstart.Fatal("triage", err)
 	}
-	lambda.Start(triage.New(d.Store, d.Clock, d.Log, d.Metrics, d.Config.Concurrency).Handle)
+	lambda.Start(triage.New(triage.Deps{Store: d.Store, Clock: d.Clock, Log: d.Log, Metrics: d.Metrics}, triage.Config{Concurrency: d.Config.Concurrency}).Handle)
 }

@@ -20,8 +20,12 @@ type Real struct{}
 
 var _ Clock = Real{}
 
-// Now returns the wall-clock time in UTC.
-func (Real) Now() time.Time { return time.Now().UTC() }
+// Now returns the wall-clock time in the host's zone, with Go's monotonic
+// reading kept, so durations measured between two readings (a lease, a
+// deadline, an action's duration) are immune to wall-clock steps. Times
+// are put in UTC where they are persisted or serialised (the stores, the
+// schedule expression), not here.
+func (Real) Now() time.Time { return time.Now() }
 
 // After waits on the wall clock.
 func (Real) After(d time.Duration) <-chan time.Time { return time.After(d) }

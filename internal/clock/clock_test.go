@@ -1,9 +1,24 @@
 package clock
 
 import (
+	"strings"
 	"testing"
 	"time"
 )
+
+// TestRealKeepsTheMonotonicReading: durations between two readings of the
+// real clock must not follow wall-clock steps, which only Go's monotonic
+// reading guarantees (t.UTC() would strip it).
+func TestRealKeepsTheMonotonicReading(t *testing.T) {
+	t.Parallel()
+	now := Real{}.Now()
+	if !strings.Contains(now.String(), " m=") {
+		t.Fatalf("Real.Now() = %s: no monotonic reading", now)
+	}
+	if now.Location() != time.Local {
+		t.Fatalf("Real.Now() is in %s, want the host's zone", now.Location())
+	}
+}
 
 func TestManualFiresWaitersInOrder(t *testing.T) {
 	t.Parallel()

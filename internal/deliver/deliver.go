@@ -16,6 +16,7 @@
 package deliver
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -27,22 +28,18 @@ import (
 	"github.com/aws/aws-lambda-go/events"
 
 	"github.com/genjobs/genjobs/internal/artifact"
-	"github.com/genjobs/genjobs/internal/batch"
 	"github.com/genjobs/genjobs/internal/clock"
-	"github.com/genjobs/genjobs/internal/consume"
-	"github.com/genjobs/genjobs/internal/followup"
 	"github.com/genjobs/genjobs/internal/genace"
-	"github.com/genjobs/genjobs/internal/lease"
 	"github.com/genjobs/genjobs/internal/message"
 	"github.com/genjobs/genjobs/internal/metrics"
 	"github.com/genjobs/genjobs/internal/operation"
-	"github.com/genjobs/genjobs/internal/review"
 	"github.com/genjobs/genjobs/internal/schedule"
 	"github.com/genjobs/genjobs/internal/store"
+	"github.com/genjobs/genjobs/internal/worker"
 )
 
 // Store is what the handler needs of persistence.
-type Store = consume.RecordStore
+type Store = worker.RecordStore
 
 // Genace reads the job (for freshly signed output URLs) and downloads its
 // outputs. Download dials the signed URL; nothing else here reveals it.
@@ -88,66 +85,61 @@ type Config struct {
 
 // Defaults fills zero fields.
 func (c Config) Defaults() Config {
-	if c.Visibility == 0 {
-		c.Visibility = 6 * time.Minute
-	}
-	if c.ReadTimeout == 0 {
-		c.ReadTimeout = 10 * time.Second
-	}
-	if c.CopyTimeout == 0 {
-		c.CopyTimeout = 5 * time.Minute
-	}
-	if c.MinCopyWindow == 0 {
-		c.MinCopyWindow = 20 * time.Second
-	}
-	if c.Overhead == 0 {
-		c.Overhead = 5 * time.Second
-	}
-	if c.MaxCopyFailures == 0 {
-		c.MaxCopyFailures = 10
-	}
-	if c.Retry == (schedule.Backoff{}) {
-		c.Retry = schedule.Backoff{Base: 10 * time.Second, Cap: 15 * time.Minute, Multiplier: 2, Jitter: 0.2}
-	}
+	c.Visibility = cmp.Or(c.Visibility, 6*time.Minute)
+	c.ReadTimeout = cmp.Or(c.ReadTimeout, 10*time.Second)
+	c.CopyTimeout = cmp.Or(c.CopyTimeout, 5*time.Minute)
+	c.MinCopyWindow = cmp.Or(c.MinCopyWindow, 20*time.Second)
+	c.Overhead = cmp.Or(c.Overhead, 5*time.Second)
+	c.MaxCopyFailures = cmp.Or(c.MaxCopyFailures, 10)
+	c.Retry = cmp.Or(c.Retry, schedule.Backoff{Base: 10 * time.Second, Cap: 15 * time.Minute, Multiplier: 2, Jitter: 0.2})
 	return c
+}
+
+// Deps is what the handler works with.
+type Deps struct {
+	Store     Store
+	Genace    Genace
+	Artifacts Artifacts
+	// Extender renews message visibility; Sender delivers follow-up
+	// messages (retries and continuations).
+	Extender worker.Extender
+	Sender   worker.Sender
+	Clock    clock.Clock
+	Log      *slog.Logger
+	Metrics  *metrics.Emitter
 }
 
 // Handler handles delivery batches.
 type Handler struct {
-	store     Store
 	genace    Genace
 	artifacts Artifacts
-	follow    *followup.Emitter
+	w         *worker.Worker
 	clk       clock.Clock
 	log       *slog.Logger
 	metrics   *metrics.Emitter
 	cfg       Config
-	runner    batch.Runner
-	records   consume.Consumer
 	rnd       func() float64
 }
 
-// New wires a handler. ext renews message visibility; sender delivers
-// follow-up messages (retries and continuations).
-func New(cfg Config, st Store, g Genace, a Artifacts, ext lease.Extender, sender followup.Sender, clk clock.Clock, log *slog.Logger, m *metrics.Emitter) *Handler {
+// New wires a handler.
+func New(d Deps, cfg Config) *Handler {
 	cfg = cfg.Defaults()
 	return &Handler{
-		store: st, genace: g, artifacts: a, clk: clk, log: log, metrics: m, cfg: cfg,
-		follow: &followup.Emitter{Sender: sender, Reviews: st, Clock: clk, Metrics: m, Source: review.SourceHandler},
-		runner: batch.Runner{Action: string(message.ActionDeliverArtifacts), Concurrency: cfg.Concurrency, Log: log, Metrics: m, Clock: clk},
-		records: consume.Consumer{Action: message.ActionDeliverArtifacts, Name: "deliver", Queue: "deliver", Store: st,
-			Extender: ext, QueueURL: cfg.QueueURL, Visibility: cfg.Visibility, Clock: clk, Log: log, Metrics: m},
+		genace: d.Genace, artifacts: d.Artifacts, clk: d.Clock, log: d.Log, metrics: d.Metrics, cfg: cfg,
+		w: worker.New(worker.Deps{Store: d.Store, Extender: d.Extender, Sender: d.Sender, Clock: d.Clock, Log: d.Log, Metrics: d.Metrics},
+			worker.Config{Action: message.ActionDeliverArtifacts, Name: "deliver", Queue: "deliver", QueueURL: cfg.QueueURL,
+				Visibility: cfg.Visibility, Concurrency: cfg.Concurrency}),
 		rnd: rand.Float64,
 	}
 }
 
 // Handle is the Lambda entry point for an SQS batch.
 func (h *Handler) Handle(ctx context.Context, ev events.SQSEvent) (events.SQSEventResponse, error) {
-	return h.runner.Run(ctx, ev, h.records.Record(h.decide)), nil
+	return h.w.Handle(ctx, ev, h.decide), nil
 }
 
 // decide runs one message's delivery on its record.
-func (h *Handler) decide(ctx context.Context, m events.SQSMessage, env message.Envelope, rec operation.Record, l *lease.Lease) (string, error) {
+func (h *Handler) decide(ctx context.Context, m events.SQSMessage, env message.Envelope, rec operation.Record, l *worker.Lease) (worker.Outcome, error) {
 	run := &delivery{h: h, m: m, env: env, lease: l, cur: rec}
 	return run.decide(ctx)
 }
@@ -158,7 +150,7 @@ type delivery struct {
 	h     *Handler
 	m     events.SQSMessage
 	env   message.Envelope
-	lease *lease.Lease
+	lease *worker.Lease
 	cur   operation.Record
 	job   *genace.Job
 	// copyBudget is the time the next copy may take; stored counts the
@@ -168,22 +160,22 @@ type delivery struct {
 }
 
 // obsolete acknowledges a message that the record makes pointless.
-func (d *delivery) obsolete(ctx context.Context, why string) (string, error) {
-	return d.h.records.Obsolete(ctx, d.env, &d.cur, why)
+func (d *delivery) obsolete(ctx context.Context, why worker.Reason) (worker.Outcome, error) {
+	return d.h.w.Obsolete(ctx, d.env, &d.cur, why)
 }
 
 // decide checks the message against the record, then delivers.
-func (d *delivery) decide(ctx context.Context) (string, error) {
+func (d *delivery) decide(ctx context.Context) (worker.Outcome, error) {
 	rec := &d.cur
 	if rec.RemoteJobID != d.env.ExpectedRemoteJobID {
-		return d.obsolete(ctx, "job_id_mismatch")
+		return d.obsolete(ctx, worker.ReasonJobIDMismatch)
 	}
 	if rec.Phase == operation.PhaseDelivered {
-		return d.obsolete(ctx, "already_delivered")
+		return d.obsolete(ctx, worker.ReasonAlreadyDelivered)
 	}
 	if rec.Revision != d.env.ExpectedRevision {
 		if rec.LastAppliedMessageID != d.m.MessageId {
-			return d.obsolete(ctx, "stale_revision")
+			return d.obsolete(ctx, worker.ReasonStaleRevision)
 		}
 		// The newer revision is this message's own work (a redelivery
 		// after a crash, a timeout or an unacknowledged batch).
@@ -192,29 +184,29 @@ func (d *delivery) decide(ctx context.Context) (string, error) {
 			// Its last write recorded a failure and scheduled a retry; the
 			// retry message may not have left. Send it (duplicates
 			// collapse on the revision) instead of retrying early.
-			return "reemitted", d.h.follow.Emit(ctx, rec, d.env.Attempt+1)
+			return worker.OutcomeReemitted, d.h.w.Emit(ctx, rec, d.env.Attempt+1)
 		}
 		// Otherwise its last writes were progress: continue from them.
 	}
 	if rec.Phase != operation.PhaseSucceeded {
-		return d.obsolete(ctx, "phase_"+string(rec.Phase))
+		return d.obsolete(ctx, worker.ReasonPhase(rec.Phase))
 	}
 	if rec.Parked != nil {
-		return d.obsolete(ctx, "parked")
+		return d.obsolete(ctx, worker.ReasonParked)
 	}
 	if rec.Remote == nil {
-		return "permanent", batch.MarkPermanent(fmt.Errorf("deliver %s: succeeded without a remote snapshot", rec.OperationID))
+		return worker.OutcomePermanent, worker.MarkPermanent(fmt.Errorf("deliver %s: succeeded without a remote snapshot", rec.OperationID))
 	}
 	return d.deliver(ctx)
 }
 
 // deliver stores every output not yet recorded, then completes.
-func (d *delivery) deliver(ctx context.Context) (string, error) {
+func (d *delivery) deliver(ctx context.Context) (worker.Outcome, error) {
 	h := d.h
 	descs := d.cur.Remote.Outputs
 	for i, desc := range descs {
 		if !artifact.ValidSHA256(desc.SHA256) || desc.SizeBytes < 0 {
-			return "permanent", batch.MarkPermanent(fmt.Errorf("deliver %s: output %d: the snapshot holds no usable sha256 or size to verify a copy against", d.cur.OperationID, i))
+			return worker.OutcomePermanent, worker.MarkPermanent(fmt.Errorf("deliver %s: output %d: the snapshot holds no usable sha256 or size to verify a copy against", d.cur.OperationID, i))
 		}
 	}
 	if pending(&d.cur) > 0 {
@@ -228,7 +220,7 @@ func (d *delivery) deliver(ctx context.Context) (string, error) {
 		if _, ok := d.cur.Delivered(i); ok {
 			continue // recorded by an earlier attempt: reuse it
 		}
-		if why := d.authority(ctx); why != "" {
+		if why := d.authority(ctx); why != handOnNone {
 			return d.yield(ctx, why)
 		}
 		key := artifact.Key(d.cur.OperationID, d.cur.RemoteJobID, i, desc.ContentType)
@@ -248,18 +240,17 @@ func (d *delivery) deliver(ctx context.Context) (string, error) {
 	if d.cur.Phase == operation.PhaseSucceeded {
 		// Every output was recorded before this message (a crash between
 		// the last output and the completion): complete now.
-		if st := d.persist(ctx, func(r operation.Record) (operation.Record, bool, error) {
+		if st := d.persist(ctx, func(r operation.Record) (operation.Record, error) {
 			if r.Phase != operation.PhaseSucceeded {
-				return r, false, errMovedOn
+				return r, worker.ErrMovedOn
 			}
-			n, err := operation.CompleteDelivery(r, h.clk.Now())
-			return n, true, err
+			return operation.CompleteDelivery(r, h.clk.Now())
 		}); st != nil {
 			return st.outcome, st.err
 		}
 	}
 	h.log.InfoContext(ctx, "operation delivered", "operation_id", d.cur.OperationID, "revision", d.cur.Revision, "outputs", len(descs))
-	return "delivered", h.follow.Emit(ctx, &d.cur, d.env.Attempt+1)
+	return worker.OutcomeDelivered, h.w.Emit(ctx, &d.cur, d.env.Attempt+1)
 }
 
 func pending(r *operation.Record) int {
@@ -275,7 +266,7 @@ func pending(r *operation.Record) int {
 // stop is how a message's handling ends early: the outcome for metrics
 // and the error for the batch (nil acknowledges the message).
 type stop struct {
-	outcome string
+	outcome worker.Outcome
 	err     error
 }
 
@@ -291,7 +282,7 @@ func (d *delivery) fetch(ctx context.Context) *stop {
 		// The outputs we would copy are not the ones observation saw. A
 		// copy could not be verified against the record; a person must
 		// look.
-		return &stop{"permanent", batch.MarkPermanent(fmt.Errorf("deliver %s: job %s: %w", d.cur.OperationID, d.cur.RemoteJobID, err))}
+		return &stop{worker.OutcomePermanent, worker.MarkPermanent(fmt.Errorf("deliver %s: job %s: %w", d.cur.OperationID, d.cur.RemoteJobID, err))}
 	}
 	d.job = job
 	return nil
@@ -319,30 +310,48 @@ func matches(descs []operation.OutputDescriptor, job *genace.Job) error {
 	return nil
 }
 
-// authority says why this worker should stop before another copy, or "".
-// A copy needs the lease and the function's deadline to outlast it; if
-// either will not, progress so far is kept and the rest handed on.
-func (d *delivery) authority(ctx context.Context) string {
+// handOn says why a delivery hands the rest of its outputs on.
+type handOn string
+
+const (
+	handOnNone     handOn = ""
+	handOnDeadline handOn = "deadline"
+	handOnLease    handOn = "lease"
+)
+
+// outcome is the handing on's outcome for metrics.
+func (why handOn) outcome() worker.Outcome {
+	if why == handOnLease {
+		return worker.OutcomeYieldedLease
+	}
+	return worker.OutcomeYieldedDeadline
+}
+
+// authority says why this worker should stop before another copy, or
+// handOnNone. A copy needs the lease and the function's deadline to
+// outlast it; if either will not, progress so far is kept and the rest
+// handed on.
+func (d *delivery) authority(ctx context.Context) handOn {
 	budget := d.h.cfg.CopyTimeout
 	if dl, ok := ctx.Deadline(); ok {
 		budget = min(budget, dl.Sub(d.h.clk.Now())-d.h.cfg.Overhead)
 	}
 	if budget < d.h.cfg.MinCopyWindow {
-		return "deadline"
+		return handOnDeadline
 	}
 	d.copyBudget = budget
 	if err := d.lease.Ensure(ctx, budget+d.h.cfg.Overhead); err != nil {
 		d.h.log.WarnContext(ctx, "lease not renewed; handing the rest of the delivery on", "operation_id", d.cur.OperationID, "error", err.Error())
-		return "lease"
+		return handOnLease
 	}
-	return ""
+	return handOnNone
 }
 
 // yield hands the remaining outputs to a fresh message at the current
 // revision, instead of copying past the lease or the deadline. Nothing is
 // lost: recorded outputs stay recorded, and a stored but unrecorded one
 // is found by the next attempt's Stat.
-func (d *delivery) yield(ctx context.Context, why string) (string, error) {
+func (d *delivery) yield(ctx context.Context, why handOn) (worker.Outcome, error) {
 	next := message.Envelope{Action: message.ActionDeliverArtifacts, OperationID: d.cur.OperationID, ExpectedRevision: d.cur.Revision,
 		ExpectedRemoteJobID: d.cur.RemoteJobID, Attempt: d.env.Attempt + 1}
 	// Handing on at once is right after progress; without any, an
@@ -352,11 +361,11 @@ func (d *delivery) yield(ctx context.Context, why string) (string, error) {
 	if d.stored == 0 {
 		delay = d.h.cfg.Retry.Delay(0, nil)
 	}
-	if _, err := d.h.follow.Sender.Send(ctx, next, delay); err != nil {
-		return "error", fmt.Errorf("deliver %s: hand on after %s: %w", d.cur.OperationID, why, err)
+	if _, err := d.h.w.Send(ctx, next, delay); err != nil {
+		return worker.OutcomeError, fmt.Errorf("deliver %s: hand on after %s: %w", d.cur.OperationID, why, err)
 	}
-	d.h.log.InfoContext(ctx, "delivery handed on", "operation_id", d.cur.OperationID, "reason", why, "revision", d.cur.Revision)
-	return "yielded_" + why, nil
+	d.h.log.InfoContext(ctx, "delivery handed on", "operation_id", d.cur.OperationID, "reason", string(why), "revision", d.cur.Revision)
+	return why.outcome(), nil
 }
 
 // store puts output i under key, or finds it already there. how is
@@ -370,7 +379,7 @@ func (d *delivery) store(ctx context.Context, i int, desc operation.OutputDescri
 		if obj.Size == desc.SizeBytes && obj.SHA256 == desc.SHA256 {
 			return obj, "reused", nil
 		}
-		return artifact.Object{}, "", batch.MarkPermanent(fmt.Errorf("output %d: %s already holds %d bytes with sha256 %q, expected %d bytes with %s: %w",
+		return artifact.Object{}, "", worker.MarkPermanent(fmt.Errorf("output %d: %s already holds %d bytes with sha256 %q, expected %d bytes with %s: %w",
 			i, key, obj.Size, obj.SHA256, desc.SizeBytes, desc.SHA256, artifact.ErrConflict))
 	}
 	for refreshed := false; ; refreshed = true {
@@ -404,76 +413,60 @@ func (d *delivery) copy(ctx context.Context, u genace.SignedURL, key string, des
 	return d.h.artifacts.Put(ctx, key, body, desc.SizeBytes, desc.SHA256, desc.ContentType)
 }
 
-// errMovedOn: the record left succeeded under this worker (another worker
-// completed the delivery). The newer state stands.
-var errMovedOn = errors.New("record moved on")
-
 // record notes one stored output with a conditional write, completing the
 // operation when it was the last.
 func (d *delivery) record(ctx context.Context, del operation.Delivery) *stop {
 	now := d.h.clk.Now()
-	return d.persist(ctx, func(r operation.Record) (operation.Record, bool, error) {
+	return d.persist(ctx, func(r operation.Record) (operation.Record, error) {
 		if r.Phase != operation.PhaseSucceeded {
-			return r, false, errMovedOn
+			return r, worker.ErrMovedOn // another worker completed the delivery
 		}
 		n, changed, err := operation.RecordDelivery(r, del, now)
 		if err != nil {
-			return r, false, err // recorded with another checksum or key: permanent
+			return r, err // recorded with another checksum or key: permanent
 		}
 		if !changed && pending(&n) > 0 {
-			return r, false, nil // another worker recorded the same output
+			return r, worker.ErrNothingToWrite // another worker recorded the same output
 		}
 		// A stored output ends a run of failures.
 		n.Counters.ReadFailures = 0
 		if pending(&n) == 0 {
-			n, err = operation.CompleteDelivery(n, now)
-			return n, true, err
+			return operation.CompleteDelivery(n, now)
 		}
 		// Progress: the sweep sees a delivery that is due now, and
 		// re-arms it only if progress stops for its grace period.
 		n.Schedule = &operation.NextAction{Action: string(message.ActionDeliverArtifacts), Due: now}
-		return n, true, nil
+		return n, nil
 	})
 }
 
-// persistAttempts bounds re-reads after conflicts: each one means another
-// writer moved the record, which happens a handful of times at most.
-const persistAttempts = 8
-
-// persist applies mutate to the current record and writes it
-// conditionally, stamped with this message's id. On a conflict it
-// re-applies mutate to the record as it now stands, so a concurrent
-// worker that recorded the same output costs nothing.
-func (d *delivery) persist(ctx context.Context, mutate func(operation.Record) (operation.Record, bool, error)) *stop {
-	h := d.h
-	for range persistAttempts {
-		next, write, err := mutate(d.cur)
-		if errors.Is(err, errMovedOn) {
-			h.log.InfoContext(ctx, "record moved on under this delivery; the newer state stands", "operation_id", d.cur.OperationID,
-				"revision", d.cur.Revision, "phase", string(d.cur.Phase))
-			return &stop{"moved_on", nil}
+// persist writes mutate's record through the worker (worker.Persist),
+// from the record as this worker last read or wrote it, and keeps the
+// record as written, or as it now stands, as d.cur. A record that left
+// succeeded (worker.ErrMovedOn) ends the message: the newer state stands.
+// mutate's own error (an output recorded with another checksum or key)
+// is permanent.
+func (d *delivery) persist(ctx context.Context, mutate worker.Mutation) *stop {
+	var refused error
+	saved, err := d.h.w.Persist(ctx, d.cur, d.m.MessageId, func(r operation.Record) (operation.Record, error) {
+		n, err := mutate(r)
+		if err != nil && !errors.Is(err, worker.ErrMovedOn) && !errors.Is(err, worker.ErrNothingToWrite) {
+			refused = err
 		}
-		if err != nil {
-			return &stop{"permanent", batch.MarkPermanent(fmt.Errorf("deliver %s: %w", d.cur.OperationID, err))}
-		}
-		if !write {
-			return nil
-		}
-		next.LastAppliedMessageID = d.m.MessageId
-		saved, err := h.store.Update(ctx, next, d.cur.Revision)
-		if err == nil {
-			d.cur = saved
-			return nil
-		}
-		var ce *store.ConflictError
-		if errors.As(err, &ce) && ce.Current != nil {
-			h.metrics.Count(metrics.StaleWrites, 1, metrics.Dim{Name: "Action", Value: string(d.env.Action)})
-			d.cur = *ce.Current
-			continue
-		}
-		return &stop{"error", fmt.Errorf("deliver %s: write: %w", d.cur.OperationID, err)}
+		return n, err
+	})
+	d.cur = saved
+	switch {
+	case err == nil:
+		return nil
+	case errors.Is(err, worker.ErrMovedOn):
+		d.h.log.InfoContext(ctx, "record moved on under this delivery; the newer state stands", "operation_id", d.cur.OperationID,
+			"revision", d.cur.Revision, "phase", string(d.cur.Phase))
+		return &stop{worker.OutcomeMovedOn, nil}
+	case refused != nil:
+		return &stop{worker.OutcomePermanent, worker.MarkPermanent(fmt.Errorf("deliver %s: %w", d.cur.OperationID, err))}
 	}
-	return &stop{"error", fmt.Errorf("deliver %s: still conflicting after %d writes", d.cur.OperationID, persistAttempts)}
+	return &stop{worker.OutcomeError, fmt.Errorf("deliver %s: write: %w", d.cur.OperationID, err)}
 }
 
 // readError is a failed GET of the job.
@@ -494,7 +487,7 @@ type handled struct{ *stop }
 
 func (e *handled) Error() string {
 	if e.err == nil {
-		return e.outcome
+		return string(e.outcome)
 	}
 	return e.err.Error()
 }
@@ -510,7 +503,7 @@ func category(err error) (string, bool) {
 			return "", true
 		}
 		return "genace_read_failed", false
-	case batch.Classify(err) == batch.Permanent,
+	case worker.Classify(err) == worker.ClassPermanent,
 		errors.Is(err, artifact.ErrConflict), errors.Is(err, artifact.ErrInvalid),
 		errors.Is(err, genace.ErrNotFound), errors.Is(err, genace.ErrInvalidArgument):
 		return "", true
@@ -527,7 +520,7 @@ func category(err error) (string, bool) {
 // backoff) so delivery rides out an outage without burning the message's
 // receive count; past MaxCopyFailures, or for a permanent failure, the
 // message fails towards the DLQ and triage.
-func (d *delivery) failed(ctx context.Context, err error) (string, error) {
+func (d *delivery) failed(ctx context.Context, err error) (worker.Outcome, error) {
 	h := d.h
 	var done *handled
 	if errors.As(err, &done) {
@@ -535,30 +528,28 @@ func (d *delivery) failed(ctx context.Context, err error) (string, error) {
 	}
 	cat, permanent := category(err)
 	if permanent {
-		return "permanent", batch.MarkPermanent(fmt.Errorf("deliver %s: %w", d.cur.OperationID, err))
+		return worker.OutcomePermanent, worker.MarkPermanent(fmt.Errorf("deliver %s: %w", d.cur.OperationID, err))
 	}
 	rec := d.cur
 	if rec.Counters.ReadFailures+1 >= h.cfg.MaxCopyFailures {
-		return "failed", fmt.Errorf("deliver %s: %d consecutive failures: %w", rec.OperationID, rec.Counters.ReadFailures+1, err)
+		return worker.OutcomeFailed, fmt.Errorf("deliver %s: %d consecutive failures: %w", rec.OperationID, rec.Counters.ReadFailures+1, err)
 	}
 	now := h.clk.Now()
 	next, terr := operation.ReadFailed(rec, cat, now)
 	if terr != nil {
-		return "failed", fmt.Errorf("deliver %s: %w (after %w)", rec.OperationID, terr, err)
+		return worker.OutcomeFailed, fmt.Errorf("deliver %s: %w (after %w)", rec.OperationID, terr, err)
 	}
 	next.Schedule = &operation.NextAction{Action: string(message.ActionDeliverArtifacts), Due: now.Add(h.cfg.Retry.Delay(next.Counters.ReadFailures-1, h.rnd))}
-	next.LastAppliedMessageID = d.m.MessageId
-	saved, uerr := h.store.Update(ctx, next, rec.Revision)
-	if errors.Is(uerr, store.ErrConflict) {
+	saved, uerr := h.w.Persist(ctx, rec, d.m.MessageId, worker.OnlyAt(rec.Revision, next))
+	if errors.Is(uerr, worker.ErrMovedOn) || errors.Is(uerr, store.ErrConflict) {
 		// Another worker moved the record: it drives the delivery now.
-		h.metrics.Count(metrics.StaleWrites, 1, metrics.Dim{Name: "Action", Value: string(d.env.Action)})
-		return "lost_race", nil
+		return worker.OutcomeLostRace, nil
 	}
 	if uerr != nil {
-		return "failed", fmt.Errorf("deliver %s: record failure: %w (after %w)", rec.OperationID, uerr, err)
+		return worker.OutcomeFailed, fmt.Errorf("deliver %s: record failure: %w (after %w)", rec.OperationID, uerr, err)
 	}
 	d.cur = saved
 	h.log.WarnContext(ctx, "delivery failed; retrying later", "operation_id", rec.OperationID, "category", cat,
 		"failures", saved.Counters.ReadFailures, "retry_at", saved.Schedule.Due, "error", err.Error())
-	return "retry_" + cat, h.follow.Emit(ctx, &saved, d.env.Attempt+1)
+	return worker.OutcomeOfRetry(cat), h.w.Emit(ctx, &saved, d.env.Attempt+1)
 }

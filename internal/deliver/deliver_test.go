@@ -217,9 +217,9 @@ func newEnv(t testing.TB, kind string, o options) *env {
 	log := slog.New(slog.NewJSONHandler(e.logs, nil))
 	delays := schedule.NewObservation(testPolicies())
 	delays.Rand = func() float64 { return 0.5 }
-	e.sub = submit.New(submit.Config{}, e.store, client, e.ext, e.out, e.clk, log, metrics.Discard())
-	e.obs = observe.New(observe.Config{}, e.store, noWait{client}, delays, e.ext, e.out, e.clk, log, metrics.Discard())
-	e.del = deliver.New(o.cfg, e.st, e.gen, e.art, e.ext, e.out, e.clk, log, metrics.New(e.mets, "deliver", e.clk))
+	e.sub = submit.New(submit.Deps{Store: e.store, Genace: client, Extender: e.ext, Sender: e.out, Clock: e.clk, Log: log, Metrics: metrics.Discard()}, submit.Config{})
+	e.obs = observe.New(observe.Deps{Store: e.store, Genace: noWait{client}, Delays: delays, Extender: e.ext, Sender: e.out, Clock: e.clk, Log: log, Metrics: metrics.Discard()}, observe.Config{})
+	e.del = deliver.New(deliver.Deps{Store: e.st, Genace: e.gen, Artifacts: e.art, Extender: e.ext, Sender: e.out, Clock: e.clk, Log: log, Metrics: metrics.New(e.mets, "deliver", e.clk)}, o.cfg)
 	return e
 }
 

@@ -36,8 +36,8 @@ func TestLostAckOfObservationStillSchedulesTheNext(t *testing.T) {
 				delays := schedule.NewObservation(ps)
 				delays.Rand = func() float64 { return 0.5 }
 				log := slog.New(slog.DiscardHandler)
-				obs := observe.New(observe.Config{}, la.Store, client, delays, &handlertest.Extender{}, out, clk, log, metrics.Discard())
-				sub := submit.New(submit.Config{}, la.Store, client, &handlertest.Extender{}, out, clk, log, metrics.Discard())
+				obs := observe.New(observe.Deps{Store: la.Store, Genace: client, Delays: delays, Extender: &handlertest.Extender{}, Sender: out, Clock: clk, Log: log, Metrics: metrics.Discard()}, observe.Config{})
+				sub := submit.New(submit.Deps{Store: la.Store, Genace: client, Extender: &handlertest.Extender{}, Sender: out, Clock: clk, Log: log, Metrics: metrics.Discard()}, submit.Config{})
 
 				rec := handlertest.Create(t, la.Store, handlertest.Prepared("op-obs"))
 				if _, err := sub.Handle(context.Background(), handlertest.Event(t, clk.Now(), handlertest.Dispatch(rec))); err != nil {

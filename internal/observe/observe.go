@@ -7,6 +7,7 @@
 package observe
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -15,21 +16,17 @@ import (
 
 	"github.com/aws/aws-lambda-go/events"
 
-	"github.com/genjobs/genjobs/internal/batch"
 	"github.com/genjobs/genjobs/internal/clock"
-	"github.com/genjobs/genjobs/internal/consume"
-	"github.com/genjobs/genjobs/internal/followup"
 	"github.com/genjobs/genjobs/internal/genace"
-	"github.com/genjobs/genjobs/internal/lease"
 	"github.com/genjobs/genjobs/internal/message"
 	"github.com/genjobs/genjobs/internal/metrics"
 	"github.com/genjobs/genjobs/internal/operation"
-	"github.com/genjobs/genjobs/internal/review"
 	"github.com/genjobs/genjobs/internal/store"
+	"github.com/genjobs/genjobs/internal/worker"
 )
 
 // Store is what the handler needs of persistence.
-type Store = consume.RecordStore
+type Store = worker.RecordStore
 
 // Genace reads jobs.
 type Genace interface {
@@ -68,52 +65,56 @@ type Config struct {
 
 // Defaults fills zero fields.
 func (c Config) Defaults() Config {
-	if c.Visibility == 0 {
-		c.Visibility = 6 * time.Minute
-	}
-	if c.Overhead == 0 {
-		c.Overhead = 5 * time.Second
-	}
-	if c.MaxReadFailures == 0 {
-		c.MaxReadFailures = 20
-	}
+	c.Visibility = cmp.Or(c.Visibility, 6*time.Minute)
+	c.Overhead = cmp.Or(c.Overhead, 5*time.Second)
+	c.MaxReadFailures = cmp.Or(c.MaxReadFailures, 20)
 	return c
+}
+
+// Deps is what the handler works with.
+type Deps struct {
+	Store  Store
+	Genace Genace
+	Delays Delays
+	// Extender renews message visibility; Sender delivers follow-up
+	// messages.
+	Extender worker.Extender
+	Sender   worker.Sender
+	Clock    clock.Clock
+	Log      *slog.Logger
+	Metrics  *metrics.Emitter
 }
 
 // Handler handles observation batches.
 type Handler struct {
-	store   Store
 	genace  Genace
 	delays  Delays
-	follow  *followup.Emitter
+	w       *worker.Worker
 	clk     clock.Clock
 	log     *slog.Logger
 	metrics *metrics.Emitter
 	cfg     Config
-	runner  batch.Runner
-	records consume.Consumer
 }
 
 // New wires a handler.
-func New(cfg Config, st Store, g Genace, d Delays, ext lease.Extender, sender followup.Sender, clk clock.Clock, log *slog.Logger, m *metrics.Emitter) *Handler {
+func New(d Deps, cfg Config) *Handler {
 	cfg = cfg.Defaults()
 	return &Handler{
-		store: st, genace: g, delays: d, clk: clk, log: log, metrics: m, cfg: cfg,
-		follow: &followup.Emitter{Sender: sender, Reviews: st, Clock: clk, Metrics: m, Source: review.SourceHandler},
-		runner: batch.Runner{Action: string(message.ActionObserveGeneration), Concurrency: cfg.Concurrency, Log: log, Metrics: m, Clock: clk},
-		records: consume.Consumer{Action: message.ActionObserveGeneration, Name: "observe", Queue: "observe", Store: st,
-			Extender: ext, QueueURL: cfg.QueueURL, Visibility: cfg.Visibility, Clock: clk, Log: log, Metrics: m},
+		genace: d.Genace, delays: d.Delays, clk: d.Clock, log: d.Log, metrics: d.Metrics, cfg: cfg,
+		w: worker.New(worker.Deps{Store: d.Store, Extender: d.Extender, Sender: d.Sender, Clock: d.Clock, Log: d.Log, Metrics: d.Metrics},
+			worker.Config{Action: message.ActionObserveGeneration, Name: "observe", Queue: "observe", QueueURL: cfg.QueueURL,
+				Visibility: cfg.Visibility, Concurrency: cfg.Concurrency}),
 	}
 }
 
 // Handle is the Lambda entry point for an SQS batch.
 func (h *Handler) Handle(ctx context.Context, ev events.SQSEvent) (events.SQSEventResponse, error) {
-	return h.runner.Run(ctx, ev, h.records.Record(h.decide)), nil
+	return h.w.Handle(ctx, ev, h.decide), nil
 }
 
 // obsolete acknowledges a message that the record makes pointless.
-func (h *Handler) obsolete(ctx context.Context, env message.Envelope, rec *operation.Record, why string) (string, error) {
-	return h.records.Obsolete(ctx, env, rec, why)
+func (h *Handler) obsolete(ctx context.Context, env message.Envelope, rec *operation.Record, why worker.Reason) (worker.Outcome, error) {
+	return h.w.Obsolete(ctx, env, rec, why)
 }
 
 func observable(rec *operation.Record) bool {
@@ -123,20 +124,20 @@ func observable(rec *operation.Record) bool {
 	return rec.Phase == operation.PhaseAccepted || (rec.Phase == operation.PhaseFailed && rec.Settlement == operation.SettlementUnresolved)
 }
 
-func (h *Handler) decide(ctx context.Context, m events.SQSMessage, env message.Envelope, rec operation.Record, l *lease.Lease) (string, error) {
+func (h *Handler) decide(ctx context.Context, m events.SQSMessage, env message.Envelope, rec operation.Record, l *worker.Lease) (worker.Outcome, error) {
 	if rec.RemoteJobID != env.ExpectedRemoteJobID {
-		return h.obsolete(ctx, env, &rec, "job_id_mismatch")
+		return h.obsolete(ctx, env, &rec, worker.ReasonJobIDMismatch)
 	}
 	if rec.Revision != env.ExpectedRevision {
 		if rec.LastAppliedMessageID == m.MessageId {
 			// Our own write landed before a crash: the follow-up may not
 			// have left. Send it (duplicates collapse downstream).
-			return "reemitted", h.follow.Emit(ctx, &rec, env.Attempt+1)
+			return worker.OutcomeReemitted, h.w.Emit(ctx, &rec, env.Attempt+1)
 		}
-		return h.obsolete(ctx, env, &rec, "stale_revision")
+		return h.obsolete(ctx, env, &rec, worker.ReasonStaleRevision)
 	}
 	if !observable(&rec) {
-		return h.obsolete(ctx, env, &rec, "phase_"+string(rec.Phase))
+		return h.obsolete(ctx, env, &rec, worker.ReasonPhase(rec.Phase))
 	}
 	wait := h.window(ctx, l, &rec)
 	job, err := h.genace.Get(ctx, rec.RemoteJobID, wait, wait+h.cfg.Overhead)
@@ -150,7 +151,7 @@ func (h *Handler) decide(ctx context.Context, m events.SQSMessage, env message.E
 	}
 	next, follow, err := operation.Observe(rec, snap, now, h.delays.BudgetsFor(rec.Model))
 	if err != nil {
-		return h.obsolete(ctx, env, &rec, "not_applicable")
+		return h.obsolete(ctx, env, &rec, worker.ReasonNotApplicable)
 	}
 	switch follow {
 	case operation.FollowObserve:
@@ -164,24 +165,22 @@ func (h *Handler) decide(ctx context.Context, m events.SQSMessage, env message.E
 	default:
 		next.Schedule = nil
 	}
-	next.LastAppliedMessageID = m.MessageId
-	saved, err := h.store.Update(ctx, next, rec.Revision)
-	if errors.Is(err, store.ErrConflict) {
+	saved, err := h.w.Persist(ctx, rec, m.MessageId, worker.OnlyAt(rec.Revision, next))
+	if errors.Is(err, worker.ErrMovedOn) || errors.Is(err, store.ErrConflict) {
 		// Another observer (or the user) wrote first: this worker's view is
 		// stale. It writes nothing and schedules nothing.
-		h.metrics.Count(metrics.StaleWrites, 1, metrics.Dim{Name: "Action", Value: string(env.Action)})
 		h.log.InfoContext(ctx, "observation lost the revision race", "operation_id", rec.OperationID, "expected_revision", rec.Revision)
-		return "lost_race", nil
+		return worker.OutcomeLostRace, nil
 	}
 	if err != nil {
-		return "error", fmt.Errorf("observe %s: save snapshot: %w", rec.OperationID, err)
+		return worker.OutcomeError, fmt.Errorf("observe %s: save snapshot: %w", rec.OperationID, err)
 	}
 	if follow != operation.FollowObserve {
 		h.metrics.Count(metrics.ObservationsPerOp, float64(saved.Counters.Observations), metrics.Dim{Name: "Phase", Value: string(saved.Phase)})
 	}
 	h.log.InfoContext(ctx, "observation saved", "operation_id", saved.OperationID, "revision", saved.Revision,
 		"phase", string(saved.Phase), "remote_state", string(snap.State), "follow", string(follow))
-	return string(follow), h.follow.Emit(ctx, &saved, env.Attempt+1)
+	return worker.OutcomeOfObservation(follow), h.w.Emit(ctx, &saved, env.Attempt+1)
 }
 
 // window is the long poll that fits the lease and the function's deadline.
@@ -189,7 +188,7 @@ func (h *Handler) decide(ctx context.Context, m events.SQSMessage, env message.E
 // request arrives, so a long poll only pays off right after the previous
 // look: after a delay the job may already be finished (it would never
 // change again and the poll would wait in vain), so that read is immediate.
-func (h *Handler) window(ctx context.Context, l *lease.Lease, rec *operation.Record) time.Duration {
+func (h *Handler) window(ctx context.Context, l *worker.Lease, rec *operation.Record) time.Duration {
 	wait := h.delays.LongPoll(rec.Model)
 	if rec.Remote == nil || h.clk.Now().Sub(rec.Remote.ObservedAt) > wait || rec.Remote.State == operation.RemoteSucceeded {
 		// A succeeded job never changes again: its long poll would be held
@@ -214,30 +213,29 @@ func (h *Handler) window(ctx context.Context, l *lease.Lease, rec *operation.Rec
 // outage without burning the message's receive count; past
 // MaxReadFailures, or for a permanent failure, the message fails towards
 // the DLQ and triage.
-func (h *Handler) readFailed(ctx context.Context, m events.SQSMessage, rec operation.Record, err error) (string, error) {
+func (h *Handler) readFailed(ctx context.Context, m events.SQSMessage, rec operation.Record, err error) (worker.Outcome, error) {
 	if errors.Is(err, genace.ErrNotFound) {
-		return "not_found", batch.MarkPermanent(fmt.Errorf("observe %s: job %s: %w", rec.OperationID, rec.RemoteJobID, err))
+		return worker.OutcomeNotFound, worker.MarkPermanent(fmt.Errorf("observe %s: job %s: %w", rec.OperationID, rec.RemoteJobID, err))
 	}
 	if !genace.Retryable(err) {
-		return "read_error", batch.MarkPermanent(fmt.Errorf("observe %s: %w", rec.OperationID, err))
+		return worker.OutcomeReadError, worker.MarkPermanent(fmt.Errorf("observe %s: %w", rec.OperationID, err))
 	}
 	if rec.Counters.ReadFailures+1 >= h.cfg.MaxReadFailures {
-		return "read_error", fmt.Errorf("observe %s: %d consecutive failed reads: %w", rec.OperationID, rec.Counters.ReadFailures+1, err)
+		return worker.OutcomeReadError, fmt.Errorf("observe %s: %d consecutive failed reads: %w", rec.OperationID, rec.Counters.ReadFailures+1, err)
 	}
 	now := h.clk.Now()
 	next, terr := operation.ReadFailed(rec, "genace_read_failed", now)
 	if terr != nil {
-		return "read_error", fmt.Errorf("observe %s: %w (after %w)", rec.OperationID, terr, err)
+		return worker.OutcomeReadError, fmt.Errorf("observe %s: %w (after %w)", rec.OperationID, terr, err)
 	}
 	next.Schedule = &operation.NextAction{Action: string(message.ActionObserveGeneration), Due: now.Add(h.delays.ReadRetry(next.Counters.ReadFailures))}
-	next.LastAppliedMessageID = m.MessageId
-	saved, uerr := h.store.Update(ctx, next, rec.Revision)
-	if errors.Is(uerr, store.ErrConflict) {
-		return "lost_race", nil
+	saved, uerr := h.w.Persist(ctx, rec, m.MessageId, worker.OnlyAt(rec.Revision, next))
+	if errors.Is(uerr, worker.ErrMovedOn) || errors.Is(uerr, store.ErrConflict) {
+		return worker.OutcomeLostRace, nil
 	}
 	if uerr != nil {
-		return "read_error", fmt.Errorf("observe %s: record read failure: %w (after %w)", rec.OperationID, uerr, err)
+		return worker.OutcomeReadError, fmt.Errorf("observe %s: record read failure: %w (after %w)", rec.OperationID, uerr, err)
 	}
 	h.log.WarnContext(ctx, "job read failed; retrying later", "operation_id", rec.OperationID, "failures", saved.Counters.ReadFailures, "error", err.Error())
-	return "read_retry", h.follow.Emit(ctx, &saved, rec.Counters.Observations+1)
+	return worker.OutcomeReadRetry, h.w.Emit(ctx, &saved, rec.Counters.Observations+1)
 }

@@ -92,8 +92,8 @@ func newEnv(t testing.TB, kind string, simCfg genacesim.Config, cfg observe.Conf
 	e.delays = schedule.NewObservation(testPolicies())
 	e.delays.Rand = func() float64 { return 0.5 }
 	log := slog.New(slog.NewJSONHandler(e.logs, nil))
-	e.obs = observe.New(cfg, e.store, e.gen, e.delays, e.ext, e.out, e.clk, log, metrics.Discard())
-	e.sub = submit.New(submit.Config{}, e.store, client, e.ext, e.out, e.clk, log, metrics.Discard())
+	e.obs = observe.New(observe.Deps{Store: e.store, Genace: e.gen, Delays: e.delays, Extender: e.ext, Sender: e.out, Clock: e.clk, Log: log, Metrics: metrics.Discard()}, cfg)
+	e.sub = submit.New(submit.Deps{Store: e.store, Genace: client, Extender: e.ext, Sender: e.out, Clock: e.clk, Log: log, Metrics: metrics.Discard()}, submit.Config{})
 	return e
 }
 
@@ -476,7 +476,7 @@ func TestSettlingObservationClosesResolvedReviews(t *testing.T) {
 			t.Fatalf("record %s/%s; want failed with the refund unresolved", failed.Phase, failed.Settlement)
 		}
 		// An earlier observe message dead-lettered: triage files it.
-		tri := triage.New(e.store, e.clk, slog.New(slog.DiscardHandler), metrics.Discard(), 1)
+		tri := triage.New(triage.Deps{Store: e.store, Clock: e.clk, Log: slog.New(slog.DiscardHandler), Metrics: metrics.Discard()}, triage.Config{Concurrency: 1})
 		body, _ := first.Env.Encode()
 		if resp, err := tri.Handle(ctx, events.SQSEvent{Records: []events.SQSMessage{{MessageId: "dead-observe", Body: string(body)}}}); err != nil || len(resp.BatchItemFailures) != 0 {
 			t.Fatalf("triage: %v %v", resp, err)

@@ -163,6 +163,41 @@ func (r Record) Clone() Record {
 	return c
 }
 
+// UTC returns a deep copy with every time in UTC and without a monotonic
+// reading: the form a record is persisted and compared in, whatever zone
+// the clock that made its times runs in.
+func (r Record) UTC() Record {
+	c := r.Clone()
+	if c.Claim != nil {
+		c.Claim.At = c.Claim.At.UTC()
+	}
+	if s := c.Remote; s != nil {
+		s.CreatedAt, s.UpdatedAt, s.ObservedAt = s.CreatedAt.UTC(), s.UpdatedAt.UTC(), s.ObservedAt.UTC()
+		s.StartedAt, s.FinishedAt = utcTime(s.StartedAt), utcTime(s.FinishedAt)
+	}
+	for i := range c.Deliveries {
+		c.Deliveries[i].StoredAt = c.Deliveries[i].StoredAt.UTC()
+	}
+	if c.Schedule != nil {
+		c.Schedule.Due = c.Schedule.Due.UTC()
+	}
+	if c.Parked != nil {
+		c.Parked.At = c.Parked.At.UTC()
+	}
+	t := &c.Timestamps
+	t.Created, t.Updated = t.Created.UTC(), t.Updated.UTC()
+	t.Accepted, t.RemoteFailed = utcTime(t.Accepted), utcTime(t.RemoteFailed)
+	return c
+}
+
+func utcTime(t *time.Time) *time.Time {
+	if t == nil {
+		return nil
+	}
+	v := t.UTC()
+	return &v
+}
+
 func cloneTime(t *time.Time) *time.Time {
 	if t == nil {
 		return nil

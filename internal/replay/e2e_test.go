@@ -33,8 +33,8 @@ func newPipeline(t *testing.T, kind string) *pipeline {
 	p.del = schedule.NewObservation(ps)
 	p.del.DefaultBudgets = operation.Budgets{MaxObservations: 50, Polling: time.Hour, Accounting: 10 * time.Minute}
 	log := slog.New(slog.DiscardHandler)
-	p.sub = submit.New(submit.Config{}, p.store, c, &handlertest.Extender{}, p.out, p.clk, log, metrics.Discard())
-	p.obs = observe.New(observe.Config{}, p.store, c, p.del, &handlertest.Extender{}, p.out, p.clk, log, metrics.Discard())
+	p.sub = submit.New(submit.Deps{Store: p.store, Genace: c, Extender: &handlertest.Extender{}, Sender: p.out, Clock: p.clk, Log: log, Metrics: metrics.Discard()}, submit.Config{})
+	p.obs = observe.New(observe.Deps{Store: p.store, Genace: c, Delays: p.del, Extender: &handlertest.Extender{}, Sender: p.out, Clock: p.clk, Log: log, Metrics: metrics.Discard()}, observe.Config{})
 	return p
 }
 

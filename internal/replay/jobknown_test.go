@@ -70,7 +70,7 @@ func TestJobKeptOnlyInAReviewIsNeverPostedAgain(t *testing.T) {
 			ctx := context.Background()
 
 			rec := handlertest.Create(t, st, handlertest.Prepared("op-kept"))
-			broken := submit.New(submit.Config{}, acceptedUnwritable{st}, c, &handlertest.Extender{}, out, clk, log, metrics.Discard())
+			broken := submit.New(submit.Deps{Store: acceptedUnwritable{st}, Genace: c, Extender: &handlertest.Extender{}, Sender: out, Clock: clk, Log: log, Metrics: metrics.Discard()}, submit.Config{})
 			drive(clk, func() { _, _ = broken.Handle(ctx, handlertest.Event(t, clk.Now(), handlertest.Dispatch(rec))) })
 			jobs := sim.JobsForOperation("op-kept")
 			if len(jobs) != 1 {
@@ -87,7 +87,7 @@ func TestJobKeptOnlyInAReviewIsNeverPostedAgain(t *testing.T) {
 
 			// The claim expires; the sweep leaves it for reconciliation.
 			clk.Advance(3 * time.Minute)
-			if _, err := sweep.New(sweep.Config{}, st, out, clk, log, metrics.Discard()).Sweep(ctx); err != nil {
+			if _, err := sweep.New(sweep.Deps{Store: st, Sender: out, Clock: clk, Log: log, Metrics: metrics.Discard()}, sweep.Config{}).Sweep(ctx); err != nil {
 				t.Fatal(err)
 			}
 			if got := handlertest.Get(t, st, "op-kept"); got.Phase != operation.PhaseUncertain {
@@ -108,11 +108,11 @@ func TestJobKeptOnlyInAReviewIsNeverPostedAgain(t *testing.T) {
 				}
 			}
 			// The store recovered: the real handlers from here on.
-			sub := submit.New(submit.Config{}, st, c, &handlertest.Extender{}, out, clk, log, metrics.Discard())
+			sub := submit.New(submit.Deps{Store: st, Genace: c, Extender: &handlertest.Extender{}, Sender: out, Clock: clk, Log: log, Metrics: metrics.Discard()}, submit.Config{})
 			ps := schedule.DefaultPolicies()
 			ps.Default = schedule.Policy{LongPoll: 0, Base: 5 * time.Second, Cap: time.Minute, Multiplier: 2}
 			del := schedule.NewObservation(ps)
-			obs := observe.New(observe.Config{}, st, c, del, &handlertest.Extender{}, out, clk, log, metrics.Discard())
+			obs := observe.New(observe.Deps{Store: st, Genace: c, Delays: del, Extender: &handlertest.Extender{}, Sender: out, Clock: clk, Log: log, Metrics: metrics.Discard()}, observe.Config{})
 			deliverAll(t, clk, out, sub, obs)
 			if n := sim.PostCount("op-kept"); n != 1 {
 				t.Fatalf("%d POSTs reached Genace for op-kept, want the original 1", n)

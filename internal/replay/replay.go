@@ -16,13 +16,13 @@ import (
 	"unicode"
 
 	"github.com/genjobs/genjobs/internal/clock"
-	"github.com/genjobs/genjobs/internal/followup"
 	"github.com/genjobs/genjobs/internal/genace"
 	"github.com/genjobs/genjobs/internal/message"
 	"github.com/genjobs/genjobs/internal/operation"
 	"github.com/genjobs/genjobs/internal/review"
 	"github.com/genjobs/genjobs/internal/schedule"
 	"github.com/genjobs/genjobs/internal/store"
+	"github.com/genjobs/genjobs/internal/worker"
 )
 
 // Store is what replay needs of persistence.
@@ -409,7 +409,7 @@ func (r *Replayer) Replay(ctx context.Context, req Request) (Result, error) {
 		return Result{}, fmt.Errorf("replay %s: %w", req.OperationID, err)
 	}
 	res.After, res.Entry, res.Changed, res.Decision = saved, entry, true, decision
-	if env, _, ok := followup.Of(&saved, 0, now); ok {
+	if env, _, ok := worker.FollowUpOf(&saved, 0, now); ok {
 		res.Sent = &env
 		if r.Sender != nil {
 			route, err := r.Sender.Send(ctx, env, 0)

@@ -88,6 +88,18 @@ type AuditEntry struct {
 	Reason string `json:"reason,omitempty" dynamodbav:"reason,omitempty"`
 }
 
+// UTC returns r with its times in UTC, the form it is persisted in.
+func (r Record) UTC() Record {
+	r.CreatedAt, r.ClosedAt = r.CreatedAt.UTC(), r.ClosedAt.UTC()
+	return r
+}
+
+// UTC returns e with its time in UTC, the form it is persisted in.
+func (e AuditEntry) UTC() AuditEntry {
+	e.At = e.At.UTC()
+	return e
+}
+
 // ForRecord builds a review of an operation as its record stands, with the
 // recovery matrix's recommendation. It copies only safe fields: the
 // record's input never reaches a review.

@@ -38,8 +38,10 @@ func IndexBound(t time.Time) string { return SortableTime(t) + "#\uffff" }
 func AuditKey(revision int64) string { return fmt.Sprintf("%020d", revision) }
 
 // PrepareCreate validates a record for Create and returns it at revision
-// 1, stamped with ctx's writer.
+// 1, stamped with ctx's writer, its times in UTC (whatever the clock's
+// zone, a record is persisted in one).
 func PrepareCreate(ctx context.Context, rec operation.Record) (operation.Record, error) {
+	rec = rec.UTC()
 	rec.Writer = writerOf(ctx)
 	if rec.OperationID == "" {
 		return rec, errors.New("create: empty operation id")
@@ -52,8 +54,11 @@ func PrepareCreate(ctx context.Context, rec operation.Record) (operation.Record,
 }
 
 // PrepareUpdate validates an Update and returns rec at revision
-// expected+1, stamped with ctx's writer.
+// expected+1, stamped with ctx's writer, its times in UTC. It is before
+// the write, so the record an own write is recognised by (OwnWrite) is the
+// one stored.
 func PrepareUpdate(ctx context.Context, rec operation.Record, expected int64) (operation.Record, error) {
+	rec = rec.UTC()
 	rec.Writer = writerOf(ctx)
 	if rec.OperationID == "" {
 		return rec, errors.New("update: empty operation id")
@@ -74,6 +79,7 @@ func PrepareAudit(ctx context.Context, rec operation.Record, expected int64, ent
 	if err != nil {
 		return rec, entry, err
 	}
+	entry = entry.UTC()
 	switch entry.OperationID {
 	case "":
 		entry.OperationID = rec.OperationID

@@ -15,13 +15,13 @@ import (
 	"github.com/genjobs/genjobs/internal/dev/handlertest"
 	"github.com/genjobs/genjobs/internal/dev/localqueue"
 	"github.com/genjobs/genjobs/internal/genace"
-	"github.com/genjobs/genjobs/internal/lease"
 	"github.com/genjobs/genjobs/internal/message"
 	"github.com/genjobs/genjobs/internal/metrics"
 	"github.com/genjobs/genjobs/internal/operation"
 	"github.com/genjobs/genjobs/internal/schedule"
 	"github.com/genjobs/genjobs/internal/store"
 	"github.com/genjobs/genjobs/internal/submit"
+	"github.com/genjobs/genjobs/internal/worker"
 )
 
 // trail is the order in which renewals and POSTs happened.
@@ -53,7 +53,7 @@ func (tr *trail) checkEveryPostRenewed(t *testing.T) {
 
 // renewals records every ChangeMessageVisibility and its result.
 type renewals struct {
-	lease.Extender
+	worker.Extender
 	trail *trail
 }
 
@@ -123,7 +123,7 @@ func newQueued(t *testing.T) *queued {
 	q.genace = &posts{inner: client, trail: q.trail}
 	// POST 20 s + persist 5 s fit in the visibility with 5 s to spare.
 	cfg := submit.Config{QueueURL: q.dispatch, Visibility: dispatchVisibility, SubmitTimeout: 20 * time.Second, PersistBudget: 5 * time.Second, Concurrency: 1}
-	q.h = submit.New(cfg, q.store, q.genace, renewals{Extender: q.broker, trail: q.trail}, disp, q.clk, slog.New(slog.DiscardHandler), metrics.Discard())
+	q.h = submit.New(submit.Deps{Store: q.store, Genace: q.genace, Extender: renewals{Extender: q.broker, trail: q.trail}, Sender: disp, Clock: q.clk, Log: slog.New(slog.DiscardHandler), Metrics: metrics.Discard()}, cfg)
 	rec := handlertest.Create(t, q.store, handlertest.Prepared("op"))
 	body, err := handlertest.Dispatch(rec).Env.Encode()
 	if err != nil {

@@ -21,7 +21,7 @@ func BenchmarkSubmitAction(b *testing.B) {
 	_, client := handlertest.Sim(b, clk, genacesim.Config{})
 	st := handlertest.OpenStore(b, "bolt")
 	out := &handlertest.Outbox{}
-	h := submit.New(submit.Config{}, st, client, &handlertest.Extender{}, out, clk, slog.New(slog.DiscardHandler), metrics.Discard())
+	h := submit.New(submit.Deps{Store: st, Genace: client, Extender: &handlertest.Extender{}, Sender: out, Clock: clk, Log: slog.New(slog.DiscardHandler), Metrics: metrics.Discard()}, submit.Config{})
 	events := make([]handlertest.Sent, b.N)
 	for i := range b.N {
 		events[i] = handlertest.Dispatch(handlertest.Create(b, st, handlertest.Prepared(fmt.Sprintf("op-%d", i))))

@@ -35,7 +35,7 @@ var postOutcomes = []struct {
 
 // other is a second submit worker on the same store, Genace and queues.
 func (e *env) other() *submit.Handler {
-	return submit.New(submit.Config{}, e.store, &gen{inner: e.client}, e.ext, e.out, e.clk, slog.New(slog.DiscardHandler), metrics.Discard())
+	return submit.New(submit.Deps{Store: e.store, Genace: &gen{inner: e.client}, Extender: e.ext, Sender: e.out, Clock: e.clk, Log: slog.New(slog.DiscardHandler), Metrics: metrics.Discard()}, submit.Config{})
 }
 
 // checkApplied asserts that the claimant's definite answer is what the
@@ -314,7 +314,7 @@ func TestLostClaimRaceNeverPosts(t *testing.T) {
 				t.Error(err)
 			}
 		}}
-		h := submit.New(submit.Config{}, st, g, e.ext, e.out, e.clk, slog.New(slog.NewJSONHandler(e.logs, nil)), metrics.New(e.mlines, "submit", e.clk))
+		h := submit.New(submit.Deps{Store: st, Genace: g, Extender: e.ext, Sender: e.out, Clock: e.clk, Log: slog.New(slog.NewJSONHandler(e.logs, nil)), Metrics: metrics.New(e.mlines, "submit", e.clk)}, submit.Config{})
 		resp, err := h.Handle(context.Background(), handlertest.Event(t, e.clk.Now(), handlertest.Dispatch(rec)))
 		if err != nil || len(resp.BatchItemFailures) != 0 {
 			t.Fatalf("%v, failures %v", err, handlertest.Failed(resp))

@@ -78,7 +78,7 @@ func TestLostAckOfUncertainWriteStillOpensAReview(t *testing.T) {
 				var disarm func() int
 				g := &afterPost{inner: client, arm: func() { disarm = la.Lose(loss); pump.Store(true) }}
 				out := &handlertest.Outbox{}
-				h := submit.New(submit.Config{}, la.Store, g, &handlertest.Extender{}, out, clk, slog.New(slog.DiscardHandler), metrics.Discard())
+				h := submit.New(submit.Deps{Store: la.Store, Genace: g, Extender: &handlertest.Extender{}, Sender: out, Clock: clk, Log: slog.New(slog.DiscardHandler), Metrics: metrics.Discard()}, submit.Config{})
 
 				rec := handlertest.Create(t, la.Store, handlertest.Prepared("op-ack"))
 				sim.ScriptPOST("op-ack", genacesim.AcceptThenDrop())
@@ -127,7 +127,7 @@ func TestLostAckOfClaimStillPosts(t *testing.T) {
 			sim, client := handlertest.Sim(t, clk, genacesim.Config{})
 			la := storetest.LoseAcks(handlertest.OpenStore(t, kind))
 			out := &handlertest.Outbox{}
-			h := submit.New(submit.Config{}, la.Store, client, &handlertest.Extender{}, out, clk, slog.New(slog.DiscardHandler), metrics.Discard())
+			h := submit.New(submit.Deps{Store: la.Store, Genace: client, Extender: &handlertest.Extender{}, Sender: out, Clock: clk, Log: slog.New(slog.DiscardHandler), Metrics: metrics.Discard()}, submit.Config{})
 
 			rec := handlertest.Create(t, la.Store, handlertest.Prepared("op-claim"))
 			disarm := la.Lose(storetest.AckRetried) // the first conditional write is the claim
@@ -191,7 +191,7 @@ func TestIdenticalLookingClaimsStayExclusive(t *testing.T) {
 			ev := handlertest.Event(t, clk.Now(), handlertest.Dispatch(rec))
 			var wg sync.WaitGroup
 			for i := range 2 {
-				h := submit.New(submit.Config{Worker: "submit"}, st, client, &handlertest.Extender{}, &handlertest.Outbox{}, clk, slog.New(slog.DiscardHandler), metrics.Discard())
+				h := submit.New(submit.Deps{Store: st, Genace: client, Extender: &handlertest.Extender{}, Sender: &handlertest.Outbox{}, Clock: clk, Log: slog.New(slog.DiscardHandler), Metrics: metrics.Discard()}, submit.Config{Worker: "submit"})
 				ev := events.SQSEvent{Records: []events.SQSMessage{ev.Records[0]}}
 				ev.Records[0].ReceiptHandle += "-receive-" + string(rune('a'+i)) // each receive has its own handle
 				wg.Go(func() {

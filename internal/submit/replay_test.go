@@ -35,7 +35,7 @@ func TestHTTP2StreamResetIsOnePostAndUncertain(t *testing.T) {
 	clk := clock.NewManual(handlertest.Start)
 	st := handlertest.OpenStore(t, "bolt")
 	out := &handlertest.Outbox{}
-	h := submit.New(submit.Config{}, st, client, &handlertest.Extender{}, out, clk, slog.New(slog.DiscardHandler), metrics.Discard())
+	h := submit.New(submit.Deps{Store: st, Genace: client, Extender: &handlertest.Extender{}, Sender: out, Clock: clk, Log: slog.New(slog.DiscardHandler), Metrics: metrics.Discard()}, submit.Config{})
 	rec := handlertest.Create(t, st, handlertest.Prepared("op-h2"))
 	resp, err := h.Handle(context.Background(), handlertest.Event(t, clk.Now(), handlertest.Dispatch(rec)))
 	if err != nil || len(handlertest.Failed(resp)) != 0 {

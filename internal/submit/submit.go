@@ -5,6 +5,7 @@
 package submit
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -16,21 +17,18 @@ import (
 	"github.com/aws/aws-lambda-go/events"
 	"github.com/aws/aws-lambda-go/lambdacontext"
 
-	"github.com/genjobs/genjobs/internal/batch"
 	"github.com/genjobs/genjobs/internal/clock"
-	"github.com/genjobs/genjobs/internal/consume"
-	"github.com/genjobs/genjobs/internal/followup"
 	"github.com/genjobs/genjobs/internal/genace"
-	"github.com/genjobs/genjobs/internal/lease"
 	"github.com/genjobs/genjobs/internal/message"
 	"github.com/genjobs/genjobs/internal/metrics"
 	"github.com/genjobs/genjobs/internal/operation"
 	"github.com/genjobs/genjobs/internal/review"
 	"github.com/genjobs/genjobs/internal/store"
+	"github.com/genjobs/genjobs/internal/worker"
 )
 
 // Store is what the handler needs of persistence.
-type Store = consume.RecordStore
+type Store = worker.RecordStore
 
 // Genace creates jobs.
 type Genace interface {
@@ -63,112 +61,107 @@ type Config struct {
 
 // Defaults fills zero fields.
 func (c Config) Defaults() Config {
-	if c.Visibility == 0 {
-		c.Visibility = 3 * time.Minute
-	}
-	if c.SubmitTimeout == 0 {
-		c.SubmitTimeout = 20 * time.Second
-	}
-	if c.PersistBudget == 0 {
-		c.PersistBudget = 5 * time.Second
-	}
-	if c.OverdueAfter == 0 {
-		c.OverdueAfter = 5 * time.Minute
-	}
-	if c.RetryJitter == 0 {
-		c.RetryJitter = 0.25
-	}
-	if c.ConnectBackoff == 0 {
-		c.ConnectBackoff = 10 * time.Second
-	}
-	if c.Worker == "" {
-		c.Worker = "submit"
-	}
+	c.Visibility = cmp.Or(c.Visibility, 3*time.Minute)
+	c.SubmitTimeout = cmp.Or(c.SubmitTimeout, 20*time.Second)
+	c.PersistBudget = cmp.Or(c.PersistBudget, 5*time.Second)
+	c.OverdueAfter = cmp.Or(c.OverdueAfter, 5*time.Minute)
+	c.RetryJitter = cmp.Or(c.RetryJitter, 0.25)
+	c.ConnectBackoff = cmp.Or(c.ConnectBackoff, 10*time.Second)
+	c.Worker = cmp.Or(c.Worker, "submit")
 	return c
+}
+
+// Deps is what the handler works with.
+type Deps struct {
+	Store  Store
+	Genace Genace
+	// Extender renews message visibility; Sender delivers follow-up
+	// messages.
+	Extender worker.Extender
+	Sender   worker.Sender
+	Clock    clock.Clock
+	Log      *slog.Logger
+	Metrics  *metrics.Emitter
 }
 
 // Handler handles dispatch batches.
 type Handler struct {
 	store   Store
 	genace  Genace
-	follow  *followup.Emitter
+	w       *worker.Worker
 	clk     clock.Clock
 	log     *slog.Logger
 	metrics *metrics.Emitter
 	cfg     Config
-	runner  batch.Runner
-	records consume.Consumer
 	rnd     func() float64
 }
 
-// New wires a handler. ext renews message visibility; sender delivers
-// follow-up messages.
-func New(cfg Config, st Store, g Genace, ext lease.Extender, sender followup.Sender, clk clock.Clock, log *slog.Logger, m *metrics.Emitter) *Handler {
+// New wires a handler.
+func New(d Deps, cfg Config) *Handler {
 	cfg = cfg.Defaults()
 	return &Handler{
-		store: st, genace: g, clk: clk, log: log, metrics: m, cfg: cfg,
-		follow: &followup.Emitter{Sender: sender, Reviews: st, Clock: clk, Metrics: m, Source: review.SourceHandler},
-		runner: batch.Runner{Action: string(message.ActionSubmitGeneration), Concurrency: cfg.Concurrency, Log: log, Metrics: m, Clock: clk},
-		records: consume.Consumer{Action: message.ActionSubmitGeneration, Name: "submit", Queue: "dispatch", Store: st,
-			Extender: ext, QueueURL: cfg.QueueURL, Visibility: cfg.Visibility, Clock: clk, Log: log, Metrics: m},
+		store: d.Store, genace: d.Genace, clk: d.Clock, log: d.Log, metrics: d.Metrics, cfg: cfg,
+		w: worker.New(worker.Deps{Store: d.Store, Extender: d.Extender, Sender: d.Sender, Clock: d.Clock, Log: d.Log, Metrics: d.Metrics},
+			worker.Config{Action: message.ActionSubmitGeneration, Name: "submit", Queue: "dispatch", QueueURL: cfg.QueueURL,
+				Visibility: cfg.Visibility, Concurrency: cfg.Concurrency, StaleWriteAction: "submit", RetryUnknown: true}),
 		rnd: rand.Float64,
 	}
 }
 
 // Handle is the Lambda entry point for an SQS batch.
 func (h *Handler) Handle(ctx context.Context, ev events.SQSEvent) (events.SQSEventResponse, error) {
-	return h.runner.Run(ctx, ev, h.records.Record(h.decide)), nil
+	return h.w.Handle(ctx, ev, h.decide), nil
 }
 
-// decide acts on the record. It returns a short outcome for metrics.
-func (h *Handler) decide(ctx context.Context, m events.SQSMessage, env message.Envelope, rec operation.Record, l *lease.Lease) (string, error) {
+// decide acts on the record. It returns the outcome for metrics.
+func (h *Handler) decide(ctx context.Context, m events.SQSMessage, env message.Envelope, rec operation.Record, l *worker.Lease) (worker.Outcome, error) {
 	switch {
 	case rec.Terminal():
-		return h.obsolete(ctx, env, &rec, "terminal")
+		return h.obsolete(ctx, env, &rec, worker.ReasonTerminal)
 	case rec.Phase == operation.PhaseSubmitting && (rec.Claim == nil || rec.Claim.MessageID == m.MessageId):
 		// The claiming message came back: its worker died or ran out of
 		// time, maybe after POSTing, and redelivery is no proof that it did
 		// not. Reconcile, never POST again. (A claimant still alive applies
 		// its definite answer all the same.)
-		return "uncertain", h.markUncertain(ctx, rec, m, "redelivered_while_submitting")
+		return worker.OutcomeUncertain, h.markUncertain(ctx, rec, m, "redelivered_while_submitting")
 	case rec.Phase == operation.PhaseSubmitting:
 		// Another message holds the claim (this one is an SQS duplicate, a
 		// re-emit, a sweep re-arm): the claimant settles it, or, should it
 		// die, its own message's redelivery or the sweep marks it uncertain.
-		return h.obsolete(ctx, env, &rec, "claimed_by_another_message")
+		return h.obsolete(ctx, env, &rec, worker.ReasonClaimedByAnotherMessage)
 	case rec.LastAppliedMessageID == m.MessageId && rec.Revision > env.ExpectedRevision:
 		// This message's own write landed and the worker died before the
 		// follow-up left: send it now.
-		return "reemitted", h.follow.Emit(ctx, &rec, env.Attempt+1)
+		return worker.OutcomeReemitted, h.w.Emit(ctx, &rec, env.Attempt+1)
 	case rec.RemoteJobID != "":
 		return h.ensureObservation(ctx, env, &rec)
 	case rec.Phase == operation.PhaseUncertain:
-		return h.obsolete(ctx, env, &rec, "awaiting_reconciliation")
+		return h.obsolete(ctx, env, &rec, worker.ReasonAwaitingReconciliation)
 	case rec.Phase != operation.PhasePrepared:
-		return h.obsolete(ctx, env, &rec, "phase_"+string(rec.Phase))
+		return h.obsolete(ctx, env, &rec, worker.ReasonPhase(rec.Phase))
 	case rec.Revision != env.ExpectedRevision:
-		return h.obsolete(ctx, env, &rec, "stale_revision")
+		return h.obsolete(ctx, env, &rec, worker.ReasonStaleRevision)
 	}
 	if c, bad := operation.FailedCheck(operation.SubmitChecks(&rec)); bad {
-		return h.obsolete(ctx, env, &rec, "precondition_"+c.Name)
+		return h.obsolete(ctx, env, &rec, worker.ReasonPrecondition(c.Name))
 	}
 	return h.submit(ctx, m, env, rec, l)
 }
 
 // obsolete acknowledges a message that the record makes pointless.
-func (h *Handler) obsolete(ctx context.Context, env message.Envelope, rec *operation.Record, why string) (string, error) {
-	return h.records.Obsolete(ctx, env, rec, why)
+func (h *Handler) obsolete(ctx context.Context, env message.Envelope, rec *operation.Record, why worker.Reason) (worker.Outcome, error) {
+	return h.w.Obsolete(ctx, env, rec, why)
 }
 
 // ensureObservation answers a dispatch for an operation whose job id is
 // known: make sure an observation (or delivery) is pending, never POST.
-func (h *Handler) ensureObservation(ctx context.Context, env message.Envelope, rec *operation.Record) (string, error) {
-	if followup.NeedsReview(rec) {
-		return h.obsolete(ctx, env, rec, "awaiting_review")
+func (h *Handler) ensureObservation(ctx context.Context, env message.Envelope, rec *operation.Record) (worker.Outcome, error) {
+	if worker.NeedsReview(rec) {
+		return h.obsolete(ctx, env, rec, worker.ReasonAwaitingReview)
 	}
 	now := h.clk.Now()
 	if rec.Schedule != nil && now.Before(rec.Schedule.Due.Add(h.cfg.OverdueAfter)) {
-		return h.obsolete(ctx, env, rec, "follow_up_pending")
+		return h.obsolete(ctx, env, rec, worker.ReasonFollowUpPending)
 	}
 	action := message.ActionObserveGeneration
 	if rec.Phase == operation.PhaseSucceeded {
@@ -178,11 +171,11 @@ func (h *Handler) ensureObservation(ctx context.Context, env message.Envelope, r
 	// collapse on the revision check in the observer.
 	next := message.Envelope{Action: action, OperationID: rec.OperationID, ExpectedRevision: rec.Revision,
 		ExpectedRemoteJobID: rec.RemoteJobID, Attempt: env.Attempt + 1}
-	if _, err := h.follow.Sender.Send(ctx, next, 0); err != nil {
-		return "error", fmt.Errorf("submit %s: re-arm %s: %w", rec.OperationID, action, err)
+	if _, err := h.w.Send(ctx, next, 0); err != nil {
+		return worker.OutcomeError, fmt.Errorf("submit %s: re-arm %s: %w", rec.OperationID, action, err)
 	}
 	h.log.InfoContext(ctx, "job id known: re-armed observation instead of submitting", "operation_id", rec.OperationID, "job_id", rec.RemoteJobID)
-	return "rearmed", nil
+	return worker.OutcomeRearmed, nil
 }
 
 func (h *Handler) owner(ctx context.Context) string {
@@ -194,30 +187,30 @@ func (h *Handler) owner(ctx context.Context) string {
 
 // submit claims the operation, confirms the lease, POSTs once and
 // persists the outcome.
-func (h *Handler) submit(ctx context.Context, m events.SQSMessage, env message.Envelope, rec operation.Record, l *lease.Lease) (string, error) {
+func (h *Handler) submit(ctx context.Context, m events.SQSMessage, env message.Envelope, rec operation.Record, l *worker.Lease) (worker.Outcome, error) {
 	claimed, err := operation.ClaimSubmission(rec, h.owner(ctx), m.MessageId, h.clk.Now())
 	if err != nil {
-		return h.obsolete(ctx, env, &rec, "claim_refused")
+		return h.obsolete(ctx, env, &rec, worker.ReasonClaimRefused)
 	}
 	claimed.LastAppliedMessageID = m.MessageId
 	saved, err := h.store.Update(ctx, claimed, rec.Revision)
 	if errors.Is(err, store.ErrConflict) {
-		return h.obsolete(ctx, env, &rec, "claim_conflict")
+		return h.obsolete(ctx, env, &rec, worker.ReasonClaimConflict)
 	}
 	if err != nil {
-		return "error", fmt.Errorf("submit %s: claim: %w", rec.OperationID, err)
+		return worker.OutcomeError, fmt.Errorf("submit %s: claim: %w", rec.OperationID, err)
 	}
 	need := h.cfg.SubmitTimeout + h.cfg.PersistBudget
 	if err := h.authority(ctx, l, need); err != nil {
 		// No POST without authority. Nothing was sent, so the claim can
 		// honestly go back to prepared with a fresh dispatch.
 		h.log.WarnContext(ctx, "no authority to POST; releasing the claim", "operation_id", rec.OperationID, "error", err.Error())
-		return "released", h.release(ctx, m, saved, 0)
+		return worker.OutcomeReleased, h.release(ctx, m, saved, 0)
 	}
 	res := h.genace.Submit(ctx, genace.SubmitRequest{OperationID: rec.OperationID, Model: rec.Model, Input: rec.Input}, h.cfg.SubmitTimeout)
 	h.metrics.Count(metrics.PostOutcomes, 1, metrics.Dim{Name: "Outcome", Value: string(res.Outcome)}, metrics.Dim{Name: "Model", Value: rec.Model})
 	h.log.InfoContext(ctx, "POST classified", "operation_id", rec.OperationID, "result", res)
-	return string(res.Outcome), h.settle(ctx, m, saved, res)
+	return worker.OutcomeOfPost(res.Outcome), h.settle(ctx, m, saved, res)
 }
 
 // authority checks the function's deadline and renews the message's
@@ -225,7 +218,7 @@ func (h *Handler) submit(ctx context.Context, m events.SQSMessage, env message.E
 // write after it. The renewal goes to the queue whatever the lease
 // estimates, since the estimate starts when the handler reached the record,
 // not at the receive, and only the queue knows the message is still ours.
-func (h *Handler) authority(ctx context.Context, l *lease.Lease, need time.Duration) error {
+func (h *Handler) authority(ctx context.Context, l *worker.Lease, need time.Duration) error {
 	if dl, ok := ctx.Deadline(); ok && dl.Sub(h.clk.Now()) < need {
 		return fmt.Errorf("function deadline in %s, POST and persist need %s", dl.Sub(h.clk.Now()).Round(time.Millisecond), need)
 	}
@@ -237,7 +230,7 @@ func (h *Handler) authority(ctx context.Context, l *lease.Lease, need time.Durat
 func (h *Handler) release(ctx context.Context, m events.SQSMessage, claimed operation.Record, delay time.Duration) error {
 	now := h.clk.Now()
 	claim := *claimed.Claim
-	saved, err := h.persist(ctx, claimed, m.MessageId, func(r operation.Record) (operation.Record, error) {
+	saved, err := h.w.Persist(ctx, claimed, m.MessageId, func(r operation.Record) (operation.Record, error) {
 		n, err := claim.Release(r, now)
 		n.Schedule = &operation.NextAction{Action: string(message.ActionSubmitGeneration), Due: now.Add(delay)}
 		return n, err
@@ -251,11 +244,11 @@ func (h *Handler) release(ctx context.Context, m events.SQSMessage, claimed oper
 	if err != nil {
 		return fmt.Errorf("submit %s: release claim: %w", claimed.OperationID, err)
 	}
-	return h.follow.Emit(ctx, &saved, 1)
+	return h.w.Emit(ctx, &saved, 1)
 }
 
 // settle persists the POST's outcome. A job id is persisted even when the
-// revision moved meanwhile (invariant 2): persist re-applies the outcome
+// revision moved meanwhile (invariant 2): Persist re-applies the outcome
 // to whatever the record now is, as long as it still carries this claim
 // (or no claim, for a job id); one refused keeps its job id in a review.
 func (h *Handler) settle(ctx context.Context, m events.SQSMessage, claimed operation.Record, res genace.SubmitResult) error {
@@ -263,7 +256,7 @@ func (h *Handler) settle(ctx context.Context, m events.SQSMessage, claimed opera
 	// The outcome is this claim's: it applies while the record carries it,
 	// uncertain meanwhile or not (operation.Claim).
 	claim := *claimed.Claim
-	var mutate func(operation.Record) (operation.Record, error)
+	var mutate worker.Mutation
 	switch res.Outcome {
 	case genace.OutcomeAccepted:
 		var snap *operation.Snapshot
@@ -311,7 +304,7 @@ func (h *Handler) settle(ctx context.Context, m events.SQSMessage, claimed opera
 		}
 		return h.markUncertain(ctx, claimed, m, "post_outcome_unknown")
 	}
-	saved, err := h.persist(ctx, claimed, m.MessageId, mutate)
+	saved, err := h.w.Persist(ctx, claimed, m.MessageId, mutate)
 	if errors.Is(err, errAlreadyRecorded) {
 		h.log.InfoContext(ctx, "the record already holds the job this POST created", "operation_id", claimed.OperationID, "job_id", res.JobID)
 		return nil
@@ -328,7 +321,7 @@ func (h *Handler) settle(ctx context.Context, m events.SQSMessage, claimed opera
 		}
 		return fmt.Errorf("submit %s: persist %s: %w", claimed.OperationID, res.Outcome, err)
 	}
-	return h.follow.Emit(ctx, &saved, 1)
+	return h.w.Emit(ctx, &saved, 1)
 }
 
 // errAlreadyRecorded is a claimant's 202 for the job that a record past
@@ -343,48 +336,6 @@ var errAlreadyRecorded = errors.New("the job is already on the record")
 
 // maxRetryDelay is SQS's longest DelaySeconds.
 const maxRetryDelay = 15 * time.Minute
-
-// persistAttempts bounds re-reads after conflicts; each conflict means a
-// concurrent writer moved the record, which happens a handful of times at
-// most.
-const persistAttempts = 8
-
-// persist applies mutate to the record and writes it conditionally,
-// re-applying it to the current record after a conflict and retrying
-// transient store errors with a short backoff. mutate must give the same
-// record for the same input (take the time once, outside it): a retry
-// after an error whose write was in fact applied is then that same write,
-// which the store reports as written.
-func (h *Handler) persist(ctx context.Context, rec operation.Record, msgID string, mutate func(operation.Record) (operation.Record, error)) (operation.Record, error) {
-	cur := rec
-	var lastErr error
-	for attempt := range persistAttempts {
-		next, err := mutate(cur)
-		if err != nil {
-			return operation.Record{}, err
-		}
-		next.LastAppliedMessageID = msgID
-		saved, err := h.store.Update(ctx, next, cur.Revision)
-		if err == nil {
-			return saved, nil
-		}
-		lastErr = err
-		var ce *store.ConflictError
-		if errors.As(err, &ce) && ce.Current != nil {
-			h.metrics.Count(metrics.StaleWrites, 1, metrics.Dim{Name: "Action", Value: "submit"})
-			cur = *ce.Current
-			continue
-		}
-		if ctx.Err() != nil {
-			break
-		}
-		select {
-		case <-h.clk.After(time.Duration(attempt+1) * 100 * time.Millisecond):
-		case <-ctx.Done():
-		}
-	}
-	return operation.Record{}, lastErr
-}
 
 // keepJobID is the last resort when a job id cannot be attached: a review
 // that carries it, and an error log line with it (job ids are not
@@ -424,7 +375,7 @@ func (h *Handler) markUncertain(ctx context.Context, rec operation.Record, m eve
 	// One time for every attempt: a re-sent write must be the same write
 	// for the store to know it as its own (store.Update).
 	now := h.clk.Now()
-	saved, err := h.persist(ctx, rec, m.MessageId, func(r operation.Record) (operation.Record, error) {
+	saved, err := h.w.Persist(ctx, rec, m.MessageId, func(r operation.Record) (operation.Record, error) {
 		if rec.Claim == nil {
 			return operation.MarkUncertain(r, reason, now)
 		}
@@ -437,7 +388,7 @@ func (h *Handler) markUncertain(ctx context.Context, rec operation.Record, m eve
 		return fmt.Errorf("submit %s: mark uncertain: %w", rec.OperationID, err)
 	}
 	h.log.WarnContext(ctx, "submission outcome unknown: left for reconciliation", "operation_id", rec.OperationID, "reason", reason)
-	return h.follow.Emit(ctx, &saved, 1)
+	return h.w.Emit(ctx, &saved, 1)
 }
 
 func safeCode(code, fallback string) string {

@@ -59,7 +59,7 @@ func newEnv(t *testing.T, kind string, cfg submit.Config) (*env, *gen) {
 	e.store = handlertest.OpenStore(t, kind)
 	g := &gen{inner: e.client}
 	log := slog.New(slog.NewJSONHandler(e.logs, nil))
-	e.h = submit.New(cfg, e.store, g, e.ext, e.out, e.clk, log, metrics.New(e.mlines, "submit", e.clk))
+	e.h = submit.New(submit.Deps{Store: e.store, Genace: g, Extender: e.ext, Sender: e.out, Clock: e.clk, Log: log, Metrics: metrics.New(e.mlines, "submit", e.clk)}, cfg)
 	return e, g
 }
 
@@ -201,7 +201,7 @@ func TestJobIDPersistedEvenWhenRevisionMoved(t *testing.T) {
 		// While the first worker's POST is in flight, its message becomes
 		// visible again and a second worker marks the claim uncertain.
 		second, _ := newEnv(t, kind, submit.Config{})
-		second2 := submit.New(submit.Config{}, e.store, second.client, e.ext, e.out, e.clk, slog.New(slog.DiscardHandler), metrics.Discard())
+		second2 := submit.New(submit.Deps{Store: e.store, Genace: second.client, Extender: e.ext, Sender: e.out, Clock: e.clk, Log: slog.New(slog.DiscardHandler), Metrics: metrics.Discard()}, submit.Config{})
 		g.during = func() {
 			g.during = nil
 			if _, err := second2.Handle(context.Background(), handlertest.Event(t, e.clk.Now(), d)); err != nil {

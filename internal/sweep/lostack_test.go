@@ -28,7 +28,7 @@ func TestLostAckOfExpiredClaimStillOpensAReview(t *testing.T) {
 				t.Parallel()
 				la := storetest.LoseAcks(handlertest.OpenStore(t, kind))
 				clk := clock.NewManual(handlertest.Start.Add(time.Hour))
-				s := sweep.New(sweep.Config{}, la.Store, &handlertest.Outbox{}, clk, slog.New(slog.DiscardHandler), metrics.Discard())
+				s := sweep.New(sweep.Deps{Store: la.Store, Sender: &handlertest.Outbox{}, Clock: clk, Log: slog.New(slog.DiscardHandler), Metrics: metrics.Discard()}, sweep.Config{})
 				r := handlertest.Prepared("op-old-claim")
 				r.Phase, r.Claim = operation.PhaseSubmitting, &operation.Claim{Owner: "gone", At: clk.Now().Add(-3 * time.Minute)}
 				handlertest.Create(t, la.Store, r)

@@ -5,6 +5,7 @@
 package sweep
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -12,11 +13,11 @@ import (
 	"time"
 
 	"github.com/genjobs/genjobs/internal/clock"
-	"github.com/genjobs/genjobs/internal/followup"
 	"github.com/genjobs/genjobs/internal/metrics"
 	"github.com/genjobs/genjobs/internal/operation"
 	"github.com/genjobs/genjobs/internal/review"
 	"github.com/genjobs/genjobs/internal/store"
+	"github.com/genjobs/genjobs/internal/worker"
 )
 
 // Store is what the sweep needs of persistence.
@@ -42,16 +43,20 @@ type Config struct {
 
 // Defaults fills zero fields.
 func (c Config) Defaults() Config {
-	if c.ClaimTimeout == 0 {
-		c.ClaimTimeout = 2 * time.Minute
-	}
-	if c.OverdueAfter == 0 {
-		c.OverdueAfter = 5 * time.Minute
-	}
-	if c.Limit == 0 {
-		c.Limit = 500
-	}
+	c.ClaimTimeout = cmp.Or(c.ClaimTimeout, 2*time.Minute)
+	c.OverdueAfter = cmp.Or(c.OverdueAfter, 5*time.Minute)
+	c.Limit = cmp.Or(c.Limit, 500)
 	return c
+}
+
+// Deps is what the sweep works with.
+type Deps struct {
+	Store Store
+	// Sender delivers the messages of re-armed chains.
+	Sender  worker.Sender
+	Clock   clock.Clock
+	Log     *slog.Logger
+	Metrics *metrics.Emitter
 }
 
 // Result counts what one run did.
@@ -65,10 +70,21 @@ type Result struct {
 	DispatchesDropped int `json:"dispatches_dropped"`
 }
 
+// did is what the sweep did with one record; its text is the "did" of the
+// log line.
+type did string
+
+const (
+	didSkip         did = "skipped"
+	didRearm        did = "rearmed"
+	didExpireClaim  did = "claim_expired"
+	didDropDispatch did = "dispatch_dropped"
+)
+
 // Sweeper runs sweeps.
 type Sweeper struct {
 	store   Store
-	follow  *followup.Emitter
+	follow  *worker.Emitter
 	clk     clock.Clock
 	log     *slog.Logger
 	metrics *metrics.Emitter
@@ -76,9 +92,9 @@ type Sweeper struct {
 }
 
 // New wires a sweeper.
-func New(cfg Config, st Store, sender followup.Sender, clk clock.Clock, log *slog.Logger, m *metrics.Emitter) *Sweeper {
-	return &Sweeper{store: st, clk: clk, log: log, metrics: m, cfg: cfg.Defaults(),
-		follow: &followup.Emitter{Sender: sender, Reviews: st, Clock: clk, Metrics: m, Source: review.SourceSweep}}
+func New(d Deps, cfg Config) *Sweeper {
+	return &Sweeper{store: d.Store, clk: d.Clock, log: d.Log, metrics: d.Metrics, cfg: cfg.Defaults(),
+		follow: &worker.Emitter{Sender: d.Sender, Reviews: d.Store, Clock: d.Clock, Metrics: d.Metrics, Source: review.SourceSweep}}
 }
 
 // Handle is the Lambda entry point for the scheduled event (its content
@@ -107,15 +123,15 @@ func (s *Sweeper) Sweep(ctx context.Context) (Result, error) {
 			errs = append(errs, err)
 			continue
 		}
-		did, err := s.one(ctx, rec, now)
+		done, err := s.one(ctx, rec, now)
 		switch {
 		case err != nil:
 			errs = append(errs, err)
-		case did == "rearmed":
+		case done == didRearm:
 			res.Rearmed++
-		case did == "claim_expired":
+		case done == didExpireClaim:
 			res.ClaimsExpired++
-		case did == "dispatch_dropped":
+		case done == didDropDispatch:
 			res.DispatchesDropped++
 		default:
 			res.Skipped++
@@ -132,23 +148,23 @@ func (s *Sweeper) Sweep(ctx context.Context) (Result, error) {
 	return res, nil
 }
 
-func (s *Sweeper) one(ctx context.Context, rec operation.Record, now time.Time) (string, error) {
+func (s *Sweeper) one(ctx context.Context, rec operation.Record, now time.Time) (did, error) {
 	at, ok := rec.SweepDue()
 	if !ok {
-		return "skipped", nil
+		return didSkip, nil
 	}
 	if rec.Phase == operation.PhaseSubmitting {
 		if now.Sub(at) < s.cfg.ClaimTimeout {
-			return "skipped", nil
+			return didSkip, nil
 		}
 		next, err := operation.MarkUncertain(rec, "claim_timed_out", now)
 		if err != nil {
 			return "", err
 		}
-		return s.write(ctx, rec, next, "claim_expired")
+		return s.write(ctx, rec, next, didExpireClaim)
 	}
 	if now.Sub(at) < s.cfg.OverdueAfter {
-		return "skipped", nil
+		return didSkip, nil
 	}
 	if rec.Phase == operation.PhasePrepared {
 		if c, bad := operation.FailedCheck(operation.SubmitChecks(&rec)); bad {
@@ -160,7 +176,7 @@ func (s *Sweeper) one(ctx context.Context, rec operation.Record, now time.Time) 
 	next := rec.Clone()
 	next.Schedule.Due = now
 	next.Timestamps.Updated = now
-	return s.write(ctx, rec, next, "rearmed")
+	return s.write(ctx, rec, next, didRearm)
 }
 
 // dropDispatch takes a dispatch the allowance no longer covers (the user
@@ -173,8 +189,8 @@ func (s *Sweeper) one(ctx context.Context, rec operation.Record, now time.Time) 
 // crash before the record's write leaves the record due, and the next run
 // writes both (the review once). If the record moved meanwhile, the review
 // stays open until a handler's write gives the operation a job id or ends
-// it (followup.Resolves), or an operator closes it.
-func (s *Sweeper) dropDispatch(ctx context.Context, rec operation.Record, failed operation.Check, now time.Time) (string, error) {
+// it (worker.Resolves), or an operator closes it.
+func (s *Sweeper) dropDispatch(ctx context.Context, rec operation.Record, failed operation.Check, now time.Time) (did, error) {
 	r := review.ForRecord(DroppedDispatchID(rec.OperationID, rec.Revision), review.SourceSweep, &rec, now)
 	r.ErrorCategory = "precondition_" + failed.Name
 	r.Reason = fmt.Sprintf("dispatch dropped by the sweep: precondition %s failed (%s); re-authorize the request, then dispatch", failed.Name, failed.Detail)
@@ -191,14 +207,14 @@ func (s *Sweeper) dropDispatch(ctx context.Context, rec operation.Record, failed
 	next.LastAppliedMessageID = "sweep"
 	saved, err := s.store.Update(ctx, next, rec.Revision)
 	if errors.Is(err, store.ErrConflict) {
-		return "skipped", nil // it moved on; the next run judges what it is now
+		return didSkip, nil // it moved on; the next run judges what it is now
 	}
 	if err != nil {
 		return "", fmt.Errorf("sweep %s: drop dispatch: %w", rec.OperationID, err)
 	}
 	s.log.WarnContext(ctx, "sweep dropped a dispatch the allowance no longer covers", "operation_id", rec.OperationID,
 		"precondition", failed.Name, "revision", saved.Revision, "review_id", r.ID)
-	return "dispatch_dropped", nil
+	return didDropDispatch, nil
 }
 
 // DroppedDispatchID is the review id for the dispatch the sweep dropped
@@ -207,7 +223,7 @@ func DroppedDispatchID(operationID string, revision int64) string {
 	return fmt.Sprintf("dispatch:%s:r%d", operationID, revision)
 }
 
-func (s *Sweeper) write(ctx context.Context, rec, next operation.Record, did string) (string, error) {
+func (s *Sweeper) write(ctx context.Context, rec, next operation.Record, done did) (did, error) {
 	next.LastAppliedMessageID = "sweep"
 	saved, err := s.store.Update(ctx, next, rec.Revision)
 	if err != nil && !errors.Is(err, store.ErrConflict) && ctx.Err() == nil {
@@ -218,14 +234,14 @@ func (s *Sweeper) write(ctx context.Context, rec, next operation.Record, did str
 		saved, err = s.store.Update(ctx, next, rec.Revision)
 	}
 	if errors.Is(err, store.ErrConflict) {
-		return "skipped", nil // it moved on by itself
+		return didSkip, nil // it moved on by itself
 	}
 	if err != nil {
 		return "", fmt.Errorf("sweep %s: %w", rec.OperationID, err)
 	}
-	s.log.WarnContext(ctx, "sweep acted", "operation_id", rec.OperationID, "did", did, "phase", string(saved.Phase), "revision", saved.Revision)
+	s.log.WarnContext(ctx, "sweep acted", "operation_id", rec.OperationID, "did", string(done), "phase", string(saved.Phase), "revision", saved.Revision)
 	if err := s.follow.Emit(ctx, &saved, 0); err != nil {
 		return "", err
 	}
-	return did, nil
+	return done, nil
 }

@@ -24,7 +24,7 @@ func TestSweep(t *testing.T) {
 			st := handlertest.OpenStore(t, kind)
 			clk := clock.NewManual(handlertest.Start.Add(time.Hour))
 			out := &handlertest.Outbox{}
-			s := sweep.New(sweep.Config{}, st, out, clk, slog.New(slog.DiscardHandler), metrics.Discard())
+			s := sweep.New(sweep.Deps{Store: st, Sender: out, Clock: clk, Log: slog.New(slog.DiscardHandler), Metrics: metrics.Discard()}, sweep.Config{})
 			now := clk.Now()
 			mk := func(id string, f func(r *operation.Record)) operation.Record {
 				r := handlertest.Prepared(id)
@@ -127,7 +127,7 @@ func TestSweepSkippedDispatchesDoNotStarveOverdueChains(t *testing.T) {
 			st := handlertest.OpenStore(t, kind)
 			clk := clock.NewManual(handlertest.Start.Add(time.Hour))
 			out := &handlertest.Outbox{}
-			s := sweep.New(sweep.Config{Limit: limit}, st, out, clk, slog.New(slog.DiscardHandler), metrics.Discard())
+			s := sweep.New(sweep.Deps{Store: st, Sender: out, Clock: clk, Log: slog.New(slog.DiscardHandler), Metrics: metrics.Discard()}, sweep.Config{Limit: limit})
 			now := clk.Now()
 			// More unauthorized dispatches than Limit, each older than the chain.
 			unauthorized := []struct {

@@ -19,14 +19,13 @@ import (
 
 	"github.com/aws/aws-lambda-go/events"
 
-	"github.com/genjobs/genjobs/internal/batch"
 	"github.com/genjobs/genjobs/internal/clock"
-	"github.com/genjobs/genjobs/internal/followup"
 	"github.com/genjobs/genjobs/internal/message"
 	"github.com/genjobs/genjobs/internal/metrics"
 	"github.com/genjobs/genjobs/internal/operation"
 	"github.com/genjobs/genjobs/internal/review"
 	"github.com/genjobs/genjobs/internal/store"
+	"github.com/genjobs/genjobs/internal/worker"
 )
 
 // Store is what triage needs of persistence.
@@ -41,13 +40,27 @@ type Handler struct {
 	clk     clock.Clock
 	log     *slog.Logger
 	metrics *metrics.Emitter
-	runner  batch.Runner
+	runner  worker.Runner
+}
+
+// Deps is what the handler works with.
+type Deps struct {
+	Store   Store
+	Clock   clock.Clock
+	Log     *slog.Logger
+	Metrics *metrics.Emitter
+}
+
+// Config tunes the handler.
+type Config struct {
+	// Concurrency bounds records in flight per batch.
+	Concurrency int
 }
 
 // New wires a handler.
-func New(st Store, clk clock.Clock, log *slog.Logger, m *metrics.Emitter, concurrency int) *Handler {
-	return &Handler{store: st, clk: clk, log: log, metrics: m,
-		runner: batch.Runner{Action: "triage", Concurrency: concurrency, Log: log, Metrics: m, Clock: clk}}
+func New(d Deps, cfg Config) *Handler {
+	return &Handler{store: d.Store, clk: d.Clock, log: d.Log, metrics: d.Metrics,
+		runner: worker.Runner{Action: "triage", Concurrency: cfg.Concurrency, Log: d.Log, Metrics: d.Metrics, Clock: d.Clock}}
 }
 
 // Handle is the Lambda entry point for a DLQ batch.
@@ -118,7 +131,7 @@ func (h *Handler) handleRecord(ctx context.Context, m events.SQSMessage) error {
 			return fmt.Errorf("triage %s: load %s: %w", m.MessageId, env.OperationID, err)
 		default:
 			r = Review(m, &env, &rec, nil, now)
-			if reason, ok := followup.Resolves(&rec, r); ok {
+			if reason, ok := worker.Resolves(&rec, r); ok {
 				// The operation already settled what the message was
 				// for: the dead letter is on file, with nothing to ask.
 				r.Open, r.ClosedBy, r.ClosedAt, r.ClosedReason = false, "automation (triage)", now, reason

@@ -29,7 +29,7 @@ func TestTriageWritesOneReviewPerMessageAndNeverActs(t *testing.T) {
 			t.Parallel()
 			st := handlertest.OpenStore(t, kind)
 			logs := &handlertest.Buffer{}
-			h := triage.New(st, clock.NewManual(handlertest.Start), slog.New(slog.NewJSONHandler(logs, nil)), metrics.Discard(), 4)
+			h := triage.New(triage.Deps{Store: st, Clock: clock.NewManual(handlertest.Start), Log: slog.New(slog.NewJSONHandler(logs, nil)), Metrics: metrics.Discard()}, triage.Config{Concurrency: 4})
 			ctx := context.Background()
 			// A delivered operation whose old observe message died in the DLQ.
 			done := handlertest.Prepared("op-done")

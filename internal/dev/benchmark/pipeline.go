@@ -204,12 +204,12 @@ func RunPipeline(ctx context.Context, cfg PipelineConfig) (*PipelineResult, erro
 	log := slog.New(slog.DiscardHandler)
 	m := func(fn string) *metrics.Emitter { return metrics.New(io.Discard, fn, clk) }
 	ext := func(fn string) countingExtender { return countingExtender{next: broker, c: counters[fn]} }
-	sub := submit.New(submit.Config{QueueURL: urls[FnSubmit], Visibility: vis[FnSubmit], Concurrency: pipelineConcurrency},
-		stores[FnSubmit], g, ext(FnSubmit), disps[FnSubmit], clk, log, m(FnSubmit))
-	obs := observe.New(observe.Config{QueueURL: urls[FnObserve], Visibility: vis[FnObserve], Concurrency: pipelineConcurrency},
-		stores[FnObserve], g, delays, ext(FnObserve), disps[FnObserve], clk, log, m(FnObserve))
-	del := deliver.New(deliver.Config{QueueURL: urls[FnDeliver], Visibility: vis[FnDeliver], Concurrency: pipelineConcurrency},
-		stores[FnDeliver], g, countingArtifacts{next: dir, c: counters[FnDeliver]}, ext(FnDeliver), disps[FnDeliver], clk, log, m(FnDeliver))
+	sub := submit.New(submit.Deps{Store: stores[FnSubmit], Genace: g, Extender: ext(FnSubmit), Sender: disps[FnSubmit], Clock: clk, Log: log, Metrics: m(FnSubmit)},
+		submit.Config{QueueURL: urls[FnSubmit], Visibility: vis[FnSubmit], Concurrency: pipelineConcurrency})
+	obs := observe.New(observe.Deps{Store: stores[FnObserve], Genace: g, Delays: delays, Extender: ext(FnObserve), Sender: disps[FnObserve], Clock: clk, Log: log, Metrics: m(FnObserve)},
+		observe.Config{QueueURL: urls[FnObserve], Visibility: vis[FnObserve], Concurrency: pipelineConcurrency})
+	del := deliver.New(deliver.Deps{Store: stores[FnDeliver], Genace: g, Artifacts: countingArtifacts{next: dir, c: counters[FnDeliver]}, Extender: ext(FnDeliver), Sender: disps[FnDeliver], Clock: clk, Log: log, Metrics: m(FnDeliver)},
+		deliver.Config{QueueURL: urls[FnDeliver], Visibility: vis[FnDeliver], Concurrency: pipelineConcurrency})
 	local.Consume(topology.ConsumeConfig{
 		Handlers:          map[string]eventsource.Handler{FnSubmit: sub.Handle, FnObserve: obs.Handle, FnDeliver: del.Handle},
 		Workers:           func(_ topology.Function, m topology.Mapping) int { return m.MaxConcurrency * max(cfg.WorkerScale, 1) },

@@ -8,8 +8,8 @@ import (
 
 	"github.com/genjobs/genjobs/internal/artifact"
 	"github.com/genjobs/genjobs/internal/dev/genacesim"
-	"github.com/genjobs/genjobs/internal/followup"
 	"github.com/genjobs/genjobs/internal/operation"
+	"github.com/genjobs/genjobs/internal/worker"
 )
 
 // State is what the write checks need of a record: small, so the run can
@@ -277,7 +277,7 @@ func CheckFinal(f Final) []Violation {
 	add := func(inv Invariant, format string, args ...any) {
 		out = append(out, Violation{Invariant: inv, OperationID: id, Detail: fmt.Sprintf(format, args...)})
 	}
-	review := followup.NeedsReview(rec)
+	review := worker.NeedsReview(rec)
 
 	// (a) At most one POST per operation: one job created at most, and no
 	// POST after the first except after a 429. An operator's informed

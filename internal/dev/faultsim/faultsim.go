@@ -75,11 +75,11 @@ import (
 	"strings"
 	"time"
 
-	"github.com/genjobs/genjobs/internal/lease"
 	"github.com/genjobs/genjobs/internal/operation"
 	"github.com/genjobs/genjobs/internal/replay"
 	"github.com/genjobs/genjobs/internal/schedule"
 	"github.com/genjobs/genjobs/internal/store"
+	"github.com/genjobs/genjobs/internal/worker"
 )
 
 // Records is the store the handlers and the sweep are given, with the
@@ -137,7 +137,7 @@ type Config struct {
 	// WrapExtender, if set, wraps what the handlers renew their message
 	// leases with, for the same purpose (a worker that trusts its own
 	// clock rather than the queue's, say).
-	WrapExtender func(lease.Extender) lease.Extender
+	WrapExtender func(worker.Extender) worker.Extender
 	// WrapTransport, if set, wraps the HTTP transport under the Genace
 	// client, for the same purpose (a transport that re-sends a POST
 	// whose stream was reset, say).

@@ -16,7 +16,6 @@ import (
 
 	"github.com/genjobs/genjobs/internal/dev/faultsim"
 	"github.com/genjobs/genjobs/internal/genace"
-	"github.com/genjobs/genjobs/internal/lease"
 	"github.com/genjobs/genjobs/internal/message"
 	"github.com/genjobs/genjobs/internal/operation"
 	"github.com/genjobs/genjobs/internal/replay"
@@ -25,6 +24,7 @@ import (
 	"github.com/genjobs/genjobs/internal/store"
 	"github.com/genjobs/genjobs/internal/store/bolt"
 	"github.com/genjobs/genjobs/internal/store/storetest"
+	"github.com/genjobs/genjobs/internal/worker"
 )
 
 // The flags replay or widen TestSimulation: a failing run prints the
@@ -383,7 +383,7 @@ func (s claimLooksOwn) Get(ctx context.Context, id string) (operation.Record, er
 // clock, started when its handler started, rather than from the queue: a
 // renewal is believed without asking the queue, so a lease the gap
 // between receive and handler used up looks whole.
-type ownClock struct{ lease.Extender }
+type ownClock struct{ worker.Extender }
 
 func (ownClock) ChangeVisibility(context.Context, string, string, time.Duration) error { return nil }
 
@@ -447,7 +447,7 @@ func TestPlantedBugIsFound(t *testing.T) {
 		{"post_body_drift: the client drops the id of an answer that drifts", faultsim.Config{WrapGenace: func(g faultsim.Genace) faultsim.Genace { return dropIDOfDrift{g} }}, "all,post_body_drift=0.1,operator_race=0", faultsim.InvJobID},
 		{"store_lost_ack: the store takes a resent write of its own for a conflict", faultsim.Config{WrapStore: func(s store.Store) store.Store { return ownWriteConflict{s} }}, "all,store_lost_ack=0.1", faultsim.InvChain},
 		{"dispatch_dup_during_claim: any dispatch during a claim marks it uncertain", faultsim.Config{WrapRecords: func(r faultsim.Records) faultsim.Records { return claimLooksOwn{r} }}, "all,dispatch_dup_during_claim=0.1", faultsim.InvChain},
-		{"receive_gap: the lease is taken from the worker's own clock, not the queue's", faultsim.Config{WrapExtender: func(e lease.Extender) lease.Extender { return ownClock{e} }}, "all,receive_gap=0.2", faultsim.InvAuthority},
+		{"receive_gap: the lease is taken from the worker's own clock, not the queue's", faultsim.Config{WrapExtender: func(e worker.Extender) worker.Extender { return ownClock{e} }}, "all,receive_gap=0.2", faultsim.InvAuthority},
 		// Only stale deletes bring an applied message back here: no crash
 		// or lease fault does it too.
 		{"stale_delete: a message that comes back after its write landed is handled as new", faultsim.Config{WrapRecords: func(r faultsim.Records) faultsim.Records { return actsAgain{r} }}, "stale_delete=0.3", faultsim.InvChain},

@@ -23,7 +23,6 @@ import (
 	"github.com/genjobs/genjobs/internal/dev/localqueue"
 	"github.com/genjobs/genjobs/internal/dev/topology"
 	"github.com/genjobs/genjobs/internal/genace"
-	"github.com/genjobs/genjobs/internal/lease"
 	"github.com/genjobs/genjobs/internal/message"
 	"github.com/genjobs/genjobs/internal/observe"
 	"github.com/genjobs/genjobs/internal/operation"
@@ -34,6 +33,7 @@ import (
 	"github.com/genjobs/genjobs/internal/submit"
 	"github.com/genjobs/genjobs/internal/sweep"
 	"github.com/genjobs/genjobs/internal/triage"
+	"github.com/genjobs/genjobs/internal/worker"
 )
 
 // simStart is the virtual clock's start. It lies in the wall clock's
@@ -309,34 +309,33 @@ func (w *world) wireUp() error {
 		real = w.cfg.WrapGenace(real)
 	}
 	g := &genaceClient{w: w, c: real}
-	var ext lease.Extender = &extender{w: w}
+	var ext worker.Extender = &extender{w: w}
 	if w.cfg.WrapExtender != nil {
 		ext = w.cfg.WrapExtender(ext)
 	}
 	log := slog.New(&traceLog{w: w, next: w.cfg.Log.Handler()})
-	sub := submit.New(submit.Config{
+	sub := submit.New(submit.Deps{Store: records, Genace: g, Extender: ext, Sender: w.disp, Clock: w.clk, Log: log.With("function", "submit")}, submit.Config{
 		QueueURL: w.urls[qDispatch], Visibility: visibilities[qDispatch], SubmitTimeout: 20 * time.Second, PersistBudget: postNeed - 20*time.Second,
 		OverdueAfter: 2 * time.Minute, ConnectBackoff: 10 * time.Second, Concurrency: 1, Worker: "submit",
 		// The handler draws its 429 jitter from the global source; a
 		// jitter this small never moves a whole-second Retry-After, so
 		// the delay (SQS rounds it up to whole seconds) is the seed's.
 		RetryJitter: 1e-15,
-	}, records, g, ext, w.disp, w.clk, log.With("function", "submit"), nil)
-	obs := observe.New(observe.Config{QueueURL: w.urls[qObserve], Visibility: visibilities[qObserve], Overhead: 5 * time.Second, MaxReadFailures: 20, Concurrency: 1},
-		records, g, delays, ext, w.disp, w.clk, log.With("function", "observe"), nil)
-	del := deliver.New(deliver.Config{
+	})
+	obs := observe.New(observe.Deps{Store: records, Genace: g, Delays: delays, Extender: ext, Sender: w.disp, Clock: w.clk, Log: log.With("function", "observe")}, observe.Config{QueueURL: w.urls[qObserve], Visibility: visibilities[qObserve], Overhead: 5 * time.Second, MaxReadFailures: 20, Concurrency: 1})
+	del := deliver.New(deliver.Deps{Store: records, Genace: g, Artifacts: w.arts, Extender: ext, Sender: w.disp, Clock: w.clk, Log: log.With("function", "deliver")}, deliver.Config{
 		QueueURL: w.urls[qDeliver], Visibility: visibilities[qDeliver], ReadTimeout: 10 * time.Second, CopyTimeout: time.Minute,
 		MinCopyWindow: 20 * time.Second, Overhead: 5 * time.Second, MaxCopyFailures: 10, Concurrency: 1,
 		// No jitter: the handler's jitter source is the global one.
 		Retry: schedule.Backoff{Base: 5 * time.Second, Cap: 5 * time.Minute, Multiplier: 2, Jitter: 0},
-	}, records, g, w.arts, ext, w.disp, w.clk, log.With("function", "deliver"), nil)
-	tri := triage.New(records, w.clk, log.With("function", "triage"), nil, 1)
+	})
+	tri := triage.New(triage.Deps{Store: records, Clock: w.clk, Log: log.With("function", "triage")}, triage.Config{Concurrency: 1})
 	var opStore replay.Store = w.rec
 	if w.cfg.WrapOperator != nil {
 		opStore = w.cfg.WrapOperator(opStore)
 	}
 	w.replayer = &replay.Replayer{Store: operatorStore{Store: opStore, w: w}, Sender: w.disp, Clock: w.clk, Genace: w.client}
-	w.sweep = sweep.New(sweep.Config{ClaimTimeout: 2 * time.Minute, OverdueAfter: 2 * time.Minute, Limit: 1000}, records, w.disp, w.clk, log.With("function", "sweep"), nil)
+	w.sweep = sweep.New(sweep.Deps{Store: records, Sender: w.disp, Clock: w.clk, Log: log.With("function", "sweep")}, sweep.Config{ClaimTimeout: 2 * time.Minute, OverdueAfter: 2 * time.Minute, Limit: 1000})
 	local.Consume(topology.ConsumeConfig{
 		Handlers: map[string]eventsource.Handler{topology.Submit: sub.Handle, topology.Observe: obs.Handle, topology.Deliver: del.Handle, topology.Triage: tri.Handle},
 		Timeout:  func(f topology.Function) time.Duration { return timeouts[f.Name] },

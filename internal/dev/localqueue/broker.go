@@ -42,8 +42,8 @@ import (
 	"unicode/utf8"
 
 	"github.com/genjobs/genjobs/internal/clock"
-	"github.com/genjobs/genjobs/internal/lease"
 	"github.com/genjobs/genjobs/internal/schedule"
+	"github.com/genjobs/genjobs/internal/worker"
 )
 
 // Limits and defaults, SQS's own where SQS has one, so a call that would
@@ -168,7 +168,7 @@ type Broker struct {
 // Broker usable where they expect the real SQS adapter.
 var (
 	_ schedule.QueueSender = (*Broker)(nil)
-	_ lease.Extender       = (*Broker)(nil)
+	_ worker.Extender      = (*Broker)(nil)
 )
 
 // New returns an empty Broker on clk (nil means the wall clock).

@@ -26,7 +26,6 @@ import (
 	"github.com/genjobs/genjobs/internal/dev/genacesim"
 	"github.com/genjobs/genjobs/internal/dev/topology"
 	"github.com/genjobs/genjobs/internal/dev/workload"
-	"github.com/genjobs/genjobs/internal/followup"
 	"github.com/genjobs/genjobs/internal/genace"
 	"github.com/genjobs/genjobs/internal/message"
 	"github.com/genjobs/genjobs/internal/metrics"
@@ -40,6 +39,7 @@ import (
 	"github.com/genjobs/genjobs/internal/submit"
 	"github.com/genjobs/genjobs/internal/sweep"
 	"github.com/genjobs/genjobs/internal/triage"
+	"github.com/genjobs/genjobs/internal/worker"
 )
 
 // Config describes one local run.
@@ -269,13 +269,14 @@ func (s *stack) wire(g *genace.Client) error {
 	_, subURL, subVis := local.Consumed(topology.Submit)
 	_, obsURL, obsVis := local.Consumed(topology.Observe)
 	_, delURL, delVis := local.Consumed(topology.Deliver)
-	sub := submit.New(submit.Config{QueueURL: subURL, Visibility: subVis}, s.store, g, local.Broker, disp, s.clk, log.With("function", "submit"), m("submit"))
-	obs := observe.New(observe.Config{QueueURL: obsURL, Visibility: obsVis}, s.store, g, delays, local.Broker, disp, s.clk, log.With("function", "observe"), m("observe"))
-	del := deliver.New(deliver.Config{QueueURL: delURL, Visibility: delVis}, s.store, g, dir, local.Broker, disp, s.clk, log.With("function", "deliver"), m("deliver"))
-	tri := triage.New(s.store, s.clk, log.With("function", "triage"), m("triage"), 4)
-	s.sweeper = sweep.New(sweepConfig(), s.store, disp, s.clk, log.With("function", "sweep"), m("sweep"))
+	sub := submit.New(submit.Deps{Store: s.store, Genace: g, Extender: local.Broker, Sender: disp, Clock: s.clk, Log: log.With("function", "submit"), Metrics: m("submit")}, submit.Config{QueueURL: subURL, Visibility: subVis})
+	obs := observe.New(observe.Deps{Store: s.store, Genace: g, Delays: delays, Extender: local.Broker, Sender: disp, Clock: s.clk, Log: log.With("function", "observe"), Metrics: m("observe")}, observe.Config{QueueURL: obsURL, Visibility: obsVis})
+	del := deliver.New(deliver.Deps{Store: s.store, Genace: g, Artifacts: dir, Extender: local.Broker, Sender: disp, Clock: s.clk, Log: log.With("function", "deliver"), Metrics: m("deliver")}, deliver.Config{QueueURL: delURL, Visibility: delVis})
+	tri := triage.New(triage.Deps{Store: s.store, Clock: s.clk, Log: log.With("function", "triage"), Metrics: m("triage")}, triage.Config{Concurrency: 4})
+	sweepDeps := sweep.Deps{Store: s.store, Sender: disp, Clock: s.clk, Log: log.With("function", "sweep"), Metrics: m("sweep")}
+	s.sweeper = sweep.New(sweepDeps, sweepConfig())
 	// A resumed run's first sweep: nothing outlived the run before it.
-	s.resumer = sweep.New(sweep.Config{ClaimTimeout: time.Nanosecond, OverdueAfter: time.Nanosecond}, s.store, disp, s.clk, log.With("function", "sweep"), m("sweep"))
+	s.resumer = sweep.New(sweepDeps, sweep.Config{ClaimTimeout: time.Nanosecond, OverdueAfter: time.Nanosecond})
 	local.Consume(topology.ConsumeConfig{
 		Handlers: map[string]eventsource.Handler{topology.Submit: sub.Handle, topology.Observe: obs.Handle, topology.Deliver: del.Handle, topology.Triage: tri.Handle},
 		Log:      log,
@@ -320,7 +321,7 @@ func (s *stack) seed(ctx context.Context) error {
 }
 
 // settled reports whether automation is done with an operation.
-func settled(rec *operation.Record) bool { return rec.Terminal() || followup.NeedsReview(rec) }
+func settled(rec *operation.Record) bool { return rec.Terminal() || worker.NeedsReview(rec) }
 
 // wait drives the demo's operator-side events (reconcile-jobs --fail),
 // the sweep on a timer and the progress display, until every operation is

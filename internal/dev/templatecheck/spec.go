@@ -98,7 +98,7 @@ func consume(queue string) []grant {
 	return grants(queueArn(queue), "sqs:ReceiveMessage", "sqs:DeleteMessage", "sqs:GetQueueAttributes")
 }
 
-// lease is consume plus renewing a message's visibility (internal/lease).
+// lease is consume plus renewing a message's visibility (internal/worker's Lease).
 func lease(queue string) []grant {
 	return join(consume(queue), grants(queueArn(queue), "sqs:ChangeMessageVisibility"))
 }
@@ -238,14 +238,14 @@ var localOnlyEnv = []string{"GENACE_API_KEY", "ARTIFACT_DIR"}
 // must name one of these sets exactly, or it watches a metric that never
 // receives data.
 var emitted = map[string][][]string{
-	"QueueAge":                 {{"Action", "Function"}},                                 // internal/batch
+	"QueueAge":                 {{"Action", "Function"}},                                 // internal/worker (Runner)
 	"ActionDuration":           {{"Action", "Function", "Outcome"}},                      // submit, observe, deliver
 	"RemoteRenderAge":          {{"Function", "Model"}},                                  // observe
 	"LeaseRenewalFailures":     {{"Action", "Function"}},                                 // submit, observe, deliver
 	"PostOutcomes":             {{"Function", "Model", "Outcome"}},                       // submit
 	"UncertainSubmissions":     {{"Function"}},                                           // submit
-	"ReviewsOpened":            {{"Function", "Phase"}, {"Function", "Phase", "Reason"}}, // followup, triage
-	"RecordFailures":           {{"Function", "Outcome"}},                                // internal/batch
+	"ReviewsOpened":            {{"Function", "Phase"}, {"Function", "Phase", "Reason"}}, // internal/worker (Emitter), triage
+	"RecordFailures":           {{"Function", "Outcome"}},                                // internal/worker (Runner)
 	"ObservationsPerOperation": {{"Function", "Phase"}},                                  // observe
 	"ObsoleteMessages":         {{"Action", "Function", "Reason"}},
 	"StaleWritesRejected":      {{"Action", "Function"}},
@@ -254,7 +254,7 @@ var emitted = map[string][][]string{
 	"SweepRearmed":             {{"Function"}},            // sweep
 	"SweepClaimsExpired":       {{"Function"}},            // sweep
 	"SweepDispatchesDropped":   {{"Function"}},            // sweep
-	"ReviewsResolved":          {{"Function", "Phase"}},   // followup
+	"ReviewsResolved":          {{"Function", "Phase"}},   // internal/worker (Emitter)
 }
 
 // seedMeasures must each have a dashboard widget of their own.

@@ -337,6 +337,7 @@ func (b *Store) Audit(ctx context.Context, operationID string) ([]review.AuditEn
 
 // PutReview implements store.Store.
 func (b *Store) PutReview(ctx context.Context, r review.Record) (bool, error) {
+	r = r.UTC()
 	if r.ID == "" {
 		return false, errors.New("put review: empty id")
 	}
@@ -479,6 +480,7 @@ func (b *Store) OperationReviews(ctx context.Context, operationID string) ([]rev
 // ResolveReview implements store.Store; closing a closed review keeps the first
 // closer, time and reason.
 func (b *Store) ResolveReview(ctx context.Context, id, by, reason string, at time.Time) error {
+	at = at.UTC()
 	if err := ctx.Err(); err != nil {
 		return fmt.Errorf("close review %s: %w", id, err)
 	}

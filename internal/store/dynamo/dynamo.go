@@ -654,6 +654,7 @@ func (d *Store) eachInOperation(ctx context.Context, operationID, prefix string,
 // at nothing and is skipped, while the other order could leave a review
 // that OpenReviewsOf never finds.
 func (d *Store) PutReview(ctx context.Context, r review.Record) (bool, error) {
+	r = r.UTC()
 	if r.ID == "" {
 		return false, errors.New("put review: empty id")
 	}
@@ -781,6 +782,7 @@ func (d *Store) OperationReviews(ctx context.Context, operationID string) ([]rev
 // ResolveReview implements store.Store. The condition open = true makes a
 // second close a no-op that keeps the first closer, time and reason.
 func (d *Store) ResolveReview(ctx context.Context, id, by, reason string, at time.Time) error {
+	at = at.UTC()
 	upd := expression.Set(expression.Name(attrOpen), expression.Value(false)).
 		Set(expression.Name(attrClosedBy), expression.Value(by)).
 		Set(expression.Name(attrClosedAt), expression.Value(at)).

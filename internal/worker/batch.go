@@ -1,7 +1,8 @@
-// Package batch runs an SQS batch's records concurrently within the
+// The Runner runs an SQS batch's records concurrently within the
 // function's deadline and reports per-record failures, and it is the one
 // place that decides whether a failure is worth retrying.
-package batch
+
+package worker
 
 import (
 	"context"
@@ -25,14 +26,14 @@ import (
 type Class string
 
 const (
-	// Retry: a transient problem; the message becomes visible again and
+	// ClassRetry: a transient problem; the message becomes visible again and
 	// another attempt may succeed.
-	Retry Class = "retry"
-	// Permanent: no retry can succeed (a malformed message, an unknown
+	ClassRetry Class = "retry"
+	// ClassPermanent: no retry can succeed (a malformed message, an unknown
 	// operation). It is still reported as a failure so the redrive policy
 	// moves it to the DLQ, where triage records it for review; nothing is
 	// dropped silently.
-	Permanent Class = "permanent"
+	ClassPermanent Class = "permanent"
 )
 
 type permanentError struct{ err error }
@@ -53,9 +54,9 @@ func Classify(err error) Class {
 	var p *permanentError
 	switch {
 	case errors.As(err, &p), errors.Is(err, message.ErrMalformed), errors.Is(err, store.ErrNotFound):
-		return Permanent
+		return ClassPermanent
 	}
-	return Retry
+	return ClassRetry
 }
 
 // Func handles one record. A nil error acknowledges it.
@@ -104,7 +105,7 @@ func (r Runner) Run(ctx context.Context, ev events.SQSEvent, fn Func) events.SQS
 			class := Classify(err)
 			log.ErrorContext(ctx, "record failed", "message_id", m.MessageId, "class", string(class), "error", err.Error())
 			r.Metrics.Count(metrics.RecordFailures, 1, metrics.Dim{Name: "Outcome", Value: string(class)})
-			if class == Permanent && r.OnPermanent != nil {
+			if class == ClassPermanent && r.OnPermanent != nil {
 				r.OnPermanent(ctx, m, err)
 			}
 			mu.Lock()

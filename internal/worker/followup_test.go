@@ -1,4 +1,4 @@
-package followup_test
+package worker_test
 
 import (
 	"context"
@@ -10,12 +10,12 @@ import (
 
 	"github.com/genjobs/genjobs/internal/clock"
 	"github.com/genjobs/genjobs/internal/dev/handlertest"
-	"github.com/genjobs/genjobs/internal/followup"
 	"github.com/genjobs/genjobs/internal/message"
 	"github.com/genjobs/genjobs/internal/metrics"
 	"github.com/genjobs/genjobs/internal/operation"
 	"github.com/genjobs/genjobs/internal/review"
 	"github.com/genjobs/genjobs/internal/store"
+	"github.com/genjobs/genjobs/internal/worker"
 )
 
 // listing counts the reads of an operation's reviews, the cost Emit must
@@ -50,7 +50,7 @@ func at(p operation.Phase, jobID string, observations int) func(*operation.Recor
 	}
 }
 
-// A review as its writers make them: by followup for a parked record
+// A review as its writers make them: by the worker's Emitter for a parked record
 // (ParkedID), by submit's keepJobID for a job id it could not attach
 // ("job:"), by triage for a dead-lettered message ("dlq:").
 type planted struct {
@@ -155,7 +155,7 @@ func TestEmitClosesTheReviewsAWriteResolved(t *testing.T) {
 				ctx := context.Background()
 				st := &listing{Store: handlertest.OpenStore(t, kind)}
 				clk := clock.NewManual(handlertest.Start.Add(time.Hour))
-				e := &followup.Emitter{Sender: &handlertest.Outbox{}, Reviews: st, Clock: clk, Metrics: metrics.Discard(), Source: review.SourceHandler}
+				e := &worker.Emitter{Sender: &handlertest.Outbox{}, Reviews: st, Clock: clk, Metrics: metrics.Discard(), Source: review.SourceHandler}
 				op := fmt.Sprintf("op-%d-%s", i, kind)
 				rec := handlertest.Prepared(op)
 				tc.before(&rec)

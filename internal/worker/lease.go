@@ -1,11 +1,12 @@
-// Package lease tracks a queue message's visibility as a lease on one
+// A Lease tracks a queue message's visibility as a lease on one
 // short action. A worker checks the lease before each step that needs the
 // message (Ensure), renewing it with ChangeMessageVisibility when the step
 // would outlast it, and renews it unconditionally right before a step that
 // needs exclusive authority, above all a POST (Renew). A failed renewal
 // means ownership may be lost: the worker must not POST afterwards and may
 // only write conditionally.
-package lease
+
+package worker
 
 import (
 	"context"
@@ -17,9 +18,9 @@ import (
 	"github.com/genjobs/genjobs/internal/clock"
 )
 
-// ErrLost says the lease is gone or could not be renewed: another worker
+// ErrLeaseLost says the lease is gone or could not be renewed: another worker
 // may hold the message now.
-var ErrLost = errors.New("lease lost")
+var ErrLeaseLost = errors.New("lease lost")
 
 // Extender renews a message's visibility (SQS ChangeMessageVisibility).
 type Extender interface {
@@ -41,11 +42,11 @@ type Lease struct {
 	OnRenewalFailure func(error)
 }
 
-// New starts tracking a lease granted at grantedAt for visibility. The
+// NewLease starts tracking a lease granted at grantedAt for visibility. The
 // estimate is only safe when the grant time errs early (the receive, or
 // the invocation's start minus the event source's batching window); a
 // later one makes Ensure optimistic, which Renew does not depend on.
-func New(clk clock.Clock, ext Extender, queueURL, receiptHandle string, visibility time.Duration, grantedAt time.Time) *Lease {
+func NewLease(clk clock.Clock, ext Extender, queueURL, receiptHandle string, visibility time.Duration, grantedAt time.Time) *Lease {
 	return &Lease{clk: clk, ext: ext, queueURL: queueURL, handle: receiptHandle, visibility: visibility, expires: grantedAt.Add(visibility)}
 }
 
@@ -72,7 +73,7 @@ func (l *Lease) Renewals() int {
 
 // Ensure makes sure the lease runs for at least need more by its own
 // estimate: it renews when the remaining time is shorter, to
-// max(visibility, need) from now. It returns ErrLost when the lease already
+// max(visibility, need) from now. It returns ErrLeaseLost when the lease already
 // expired (another worker may have the message; renewing then would paper
 // over that) or the renewal fails. The estimate is only as good as the
 // grant time given to New; before a POST, use Renew.
@@ -97,7 +98,7 @@ func (l *Lease) Ensure(ctx context.Context, need time.Duration) error {
 // message is still ours: ChangeMessageVisibility counts from the call and
 // fails once another receive made the receipt handle stale or the
 // visibility ran out. So Renew, called right before a POST, is the proof
-// of authority for it; any error wraps ErrLost.
+// of authority for it; any error wraps ErrLeaseLost.
 func (l *Lease) Renew(ctx context.Context, need time.Duration) error {
 	l.mu.Lock()
 	defer l.mu.Unlock()
@@ -113,11 +114,11 @@ func (l *Lease) Renew(ctx context.Context, need time.Duration) error {
 // cautious).
 func (l *Lease) check(now time.Time) error {
 	if l.lost {
-		return ErrLost
+		return ErrLeaseLost
 	}
 	if !now.Before(l.expires) {
 		l.lost = true
-		return fmt.Errorf("%w: expired %s ago", ErrLost, now.Sub(l.expires).Round(time.Millisecond))
+		return fmt.Errorf("%w: expired %s ago", ErrLeaseLost, now.Sub(l.expires).Round(time.Millisecond))
 	}
 	return nil
 }
@@ -127,14 +128,14 @@ func (l *Lease) renew(ctx context.Context, now time.Time, need time.Duration) er
 	extend := max(l.visibility, need)
 	if l.ext == nil {
 		l.lost = true
-		return fmt.Errorf("%w: %s left by estimate, %s needed, and no way to renew", ErrLost, l.expires.Sub(now), need)
+		return fmt.Errorf("%w: %s left by estimate, %s needed, and no way to renew", ErrLeaseLost, l.expires.Sub(now), need)
 	}
 	if err := l.ext.ChangeVisibility(ctx, l.queueURL, l.handle, extend); err != nil {
 		l.lost = true
 		if l.OnRenewalFailure != nil {
 			l.OnRenewalFailure(err)
 		}
-		return fmt.Errorf("%w: renewal failed: %w", ErrLost, err)
+		return fmt.Errorf("%w: renewal failed: %w", ErrLeaseLost, err)
 	}
 	l.renewals++
 	l.expires = now.Add(extend)

@@ -1,4 +1,4 @@
-package lease
+package worker
 
 import (
 	"context"
@@ -43,12 +43,12 @@ func TestEnsure(t *testing.T) {
 			clk := clock.NewManual(start)
 			ext := &fakeExtender{err: tt.extErr}
 			failures := 0
-			l := New(clk, ext, "q", "h", time.Minute, start)
+			l := NewLease(clk, ext, "q", "h", time.Minute, start)
 			l.OnRenewalFailure = func(error) { failures++ }
 			clk.Advance(tt.elapsed)
 			err := l.Ensure(context.Background(), tt.need)
-			if tt.wantErr != (err != nil) || (err != nil && !errors.Is(err, ErrLost)) {
-				t.Fatalf("Ensure = %v, wantErr %t (ErrLost)", err, tt.wantErr)
+			if tt.wantErr != (err != nil) || (err != nil && !errors.Is(err, ErrLeaseLost)) {
+				t.Fatalf("Ensure = %v, wantErr %t (ErrLeaseLost)", err, tt.wantErr)
 			}
 			if len(ext.calls) != len(tt.wantCalls) || (len(ext.calls) > 0 && ext.calls[0] != tt.wantCalls[0]) {
 				t.Fatalf("calls = %v, want %v", ext.calls, tt.wantCalls)
@@ -63,7 +63,7 @@ func TestEnsure(t *testing.T) {
 				t.Fatalf("renewal failures counted %d", failures)
 			}
 			if tt.wantErr {
-				if err := l.Ensure(context.Background(), 0); !errors.Is(err, ErrLost) {
+				if err := l.Ensure(context.Background(), 0); !errors.Is(err, ErrLeaseLost) {
 					t.Fatal("a lost lease came back")
 				}
 			}
@@ -93,11 +93,11 @@ func TestRenewAlwaysAsksTheQueue(t *testing.T) {
 			t.Parallel()
 			clk := clock.NewManual(start)
 			ext := &fakeExtender{err: tt.extErr}
-			l := New(clk, ext, "q", "h", time.Minute, start)
+			l := NewLease(clk, ext, "q", "h", time.Minute, start)
 			clk.Advance(tt.elapsed)
 			err := l.Renew(context.Background(), tt.need)
-			if tt.wantErr != (err != nil) || (err != nil && !errors.Is(err, ErrLost)) {
-				t.Fatalf("Renew = %v, wantErr %t (ErrLost)", err, tt.wantErr)
+			if tt.wantErr != (err != nil) || (err != nil && !errors.Is(err, ErrLeaseLost)) {
+				t.Fatalf("Renew = %v, wantErr %t (ErrLeaseLost)", err, tt.wantErr)
 			}
 			if len(ext.calls) != len(tt.wantCalls) || (len(ext.calls) > 0 && ext.calls[0] != tt.wantCalls[0]) {
 				t.Fatalf("calls = %v, want %v", ext.calls, tt.wantCalls)
@@ -106,7 +106,7 @@ func TestRenewAlwaysAsksTheQueue(t *testing.T) {
 				t.Fatalf("remaining = %v, want %v", l.Remaining(), tt.wantLeft)
 			}
 			if tt.wantErr {
-				if err := l.Renew(context.Background(), 0); !errors.Is(err, ErrLost) || len(ext.calls) > 1 {
+				if err := l.Renew(context.Background(), 0); !errors.Is(err, ErrLeaseLost) || len(ext.calls) > 1 {
 					t.Fatalf("a lost lease came back (%v) or asked again (%d calls)", err, len(ext.calls))
 				}
 			}
@@ -123,7 +123,7 @@ func TestLeaseCountsFromTheGrant(t *testing.T) {
 	received := time.Date(2026, 11, 29, 8, 0, 0, 0, time.UTC)
 	clk := clock.NewManual(received.Add(25 * time.Second))
 	ext := &fakeExtender{}
-	l := New(clk, ext, "q", "h", time.Minute, received)
+	l := NewLease(clk, ext, "q", "h", time.Minute, received)
 	if got := l.Remaining(); got != 35*time.Second {
 		t.Fatalf("remaining = %v, want 35s (a minute from the receive, 25 s ago)", got)
 	}

@@ -1,4 +1,4 @@
-package batch
+package worker
 
 import (
 	"context"
@@ -21,13 +21,13 @@ func TestClassify(t *testing.T) {
 		err  error
 		want Class
 	}{
-		{&message.DecodeError{Field: "action", Problem: "x"}, Permanent},
-		{fmt.Errorf("load op: %w", store.ErrNotFound), Permanent},
-		{MarkPermanent(errors.New("wrong queue")), Permanent},
-		{fmt.Errorf("wrapped: %w", MarkPermanent(errors.New("x"))), Permanent},
-		{errors.New("throttled"), Retry},
-		{fmt.Errorf("update: %w", store.ErrConflict), Retry},
-		{context.DeadlineExceeded, Retry},
+		{&message.DecodeError{Field: "action", Problem: "x"}, ClassPermanent},
+		{fmt.Errorf("load op: %w", store.ErrNotFound), ClassPermanent},
+		{MarkPermanent(errors.New("wrong queue")), ClassPermanent},
+		{fmt.Errorf("wrapped: %w", MarkPermanent(errors.New("x"))), ClassPermanent},
+		{errors.New("throttled"), ClassRetry},
+		{fmt.Errorf("update: %w", store.ErrConflict), ClassRetry},
+		{context.DeadlineExceeded, ClassRetry},
 	}
 	for _, tt := range tests {
 		if got := Classify(tt.err); got != tt.want {

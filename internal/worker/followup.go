@@ -1,11 +1,12 @@
-// Package followup turns a persisted record into what must happen next:
+// The follow-up turns a persisted record into what must happen next:
 // the message its Schedule expects, the review its parked state needs,
 // and the closing of the reviews the write resolved. Handlers call it
 // after each winning write, and again when a redelivered message finds
 // its own write already applied (the crash-between-write-and-send case),
 // so the chain never dies silently and an operator is asked only while
 // there is something to decide.
-package followup
+
+package worker
 
 import (
 	"context"
@@ -35,8 +36,8 @@ type ReviewStore interface {
 	ResolveReview(ctx context.Context, id, by, reason string, at time.Time) error
 }
 
-// Of returns the envelope a record's Schedule expects and its delay.
-func Of(rec *operation.Record, attempt int, now time.Time) (message.Envelope, time.Duration, bool) {
+// FollowUpOf returns the envelope a record's Schedule expects and its delay.
+func FollowUpOf(rec *operation.Record, attempt int, now time.Time) (message.Envelope, time.Duration, bool) {
 	if rec.Schedule == nil {
 		return message.Envelope{}, 0, false
 	}
@@ -105,7 +106,7 @@ type Emitter struct {
 // Emit does what the persisted record expects next.
 func (e *Emitter) Emit(ctx context.Context, rec *operation.Record, attempt int) error {
 	now := e.Clock.Now()
-	if env, delay, ok := Of(rec, attempt, now); ok {
+	if env, delay, ok := FollowUpOf(rec, attempt, now); ok {
 		route, err := e.Sender.Send(ctx, env, delay)
 		if err != nil {
 			return fmt.Errorf("follow-up %s for %s r%d: %w", env.Action, rec.OperationID, rec.Revision, err)

@@ -1,4 +1,4 @@
-package consume_test
+package worker_test
 
 import (
 	"bytes"
@@ -10,14 +10,12 @@ import (
 
 	"github.com/aws/aws-lambda-go/events"
 
-	"github.com/genjobs/genjobs/internal/batch"
 	"github.com/genjobs/genjobs/internal/clock"
-	"github.com/genjobs/genjobs/internal/consume"
-	"github.com/genjobs/genjobs/internal/lease"
 	"github.com/genjobs/genjobs/internal/message"
 	"github.com/genjobs/genjobs/internal/metrics"
 	"github.com/genjobs/genjobs/internal/operation"
 	"github.com/genjobs/genjobs/internal/store"
+	"github.com/genjobs/genjobs/internal/worker"
 )
 
 type records map[string]operation.Record
@@ -29,9 +27,9 @@ func (r records) Get(_ context.Context, id string) (operation.Record, error) {
 	return operation.Record{}, store.ErrNotFound
 }
 
-func newConsumer(metricsOut, logOut *bytes.Buffer) *consume.Consumer {
+func newConsumer(metricsOut, logOut *bytes.Buffer) *worker.Consumer {
 	clk := clock.NewManual(time.Date(2025, 1, 1, 0, 0, 0, 0, time.UTC))
-	return &consume.Consumer{
+	return &worker.Consumer{
 		Action: message.ActionObserveGeneration, Name: "observe", Queue: "observe",
 		Store:    records{"op-1": {OperationID: "op-1", Revision: 3, Phase: operation.PhaseAccepted}},
 		QueueURL: "q", Visibility: time.Minute, Clock: clk,
@@ -62,12 +60,12 @@ func TestRecordRefusesBeforeDeciding(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			var mout, lout bytes.Buffer
 			c := newConsumer(&mout, &lout)
-			err := c.Record(func(context.Context, events.SQSMessage, message.Envelope, operation.Record, *lease.Lease) (string, error) {
+			err := c.Record(func(context.Context, events.SQSMessage, message.Envelope, operation.Record, *worker.Lease) (worker.Outcome, error) {
 				t.Fatal("decided")
 				return "", nil
 			})(context.Background(), events.SQSMessage{MessageId: "m-1", Body: tc.body})
-			if err == nil || !strings.Contains(err.Error(), tc.want) || batch.Classify(err) != batch.Permanent {
-				t.Fatalf("err = %v (%s), want %q, permanent", err, batch.Classify(err), tc.want)
+			if err == nil || !strings.Contains(err.Error(), tc.want) || worker.Classify(err) != worker.ClassPermanent {
+				t.Fatalf("err = %v (%s), want %q, permanent", err, worker.Classify(err), tc.want)
 			}
 			if strings.Contains(mout.String(), metrics.ActionDuration) {
 				t.Fatalf("action duration recorded for a refused message:\n%s", mout.String())
@@ -80,11 +78,11 @@ func TestRecordDecidesAndTimes(t *testing.T) {
 	var mout, lout bytes.Buffer
 	c := newConsumer(&mout, &lout)
 	env := message.Envelope{Action: message.ActionObserveGeneration, OperationID: "op-1", ExpectedRevision: 2, ExpectedRemoteJobID: "j"}
-	err := c.Record(func(ctx context.Context, m events.SQSMessage, got message.Envelope, rec operation.Record, l *lease.Lease) (string, error) {
+	err := c.Record(func(ctx context.Context, m events.SQSMessage, got message.Envelope, rec operation.Record, l *worker.Lease) (worker.Outcome, error) {
 		if got != env || rec.Revision != 3 || m.MessageId != "m-1" || l.Remaining() != time.Minute {
 			t.Errorf("decide got %+v, r%d, %s, lease %s", got, rec.Revision, m.MessageId, l.Remaining())
 		}
-		return c.Obsolete(ctx, got, &rec, "stale_revision")
+		return c.Obsolete(ctx, got, &rec, worker.ReasonStaleRevision)
 	})(context.Background(), events.SQSMessage{MessageId: "m-1", Body: body(t, env)})
 	if err != nil {
 		t.Fatal(err)

@@ -1,10 +1,11 @@
-// Package consume is what the operation queues' consumers (submit,
-// observe, deliver) share around their decisions: one SQS record is
+// Consumer is what the operation queues' consumers (submit, observe,
+// deliver) share around their decisions: one SQS record is
 // decoded into its envelope, checked to belong on the queue, turned into
 // the operation record it names and a lease on the message, and the
 // decision on it is timed. A message the record makes pointless is
 // acknowledged as obsolete the same way by all of them.
-package consume
+
+package worker
 
 import (
 	"context"
@@ -16,9 +17,7 @@ import (
 
 	"github.com/aws/aws-lambda-go/events"
 
-	"github.com/genjobs/genjobs/internal/batch"
 	"github.com/genjobs/genjobs/internal/clock"
-	"github.com/genjobs/genjobs/internal/lease"
 	"github.com/genjobs/genjobs/internal/message"
 	"github.com/genjobs/genjobs/internal/metrics"
 	"github.com/genjobs/genjobs/internal/operation"
@@ -43,8 +42,8 @@ type RecordStore interface {
 }
 
 // Decision acts on one message's record, under the message's lease. It
-// returns a short outcome for metrics.
-type Decision func(ctx context.Context, m events.SQSMessage, env message.Envelope, rec operation.Record, l *lease.Lease) (string, error)
+// returns the outcome for metrics.
+type Decision func(ctx context.Context, m events.SQSMessage, env message.Envelope, rec operation.Record, l *Lease) (Outcome, error)
 
 // Consumer is one queue's consumer.
 type Consumer struct {
@@ -56,7 +55,7 @@ type Consumer struct {
 	// Store loads records.
 	Store Store
 	// Extender, QueueURL and Visibility make the message's lease.
-	Extender   lease.Extender
+	Extender   Extender
 	QueueURL   string
 	Visibility time.Duration
 	Clock      clock.Clock
@@ -64,7 +63,7 @@ type Consumer struct {
 	Metrics    *metrics.Emitter
 }
 
-// Record is the batch.Func that hands each record to decide: it decodes
+// Record is the Func that hands each record to decide: it decodes
 // the message (a malformed one fails permanently, through
 // message.ErrMalformed), refuses one whose action does not belong on the
 // queue (permanently), loads the record (an unknown operation fails
@@ -73,8 +72,8 @@ type Consumer struct {
 // estimate starts when the handler reached the record, after the receive
 // (the batching window, a cold start, throttling and the records before it
 // in the batch come first), so it errs long: a decision that needs the
-// message for sure renews it with the queue (lease.Lease.Renew).
-func (c *Consumer) Record(decide Decision) batch.Func {
+// message for sure renews it with the queue (Lease.Renew).
+func (c *Consumer) Record(decide Decision) Func {
 	return func(ctx context.Context, m events.SQSMessage) error {
 		start := c.Clock.Now()
 		env, err := message.Decode([]byte(m.Body))
@@ -82,7 +81,7 @@ func (c *Consumer) Record(decide Decision) batch.Func {
 			return fmt.Errorf("%s message %s: %w", c.Name, m.MessageId, err)
 		}
 		if env.Action != c.Action {
-			return batch.MarkPermanent(fmt.Errorf("%s message %s: action %s does not belong on the %s queue", c.Name, m.MessageId, env.Action, c.Queue))
+			return MarkPermanent(fmt.Errorf("%s message %s: action %s does not belong on the %s queue", c.Name, m.MessageId, env.Action, c.Queue))
 		}
 		// Every write of this handling names this receive as its writer:
 		// a write sent again is known as its own, while a worker that got
@@ -92,13 +91,13 @@ func (c *Consumer) Record(decide Decision) batch.Func {
 		if err != nil {
 			return fmt.Errorf("%s %s: load: %w", c.Name, env.OperationID, err)
 		}
-		l := lease.New(c.Clock, c.Extender, c.QueueURL, m.ReceiptHandle, c.Visibility, start)
+		l := NewLease(c.Clock, c.Extender, c.QueueURL, m.ReceiptHandle, c.Visibility, start)
 		l.OnRenewalFailure = func(error) {
 			c.Metrics.Count(metrics.LeaseRenewalFailures, 1, metrics.Dim{Name: "Action", Value: string(env.Action)})
 		}
 		outcome, err := decide(ctx, m, env, rec, l)
 		c.Metrics.Duration(metrics.ActionDuration, c.Clock.Now().Sub(start),
-			metrics.Dim{Name: "Action", Value: string(env.Action)}, metrics.Dim{Name: "Outcome", Value: outcome})
+			metrics.Dim{Name: "Action", Value: string(env.Action)}, metrics.Dim{Name: "Outcome", Value: string(outcome)})
 		return err
 	}
 }
@@ -112,11 +111,11 @@ func Writer(name string, m events.SQSMessage) string {
 }
 
 // Obsolete acknowledges a message that the record makes pointless: it
-// counts it by action and reason, logs it, and returns the outcome
-// "obsolete" with no error.
-func (c *Consumer) Obsolete(ctx context.Context, env message.Envelope, rec *operation.Record, why string) (string, error) {
-	c.Metrics.Count(metrics.Obsolete, 1, metrics.Dim{Name: "Action", Value: string(env.Action)}, metrics.Dim{Name: "Reason", Value: why})
-	c.Log.InfoContext(ctx, "acknowledged as obsolete", "operation_id", env.OperationID, "reason", why,
+// counts it by action and reason, logs it, and returns OutcomeObsolete
+// with no error.
+func (c *Consumer) Obsolete(ctx context.Context, env message.Envelope, rec *operation.Record, why Reason) (Outcome, error) {
+	c.Metrics.Count(metrics.Obsolete, 1, metrics.Dim{Name: "Action", Value: string(env.Action)}, metrics.Dim{Name: "Reason", Value: string(why)})
+	c.Log.InfoContext(ctx, "acknowledged as obsolete", "operation_id", env.OperationID, "reason", string(why),
 		"expected_revision", env.ExpectedRevision, "revision", rec.Revision, "phase", string(rec.Phase))
-	return "obsolete", nil
+	return OutcomeObsolete, nil
 }
