@@ -91,13 +91,17 @@ func (s Status) Line() string {
 	return b.String()
 }
 
-// ErrGenaceUnauthorized ends a run whose Genace refuses the API key: no
-// operation can move until a person fixes the configuration.
-var ErrGenaceUnauthorized = errors.New("check GENACE_API_KEY")
+// RefusedError ends a run whose Genace refuses the API key (401 or 403):
+// no operation can move until a person fixes the configuration.
+type RefusedError struct{ Status int }
+
+func (e *RefusedError) Error() string {
+	return fmt.Sprintf("Genace answered %d %s: check GENACE_API_KEY", e.Status, strings.ToLower(http.StatusText(e.Status)))
+}
 
 // ErrGenaceUnreachable ends a run whose Genace stayed unreachable for
 // Config.GiveUpAfter.
-var ErrGenaceUnreachable = errors.New("Genace unreachable")
+var ErrGenaceUnreachable = errors.New("cannot reach Genace")
 
 // wireWatch watches the Genace client's requests at the transport: the
 // last problem (a refused key, a connection that fails) for the progress
@@ -150,7 +154,7 @@ func (w *wireWatch) fatal(giveUp time.Duration) error {
 	defer w.mu.Unlock()
 	switch {
 	case w.unauthorized != 0:
-		return fmt.Errorf("Genace answered %d %s: %w", w.unauthorized, strings.ToLower(http.StatusText(w.unauthorized)), ErrGenaceUnauthorized)
+		return &RefusedError{Status: w.unauthorized}
 	case !w.failingSince.IsZero() && time.Since(w.failingSince) >= giveUp:
 		return fmt.Errorf("%w for %s: %v", ErrGenaceUnreachable, giveUp, w.lastErr)
 	}
