@@ -121,7 +121,7 @@ func cmdLocal(fs *pflag.FlagSet) runFunc {
 		}
 		cfg.StateDir = runDir
 		if *genaceURL == "" {
-			const key = "local-sim-key"
+			key := localSimKey
 			if *resume {
 				if cfg.Sim, err = loadSim(runDir, key); err != nil {
 					return err
@@ -182,6 +182,10 @@ func cmdLocal(fs *pflag.FlagSet) runFunc {
 		return err
 	}
 }
+
+// localSimKey is the key a local run's simulator accepts (a local
+// constant, not a secret).
+const localSimKey = "local-sim-key"
 
 // simStateFile is where a run keeps its simulator's jobs.
 const simStateFile = "genace.json"

@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"os"
 	"path/filepath"
+	"regexp"
 	"strings"
 	"testing"
 )
@@ -65,17 +66,27 @@ func TestLocalRunsTheDemo(t *testing.T) {
 			lostJob = op.GenaceJobs[0]
 		}
 	}
-	// The operator reconciles the lost response with the job the report
-	// shows. The simulator has exited, so nothing can look the job up:
-	// the attach is refused unless forced, with a reason.
-	db := filepath.Join(state, "latest", "genjobs.db")
-	code, _, errOut = genjobs(t, "replay", "demo-lost-response", "--action", "reconcile", "--operator", "test", "--job-id", lostJob, "--db", db)
-	if code != 1 || !strings.Contains(errOut, "not verified") {
-		t.Fatalf("unverifiable job: exit %d %s", code, errOut)
+	// The operator follows the printed hints alone: reconcile the lost
+	// response with the job the summary names (looked up on the run's
+	// saved simulator, so no --force-unverified), then resume the run,
+	// which carries out the observation replay scheduled.
+	hint := regexp.MustCompile(`(?m)^  (\S.*) replay (demo-lost-response --action reconcile --operator NAME --job-id \S+)$`).FindStringSubmatch(out)
+	if hint == nil || !strings.Contains(out, hint[1]+" local --resume") || !strings.HasSuffix(hint[2], lostJob) {
+		t.Fatalf("no replay and resume hints for the lost response:\n%s", out)
 	}
-	code, out, errOut = genjobs(t, "replay", "demo-lost-response", "--action", "reconcile", "--operator", "test", "--job-id", lostJob,
-		"--force-unverified", "--reason", "the local run's report lists it", "--db", db)
-	if code != 0 || !strings.Contains(out, "uncertain r3 → accepted r4 (audited)") || !strings.Contains(out, "UNVERIFIED") {
+	args := append([]string{"replay"}, strings.Fields(strings.Replace(hint[2], "NAME", "test", 1))...)
+	db := filepath.Join(state, "latest", "genjobs.db")
+	code, out, errOut = genjobs(t, append(args, "--db", db)...)
+	if code != 0 || !strings.Contains(out, "uncertain r3 → accepted r4 (audited)") || strings.Contains(out, "UNVERIFIED") ||
+		!strings.Contains(out, "local --resume") {
 		t.Fatalf("replay: %d %s %s", code, out, errOut)
+	}
+	code, out, errOut = genjobs(t, "local", "--resume", "--state", state, "--quiet", "--timeout", "60s", "--long-poll", "2s", "--accounting-budget", "2s")
+	if code != 0 || !regexp.MustCompile(`demo-lost-response\s+delivered`).MatchString(out) {
+		t.Fatalf("resume: exit %d\n%s\n%s", code, out, errOut)
+	}
+	code, out, _ = genjobs(t, "audit", "demo-lost-response", "--json", "--db", db)
+	if code != 0 || !strings.Contains(out, `"verification": "verified"`) {
+		t.Errorf("audit after the loop: %d %s", code, out)
 	}
 }

@@ -195,6 +195,19 @@ func cmdReplay(fs *pflag.FlagSet) runFunc {
 			}
 			if c != nil {
 				reader = c
+			} else if sim, runDir := sf.localSim(); sim != nil {
+				// A local run's Genace is the simulator it saved: look
+				// the job up there, and keep what the lookup changed.
+				base, stop, err := sim.Start("127.0.0.1:0")
+				if err != nil {
+					return err
+				}
+				defer func() { stop(); _ = saveSim(runDir, sim) }()
+				lc, err := genace.New(base, localSimKey, nil)
+				if err != nil {
+					return err
+				}
+				reader = lc
 			}
 		}
 		sf.write = true
@@ -229,6 +242,8 @@ func cmdReplay(fs *pflag.FlagSet) runFunc {
 		switch {
 		case res.Sent != nil && res.SendErr != "":
 			fmt.Fprintf(stdout, "follow-up %s not sent (%s); it stays scheduled on the record\n", res.Sent.Action, res.SendErr)
+		case res.Sent != nil && sender == nil && sf.table == "":
+			fmt.Fprintf(stdout, "follow-up %s scheduled on the record; to carry it out on this local run: %s local --resume\n", res.Sent.Action, self())
 		case res.Sent != nil && sender == nil:
 			fmt.Fprintf(stdout, "follow-up %s scheduled on the record (no queue configured to send it now)\n", res.Sent.Action)
 		case res.Sent != nil:

@@ -1,6 +1,7 @@
 package main
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -9,6 +10,7 @@ import (
 	"path/filepath"
 
 	appconfig "github.com/genjobs/genjobs/internal/config"
+	"github.com/genjobs/genjobs/internal/dev/genacesim"
 	"github.com/genjobs/genjobs/internal/store"
 	"github.com/genjobs/genjobs/internal/store/bolt"
 	"github.com/genjobs/genjobs/internal/store/dynamo"
@@ -67,4 +69,19 @@ func (s *storeFlags) open(ctx context.Context) (store.Store, error) {
 		return nil, fmt.Errorf("no embedded store at %s (run the local stack first, or pass --db / --table)", abs)
 	}
 	return bolt.OpenExisting(path, !s.write)
+}
+
+// localSim restores the simulator a local run saved next to the embedded
+// store the flags name, with that run's directory; nil when there is none
+// (a DynamoDB table, or a run against another Genace).
+func (s *storeFlags) localSim() (*genacesim.Simulator, string) {
+	if s.table != "" {
+		return nil, ""
+	}
+	dir := filepath.Dir(cmp.Or(s.db, defaultDB))
+	sim, err := loadSim(dir, localSimKey)
+	if err != nil {
+		return nil, ""
+	}
+	return sim, dir
 }

@@ -320,8 +320,12 @@ func (s *stack) seed(ctx context.Context) error {
 	return nil
 }
 
-// settled reports whether automation is done with an operation.
-func settled(rec *operation.Record) bool { return rec.Terminal() || worker.NeedsReview(rec) }
+// settled reports whether automation is done with an operation: it is
+// terminal, waits for review, or is a prepared operation whose dispatch
+// was dropped because a precondition fails (only a person moves it).
+func settled(rec *operation.Record) bool {
+	return rec.Terminal() || worker.NeedsReview(rec) || rec.Phase == operation.PhasePrepared && rec.Schedule == nil
+}
 
 // wait drives the demo's operator-side events (reconcile-jobs --fail),
 // the sweep on a timer and the progress display, until every operation is
@@ -350,14 +354,16 @@ func (s *stack) wait(ctx context.Context) (bool, error) {
 			s.cfg.Progress(s.status(recs))
 			lastProgress = time.Now()
 		}
-		if all {
-			return true, nil
-		}
+		// Genace refusing our key makes every outcome so far suspect:
+		// stop before taking the run as finished.
 		if err := s.wire2.fatal(s.cfg.GiveUpAfter); err != nil {
 			if s.cfg.Progress != nil {
 				s.cfg.Progress(s.status(recs))
 			}
 			return false, err
+		}
+		if all {
+			return true, nil
 		}
 		if time.Since(lastSweep) >= 5*time.Second {
 			if _, err := s.sweeper.Sweep(ctx); err == nil {
@@ -395,8 +401,11 @@ func (s *stack) status(recs map[string]operation.Record) Status {
 		} else {
 			st.Pending[r.Phase]++
 		}
-		if r.Parked != nil && !r.Terminal() {
+		switch c, bad := operation.FailedCheck(operation.SubmitChecks(&r)); {
+		case r.Parked != nil && !r.Terminal():
 			st.Blocked[id] = r.Parked.Reason
+		case r.Phase == operation.PhasePrepared && bad:
+			st.Blocked[id] = fmt.Sprintf("precondition %s failed (%s)", c.Name, c.Detail)
 		}
 	}
 	if s.cfg.Sim != nil {
@@ -443,7 +452,7 @@ func (s *stack) report(ctx context.Context, elapsed time.Duration, timedOut bool
 		}
 		sort.Slice(op.Artifacts, func(i, j int) bool { return op.Artifacts[i].Path < op.Artifacts[j].Path })
 		for _, r := range reviews[rec.OperationID] {
-			op.Reviews = append(op.Reviews, ReviewRef{ID: r.ID, Recommended: r.Recommended, Reason: r.Reason})
+			op.Reviews = append(op.Reviews, ReviewRef{ID: r.ID, Recommended: r.Recommended, Reason: r.Reason, Category: r.ErrorCategory})
 		}
 		rep.Operations = append(rep.Operations, op)
 		rep.Totals.Phases = addPhase(rep.Totals.Phases, rec.Phase)

@@ -64,6 +64,7 @@ type Artifact struct {
 type ReviewRef struct {
 	ID          string           `json:"id"`
 	Recommended operation.Action `json:"recommended_action"`
+	Category    string           `json:"category,omitempty"`
 	Reason      string           `json:"reason"`
 }
 
@@ -122,6 +123,9 @@ func (r *Report) WriteSummary(w io.Writer) {
 		rv := "-"
 		if len(op.Reviews) > 0 {
 			rv = string(op.Reviews[0].Recommended)
+			if c := op.Reviews[0].Category; c != "" {
+				rv += " (" + c + ")"
+			}
 		}
 		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%d\t%d\t%s\n", op.OperationID, op.Phase, dash(string(op.RemoteState)), dash(string(op.Settlement)), op.Posts, len(op.Artifacts), rv)
 	}
@@ -137,10 +141,11 @@ func (r *Report) WriteSummary(w io.Writer) {
 		r.Totals.Invocations["deliver"], r.Totals.Invocations["triage"], r.Totals.DLQDepth)
 	for _, op := range r.Operations {
 		if op.Phase == operation.PhaseUncertain && len(op.GenaceJobs) > 0 {
-			// The simulator exits with the run, so replay cannot look the
-			// job up on it: the attach has to be forced, with a reason.
-			fmt.Fprintf(w, "%s is uncertain; the simulator showed Genace created %s for it: %s replay %s --action reconcile --operator NAME --job-id %s --force-unverified --reason \"listed by the local run's report\"\n",
-				op.OperationID, strings.Join(op.GenaceJobs, ", "), cmp.Or(r.Command, "genjobs"), op.OperationID, op.GenaceJobs[0])
+			// The run keeps its simulator's jobs: replay looks the job up
+			// there, and a resumed run carries out what replay schedules.
+			cmd := cmp.Or(r.Command, "genjobs")
+			fmt.Fprintf(w, "%s is uncertain; the simulator shows Genace created %s for it. Reconcile it, then carry out the observation:\n  %s replay %s --action reconcile --operator NAME --job-id %s\n  %s local --resume\n",
+				op.OperationID, strings.Join(op.GenaceJobs, ", "), cmd, op.OperationID, op.GenaceJobs[0], cmd)
 		}
 	}
 	switch {
