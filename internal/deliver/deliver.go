@@ -192,10 +192,15 @@ func (d *delivery) decide(ctx context.Context) (worker.Outcome, error) {
 		return d.obsolete(ctx, worker.ReasonPhase(rec.Phase))
 	}
 	if rec.Parked != nil {
+		if rec.LastAppliedMessageID == d.m.MessageId {
+			// This message parked it; its review may not have been
+			// written (the worker died, the write failed): write it.
+			return worker.OutcomeReemitted, d.h.w.Emit(ctx, rec, d.env.Attempt+1)
+		}
 		return d.obsolete(ctx, worker.ReasonParked)
 	}
 	if rec.Remote == nil {
-		return worker.OutcomePermanent, worker.MarkPermanent(fmt.Errorf("deliver %s: succeeded without a remote snapshot", rec.OperationID))
+		return d.park(ctx, errors.New("succeeded without a remote snapshot"))
 	}
 	return d.deliver(ctx)
 }
@@ -206,7 +211,7 @@ func (d *delivery) deliver(ctx context.Context) (worker.Outcome, error) {
 	descs := d.cur.Remote.Outputs
 	for i, desc := range descs {
 		if !artifact.ValidSHA256(desc.SHA256) || desc.SizeBytes < 0 {
-			return worker.OutcomePermanent, worker.MarkPermanent(fmt.Errorf("deliver %s: output %d: the snapshot holds no usable sha256 or size to verify a copy against", d.cur.OperationID, i))
+			return d.park(ctx, fmt.Errorf("output %d: the snapshot holds no usable sha256 or size to verify a copy against", i))
 		}
 	}
 	if pending(&d.cur) > 0 {
@@ -282,7 +287,8 @@ func (d *delivery) fetch(ctx context.Context) *stop {
 		// The outputs we would copy are not the ones observation saw. A
 		// copy could not be verified against the record; a person must
 		// look.
-		return &stop{worker.OutcomePermanent, worker.MarkPermanent(fmt.Errorf("deliver %s: job %s: %w", d.cur.OperationID, d.cur.RemoteJobID, err))}
+		outcome, err := d.park(ctx, fmt.Errorf("job %s: %w", d.cur.RemoteJobID, err))
+		return &stop{outcome, err}
 	}
 	d.job = job
 	return nil
@@ -413,6 +419,37 @@ func (d *delivery) copy(ctx context.Context, u genace.SignedURL, key string, des
 	return d.h.artifacts.Put(ctx, key, body, desc.SizeBytes, desc.SHA256, desc.ContentType)
 }
 
+// park stops automation on a delivery that no retry can complete (an
+// object of other content under an output's key, outputs that differ
+// from the snapshot, a job Genace no longer knows): the record keeps its
+// phase, is parked with the cause, which takes it out of the sweep's
+// index, and one review asks an operator, whose replay clears the park.
+// The message is acknowledged. Failed towards the DLQ instead, it left
+// the record's delivery due, and every sweep run re-armed it: five
+// receives, the DLQ and one more review each time, forever.
+func (d *delivery) park(ctx context.Context, cause error) (worker.Outcome, error) {
+	h := d.h
+	now := h.clk.Now()
+	next := d.cur.Clone()
+	next.Parked = &operation.ParkedState{Reason: "delivery cannot complete: " + cause.Error(), At: now}
+	next.Schedule = nil
+	next.LastError = "delivery_blocked"
+	next.Timestamps.Updated = now
+	saved, err := h.w.Persist(ctx, d.cur, d.m.MessageId, worker.OnlyAt(d.cur.Revision, next))
+	if errors.Is(err, worker.ErrMovedOn) || errors.Is(err, store.ErrConflict) {
+		// Another worker moved the record: it drives the delivery now,
+		// and parks it too should it meet the same cause.
+		h.log.InfoContext(ctx, "record moved on under this delivery; the newer state stands", "operation_id", d.cur.OperationID, "error", cause.Error())
+		return worker.OutcomeLostRace, nil
+	}
+	if err != nil {
+		return worker.OutcomeError, fmt.Errorf("deliver %s: park after %w: %w", d.cur.OperationID, cause, err)
+	}
+	d.cur = saved
+	h.log.WarnContext(ctx, "delivery cannot complete; parked for review", "operation_id", saved.OperationID, "revision", saved.Revision, "error", cause.Error())
+	return worker.OutcomeParked, h.w.Emit(ctx, &saved, d.env.Attempt+1)
+}
+
 // record notes one stored output with a conditional write, completing the
 // operation when it was the last.
 func (d *delivery) record(ctx context.Context, del operation.Delivery) *stop {
@@ -464,7 +501,10 @@ func (d *delivery) persist(ctx context.Context, mutate worker.Mutation) *stop {
 			"revision", d.cur.Revision, "phase", string(d.cur.Phase))
 		return &stop{worker.OutcomeMovedOn, nil}
 	case refused != nil:
-		return &stop{worker.OutcomePermanent, worker.MarkPermanent(fmt.Errorf("deliver %s: %w", d.cur.OperationID, err))}
+		// An output recorded with another checksum or key: no retry
+		// can reconcile the two; a person must look.
+		outcome, err := d.park(ctx, refused)
+		return &stop{outcome, err}
 	}
 	return &stop{worker.OutcomeError, fmt.Errorf("deliver %s: write: %w", d.cur.OperationID, err)}
 }
@@ -518,8 +558,8 @@ func category(err error) (string, bool) {
 // failed handles a failed read or copy. A transient failure is recorded on
 // the record (phase unchanged, failure counted, retry scheduled with
 // backoff) so delivery rides out an outage without burning the message's
-// receive count; past MaxCopyFailures, or for a permanent failure, the
-// message fails towards the DLQ and triage.
+// receive count; past MaxCopyFailures the message fails towards the DLQ
+// and triage, and a permanent failure parks the operation (park).
 func (d *delivery) failed(ctx context.Context, err error) (worker.Outcome, error) {
 	h := d.h
 	var done *handled
@@ -528,7 +568,7 @@ func (d *delivery) failed(ctx context.Context, err error) (worker.Outcome, error
 	}
 	cat, permanent := category(err)
 	if permanent {
-		return worker.OutcomePermanent, worker.MarkPermanent(fmt.Errorf("deliver %s: %w", d.cur.OperationID, err))
+		return d.park(ctx, err)
 	}
 	rec := d.cur
 	if rec.Counters.ReadFailures+1 >= h.cfg.MaxCopyFailures {

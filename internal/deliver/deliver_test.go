@@ -28,6 +28,7 @@ import (
 	"github.com/genjobs/genjobs/internal/metrics"
 	"github.com/genjobs/genjobs/internal/observe"
 	"github.com/genjobs/genjobs/internal/operation"
+	"github.com/genjobs/genjobs/internal/review"
 	"github.com/genjobs/genjobs/internal/schedule"
 	"github.com/genjobs/genjobs/internal/store"
 	"github.com/genjobs/genjobs/internal/submit"
@@ -141,9 +142,23 @@ func (c *counting) Stats(key string) int       { c.mu.Lock(); defer c.mu.Unlock(
 // its record would.
 type flaky struct {
 	store.Store
-	mu      sync.Mutex
-	updates int
-	failAt  map[int]bool
+	mu         sync.Mutex
+	updates    int
+	failAt     map[int]bool
+	failReview int // review writes still to fail
+}
+
+func (f *flaky) PutReview(ctx context.Context, r review.Record) (bool, error) {
+	f.mu.Lock()
+	fail := f.failReview > 0
+	if fail {
+		f.failReview--
+	}
+	f.mu.Unlock()
+	if fail {
+		return false, errors.New("store: injected review write failure")
+	}
+	return f.Store.PutReview(ctx, r)
 }
 
 func (f *flaky) Update(ctx context.Context, rec operation.Record, expected int64) (operation.Record, error) {
@@ -623,7 +638,8 @@ func (e *env) failedRaw(t *testing.T, body string) []string {
 }
 
 // Outputs that no longer match what observation recorded cannot be
-// verified: permanent, for review, with nothing stored.
+// verified: no retry can deliver them, so the operation is parked for
+// review, with nothing stored.
 func TestChangedRemoteOutputsFailPermanently(t *testing.T) {
 	t.Parallel()
 	forEachStore(t, func(t *testing.T, kind string) {
@@ -637,16 +653,38 @@ func TestChangedRemoteOutputsFailPermanently(t *testing.T) {
 		}
 		m := handlertest.Sent{ID: "tampered", Env: message.Envelope{Action: message.ActionDeliverArtifacts, OperationID: "op-tamper",
 			ExpectedRevision: saved.Revision, ExpectedRemoteJobID: saved.RemoteJobID}}
-		if failed := e.deliver(t, m); len(failed) != 1 {
-			t.Fatalf("failures %v", failed)
+		if failed := e.deliver(t, m); len(failed) != 0 {
+			t.Fatalf("failures %v: a delivery no retry can complete must be parked, not dead-lettered", failed)
 		}
-		if got := handlertest.Get(t, e.store, "op-tamper"); got.Revision != saved.Revision || e.sim.FileGets() != 0 || e.art.Puts(keyOf(rec, 0)) != 0 {
-			t.Fatalf("r%d → r%d, %d downloads", saved.Revision, got.Revision, e.sim.FileGets())
-		}
-		if !strings.Contains(e.logs.String(), `"class":"permanent"`) {
-			t.Fatalf("not classified permanent:\n%s", e.logs.String())
+		e.checkParked(t, "op-tamper", saved)
+		if e.sim.FileGets() != 0 || e.art.Puts(keyOf(rec, 0)) != 0 {
+			t.Fatalf("%d downloads, %d puts", e.sim.FileGets(), e.art.Puts(keyOf(rec, 0)))
 		}
 	})
+}
+
+// checkParked asserts that a delivery no retry can complete left the
+// operation parked at the revision after was: phase succeeded, nothing
+// delivered, out of the sweep's index (a delivery left due there was
+// re-armed by every sweep run, dead-lettered each time, forever), no
+// follow-up sent, and one open review that says why.
+func (e *env) checkParked(t *testing.T, id string, was operation.Record) {
+	t.Helper()
+	got := handlertest.Get(t, e.store, id)
+	if got.Phase != operation.PhaseSucceeded || got.Parked == nil || got.Schedule != nil || got.Active() || len(got.Deliveries) != 0 || got.Revision != was.Revision+1 {
+		t.Fatalf("record %s r%d → r%d, parked %+v, schedule %+v, active %t, deliveries %+v; want parked at r%d\n%s",
+			got.Phase, was.Revision, got.Revision, got.Parked, got.Schedule, got.Active(), got.Deliveries, was.Revision+1, e.logs.String())
+	}
+	if e.out.Len() != 0 {
+		t.Fatalf("follow-ups sent: %+v", e.out.Take())
+	}
+	open, err := e.store.OpenReviewsOf(context.Background(), id)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(open) != 1 || open[0].ID != review.ParkedID(id, got.Revision) || !strings.Contains(open[0].Reason, got.Parked.Reason) {
+		t.Fatalf("open reviews %+v; want the parked one", open)
+	}
 }
 
 func TestRepeatedFailuresGoToTheDLQ(t *testing.T) {
@@ -777,8 +815,10 @@ func TestNoSecretInLogsOrMetrics(t *testing.T) {
 
 // An object already under an output's key with the right size but other
 // content (not what Genace reported) is neither taken as the delivered
-// output nor replaced: the message fails permanently towards the DLQ and
-// triage, the record gains no delivery, and the object stays as found.
+// output nor replaced: no retry can store the output, so the operation is
+// parked for review, the record gains no delivery, and the object stays
+// as found. A redelivery whose park was written but whose review was not
+// writes the review.
 func TestExistingObjectWithWrongSHA256IsRefused(t *testing.T) {
 	t.Parallel()
 	for _, backend := range []struct {
@@ -801,21 +841,22 @@ func TestExistingObjectWithWrongSHA256IsRefused(t *testing.T) {
 			if _, err := e.art.inner.Put(ctx, key, bytes.NewReader(other), desc.SizeBytes, otherSum, desc.ContentType); err != nil {
 				t.Fatal(err)
 			}
+			e.st.failReview = 1 // the worker's review write fails once
 			if failed := e.deliver(t, m); len(failed) != 1 {
+				t.Fatalf("failures %v: a review write that failed must fail the message for redelivery\n%s", failed, e.logs.String())
+			}
+			if failed := e.deliver(t, m); len(failed) != 0 {
 				t.Fatalf("failures %v: an object of the right size with another sha256 must not pass as the output\n%s", failed, e.logs.String())
 			}
-			got := handlertest.Get(t, e.store, "op-squat")
-			if got.Phase != operation.PhaseSucceeded || len(got.Deliveries) != 0 || got.Revision != rec.Revision {
-				t.Fatalf("record %s r%d → r%d, deliveries %+v; want it untouched", got.Phase, rec.Revision, got.Revision, got.Deliveries)
-			}
-			if e.sim.FileGets() != 0 || e.art.Puts(key) != 0 || e.out.Len() != 0 {
-				t.Fatalf("%d downloads, %d puts, %d follow-ups; want none", e.sim.FileGets(), e.art.Puts(key), e.out.Len())
+			e.checkParked(t, "op-squat", rec)
+			if e.sim.FileGets() != 0 || e.art.Puts(key) != 0 {
+				t.Fatalf("%d downloads, %d puts; want none", e.sim.FileGets(), e.art.Puts(key))
 			}
 			if stored, _ := e.stored(t, key); stored != otherSum {
 				t.Fatalf("the object under %s changed: sha256 %s", key, stored)
 			}
-			if !strings.Contains(e.logs.String(), `"class":"permanent"`) || !strings.Contains(e.logs.String(), artifact.ErrConflict.Error()) {
-				t.Fatalf("not refused as a permanent conflict:\n%s", e.logs.String())
+			if !strings.Contains(e.logs.String(), artifact.ErrConflict.Error()) {
+				t.Fatalf("not refused as a conflict:\n%s", e.logs.String())
 			}
 		})
 	}

@@ -28,6 +28,9 @@ const (
 	OutcomeLostRace Outcome = "lost_race"
 	// OutcomeMovedOn: the record left the step under this worker.
 	OutcomeMovedOn Outcome = "moved_on"
+	// OutcomeParked: no retry can complete the step; the record is parked
+	// for an operator, with a review.
+	OutcomeParked Outcome = "parked"
 	// OutcomeDelivered: every output is stored and recorded.
 	OutcomeDelivered Outcome = "delivered"
 	// OutcomeYieldedDeadline and OutcomeYieldedLease: the rest of a

@@ -8,6 +8,7 @@ import (
 
 	"github.com/genjobs/genjobs/internal/artifact"
 	"github.com/genjobs/genjobs/internal/dev/genacesim"
+	"github.com/genjobs/genjobs/internal/message"
 	"github.com/genjobs/genjobs/internal/operation"
 	"github.com/genjobs/genjobs/internal/worker"
 )
@@ -166,11 +167,13 @@ func CheckFirstWrite(msgID string, msgRevision, expected int64, appliedBy string
 }
 
 // CheckAuthority checks a POST against the queue's truth about the
-// worker's message (invariant h): current says the worker's receipt handle
-// is still the message's (nobody received it since), remaining how long
-// the message stays hidden, need what the POST and the write of its
-// outcome take. It returns the problem, or "".
-func CheckAuthority(current bool, remaining, need time.Duration) string {
+// worker's message and the function's deadline (invariant h): current
+// says the worker's receipt handle is still the message's (nobody
+// received it since), remaining how long the message stays hidden, left
+// how long until Lambda kills the function, need what the POST and the
+// write of its outcome take. A function killed between the two loses the
+// job id the answer carried. It returns the problem, or "".
+func CheckAuthority(current bool, remaining, left, need time.Duration) string {
 	switch {
 	case !current:
 		return "POST without authority: another worker received the message since"
@@ -178,6 +181,8 @@ func CheckAuthority(current bool, remaining, need time.Duration) string {
 		return "POST without authority: the message's visibility has run out, any worker may receive it"
 	case remaining < need:
 		return fmt.Sprintf("POST without authority: the message stays hidden only %s more, the POST and its persist need %s", remaining.Round(time.Second), need)
+	case left < need:
+		return fmt.Sprintf("POST too close to the function's deadline: %s left, the POST and its persist need %s; killed between them, the worker loses the answer's job id", left.Round(time.Second), need)
 	}
 	return ""
 }
@@ -216,6 +221,17 @@ func DeadWorkerEndsChain(wroteLatest, messageGone, terminal bool) bool {
 	return wroteLatest && messageGone && !terminal
 }
 
+// DispatchDropped says whether rec is a prepared request that waits for
+// the application: its allowance no longer covers it (a precondition of
+// the submission fails) and no dispatch is pending, since only a new
+// authorization can make one useful. The sweep takes such a record out of
+// its index with a review; left in it with its old due time, it would be
+// read first by every sweep run and starve the rest (see sweep.Limit).
+func DispatchDropped(rec *operation.Record) bool {
+	_, bad := operation.FailedCheck(operation.SubmitChecks(rec))
+	return rec.Phase == operation.PhasePrepared && rec.Schedule == nil && bad
+}
+
 // Output is Genace's truth about one output of a job.
 type Output struct {
 	ContentType string
@@ -237,9 +253,12 @@ type Final struct {
 	// Genace's truth contradicted allows nothing: the operator was misled.
 	Confirmed int
 	// ReviewJobIDs are the job ids carried by the operation's open
-	// reviews, and Reviews how many open reviews it has.
-	ReviewJobIDs []string
-	Reviews      int
+	// reviews, ReviewReasons what those reviews say (where the evidence of
+	// a job id outside the definition is quoted), and Reviews how many
+	// open reviews it has.
+	ReviewJobIDs  []string
+	ReviewReasons []string
+	Reviews       int
 	// Jobs are the jobs Genace created for the operation.
 	Jobs []genacesim.JobTruth
 	// RecordJobOperation is the operation Genace created the record's job
@@ -281,13 +300,20 @@ func CheckFinal(f Final) []Violation {
 
 	// (a) At most one POST per operation: one job created at most, and no
 	// POST after the first except after a 429. An operator's informed
-	// confirmation that nothing was submitted allows one more.
-	if len(f.Jobs) > 1+f.Confirmed {
+	// confirmation that nothing was submitted allows one more, and so does
+	// each duplicate Genace's gateway made of a POST by itself.
+	dups := 0
+	for _, j := range f.Jobs {
+		if j.DuplicateOf != "" {
+			dups++
+		}
+	}
+	if len(f.Jobs) > 1+f.Confirmed+dups {
 		ids := make([]string, len(f.Jobs))
 		for i, j := range f.Jobs {
 			ids[i] = j.ID
 		}
-		add(InvPosts, "%d jobs created on Genace for one operation (%s): charged %d times (%d informed operator confirmations)", len(f.Jobs), strings.Join(ids, ", "), len(f.Jobs), f.Confirmed)
+		add(InvPosts, "%d jobs created on Genace for one operation (%s): charged %d times (%d informed operator confirmations, %d duplicates Genace made itself)", len(f.Jobs), strings.Join(ids, ", "), len(f.Jobs), f.Confirmed, dups)
 	}
 	if f.Posts > 1+f.RateLimited+f.Confirmed {
 		add(InvPosts, "%d POSTs reached Genace but only %d of them were answered 429: at most %d were allowed", f.Posts, f.RateLimited, 1+f.RateLimited+f.Confirmed)
@@ -295,7 +321,14 @@ func CheckFinal(f Final) []Violation {
 
 	// (b) Every job id Genace handed out is kept; a job whose id never
 	// came back leaves the operation for review (reconciliation finds it).
-	kept := func(j string) bool { return rec.RemoteJobID == j || slices.Contains(f.ReviewJobIDs, j) }
+	// An id outside the job id definition cannot be a record's or a
+	// review's job id: an open review quoting it as evidence keeps it.
+	kept := func(j string) bool {
+		if rec.RemoteJobID == j || slices.Contains(f.ReviewJobIDs, j) {
+			return true
+		}
+		return !message.ValidJobID(j) && slices.ContainsFunc(f.ReviewReasons, func(r string) bool { return strings.Contains(r, j[:min(len(j), 100)]) })
+	}
 	told := append(slices.Clone(f.HandedOut), f.Returned...)
 	slices.Sort(told)
 	for _, j := range slices.Compact(told) {
@@ -313,9 +346,19 @@ func CheckFinal(f Final) []Violation {
 		if kept(j.ID) || slices.Contains(told, j.ID) {
 			continue
 		}
+		if j.DuplicateOf != "" {
+			// Genace's gateway made it and named it to nobody (the
+			// operator's attach of it failed): nothing could know of it.
+			continue
+		}
 		if !review {
 			add(InvJobID, "job %s (%s) exists on Genace, its id never came back, yet the operation is %s without review", j.ID, j.State, rec.Phase)
 		}
+	}
+	if rec.RemoteJobID != "" && !message.ValidJobID(rec.RemoteJobID) {
+		// Every follow-up names the job: none can be sent, so the job is
+		// never observed, delivered or settled.
+		add(InvJobID, "the record holds job id %q, outside the job id definition: no follow-up message can carry it, so the job is never observed", rec.RemoteJobID)
 	}
 	if rec.RemoteJobID != "" && f.RecordJobOperation != id {
 		owner := f.RecordJobOperation
@@ -325,7 +368,13 @@ func CheckFinal(f Final) []Violation {
 		add(InvJobID, "the record holds job %s, which Genace created for %s", rec.RemoteJobID, owner)
 	}
 
-	// (d) Terminal or waiting for review: nothing lost, nothing stuck.
+	// (d) Terminal or waiting for review: nothing lost, nothing stuck. A
+	// prepared request whose allowance no longer covers it waits for the
+	// application's re-authorization, out of the sweep's index, with a
+	// review telling an operator.
+	if DispatchDropped(rec) {
+		review = true
+	}
 	if !rec.Terminal() && !review {
 		next := "no next action"
 		if rec.Schedule != nil {

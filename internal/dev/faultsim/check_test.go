@@ -127,22 +127,26 @@ func observed2(f faultsim.Facts, t0 time.Time) faultsim.Facts {
 func withObs(f faultsim.Facts, n int) faultsim.Facts { f.Observations = n; return f }
 
 func TestCheckAuthority(t *testing.T) {
+	const whole = 30 * time.Second // a function timeout untouched
 	cases := []struct {
-		name            string
-		current         bool
-		remaining, need time.Duration
-		want            string
+		name                  string
+		current               bool
+		remaining, left, need time.Duration
+		want                  string
 	}{
-		{"fresh lease", true, 30 * time.Second, 25 * time.Second, ""},
-		{"renewed just before", true, 25 * time.Second, 25 * time.Second, ""},
-		{"run down by the gap before the handler", true, 10 * time.Second, 25 * time.Second, "hidden only 10s more"},
-		{"run out", true, 0, 25 * time.Second, "visibility has run out"},
-		{"taken by another worker", false, 30 * time.Second, 25 * time.Second, "another worker received the message"},
+		{"fresh lease", true, 30 * time.Second, whole, 25 * time.Second, ""},
+		{"renewed just before", true, 25 * time.Second, whole, 25 * time.Second, ""},
+		{"run down by the gap before the handler", true, 10 * time.Second, whole, 25 * time.Second, "hidden only 10s more"},
+		{"run out", true, 0, whole, 25 * time.Second, "visibility has run out"},
+		{"taken by another worker", false, 30 * time.Second, whole, 25 * time.Second, "another worker received the message"},
+		{"deadline just far enough", true, 30 * time.Second, 25 * time.Second, 25 * time.Second, ""},
+		{"deadline nearer than the POST and its persist", true, 30 * time.Second, 12 * time.Second, 25 * time.Second, "12s left, the POST and its persist need 25s"},
+		{"deadline passed", true, 30 * time.Second, -time.Second, 25 * time.Second, "function's deadline"},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
 			t.Parallel()
-			got := faultsim.CheckAuthority(tc.current, tc.remaining, tc.need)
+			got := faultsim.CheckAuthority(tc.current, tc.remaining, tc.left, tc.need)
 			if (tc.want == "") != (got == "") || !strings.Contains(got, tc.want) {
 				t.Fatalf("got %q, want %q", got, tc.want)
 			}
@@ -204,6 +208,13 @@ func failedWith(refund string, charged int64, settlement operation.Settlement) f
 			Credits: genacesim.Credits{Reserved: 10, Charged: charged, RefundState: refund}}},
 		Posts: 1, Returned: []string{"job_1"}, RecordJobOperation: "op-1",
 	}
+}
+
+// unauthorized is a prepared request the user changed (spec revision 2)
+// without the re-authorization following, with next as its next action.
+func unauthorized(next *operation.NextAction) operation.Record {
+	return operation.Record{OperationID: "op-1", Revision: 3, Phase: operation.PhasePrepared, Model: "m", Authorized: true,
+		SpecRevision: 2, AuthorizedSpecRevision: 1, BudgetCredits: 30, EstimatedCredits: 10, Schedule: next}
 }
 
 func TestCheckFinal(t *testing.T) {
@@ -334,6 +345,49 @@ func TestCheckFinal(t *testing.T) {
 			f.Reviews = 1
 			return f
 		}, nil},
+		{"a second job Genace's gateway made, kept in a review", func() faultsim.Final {
+			f := delivered()
+			f.Jobs = append(f.Jobs, genacesim.JobTruth{ID: "job_2", OperationID: "op-1", State: genacesim.StateSucceeded, DuplicateOf: "job_1"})
+			f.Returned, f.HandedOut = []string{"job_2"}, []string{"job_2"}
+			f.ReviewJobIDs, f.Reviews = []string{"job_2"}, 1
+			return f
+		}, nil},
+		{"a second job Genace's gateway made, its review closed", func() faultsim.Final {
+			f := delivered()
+			f.Jobs = append(f.Jobs, genacesim.JobTruth{ID: "job_2", OperationID: "op-1", State: genacesim.StateSucceeded, DuplicateOf: "job_1"})
+			f.Returned, f.HandedOut = []string{"job_2"}, []string{"job_2"}
+			return f
+		}, []faultsim.Invariant{faultsim.InvJobID}},
+		{"a second job Genace's gateway made and named to nobody", func() faultsim.Final {
+			f := delivered()
+			f.Jobs = append(f.Jobs, genacesim.JobTruth{ID: "job_2", OperationID: "op-1", State: genacesim.StateSucceeded, DuplicateOf: "job_1"})
+			return f
+		}, nil},
+		{"the record holds a job id no message can carry", func() faultsim.Final {
+			return faultsim.Final{Record: operation.Record{OperationID: "op-1", Revision: 3, Phase: operation.PhaseAccepted, RemoteJobID: "job~1",
+				Schedule: &operation.NextAction{Action: "observe_generation", Due: time.Unix(0, 0)}},
+				Jobs: []genacesim.JobTruth{{ID: "job~1", OperationID: "op-1", State: genacesim.StateRunning}}, Posts: 1,
+				Returned: []string{"job~1"}, HandedOut: []string{"job~1"}, RecordJobOperation: "op-1"}
+		}, []faultsim.Invariant{faultsim.InvJobID, faultsim.InvSettled}},
+		{"an id outside the definition quoted in a review", func() faultsim.Final {
+			return faultsim.Final{Record: operation.Record{OperationID: "op-1", Revision: 3, Phase: operation.PhaseUncertain, Parked: parked},
+				Jobs: []genacesim.JobTruth{{ID: "job~1", OperationID: "op-1", State: genacesim.StateRunning}}, Posts: 1, HandedOut: []string{"job~1"},
+				ReviewReasons: []string{`Genace named the job by an id outside the job id definition: "job~1"; find the job on Genace`}, Reviews: 1}
+		}, nil},
+		{"an id outside the definition kept nowhere", func() faultsim.Final {
+			return faultsim.Final{Record: operation.Record{OperationID: "op-1", Revision: 3, Phase: operation.PhaseUncertain, Parked: parked},
+				Jobs: []genacesim.JobTruth{{ID: "job~1", OperationID: "op-1", State: genacesim.StateRunning}}, Posts: 1, HandedOut: []string{"job~1"},
+				ReviewReasons: []string{"claim timed out"}, Reviews: 1}
+		}, []faultsim.Invariant{faultsim.InvJobID}},
+		{"a dispatch the allowance no longer covers, dropped with a review", func() faultsim.Final {
+			return faultsim.Final{Record: unauthorized(nil), Reviews: 1}
+		}, nil},
+		{"a dispatch the allowance no longer covers, dropped without a review", func() faultsim.Final {
+			return faultsim.Final{Record: unauthorized(nil)}
+		}, []faultsim.Invariant{faultsim.InvSettled}},
+		{"a dispatch the allowance no longer covers, left due", func() faultsim.Final {
+			return faultsim.Final{Record: unauthorized(&operation.NextAction{Action: "submit_generation", Due: time.Unix(0, 0)}), Reviews: 1}
+		}, []faultsim.Invariant{faultsim.InvSettled}},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
@@ -344,6 +398,28 @@ func TestCheckFinal(t *testing.T) {
 			}
 			if strings.Join(invs(got), ",") != strings.Join(invs(tc.want), ",") {
 				t.Fatalf("got %v, want %v", vs, tc.want)
+			}
+		})
+	}
+}
+
+func TestSecondJobReview(t *testing.T) {
+	rec := &operation.Record{OperationID: "op-1", RemoteJobID: "job_1", Phase: operation.PhaseDelivered}
+	cases := []struct {
+		name, job, owner string
+		want             bool
+	}{
+		{"a second job of the operation", "job_2", "op-1", true},
+		{"the record's own job", "job_1", "op-1", false},
+		{"no job", "", "", false},
+		{"another operation's job", "job_3", "op-2", false},
+		{"a job Genace does not know", "job_4", "", false},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			if got := faultsim.SecondJobReview(rec, tc.job, tc.owner); got != tc.want {
+				t.Fatalf("SecondJobReview(%q, owner %q) = %t, want %t", tc.job, tc.owner, got, tc.want)
 			}
 		})
 	}

@@ -130,6 +130,40 @@ const (
 	// the middle of its Genace call, or between the replay's read and its
 	// write.
 	OperatorRace Fault = "operator_race"
+	// Post408: Genace (or a proxy in front of it) creates the job and
+	// answers 408 Request Timeout without its id. The contract lists 408
+	// nowhere among the answers that create nothing: the outcome is
+	// unknown.
+	Post408 Fault = "post_408_after_create"
+	// UnusableJobID: Genace answers a POST with a 202 that names the job
+	// it created by an id outside the job id definition (message.ValidJobID:
+	// a '+', '~', '@' or '=' in it, a leading '_', more than 128
+	// characters), which no record or follow-up message may carry.
+	UnusableJobID Fault = "post_unusable_job_id"
+	// SecondJobID: Genace's gateway runs one POST twice, creating a second
+	// job (charged too) for the operation, and the answer that names one
+	// of them reaches its worker late: meanwhile the worker's message came
+	// back to another worker, which marked the claim uncertain, and an
+	// operator reconciled the operation with the other job, the one
+	// Genace's support listed. The late answer then offers a second job
+	// id for a record that holds one, and the operator works the review
+	// it leaves right after.
+	SecondJobID Fault = "genace_second_job"
+	// ForeignObject: before a delivery stores an output, another writer
+	// (a restore, a manual upload, a second stack on the same prefix) puts
+	// an object of the output's size but other content under its key:
+	// before the delivery's Stat, or between its Stat and its Put.
+	ForeignObject Fault = "artifact_foreign_object"
+	// UnauthorizedChange: the user changes a prepared request and the
+	// application's re-authorization never follows (the new estimate
+	// exceeds the budget, the user does not confirm): the dispatch
+	// recorded on the record fails its precondition from then on.
+	UnauthorizedChange Fault = "user_change_unauthorized"
+	// InvocationTimeUsed: a handler reaches its record with only part of
+	// its function timeout left (1 s up to the whole timeout): the records
+	// before it in the batch, a slow store or a throttled call used the
+	// rest. Lambda kills the function at its deadline.
+	InvocationTimeUsed Fault = "invocation_time_used"
 )
 
 // Kinds lists every fault with a knob, in report order.
@@ -139,6 +173,7 @@ var Kinds = []Fault{
 	GetTimeout, Get5xx, Download5xx, URLExpired, ArtifactPutFailure, StoreConflict,
 	ReconcileFail, UserChangeSpec, UserSupersede,
 	CrashAfterClaim, H2Reset, BodyDrift, LostAck, ClaimDuplicate, ReceiveGap, StaleDelete, OperatorRace,
+	Post408, UnusableJobID, SecondJobID, ForeignObject, UnauthorizedChange, InvocationTimeUsed,
 }
 
 // defaultRates are the probabilities of DefaultFaults: per opportunity
@@ -154,6 +189,7 @@ var defaultRates = map[Fault]float64{
 	StoreConflict: 0.02,
 	ReconcileFail: 0.01, UserChangeSpec: 0.01, UserSupersede: 0.01,
 	CrashAfterClaim: 0.005, H2Reset: 0.01, BodyDrift: 0.01, LostAck: 0.01, ClaimDuplicate: 0.01, ReceiveGap: 0.05, StaleDelete: 0.01, OperatorRace: 0.01,
+	Post408: 0.005, UnusableJobID: 0.005, SecondJobID: 0.02, ForeignObject: 0.005, UnauthorizedChange: 0.005, InvocationTimeUsed: 0.02,
 }
 
 // Faults maps each fault to its probability per opportunity (0..1).

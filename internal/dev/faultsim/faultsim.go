@@ -75,6 +75,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/genjobs/genjobs/internal/deliver"
 	"github.com/genjobs/genjobs/internal/operation"
 	"github.com/genjobs/genjobs/internal/replay"
 	"github.com/genjobs/genjobs/internal/schedule"
@@ -153,6 +154,19 @@ type Config struct {
 	// operation's creation (default 48 h): an operation still unsettled
 	// then is reported, not waited for.
 	MaxVirtual time.Duration
+	// SweepLimit is the sweep's Limit, the records one run reads (default
+	// 1000, more than a run leaves overdue at once). A small one lets
+	// records the sweep passes over without moving them starve it.
+	SweepLimit int
+	// WrapArtifacts, if set, wraps the artifact store the deliver handler
+	// sees, above the fault wrapper, for planted bugs (a store that
+	// reports a Put onto a taken key as stored, say).
+	WrapArtifacts func(deliver.Artifacts) deliver.Artifacts
+	// WrapContext, if set, wraps the context each handler invocation
+	// gets, for planted bugs (a handler that detaches from the
+	// invocation's deadline, say). The checks hold the handler to the
+	// deadline Lambda kills it at, whatever its context says.
+	WrapContext func(context.Context) context.Context
 }
 
 // TraceAllBelow is the largest run that keeps every operation's history.
@@ -243,11 +257,17 @@ type Result struct {
 	// terminal anyway (late evidence resolved an uncertain claim, a
 	// dead-lettered message's operation moved on): operator noise.
 	ReviewsOfTerminal int `json:"open_reviews_of_terminal"`
+	// SecondJobReviews counts the open reviews of terminal operations that
+	// name a second job Genace created for the operation (SecondJobID):
+	// they must stay open, not noise (see SecondJobReview).
+	SecondJobReviews int `json:"second_job_reviews,omitempty"`
 	// UnknownSubmissions counts the submissions whose outcome was
 	// genuinely unknown, by Genace's truth and the fault log: a POST whose
 	// answer never reached its handler (dropped, reset, the worker died
 	// first) or was unknown by the contract (a 5xx without a job id, a
-	// body without one), and a claim whose worker died before its POST,
+	// 408, a body without one, or one naming its job by an id outside the
+	// definition, which automation cannot follow), and a claim whose
+	// worker died before its POST,
 	// which nothing can tell from a POST in flight. Each may rightly leave
 	// an operation uncertain; nothing else should.
 	UnknownSubmissions int `json:"unknown_submissions"`
@@ -321,7 +341,7 @@ func (r *Result) WriteSummary(w io.Writer) {
 			phases = append(phases, fmt.Sprintf("%s %d", p, n))
 		}
 	}
-	fmt.Fprintf(w, "phases: %s; open reviews %d (%d of them on operations that ended terminal)\n", strings.Join(phases, ", "), r.Reviews, r.ReviewsOfTerminal)
+	fmt.Fprintf(w, "phases: %s; open reviews %d (%d of them on operations that ended terminal, %d more about a second job Genace created)\n", strings.Join(phases, ", "), r.Reviews, r.ReviewsOfTerminal, r.SecondJobReviews)
 	fmt.Fprintf(w, "operators asked: %d operations left uncertain (of %d made uncertain) per %d submissions of genuinely unknown outcome = %.2f (at most %.2f); %d open reviews on terminal operations (at most %d)\n",
 		r.LeftUncertain, r.MadeUncertain, r.UnknownSubmissions, r.UncertainPerUnknown(), float64(MaxUncertainPerUnknown), r.ReviewsOfTerminal, MaxReviewsOfTerminal)
 	if n := len(r.UncertainBeyondUnknown); n > 0 {
@@ -410,6 +430,9 @@ func RunContext(ctx context.Context, cfg Config) (*Result, error) {
 	}
 	if cfg.MaxVirtual <= 0 {
 		cfg.MaxVirtual = 48 * time.Hour
+	}
+	if cfg.SweepLimit <= 0 {
+		cfg.SweepLimit = 1000
 	}
 	if cfg.Log == nil {
 		cfg.Log = slog.New(slog.DiscardHandler)

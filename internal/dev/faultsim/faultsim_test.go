@@ -10,10 +10,13 @@ import (
 	"net/http"
 	"path/filepath"
 	"reflect"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
 
+	"github.com/genjobs/genjobs/internal/artifact"
+	"github.com/genjobs/genjobs/internal/deliver"
 	"github.com/genjobs/genjobs/internal/dev/faultsim"
 	"github.com/genjobs/genjobs/internal/genace"
 	"github.com/genjobs/genjobs/internal/message"
@@ -146,6 +149,19 @@ var defaultPaths = []string{
 	// the redelivery, found the claim first (as with the deployed
 	// visibility): the only path that parks a claim nobody redelivers.
 	"sweep: sweep acted (claim_expired)",
+	// The paths of issue 9's last fault classes: a dispatch the allowance
+	// no longer covers taken out of the sweep's index
+	// (user_change_unauthorized), a delivery that a foreign object blocks
+	// parked (artifact_foreign_object), a delivery with too little of its
+	// function left handed on (invocation_time_used), a job named by an
+	// id no message can carry left for reconciliation
+	// (post_unusable_job_id), and a late answer's second job id kept in a
+	// review (genace_second_job).
+	"sweep: sweep dropped a dispatch the allowance no longer covers",
+	"deliver: delivery cannot complete; parked for review",
+	"deliver: delivery handed on (deadline)",
+	"submit: submission outcome unknown: left for reconciliation (unusable_job_id)",
+	"submit: job id could not be persisted on the record",
 }
 
 // reachesEveryPath fails for every path of defaultPaths the run missed,
@@ -162,6 +178,7 @@ func reachesEveryPath(t *testing.T, res *faultsim.Result) {
 		"chains re-armed by the sweep (SweepRearmed)":           res.SweepRearmed,
 		"acknowledgements of a message another worker held":     int(res.StaleDeletes),
 		"outputs uploaded again":                                res.Reuploads,
+		"reviews kept open for a second job (SecondJobReviews)": res.SecondJobReviews,
 	} {
 		if n == 0 {
 			t.Errorf("the default run had no %s", name)
@@ -422,6 +439,99 @@ func (s skipRevision) UpdateWithAudit(ctx context.Context, rec operation.Record,
 	return s.Store.UpdateWithAudit(ctx, rec, expected, e)
 }
 
+// reject408 is a planted bug: a client that reads a POST answered 408 as
+// a rejection, although the job may exist (the contract lists 408 among
+// no answers that create nothing).
+type reject408 struct{ faultsim.Genace }
+
+func (c reject408) Submit(ctx context.Context, req genace.SubmitRequest, timeout time.Duration) genace.SubmitResult {
+	res := c.Genace.Submit(ctx, req, timeout)
+	if res.StatusCode == http.StatusRequestTimeout {
+		res.Outcome = genace.OutcomeRejected
+	}
+	return res
+}
+
+// acceptUnusableID is a planted bug: a client whose job id definition is
+// wider than the messages' (message.ValidJobID), so it hands back an id
+// that no follow-up can carry as the accepted job.
+type acceptUnusableID struct{ faultsim.Genace }
+
+func (c acceptUnusableID) Submit(ctx context.Context, req genace.SubmitRequest, timeout time.Duration) genace.SubmitResult {
+	res := c.Genace.Submit(ctx, req, timeout)
+	if id, err := strconv.Unquote(res.UnusableJobID); err == nil && res.StatusCode == http.StatusAccepted {
+		res.Outcome, res.JobID, res.UnusableJobID = genace.OutcomeAccepted, id, ""
+	}
+	return res
+}
+
+// staleConflictItem is a planted bug: a store whose conflict answer
+// carries the current item without the job id it holds (read from a
+// lagging replica, say), when the refused write names another job. The
+// writer re-applies its outcome to it and replaces the known job id.
+type staleConflictItem struct{ faultsim.Records }
+
+func (s staleConflictItem) Update(ctx context.Context, rec operation.Record, expected int64) (operation.Record, error) {
+	saved, err := s.Records.Update(ctx, rec, expected)
+	var ce *store.ConflictError
+	if errors.As(err, &ce) && ce.Current != nil && ce.Current.RemoteJobID != "" && rec.RemoteJobID != "" && rec.RemoteJobID != ce.Current.RemoteJobID {
+		cur := ce.Current.Clone()
+		cur.RemoteJobID = ""
+		return saved, &store.ConflictError{OperationID: ce.OperationID, Expected: ce.Expected, Current: &cur}
+	}
+	return saved, err
+}
+
+// reviewsWithoutJobIDs is a planted bug: the replay reads an operation's
+// reviews without the job ids they carry, so it takes a review that holds
+// the only trace of a second job for resolved and closes it.
+type reviewsWithoutJobIDs struct{ replay.Store }
+
+func (s reviewsWithoutJobIDs) OperationReviews(ctx context.Context, id string) ([]review.Record, error) {
+	rs, err := s.Store.OperationReviews(ctx, id)
+	for i := range rs {
+		rs[i].RemoteJobID = ""
+	}
+	return rs, err
+}
+
+// putEchoes is a planted bug: an artifact store that answers a Put onto a
+// key another writer took meanwhile with the object the caller meant to
+// store (a conditional put whose refusal reads as success), so the
+// delivery records content the store does not hold.
+type putEchoes struct{ deliver.Artifacts }
+
+func (a putEchoes) Put(ctx context.Context, key string, r io.Reader, size int64, sum, contentType string) (artifact.Object, error) {
+	obj, err := a.Artifacts.Put(ctx, key, r, size, sum, contentType)
+	if errors.Is(err, artifact.ErrConflict) {
+		return artifact.Object{Key: key, Size: size, SHA256: sum}, nil
+	}
+	return obj, err
+}
+
+// sweepLeavesDue is a planted bug: the sweep's write that takes a dispatch
+// the allowance no longer covers out of its index is lost (answered as a
+// conflict), so the record keeps its old due time, sorts first in every
+// run, and enough of them starve the sweep.
+type sweepLeavesDue struct{ faultsim.Records }
+
+func (s sweepLeavesDue) Update(ctx context.Context, rec operation.Record, expected int64) (operation.Record, error) {
+	if rec.Phase == operation.PhasePrepared && rec.Schedule == nil && rec.LastAppliedMessageID == "sweep" {
+		cur, err := s.Records.Get(ctx, rec.OperationID)
+		if err != nil {
+			return operation.Record{}, err
+		}
+		return operation.Record{}, &store.ConflictError{OperationID: rec.OperationID, Expected: expected, Current: &cur}
+	}
+	return s.Records.Update(ctx, rec, expected)
+}
+
+// detachedDeadline is a planted bug: handlers run under a context
+// detached from the invocation (context.WithoutCancel, to let writes
+// finish), which drops its deadline too, so submit no longer sees how
+// little time its function has left before the POST.
+func detachedDeadline(ctx context.Context) context.Context { return context.WithoutCancel(ctx) }
+
 // TestPlantedBugIsFound turns one safeguard off at a time through a store
 // wrapper and asserts that the run reports it: the checks are only worth
 // their zero if they can fail.
@@ -453,6 +563,14 @@ func TestPlantedBugIsFound(t *testing.T) {
 		{"stale_delete: a message that comes back after its write landed is handled as new", faultsim.Config{WrapRecords: func(r faultsim.Records) faultsim.Records { return actsAgain{r} }}, "stale_delete=0.3", faultsim.InvChain},
 		{"operator_race: a replay skips its revision check", faultsim.Config{WrapOperator: func(s replay.Store) replay.Store { return skipRevision{s} }}, "all,operator_race=0.05", faultsim.InvWrites},
 		{"follow-ups name the revision before", faultsim.Config{WrapQueue: func(q schedule.QueueSender) schedule.QueueSender { return staleFollowUps{q} }}, "all", faultsim.InvChain},
+		{"post_408_after_create: the client reads a 408 as a rejection", faultsim.Config{WrapGenace: func(g faultsim.Genace) faultsim.Genace { return reject408{g} }}, "all,post_408_after_create=0.05", faultsim.InvJobID},
+		{"post_unusable_job_id: the client's job id definition is wider than the messages'", faultsim.Config{WrapGenace: func(g faultsim.Genace) faultsim.Genace { return acceptUnusableID{g} }}, "all,post_unusable_job_id=0.05", faultsim.InvJobID},
+		{"genace_second_job: a late answer's job id replaces the one an operator attached", faultsim.Config{WrapRecords: func(r faultsim.Records) faultsim.Records { return staleConflictItem{r} }}, "all,genace_second_job=0.1", faultsim.InvWrites},
+		{"genace_second_job: the replay closes the review that keeps a second job's id", faultsim.Config{WrapOperator: func(s replay.Store) replay.Store { return reviewsWithoutJobIDs{s} }}, "all,genace_second_job=0.1", faultsim.InvJobID},
+		{"artifact_foreign_object: the store reports a Put onto a taken key as stored", faultsim.Config{WrapArtifacts: func(a deliver.Artifacts) deliver.Artifacts { return putEchoes{a} }}, "all,artifact_foreign_object=0.2", faultsim.InvDelivery},
+		// A Limit of 5 lets the records the sweep passes over starve it.
+		{"user_change_unauthorized: the sweep leaves a dispatch it cannot send due", faultsim.Config{SweepLimit: 5, WrapRecords: func(r faultsim.Records) faultsim.Records { return sweepLeavesDue{r} }}, "all,user_change_unauthorized=0.1", faultsim.InvSettled},
+		{"invocation_time_used: the handler's context drops the invocation's deadline", faultsim.Config{WrapContext: detachedDeadline}, "all,invocation_time_used=0.1", faultsim.InvAuthority},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {

@@ -3,6 +3,7 @@ package faultsim
 import (
 	"context"
 	"errors"
+	"math"
 	"time"
 
 	"github.com/genjobs/genjobs/internal/dev/localqueue"
@@ -78,13 +79,48 @@ func (w *world) receiveGap(inv *invocation) {
 	}
 }
 
-// authorityAt says, by the queue's truth, why the worker behind inv has no
-// authority to POST for record i now ("" if it has): its message must be
-// in flight under its handle for need more.
+// authorityAt says, by the queue's truth and the function's deadline, why
+// the worker behind inv has no authority to POST for record i now ("" if
+// it has): its message must be in flight under its handle, and its
+// function alive, for need more.
 func (w *world) authorityAt(inv *invocation, i int, need time.Duration) string {
 	r := inv.records[i]
 	w.mu.Lock()
 	l, ok := w.leases[r.MessageId]
 	w.mu.Unlock()
-	return CheckAuthority(ok && l.handle == r.ReceiptHandle, l.until.Sub(w.clk.Now()), need)
+	left := time.Duration(math.MaxInt64)
+	if !inv.deadline.IsZero() {
+		left = inv.deadline.Sub(w.clk.Now())
+	}
+	return CheckAuthority(ok && l.handle == r.ReceiptHandle, l.until.Sub(w.clk.Now()), left, need)
 }
+
+// timeUsed injects InvocationTimeUsed into an invocation about to start:
+// what came before its records (the batch's earlier records, a slow
+// store, throttled calls) used up part of the function's timeout, so its
+// deadline is nearer than a whole timeout away. It returns the context
+// the handler gets.
+func (w *world) timeUsed(ctx context.Context, inv *invocation) context.Context {
+	if inv.depth > 0 || inv.m == nil || inv.fn == "triage" || !w.inj.roll(InvocationTimeUsed) {
+		return ctx
+	}
+	timeout := inv.m.Timeout
+	left := time.Duration(1+w.inj.intn(InvocationTimeUsed, int(timeout/time.Second)-1)) * time.Second
+	w.inj.note(InvocationTimeUsed)
+	for _, op := range inv.ops {
+		w.tracef(op, "FAULT %s: %s reaches its batch with %s of its %s timeout left", InvocationTimeUsed, inv.fn, left, timeout)
+	}
+	return nearDeadline{Context: ctx, at: w.clk.Now().Add(left)}
+}
+
+// nearDeadline is an invocation context whose deadline is nearer than its
+// parent's. It is never cancelled for it: no virtual time passes inside a
+// handler (see the package doc), so the handlers only see, through
+// Deadline, how little time they have.
+type nearDeadline struct {
+	context.Context
+	at time.Time
+}
+
+// Deadline is the nearer deadline.
+func (c nearDeadline) Deadline() (time.Time, bool) { return c.at, true }

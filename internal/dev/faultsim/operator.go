@@ -79,7 +79,7 @@ func (w *world) operatorRace(ctx context.Context, op, call string) {
 	if inv := invOf(ctx); inv == nil || inv.depth > 0 || op == "" || !w.inj.roll(OperatorRace) {
 		return
 	}
-	w.operate(op, "while "+writerOf(ctx)+" is inside "+call)
+	w.operate(op, "while "+writerOf(ctx)+" is inside "+call, "")
 }
 
 // operatorRound works the open reviews: each operation with one is taken
@@ -104,7 +104,7 @@ func (w *world) operatorRound() error {
 			// came back to review escalates it rather than resume it forever
 			// (a refund that never comes is for accounting).
 			w.worked[r.OperationID] = true
-			w.operate(r.OperationID, "working the review queue")
+			w.operate(r.OperationID, "working the review queue", "")
 			// The replay set a chain going again, maybe after the sweep
 			// stopped for want of work: it must watch the chain too.
 			w.armSweep()
@@ -116,8 +116,10 @@ func (w *world) operatorRound() error {
 // operate is one operator working one operation: plan, replay, and after
 // a confirmation that nothing was submitted, plan and replay once more
 // (the dispatch). A replay refused because the record moved is planned
-// and tried again, as its error asks.
-func (w *world) operate(op, when string) {
+// and tried again, as its error asks. A reconciliation attaches attach
+// when set (the job Genace's support named), else the first job Genace
+// shows for the operation.
+func (w *world) operate(op, when, attach string) {
 	ctx := withWriter(context.Background(), "operator")
 	w.raceReplay = w.inj.intn(OperatorRace, 4) == 0
 	defer func() { w.raceReplay = false }()
@@ -135,6 +137,8 @@ func (w *world) operate(op, when string) {
 			jobs := w.sim.JobsForOperation(op)
 			other := w.wire.someJobNotOf(op, w.opOfJob)
 			switch {
+			case attach != "":
+				req.JobID = attach
 			case other != "" && w.inj.intn(OperatorRace, 10) == 0:
 				req.JobID = other // a typo: another operation's job
 			case len(jobs) > 0:

@@ -82,7 +82,13 @@ func (w *world) result() (*Result, error) {
 		}
 		res.Phases[rec.Phase]++
 		if rec.Terminal() {
-			res.ReviewsOfTerminal += len(byOp[op.id])
+			for _, r := range byOp[op.id] {
+				if SecondJobReview(&rec, r.RemoteJobID, w.opOfJob(r.RemoteJobID)) {
+					res.SecondJobReviews++
+					continue
+				}
+				res.ReviewsOfTerminal++
+			}
 		}
 		t := w.tally(op.id)
 		f := Final{Record: rec, Audit: len(audit), Reviews: len(byOp[op.id]), Jobs: jobs[op.id], Posts: w.sim.PostCount(op.id),
@@ -96,6 +102,7 @@ func (w *world) result() (*Result, error) {
 			if r.RemoteJobID != "" {
 				f.ReviewJobIDs = append(f.ReviewJobIDs, r.RemoteJobID)
 			}
+			f.ReviewReasons = append(f.ReviewReasons, r.Reason)
 		}
 		for _, d := range rec.Deliveries {
 			obj, ok, err := w.arts.d.Stat(ctx, d.Key)

@@ -3,6 +3,8 @@ package faultsim
 import (
 	"fmt"
 	"math"
+
+	"github.com/genjobs/genjobs/internal/operation"
 )
 
 // Operators are asked only when they must be. A run keeps two figures at
@@ -39,6 +41,16 @@ const (
 // writes is no evidence.
 func EvidenceAfterOperator(claim, answered string) bool {
 	return claim != "" && answered == claim
+}
+
+// SecondJobReview says whether an open review of a terminal operation rec
+// names a second job Genace really created for it (jobOperation is the
+// operation Genace created jobID for): a job the record does not hold,
+// perhaps charged, which only an operator can settle. Such a review must
+// stay open; it is not counted among the reviews of terminal operations
+// (Result.SecondJobReviews).
+func SecondJobReview(rec *operation.Record, jobID, jobOperation string) bool {
+	return jobID != "" && jobID != rec.RemoteJobID && jobOperation == rec.OperationID
 }
 
 // UncertainPerUnknown is the number of operations left uncertain per

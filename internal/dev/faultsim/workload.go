@@ -4,6 +4,8 @@ import (
 	"fmt"
 	"math"
 	"math/rand/v2"
+	"strconv"
+	"strings"
 	"time"
 
 	"github.com/genjobs/genjobs/internal/dev/genacesim"
@@ -56,11 +58,20 @@ type opSpec struct {
 	price   int64
 	created time.Duration // after the run's start
 	// Offsets after creation of the planned events; negative means none.
-	changeAt, supersedeAt, reconcileAt time.Duration
+	changeAt, supersedeAt, reconcileAt, unauthorizedAt time.Duration
 }
 
 // opID names operation i.
 func opID(i int) string { return fmt.Sprintf("op-%06d", i) }
+
+// opIndex is the workload index of operation id (-1 if it names none).
+func (w *world) opIndex(id string) int {
+	i, err := strconv.Atoi(strings.TrimPrefix(id, "op-"))
+	if err != nil || i < 0 || i >= len(w.ops) || w.ops[i].id != id {
+		return -1
+	}
+	return i
+}
 
 // workload draws n operations created evenly over interval, each with a
 // seeded model, and plans the user's changes and Genace operators'
@@ -72,7 +83,7 @@ func workload(n int, interval time.Duration, rng *rand.Rand, ms map[string]genac
 		name := modelName(rng.IntN(modelCount))
 		mc := ms[name]
 		render := mc.QueueFor + mc.RunFor
-		op := opSpec{id: opID(i), model: name, price: mc.Price, changeAt: -1, supersedeAt: -1, reconcileAt: -1}
+		op := opSpec{id: opID(i), model: name, price: mc.Price, changeAt: -1, supersedeAt: -1, reconcileAt: -1, unauthorizedAt: -1}
 		if n > 1 {
 			op.created = time.Duration(float64(interval) * float64(i) / float64(n))
 		}
@@ -90,6 +101,17 @@ func workload(n int, interval time.Duration, rng *rand.Rand, ms map[string]genac
 		}
 		if in.roll(ReconcileFail) && mc.RunFor > 0 {
 			op.reconcileAt = mc.QueueFor + time.Duration(rng.Int64N(int64(mc.RunFor)))
+		}
+		if in.roll(UnauthorizedChange) {
+			// Like an authorized change: mostly before submit claims the
+			// request, sometimes after a 429 put it back. Drawn from the
+			// fault's own stream, so the rest of the workload stays as it
+			// is without this fault.
+			if in.intn(UnauthorizedChange, 10) < 7 {
+				op.unauthorizedAt = 0
+			} else {
+				op.unauthorizedAt = time.Duration(1+in.intn(UnauthorizedChange, 60)) * time.Second
+			}
 		}
 		ops[i] = op
 	}

@@ -145,6 +145,7 @@ type world struct {
 	// unknownSubmissions counts submissions whose outcome was genuinely
 	// unknown (Result.UnknownSubmissions).
 	unknownSubmissions int
+	unusable           int            // ids UnusableJobID handed out
 	madeUncertain      int            // writes that made an operation uncertain
 	resolvedUncertain  int            // writes of automation that took one out of uncertain
 	unknownOf          map[string]int // unknown submissions per operation
@@ -234,7 +235,7 @@ func newWorld(cfg Config) (w *world, err error) {
 	if err != nil {
 		return nil, err
 	}
-	w.arts = &artifacts{w: w, d: d, puts: map[string]int{}, created: map[string]int{}}
+	w.arts = &artifacts{w: w, d: d, puts: map[string]int{}, created: map[string]int{}, armed: map[string]bool{}}
 
 	if err := w.wireUp(); err != nil {
 		return nil, err
@@ -252,6 +253,9 @@ func newWorld(cfg Config) (w *world, err error) {
 		}
 		if op.reconcileAt >= 0 {
 			w.plan(at.Add(op.reconcileAt), evReconcile, i)
+		}
+		if op.unauthorizedAt >= 0 {
+			w.plan(at.Add(op.unauthorizedAt), evChangeUnauthorized, i)
 		}
 	}
 	w.armSweep()
@@ -323,7 +327,11 @@ func (w *world) wireUp() error {
 		RetryJitter: 1e-15,
 	})
 	obs := observe.New(observe.Deps{Store: records, Genace: g, Delays: delays, Extender: ext, Sender: w.disp, Clock: w.clk, Log: log.With("function", "observe")}, observe.Config{QueueURL: w.urls[qObserve], Visibility: visibilities[qObserve], Overhead: 5 * time.Second, MaxReadFailures: 20, Concurrency: 1})
-	del := deliver.New(deliver.Deps{Store: records, Genace: g, Artifacts: w.arts, Extender: ext, Sender: w.disp, Clock: w.clk, Log: log.With("function", "deliver")}, deliver.Config{
+	var arts deliver.Artifacts = w.arts
+	if w.cfg.WrapArtifacts != nil {
+		arts = w.cfg.WrapArtifacts(arts)
+	}
+	del := deliver.New(deliver.Deps{Store: records, Genace: g, Artifacts: arts, Extender: ext, Sender: w.disp, Clock: w.clk, Log: log.With("function", "deliver")}, deliver.Config{
 		QueueURL: w.urls[qDeliver], Visibility: visibilities[qDeliver], ReadTimeout: 10 * time.Second, CopyTimeout: time.Minute,
 		MinCopyWindow: 20 * time.Second, Overhead: 5 * time.Second, MaxCopyFailures: 10, Concurrency: 1,
 		// No jitter: the handler's jitter source is the global one.
@@ -335,7 +343,7 @@ func (w *world) wireUp() error {
 		opStore = w.cfg.WrapOperator(opStore)
 	}
 	w.replayer = &replay.Replayer{Store: operatorStore{Store: opStore, w: w}, Sender: w.disp, Clock: w.clk, Genace: w.client}
-	w.sweep = sweep.New(sweep.Deps{Store: records, Sender: w.disp, Clock: w.clk, Log: log.With("function", "sweep")}, sweep.Config{ClaimTimeout: 2 * time.Minute, OverdueAfter: 2 * time.Minute, Limit: 1000})
+	w.sweep = sweep.New(sweep.Deps{Store: records, Sender: w.disp, Clock: w.clk, Log: log.With("function", "sweep")}, sweep.Config{ClaimTimeout: 2 * time.Minute, OverdueAfter: 2 * time.Minute, Limit: w.cfg.SweepLimit})
 	local.Consume(topology.ConsumeConfig{
 		Handlers: map[string]eventsource.Handler{topology.Submit: sub.Handle, topology.Observe: obs.Handle, topology.Deliver: del.Handle, topology.Triage: tri.Handle},
 		Timeout:  func(f topology.Function) time.Duration { return timeouts[f.Name] },
@@ -386,6 +394,9 @@ const (
 	evReconcile
 	evSweep
 	evOperator
+	// evOperatorOn is an operator working one operation (SecondJobID).
+	evOperatorOn
+	evChangeUnauthorized
 )
 
 type event struct {
@@ -537,6 +548,11 @@ func (w *world) runDue() error {
 			if err = w.operatorRound(); err == nil && (w.planned > 0 || w.sweepArmed || !w.queuesEmpty()) {
 				w.armOperator()
 			}
+		case evOperatorOn:
+			w.operate(w.ops[e.op].id, "working the review queue", "")
+			w.armSweep()
+		case evChangeUnauthorized:
+			w.changeUnauthorized(&w.ops[e.op])
 		}
 		if err != nil {
 			return err
@@ -601,6 +617,35 @@ func (w *world) changeSpec(op *opSpec) error {
 		return w.dispatch(ctx, saved)
 	}
 	return nil
+}
+
+// changeUnauthorized is the user changing a prepared request whose
+// re-authorization never follows: the application writes the change and
+// dispatches nothing, and the dispatch the record holds fails its
+// precondition from then on. Only a request with a dispatch pending is
+// changed (one without waits for the operator already).
+func (w *world) changeUnauthorized(op *opSpec) {
+	ctx := withWriter(context.Background(), "user")
+	for range 3 {
+		rec, err := w.rec.Get(ctx, op.id)
+		if err != nil || rec.Phase != operation.PhasePrepared || rec.RemoteJobID != "" || rec.Schedule == nil {
+			return
+		}
+		next, err := operation.ChangeSpec(rec, w.clk.Now())
+		if err != nil {
+			return
+		}
+		saved, err := w.rec.Update(ctx, next, rec.Revision)
+		if errors.Is(err, store.ErrConflict) {
+			continue
+		}
+		if err != nil {
+			return
+		}
+		w.inj.note(UnauthorizedChange)
+		w.tracef(op.id, "FAULT %s: the user changed the request (spec r%d); no re-authorization follows", UnauthorizedChange, saved.SpecRevision)
+		return
+	}
 }
 
 // supersede is the user replacing an accepted request.
@@ -751,6 +796,13 @@ func (w *world) simFault(r genacesim.RequestInfo) genacesim.Fault {
 				return genacesim.SubmissionFailed(502)
 			}
 			return genacesim.NoFault()
+		case w.inj.hit(Post408):
+			w.tracef(r.OperationID, "FAULT %s: Genace created the job and answered 408", Post408)
+			return genacesim.TimeoutAfterCreate()
+		case w.inj.hit(UnusableJobID):
+			id := w.unusableID(r.OperationID)
+			w.tracef(r.OperationID, "FAULT %s: Genace names the job it creates %q", UnusableJobID, id)
+			return genacesim.NoFault().WithJobID(id)
 		}
 	case genacesim.KindGet:
 		if storm && w.inj.intn(RateLimitStorm, 10) < 3 {

@@ -1,11 +1,17 @@
 package faultsim
 
 import (
+	"bytes"
 	"context"
+	"crypto/sha256"
+	"encoding/hex"
 	"errors"
 	"fmt"
 	"io"
+	"net/http"
 	"net/url"
+	"path"
+	"strconv"
 	"strings"
 	"sync"
 	"time"
@@ -53,6 +59,9 @@ type invocation struct {
 	// nil for the sweep's.
 	wrote map[string]int64
 	depth int // 0 for the driver's own polls, 1 for a second worker
+	// deadline is when Lambda kills the invocation (zero: never), whatever
+	// the handler makes of its context.
+	deadline time.Time
 	// crashed is set when a fault killed the invocation: every later call
 	// through a wrapper panics again (a dead process does nothing more),
 	// and the invocation fails as a whole, acknowledging nothing.
@@ -148,6 +157,11 @@ func (w *world) wrapHandler(fn string, m *eventsource.Mapping, h eventsource.Han
 		}
 		ctx = context.WithValue(ctx, invKey, inv)
 		w.receiveGap(inv)
+		ctx = w.timeUsed(ctx, inv)
+		inv.deadline, _ = ctx.Deadline()
+		if w.cfg.WrapContext != nil {
+			ctx = w.cfg.WrapContext(ctx)
+		}
 		if fn == "triage" {
 			// A dead-lettered message ended its chain; the sweep re-arms
 			// the operation if it is still active.
@@ -819,8 +833,10 @@ func (g *genaceClient) Submit(ctx context.Context, req genace.SubmitRequest, tim
 			t.handedOut = append(t.handedOut, p.jobID)
 		}
 	}
-	w.midCall(ctx, req.OperationID, "its POST")
-	w.operatorRace(ctx, req.OperationID, "its POST")
+	if !w.secondJob(ctx, req.OperationID, res) {
+		w.midCall(ctx, req.OperationID, "its POST")
+		w.operatorRace(ctx, req.OperationID, "its POST")
+	}
 	if dup && !early {
 		w.claimDuplicate(ctx, req.OperationID, "after its POST, before the answer reached it")
 	}
@@ -840,17 +856,21 @@ func (g *genaceClient) Submit(ctx context.Context, req genace.SubmitRequest, tim
 
 // answerKnown says whether the last answer a POST got (after any re-send
 // by the transport) tells the outcome, by the contract: it reached the
-// client, and it is a 4xx, a 429, or a 2xx or 5xx that names the job. A
-// lost answer, a 5xx without a job id, or anything else leaves it unknown.
+// client, and it is a 4xx but 408 (which a proxy may send after the
+// server acted), a 429, or a 2xx or 5xx that names the job by an id
+// automation can follow (message.ValidJobID: one outside it fits no
+// record or message, so only an operator can take the job up). A lost
+// answer, a 5xx without a job id, a 408, or anything else leaves it
+// unknown.
 func answerKnown(posts []wirePost) bool {
 	p := posts[len(posts)-1]
 	switch {
-	case p.lost:
+	case p.lost, p.status == http.StatusRequestTimeout:
 		return false
 	case p.status >= 400 && p.status < 500:
 		return true
 	case p.status >= 200 && p.status < 300, p.status >= 500:
-		return p.jobID != ""
+		return message.ValidJobID(p.jobID)
 	}
 	return false
 }
@@ -953,25 +973,78 @@ func jobOfURL(u genace.SignedURL) string {
 }
 
 // artifacts is the artifact store the deliver handler sees: artifact.Dir,
-// failing mid-copy now and then, and counting what is stored per key.
+// failing mid-copy now and then, with foreign objects appearing under
+// output keys, and counting what is stored per key.
 type artifacts struct {
 	w       *world
 	d       *artifact.Dir
 	mu      sync.Mutex
-	puts    map[string]int // successful Puts
-	created map[string]int // Puts that found the key empty and filled it
+	puts    map[string]int  // successful Puts
+	created map[string]int  // Puts that found the key empty and filled it
+	armed   map[string]bool // keys a foreign object is put under right before the next Put
 }
 
-// Stat reads through, unless the worker is dead.
+// Stat injects ForeignObject, then reads through, unless the worker is
+// dead.
 func (a *artifacts) Stat(ctx context.Context, key string) (artifact.Object, bool, error) {
 	a.w.alive(ctx)
+	a.foreignObject(ctx, key)
 	return a.d.Stat(ctx, key)
 }
 
+// foreignObject injects ForeignObject into a delivery's Stat of an empty
+// key: another writer puts an object of the output's size but other
+// content under it, now (before the Stat) or between the Stat and the
+// delivery's Put.
+func (a *artifacts) foreignObject(ctx context.Context, key string) {
+	if inv := invOf(ctx); inv == nil || inv.fn != "deliver" || !a.w.inj.roll(ForeignObject) {
+		return
+	}
+	if _, ok, err := a.d.Stat(ctx, key); err != nil || ok {
+		return // taken already: nothing to put there
+	}
+	if a.w.inj.intn(ForeignObject, 2) == 0 {
+		a.plant(key, "before the delivery's Stat")
+		return
+	}
+	a.mu.Lock()
+	a.armed[key] = true
+	a.mu.Unlock()
+}
+
+// plant puts a foreign object under key: as many bytes as Genace's output
+// for the key has, none of them its content.
+func (a *artifacts) plant(key, when string) {
+	parts := strings.Split(key, "/")
+	if len(parts) != 4 {
+		return
+	}
+	job, ok := a.w.sim.Job(parts[2])
+	index, err := strconv.Atoi(strings.TrimSuffix(parts[3], path.Ext(parts[3])))
+	if !ok || err != nil || index < 0 || index >= len(job.Outputs) {
+		return
+	}
+	body := bytes.Repeat([]byte{'x'}, int(job.Outputs[index].SizeBytes))
+	sum := sha256.Sum256(body)
+	if _, err := a.d.Put(context.Background(), key, bytes.NewReader(body), int64(len(body)), hex.EncodeToString(sum[:]), "application/octet-stream"); err != nil {
+		return
+	}
+	a.w.inj.note(ForeignObject)
+	a.w.tracef(opOfKey(key), "FAULT %s: another writer put %d bytes of other content under %s, %s", ForeignObject, len(body), key, when)
+}
+
 // Put injects ArtifactPutFailure mid-stream, or stores through
-// artifact.Dir and counts what it stored per key.
+// artifact.Dir and counts what it stored per key; a foreign object armed
+// for the key lands first.
 func (a *artifacts) Put(ctx context.Context, key string, r io.Reader, size int64, sum, contentType string) (artifact.Object, error) {
 	a.w.alive(ctx)
+	a.mu.Lock()
+	armed := a.armed[key]
+	delete(a.armed, key)
+	a.mu.Unlock()
+	if armed {
+		a.plant(key, "between the delivery's Stat and its Put")
+	}
 	if a.w.inj.hit(ArtifactPutFailure) {
 		n, _ := io.CopyN(io.Discard, r, size/2)
 		a.w.tracef(opOfKey(key), "FAULT %s: the store failed after %d of %d bytes of %s", ArtifactPutFailure, n, size, key)

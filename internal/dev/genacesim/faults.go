@@ -46,6 +46,12 @@ const (
 	// (default derived from the status, e.g. 402 insufficient_credits) and
 	// creates nothing: scripted 400/402/403/409/422 rejections.
 	FaultReject FaultKind = "reject"
+	// FaultTimeoutAfterCreate: for POST, creates the job, then answers 408
+	// Request Timeout without a job id, as a proxy or a server that gave
+	// up on the exchange after Genace acted on the request does. The
+	// contract does not list 408 among the answers that create nothing.
+	// For GET and file requests it answers 408 and changes nothing.
+	FaultTimeoutAfterCreate FaultKind = "timeout_after_create"
 )
 
 // BodyDrift is how an answer that names a job departs from the contract
@@ -127,7 +133,7 @@ func (f Fault) kindString() string {
 		return fmt.Sprintf("%s(%s)", f.Kind, f.Delay)
 	case FaultRateLimited:
 		return fmt.Sprintf("%s(%s)", f.Kind, f.RetryAfter)
-	case FaultServerErrorWithJobID, FaultServerErrorNoJob, FaultServerErrorJobCreated, FaultReject:
+	case FaultServerErrorWithJobID, FaultServerErrorNoJob, FaultServerErrorJobCreated, FaultReject, FaultTimeoutAfterCreate:
 		return fmt.Sprintf("%s(%d)", f.Kind, f.status())
 	}
 	return string(f.Kind)
@@ -181,6 +187,10 @@ func RateLimited(retryAfter time.Duration) Fault {
 // for POST).
 func GarbageBody() Fault { return Fault{Kind: FaultGarbageBody} }
 
+// TimeoutAfterCreate creates the job (for POST) and answers 408 Request
+// Timeout without its id.
+func TimeoutAfterCreate() Fault { return Fault{Kind: FaultTimeoutAfterCreate} }
+
 // Reject answers a 4xx error envelope and creates nothing. code "" derives
 // the contract's code from status.
 func Reject(status int, code string) Fault {
@@ -206,6 +216,8 @@ func (f Fault) status() int {
 		return 400
 	case FaultRateLimited:
 		return 429
+	case FaultTimeoutAfterCreate:
+		return 408
 	}
 	return 0
 }
@@ -223,6 +235,8 @@ func codeFor(status int) string {
 		return "forbidden"
 	case 404:
 		return "not_found"
+	case 408:
+		return "request_timeout"
 	case 429:
 		return "rate_limited"
 	case 502, 503, 504:

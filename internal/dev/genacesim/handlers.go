@@ -248,6 +248,8 @@ func (s *Simulator) handlePost(w http.ResponseWriter, r *http.Request) {
 		writeDrifted(w, f.status(), wireEnvelope{Error: wireEnvelopeError{Code: "submission_failed", Message: "the job could not be submitted", JobID: j.id}}, f.Drift)
 	case FaultServerErrorJobCreated:
 		writeError(w, f.status(), codeFor(f.status()), "internal error", "", 0)
+	case FaultTimeoutAfterCreate:
+		writeError(w, f.status(), codeFor(f.status()), "request timed out", "", 0)
 	case FaultAcceptThenDrop:
 		drop(w)
 	case FaultGarbageBody:
@@ -349,6 +351,8 @@ func (s *Simulator) applyReadFault(w http.ResponseWriter, r *http.Request, f Fau
 		writeError(w, f.status(), code, "rejected by scripted fault", "", 0)
 	case FaultServerErrorNoJob, FaultServerErrorWithJobID, FaultServerErrorJobCreated:
 		writeError(w, f.status(), codeFor(f.status()), "transient server error", "", 0)
+	case FaultTimeoutAfterCreate:
+		writeError(w, f.status(), codeFor(f.status()), "request timed out", "", 0)
 	case FaultGarbageBody:
 		w.Header().Set("Content-Type", "application/json")
 		w.WriteHeader(http.StatusOK)

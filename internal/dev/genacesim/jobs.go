@@ -48,6 +48,10 @@ type job struct {
 
 	outputs [][]byte // PNG bytes, rendered at creation
 	sums    []string // hex sha256 of outputs
+
+	// duplicateOf is the job whose POST Genace ran a second time to
+	// create this one ("" for a job a POST created).
+	duplicateOf string
 }
 
 // view is a job as seen at one instant.

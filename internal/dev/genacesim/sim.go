@@ -262,6 +262,19 @@ type JobTruth struct {
 	Reconciled        bool
 	CreatedAt         time.Time
 	Metadata          map[string]string
+	// DuplicateOf names the job whose POST Genace's gateway ran a second
+	// time to create this one (see Duplicate); "" for a job a client's
+	// POST created.
+	DuplicateOf string
+	// Outputs describe the outputs the job has rendered (served once it
+	// succeeds): what a copy must match.
+	Outputs []OutputTruth
+}
+
+// OutputTruth is one output of a job as Genace serves it.
+type OutputTruth struct {
+	SizeBytes int64
+	SHA256    string
 }
 
 // Jobs lists every job ever created, in creation order, with its state at
@@ -295,10 +308,36 @@ func (s *Simulator) truth(j *job, now time.Time) JobTruth {
 	for k, val := range j.metadata {
 		md[k] = val
 	}
+	outs := make([]OutputTruth, len(j.outputs))
+	for i, p := range j.outputs {
+		outs[i] = OutputTruth{SizeBytes: int64(len(p)), SHA256: j.sums[i]}
+	}
 	return JobTruth{
 		ID: j.id, OperationID: j.opID, Model: j.model, State: v.state, Credits: v.credits,
 		SubmissionFailure: j.subFail, Reconciled: j.reconciled != nil, CreatedAt: j.created, Metadata: md,
+		DuplicateOf: j.duplicateOf, Outputs: outs,
 	}
+}
+
+// Duplicate is Genace's gateway running the POST that created jobID a
+// second time (it retried the request towards a backend that had acted
+// on it already): a second job for the same operation, model and
+// metadata, created now and charged like the first, whose answer went
+// nowhere. It returns the new job's id, or false for an unknown job.
+func (s *Simulator) Duplicate(jobID string) (string, bool) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	j, ok := s.jobs[jobID]
+	if !ok {
+		return "", false
+	}
+	md := make(map[string]string, len(j.metadata))
+	for k, v := range j.metadata {
+		md[k] = v
+	}
+	d := s.newJobLocked(j.opID, j.model, md, false, "")
+	d.duplicateOf = jobID
+	return d.id, true
 }
 
 // JobsForOperation lists the ids of jobs created for an operation id, in

@@ -231,6 +231,7 @@ func TestPostFaults(t *testing.T) {
 		{Reject(422, "bad_prompt"), 422, "bad_prompt", false, false, false},
 		{GarbageBody(), 202, "", false, true, false},
 		{AcceptThenDrop(), 0, "", false, true, false},
+		{TimeoutAfterCreate(), 408, "request_timeout", false, true, false},
 	}
 	for _, tc := range tests {
 		t.Run(tc.fault.String(), func(t *testing.T) {
@@ -590,5 +591,51 @@ func TestConcurrentUse(t *testing.T) {
 	wg.Wait()
 	if sim.TotalPosts() != 80 || len(sim.Jobs()) != 80 || sim.TotalGets() != 80 {
 		t.Fatalf("posts %d jobs %d gets %d", sim.TotalPosts(), len(sim.Jobs()), sim.TotalGets())
+	}
+}
+
+// A duplicate is a second job for the first one's operation, charged like
+// it, which the truth marks as Genace's own; the truth describes every
+// output as the file URLs serve it.
+func TestDuplicateAndOutputTruth(t *testing.T) {
+	t.Parallel()
+	h := newHarness(t, Config{DefaultModel: ModelConfig{Price: 7, OutputCount: 2}})
+	first := h.post(t, "op", "m").job(t)
+	dup, ok := h.sim.Duplicate(first.ID)
+	if !ok || dup == first.ID {
+		t.Fatalf("Duplicate(%s) = %q, %t", first.ID, dup, ok)
+	}
+	if _, ok := h.sim.Duplicate("job_nope"); ok {
+		t.Fatal("an unknown job was duplicated")
+	}
+	if ids := h.sim.JobsForOperation("op"); len(ids) != 2 || ids[0] != first.ID || ids[1] != dup {
+		t.Fatalf("jobs of op %v, want [%s %s]", ids, first.ID, dup)
+	}
+	if h.sim.PostCount("op") != 1 {
+		t.Fatalf("post count %d: a duplicate is no POST of the client's", h.sim.PostCount("op"))
+	}
+	orig, _ := h.sim.Job(first.ID)
+	d, _ := h.sim.Job(dup)
+	if orig.DuplicateOf != "" || d.DuplicateOf != first.ID || d.Metadata["operation_id"] != "op" || d.Model != "m" {
+		t.Fatalf("truth: first %+v, duplicate %+v", orig, d)
+	}
+	h.clk.Advance(time.Minute)
+	wj := h.do(t, "GET", "/api/v1/jobs/"+dup, key, "").job(t)
+	if wj.State != StateSucceeded || wj.Credits.Charged != 7 || len(wj.Outputs) != 2 {
+		t.Fatalf("duplicate after a minute: %+v", wj)
+	}
+	d, _ = h.sim.Job(dup)
+	for i, o := range wj.Outputs {
+		if d.Outputs[i] != (OutputTruth{SizeBytes: o.SizeBytes, SHA256: o.SHA256}) {
+			t.Fatalf("output %d: truth %+v, served %+v", i, d.Outputs[i], o)
+		}
+	}
+	// A GET answered 408 changes nothing.
+	h.sim.ScriptGET(dup, TimeoutAfterCreate())
+	if r := h.do(t, "GET", "/api/v1/jobs/"+dup, key, ""); r.status != 408 || r.envelope(t).Code != "request_timeout" {
+		t.Fatalf("scripted GET: %d %q", r.status, r.body)
+	}
+	if n := len(h.sim.Jobs()); n != 2 {
+		t.Fatalf("%d jobs after a 408 GET", n)
 	}
 }
