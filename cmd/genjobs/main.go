@@ -49,7 +49,7 @@ func commands() []command {
 			"genjobs replay demo-lost-response --action reconcile --operator alice --job-id job_123", cmdReplay, false},
 		{"audit", "OPERATION_ID", "print the operation's audit trail", "genjobs audit demo-lost-response", cmdAudit, false},
 		{"local", "", "run the whole pipeline locally on embedded defaults (the demo without --workload)",
-			"genjobs local\n  genjobs local --workload testdata/workload.jsonl --timeout 5m", cmdLocal, true},
+			"genjobs local\n  genjobs local --workload ops.jsonl --timeout 5m\n  genjobs local --resume", cmdLocal, true},
 		{"invoke", "", "run one function under the Lambda runtime emulator with a sample event, against local services (make invoke)",
 			"make invoke   (or, with the services' endpoints exported: genjobs invoke --function submit --event events/submit.json)", cmdInvoke, true},
 		{"sam-env", "", "keep local services up for `sam local invoke`, write its --env-vars file and --parameter-overrides, print the sam commands (make sam-env)",
