@@ -559,12 +559,20 @@ func category(err error) (string, bool) {
 // the record (phase unchanged, failure counted, retry scheduled with
 // backoff) so delivery rides out an outage without burning the message's
 // receive count; past MaxCopyFailures the message fails towards the DLQ
-// and triage, and a permanent failure parks the operation (park).
+// and triage, a permanent failure parks the operation (park), and a
+// refused key fails the message (retryable) and leaves the record as it is.
 func (d *delivery) failed(ctx context.Context, err error) (worker.Outcome, error) {
 	h := d.h
 	var done *handled
 	if errors.As(err, &done) {
 		return done.outcome, done.err
+	}
+	if errors.Is(err, genace.ErrUnauthorized) {
+		// Our key, not the job or its outputs: nothing to record against
+		// them. The message comes back after its visibility timeout, and
+		// dead-letters (a review asking to deliver) if the key stays wrong.
+		h.metrics.Count(metrics.GenaceUnauthorized, 1)
+		return worker.OutcomeFailed, fmt.Errorf("deliver %s: %w: check GENACE_API_KEY", d.cur.OperationID, err)
 	}
 	cat, permanent := category(err)
 	if permanent {

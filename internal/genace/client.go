@@ -143,8 +143,8 @@ const (
 	// the GETs advance its refund. Never POST again without
 	// reconciliation.
 	OutcomeSubmissionFailed Outcome = "submission_failed"
-	// OutcomeRejected: a 4xx other than 408 and 429 naming no job (400,
-	// 401, 402, 403, 404, 409, 422, ...), or StatusCode 0 when the request
+	// OutcomeRejected: a 4xx other than 401, 403, 408 and 429 naming no
+	// job (400, 402, 404, 409, 422, ...), or StatusCode 0 when the request
 	// was refused locally before sending. Nothing was created or charged;
 	// resubmitting the same request will be rejected again until it or the
 	// account changes.
@@ -152,6 +152,11 @@ const (
 	// OutcomeRateLimited: HTTP 429 naming no job. Nothing was created; the
 	// caller may POST again after RetryAfter.
 	OutcomeRateLimited Outcome = "rate_limited"
+	// OutcomeUnauthorized: HTTP 401 or 403 naming no job: Genace refused
+	// our credentials, which is a configuration error of ours, not the
+	// request's. Nothing was created (the contract says so of both); the
+	// caller may POST the same request again once the key is fixed.
+	OutcomeUnauthorized Outcome = "unauthorized"
 	// OutcomeUnknown: the request may or may not have created a job (5xx
 	// without job id, 408, 1xx/3xx, timeout, reset, unreadable body after
 	// sending, a 2xx that names no job id, an answer that names a job only
@@ -376,6 +381,10 @@ func (c *Client) classify(resp *http.Response) SubmitResult {
 		res.Outcome, res.Err = OutcomeUnknown, drift(err)
 	case code == http.StatusTooManyRequests:
 		res.Outcome, res.RetryAfter, res.Err = OutcomeRateLimited, ae.RetryAfter, ae
+	case refusesKey(opSubmit, code):
+		// Our key, not the request: the contract says a 401 or 403 created
+		// nothing, so the same request may go again once the key is fixed.
+		res.Outcome, res.Err = OutcomeUnauthorized, ae
 	case code == http.StatusRequestTimeout:
 		// Not among the contract's "nothing created" answers: a proxy or
 		// the server may send it after the request was acted on.
@@ -396,7 +405,8 @@ func (c *Client) classify(resp *http.Response) SubmitResult {
 // rounded down; 0 answers at once). timeout bounds the whole request and
 // must exceed wait, or the call would time out before Genace answers.
 // Errors are wrapped as "genace get <id>: ..." and classified by
-// Retryable; errors.Is works for ErrNotFound and ErrRateLimited.
+// Retryable; errors.Is works for ErrNotFound, ErrRateLimited and
+// ErrUnauthorized.
 func (c *Client) Get(ctx context.Context, jobID string, wait, timeout time.Duration) (*Job, error) {
 	j, err := c.get(ctx, jobID, wait, timeout)
 	if err != nil {

@@ -39,9 +39,11 @@ func TestSubmitOutcomes(t *testing.T) {
 		{name: "400 rejected", fault: ptr(genacesim.Reject(400, "")), want: genace.OutcomeRejected, wantStatus: 400, wantCode: "invalid_request"},
 		{name: "422 rejected", fault: ptr(genacesim.Reject(422, "")), want: genace.OutcomeRejected, wantStatus: 422, wantCode: "invalid_request"},
 		{name: "402 rejected", fault: ptr(genacesim.Reject(402, "")), want: genace.OutcomeRejected, wantStatus: 402, wantCode: "insufficient_credits"},
-		{name: "403 rejected", fault: ptr(genacesim.Reject(403, "")), want: genace.OutcomeRejected, wantStatus: 403, wantCode: "forbidden"},
+		// 401 and 403 refuse our key, not the request: a configuration
+		// error that the same request may pass once the key is fixed.
+		{name: "403 forbidden", fault: ptr(genacesim.Reject(403, "")), want: genace.OutcomeUnauthorized, wantStatus: 403, wantCode: "forbidden"},
 		{name: "409 rejected", fault: ptr(genacesim.Reject(409, "conflict")), want: genace.OutcomeRejected, wantStatus: 409, wantCode: "conflict"},
-		{name: "401 wrong key", key: "sk-wrong", want: genace.OutcomeRejected, wantStatus: 401, wantCode: "unauthorized"},
+		{name: "401 wrong key", key: "sk-wrong", want: genace.OutcomeUnauthorized, wantStatus: 401, wantCode: "unauthorized"},
 		// 408 is not among the contract's "nothing created" answers.
 		{name: "408 unknown", fault: ptr(genacesim.Reject(408, "request_timeout")), want: genace.OutcomeUnknown, wantStatus: 408, wantCode: "request_timeout"},
 		{name: "429 retry-after", fault: ptr(genacesim.RateLimited(3 * time.Second)), want: genace.OutcomeRateLimited, wantStatus: 429, wantCode: "rate_limited", wantRetry: 3 * time.Second},
@@ -124,6 +126,9 @@ func TestSubmitOutcomes(t *testing.T) {
 				if !errors.Is(res.Err, genace.ErrRateLimited) {
 					t.Errorf("err %v is not ErrRateLimited", res.Err)
 				}
+			}
+			if got := errors.Is(res.Err, genace.ErrUnauthorized); got != (tc.want == genace.OutcomeUnauthorized) {
+				t.Errorf("errors.Is(%v, ErrUnauthorized) = %v for outcome %s", res.Err, got, res.Outcome)
 			}
 		})
 	}
@@ -464,8 +469,9 @@ func TestGetErrorsAndRetryable(t *testing.T) {
 		noKeepAlive bool
 	}{
 		{name: "404", id: "job_nope", is: genace.ErrNotFound, status: 404},
-		{name: "401", key: "sk-wrong", status: 401},
-		{name: "403", faults: []genacesim.Fault{genacesim.Reject(403, "")}, status: 403},
+		// Our key refused: retryable once the configuration is fixed.
+		{name: "401", key: "sk-wrong", is: genace.ErrUnauthorized, retryable: true, status: 401},
+		{name: "403", faults: []genacesim.Fault{genacesim.Reject(403, "")}, is: genace.ErrUnauthorized, retryable: true, status: 403},
 		{name: "400", faults: []genacesim.Fault{genacesim.Reject(400, "")}, status: 400},
 		{name: "429", faults: []genacesim.Fault{genacesim.RateLimited(2 * time.Second)}, is: genace.ErrRateLimited, retryable: true, status: 429},
 		{name: "500", faults: []genacesim.Fault{genacesim.ServerErrorNoJob(500)}, retryable: true, status: 500},
@@ -622,8 +628,11 @@ func TestRetryableTable(t *testing.T) {
 		{&genace.APIError{Op: "get", StatusCode: 429}, true},
 		{&genace.APIError{Op: "get", StatusCode: 408}, true},
 		{&genace.APIError{Op: "get", StatusCode: 404}, false},
-		{&genace.APIError{Op: "get", StatusCode: 401}, false},
-		{&genace.APIError{Op: "get", StatusCode: 403}, false},
+		{&genace.APIError{Op: "get", StatusCode: 401}, true},
+		{&genace.APIError{Op: "get", StatusCode: 403}, true},
+		{&genace.APIError{Op: "submit", StatusCode: 401}, true},
+		{&genace.APIError{Op: "download", StatusCode: 403}, false},
+		{&genace.APIError{Op: "download", StatusCode: 401}, false},
 		{&genace.APIError{Op: "get", StatusCode: 400}, false},
 		{&genace.APIError{Op: "download", StatusCode: 410}, false},
 		{&genace.TransportError{Op: "get", Timeout: true}, true},

@@ -16,6 +16,12 @@ var (
 	// ErrRateLimited: Genace answered 429; the *APIError carries
 	// RetryAfter. Transient.
 	ErrRateLimited = errors.New("genace: rate limited")
+	// ErrUnauthorized: Genace refused our credentials (HTTP 401 or 403 on
+	// an API call, not on a signed output URL). It is a configuration
+	// error of ours, not a fault of the request or the job: the same call
+	// succeeds once the key is fixed, so it is retryable, and the *APIError
+	// names the status.
+	ErrUnauthorized = errors.New("genace: API key refused")
 	// ErrURLExpired: a signed output URL was refused (403 or 410). Fetch
 	// the job again for freshly signed URLs; retrying the same URL is
 	// pointless.
@@ -59,8 +65,17 @@ func (e *APIError) Is(target error) bool {
 		return e.StatusCode == http.StatusTooManyRequests
 	case ErrURLExpired:
 		return e.Op == opDownload && (e.StatusCode == http.StatusForbidden || e.StatusCode == http.StatusGone)
+	case ErrUnauthorized:
+		return refusesKey(e.Op, e.StatusCode)
 	}
 	return false
+}
+
+// refusesKey reports whether an answer to an API call (a POST or GET of
+// /api/v1/jobs, which carry the key) refuses our credentials. A signed
+// output URL carries no key: its 403 is the URL's (ErrURLExpired).
+func refusesKey(op string, status int) bool {
+	return op != opDownload && (status == http.StatusUnauthorized || status == http.StatusForbidden)
 }
 
 // TransportError is a failure below HTTP: timeout, reset, refused
@@ -102,10 +117,13 @@ func (e *DecodeError) Unwrap() error { return e.err }
 // Retryable is the one place deciding whether an error from Get or
 // Download is transient (retry the same call later) or permanent (retrying
 // cannot help). Transient: 5xx, 429, 408, timeouts, resets and other
-// transport failures, decode failures of a 200. Permanent: 4xx such as
-// 400, 401, 403, 404, signed-URL refusals, invalid arguments, and the
-// caller's own cancellation. Unknown errors are treated as permanent so
-// that a bug surfaces instead of looping.
+// transport failures, decode failures of a 200, and ErrUnauthorized (our
+// key refused: the call succeeds once the configuration is fixed; callers
+// branch on it first, to alarm rather than count it as a job's failure).
+// Permanent: other 4xx such as 400 and 404, signed-URL refusals (403,
+// 410), invalid arguments, and the caller's own cancellation. Unknown
+// errors are treated as permanent so that a bug surfaces instead of
+// looping.
 //
 // It is not for Submit: a POST is never retried blindly; use
 // SubmitResult.Outcome.
@@ -119,7 +137,7 @@ func Retryable(err error) bool {
 	var ae *APIError
 	if errors.As(err, &ae) {
 		return ae.StatusCode >= 500 || ae.StatusCode == http.StatusTooManyRequests ||
-			ae.StatusCode == http.StatusRequestTimeout
+			ae.StatusCode == http.StatusRequestTimeout || refusesKey(ae.Op, ae.StatusCode)
 	}
 	var de *DecodeError
 	if errors.As(err, &de) {

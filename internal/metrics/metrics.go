@@ -45,6 +45,10 @@ const (
 	Reviews              = "ReviewsOpened"
 	ReviewsResolved      = "ReviewsResolved"
 	Deliveries           = "OutputsDelivered"
+	// GenaceUnauthorized counts Genace's refusals of our API key (401 or
+	// 403 to a POST or GET): a configuration error that no retry fixes
+	// until a person does.
+	GenaceUnauthorized = "GenaceUnauthorized"
 )
 
 // Dim is a metric dimension. Only the names in allowedDims are accepted

@@ -212,10 +212,18 @@ func (h *Handler) window(ctx context.Context, l *worker.Lease, rec *operation.Re
 // record with the next attempt scheduled, so the chain rides out an
 // outage without burning the message's receive count; past
 // MaxReadFailures, or for a permanent failure, the message fails towards
-// the DLQ and triage.
+// the DLQ and triage. A refused key fails the message (retryable) and
+// leaves the record as it is.
 func (h *Handler) readFailed(ctx context.Context, m events.SQSMessage, rec operation.Record, err error) (worker.Outcome, error) {
 	if errors.Is(err, genace.ErrNotFound) {
 		return worker.OutcomeNotFound, worker.MarkPermanent(fmt.Errorf("observe %s: job %s: %w", rec.OperationID, rec.RemoteJobID, err))
+	}
+	if errors.Is(err, genace.ErrUnauthorized) {
+		// Our key, not the job: nothing to record against the job. The
+		// message comes back after its visibility timeout, and dead-letters
+		// (a review asking to observe) if the key stays wrong.
+		h.metrics.Count(metrics.GenaceUnauthorized, 1)
+		return worker.OutcomeReadError, fmt.Errorf("observe %s: %w: check GENACE_API_KEY", rec.OperationID, err)
 	}
 	if !genace.Retryable(err) {
 		return worker.OutcomeReadError, worker.MarkPermanent(fmt.Errorf("observe %s: %w", rec.OperationID, err))

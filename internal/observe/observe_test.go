@@ -70,6 +70,7 @@ type env struct {
 	ext    *handlertest.Extender
 	delays *schedule.Observation
 	logs   *handlertest.Buffer
+	mlines *handlertest.Buffer
 	obs    *observe.Handler
 	sub    *submit.Handler
 	cfg    observe.Config
@@ -84,7 +85,7 @@ func testPolicies() schedule.Policies {
 
 func newEnv(t testing.TB, kind string, simCfg genacesim.Config, cfg observe.Config) *env {
 	t.Helper()
-	e := &env{clk: clock.NewManual(handlertest.Start), out: &handlertest.Outbox{}, ext: &handlertest.Extender{}, logs: &handlertest.Buffer{}, cfg: cfg}
+	e := &env{clk: clock.NewManual(handlertest.Start), out: &handlertest.Outbox{}, ext: &handlertest.Extender{}, logs: &handlertest.Buffer{}, mlines: &handlertest.Buffer{}, cfg: cfg}
 	var client *genace.Client
 	e.sim, client = handlertest.Sim(t, e.clk, simCfg)
 	e.gen = &gen{inner: client}
@@ -92,7 +93,7 @@ func newEnv(t testing.TB, kind string, simCfg genacesim.Config, cfg observe.Conf
 	e.delays = schedule.NewObservation(testPolicies())
 	e.delays.Rand = func() float64 { return 0.5 }
 	log := slog.New(slog.NewJSONHandler(e.logs, nil))
-	e.obs = observe.New(observe.Deps{Store: e.store, Genace: e.gen, Delays: e.delays, Extender: e.ext, Sender: e.out, Clock: e.clk, Log: log, Metrics: metrics.Discard()}, cfg)
+	e.obs = observe.New(observe.Deps{Store: e.store, Genace: e.gen, Delays: e.delays, Extender: e.ext, Sender: e.out, Clock: e.clk, Log: log, Metrics: metrics.New(e.mlines, "observe", e.clk)}, cfg)
 	e.sub = submit.New(submit.Deps{Store: e.store, Genace: client, Extender: e.ext, Sender: e.out, Clock: e.clk, Log: log, Metrics: metrics.Discard()}, submit.Config{})
 	return e
 }

@@ -202,6 +202,22 @@ func TestTransitions(t *testing.T) {
 		{"rate limited under another claim", func() (Record, error) { return mine.RateLimited(theirs, now) }, "", true, nil},
 		{"rate limited under another uncertain claim", func() (Record, error) { return mine.RateLimited(theirsUncertain, now) }, "", true, nil},
 		{"rate limited from accepted", func() (Record, error) { return mine.RateLimited(accepted, now) }, "", true, nil},
+		{"key refused", func() (Record, error) { return mine.Unauthorized(submitting, now) }, PhasePrepared, false,
+			func(t *testing.T, r Record) {
+				if r.Terminal() || r.Counters.Unauthorized != 1 || r.Claim != nil || r.Posts != 1 || r.Schedule != nil || r.LastError != LastErrorUnauthorized {
+					t.Errorf("a refused key must leave the operation retryable, its POST counted as creating nothing: %+v", r)
+				}
+			}},
+		{"key refused after uncertain", func() (Record, error) { return mine.Unauthorized(uncertain, now) }, PhasePrepared, false,
+			func(t *testing.T, r Record) {
+				if r.Counters.Unauthorized != 1 || r.Claim != nil || r.Parked != nil || r.Posts != 1 {
+					t.Errorf("key refused: %+v", r)
+				}
+			}},
+		{"key refused under another claim", func() (Record, error) { return mine.Unauthorized(theirs, now) }, "", true, nil},
+		{"key refused under another uncertain claim", func() (Record, error) { return mine.Unauthorized(theirsUncertain, now) }, "", true, nil},
+		{"key refused after an operator's reset", func() (Record, error) { return mine.Unauthorized(reset, now) }, "", true, nil},
+		{"key refused from accepted", func() (Record, error) { return mine.Unauthorized(accepted, now) }, "", true, nil},
 		{"uncertain", func() (Record, error) { return MarkUncertain(submitting, "response_lost", now) }, PhaseUncertain, false,
 			func(t *testing.T, r Record) {
 				if r.Active() {

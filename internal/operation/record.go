@@ -111,6 +111,9 @@ type NextAction struct {
 type Counters struct {
 	Observations int `json:"observations" dynamodbav:"observations"`
 	RateLimited  int `json:"rate_limited" dynamodbav:"rate_limited"`
+	// Unauthorized counts POSTs Genace refused for our credentials (401 or
+	// 403), each of which created nothing.
+	Unauthorized int `json:"unauthorized,omitempty" dynamodbav:"unauthorized,omitempty"`
 	// WindowObservations counts observations since acceptance or the last
 	// resume; the polling budget applies to it.
 	WindowObservations int `json:"window_observations" dynamodbav:"window_observations"`

@@ -98,9 +98,9 @@ func Recommend(r *Record) Recommendation {
 			return rec(ActionObserve, EffectReadStatus, "prepared but job %s is known: observe, never POST", r.RemoteJobID)
 		}
 		if r.Posts > 0 {
-			// A 429, or an operator's confirmation, brought it back; the
-			// plan's never_submitted check says whether every POST is
-			// settled.
+			// A 429, a refused key, or an operator's confirmation
+			// brought it back; the plan's never_submitted check says
+			// whether every POST is settled.
 			return rec(ActionDispatch, EffectSubmitNew, "prepared again after %d POST(s): check that none created a job, review the allowance, then dispatch", r.Posts)
 		}
 		return rec(ActionDispatch, EffectSubmitNew, "prepared and never submitted: review the allowance, then dispatch")

@@ -237,6 +237,36 @@ func (c Claim) RateLimited(r Record, now time.Time) (Record, error) {
 	return n, nil
 }
 
+// LastErrorUnauthorized is the LastError of an operation whose POST
+// Genace refused for our credentials (401 or 403): a configuration error,
+// which names the problem in the review a dead-lettered dispatch gets.
+const LastErrorUnauthorized = "genace_unauthorized"
+
+// Unauthorized puts the claimed operation back to prepared after Genace
+// refused our credentials: nothing was created (the contract says so of a
+// 401 and a 403), and the request is not at fault, so it must not end as
+// rejected. No follow-up is scheduled: the dispatch message itself fails
+// and comes back (see submit), and reaches the DLQ, and a review, if the
+// key stays wrong.
+func (c Claim) Unauthorized(r Record, now time.Time) (Record, error) {
+	if r.Phase != PhaseSubmitting && r.Phase != PhaseUncertain {
+		return Record{}, &TransitionError{Op: "unauthorized", From: r.Phase, To: PhasePrepared}
+	}
+	if err := c.holds("unauthorized", r, PhasePrepared, false); err != nil {
+		return Record{}, err
+	}
+	n, err := move("unauthorized", r, PhasePrepared, now)
+	if err != nil {
+		return Record{}, err
+	}
+	n.Claim = nil
+	n.Parked = nil
+	n.Schedule = nil
+	n.Counters.Unauthorized++
+	n.LastError = LastErrorUnauthorized
+	return n, nil
+}
+
 // recordJobID enforces invariant 2: a job id, once known, is never
 // replaced by another.
 func recordJobID(op string, c *Record, jobID string) error {

@@ -164,8 +164,8 @@ func deliverAll(t *testing.T, clk *clock.Manual, out *handlertest.Outbox, sub *s
 }
 
 // Hole 4: a dispatch replay is a new POST; it is ready only when every
-// POST the record counts is known to have created nothing (a 429, or an
-// operator's audited confirmation).
+// POST the record counts is known to have created nothing (a 429, a
+// 401/403 refusing our key, or an operator's audited confirmation).
 func TestDispatchAccountsForEveryPost(t *testing.T) {
 	t.Parallel()
 	prepared := func(id string, posts, rateLimited int) operation.Record {
@@ -181,6 +181,16 @@ func TestDispatchAccountsForEveryPost(t *testing.T) {
 	}{
 		{"never posted", prepared("op-never", 0, 0), false, true},
 		{"posted once, answered 429", prepared("op-429", 1, 1), false, true},
+		{"posted twice, our key refused both", func() operation.Record {
+			r := prepared("op-401", 2, 0)
+			r.Counters.Unauthorized, r.LastError = 2, operation.LastErrorUnauthorized
+			return r
+		}(), false, true},
+		{"posted twice, key refused once, the other unsettled", func() operation.Record {
+			r := prepared("op-401-unsettled", 2, 0)
+			r.Counters.Unauthorized = 1
+			return r
+		}(), false, false},
 		{"posted once, outcome never settled", prepared("op-unsettled", 1, 0), false, false},
 		{"uncertain, confirmed not submitted", func() operation.Record {
 			r := prepared("op-confirmed", 1, 0)

@@ -134,9 +134,10 @@ type Plan struct {
 }
 
 // PostsAccounted says whether every POST the record counts is known to
-// have created nothing: answered 429, or confirmed not submitted by an
-// operator (each confirmation settles the one uncertain POST that led to
-// it). The detail says how the count adds up.
+// have created nothing: answered 429, refused our key (401 or 403), or
+// confirmed not submitted by an operator (each confirmation settles the
+// one uncertain POST that led to it). The detail says how the count adds
+// up.
 func PostsAccounted(rec *operation.Record, audit []review.AuditEntry) (bool, string) {
 	confirmed := 0
 	for _, e := range audit {
@@ -144,9 +145,9 @@ func PostsAccounted(rec *operation.Record, audit []review.AuditEntry) (bool, str
 			confirmed++
 		}
 	}
-	open := rec.Posts - rec.Counters.RateLimited - confirmed
-	return open <= 0, fmt.Sprintf("%d POSTs: %d answered 429, %d confirmed not submitted, %d with an unsettled outcome",
-		rec.Posts, rec.Counters.RateLimited, confirmed, max(open, 0))
+	open := rec.Posts - rec.Counters.RateLimited - rec.Counters.Unauthorized - confirmed
+	return open <= 0, fmt.Sprintf("%d POSTs: %d answered 429, %d refused our key, %d confirmed not submitted, %d with an unsettled outcome",
+		rec.Posts, rec.Counters.RateLimited, rec.Counters.Unauthorized, confirmed, max(open, 0))
 }
 
 // PlanFor computes the plan for a record and the evidence stored beside

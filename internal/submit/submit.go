@@ -129,6 +129,12 @@ func (h *Handler) decide(ctx context.Context, m events.SQSMessage, env message.E
 		// re-emit, a sweep re-arm): the claimant settles it, or, should it
 		// die, its own message's redelivery or the sweep marks it uncertain.
 		return h.obsolete(ctx, env, &rec, worker.ReasonClaimedByAnotherMessage)
+	case rec.LastAppliedMessageID == m.MessageId && rec.Phase == operation.PhasePrepared && rec.LastError == operation.LastErrorUnauthorized:
+		// This message's own POST had our key refused: it put its claim
+		// back and failed so as to come back, and nothing wrote since (its
+		// write is the last). It tries again at the record's revision, past
+		// the one it expects by its own writes; a refused POST created
+		// nothing (operation.Claim.Unauthorized).
 	case rec.LastAppliedMessageID == m.MessageId && rec.Revision > env.ExpectedRevision:
 		// This message's own write landed and the worker died before the
 		// follow-up left: send it now.
@@ -209,6 +215,9 @@ func (h *Handler) submit(ctx context.Context, m events.SQSMessage, env message.E
 	}
 	res := h.genace.Submit(ctx, genace.SubmitRequest{OperationID: rec.OperationID, Model: rec.Model, Input: rec.Input}, h.cfg.SubmitTimeout)
 	h.metrics.Count(metrics.PostOutcomes, 1, metrics.Dim{Name: "Outcome", Value: string(res.Outcome)}, metrics.Dim{Name: "Model", Value: rec.Model})
+	if res.Outcome == genace.OutcomeUnauthorized {
+		h.metrics.Count(metrics.GenaceUnauthorized, 1)
+	}
 	h.log.InfoContext(ctx, "POST classified", "operation_id", rec.OperationID, "result", res)
 	return worker.OutcomeOfPost(res.Outcome), h.settle(ctx, m, saved, res)
 }
@@ -282,6 +291,10 @@ func (h *Handler) settle(ctx context.Context, m events.SQSMessage, claimed opera
 		mutate = func(r operation.Record) (operation.Record, error) {
 			return claim.Reject(r, safeCode(res.ErrorCode, "rejected_"+strconv.Itoa(res.StatusCode)), now)
 		}
+	case genace.OutcomeUnauthorized:
+		mutate = func(r operation.Record) (operation.Record, error) {
+			return claim.Unauthorized(r, now)
+		}
 	case genace.OutcomeRateLimited:
 		// Capped at SQS's longest delay: the dispatch queue needs no
 		// Scheduler, and retrying earlier than asked only earns another 429
@@ -320,6 +333,14 @@ func (h *Handler) settle(ctx context.Context, m events.SQSMessage, claimed opera
 			return nil
 		}
 		return fmt.Errorf("submit %s: persist %s: %w", claimed.OperationID, res.Outcome, err)
+	}
+	if res.Outcome == genace.OutcomeUnauthorized {
+		// No follow-up: the message fails, and SQS brings it back after its
+		// visibility timeout until the key is fixed or its receives run out
+		// (the DLQ's review then names genace_unauthorized). Retrying a
+		// refused key sooner would only be refused again.
+		h.log.ErrorContext(ctx, "Genace refused the API key; the operation waits, prepared", "operation_id", claimed.OperationID, "status", res.StatusCode)
+		return fmt.Errorf("submit %s: %w: check GENACE_API_KEY", claimed.OperationID, res.Err)
 	}
 	return h.w.Emit(ctx, &saved, 1)
 }

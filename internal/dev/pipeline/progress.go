@@ -129,7 +129,7 @@ func (w *wireWatch) wrap(rt http.RoundTripper) http.RoundTripper {
 		case err != nil:
 			// Our own cancellation (a long poll cut short): no news.
 		case resp.StatusCode == http.StatusUnauthorized || resp.StatusCode == http.StatusForbidden:
-			if !strings.Contains(req.URL.Path, "/files/") { // a signed URL's 403 is the URL's, not the key's
+			if strings.Contains(req.URL.Path, "/api/v1/jobs") { // the API, not a signed output URL (whose 403 is the URL's)
 				w.unauthorized = resp.StatusCode
 				w.last = fmt.Sprintf("answered %d %s: check GENACE_API_KEY", resp.StatusCode, strings.ToLower(http.StatusText(resp.StatusCode)))
 			}
