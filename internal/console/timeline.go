@@ -124,7 +124,7 @@ func history(rec *operation.Record, reviews []review.Record, audit []review.Audi
 
 func drawTimeline(rec *operation.Record, reviews []review.Record, audit []review.AuditEntry, now time.Time) timeline {
 	ev := history(rec, reviews, audit, now)
-	tl := timeline{Width: 980, Height: rowTop + len(ev)*rowHeight + 8}
+	tl := timeline{Width: 1150, Height: rowTop + len(ev)*rowHeight + 8}
 	tl.Bottom = tl.Height - 8
 	for i, n := range laneNames {
 		tl.Lanes = append(tl.Lanes, laneView{Name: n, X: laneLeft + i*laneGap})
