@@ -15,6 +15,8 @@ import (
 var forbidden = []string{
 	"github.com/genjobs/genjobs/internal/dev/",
 	"github.com/genjobs/genjobs/internal/store/bolt",
+	"github.com/genjobs/genjobs/internal/console",
+	"github.com/chromedp/",
 	"go.etcd.io/bbolt",
 	"gonum.org/",
 	"github.com/johannesboyne/gofakes3",

@@ -48,6 +48,8 @@ func commands() []command {
 		{"replay", "OPERATION_ID", "carry out the planned action on one operation, with an audit entry",
 			"genjobs replay demo-lost-response --action reconcile --operator alice --job-id job_123", cmdReplay, false},
 		{"audit", "OPERATION_ID", "print the operation's audit trail", "genjobs audit demo-lost-response", cmdAudit, false},
+		{"console", "", "serve the reviews, each operation's timeline and plan, and replay as a web page on this machine (prints its URL)",
+			"genjobs console\n  genjobs console --table genjobs-prod --addr 127.0.0.1:8080", cmdConsole, false},
 		{"local", "", "run the whole pipeline locally on embedded defaults (the demo without --workload)",
 			"genjobs local\n  genjobs local --workload ops.jsonl --timeout 5m\n  genjobs local --resume", cmdLocal, true},
 		{"invoke", "", "run one function under the Lambda runtime emulator with a sample event, against local services (make invoke)",
@@ -77,7 +79,7 @@ func newRoot(ctx context.Context, stdout, stderr io.Writer) *cobra.Command {
 parked, plan and replay one operation at a time with an audit trail) and runs
 the whole pipeline on this machine against a Genace simulator.
 
-reviews, plan, replay and audit take the store flags: --db PATH (the embedded
+reviews, plan, replay, audit and console take the store flags: --db PATH (the embedded
 store file, default ` + defaultDB + `; env GENJOBS_DB) or --table NAME (DynamoDB;
 env TABLE_NAME) with --dynamodb-endpoint URL for DynamoDB Local; and --json.`,
 		SilenceUsage:  true,

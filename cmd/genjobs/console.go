@@ -1,0 +1,100 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"sync"
+
+	"github.com/spf13/pflag"
+
+	"github.com/genjobs/genjobs/internal/clock"
+	"github.com/genjobs/genjobs/internal/console"
+	"github.com/genjobs/genjobs/internal/genace"
+	"github.com/genjobs/genjobs/internal/replay"
+)
+
+func cmdConsole(fs *pflag.FlagSet) runFunc {
+	var sf storeFlags
+	sf.register(fs)
+	_ = fs.MarkHidden("json") // a page, not a printout
+	addr := fs.String("addr", "127.0.0.1:0", "listen address (default: loopback, a free port)")
+	allowRemote := fs.Bool("allow-remote", false, "allow an --addr reachable beyond this machine (the console has no login: anyone reaching it can replay)")
+	var gf genaceFlags
+	gf.register(fs)
+	return func(ctx context.Context, args []string, stdout, stderr io.Writer) error {
+		if len(args) != 0 {
+			return usagef("console takes no arguments, got %q", args)
+		}
+		ln, url, warning, err := console.Listen(*addr, *allowRemote)
+		if err != nil {
+			return usagef("%v", err)
+		}
+		defer ln.Close()
+		// Job ids are looked up where replay looks them up: the Genace the
+		// flags name, or the simulator a local run saved.
+		var reader replay.JobReader
+		var afterReplay func()
+		c, key, err := gf.client(ctx)
+		if err != nil {
+			return err
+		}
+		if c != nil {
+			reader = c
+		} else if sim, runDir := sf.localSim(); sim != nil {
+			base, stop, err := sim.Start("127.0.0.1:0")
+			if err != nil {
+				return err
+			}
+			var mu sync.Mutex
+			save := func() {
+				mu.Lock()
+				defer mu.Unlock()
+				if err := saveSim(runDir, sim); err != nil {
+					fmt.Fprintf(stderr, "genjobs console: saving the local run's simulator: %v\n", err)
+				}
+			}
+			defer func() { stop(); save() }()
+			lc, err := genace.New(base, localSimKey, nil)
+			if err != nil {
+				return err
+			}
+			reader, afterReplay = lc, save
+		}
+		sf.write = true
+		st, err := sf.open(ctx)
+		if err != nil {
+			return err
+		}
+		defer st.Close()
+		sender, err := replaySender(ctx)
+		if err != nil {
+			return err
+		}
+		hint := "Automation carries it out when the sweep next runs."
+		if sf.table == "" {
+			hint = "To carry it out on this local run: stop the console (it holds the store's lock), then " + self() + " local --resume."
+		}
+		srv, err := console.New(console.Config{
+			Store:         st,
+			Replayer:      &replay.Replayer{Store: st, Sender: sender, Genace: reader, Clock: clock.Real{}},
+			Clock:         clock.Real{},
+			Hosts:         console.Hosts(ln),
+			Secrets:       []string{key},
+			ScheduledHint: hint,
+			AfterReplay:   afterReplay,
+		})
+		if err != nil {
+			return err
+		}
+		if warning != "" {
+			fmt.Fprintln(stderr, warning)
+		}
+		fmt.Fprintf(stdout, "genjobs console: %s (Ctrl-C stops it)\n", url)
+		if err := console.Serve(ctx, ln, srv); err != nil {
+			return err
+		}
+		fmt.Fprintln(stdout, "genjobs console: stopped")
+		return nil
+	}
+}
