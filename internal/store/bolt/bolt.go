@@ -15,6 +15,7 @@ import (
 	"go.etcd.io/bbolt"
 	bbolterrors "go.etcd.io/bbolt/errors"
 
+	"github.com/genjobs/genjobs/internal/groupcommit"
 	"github.com/genjobs/genjobs/internal/operation"
 	"github.com/genjobs/genjobs/internal/review"
 	"github.com/genjobs/genjobs/internal/store"
@@ -54,8 +55,9 @@ const LockTimeout = 3 * time.Second
 // (record and index, record and audit entry) is one bbolt transaction.
 // Unlike DynamoDB's, its indexes are always consistent.
 type Store struct {
-	db     *bbolt.DB
-	groups groups
+	db *bbolt.DB
+	// groups queues writes for the next commit (group.go).
+	groups groupcommit.Group[func(*bbolt.Tx) error]
 	// commits counts the write transactions begun (tests read it).
 	commits atomic.Int64
 }

@@ -2,13 +2,12 @@ package bolt
 
 import (
 	"errors"
-	"sync"
 
 	"go.etcd.io/bbolt"
 )
 
-// Group commit. bbolt runs one write transaction at a time and, without
-// NoSync, fsyncs every commit: one write per fsync caps a local run at
+// Group commit (package groupcommit). bbolt runs one write transaction at
+// a time and, without NoSync, fsyncs every commit: one write per fsync caps a local run at
 // the disk's fsync rate. So writes that arrive while a commit is under way
 // queue up, and the next commit carries all of them in one transaction
 // (one fsync), each write's function run in turn against what the ones
@@ -20,29 +19,6 @@ import (
 // first writer to find no commit under way commits at once, on its own
 // goroutine and under guard (no added latency for a lone writer), and
 // hands the next group to one of the writers that queued meanwhile.
-
-// groups queues the writes waiting for the next commit.
-type groups struct {
-	mu sync.Mutex
-	// queue waits for the next commit, in arrival order.
-	queue []*call
-	// leading is true while some writer commits a group; a writer that
-	// arrives then queues.
-	leading bool
-}
-
-// call is one write waiting for its group's commit.
-type call struct {
-	fn   func(*bbolt.Tx) error
-	done chan outcome // buffered: the leader never blocks on it
-}
-
-// outcome is what a queued writer hears: its write's result, or that it
-// leads the next group (its own call is in it).
-type outcome struct {
-	err  error
-	lead bool
-}
 
 // declined is a write function's error that it returned before changing
 // anything (a failed condition: a revision conflict, an existing item): the
@@ -65,35 +41,7 @@ var errNothingToCommit = errors.New("every write in the group declined")
 // time in a fresh transaction: whatever it reports must come from its
 // last run (assign results, never accumulate them).
 func (b *Store) write(fn func(*bbolt.Tx) error) error {
-	c := &call{fn: fn, done: make(chan outcome, 1)}
-	g := &b.groups
-	g.mu.Lock()
-	g.queue = append(g.queue, c)
-	if g.leading {
-		g.mu.Unlock()
-		if o := <-c.done; !o.lead {
-			return o.err
-		}
-		g.mu.Lock()
-	}
-	g.leading = true
-	calls := g.queue
-	g.queue = nil
-	g.mu.Unlock()
-
-	results := b.commit(calls)
-
-	g.mu.Lock()
-	if len(g.queue) > 0 {
-		g.queue[0].done <- outcome{lead: true}
-	} else {
-		g.leading = false
-	}
-	g.mu.Unlock()
-	for i, other := range calls {
-		other.done <- outcome{err: results[i]}
-	}
-	return (<-c.done).err
+	return b.groups.Do(fn, b.commit)
 }
 
 // commit runs calls in one transaction and returns each one's result. A
@@ -101,7 +49,7 @@ func (b *Store) write(fn func(*bbolt.Tx) error) error {
 // transaction back: it then runs alone, in a transaction of its own, and
 // the others run again without it, so each gets the result it would have
 // had by itself.
-func (b *Store) commit(calls []*call) []error {
+func (b *Store) commit(calls []func(*bbolt.Tx) error) []error {
 	results := make([]error, len(calls))
 	index := make([]int, len(calls)) // into results
 	for i := range index {
@@ -115,7 +63,7 @@ func (b *Store) commit(calls []*call) []error {
 				changed := false
 				for i, c := range calls {
 					failed = i
-					err := c.fn(tx)
+					err := c(tx)
 					if d, ok := err.(declined); ok {
 						errs[i] = d.err
 						continue
