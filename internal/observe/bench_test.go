@@ -12,10 +12,18 @@ import (
 
 // BenchmarkObserveAction measures one observation handled end to end: load,
 // one GET of the job from the simulator over loopback (no long poll), the
-// conditional snapshot write and the follow-up send, with the embedded
-// store. Every iteration observes a different accepted operation.
+// conditional snapshot write and the follow-up send, on the embedded store
+// with and without fsync (handlertest.BenchStores): CPU per action apart
+// from the disk's latency. Every iteration observes a different accepted
+// operation.
 func BenchmarkObserveAction(b *testing.B) {
-	e := newEnvB(b)
+	for _, kind := range handlertest.BenchStores {
+		b.Run("store="+kind, func(b *testing.B) { benchObserve(b, kind) })
+	}
+}
+
+func benchObserve(b *testing.B, kind string) {
+	e := newEnv(b, kind, genacesim.Config{}, observe.Config{})
 	msgs := make([]handlertest.Sent, b.N)
 	for i := range b.N {
 		msgs[i] = e.acceptB(b, fmt.Sprintf("op-%d", i))
@@ -23,6 +31,7 @@ func BenchmarkObserveAction(b *testing.B) {
 	ctx := context.Background()
 	b.ReportAllocs()
 	b.ResetTimer()
+	cpu0 := handlertest.CPUTime()
 	for i := range b.N {
 		if resp, _ := e.obs.Handle(ctx, handlertest.Event(b, e.clk.Now(), msgs[i])); len(resp.BatchItemFailures) != 0 {
 			b.Fatal("observation failed")
@@ -31,7 +40,5 @@ func BenchmarkObserveAction(b *testing.B) {
 			e.out.Take()
 		}
 	}
-	b.ReportMetric(float64(b.N)/b.Elapsed().Seconds(), "actions/s")
+	handlertest.ReportAction(b, cpu0)
 }
-
-func newEnvB(b *testing.B) *env { return newEnv(b, "bolt", genacesim.Config{}, observe.Config{}) }

@@ -15,11 +15,19 @@ import (
 
 // BenchmarkSubmitAction measures one dispatch handled end to end: load,
 // claim (a conditional write), one POST to the simulator over loopback,
-// the accepted write and the follow-up send, with the embedded store.
+// the accepted write and the follow-up send, on the embedded store with
+// and without fsync (handlertest.BenchStores): CPU per action apart from
+// the disk's latency.
 func BenchmarkSubmitAction(b *testing.B) {
+	for _, kind := range handlertest.BenchStores {
+		b.Run("store="+kind, func(b *testing.B) { benchSubmit(b, kind) })
+	}
+}
+
+func benchSubmit(b *testing.B, kind string) {
 	clk := clock.NewManual(handlertest.Start)
 	_, client := handlertest.Sim(b, clk, genacesim.Config{})
-	st := handlertest.OpenStore(b, "bolt")
+	st := handlertest.OpenStore(b, kind)
 	out := &handlertest.Outbox{}
 	h := submit.New(submit.Deps{Store: st, Genace: client, Extender: &handlertest.Extender{}, Sender: out, Clock: clk, Log: slog.New(slog.DiscardHandler), Metrics: metrics.Discard()}, submit.Config{})
 	events := make([]handlertest.Sent, b.N)
@@ -29,6 +37,7 @@ func BenchmarkSubmitAction(b *testing.B) {
 	ctx := context.Background()
 	b.ReportAllocs()
 	b.ResetTimer()
+	cpu0 := handlertest.CPUTime()
 	for i := range b.N {
 		if resp, _ := h.Handle(ctx, handlertest.Event(b, clk.Now(), events[i])); len(resp.BatchItemFailures) != 0 {
 			b.Fatal("dispatch failed")
@@ -37,5 +46,5 @@ func BenchmarkSubmitAction(b *testing.B) {
 			out.Take()
 		}
 	}
-	b.ReportMetric(float64(b.N)/b.Elapsed().Seconds(), "actions/s")
+	handlertest.ReportAction(b, cpu0)
 }

@@ -50,13 +50,15 @@ func Sim(t testing.TB, clk clock.Clock, cfg genacesim.Config) (*genacesim.Simula
 	return sim, c
 }
 
-// OpenStore opens a fresh store of the given kind ("bolt", or "dynamodb"
-// through the opener the integration build registers).
+// OpenStore opens a fresh store of the given kind: "bolt" (as genjobs
+// local opens it: every commit fsync'd), "bolt-nosync" (the same file
+// without fsync, for benchmarks that separate CPU from storage latency),
+// or "dynamodb" (through the opener the integration build registers).
 func OpenStore(t testing.TB, kind string) store.Store {
 	t.Helper()
 	switch kind {
-	case "bolt":
-		s, err := bolt.Open(filepath.Join(t.TempDir(), "genjobs.db"))
+	case "bolt", "bolt-nosync":
+		s, err := bolt.OpenWith(filepath.Join(t.TempDir(), "genjobs.db"), bolt.Options{NoSync: kind == "bolt-nosync"})
 		if err != nil {
 			t.Fatal(err)
 		}

@@ -9,11 +9,13 @@ import (
 	"errors"
 	"fmt"
 	"strconv"
+	"sync/atomic"
 	"time"
 
 	"go.etcd.io/bbolt"
 	bbolterrors "go.etcd.io/bbolt/errors"
 
+	"github.com/genjobs/genjobs/internal/groupcommit"
 	"github.com/genjobs/genjobs/internal/operation"
 	"github.com/genjobs/genjobs/internal/review"
 	"github.com/genjobs/genjobs/internal/store"
@@ -54,6 +56,10 @@ const LockTimeout = 3 * time.Second
 // Unlike DynamoDB's, its indexes are always consistent.
 type Store struct {
 	db *bbolt.DB
+	// groups queues writes for the next commit (group.go).
+	groups groupcommit.Group[func(*bbolt.Tx) error]
+	// commits counts the write transactions begun (tests read it).
+	commits atomic.Int64
 }
 
 var _ store.Store = (*Store)(nil)
@@ -183,7 +189,7 @@ func (b *Store) Create(ctx context.Context, rec operation.Record) (operation.Rec
 	}
 	err = b.write(func(tx *bbolt.Tx) error {
 		if tx.Bucket(bucketOps).Get([]byte(rec.OperationID)) != nil {
-			return store.ErrExists
+			return decline(store.ErrExists)
 		}
 		return putRecord(tx, nil, rec)
 	})
@@ -220,19 +226,18 @@ func (b *Store) update(ctx context.Context, rec operation.Record, expected int64
 	if err := ctx.Err(); err != nil {
 		return err
 	}
-	var conflict *store.ConflictError
-	err := b.write(func(tx *bbolt.Tx) error {
+	// A conflict is returned bare, like the DynamoDB store's: its message
+	// names the operation.
+	return b.write(func(tx *bbolt.Tx) error {
 		cur, ok, err := getRecord(tx, rec.OperationID)
 		if err != nil {
 			return err
 		}
 		if !ok {
-			conflict = &store.ConflictError{OperationID: rec.OperationID, Expected: expected}
-			return conflict
+			return decline(&store.ConflictError{OperationID: rec.OperationID, Expected: expected})
 		}
 		if cur.Revision != expected || cur.Terminal() {
-			conflict = &store.ConflictError{OperationID: rec.OperationID, Expected: expected, Current: &cur}
-			return conflict
+			return decline(&store.ConflictError{OperationID: rec.OperationID, Expected: expected, Current: &cur})
 		}
 		if entry != nil {
 			audit, err := tx.Bucket(bucketAudit).CreateBucketIfNotExists([]byte(rec.OperationID))
@@ -241,7 +246,8 @@ func (b *Store) update(ctx context.Context, rec operation.Record, expected int64
 			}
 			key := []byte(store.AuditKey(entry.Revision))
 			if audit.Get(key) != nil {
-				return fmt.Errorf("an audit entry for revision %d already exists: %w", entry.Revision, store.ErrExists)
+				// The bucket was there already: nothing written yet.
+				return decline(fmt.Errorf("an audit entry for revision %d already exists: %w", entry.Revision, store.ErrExists))
 			}
 			raw, err := json.Marshal(entry)
 			if err != nil {
@@ -259,11 +265,6 @@ func (b *Store) update(ctx context.Context, rec operation.Record, expected int64
 		}
 		return putRecord(tx, &cur, rec)
 	})
-	if conflict != nil {
-		// Returned bare, like the DynamoDB store's: its message names the operation.
-		return conflict
-	}
-	return err
 }
 
 // Update implements store.Store.
@@ -346,6 +347,7 @@ func (b *Store) PutReview(ctx context.Context, r review.Record) (bool, error) {
 	}
 	wrote := false
 	err := b.write(func(tx *bbolt.Tx) error {
+		wrote = false // from this run only: write may run it again
 		reviews := tx.Bucket(bucketReviews)
 		if reviews.Get([]byte(r.ID)) != nil {
 			return nil
@@ -486,8 +488,11 @@ func (b *Store) ResolveReview(ctx context.Context, id, by, reason string, at tim
 	}
 	err := b.write(func(tx *bbolt.Tx) error {
 		r, err := getReview(tx, id)
-		if err != nil || !r.Open {
-			return err
+		if err != nil {
+			return decline(err)
+		}
+		if !r.Open {
+			return nil
 		}
 		if err := tx.Bucket(bucketOpenReviews).Delete([]byte(store.IndexKey(r.CreatedAt, r.ID))); err != nil {
 			return fmt.Errorf("unindex: %w", err)

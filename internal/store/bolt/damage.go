@@ -134,12 +134,8 @@ func walk(path, name string, b *bbolt.Bucket) error {
 	})
 }
 
-// read and write are db.View and db.Update under guard: a page damaged
-// after the file was opened gives an error, not a crash.
+// read is db.View under guard, as write's commits are (group.go): a page
+// damaged after the file was opened gives an error, not a crash.
 func (b *Store) read(fn func(*bbolt.Tx) error) error {
 	return guard(b.db.Path(), func() error { return b.db.View(fn) })
-}
-
-func (b *Store) write(fn func(*bbolt.Tx) error) error {
-	return guard(b.db.Path(), func() error { return b.db.Update(fn) })
 }

@@ -87,7 +87,7 @@ func fullRecord(id string) operation.Record {
 			{Index: 1, Key: "outputs/" + id + "/1.webp", SizeBytes: 65432, SHA256: strings.Repeat("b", 64), StoredAt: at(8 * time.Second)},
 		},
 		Schedule: &operation.NextAction{Action: "observe_generation", Due: at(time.Minute + 3)},
-		Counters: operation.Counters{Observations: 9, RateLimited: 2, WindowObservations: 4, ReadFailures: 1},
+		Counters: operation.Counters{Observations: 9, RateLimited: 2, WindowObservations: 4, ReadFailures: 1, Unauthorized: 1},
 		Timestamps: operation.Timestamps{
 			Created:      base,
 			Updated:      at(9 * time.Second),

@@ -1,0 +1,70 @@
+// Package groupcommit lets concurrent callers share one expensive durable
+// step (a transaction's fsync, a directory's fsync): the first caller to
+// find none under way runs it at once for itself, on its own goroutine;
+// callers that arrive meanwhile queue, and one of them runs the next step
+// for all of the queue. A lone caller waits for nothing extra; under load
+// the step's cost is shared by as many callers as arrived during one step.
+package groupcommit
+
+import "sync"
+
+// Group queues items of type T for the next step. The zero value is ready.
+type Group[T any] struct {
+	mu sync.Mutex
+	// queue waits for the next step, in arrival order.
+	queue []*waiter[T]
+	// leading is true while some caller runs a step.
+	leading bool
+}
+
+type waiter[T any] struct {
+	item T
+	done chan outcome // buffered: the leader never blocks on it
+}
+
+// outcome is what a queued caller hears: its item's result, or that it
+// runs the next step (its own item is in it).
+type outcome struct {
+	err  error
+	lead bool
+}
+
+// Do runs step over item and whatever items queued with it, and returns
+// item's result: step returns one error per item, in order. Items are
+// given to step in the order their callers arrived; step runs on one
+// caller's goroutine at a time, never two at once.
+func (g *Group[T]) Do(item T, step func([]T) []error) error {
+	w := &waiter[T]{item: item, done: make(chan outcome, 1)}
+	g.mu.Lock()
+	g.queue = append(g.queue, w)
+	if g.leading {
+		g.mu.Unlock()
+		if o := <-w.done; !o.lead {
+			return o.err
+		}
+		g.mu.Lock()
+	}
+	g.leading = true
+	batch := g.queue
+	g.queue = nil
+	g.mu.Unlock()
+
+	items := make([]T, len(batch))
+	for i, b := range batch {
+		items[i] = b.item
+	}
+	errs := step(items)
+
+	// Hand the next step over before answering, so it starts at once.
+	g.mu.Lock()
+	if len(g.queue) > 0 {
+		g.queue[0].done <- outcome{lead: true}
+	} else {
+		g.leading = false
+	}
+	g.mu.Unlock()
+	for i, b := range batch {
+		b.done <- outcome{err: errs[i]}
+	}
+	return (<-w.done).err
+}
