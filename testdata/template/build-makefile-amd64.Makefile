@@ -17,7 +17,7 @@ export GOBIN := $(BIN)
 # Where `make install` puts genjobs (the Makefile's own GOBIN holds tools).
 INSTALL_DIR ?= $(shell env -u GOBIN $(GO) env GOPATH)/bin
 
-.PHONY: help run install invoke sam-env build test unit lint fmt bench fuzz soak faultsim mutants clean
+.PHONY: help run install invoke sam-env build test unit lint fmt bench fuzz soak faultsim mutants clean console screenshots
 
 help: ## list the targets
 	@grep -hE '^[a-zA-Z_-]+:.*## ' $(MAKEFILE_LIST) | sort | \
@@ -42,9 +42,17 @@ test: ## run every test (unit, race, integration) against DynamoDB Local, starte
 	$(GO) vet ./...
 	$(GO) vet -tags integration ./...
 	bash .ci/rie.sh install
+	bash .ci/chromium.sh install
 	bash .ci/dynamodb-local.sh run -- bash .ci/goaws.sh run -- env GENJOBS_REQUIRE_INTEGRATION=1 \
 		$(GO) test -race -tags integration -count=1 -timeout 20m ./...
 	$(MAKE) --no-print-directory fuzz FUZZTIME=$(FUZZTIME)
+
+console: ## serve the operator console on the newest local run's store (ARGS="--table NAME ..." for another store)
+	$(GO) run ./cmd/genjobs console $(ARGS)
+
+screenshots: ## redraw docs/console-*.png from the console's browser test (headless Chromium)
+	bash .ci/chromium.sh install
+	GENJOBS_REQUIRE_INTEGRATION=1 GENJOBS_UPDATE_SCREENSHOTS=1 $(GO) test -tags integration -run 'TestConsoleInBrowser$$' -count=1 ./internal/console
 
 invoke: ## run one function under the Lambda runtime emulator with a sample event: make invoke FN=submit EVENT=events/submit.json
 	@test -n "$(FN)" -a -n "$(EVENT)" || { echo "usage: make invoke FN=submit|observe|deliver|triage|sweep EVENT=events/FILE.json"; exit 2; }
