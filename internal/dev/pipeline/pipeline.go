@@ -77,8 +77,9 @@ type Config struct {
 	GiveUpAfter time.Duration
 	// Log receives the handlers' logs (nil: discarded).
 	Log *slog.Logger
-	// LongPoll and Accounting set the observation long poll and the
-	// accounting budget (0: 10 s each, a local time scale).
+	// LongPoll sets the observation long poll (0: the deployed policy's,
+	// so local runs make production's GETs); Accounting the accounting
+	// budget (0: 10 s, a local time scale).
 	LongPoll   time.Duration
 	Accounting time.Duration
 }
@@ -92,13 +93,17 @@ func ArtifactDir(stateDir string) string { return filepath.Join(stateDir, "artif
 // ReportPath is where a run keeps its JSON report.
 func ReportPath(stateDir string) string { return filepath.Join(stateDir, "report.json") }
 
-// sweepConfig runs the sweep on a local time scale.
+// sweepConfig runs the sweep with a local claim timeout and the deployed
+// overdue threshold: an observation chain writes nothing for up to
+// observe.DefaultChain while the job does not change, so a shorter
+// threshold would re-arm live chains.
 func sweepConfig() sweep.Config {
-	return sweep.Config{ClaimTimeout: time.Minute, OverdueAfter: 20 * time.Second}
+	return sweep.Config{ClaimTimeout: time.Minute}.Defaults()
 }
 
 // localPolicies keep the deployed shape (back-to-back long polls while the
-// job is young, then backoff) on a local time scale.
+// job is young, then backoff) with the given long poll, and settle
+// refunds on a local time scale.
 func localPolicies(longPoll time.Duration) schedule.Policies {
 	ps := schedule.DefaultPolicies()
 	ps.Default.LongPoll = longPoll
@@ -133,7 +138,7 @@ func Run(ctx context.Context, cfg Config) (*Report, error) {
 		cfg.Log = slog.New(slog.DiscardHandler)
 	}
 	if cfg.LongPoll <= 0 {
-		cfg.LongPoll = 10 * time.Second
+		cfg.LongPoll = schedule.DefaultPolicies().Default.LongPoll
 	}
 	if cfg.Accounting <= 0 {
 		cfg.Accounting = 10 * time.Second
