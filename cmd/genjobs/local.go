@@ -29,7 +29,7 @@ func cmdLocal(fs *pflag.FlagSet) runFunc {
 	genaceKey := fs.String("genace-key", os.Getenv("GENACE_API_KEY"), "API key for --genace-url (env GENACE_API_KEY)")
 	table := fs.String("table", "", "store operations in this DynamoDB table instead of the embedded store")
 	endpoint := fs.String("dynamodb-endpoint", "", "DynamoDB endpoint (sets AWS_ENDPOINT_URL_DYNAMODB), e.g. DynamoDB Local")
-	longPoll := fs.Duration("long-poll", 10*time.Second, "observation long poll (Genace allows up to 30s)")
+	longPoll := fs.Duration("long-poll", 30*time.Second, "observation long poll (default: the deployed policy's; Genace allows up to 30s)")
 	accounting := fs.Duration("accounting-budget", 10*time.Second, "how long a failed job's refund is observed before it is left for accounting")
 	giveUp := fs.Duration("give-up-after", 30*time.Second, "stop when Genace has been unreachable this long")
 	quiet := fs.Bool("quiet", false, "no progress display")

@@ -1,5 +1,6 @@
-// Command observe is the observe function: one long-polled GET per
-// message, a revision-guarded snapshot write, and exactly one follow-up.
+// Command observe is the observe function: long polls chained back to
+// back per message, a revision-guarded snapshot write per change, and
+// exactly one follow-up.
 // This file is the composition root only.
 package main
 

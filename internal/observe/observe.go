@@ -1,9 +1,13 @@
 // Package observe is the observe function's handler: it reads the job an
-// observation message names (one long poll), saves the snapshot with a
-// write conditioned on the revision the message expects, and then does
-// exactly one thing: schedule the next observation, hand over to delivery,
-// settle, or park the operation for review. Duplicate observations
-// collapse on the revision check; the loser writes and schedules nothing.
+// observation message names with long polls chained back to back while
+// the message's lease, the function's deadline and Config.Chain allow,
+// and writes the record, conditioned on the revision the message
+// expects, only when the job's state or money changed, when the chain
+// hands over to a fresh message, or when the next look is not due at
+// once. The last write does exactly one thing: schedule the next
+// observation, hand over to delivery, settle, or park the operation for
+// review. Duplicate observations collapse on the revision check; the
+// loser writes and schedules nothing.
 package observe
 
 import (
@@ -60,14 +64,32 @@ type Config struct {
 	// MaxReadFailures is how many consecutive failed GETs the chain rides
 	// out by itself before it lets the message fail towards the DLQ.
 	MaxReadFailures int
-	Concurrency     int
+	// Concurrency bounds the batch's records observed at once (default:
+	// all of them). A record waiting for a slot would wait out a whole
+	// chain of another, so keep it at least the mapping's batch size.
+	Concurrency int
+	// Chain is how long one message may chain long polls before it hands
+	// over to a fresh message (default DefaultChain). The record is not
+	// written while nothing changes, so its Schedule.Due stays at the last
+	// write: keep Chain below the sweep's overdue threshold
+	// (SWEEP_OVERDUE_SECONDS), or the sweep re-arms live chains.
+	Chain time.Duration
 }
+
+// DefaultChain is the default Config.Chain: eight 30 s long polls, a
+// minute below the sweep's default overdue threshold of 5 minutes.
+const DefaultChain = 4 * time.Minute
+
+// allAtOnce is the default Concurrency: more than any batch SQS delivers.
+const allAtOnce = 10000
 
 // Defaults fills zero fields.
 func (c Config) Defaults() Config {
 	c.Visibility = cmp.Or(c.Visibility, 6*time.Minute)
 	c.Overhead = cmp.Or(c.Overhead, 5*time.Second)
 	c.MaxReadFailures = cmp.Or(c.MaxReadFailures, 20)
+	c.Concurrency = cmp.Or(c.Concurrency, allAtOnce)
+	c.Chain = cmp.Or(c.Chain, DefaultChain)
 	return c
 }
 
@@ -139,48 +161,101 @@ func (h *Handler) decide(ctx context.Context, m events.SQSMessage, env message.E
 	if !observable(&rec) {
 		return h.obsolete(ctx, env, &rec, worker.ReasonPhase(rec.Phase))
 	}
-	wait := h.window(ctx, l, &rec)
-	job, err := h.genace.Get(ctx, rec.RemoteJobID, wait, wait+h.cfg.Overhead)
-	if err != nil {
-		return h.readFailed(ctx, m, rec, err)
+	return h.chain(ctx, m, env, rec, l)
+}
+
+// chain observes the job with long polls back to back, as long as the
+// next look is due at once, a whole poll still fits Config.Chain and the
+// function's deadline, and the lease holds. An observation that changes
+// nothing the record keeps for a reason (the job's state, its credits,
+// the phase, settlement, parking) stays in memory; any other is written
+// at once, and the chain goes on from what it wrote. The last
+// observation is always written, with the follow-up it schedules: the
+// record then carries the observations' counters and the time of the
+// last look (so the next message long-polls again), and a Schedule.Due
+// of now for the sweep. A crash mid-chain loses only unwritten looks:
+// the message comes back (or the sweep re-arms it) and reads again; a
+// write of its own that landed is found and its follow-up re-sent.
+func (h *Handler) chain(ctx context.Context, m events.SQSMessage, env message.Envelope, rec operation.Record, l *worker.Lease) (worker.Outcome, error) {
+	end := h.clk.Now().Add(h.cfg.Chain)
+	if dl, ok := ctx.Deadline(); ok && dl.Add(-h.cfg.Overhead).Before(end) {
+		end = dl.Add(-h.cfg.Overhead)
 	}
-	now := h.clk.Now()
-	snap := job.Snapshot(now)
-	if !job.CreatedAt.IsZero() {
-		h.metrics.Duration(metrics.RemoteRenderAge, now.Sub(job.CreatedAt), metrics.Dim{Name: "Model", Value: rec.Model})
+	poll := h.delays.LongPoll(rec.Model)
+	// A clock that does not move with the polls must still end the chain.
+	maxPolls := 1
+	if poll > 0 {
+		maxPolls += int(h.cfg.Chain / poll)
 	}
-	next, follow, err := operation.Observe(rec, snap, now, h.delays.BudgetsFor(rec.Model))
-	if err != nil {
-		return h.obsolete(ctx, env, &rec, worker.ReasonNotApplicable)
-	}
-	switch follow {
-	case operation.FollowObserve:
-		delay := h.delays.Next(&next, now)
-		if next.Phase == operation.PhaseFailed {
-			delay = h.delays.Accounting(&next, now)
+	for polls := 1; ; polls++ {
+		wait := h.window(ctx, l, &rec)
+		job, err := h.genace.Get(ctx, rec.RemoteJobID, wait, wait+h.cfg.Overhead)
+		if err != nil {
+			return h.readFailed(ctx, m, rec, err)
 		}
-		next.Schedule = &operation.NextAction{Action: string(message.ActionObserveGeneration), Due: now.Add(delay)}
-	case operation.FollowDeliver:
-		next.Schedule = &operation.NextAction{Action: string(message.ActionDeliverArtifacts), Due: now}
-	default:
-		next.Schedule = nil
+		now := h.clk.Now()
+		snap := job.Snapshot(now)
+		if !job.CreatedAt.IsZero() {
+			h.metrics.Duration(metrics.RemoteRenderAge, now.Sub(job.CreatedAt), metrics.Dim{Name: "Model", Value: rec.Model})
+		}
+		next, follow, err := operation.Observe(rec, snap, now, h.delays.BudgetsFor(rec.Model))
+		if err != nil {
+			return h.obsolete(ctx, env, &rec, worker.ReasonNotApplicable)
+		}
+		delay := time.Duration(0)
+		switch follow {
+		case operation.FollowObserve:
+			delay = h.delays.Next(&next, now)
+			if next.Phase == operation.PhaseFailed {
+				delay = h.delays.Accounting(&next, now)
+			}
+			next.Schedule = &operation.NextAction{Action: string(message.ActionObserveGeneration), Due: now.Add(delay)}
+		case operation.FollowDeliver:
+			next.Schedule = &operation.NextAction{Action: string(message.ActionDeliverArtifacts), Due: now}
+		default:
+			next.Schedule = nil
+		}
+		more := follow == operation.FollowObserve && delay == 0 && poll > 0 && polls < maxPolls &&
+			!now.Add(poll).After(end) && !l.Lost()
+		if more && !changed(&rec, &next) {
+			rec = next // same revision: the look is kept in memory only
+			continue
+		}
+		saved, err := h.w.Persist(ctx, rec, m.MessageId, worker.OnlyAt(rec.Revision, next))
+		if errors.Is(err, worker.ErrMovedOn) || errors.Is(err, store.ErrConflict) {
+			// Another observer (or the user) wrote first: this worker's view is
+			// stale. It writes nothing and schedules nothing.
+			h.log.InfoContext(ctx, "observation lost the revision race", "operation_id", rec.OperationID, "expected_revision", rec.Revision)
+			return worker.OutcomeLostRace, nil
+		}
+		if err != nil {
+			return worker.OutcomeError, fmt.Errorf("observe %s: save snapshot: %w", rec.OperationID, err)
+		}
+		h.log.InfoContext(ctx, "observation saved", "operation_id", saved.OperationID, "revision", saved.Revision,
+			"phase", string(saved.Phase), "remote_state", string(snap.State), "follow", string(follow), "polls", polls, "chained", more)
+		if more {
+			rec = saved
+			continue
+		}
+		if follow != operation.FollowObserve {
+			h.metrics.Count(metrics.ObservationsPerOp, float64(saved.Counters.Observations), metrics.Dim{Name: "Phase", Value: string(saved.Phase)})
+		}
+		return worker.OutcomeOfObservation(follow), h.w.Emit(ctx, &saved, env.Attempt+1)
 	}
-	saved, err := h.w.Persist(ctx, rec, m.MessageId, worker.OnlyAt(rec.Revision, next))
-	if errors.Is(err, worker.ErrMovedOn) || errors.Is(err, store.ErrConflict) {
-		// Another observer (or the user) wrote first: this worker's view is
-		// stale. It writes nothing and schedules nothing.
-		h.log.InfoContext(ctx, "observation lost the revision race", "operation_id", rec.OperationID, "expected_revision", rec.Revision)
-		return worker.OutcomeLostRace, nil
+}
+
+// changed reports whether an observation changed what the record must
+// keep at once: the job's state or credits (the long poll answers early on
+// exactly these), or the operation's phase, settlement, parking or error.
+// Progress, timestamps and counters wait for the chain's last write.
+func changed(before, after *operation.Record) bool {
+	if before.Remote == nil || after.Remote == nil {
+		return true
 	}
-	if err != nil {
-		return worker.OutcomeError, fmt.Errorf("observe %s: save snapshot: %w", rec.OperationID, err)
-	}
-	if follow != operation.FollowObserve {
-		h.metrics.Count(metrics.ObservationsPerOp, float64(saved.Counters.Observations), metrics.Dim{Name: "Phase", Value: string(saved.Phase)})
-	}
-	h.log.InfoContext(ctx, "observation saved", "operation_id", saved.OperationID, "revision", saved.Revision,
-		"phase", string(saved.Phase), "remote_state", string(snap.State), "follow", string(follow))
-	return worker.OutcomeOfObservation(follow), h.w.Emit(ctx, &saved, env.Attempt+1)
+	return before.Remote.State != after.Remote.State || before.Remote.Credits != after.Remote.Credits ||
+		before.Remote.SubmissionFailure != after.Remote.SubmissionFailure ||
+		before.Phase != after.Phase || before.Settlement != after.Settlement ||
+		(before.Parked == nil) != (after.Parked == nil) || before.LastError != after.LastError
 }
 
 // window is the long poll that fits the lease and the function's deadline.

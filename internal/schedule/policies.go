@@ -35,9 +35,10 @@ func (ps Policies) For(model string) Policy {
 }
 
 // DefaultPolicies are the values used where the configuration says
-// nothing: watch a job closely for its first hour with 25 s long polls
-// (under Genace's 30 s limit, with room for the round trip inside the
-// function's timeout), then back off from 30 s, doubling up to 30 min,
+// nothing: watch a job closely for its first hour with long polls of
+// Genace's whole 30 s window, chained back to back by the observe handler
+// (fewer GETs per render: each poll that ends without a change is one),
+// then back off from 30 s, doubling up to 30 min,
 // ±20%. An hour, not less: with renders of median 60 s and 5 % over 10
 // minutes, a 15-minute window left ~3 % of renders to backoff and put the
 // detection latency p99 at minutes (bench/results.md); an hour costs ~9 %
@@ -45,7 +46,7 @@ func (ps Policies) For(model string) Policy {
 func DefaultPolicies() Policies {
 	return Policies{
 		Default: Policy{
-			LongPoll:   25 * time.Second,
+			LongPoll:   MaxLongPoll,
 			Immediate:  time.Hour,
 			Base:       30 * time.Second,
 			Cap:        30 * time.Minute,

@@ -195,7 +195,8 @@ func TestDefaultPolicies(t *testing.T) {
 		t.Fatal(err)
 	}
 	want := testPolicy()
-	want.Immediate = time.Hour // the default watches a render closely for its first hour
+	want.Immediate = time.Hour           // the default watches a render closely for its first hour
+	want.LongPoll = schedule.MaxLongPoll // Genace's whole window, chained back to back
 	if ps.Default != want {
 		t.Errorf("Default = %+v, want %+v", ps.Default, want)
 	}

@@ -62,7 +62,7 @@ func TestLongPollDetectsInstantly(t *testing.T) {
 	}
 	// Back to back: one GET per cycle of a long poll and the overheads.
 	long := Observe(NewGenjobs("g", realPolicy(), 1), 10*time.Minute, 0, ov)
-	cycle := 25*time.Second + ov.SQSLatency + ov.RoundTrip
+	cycle := realPolicy().LongPoll + ov.SQSLatency + ov.RoundTrip
 	if want := int(math.Ceil(float64(10*time.Minute) / float64(cycle))); long.GETs != want || long.Detect != ov.RoundTrip/2 {
 		t.Errorf("10 min render: GETs %d, detect %v; want %d, %v", long.GETs, long.Detect, want, ov.RoundTrip/2)
 	}
@@ -72,13 +72,13 @@ func TestLongPollDetectsInstantly(t *testing.T) {
 // long poll arrives: Genace holds it for the whole wait.
 func TestLongPollOnAFinishedJobIsHeldInVain(t *testing.T) {
 	ov := DefaultOverheads()
-	// First look: starts 20 ms, arrives 45 ms, answers 25.045 s, saved
-	// 25.070 s; second: starts 25.090 s, arrives 25.115 s.
-	r := Observe(NewGenjobs("g", realPolicy(), 1), 25100*ms, 0, ov)
+	// First look: starts 20 ms, arrives 45 ms, answers 30.045 s, saved
+	// 30.070 s; second: starts 30.090 s, arrives 30.115 s.
+	r := Observe(NewGenjobs("g", realPolicy(), 1), 30100*ms, 0, ov)
 	if r.GETs != 2 || r.InVain != 1 {
 		t.Fatalf("GETs %d, in vain %d: want 2, 1", r.GETs, r.InVain)
 	}
-	if want := 25115*ms + 25*time.Second + 25*ms - 25100*ms; r.Detect != want {
+	if want := 30115*ms + 30*time.Second + 25*ms - 30100*ms; r.Detect != want {
 		t.Errorf("detected after %v, want %v", r.Detect, want)
 	}
 }
@@ -110,11 +110,11 @@ func TestGenjobsBacksOffAfterImmediate(t *testing.T) {
 	if d := g.Next(15*time.Minute+time.Second, 1); d < 24*time.Second || d > 36*time.Second {
 		t.Errorf("first backed-off delay = %v, want 30 s ±20 %%", d)
 	}
-	if w := g.Wait(0, 26*time.Second); w != 0 {
-		t.Errorf("wait after a 26 s old snapshot = %v, want 0 (observe's window rule)", w)
+	if w := g.Wait(0, 31*time.Second); w != 0 {
+		t.Errorf("wait after a 31 s old snapshot = %v, want 0 (observe's window rule)", w)
 	}
-	if w := g.Wait(0, 100*ms); w != 25*time.Second {
-		t.Errorf("wait after a fresh snapshot = %v, want 25 s", w)
+	if w := g.Wait(0, 100*ms); w != 30*time.Second {
+		t.Errorf("wait after a fresh snapshot = %v, want 30 s", w)
 	}
 	r := Observe(g, 2*time.Hour, 0, DefaultOverheads())
 	if r.Schedules == 0 {

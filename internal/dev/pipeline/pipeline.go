@@ -77,8 +77,9 @@ type Config struct {
 	GiveUpAfter time.Duration
 	// Log receives the handlers' logs (nil: discarded).
 	Log *slog.Logger
-	// LongPoll and Accounting set the observation long poll and the
-	// accounting budget (0: 10 s each, a local time scale).
+	// LongPoll sets the observation long poll (0: the deployed policy's,
+	// so local runs make production's GETs); Accounting the accounting
+	// budget (0: 10 s, a local time scale).
 	LongPoll   time.Duration
 	Accounting time.Duration
 }
@@ -92,13 +93,21 @@ func ArtifactDir(stateDir string) string { return filepath.Join(stateDir, "artif
 // ReportPath is where a run keeps its JSON report.
 func ReportPath(stateDir string) string { return filepath.Join(stateDir, "report.json") }
 
-// sweepConfig runs the sweep on a local time scale.
-func sweepConfig() sweep.Config {
-	return sweep.Config{ClaimTimeout: time.Minute, OverdueAfter: 20 * time.Second}
+// localChain is how long a local observation message chains long polls:
+// four of them, so that a chain hands over (and the sweep's threshold
+// below) stays on the run's time scale.
+func localChain(longPoll time.Duration) time.Duration { return 4 * longPoll }
+
+// sweepConfig runs the sweep on a local time scale. A chain writes
+// nothing while the job does not change, so a next action counts as
+// overdue only 20 s after the chain would have handed over.
+func sweepConfig(chain time.Duration) sweep.Config {
+	return sweep.Config{ClaimTimeout: time.Minute, OverdueAfter: chain + 20*time.Second}
 }
 
 // localPolicies keep the deployed shape (back-to-back long polls while the
-// job is young, then backoff) on a local time scale.
+// job is young, then backoff) with the given long poll, and settle
+// refunds on a local time scale.
 func localPolicies(longPoll time.Duration) schedule.Policies {
 	ps := schedule.DefaultPolicies()
 	ps.Default.LongPoll = longPoll
@@ -133,7 +142,7 @@ func Run(ctx context.Context, cfg Config) (*Report, error) {
 		cfg.Log = slog.New(slog.DiscardHandler)
 	}
 	if cfg.LongPoll <= 0 {
-		cfg.LongPoll = 10 * time.Second
+		cfg.LongPoll = schedule.DefaultPolicies().Default.LongPoll
 	}
 	if cfg.Accounting <= 0 {
 		cfg.Accounting = 10 * time.Second
@@ -270,11 +279,11 @@ func (s *stack) wire(g *genace.Client) error {
 	_, obsURL, obsVis := local.Consumed(topology.Observe)
 	_, delURL, delVis := local.Consumed(topology.Deliver)
 	sub := submit.New(submit.Deps{Store: s.store, Genace: g, Extender: local.Broker, Sender: disp, Clock: s.clk, Log: log.With("function", "submit"), Metrics: m("submit")}, submit.Config{QueueURL: subURL, Visibility: subVis})
-	obs := observe.New(observe.Deps{Store: s.store, Genace: g, Delays: delays, Extender: local.Broker, Sender: disp, Clock: s.clk, Log: log.With("function", "observe"), Metrics: m("observe")}, observe.Config{QueueURL: obsURL, Visibility: obsVis})
+	obs := observe.New(observe.Deps{Store: s.store, Genace: g, Delays: delays, Extender: local.Broker, Sender: disp, Clock: s.clk, Log: log.With("function", "observe"), Metrics: m("observe")}, observe.Config{QueueURL: obsURL, Visibility: obsVis, Chain: localChain(s.cfg.LongPoll)})
 	del := deliver.New(deliver.Deps{Store: s.store, Genace: g, Artifacts: dir, Extender: local.Broker, Sender: disp, Clock: s.clk, Log: log.With("function", "deliver"), Metrics: m("deliver")}, deliver.Config{QueueURL: delURL, Visibility: delVis})
 	tri := triage.New(triage.Deps{Store: s.store, Clock: s.clk, Log: log.With("function", "triage"), Metrics: m("triage")}, triage.Config{Concurrency: 4})
 	sweepDeps := sweep.Deps{Store: s.store, Sender: disp, Clock: s.clk, Log: log.With("function", "sweep"), Metrics: m("sweep")}
-	s.sweeper = sweep.New(sweepDeps, sweepConfig())
+	s.sweeper = sweep.New(sweepDeps, sweepConfig(localChain(s.cfg.LongPoll)))
 	// A resumed run's first sweep: nothing outlived the run before it.
 	s.resumer = sweep.New(sweepDeps, sweep.Config{ClaimTimeout: time.Nanosecond, OverdueAfter: time.Nanosecond})
 	local.Consume(topology.ConsumeConfig{

@@ -112,13 +112,17 @@ type brokenCase struct {
 var brokenCases = []brokenCase{
 	{name: "wiring-submit-reads-observe-queue", rule: RuleWiring, resource: "SubmitFunction",
 		template: []edit{{"        Dispatch:\n          Type: SQS\n          Properties:\n            Queue: !GetAtt DispatchQueue.Arn",
-			"        Dispatch:\n          Type: SQS\n          Properties:\n            Queue: !GetAtt ObserveQueue.Arn"}}},
+			"        Dispatch:\n          Type: SQS\n          Properties:\n            Queue: !GetAtt ObserveQueue.Arn"},
+			// Timeout and lease as the observe queue needs them, so that
+			// only the wiring breaks.
+			{"      Role: !GetAtt SubmitRole.Arn\n      Timeout: 60\n", "      Role: !GetAtt SubmitRole.Arn\n      Timeout: 270\n"},
+			{"          QUEUE_VISIBILITY_SECONDS: \"360\"\n", "          QUEUE_VISIBILITY_SECONDS: \"1620\"\n"}}},
 	{name: "wiring-triage-misses-deliver-dlq", rule: RuleWiring, resource: "TriageFunction",
 		template: []edit{{"        DeliverDeadLetters:\n          Type: SQS\n          Properties:\n            Queue: !GetAtt DeliverDLQ.Arn\n            BatchSize: 10\n            MaximumBatchingWindowInSeconds: 5\n            FunctionResponseTypes: [ReportBatchItemFailures]\n            ScalingConfig:\n              MaximumConcurrency: 2\n", ""}}},
 	// An observation chain sends to the queue that invokes it.
 	{name: "wiring-recursive-loop-terminate", rule: RuleWiring, resource: "ObserveFunction",
-		template: []edit{{"      # the next to this function's own queue (see SubmitFunction).\n      RecursiveLoop: Allow\n",
-			"      # the next to this function's own queue (see SubmitFunction).\n      RecursiveLoop: Terminate\n"}}},
+		template: []edit{{"      # function's own queue every 4 minutes (see SubmitFunction).\n      RecursiveLoop: Allow\n",
+			"      # function's own queue every 4 minutes (see SubmitFunction).\n      RecursiveLoop: Terminate\n"}}},
 	// Triage sends nothing: an accidental loop must stay detectable.
 	{name: "wiring-recursive-loop-on-triage", rule: RuleWiring, resource: "TriageFunction",
 		template: []edit{{"      Role: !GetAtt TriageRole.Arn\n", "      Role: !GetAtt TriageRole.Arn\n      RecursiveLoop: Allow\n"}}},
@@ -131,7 +135,7 @@ var brokenCases = []brokenCase{
 	{name: "visibility-globals-timeout", rule: RuleVisibility, resource: "DeliverDLQ",
 		template: []edit{{"    Timeout: 30\n    MemorySize: 256\n", "    Timeout: 45\n    MemorySize: 256\n"}}},
 	{name: "visibility-lease-mismatch", rule: RuleVisibility, resource: "ObserveFunction",
-		template: []edit{{"          OBSERVE_POLICIES: !Ref ObservePolicies\n          QUEUE_VISIBILITY_SECONDS: \"360\"",
+		template: []edit{{"          OBSERVE_POLICIES: !Ref ObservePolicies\n          QUEUE_VISIBILITY_SECONDS: \"1620\"",
 			"          OBSERVE_POLICIES: !Ref ObservePolicies\n          QUEUE_VISIBILITY_SECONDS: \"300\""}}},
 	{name: "batch-failures-deliver-unreported", rule: RuleBatchFailures, resource: "DeliverFunction event Deliver",
 		template: []edit{{"            Queue: !GetAtt DeliverQueue.Arn\n            BatchSize: 10\n            MaximumBatchingWindowInSeconds: 1\n            FunctionResponseTypes: [ReportBatchItemFailures]\n",
@@ -155,8 +159,8 @@ var brokenCases = []brokenCase{
 		template: []edit{{"      DisplayName: genjobs alarms\n", "      DisplayName: genjobs alarms\n      DisplayNme: typo\n"}}},
 	// SAM's schema for SQS events (which goformation's lacks).
 	{name: "schema-sqs-event-property", rule: RuleSchema, resource: "ObserveFunction",
-		template: []edit{{"            ScalingConfig:\n              MaximumConcurrency: 10\n",
-			"            ScalingConfig:\n              MaximumConcurrency: 10\n            Enabeld: true\n"}}},
+		template: []edit{{"            ScalingConfig:\n              MaximumConcurrency: 100\n",
+			"            ScalingConfig:\n              MaximumConcurrency: 100\n            Enabeld: true\n"}}},
 	// SAM's schema for Globals.
 	{name: "schema-globals", rule: RuleSchema, resource: "template",
 		template: []edit{{"    MemorySize: 256\n", "    MemorySize: 256\n    Tracer: Active\n"}}},

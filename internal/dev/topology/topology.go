@@ -104,7 +104,7 @@ var Stack = Topology{
 	Queues: []Queue{
 		{ID: "DispatchQueue", Name: "genjobs-dispatch", Action: message.ActionSubmitGeneration, Visibility: 6 * time.Minute, Retention: mainRetention, DeadLetter: "DispatchDLQ", MaxReceiveCount: MaxReceiveCount},
 		{ID: "DispatchDLQ", Name: "genjobs-dispatch-dlq", Visibility: 3 * time.Minute, Retention: dlqRetention},
-		{ID: "ObserveQueue", Name: "genjobs-observe", Action: message.ActionObserveGeneration, Visibility: 6 * time.Minute, Retention: mainRetention, DeadLetter: "ObserveDLQ", MaxReceiveCount: MaxReceiveCount},
+		{ID: "ObserveQueue", Name: "genjobs-observe", Action: message.ActionObserveGeneration, Visibility: 27 * time.Minute, Retention: mainRetention, DeadLetter: "ObserveDLQ", MaxReceiveCount: MaxReceiveCount},
 		{ID: "ObserveDLQ", Name: "genjobs-observe-dlq", Visibility: 3 * time.Minute, Retention: dlqRetention},
 		{ID: "DeliverQueue", Name: "genjobs-deliver", Action: message.ActionDeliverArtifacts, Visibility: 12 * time.Minute, Retention: mainRetention, DeadLetter: "DeliverDLQ", MaxReceiveCount: MaxReceiveCount},
 		{ID: "DeliverDLQ", Name: "genjobs-deliver-dlq", Visibility: 3 * time.Minute, Retention: dlqRetention},
@@ -112,8 +112,8 @@ var Stack = Topology{
 	Functions: []Function{
 		{ID: "SubmitFunction", Name: Submit, Timeout: time.Minute, Env: submit.Needs,
 			Mappings: []Mapping{{Queue: "DispatchQueue", BatchSize: 10, BatchingWindow: time.Second, MaxConcurrency: 5}}},
-		{ID: "ObserveFunction", Name: Observe, Timeout: time.Minute, Env: observe.Needs,
-			Mappings: []Mapping{{Queue: "ObserveQueue", BatchSize: 10, BatchingWindow: 0, MaxConcurrency: 10}}},
+		{ID: "ObserveFunction", Name: Observe, Timeout: 270 * time.Second, Env: observe.Needs,
+			Mappings: []Mapping{{Queue: "ObserveQueue", BatchSize: 10, BatchingWindow: 0, MaxConcurrency: 100}}},
 		{ID: "DeliverFunction", Name: Deliver, Timeout: 2 * time.Minute, Env: deliver.Needs,
 			Mappings: []Mapping{{Queue: "DeliverQueue", BatchSize: 10, BatchingWindow: time.Second, MaxConcurrency: 5}}},
 		{ID: "TriageFunction", Name: Triage, Timeout: 30 * time.Second, Env: triage.Needs,

@@ -2,12 +2,15 @@ package topology_test
 
 import (
 	"slices"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
 
 	"github.com/genjobs/genjobs/internal/dev/samlocal"
 	"github.com/genjobs/genjobs/internal/dev/topology"
+	"github.com/genjobs/genjobs/internal/observe"
+	"github.com/genjobs/genjobs/internal/sweep"
 )
 
 func template(t *testing.T) *samlocal.Template {
@@ -98,5 +101,31 @@ func TestDeadLettersRedriveOnce(t *testing.T) {
 		if _, ok := topology.Stack.Consumer(q.DeadLetter); !ok {
 			t.Errorf("%s: nothing consumes its dead-letter queue %q", q.ID, q.DeadLetter)
 		}
+	}
+}
+
+// TestObserveFunctionHoldsAChain: one observe invocation chains long
+// polls for up to observe's Chain, then writes and hands over, so the
+// function's timeout must cover a chain and its last write, and every
+// record of a batch must be observed at once (BATCH_CONCURRENCY's default
+// is the mapping's batch size). The record is not written while a chain
+// sees nothing change, so the chain must end before the sweep's default
+// overdue threshold would re-arm it.
+func TestObserveFunctionHoldsAChain(t *testing.T) {
+	t.Parallel()
+	obs := observe.Config{}.Defaults()
+	f, ok := topology.Stack.Function(topology.Observe)
+	if !ok || len(f.Mappings) != 1 {
+		t.Fatalf("observe function %+v", f)
+	}
+	if need := obs.Chain + obs.Overhead; f.Timeout < need {
+		t.Errorf("observe timeout %s; a chain of %s and its last write need %s", f.Timeout, obs.Chain, need)
+	}
+	if overdue := (sweep.Config{}).Defaults().OverdueAfter; obs.Chain >= overdue {
+		t.Errorf("observe chains for %s, the sweep re-arms after %s", obs.Chain, overdue)
+	}
+	b := template(t).Parameters["BatchConcurrency"].Default
+	if b == nil || *b != strconv.Itoa(f.Mappings[0].BatchSize) {
+		t.Errorf("BATCH_CONCURRENCY default %v, batch size %d: keep them equal", b, f.Mappings[0].BatchSize)
 	}
 }
