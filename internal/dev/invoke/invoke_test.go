@@ -215,7 +215,7 @@ func TestFunctionsFromTheTemplate(t *testing.T) {
 	}
 	want := []string{
 		"SubmitFunction submit sqs [dispatch] 1m0s 256",
-		"ObserveFunction observe sqs [observe] 1m0s 256",
+		"ObserveFunction observe sqs [observe] 4m30s 256",
 		"DeliverFunction deliver sqs [deliver] 2m0s 512",
 		"TriageFunction triage sqs [deliver-dlq dispatch-dlq observe-dlq] 30s 256",
 		"SweepFunction sweep scheduled [] 1m0s 256",
