@@ -162,7 +162,9 @@ const (
 	// InvocationTimeUsed: a handler reaches its record with only part of
 	// its function timeout left (1 s up to the whole timeout): the records
 	// before it in the batch, a slow store or a throttled call used the
-	// rest. Lambda kills the function at its deadline.
+	// rest. Lambda kills the function at its deadline; no virtual time
+	// passes inside a handler, so here none is killed, and invariant h
+	// holds each POST to that deadline instead.
 	InvocationTimeUsed Fault = "invocation_time_used"
 )
 

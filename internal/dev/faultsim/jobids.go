@@ -67,6 +67,8 @@ func (w *world) secondJob(ctx context.Context, op string, res genace.SubmitResul
 		w.tracef(op, "%s: the operator did not attach %s; the late answer stands alone", SecondJobID, dup)
 	}
 	// The operator then works the review the late answer leaves.
-	w.plan(w.clk.Now(), evOperatorOn, w.opIndex(op))
+	if k := w.opIndex(op); k >= 0 {
+		w.plan(w.clk.Now(), evOperatorOn, k)
+	}
 	return true
 }
