@@ -25,6 +25,7 @@ import (
 	"github.com/genjobs/genjobs/internal/dev/lambdatest"
 	"github.com/genjobs/genjobs/internal/genace"
 	"github.com/genjobs/genjobs/internal/message"
+	"github.com/genjobs/genjobs/internal/observe"
 	"github.com/genjobs/genjobs/internal/operation"
 )
 
@@ -160,8 +161,10 @@ func TestObserveSampleEvent(t *testing.T) {
 			if saved.Revision != rec.Revision+1 {
 				t.Errorf("revision %d, want %d: the snapshot was not saved once", saved.Revision, rec.Revision+1)
 			}
-			if saved.Counters.Observations != 1 {
-				t.Errorf("counters.observations %d, want 1", saved.Counters.Observations)
+			// A young job's looks chain inside the invocation (as many as
+			// full 30 s windows fit the chain); they are written once.
+			if saved.Counters.Observations < 1 || saved.Counters.Observations > 1+int(observe.DefaultChain/genace.MaxWait) {
+				t.Errorf("counters.observations %d, want 1..%d", saved.Counters.Observations, 1+int(observe.DefaultChain/genace.MaxWait))
 			}
 			if saved.Phase != tc.phase || saved.Remote == nil || saved.Remote.State != tc.remote {
 				t.Errorf("record: phase %s, remote %+v; want %s with remote %s", saved.Phase, saved.Remote, tc.phase, tc.remote)

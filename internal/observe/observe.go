@@ -182,10 +182,12 @@ func (h *Handler) chain(ctx context.Context, m events.SQSMessage, env message.En
 		end = dl.Add(-h.cfg.Overhead)
 	}
 	poll := h.delays.LongPoll(rec.Model)
-	// A clock that does not move with the polls must still end the chain.
+	// A clock that does not move with the polls must still end the chain,
+	// and so must polls shorter than Genace's window: the chain holds as
+	// many looks as full windows fit in Config.Chain, whatever each wait.
 	maxPolls := 1
 	if poll > 0 {
-		maxPolls += int(h.cfg.Chain / poll)
+		maxPolls += int(h.cfg.Chain / max(poll, genace.MaxWait))
 	}
 	for polls := 1; ; polls++ {
 		wait := h.window(ctx, l, &rec)
