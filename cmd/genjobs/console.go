@@ -4,13 +4,11 @@ import (
 	"context"
 	"fmt"
 	"io"
-	"sync"
 
 	"github.com/spf13/pflag"
 
 	"github.com/genjobs/genjobs/internal/clock"
 	"github.com/genjobs/genjobs/internal/console"
-	"github.com/genjobs/genjobs/internal/genace"
 	"github.com/genjobs/genjobs/internal/replay"
 )
 
@@ -41,25 +39,16 @@ func cmdConsole(fs *pflag.FlagSet) runFunc {
 		}
 		if c != nil {
 			reader = c
-		} else if sim, runDir := sf.localSim(); sim != nil {
-			base, stop, err := sim.Start("127.0.0.1:0")
-			if err != nil {
-				return err
-			}
-			var mu sync.Mutex
-			save := func() {
-				mu.Lock()
-				defer mu.Unlock()
-				if err := saveSim(runDir, sim); err != nil {
+		} else if lc, save, stop, ok, err := sf.localGenace(); err != nil {
+			return err
+		} else if ok {
+			report := func(err error) {
+				if err != nil {
 					fmt.Fprintf(stderr, "genjobs console: saving the local run's simulator: %v\n", err)
 				}
 			}
-			defer func() { stop(); save() }()
-			lc, err := genace.New(base, localSimKey, nil)
-			if err != nil {
-				return err
-			}
-			reader, afterReplay = lc, save
+			defer func() { report(stop()) }()
+			reader, afterReplay = lc, func() { report(save()) }
 		}
 		sf.write = true
 		st, err := sf.open(ctx)

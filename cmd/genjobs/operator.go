@@ -195,18 +195,12 @@ func cmdReplay(fs *pflag.FlagSet) runFunc {
 			}
 			if c != nil {
 				reader = c
-			} else if sim, runDir := sf.localSim(); sim != nil {
+			} else if lc, _, stop, ok, err := sf.localGenace(); err != nil {
+				return err
+			} else if ok {
 				// A local run's Genace is the simulator it saved: look
 				// the job up there, and keep what the lookup changed.
-				base, stop, err := sim.Start("127.0.0.1:0")
-				if err != nil {
-					return err
-				}
-				defer func() { stop(); _ = saveSim(runDir, sim) }()
-				lc, err := genace.New(base, localSimKey, nil)
-				if err != nil {
-					return err
-				}
+				defer func() { _ = stop() }()
 				reader = lc
 			}
 		}

@@ -4,14 +4,11 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
-	"os"
 	"path/filepath"
 	"strings"
 	"testing"
 
 	"github.com/genjobs/genjobs/internal/dev/handlertest"
-	"github.com/genjobs/genjobs/internal/operation"
-	"github.com/genjobs/genjobs/internal/review"
 	"github.com/genjobs/genjobs/internal/store/bolt"
 )
 
@@ -24,29 +21,7 @@ func seed(t *testing.T) string {
 		t.Fatal(err)
 	}
 	defer st.Close()
-	files, _ := filepath.Glob(filepath.Join("..", "..", "testdata", "recovery", "*.json"))
-	for _, f := range files {
-		b, err := os.ReadFile(f)
-		if err != nil {
-			t.Fatal(err)
-		}
-		var fx struct {
-			Record operation.Record `json:"record"`
-		}
-		if err := json.Unmarshal(b, &fx); err != nil {
-			t.Fatal(err)
-		}
-		fx.Record.Revision = 0
-		rec, err := st.Create(context.Background(), fx.Record)
-		if err != nil {
-			t.Fatal(err)
-		}
-		if rec.Parked != nil {
-			if _, err := st.PutReview(context.Background(), review.ForRecord(review.ParkedID(rec.OperationID, rec.Revision), review.SourceHandler, &rec, handlertest.Start)); err != nil {
-				t.Fatal(err)
-			}
-		}
-	}
+	handlertest.SeedRecovery(t, st)
 	return path
 }
 

@@ -8,9 +8,11 @@ import (
 	"github.com/spf13/pflag"
 	"os"
 	"path/filepath"
+	"sync"
 
 	appconfig "github.com/genjobs/genjobs/internal/config"
 	"github.com/genjobs/genjobs/internal/dev/genacesim"
+	"github.com/genjobs/genjobs/internal/genace"
 	"github.com/genjobs/genjobs/internal/store"
 	"github.com/genjobs/genjobs/internal/store/bolt"
 	"github.com/genjobs/genjobs/internal/store/dynamo"
@@ -84,4 +86,32 @@ func (s *storeFlags) localSim() (*genacesim.Simulator, string) {
 		return nil, ""
 	}
 	return sim, dir
+}
+
+// localGenace serves the simulator a local run saved next to the store
+// (localSim) on loopback, so replay looks job ids up where the run's jobs
+// are: a client of it, save (writes what lookups changed back into the
+// run; safe for concurrent use) and stop (stops it, then saves). ok is
+// false when the flags name no such run.
+func (s *storeFlags) localGenace() (c *genace.Client, save, stop func() error, ok bool, err error) {
+	sim, runDir := s.localSim()
+	if sim == nil {
+		return nil, nil, nil, false, nil
+	}
+	base, stopSim, err := sim.Start("127.0.0.1:0")
+	if err != nil {
+		return nil, nil, nil, false, err
+	}
+	var mu sync.Mutex
+	save = func() error {
+		mu.Lock()
+		defer mu.Unlock()
+		return saveSim(runDir, sim)
+	}
+	stop = func() error { stopSim(); return save() }
+	if c, err = genace.New(base, localSimKey, nil); err != nil {
+		_ = stop()
+		return nil, nil, nil, false, err
+	}
+	return c, save, stop, true, nil
 }

@@ -2,13 +2,11 @@ package console
 
 import (
 	"context"
-	"encoding/json"
 	"io"
 	"net/http"
 	"net/http/cookiejar"
 	"net/http/httptest"
 	"net/url"
-	"os"
 	"path/filepath"
 	"regexp"
 	"strings"
@@ -18,9 +16,7 @@ import (
 	"github.com/genjobs/genjobs/internal/clock"
 	"github.com/genjobs/genjobs/internal/dev/handlertest"
 	"github.com/genjobs/genjobs/internal/genace"
-	"github.com/genjobs/genjobs/internal/operation"
 	"github.com/genjobs/genjobs/internal/replay"
-	"github.com/genjobs/genjobs/internal/review"
 	"github.com/genjobs/genjobs/internal/store/bolt"
 )
 
@@ -33,32 +29,7 @@ func seed(t testing.TB) *bolt.Store {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { _ = st.Close() })
-	files, _ := filepath.Glob(filepath.Join("..", "..", "testdata", "recovery", "*.json"))
-	if len(files) < 10 {
-		t.Fatalf("only %d recovery fixtures", len(files))
-	}
-	for _, f := range files {
-		b, err := os.ReadFile(f)
-		if err != nil {
-			t.Fatal(err)
-		}
-		var fx struct {
-			Record operation.Record `json:"record"`
-		}
-		if err := json.Unmarshal(b, &fx); err != nil {
-			t.Fatal(err)
-		}
-		fx.Record.Revision = 0
-		rec, err := st.Create(context.Background(), fx.Record)
-		if err != nil {
-			t.Fatal(err)
-		}
-		if rec.Parked != nil {
-			if _, err := st.PutReview(context.Background(), review.ForRecord(review.ParkedID(rec.OperationID, rec.Revision), review.SourceHandler, &rec, handlertest.Start)); err != nil {
-				t.Fatal(err)
-			}
-		}
-	}
+	handlertest.SeedRecovery(t, st)
 	return st
 }
 
