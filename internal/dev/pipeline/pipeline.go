@@ -119,7 +119,7 @@ func localPolicies(longPoll time.Duration) schedule.Policies {
 type stack struct {
 	cfg     Config
 	start   time.Time
-	watch   *wireWatch
+	wire2   *wireWatch
 	clk     clock.Clock
 	store   store.Store
 	local   *topology.Local
@@ -151,7 +151,7 @@ func Run(ctx context.Context, cfg Config) (*Report, error) {
 	if len(cfg.Workload) == 0 {
 		return nil, errors.New("local: the workload is empty")
 	}
-	s := &stack{cfg: cfg, clk: clock.Real{}, start: start, watch: &wireWatch{}}
+	s := &stack{cfg: cfg, clk: clock.Real{}, start: start, wire2: &wireWatch{}}
 	if err := s.openState(ctx); err != nil {
 		return nil, err
 	}
@@ -180,22 +180,8 @@ func Run(ctx context.Context, cfg Config) (*Report, error) {
 	}
 	finished, stopErr := s.wait(runCtx)
 	stopPolling()
+	wg.Wait()
 	interrupted := ctx.Err() != nil
-	if interrupted {
-		// Stopping the mappings lets an invocation in flight run to its
-		// end, as Lambda does; an observation chain may hold minutes of
-		// long polls. Ctrl-C does not wait for that: every write is
-		// durable and a handler cut short is a crash the design absorbs.
-		// Give invocations a moment to finish, then report.
-		done := make(chan struct{})
-		go func() { wg.Wait(); close(done) }()
-		select {
-		case <-done:
-		case <-time.After(2 * time.Second):
-		}
-	} else {
-		wg.Wait()
-	}
 	rep, err := s.report(context.Background(), time.Since(start), !finished && !interrupted && stopErr == nil)
 	if err != nil {
 		return nil, err
@@ -257,7 +243,7 @@ func (s *stack) genace() (*genace.Client, func(), error) {
 		}
 		url, stop = base, stopSim
 	}
-	c, err := genace.New(url, key, &http.Client{Transport: s.watch.wrap(http.DefaultTransport)})
+	c, err := genace.New(url, key, &http.Client{Transport: s.wire2.wrap(http.DefaultTransport)})
 	if err != nil {
 		stop()
 		return nil, nil, fmt.Errorf("local: genace client: %w", err)
@@ -343,15 +329,6 @@ func (s *stack) seed(ctx context.Context) error {
 	return nil
 }
 
-// rearm sends, for a resumed run, every next action the records hold and
-// takes every claim as dead: no message and no worker outlived the run
-// that wrote them (its claims are older than this process), and the state
-// directory's lock keeps any other run out.
-func (s *stack) rearm(ctx context.Context) error {
-	_, err := s.resumer.Sweep(ctx)
-	return err
-}
-
 // settled reports whether automation is done with an operation: it is
 // terminal, waits for review, or is a prepared operation whose dispatch
 // was dropped because a precondition fails (only a person moves it).
@@ -388,7 +365,7 @@ func (s *stack) wait(ctx context.Context) (bool, error) {
 		}
 		// Genace refusing our key makes every outcome so far suspect:
 		// stop before taking the run as finished.
-		if err := s.watch.fatal(s.cfg.GiveUpAfter); err != nil {
+		if err := s.wire2.fatal(s.cfg.GiveUpAfter); err != nil {
 			if s.cfg.Progress != nil {
 				s.cfg.Progress(s.status(recs))
 			}
@@ -425,7 +402,7 @@ func (s *stack) dlqDepth() int { return s.local.DeadLetterDepth() }
 
 func (s *stack) status(recs map[string]operation.Record) Status {
 	st := Status{Elapsed: time.Since(s.start), Total: len(s.cfg.Workload), Done: map[operation.Phase]int{}, Pending: map[operation.Phase]int{}, Blocked: map[string]string{},
-		Posts: -1, Gets: -1, DLQ: s.dlqDepth(), Genace: s.watch.problem()}
+		Posts: -1, Gets: -1, DLQ: s.dlqDepth(), Genace: s.wire2.problem()}
 	for id, r := range recs {
 		if settled(&r) {
 			st.Settled++
