@@ -94,9 +94,13 @@ func ArtifactDir(stateDir string) string { return filepath.Join(stateDir, "artif
 func ReportPath(stateDir string) string { return filepath.Join(stateDir, "report.json") }
 
 // localChain is how long a local observation message chains long polls:
-// four of them, so that a chain hands over (and the sweep's threshold
-// below) stays on the run's time scale.
-func localChain(longPoll time.Duration) time.Duration { return 4 * longPoll }
+// as many as a deployed chain holds (observe.DefaultChain of Genace's
+// full windows), so that at the deployed long poll a local run makes
+// production's GETs, and a shorter one keeps the chain's hand-over (and
+// the sweep's threshold below) on the run's time scale.
+func localChain(longPoll time.Duration) time.Duration {
+	return observe.DefaultChain / genace.MaxWait * longPoll
+}
 
 // sweepConfig runs the sweep on a local time scale. A chain writes
 // nothing while the job does not change, so a next action counts as

@@ -1,0 +1,80 @@
+package benchmark
+
+import (
+	"context"
+	"fmt"
+	"math"
+	"time"
+
+	"github.com/genjobs/genjobs/internal/clock"
+	"github.com/genjobs/genjobs/internal/dev/genacesim"
+	"github.com/genjobs/genjobs/internal/dev/pipeline"
+	"github.com/genjobs/genjobs/internal/dev/workload"
+	"github.com/genjobs/genjobs/internal/genace"
+	"github.com/genjobs/genjobs/internal/operation"
+)
+
+// LocalRun is one real-time `genjobs local` run with its defaults (the
+// deployed observation policy, the embedded store and queue) on renders
+// of one length, counting the GETs the simulator answered.
+type LocalRun struct {
+	// Renders were dispatched; Delivered reached their last phase.
+	Renders, Delivered int
+	// QueueFor and RunFor are every render's simulated times.
+	QueueFor, RunFor time.Duration
+	// GETs are the simulator's job reads: observations and delivery's
+	// read for fresh output URLs.
+	GETs int
+	// Elapsed is the run's wall time.
+	Elapsed time.Duration
+}
+
+// GETsPerRender is the mean GETs per dispatched render.
+func (l LocalRun) GETsPerRender() float64 {
+	if l.Renders == 0 {
+		return 0
+	}
+	return float64(l.GETs) / float64(l.Renders)
+}
+
+// Floor is the fewest GETs any client of this API needs for one such
+// render: one long poll that waits for queued→running, then one per
+// Genace window of running time (each waiting for the finish), then
+// delivery's read for fresh output URLs.
+func (l LocalRun) Floor() float64 {
+	running := math.Ceil(float64(l.RunFor) / float64(genace.MaxWait))
+	return 1 + max(running, 1) + 1
+}
+
+// The real-time renders: the issue's own measurement, a 95 s render
+// queued for its first 19 s.
+const (
+	localQueueFor = 19 * time.Second
+	localRunFor   = 76 * time.Second
+)
+
+// MeasureLocal runs n renders of localQueueFor+localRunFor through
+// pipeline.Run (what `genjobs local` runs) with its defaults, in real
+// time, and counts the simulator's GETs.
+func MeasureLocal(ctx context.Context, n int, stateDir string) (LocalRun, error) {
+	sim := genacesim.New(genacesim.Config{APIKey: "bench",
+		DefaultModel: genacesim.ModelConfig{Price: 1, QueueFor: localQueueFor, RunFor: localRunFor, OutputCount: 1}}, clock.Real{})
+	items := make([]workload.Item, n)
+	for i := range items {
+		items[i] = workload.Item{OperationID: fmt.Sprintf("realtime-%03d", i), UserID: "bench", Model: "bench-model",
+			Input: []byte(`{"prompt":"a lighthouse"}`), BudgetCredits: 10}
+	}
+	begin := time.Now()
+	rep, err := pipeline.Run(ctx, pipeline.Config{StateDir: stateDir, Workload: items, Sim: sim, GenaceKey: "bench",
+		Timeout: localQueueFor + localRunFor + 3*time.Minute})
+	if err != nil {
+		return LocalRun{}, fmt.Errorf("real-time local run: %w", err)
+	}
+	out := LocalRun{Renders: n, QueueFor: localQueueFor, RunFor: localRunFor, GETs: rep.Totals.Gets, Elapsed: time.Since(begin)}
+	for _, op := range rep.Operations {
+		if op.Phase == operation.PhaseDelivered {
+			out.Delivered++
+		}
+	}
+	return out, nil
+}

@@ -1,0 +1,30 @@
+package benchmark
+
+import (
+	"testing"
+	"time"
+)
+
+func TestLocalRunFloor(t *testing.T) {
+	t.Parallel()
+	for _, tc := range []struct {
+		queue, run time.Duration
+		want       float64
+	}{
+		// The render: one poll for queued→running, three 30 s
+		// windows of running, delivery's read.
+		{19 * time.Second, 76 * time.Second, 5},
+		{0, 30 * time.Second, 3},
+		{0, 31 * time.Second, 4},
+		// A render that finishes at once still needs its one read.
+		{0, 0, 3},
+	} {
+		l := LocalRun{QueueFor: tc.queue, RunFor: tc.run}
+		if got := l.Floor(); got != tc.want {
+			t.Errorf("Floor(queued %s, running %s) = %v, want %v", tc.queue, tc.run, got, tc.want)
+		}
+	}
+	if got := (LocalRun{Renders: 4, GETs: 22}).GETsPerRender(); got != 5.5 {
+		t.Errorf("GETsPerRender = %v, want 5.5", got)
+	}
+}
