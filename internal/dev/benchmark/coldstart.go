@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"fmt"
+	"iter"
 	"maps"
 	"net/http"
 	"os"
@@ -11,6 +12,7 @@ import (
 	"path/filepath"
 	"runtime"
 	"slices"
+	"strconv"
 	"strings"
 	"time"
 
@@ -56,6 +58,11 @@ type ColdStart struct {
 	// the invocation to reading its answer (the emulator starts the
 	// bootstrap on the first invocation); empty when not measured.
 	FirstInvokes []time.Duration
+	// PeakRSS are the fresh starts' bootstrap peak resident set sizes
+	// (VmHWM) after the first invoke: the runtime, init and one empty
+	// batch, which is what Lambda's "Max Memory Used" counts for the
+	// process before any record adds to it.
+	PeakRSS []int64
 	// Skipped says why the function was not invoked, if it was not.
 	Skipped string
 }
@@ -138,10 +145,11 @@ func MeasureColdStarts(ctx context.Context, cfg ColdStartConfig) ([]ColdStart, e
 		default:
 			for range cfg.Starts {
 				var first time.Duration
+				var rss int64
 				// A port found free may be taken before the emulator binds
 				// it: start again.
 				for attempt := 0; ; attempt++ {
-					if first, err = firstInvoke(ctx, rieBin, host, fn, envs[fn]); err == nil || attempt == 2 {
+					if first, rss, err = firstInvoke(ctx, rieBin, host, fn, envs[fn]); err == nil || attempt == 2 {
 						break
 					}
 				}
@@ -149,6 +157,9 @@ func MeasureColdStarts(ctx context.Context, cfg ColdStartConfig) ([]ColdStart, e
 					return nil, fmt.Errorf("cold start %s: %w", fn, err)
 				}
 				c.FirstInvokes = append(c.FirstInvokes, first)
+				if rss > 0 {
+					c.PeakRSS = append(c.PeakRSS, rss)
+				}
 			}
 		}
 		out = append(out, c)
@@ -215,22 +226,71 @@ func functionEnvs(root string, secrets *samlocal.Services) (map[string]map[strin
 }
 
 // firstInvoke starts one emulator with a fresh bootstrap, sends the
-// empty batch and times the answer.
-func firstInvoke(ctx context.Context, rieBin, bootstrap, name string, env map[string]string) (time.Duration, error) {
+// empty batch, times the answer and reads the bootstrap's peak RSS (0
+// where /proc does not tell it).
+func firstInvoke(ctx context.Context, rieBin, bootstrap, name string, env map[string]string) (time.Duration, int64, error) {
 	emu, err := emulator.Start(emulator.Config{RIE: rieBin, Bootstrap: bootstrap, Name: name, Env: env,
 		Timeout: time.Minute, MemoryMB: 256, Region: "us-east-1"})
 	if err != nil {
-		return 0, err
+		return 0, 0, err
 	}
 	defer emu.Stop()
 	ictx, cancel := context.WithTimeout(ctx, time.Minute)
 	defer cancel()
 	status, body, err := emu.Invoke(ictx, emptySQSEvent)
 	if err != nil {
-		return 0, err
+		return 0, 0, err
 	}
 	if status != http.StatusOK || bytes.Contains(body, []byte(`"errorType"`)) {
-		return 0, fmt.Errorf("invoke answered %d %s\n%s", status, body, emu.Stdout())
+		return 0, 0, fmt.Errorf("invoke answered %d %s\n%s", status, body, emu.Stdout())
 	}
-	return emu.FirstInvoke(), nil
+	return emu.FirstInvoke(), peakRSS(emu.PID(), bootstrap), nil
+}
+
+// peakRSS is the VmHWM of the process under root (itself or a
+// descendant) running exe, in bytes; 0 when /proc does not say.
+func peakRSS(root int, exe string) int64 {
+	for pid := range descendants(root) {
+		if path, err := os.Readlink(fmt.Sprintf("/proc/%d/exe", pid)); err != nil || path != exe {
+			continue
+		}
+		b, err := os.ReadFile(fmt.Sprintf("/proc/%d/status", pid))
+		if err != nil {
+			return 0
+		}
+		for line := range strings.Lines(string(b)) {
+			if kb, ok := strings.CutPrefix(line, "VmHWM:"); ok {
+				n, err := strconv.ParseInt(strings.TrimSuffix(strings.TrimSpace(kb), " kB"), 10, 64)
+				if err != nil {
+					return 0
+				}
+				return n << 10
+			}
+		}
+	}
+	return 0
+}
+
+// descendants yields pid and every process below it, from each thread's
+// children list.
+func descendants(pid int) iter.Seq[int] {
+	return func(yield func(int) bool) {
+		queue := []int{pid}
+		for len(queue) > 0 {
+			p := queue[0]
+			queue = queue[1:]
+			if !yield(p) {
+				return
+			}
+			tasks, _ := filepath.Glob(fmt.Sprintf("/proc/%d/task/*/children", p))
+			for _, t := range tasks {
+				b, _ := os.ReadFile(t)
+				for _, f := range strings.Fields(string(b)) {
+					if c, err := strconv.Atoi(f); err == nil {
+						queue = append(queue, c)
+					}
+				}
+			}
+		}
+	}
 }

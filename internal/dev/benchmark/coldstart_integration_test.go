@@ -36,5 +36,10 @@ func TestColdStartUnderTheEmulator(t *testing.T) {
 	if len(c.FirstInvokes) != 2 || c.Median() <= 0 {
 		t.Errorf("first invokes %v", c.FirstInvokes)
 	}
-	t.Logf("triage: %d / %d bytes, first invokes %v", c.DeployBytes, c.HostBytes, c.FirstInvokes)
+	// A Go bootstrap's resident set is megabytes, never zero and never
+	// the emulator's own.
+	if len(c.PeakRSS) != 2 || c.PeakRSS[0] < 1<<20 || c.PeakRSS[0] > 128<<20 {
+		t.Errorf("peak RSS %v bytes: not the bootstrap's", c.PeakRSS)
+	}
+	t.Logf("triage: %d / %d bytes, first invokes %v, peak RSS %v", c.DeployBytes, c.HostBytes, c.FirstInvokes, c.PeakRSS)
 }

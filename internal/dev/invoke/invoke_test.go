@@ -214,11 +214,11 @@ func TestFunctionsFromTheTemplate(t *testing.T) {
 		got = append(got, fmt.Sprintf("%s %s %s %v %v %d", f.LogicalID, f.Name, f.Kind, f.Consumes, f.Timeout, f.MemoryMB))
 	}
 	want := []string{
-		"SubmitFunction submit sqs [dispatch] 1m0s 256",
-		"ObserveFunction observe sqs [observe] 4m30s 256",
+		"SubmitFunction submit sqs [dispatch] 1m0s 128",
+		"ObserveFunction observe sqs [observe] 4m30s 128",
 		"DeliverFunction deliver sqs [deliver] 2m0s 512",
-		"TriageFunction triage sqs [deliver-dlq dispatch-dlq observe-dlq] 30s 256",
-		"SweepFunction sweep scheduled [] 1m0s 256",
+		"TriageFunction triage sqs [deliver-dlq dispatch-dlq observe-dlq] 30s 128",
+		"SweepFunction sweep scheduled [] 1m0s 128",
 	}
 	if !slices.Equal(got, want) {
 		t.Errorf("functions:\n%s\nwant\n%s", strings.Join(got, "\n"), strings.Join(want, "\n"))

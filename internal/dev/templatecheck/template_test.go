@@ -133,7 +133,7 @@ var brokenCases = []brokenCase{
 			"        redrivePermission: allowAll\n"}}},
 	// Triage takes its Timeout from Globals: the check must merge them.
 	{name: "visibility-globals-timeout", rule: RuleVisibility, resource: "DeliverDLQ",
-		template: []edit{{"    Timeout: 30\n    MemorySize: 256\n", "    Timeout: 45\n    MemorySize: 256\n"}}},
+		template: []edit{{"    Timeout: 30\n", "    Timeout: 45\n"}}},
 	{name: "visibility-lease-mismatch", rule: RuleVisibility, resource: "ObserveFunction",
 		template: []edit{{"          OBSERVE_POLICIES: !Ref ObservePolicies\n          QUEUE_VISIBILITY_SECONDS: \"1620\"",
 			"          OBSERVE_POLICIES: !Ref ObservePolicies\n          QUEUE_VISIBILITY_SECONDS: \"300\""}}},
@@ -163,7 +163,7 @@ var brokenCases = []brokenCase{
 			"            ScalingConfig:\n              MaximumConcurrency: 100\n            Enabeld: true\n"}}},
 	// SAM's schema for Globals.
 	{name: "schema-globals", rule: RuleSchema, resource: "template",
-		template: []edit{{"    MemorySize: 256\n", "    MemorySize: 256\n    Tracer: Active\n"}}},
+		template: []edit{{"    MemorySize: 128\n", "    MemorySize: 128\n    Tracer: Active\n"}}},
 	// CloudFormation's types.
 	{name: "schema-wrong-type", rule: RuleSchema, resource: "SubmitLogGroup",
 		template: []edit{{"-submit\"\n      RetentionInDays: 30\n", "-submit\"\n      RetentionInDays: a month\n"}}},
