@@ -69,8 +69,18 @@ func TestLocalInterrupted(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 1500*time.Millisecond)
 	defer cancel()
 	var out, errOut bytes.Buffer
-	// Renders of a minute: still running when the interrupt comes.
+	// Renders of a minute: still running when the interrupt comes, their
+	// observations holding 30 s long polls.
+	begin := time.Now()
 	code := run(ctx, []string{"local", "--state", root, "--quiet", "--run-for", "60s"}, &out, &errOut)
+	// The chains in flight die with the run; before, it waited them out
+	// (about 90 s).
+	if took := time.Since(begin); took > 15*time.Second {
+		t.Errorf("the interrupted run took %s to stop", took.Round(time.Second))
+	}
+	if strings.Contains(out.String(), "genace_read_failed") {
+		t.Errorf("the interrupt was recorded as a failed read of Genace:\n%s", out.String())
+	}
 	if code != 130 || !strings.Contains(errOut.String(), "interrupted") || strings.Contains(out.String()+errOut.String(), "TIMED OUT") ||
 		strings.Contains(errOut.String(), "context canceled") {
 		t.Fatalf("exit %d\nstdout:\n%s\nstderr:\n%s", code, out.String(), errOut.String())

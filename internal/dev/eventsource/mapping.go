@@ -108,6 +108,12 @@ type Mapping struct {
 	BatchingWindow time.Duration
 	// Log, if set, receives Run's reports of failed invocations.
 	Log *slog.Logger
+	// Sandbox, if set, is the context Run's invocations run under:
+	// cancelling it is the functions' sandboxes dying (a local run's
+	// Ctrl-C), which ends invocations in flight. Nil keeps an invocation
+	// in flight running after Run stops, until its handler returns or its
+	// deadline passes, as disabling a Lambda event source mapping does.
+	Sandbox context.Context
 
 	invocations, records, deleted, failed, staleDeletes, invocationErrors atomic.Int64
 }
@@ -287,8 +293,12 @@ func (m *Mapping) loop(ctx context.Context, idle time.Duration) error {
 		}
 		// Stopping Run stops polling and gathering, not an invocation in
 		// flight (as disabling a Lambda event source mapping does): only
-		// the function's deadline ends it.
-		n, err := m.pollOnce(ctx, context.WithoutCancel(ctx))
+		// the function's deadline, or the sandbox's end, ends it.
+		invokeCtx := context.WithoutCancel(ctx)
+		if m.Sandbox != nil {
+			invokeCtx = m.Sandbox
+		}
+		n, err := m.pollOnce(ctx, invokeCtx)
 		switch {
 		case ctx.Err() != nil:
 			return nil

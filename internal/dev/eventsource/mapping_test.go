@@ -559,6 +559,46 @@ func TestRun(t *testing.T) {
 			t.Errorf("the invocation's context was %v once the mapping stopped; want it left to finish", got)
 		}
 	})
+	t.Run("the sandbox's end cancels the invocation in flight", func(t *testing.T) {
+		// A local run's Ctrl-C: the functions die with the process, so an
+		// observation chain in flight ends now, not after its long polls.
+		t.Parallel()
+		b := localqueue.New(nil)
+		url, err := b.Create("sandbox", localqueue.Config{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		sandbox, die := context.WithCancel(context.Background())
+		started := make(chan struct{})
+		var ctxErr atomic.Value
+		m := &Mapping{Broker: b, Queue: url, Sandbox: sandbox, Timeout: time.Hour,
+			Handler: func(ctx context.Context, ev events.SQSEvent) (events.SQSEventResponse, error) {
+				close(started)
+				<-ctx.Done()
+				ctxErr.Store(fmt.Sprint(ctx.Err()))
+				return events.SQSEventResponse{}, ctx.Err()
+			}}
+		if _, err := b.Send(context.Background(), url, []byte("x"), 0); err != nil {
+			t.Fatal(err)
+		}
+		ctx, cancel := context.WithCancel(context.Background())
+		errc := make(chan error, 1)
+		go func() { errc <- m.Run(ctx, time.Millisecond) }()
+		<-started
+		cancel()
+		die()
+		select {
+		case err := <-errc:
+			if err != nil {
+				t.Errorf("Run: %v", err)
+			}
+		case <-time.After(10 * time.Second):
+			t.Fatal("Run still waits for the invocation after its sandbox ended")
+		}
+		if got := ctxErr.Load(); got != context.Canceled.Error() {
+			t.Errorf("the invocation's context was %v once the sandbox ended; want %v", got, context.Canceled)
+		}
+	})
 	t.Run("a missing queue stops it", func(t *testing.T) {
 		t.Parallel()
 		m := &Mapping{Broker: localqueue.New(nil), Queue: "local://missing", Handler: ok, Workers: 3}

@@ -165,11 +165,14 @@ func Run(ctx context.Context, cfg Config) (*Report, error) {
 		return nil, err
 	}
 	defer stopSim()
-	if err := s.wire(g); err != nil {
-		return nil, err
-	}
+	// The run's end by Ctrl-C or timeout is the functions' sandboxes
+	// dying: invocations in flight (observation chains holding long polls)
+	// end with it, and what they wrote stays for --resume.
 	runCtx, cancel := context.WithTimeout(ctx, cfg.Timeout)
 	defer cancel()
+	if err := s.wire(g, runCtx); err != nil {
+		return nil, err
+	}
 	var wg sync.WaitGroup
 	pollCtx, stopPolling := context.WithCancel(context.Background())
 	wg.Go(func() { _ = s.local.Run(pollCtx, 50*time.Millisecond) })
@@ -256,8 +259,9 @@ func (s *stack) genace() (*genace.Client, func(), error) {
 }
 
 // wire builds the queues, the handlers and their event source mappings
-// as the template wires the functions (topology.Local).
-func (s *stack) wire(g *genace.Client) error {
+// as the template wires the functions (topology.Local), the invocations
+// running until sandbox ends.
+func (s *stack) wire(g *genace.Client, sandbox context.Context) error {
 	local, err := topology.Stack.Local(topology.LocalConfig{Clock: s.clk})
 	if err != nil {
 		return err
@@ -293,6 +297,7 @@ func (s *stack) wire(g *genace.Client) error {
 	local.Consume(topology.ConsumeConfig{
 		Handlers: map[string]eventsource.Handler{topology.Submit: sub.Handle, topology.Observe: obs.Handle, topology.Deliver: del.Handle, topology.Triage: tri.Handle},
 		Log:      log,
+		Sandbox:  sandbox,
 	})
 	return nil
 }

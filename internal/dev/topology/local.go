@@ -163,6 +163,9 @@ type ConsumeConfig struct {
 	Wrap func(function string, m *eventsource.Mapping, h eventsource.Handler) eventsource.Handler
 	// Log receives Run's reports of failed invocations (nil: none).
 	Log *slog.Logger
+	// Sandbox, if set, is every mapping's eventsource.Mapping.Sandbox:
+	// cancelling it ends the invocations in flight.
+	Sandbox context.Context
 }
 
 // Consume builds an event source mapping for each mapping of a function
@@ -185,7 +188,7 @@ func (l *Local) Consume(cfg ConsumeConfig) {
 				workers = cfg.Workers(f, mp)
 			}
 			m := &eventsource.Mapping{Broker: l.Broker, Queue: l.urls[q.ID], Handler: h, BatchSize: mp.BatchSize,
-				Timeout: timeout, Clock: l.clk, Region: "local", Workers: workers, Log: cfg.Log}
+				Timeout: timeout, Clock: l.clk, Region: "local", Workers: workers, Log: cfg.Log, Sandbox: cfg.Sandbox}
 			if !cfg.NoBatchingWindows {
 				m.BatchingWindow = mp.BatchingWindow
 			}
