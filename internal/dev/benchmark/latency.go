@@ -99,3 +99,6 @@ var latencySources = []string{
 	"SQS pickup: no published latency figure for standard queues; the event source mapping long-polls, so the default is small and the sensitivity table carries the doubt",
 	"Round trip to Genace: the issue's 50 ms; the sensitivity table runs 50 / 200 / 500 ms",
 }
+
+// rngFor is a seeded source for the model's draws.
+func rngFor(seed uint64) *rand.Rand { return rand.New(rand.NewPCG(seed, 0x1a7e)) }

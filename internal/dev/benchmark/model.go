@@ -244,6 +244,11 @@ func (c Chains) Observe(renderTime, queueFor time.Duration, lat Latencies, rng *
 				}
 				w := lat.Dynamo.Sample(rng)
 				r.Detect = back + w - j.finish
+				if c.Orchestrated {
+					// The Deliver task writes the record.
+					r.bill(back - invoke)
+					return r
+				}
 				r.Writes++
 				r.Sends++ // to delivery
 				r.bill(back + w - invoke)
@@ -256,7 +261,9 @@ func (c Chains) Observe(renderTime, queueFor time.Duration, lat Latencies, rng *
 				return r
 			}
 			if changed {
-				r.Writes++ // written at once, after the next poll left
+				if !c.Orchestrated {
+					r.Writes++ // written at once, after the next poll left
+				}
 				switch {
 				case overlapped && next+rtt/2 > at:
 					// Already on its way when the job changed: it watches
@@ -370,7 +377,7 @@ type Outcome struct {
 // Simulate plays every render time of times against o, its latencies
 // drawn from a source seeded with seed.
 func Simulate(o Observer, times []time.Duration, queueFor time.Duration, lat Latencies, seed uint64) Outcome {
-	rng := rand.New(rand.NewPCG(seed, 0x1a7e))
+	rng := rngFor(seed)
 	out := Outcome{Strategy: o.Name(), Renders: make([]Render, len(times))}
 	detect := make([]time.Duration, len(times))
 	var sum Render

@@ -95,7 +95,18 @@ func verdict(met bool, missed string) string {
 	return "**missed** " + missed
 }
 
+// rows are the table's rows; the model's only once it has run.
 func (r *Results) rows() []row {
+	var rows []row
+	if len(r.Designs) > 0 {
+		rows = append(rows, r.modelRows()...)
+	}
+	rows = append(rows, r.measuredRows()...)
+	return rows
+}
+
+// modelRows are sections 1 and 2: observation and cost, from the model.
+func (r *Results) modelRows() []row {
 	var rows []row
 	add := func(section, figure, value, target, v string) {
 		rows = append(rows, row{section, figure, value, target, v})
@@ -152,6 +163,15 @@ func (r *Results) rows() []row {
 	add(s2, "genjobs per render: Lambda invocations; GB-s",
 		fmt.Sprintf("%.2f; %.2f GB-s (observe held %s per render at %d MB)", gr.LambdaInvocations, gr.LambdaGBSeconds, fmtLatency(g.BusyPerRender), r.Functions.ObserveMB), "—", "count")
 
+	return rows
+}
+
+// measuredRows are sections 3 and 4: this machine's measurements.
+func (r *Results) measuredRows() []row {
+	var rows []row
+	add := func(section, figure, value, target, v string) {
+		rows = append(rows, row{section, figure, value, target, v})
+	}
 	// 3. Throughput.
 	const s3 = "3 throughput (this machine)"
 	for i, t := range r.Throughput {
