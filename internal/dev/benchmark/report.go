@@ -147,6 +147,11 @@ func (r *Results) modelRows() []row {
 		}
 		add(s2, "$ per 1,000 renders — "+d.Name, value, target, v)
 	}
+	small := r.Functions
+	small.ObserveMB = floorMB
+	at128 := r.per1000(PerRender(r.Count, g, small, OneRecord))
+	add(s2, fmt.Sprintf("$ per 1,000 renders — genjobs with observe at %d MB (if it fits; right-sizing is not measured here)", floorMB),
+		fmt.Sprintf("%s (%.2f× the floor)", fmtDollars(at128), at128/floor), "—", "what-if")
 	var beaten []string
 	for _, d := range r.Designs[1 : len(r.Designs)-1] {
 		if r.per1000(d.Low) <= mine && d.Outcome.P99 <= g.P99+100*time.Millisecond {
