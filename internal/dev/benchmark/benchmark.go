@@ -12,7 +12,7 @@ import (
 	"strings"
 	"time"
 
-	"github.com/genjobs/genjobs/internal/operation"
+	"github.com/genjobs/genjobs/internal/genace"
 	"github.com/genjobs/genjobs/internal/schedule"
 	"github.com/genjobs/genjobs/internal/store"
 	"github.com/genjobs/genjobs/internal/store/bolt"
@@ -20,7 +20,7 @@ import (
 
 // Options are `genjobs bench`'s flags.
 type Options struct {
-	// Out is the folder results.md and observation.png go to.
+	// Out is the folder results.md and the plots go to.
 	Out string
 	// Renders is the model workload's size.
 	Renders int
@@ -38,8 +38,10 @@ type Options struct {
 
 // Files the benchmark writes under Options.Out.
 const (
-	ResultsFile = "results.md"
-	PlotFile    = "observation.png"
+	ResultsFile     = "results.md"
+	PlotFile        = "observation.png"
+	CostLatencyFile = "cost-latency.png"
+	GETsFloorFile   = "gets-floor.png"
 )
 
 // ThroughputRun is one measured pipeline run with instant renders.
@@ -92,27 +94,29 @@ func (t ThroughputRun) CPUPerAction() time.Duration {
 type Results struct {
 	// Options are the run's options, with defaults filled in.
 	Options Options
-	// Workload, Overheads, Prices and Functions are the model's inputs.
+	// Workload, Latencies, Prices and Functions are the model's inputs.
 	Workload  Workload
-	Overheads Overheads
+	Latencies Latencies
 	Prices    Prices
 	Functions Functions
-	// Real, Variants, Fixed and Backoff are the model's outcomes: the
-	// default policy, the same with other back-to-back windows, and the
-	// two plain pollers. Batching is the default policy with a 1 s
-	// batching window on the observe queue's event source mapping;
-	// Unbounded is the back-to-back window that runs into the
-	// observation budget.
-	Real, Fixed, Backoff, Batching, Unbounded Outcome
-	Variants                                  []Outcome
-	// VariantImmediates are the Variants' back-to-back windows.
-	VariantImmediates []time.Duration
-	// Count is the pipeline run the per-action requests come from.
+	// Genjobs is the observe handler's outcome, NoOverlap the same
+	// without overlapping polls, Floor the floor's.
+	Genjobs, NoOverlap, Floor Outcome
+	// Standard and PerPoll are Step Functions loops calling the observe
+	// Lambda for a chain and for a single poll per invocation (Express
+	// runs the chain one); Fixed5 the fixed 5 s poller and FixedMatch the
+	// longest interval whose p99 reaches genjobs' (or 1 s, when none
+	// does: MatchReached false).
+	Standard, PerPoll, Fixed5, FixedMatch Outcome
+	MatchReached                          bool
+	// Sensitivity holds genjobs over the round-trip × pickup grid.
+	Sensitivity []Sensitivity
+	// Count is the pipeline run the per-action requests and the batch
+	// occupancy come from.
 	Count *PipelineResult
-	// PerRender holds genjobs' requests per render by strategy name, and
-	// StepFunctions the Step Functions poller's.
-	PerRender     map[string]Requests
-	StepFunctions Requests
+	// Designs are the priced designs, side by side; Designs[0] is
+	// genjobs, the last one the floor.
+	Designs []Design
 	// Throughput holds the instant-render runs.
 	Throughput []ThroughputRun
 	// ColdStarts holds the functions' sizes and first invokes, or
@@ -127,13 +131,32 @@ type Results struct {
 	Elapsed time.Duration
 }
 
-// variantImmediates are the back-to-back windows the report compares
-// with the default policy's (which is left out of them).
-var variantImmediates = []time.Duration{15 * time.Minute, 30 * time.Minute, time.Hour}
+// Sensitivity is genjobs' outcome at one round-trip and pickup median.
+type Sensitivity struct {
+	RoundTrip, Pickup time.Duration
+	Outcome           Outcome
+}
 
-// batchingWindow is the observe mapping's MaximumBatchingWindowInSeconds
-// the sensitivity row tries.
-const batchingWindow = time.Second
+// Design is one observation design priced per render: Low at one record
+// per invocation, Busy at the counting run's batch occupancy (the same
+// for designs that do not batch).
+type Design struct {
+	Name      string
+	Outcome   Outcome
+	Low, Busy Requests
+}
+
+// Grid of the sensitivity table.
+var (
+	sensitivityRTT    = []time.Duration{50 * time.Millisecond, 200 * time.Millisecond, 500 * time.Millisecond}
+	sensitivityPickup = []time.Duration{20 * time.Millisecond, 500 * time.Millisecond, time.Second}
+)
+
+// The target's conditions: detection p99 at this round trip and pickup.
+const (
+	targetRTT    = 200 * time.Millisecond
+	targetPickup = 500 * time.Millisecond
+)
 
 func (o Options) progress(format string, args ...any) {
 	if o.Progress != nil {
@@ -151,7 +174,7 @@ func Run(ctx context.Context, opts Options, stdout io.Writer) (*Results, error) 
 	if opts.Out == "" {
 		opts.Out = "bench"
 	}
-	res := &Results{Options: opts, Workload: DefaultWorkload(), Overheads: DefaultOverheads(), Prices: ListPrices(), Functions: DefaultFunctions()}
+	res := &Results{Options: opts, Workload: DefaultWorkload(), Latencies: DefaultLatencies(), Prices: ListPrices(), Functions: DefaultFunctions()}
 	res.Workload.Renders = opts.Renders
 
 	opts.progress("model: %d renders, seed %d", opts.Renders, opts.Seed)
@@ -197,53 +220,92 @@ func Run(ctx context.Context, opts Options, stdout io.Writer) (*Results, error) 
 	if err := os.WriteFile(filepath.Join(opts.Out, ResultsFile), md.Bytes(), 0o644); err != nil {
 		return nil, err
 	}
-	var png bytes.Buffer
-	if err := WritePlot(&png, res.Plotted()); err != nil {
-		return nil, err
-	}
-	if err := os.WriteFile(filepath.Join(opts.Out, PlotFile), png.Bytes(), 0o644); err != nil {
-		return nil, err
+	for _, p := range []struct {
+		file string
+		draw func(io.Writer) error
+	}{
+		{PlotFile, func(w io.Writer) error { return WritePlot(w, res.Plotted()) }},
+		{CostLatencyFile, func(w io.Writer) error { return WriteCostLatency(w, res.CostPoints()) }},
+		{GETsFloorFile, func(w io.Writer) error { return WriteGETsFloor(w, res.Genjobs, res.Workload.QueueFor) }},
+	} {
+		var png bytes.Buffer
+		if err := p.draw(&png); err != nil {
+			return nil, err
+		}
+		if err := os.WriteFile(filepath.Join(opts.Out, p.file), png.Bytes(), 0o644); err != nil {
+			return nil, err
+		}
 	}
 	if _, err := stdout.Write(md.Bytes()); err != nil {
 		return nil, err
 	}
-	opts.progress("wrote %s and %s in %s", filepath.Join(opts.Out, ResultsFile), filepath.Join(opts.Out, PlotFile), res.Elapsed.Round(time.Second))
+	opts.progress("wrote %s and the plots in %s", filepath.Join(opts.Out, ResultsFile), res.Elapsed.Round(time.Second))
 	return res, nil
 }
 
-// Plotted are the outcomes the figure shows.
+// Plotted are the outcomes the detection figure shows.
 func (r *Results) Plotted() []Outcome {
-	out := []Outcome{r.Real}
-	if len(r.Variants) > 0 {
-		out = append(out, r.Variants[0])
-	}
-	return append(out, r.Fixed, r.Backoff)
+	return []Outcome{r.Genjobs, r.NoOverlap, r.Standard, r.Fixed5}
 }
 
-// model runs every strategy over the same seeded workload.
+// CostPoints are the designs' cost per 1,000 renders (at one record per
+// invocation) against their p99 detection latency.
+func (r *Results) CostPoints() []CostPoint {
+	out := make([]CostPoint, len(r.Designs))
+	for i, d := range r.Designs {
+		out[i] = CostPoint{Name: d.Name, Dollars: r.per1000(d.Low), P99: d.Outcome.P99}
+	}
+	return out
+}
+
+// matchIntervals are the fixed pollers' intervals tried against genjobs'
+// p99, longest first: SQS delays come in whole seconds.
+var matchIntervals = []time.Duration{30 * time.Second, 10 * time.Second, 5 * time.Second, 2 * time.Second, time.Second}
+
+// model plays every design over the same seeded workload and latencies.
 func (r *Results) model() {
 	times := r.Workload.Sample(r.Options.Seed)
-	seed := r.Options.Seed
-	real := schedule.DefaultPolicies().Default
-	r.Real = Simulate(NewGenjobs("genjobs, default policy (Immediate "+fmtDuration(real.Immediate)+")", real, seed), times, r.Workload.QueueFor, r.Overheads)
-	r.Variants, r.VariantImmediates = nil, nil
-	for _, imm := range variantImmediates {
-		if imm == real.Immediate {
-			continue
+	seed, q, lat := r.Options.Seed, r.Workload.QueueFor, r.Latencies
+	g := GenjobsChains()
+	r.Genjobs = Simulate(g, times, q, lat, seed)
+	no := g
+	no.Label, no.Overlap = "genjobs without overlap", 0
+	r.NoOverlap = Simulate(no, times, q, lat, seed)
+	r.Floor = Floor(times, q, lat, seed)
+	sfn := g
+	sfn.Label, sfn.Orchestrated = "Step Functions loop, a chain per task", true
+	r.Standard = Simulate(sfn, times, q, lat, seed)
+	poll := sfn
+	poll.Label, poll.Chain = "Step Functions loop, one poll per task", genace.MaxWait
+	r.PerPoll = Simulate(poll, times, q, lat, seed)
+	r.Fixed5 = Simulate(Fixed{Interval: 5 * time.Second}, times, q, lat, seed)
+	r.MatchReached = false
+	for _, iv := range matchIntervals {
+		o := Simulate(Fixed{Interval: iv}, times, q, lat, seed)
+		r.FixedMatch = o
+		if o.P99 <= r.Genjobs.P99 {
+			r.MatchReached = true
+			break
 		}
-		p := real
-		p.Immediate = imm
-		r.Variants = append(r.Variants, Simulate(NewGenjobs("genjobs, Immediate "+fmtDuration(imm), p, seed), times, r.Workload.QueueFor, r.Overheads))
-		r.VariantImmediates = append(r.VariantImmediates, imm)
 	}
-	unbounded := real
-	unbounded.Immediate = operation.DefaultBudgets.Polling
-	r.Unbounded = Simulate(NewGenjobs("genjobs, Immediate "+fmtDuration(unbounded.Immediate), unbounded, seed), times, r.Workload.QueueFor, r.Overheads)
-	r.Fixed = Simulate(Fixed{Interval: 5 * time.Second}, times, r.Workload.QueueFor, r.Overheads)
-	r.Backoff = Simulate(Exponential{Base: time.Second, Cap: time.Minute}, times, r.Workload.QueueFor, r.Overheads)
-	ov := r.Overheads
-	ov.SQSLatency += batchingWindow
-	r.Batching = Simulate(NewGenjobs(fmt.Sprintf("genjobs, default policy, %s batching window on observe", fmtDuration(batchingWindow)), real, seed), times, r.Workload.QueueFor, ov)
+	r.Sensitivity = nil
+	for _, rtt := range sensitivityRTT {
+		for _, pick := range sensitivityPickup {
+			l := lat
+			l.RoundTrip.Median, l.Pickup.Median = rtt, pick
+			r.Sensitivity = append(r.Sensitivity, Sensitivity{RoundTrip: rtt, Pickup: pick, Outcome: Simulate(g, times, q, l, seed)})
+		}
+	}
+}
+
+// AtTarget is genjobs' outcome at the target's round trip and pickup.
+func (r *Results) AtTarget() (Outcome, bool) {
+	for _, s := range r.Sensitivity {
+		if s.RoundTrip == targetRTT && s.Pickup == targetPickup {
+			return s.Outcome, true
+		}
+	}
+	return Outcome{}, false
 }
 
 // The counting run's render: queued long enough that the first long poll
@@ -275,13 +337,31 @@ func (r *Results) count(ctx context.Context) error {
 	return nil
 }
 
-// price turns counts and model into requests per render.
+// price turns counts and model into requests per render, design by
+// design.
 func (r *Results) price() {
-	r.PerRender = map[string]Requests{}
-	for _, o := range append([]Outcome{r.Real, r.Fixed, r.Backoff}, r.Variants...) {
-		r.PerRender[o.Strategy] = PerRender(r.Count, o, r.Functions)
+	pr, fns, occ := r.Count, r.Functions, r.Count.Measured()
+	through := func(o Outcome) Design {
+		return Design{Name: o.Strategy, Outcome: o, Low: PerRender(pr, o, fns, OneRecord), Busy: PerRender(pr, o, fns, occ)}
 	}
-	r.StepFunctions = StepFunctionsPerRender(r.Count, r.Fixed, r.Functions, r.Overheads)
+	same := func(name string, o Outcome, req Requests) Design {
+		return Design{Name: name, Outcome: o, Low: req, Busy: req}
+	}
+	match := "fixed poller reaching genjobs' p99: " + r.FixedMatch.Strategy
+	if !r.MatchReached {
+		match = "fixed poller at SQS's shortest delay (none reaches genjobs' p99): " + r.FixedMatch.Strategy
+	}
+	times := r.Workload.Sample(r.Options.Seed)
+	r.Designs = []Design{
+		through(r.Genjobs),
+		same("Step Functions Standard, a 4 min chain per task", r.Standard, StandardPerRender(pr, r.Standard, fns)),
+		same("Step Functions Standard, one 30 s poll per task", r.PerPoll, StandardPerRender(pr, r.PerPoll, fns)),
+		same("Step Functions Express, a 4 min chain per execution", r.Standard, ExpressPerRender(pr, r.Standard, fns)),
+		through(r.Fixed5),
+		through(r.FixedMatch),
+		same("floor", r.Floor, FloorPerRender(times, fns)),
+	}
+	r.Designs[5].Name = match
 }
 
 // instantPolicy reads at once: with renders that finish on acceptance
@@ -320,7 +400,7 @@ func (r *Results) throughput(ctx context.Context) error {
 		{"disk, bbolt NoSync (the artifacts still fsync), template concurrency", "", 1, n, instantPolicy(), false, 1, noSync},
 		{"disk, 2× pollers", "", 2, n, instantPolicy(), false, 1, nil},
 		{"tmpfs, 2× pollers", tmpfs, 2, n, instantPolicy(), false, 1, nil},
-		{"disk, template concurrency, default policy (25 s long polls)", "", 1, 200, schedule.DefaultPolicies(), false, 1, nil},
+		{"disk, template concurrency, default policy (chained 30 s long polls)", "", 1, 200, schedule.DefaultPolicies(), false, 1, nil},
 	}
 	r.Throughput = make([]ThroughputRun, len(runs))
 	for i, rn := range runs {

@@ -1,6 +1,7 @@
 // Package benchmark produces genjobs' comparative figures (`genjobs
 // bench`, `make bench`): observation efficiency in virtual time, AWS
-// requests and dollars per render against a Step Functions poller,
+// requests and dollars per render against Step Functions, fixed pollers
+// and the floor,
 // handler throughput through the local pipeline, and cold starts under
 // the Lambda Runtime Interface Emulator. The model figures are
 // deterministic for a seed; the throughput and cold-start measurements
@@ -13,6 +14,8 @@ import (
 	"slices"
 	"time"
 
+	"github.com/genjobs/genjobs/internal/genace"
+	"github.com/genjobs/genjobs/internal/observe"
 	"github.com/genjobs/genjobs/internal/operation"
 	"github.com/genjobs/genjobs/internal/schedule"
 )
@@ -56,266 +59,314 @@ func (w Workload) Sample(seed uint64) []time.Duration {
 	return out
 }
 
-// Overheads are the costs of one observation that are not the long poll.
-type Overheads struct {
-	// SQSLatency is the time from sending the message (or its delay
-	// running out) to the handler starting: SQS delivery plus the event
-	// source mapping's poll. Set it to include a batching window.
-	SQSLatency time.Duration
-	// RoundTrip is the handler's own time besides the long poll: the
-	// Lambda invocation, the GET's two network legs, and the snapshot
-	// write. Half of it runs before the GET reaches Genace, half after
-	// the answer leaves.
-	RoundTrip time.Duration
-	// MaxQueueDelay is the longest delay SQS carries; a longer one is an
-	// EventBridge Scheduler schedule.
-	MaxQueueDelay time.Duration
-}
+// overlap is how long before a long poll's window ends the chain sends
+// the next one, so that a poll is always outstanding at Genace.
+var overlap = time.Second // observe.DefaultOverlap
 
-// DefaultOverheads are the issue's: 20 ms SQS delivery, 50 ms Lambda and
-// GET round trip.
-func DefaultOverheads() Overheads {
-	return Overheads{SQSLatency: 20 * time.Millisecond, RoundTrip: 50 * time.Millisecond, MaxQueueDelay: schedule.DefaultMaxQueueDelay}
-}
-
-// Strategy is how a client paces its GETs of one job.
-type Strategy interface {
-	// Name labels the strategy in the table and the plot.
+// Observer plays the observation of one render.
+type Observer interface {
+	// Name labels the design in the tables and plots.
 	Name() string
-	// First is the delay from acceptance to the first observation.
-	First() time.Duration
-	// Wait is the long poll the observation starting at age asks for,
-	// sinceSnapshot after the previous snapshot was saved (0 means no
-	// long poll).
-	Wait(age, sinceSnapshot time.Duration) time.Duration
-	// Next is the delay after the n-th observation (from 1), saved at age,
-	// found the job still active.
-	Next(age time.Duration, n int) time.Duration
-	// Budgets bounds the observation of one job (zero: unbounded).
-	Budgets() operation.Budgets
+	// Observe plays a render of renderTime, queued for queueFor (clipped
+	// to it), drawing every latency from lat with rng.
+	Observe(renderTime, queueFor time.Duration, lat Latencies, rng *rand.Rand) Render
 }
 
-// epoch anchors the records the genjobs strategy hands to the real
-// policy; only differences from it matter.
+// epoch anchors the records handed to the real policy; only differences
+// from it matter.
 var epoch = time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
 
 // benchModel is the model name on the synthetic records.
 const benchModel = "bench-model"
 
-// Genjobs is genjobs' own strategy: the delays of the real
-// schedule.Observation (so schedule.Policy and its jitter) and the
-// observe handler's long-poll rule (a long poll only when the previous
-// snapshot is fresher than LongPoll, else an immediate read), with the
-// observe handler's budgets.
-type Genjobs struct {
-	name    string
-	obs     *schedule.Observation
-	budgets operation.Budgets
+// Chains is the observe handler as it runs: an invocation chains long
+// polls of Wait for up to Chain, each sent Overlap before the previous
+// one's window ends; a changed answer is written at once and the next
+// poll leaves at once; the chain hands over to a fresh message when the
+// next poll would not fit, and the real schedule.Policy decides when the
+// next chain starts (at once while the job is younger than Immediate,
+// backed off after). Orchestrated replaces the hand-over through
+// DynamoDB and SQS by a Step Functions loop calling the same Lambda.
+type Chains struct {
+	// Label names the design.
+	Label string
+	// Chain, Wait and Overlap shape a chain (observe.DefaultChain,
+	// genace.MaxWait, overlap).
+	Chain, Wait, Overlap time.Duration
+	// Policy paces the chains (schedule.DefaultPolicies().Default).
+	Policy schedule.Policy
+	// Orchestrated: the next chain starts one Lambda start after the
+	// last answer, with no record write, message or GetItem between
+	// chains (a Step Functions Task → Choice loop; the transitions'
+	// own latency is taken as zero, which favours it).
+	Orchestrated bool
 }
 
-// NewGenjobs returns the strategy for policy p, its jitter drawn from a
-// source seeded with seed.
-func NewGenjobs(name string, p schedule.Policy, seed uint64) *Genjobs {
-	ps := schedule.DefaultPolicies()
-	ps.Default = p
-	obs := schedule.NewObservation(ps)
-	obs.Rand = rand.New(rand.NewPCG(seed, 0x7177)).Float64
-	return &Genjobs{name: name, obs: obs, budgets: obs.BudgetsFor(benchModel)}
+// GenjobsChains is the observe handler with its defaults.
+func GenjobsChains() Chains {
+	return Chains{Label: "genjobs", Chain: observe.DefaultChain, Wait: genace.MaxWait, Overlap: overlap, Policy: schedule.DefaultPolicies().Default}
 }
 
-// Name implements Strategy.
-func (g *Genjobs) Name() string { return g.name }
-
-// First implements Strategy: the submit handler schedules the first
-// observation for right after acceptance.
-func (g *Genjobs) First() time.Duration { return 0 }
-
-// Wait implements Strategy with observe's window() rule: the model's long
-// poll if the previous snapshot is at most that old, else 0; whole
-// seconds, as the GET's wait parameter is. (window() also reads at once
-// when the saved snapshot already shows success; here no observation
-// follows a terminal snapshot, so that case never arises.)
-func (g *Genjobs) Wait(_, sinceSnapshot time.Duration) time.Duration {
-	w := g.obs.LongPoll(benchModel)
-	if sinceSnapshot > w {
-		w = 0
-	}
-	return max(0, w.Truncate(time.Second))
-}
-
-// Next implements Strategy with schedule.Observation.Next on a record
-// accepted age ago.
-func (g *Genjobs) Next(age time.Duration, _ int) time.Duration {
-	accepted := epoch
-	rec := operation.Record{Model: benchModel, Timestamps: operation.Timestamps{Accepted: &accepted}}
-	return g.obs.Next(&rec, epoch.Add(age))
-}
-
-// Budgets implements Strategy with the observe handler's budgets.
-func (g *Genjobs) Budgets() operation.Budgets { return g.budgets }
-
-// Fixed polls at a fixed interval without long polling, the interval
-// also before the first GET.
-type Fixed struct {
-	// Interval is the delay between GETs.
-	Interval time.Duration
-}
-
-// Name implements Strategy.
-func (f Fixed) Name() string { return "fixed " + fmtDuration(f.Interval) + " poller" }
-
-// First implements Strategy.
-func (f Fixed) First() time.Duration { return f.Interval }
-
-// Wait implements Strategy: never a long poll.
-func (Fixed) Wait(_, _ time.Duration) time.Duration { return 0 }
-
-// Next implements Strategy.
-func (f Fixed) Next(time.Duration, int) time.Duration { return f.Interval }
-
-// Budgets implements Strategy: none.
-func (Fixed) Budgets() operation.Budgets { return operation.Budgets{} }
-
-// Exponential is the usual client's backoff without long polling: Base
-// before the first GET, then doubling after each, capped at Cap.
-type Exponential struct {
-	// Base is the first delay.
-	Base time.Duration
-	// Cap bounds the delays.
-	Cap time.Duration
-}
-
-// Name implements Strategy.
-func (e Exponential) Name() string {
-	return "backoff " + fmtDuration(e.Base) + " ×2 → " + fmtDuration(e.Cap) + " cap"
-}
-
-// First implements Strategy.
-func (e Exponential) First() time.Duration { return e.Base }
-
-// Wait implements Strategy: never a long poll.
-func (Exponential) Wait(_, _ time.Duration) time.Duration { return 0 }
-
-// Next implements Strategy: Base·2^n, at most Cap.
-func (e Exponential) Next(_ time.Duration, n int) time.Duration {
-	d := float64(e.Base) * math.Pow(2, float64(n))
-	if !(d < float64(e.Cap)) {
-		return e.Cap
-	}
-	return time.Duration(d)
-}
-
-// Budgets implements Strategy: none.
-func (Exponential) Budgets() operation.Budgets { return operation.Budgets{} }
+// Name implements Observer.
+func (c Chains) Name() string { return c.Label }
 
 // Render is the outcome of observing one render.
 type Render struct {
 	// Time is the render time: acceptance to remote finish.
 	Time time.Duration
-	// GETs counts the observations' GETs (one each).
+	// GETs counts every GET, overlapped ones answered twice included.
 	GETs int
-	// LongPolls counts GETs that asked for a wait; InVain those of them
-	// that reached Genace after the job had finished, so they were held
-	// for the whole wait (the job never changes again).
-	LongPolls, InVain int
-	// Detect is the time from remote finish to the local record holding
-	// the terminal snapshot; +Inf when the job was never seen finished.
+	// InVain counts long polls that reached Genace after the job had
+	// finished: held for the whole window (the job never changes again).
+	InVain int
+	// Detect is the time from remote finish to the record holding the
+	// terminal snapshot; Never when it was never seen finished.
 	Detect time.Duration
-	// Busy is the observe function's summed running time: the round
-	// trips and the long polls it held (what Lambda bills).
-	Busy time.Duration
-	// BilledMS is Busy as Lambda bills it: each invocation rounded up to
-	// a whole millisecond.
-	BilledMS int64
-	// Schedules counts follow-ups delayed past MaxQueueDelay (EventBridge
-	// Scheduler instead of SQS).
-	Schedules int
-	// Stalled is set when a budget ran out before the job finished (the
-	// observe handler parks it for review).
+	// Invocations counts the observe function's invocations (one per
+	// chain or poll), Writes its record writes, Sends its SendMessage
+	// calls (hand-overs, and the one to delivery), Schedules the
+	// follow-ups delayed past SQS's longest delay.
+	Invocations, Writes, Sends, Schedules int
+	// Busy is the observe function's summed running time; BilledMS the
+	// same rounded up per invocation to 1 ms (Lambda) and Billed100ms
+	// to 100 ms units (Step Functions Express).
+	Busy        time.Duration
+	BilledMS    int64
+	Billed100ms int64
+	// Stalled is set when a budget ran out before the job finished.
 	Stalled bool
+}
+
+func (r *Render) bill(d time.Duration) {
+	r.Invocations++
+	r.Busy += d
+	r.BilledMS += int64((d + time.Millisecond - 1) / time.Millisecond)
+	r.Billed100ms += int64((d + 100*time.Millisecond - 1) / (100 * time.Millisecond))
 }
 
 // Never is the detection latency of a render that was never seen
 // finished.
 const Never = time.Duration(math.MaxInt64)
 
-// Observe plays one render of length renderTime (queued for queueFor,
-// clipped to it) against strategy s, event by event:
-//
-//   - an observation's message reaches the handler SQSLatency after it
-//     was sent or its delay ran out; the GET reaches Genace RoundTrip/2
-//     later;
-//   - a GET with wait w that arrives at a answers at min(a+w, the next
-//     state change after a) — and a job already finished at a never
-//     changes again, so it is held for all of w; without wait it answers
-//     at once;
-//   - the snapshot is saved RoundTrip/2 after the answer; that is the
-//     detection time of a terminal snapshot, and the moment the next
-//     message is sent with the strategy's delay.
-func Observe(s Strategy, renderTime, queueFor time.Duration, ov Overheads) Render {
-	finish := renderTime
-	queued := min(queueFor, renderTime)
-	nextChange := func(t time.Duration) (time.Duration, bool) {
-		switch {
-		case t < queued:
-			return queued, true
-		case t < finish:
-			return finish, true
-		}
-		return 0, false
+// job is Genace's view of one render: queued until queued, running until
+// finish, then finished for good.
+type job struct{ queued, finish time.Duration }
+
+// answer is when a GET with wait that arrives at Genace at arrive
+// answers: at once without wait; else at the first change after arrive
+// (changed), or after the whole wait — in vain if the job was already
+// finished at arrive.
+func (j job) answer(arrive, wait time.Duration) (at time.Duration, changed, inVain bool) {
+	if wait <= 0 {
+		return arrive, false, false
 	}
-	half := ov.RoundTrip / 2
-	b := s.Budgets()
+	next := j.finish
+	switch {
+	case arrive < j.queued:
+		next = j.queued
+	case arrive >= j.finish:
+		return arrive + wait, false, true
+	}
+	if next < arrive+wait {
+		return next, true, false
+	}
+	return arrive + wait, false, false
+}
+
+// Observe implements Observer.
+func (c Chains) Observe(renderTime, queueFor time.Duration, lat Latencies, rng *rand.Rand) Render {
+	j := job{queued: min(queueFor, renderTime), finish: renderTime}
 	r := Render{Time: renderTime, Detect: Never}
-	saved := time.Duration(0) // the submit handler saved the 202's snapshot at acceptance
-	start := s.First() + ov.SQSLatency
-	for n := 1; ; n++ {
-		wait := s.Wait(start, start-saved)
-		arrive := start + half
-		answer := arrive
-		if wait > 0 {
-			r.LongPolls++
-			answer = arrive + wait
-			if at, ok := nextChange(arrive); ok {
-				answer = min(answer, at)
-			} else {
+	ps := schedule.DefaultPolicies()
+	ps.Default = c.Policy
+	obs := schedule.NewObservation(ps)
+	obs.Rand = rng.Float64
+	budgets := obs.BudgetsFor(benchModel)
+	accepted := epoch
+	rec := operation.Record{Model: benchModel, Timestamps: operation.Timestamps{Accepted: &accepted}}
+	delayAt := func(age time.Duration) time.Duration { return obs.Next(&rec, epoch.Add(age)) }
+	maxPolls := 1 + int(c.Chain/max(c.Wait, genace.MaxWait))
+
+	// The submit handler saved the 202's snapshot at acceptance; its
+	// write precedes the first message (or, orchestrated, the Submit
+	// task returns and the loop's first task starts).
+	observed, t, delay := time.Duration(0), time.Duration(0), time.Duration(0)
+	if !c.Orchestrated {
+		t = lat.Dynamo.Sample(rng)
+	}
+	looks := 0
+	for {
+		var invoke, start time.Duration
+		if c.Orchestrated {
+			invoke = t + delay + lat.Start.Sample(rng)
+			start = invoke
+		} else {
+			if delay > schedule.DefaultMaxQueueDelay {
+				r.Schedules++
+			}
+			invoke = t + delay + lat.Pickup.Sample(rng) + lat.Start.Sample(rng)
+			start = invoke + lat.Dynamo.Sample(rng) // GetItem of the record
+		}
+		end := start + c.Chain
+		polls := 0
+		fits := func(at time.Duration) bool {
+			return polls < maxPolls && at+c.Wait <= end && delayAt(at) == 0
+		}
+		send := start
+		for {
+			polls++
+			looks++
+			r.GETs++
+			// observe's window(): a long poll only after a fresh look.
+			wait := c.Wait
+			if send-observed > c.Wait {
+				wait = 0
+			}
+			rtt := lat.RoundTrip.Sample(rng)
+			arrive := send + rtt/2
+			at, changed, inVain := j.answer(arrive, wait)
+			if inVain {
 				r.InVain++
 			}
+			back := at + rtt/2
+			observed = back
+			// The overlapped next poll, if it left before this answer came
+			// back: it answers the same change (a duplicate) or is
+			// cancelled, but it was sent.
+			next := back
+			if wait > 0 && c.Overlap > 0 {
+				next = send + wait - c.Overlap
+			}
+			overlapped := next < back && fits(next)
+			if at >= j.finish {
+				if overlapped {
+					r.GETs++
+				}
+				w := lat.Dynamo.Sample(rng)
+				r.Detect = back + w - j.finish
+				if c.Orchestrated {
+					// The Deliver task writes the record.
+					r.bill(back - invoke)
+					return r
+				}
+				r.Writes++
+				r.Sends++ // to delivery
+				r.bill(back + w - invoke)
+				return r
+			}
+			if (budgets.MaxObservations > 0 && looks >= budgets.MaxObservations) || (budgets.Polling > 0 && back >= budgets.Polling) {
+				r.Stalled = true
+				r.Writes++
+				r.bill(back + lat.Dynamo.Sample(rng) - invoke)
+				return r
+			}
+			if changed {
+				if !c.Orchestrated {
+					r.Writes++ // written at once, after the next poll left
+				}
+				switch {
+				case overlapped && next+rtt/2 > at:
+					// Already on its way when the job changed: it watches
+					// the new state.
+					send = next
+					continue
+				case overlapped:
+					// It saw the old state and answers the same change.
+					r.GETs++
+					polls++
+				}
+				if fits(back) {
+					send = back
+					continue
+				}
+			} else if wait > 0 && fits(next) {
+				send = next
+				continue
+			} else if wait == 0 && fits(back) {
+				send = back
+				continue
+			}
+			// Hand over: the record is written with the follow-up.
+			delay = delayAt(back)
+			if c.Orchestrated {
+				r.bill(back - invoke)
+				t = back
+				break
+			}
+			w := lat.Dynamo.Sample(rng)
+			r.Writes++
+			r.Sends++
+			r.bill(back + w - invoke)
+			t = back + w
+			break
 		}
-		saved = answer + half
-		busy := saved - start
-		r.GETs++
-		r.Busy += busy
-		r.BilledMS += int64((busy + time.Millisecond - 1) / time.Millisecond)
-		if answer >= finish {
-			r.Detect = saved - finish
-			return r
-		}
-		if (b.MaxObservations > 0 && n >= b.MaxObservations) || (b.Polling > 0 && saved >= b.Polling) {
-			r.Stalled = true
-			return r
-		}
-		delay := s.Next(saved, n)
-		if delay > ov.MaxQueueDelay {
-			r.Schedules++
-		}
-		start = saved + delay + ov.SQSLatency
 	}
 }
 
-// Outcome summarises a strategy over a workload.
+// Fixed polls at a fixed interval through genjobs' queues, without long
+// polling: each poll is one message delayed by Interval, one invocation,
+// a GetItem, one GET, a record write and the next message.
+type Fixed struct {
+	// Interval is the delay between polls (SQS delays are whole seconds).
+	Interval time.Duration
+}
+
+// Name implements Observer.
+func (f Fixed) Name() string { return "fixed " + fmtDuration(f.Interval) + " poller" }
+
+// Observe implements Observer.
+func (f Fixed) Observe(renderTime, _ time.Duration, lat Latencies, rng *rand.Rand) Render {
+	r := Render{Time: renderTime, Detect: Never}
+	t := lat.Dynamo.Sample(rng)
+	for {
+		if f.Interval > schedule.DefaultMaxQueueDelay {
+			r.Schedules++
+		}
+		invoke := t + f.Interval + lat.Pickup.Sample(rng) + lat.Start.Sample(rng)
+		rtt := lat.RoundTrip.Sample(rng)
+		arrive := invoke + lat.Dynamo.Sample(rng) + rtt/2
+		back := arrive + rtt/2
+		w := lat.Dynamo.Sample(rng)
+		r.GETs++
+		r.Writes++
+		r.Sends++
+		r.bill(back + w - invoke)
+		if arrive >= renderTime {
+			r.Detect = back + w - renderTime
+			return r
+		}
+		if back >= operation.DefaultBudgets.Polling {
+			r.Stalled = true
+			return r
+		}
+		t = back + w
+	}
+}
+
+// FloorGETs is the fewest GETs any client of this API needs for a render
+// of renderTime queued for queueFor: a long poll outstanding at every
+// change, each waiting the full window, and the queued→running change
+// ending one of them early: 1 + ⌈(T − q)/window⌉.
+func FloorGETs(renderTime, queueFor time.Duration) float64 {
+	q := min(queueFor, renderTime)
+	return 1 + math.Ceil(float64(renderTime-q)/float64(genace.MaxWait))
+}
+
+// Outcome summarises a design over a workload.
 type Outcome struct {
-	// Strategy is the strategy's name.
+	// Strategy is the design's name.
 	Strategy string
 	// Renders holds each render's result, in workload order.
 	Renders []Render
-	// GETsPerRender, LongPollsPerRender, InVainPerRender and
-	// SchedulesPerRender are means over the renders.
-	GETsPerRender, LongPollsPerRender, InVainPerRender, SchedulesPerRender float64
-	// BusyPerRender is the mean observe running time per render, and
-	// BilledSecondsPerRender the mean billed time in seconds.
+	// Per-render means of the Render counts.
+	GETsPerRender, InvocationsPerRender, WritesPerRender, SendsPerRender, SchedulesPerRender float64
+	// InVainShare is the share of renders with a long poll held in vain.
+	InVainShare float64
+	// BusyPerRender is the mean observe running time per render;
+	// BilledSecondsPerRender and Billed100msPerRender its billed time.
 	BusyPerRender          time.Duration
 	BilledSecondsPerRender float64
+	Billed100msPerRender   float64
 	// P50, P99 and Max are detection latency percentiles (Never counts as
 	// the largest).
 	P50, P99, Max time.Duration
@@ -323,41 +374,76 @@ type Outcome struct {
 	Stalled int
 }
 
-// Simulate plays every render time of times against s.
-func Simulate(s Strategy, times []time.Duration, queueFor time.Duration, ov Overheads) Outcome {
-	o := Outcome{Strategy: s.Name(), Renders: make([]Render, len(times))}
+// Simulate plays every render time of times against o, its latencies
+// drawn from a source seeded with seed.
+func Simulate(o Observer, times []time.Duration, queueFor time.Duration, lat Latencies, seed uint64) Outcome {
+	rng := rngFor(seed)
+	out := Outcome{Strategy: o.Name(), Renders: make([]Render, len(times))}
 	detect := make([]time.Duration, len(times))
-	var gets, lps, vain, sch int
-	var busy time.Duration
-	var billed int64
+	var sum Render
+	vain := 0
 	for i, t := range times {
-		r := Observe(s, t, queueFor, ov)
-		o.Renders[i] = r
+		r := o.Observe(t, queueFor, lat, rng)
+		out.Renders[i] = r
 		detect[i] = r.Detect
-		gets += r.GETs
-		lps += r.LongPolls
-		vain += r.InVain
-		sch += r.Schedules
-		busy += r.Busy
-		billed += r.BilledMS
+		sum.GETs += r.GETs
+		sum.Invocations += r.Invocations
+		sum.Writes += r.Writes
+		sum.Sends += r.Sends
+		sum.Schedules += r.Schedules
+		sum.Busy += r.Busy
+		sum.BilledMS += r.BilledMS
+		sum.Billed100ms += r.Billed100ms
+		if r.InVain > 0 {
+			vain++
+		}
 		if r.Stalled {
-			o.Stalled++
+			out.Stalled++
 		}
 	}
 	if n := float64(len(times)); n > 0 {
-		o.GETsPerRender = float64(gets) / n
-		o.LongPollsPerRender = float64(lps) / n
-		o.InVainPerRender = float64(vain) / n
-		o.SchedulesPerRender = float64(sch) / n
-		o.BusyPerRender = busy / time.Duration(len(times))
-		o.BilledSecondsPerRender = float64(billed) / 1000 / n
+		out.GETsPerRender = float64(sum.GETs) / n
+		out.InvocationsPerRender = float64(sum.Invocations) / n
+		out.WritesPerRender = float64(sum.Writes) / n
+		out.SendsPerRender = float64(sum.Sends) / n
+		out.SchedulesPerRender = float64(sum.Schedules) / n
+		out.InVainShare = float64(vain) / n
+		out.BusyPerRender = sum.Busy / time.Duration(len(times))
+		out.BilledSecondsPerRender = float64(sum.BilledMS) / 1000 / n
+		out.Billed100msPerRender = float64(sum.Billed100ms) / n
 	}
 	slices.Sort(detect)
-	o.P50, o.P99 = Percentile(detect, 0.50), Percentile(detect, 0.99)
+	out.P50, out.P99 = Percentile(detect, 0.50), Percentile(detect, 0.99)
 	if len(detect) > 0 {
-		o.Max = detect[len(detect)-1]
+		out.Max = detect[len(detect)-1]
 	}
-	return o
+	return out
+}
+
+// Floor is the floor's observation of a workload: FloorGETs per render,
+// and detection at a poll always outstanding (half a round trip and the
+// record write after the finish).
+func Floor(times []time.Duration, queueFor time.Duration, lat Latencies, seed uint64) Outcome {
+	rng := rand.New(rand.NewPCG(seed, 0xf1002))
+	out := Outcome{Strategy: "floor", Renders: make([]Render, len(times))}
+	detect := make([]time.Duration, len(times))
+	gets := 0.0
+	for i, t := range times {
+		g := FloorGETs(t, queueFor)
+		gets += g
+		d := lat.RoundTrip.Sample(rng)/2 + lat.Dynamo.Sample(rng)
+		out.Renders[i] = Render{Time: t, GETs: int(g), Detect: d}
+		detect[i] = d
+	}
+	if len(times) > 0 {
+		out.GETsPerRender = gets / float64(len(times))
+	}
+	slices.Sort(detect)
+	out.P50, out.P99 = Percentile(detect, 0.50), Percentile(detect, 0.99)
+	if len(detect) > 0 {
+		out.Max = detect[len(detect)-1]
+	}
+	return out
 }
 
 // Percentile returns the nearest-rank q-quantile of sorted (0 < q ≤ 1):

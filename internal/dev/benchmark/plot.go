@@ -129,3 +129,79 @@ func detectionCDF(o Outcome) plotter.XYs {
 	}
 	return xy
 }
+
+// CostPoint is one design on the cost–latency plot.
+type CostPoint struct {
+	Name    string
+	Dollars float64
+	P99     time.Duration
+}
+
+// WriteCostLatency draws cost per 1,000 renders against p99 detection
+// latency, one labelled point per design (log x axis).
+func WriteCostLatency(w io.Writer, pts []CostPoint) error {
+	p := plot.New()
+	p.Title.Text = "Cost against detection latency, same renders"
+	p.X.Label.Text = "p99 detection latency (s, log)"
+	p.Y.Label.Text = "$ per 1,000 renders (one record per invocation)"
+	p.X.Scale = plot.LogScale{}
+	p.X.Tick.Marker = plot.LogTicks{Prec: -1}
+	p.Add(plotter.NewGrid())
+	for i, c := range pts {
+		if c.P99 == Never {
+			continue
+		}
+		s, err := plotter.NewScatter(plotter.XYs{{X: math.Max(c.P99.Seconds(), 1e-3), Y: c.Dollars}})
+		if err != nil {
+			return fmt.Errorf("plot %s: %w", c.Name, err)
+		}
+		s.Color, s.Shape, s.Radius = plotutil.Color(i), plotutil.Shape(i), vg.Points(4)
+		p.Add(s)
+		p.Legend.Add(c.Name, s)
+	}
+	p.Legend.Top = true
+	return writePNG(w, p, 24*vg.Centimeter, 14*vg.Centimeter)
+}
+
+// WriteGETsFloor draws genjobs' mean GETs per render against render time
+// (log-spaced bins) and the floor, 1 + ⌈(T − q)/30 s⌉, as a line.
+func WriteGETsFloor(w io.Writer, genjobs Outcome, queueFor time.Duration) error {
+	binned, err := getsByRenderTime(genjobs)
+	if err != nil {
+		return err
+	}
+	p := plot.New()
+	p.Title.Text = "GETs per render against render time"
+	p.X.Label.Text = "render time (s, log)"
+	p.Y.Label.Text = "GETs per render (log)"
+	p.X.Scale, p.Y.Scale = plot.LogScale{}, plot.LogScale{}
+	p.X.Tick.Marker, p.Y.Tick.Marker = plot.LogTicks{Prec: -1}, plot.LogTicks{Prec: -1}
+	p.Add(plotter.NewGrid())
+	lo, hi := binned[0].X, binned[len(binned)-1].X
+	var floor plotter.XYs
+	for x := lo; x <= hi*1.0001; x *= 1.02 {
+		floor = append(floor, plotter.XY{X: x, Y: FloorGETs(time.Duration(x*float64(time.Second)), queueFor)})
+	}
+	fl, err := plotter.NewLine(floor)
+	if err != nil {
+		return err
+	}
+	fl.Color, fl.Width = plotutil.Color(1), vg.Points(1.5)
+	l, pts, err := plotter.NewLinePoints(binned)
+	if err != nil {
+		return err
+	}
+	l.Color, pts.Color = plotutil.Color(0), plotutil.Color(0)
+	p.Add(fl, l, pts)
+	p.Legend.Add("floor: 1 + ⌈(T − q)/30 s⌉", fl)
+	p.Legend.Add(genjobs.Strategy+" (mean per bin)", l, pts)
+	p.Legend.Top, p.Legend.Left = true, true
+	return writePNG(w, p, 20*vg.Centimeter, 13*vg.Centimeter)
+}
+
+func writePNG(w io.Writer, p *plot.Plot, width, height vg.Length) error {
+	img := vgimg.New(width, height)
+	p.Draw(draw.New(img))
+	_, err := vgimg.PngCanvas{Canvas: img}.WriteTo(w)
+	return err
+}

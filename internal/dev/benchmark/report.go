@@ -10,16 +10,16 @@ import (
 	"strings"
 	"time"
 
-	"github.com/genjobs/genjobs/internal/operation"
+	"github.com/genjobs/genjobs/internal/genace"
+	"github.com/genjobs/genjobs/internal/observe"
 	"github.com/genjobs/genjobs/internal/schedule"
 )
 
 // Targets the issue sets.
 const (
-	targetGETsRatio  = 0.25
-	targetP50        = time.Second
-	targetP99        = 5 * time.Second
-	targetCostRatio  = 1.0 / 3
+	targetGETsFloor  = 1.05
+	targetP99        = time.Second
+	targetCostFloor  = 1.5
 	targetOpsPerSec  = 500.0
 	targetDiskRatio  = 0.8
 	targetFirstInvok = 50 * time.Millisecond
@@ -95,90 +95,88 @@ func verdict(met bool, missed string) string {
 	return "**missed** " + missed
 }
 
-// detectionVerdict judges p50 and p99 of a genjobs outcome.
-func (r *Results) detectionVerdict(o Outcome) string {
-	var miss []string
-	if o.P50 >= targetP50 {
-		miss = append(miss, fmt.Sprintf("p50 by %s", fmtLatency(o.P50-targetP50)))
-	}
-	if o.P99 >= targetP99 {
-		miss = append(miss, fmt.Sprintf("p99 by %s (%.0f× the target)", fmtLatency(o.P99-targetP99), float64(o.P99)/float64(targetP99)))
-	}
-	if len(miss) == 0 {
-		return verdict(true, "")
-	}
-	return verdict(false, strings.Join(miss, ", "))
-}
-
-func (r *Results) getsVerdict(o Outcome) (string, string) {
-	limit := targetGETsRatio * r.Fixed.GETsPerRender
-	target := fmt.Sprintf("≤ ¼ of the fixed poller's (≤ %.2f)", limit)
-	if o.GETsPerRender <= limit {
-		return target, verdict(true, "")
-	}
-	return target, verdict(false, fmt.Sprintf("by %.2f GETs per render", o.GETsPerRender-limit))
-}
-
+// rows are the table's rows; the model's only once it has run.
 func (r *Results) rows() []row {
+	var rows []row
+	if len(r.Designs) > 0 {
+		rows = append(rows, r.modelRows()...)
+	}
+	rows = append(rows, r.measuredRows()...)
+	return rows
+}
+
+// modelRows are sections 1 and 2: observation and cost, from the model.
+func (r *Results) modelRows() []row {
 	var rows []row
 	add := func(section, figure, value, target, v string) {
 		rows = append(rows, row{section, figure, value, target, v})
 	}
-	// 1. Observation efficiency.
+	// 1. Observation.
 	const s1 = "1 observation (model)"
-	genjobs := append([]Outcome{r.Real}, r.Variants...)
-	for i, o := range genjobs {
-		name := o.Strategy
-		if i > 0 {
-			name += " (variant)"
+	g, fl := r.Genjobs, r.Floor
+	ratio := g.GETsPerRender / fl.GETsPerRender
+	add(s1, "GETs per render — genjobs / the floor E[1 + ⌈(T − q)/30 s⌉]", fmt.Sprintf("%.2f / %.2f = %.3f×", g.GETsPerRender, fl.GETsPerRender, ratio),
+		fmt.Sprintf("≤ %.2f×", targetGETsFloor), verdict(ratio <= targetGETsFloor, fmt.Sprintf("by %.3f×", ratio-targetGETsFloor)))
+	add(s1, "GETs per render — "+r.NoOverlap.Strategy, fmt.Sprintf("%.2f (%.3f× the floor)", r.NoOverlap.GETsPerRender, r.NoOverlap.GETsPerRender/fl.GETsPerRender), "—", "reference")
+	add(s1, "detection p50 / p99 / max — genjobs, default latencies", fmt.Sprintf("%s / %s / %s", fmtLatency(g.P50), fmtLatency(g.P99), fmtLatency(g.Max)), "—", "finding")
+	if at, ok := r.AtTarget(); ok {
+		add(s1, fmt.Sprintf("detection p99 — genjobs, %s round trip + %s SQS pickup (medians)", fmtMS(targetRTT), fmtMS(targetPickup)),
+			fmt.Sprintf("%s (p50 %s, max %s; %.2f %% of renders with a poll held in vain)", fmtLatency(at.P99), fmtLatency(at.P50), fmtLatency(at.Max), 100*at.InVainShare),
+			"< "+fmtLatency(targetP99), verdict(at.P99 < targetP99, "by "+fmtLatency(at.P99-targetP99)))
+	}
+	add(s1, "renders with a long poll held in vain — genjobs, default latencies",
+		fmt.Sprintf("%.2f %% (%d of %d), each detected ≈ %s late", 100*g.InVainShare, int(math.Round(g.InVainShare*float64(len(g.Renders)))), len(g.Renders), fmtDuration(genace.MaxWait)), "—", "finding")
+	add(s1, "observe invocations / record writes / SendMessage per render — genjobs",
+		fmt.Sprintf("%.2f / %.2f / %.2f", g.InvocationsPerRender, g.WritesPerRender, g.SendsPerRender), "—", "count")
+
+	// 2. AWS cost, design by design.
+	const s2 = "2 AWS cost (model × counted requests)"
+	floor := r.per1000(r.Designs[len(r.Designs)-1].Low)
+	mine := r.per1000(r.Designs[0].Low)
+	occ := r.Count.Measured()
+	for i, d := range r.Designs {
+		low, busy := r.per1000(d.Low), r.per1000(d.Busy)
+		value := fmt.Sprintf("%s (%.2f× the floor, %.2f× genjobs); p99 %s; %s", fmtDollars(low), low/floor, low/mine, fmtLatency(d.Outcome.P99), r.breakdown(d.Low))
+		if busy != low {
+			value += fmt.Sprintf("; at the counted %.1f records per observe invocation %s", occ.Observe, fmtDollars(busy))
 		}
-		t, v := r.getsVerdict(o)
-		add(s1, "GETs per render — "+name, fmt.Sprintf("%.2f (%.3f× the fixed poller's)", o.GETsPerRender, o.GETsPerRender/r.Fixed.GETsPerRender), t, v)
-		add(s1, "detection p50 / p99 / max — "+name, fmt.Sprintf("%s / %s / %s", fmtLatency(o.P50), fmtLatency(o.P99), fmtLatency(o.Max)),
-			"p50 < 1 s, p99 < 5 s", r.detectionVerdict(o))
+		target, v := "—", "reference"
+		if i == 0 {
+			target = fmt.Sprintf("≤ %.1f× the floor (≤ %s)", targetCostFloor, fmtDollars(targetCostFloor*floor))
+			v = verdict(low <= targetCostFloor*floor, fmt.Sprintf("by %s (%.2f×)", fmtDollars(low-targetCostFloor*floor), low/floor))
+		}
+		add(s2, "$ per 1,000 renders — "+d.Name, value, target, v)
 	}
-	for _, o := range []Outcome{r.Fixed, r.Backoff} {
-		add(s1, "GETs per render — "+o.Strategy, fmt.Sprintf("%.2f", o.GETsPerRender), "—", "reference")
-		add(s1, "detection p50 / p99 / max — "+o.Strategy, fmt.Sprintf("%s / %s / %s", fmtLatency(o.P50), fmtLatency(o.P99), fmtLatency(o.Max)), "—", "reference")
+	small := r.Functions
+	small.ObserveMB = floorMB
+	at128 := r.per1000(PerRender(r.Count, g, small, OneRecord))
+	add(s2, fmt.Sprintf("$ per 1,000 renders — genjobs with observe at %d MB (if it fits; right-sizing is not measured here)", floorMB),
+		fmt.Sprintf("%s (%.2f× the floor)", fmtDollars(at128), at128/floor), "—", "what-if")
+	var beaten []string
+	for _, d := range r.Designs[1 : len(r.Designs)-1] {
+		if r.per1000(d.Low) <= mine && d.Outcome.P99 <= g.P99+100*time.Millisecond {
+			beaten = append(beaten, d.Name)
+		}
 	}
-	add(s1, "long polls held in vain (job finished between two looks) — genjobs, default policy",
-		fmt.Sprintf("%d of %d renders (%.2f %%), each detected ≈ %s late", int(math.Round(r.Real.InVainPerRender*float64(len(r.Real.Renders)))),
-			len(r.Real.Renders), 100*r.Real.InVainPerRender, fmtDuration(schedule.DefaultPolicies().Default.LongPoll)), "—", "finding")
-	add(s1, "sensitivity: "+r.Batching.Strategy,
-		fmt.Sprintf("GETs %.2f; p50 / p99 %s / %s; in vain %.2f %% of renders", r.Batching.GETsPerRender, fmtLatency(r.Batching.P50),
-			fmtLatency(r.Batching.P99), 100*r.Batching.InVainPerRender), "—", "finding")
-	add(s1, "budget check: "+r.Unbounded.Strategy,
-		fmt.Sprintf("GETs %.2f; %d renders stalled (MaxObservations %d × %s long polls ≈ %s)", r.Unbounded.GETsPerRender, r.Unbounded.Stalled,
-			operation.DefaultBudgets.MaxObservations, fmtDuration(schedule.DefaultPolicies().Default.LongPoll),
-			fmtLatency(time.Duration(operation.DefaultBudgets.MaxObservations)*schedule.DefaultPolicies().Default.LongPoll)), "—", "finding")
+	add(s2, "genjobs below every rival at equal detection latency (p99 within 100 ms of genjobs')",
+		fmt.Sprintf("cheapest rival %s", r.cheapestRival()), "below every rival", verdict(len(beaten) == 0, "by "+strings.Join(beaten, ", ")))
+	gr := r.Designs[0].Low
+	add(s2, "genjobs per render: SQS Send / Receive / Delete / ChangeVisibility",
+		fmt.Sprintf("%.2f / %.2f / %.2f / %.2f", gr.SQSSend, gr.SQSReceive, gr.SQSDelete, gr.SQSChangeVisibility), "—", "count")
+	add(s2, "genjobs per render: DynamoDB GetItem / PutItem / TransactWriteItems; RRU / WRU",
+		fmt.Sprintf("%.2f / %.2f / %.2f; %.2f / %.2f", gr.DynamoGet, gr.DynamoPut, gr.DynamoTransact, gr.RRU, gr.WRU), "—", "count")
+	add(s2, "genjobs per render: Lambda invocations; GB-s",
+		fmt.Sprintf("%.2f; %.2f GB-s (observe held %s per render at %d MB)", gr.LambdaInvocations, gr.LambdaGBSeconds, fmtLatency(g.BusyPerRender), r.Functions.ObserveMB), "—", "count")
 
-	// 2. AWS requests and dollars.
-	const s2 = "2 AWS cost"
-	g := r.PerRender[r.Real.Strategy]
-	add(s2, "SQS requests per render — genjobs, default policy: Send / Receive / Delete / ChangeVisibility",
-		fmt.Sprintf("%.2f / %.2f / %.2f / %.2f", g.SQSSend, g.SQSReceive, g.SQSDelete, g.SQSChangeVisibility), "—", "count")
-	add(s2, "DynamoDB per render — genjobs, default policy: GetItem / PutItem / TransactWriteItems; RRU / WRU",
-		fmt.Sprintf("%.2f / %.2f / %.2f; %.2f / %.2f", g.DynamoGet, g.DynamoPut, g.DynamoTransact, g.RRU, g.WRU), "—", "count")
-	add(s2, "EventBridge Scheduler schedules per render — genjobs, default policy", fmt.Sprintf("%.4f", g.Schedules), "—", "count")
-	add(s2, "Lambda per render — genjobs, default policy: invocations; GB-s (long polls charged)",
-		fmt.Sprintf("%.2f; %.2f GB-s (observe held %s per render)", g.LambdaInvocations, g.LambdaGBSeconds, fmtLatency(r.Real.BusyPerRender)), "—", "count")
-	sf := r.StepFunctions
-	add(s2, "Step Functions poller per render: state transitions; Lambda invocations; GB-s",
-		fmt.Sprintf("%.1f; %.2f; %.3f GB-s", sf.SFNTransitions, sf.LambdaInvocations, sf.LambdaGBSeconds), "—", "count")
-	sfn := r.per1000(sf)
-	limit := targetCostRatio * sfn
-	for _, o := range genjobs {
-		req := r.PerRender[o.Strategy]
-		c := r.per1000(req)
-		add(s2, "$ per 1,000 renders — "+o.Strategy, fmt.Sprintf("%s (%.3f× Step Functions; %s)", fmtDollars(c), c/sfn, r.breakdown(req)),
-			fmt.Sprintf("≤ ⅓ of Step Functions (≤ %s)", fmtDollars(limit)), verdict(c <= limit, fmt.Sprintf("by %s", fmtDollars(c-limit))))
-	}
-	add(s2, "$ per 1,000 renders — Step Functions Standard poller (Wait 5 s loop)", fmt.Sprintf("%s (%s)", fmtDollars(sfn), r.breakdown(sf)), "—", "reference")
-	for _, o := range []Outcome{r.Fixed, r.Backoff} {
-		req := r.PerRender[o.Strategy]
-		add(s2, "$ per 1,000 renders — "+o.Strategy+" through genjobs' queues", fmt.Sprintf("%s (%s)", fmtDollars(r.per1000(req)), r.breakdown(req)), "—", "reference")
-	}
+	return rows
+}
 
+// measuredRows are sections 3 and 4: this machine's measurements.
+func (r *Results) measuredRows() []row {
+	var rows []row
+	add := func(section, figure, value, target, v string) {
+		rows = append(rows, row{section, figure, value, target, v})
+	}
 	// 3. Throughput.
 	const s3 = "3 throughput (this machine)"
 	for i, t := range r.Throughput {
@@ -264,89 +262,81 @@ func (r *Results) WriteMarkdown(w io.Writer) {
 	r.writeNotes(w)
 }
 
+// cheapestRival names the cheapest design besides genjobs and the floor,
+// with its cost and p99.
+func (r *Results) cheapestRival() string {
+	best := -1
+	for i := 1; i < len(r.Designs)-1; i++ {
+		if best < 0 || r.per1000(r.Designs[i].Low) < r.per1000(r.Designs[best].Low) {
+			best = i
+		}
+	}
+	if best < 0 {
+		return "none"
+	}
+	d := r.Designs[best]
+	return fmt.Sprintf("%s at %s, p99 %s", d.Name, fmtDollars(r.per1000(d.Low)), fmtLatency(d.Outcome.P99))
+}
+
+func (r *Results) writeSensitivity(w io.Writer) {
+	fmt.Fprintln(w, "### Sensitivity: genjobs' detection against round trip × SQS pickup (medians; the other latencies at their defaults)")
+	fmt.Fprintln(w)
+	fmt.Fprintln(w, "| round trip | SQS pickup | p50 | p99 | max | renders with a poll held in vain | GETs per render |")
+	fmt.Fprintln(w, "|---|---|---|---|---|---|---|")
+	for _, s := range r.Sensitivity {
+		o := s.Outcome
+		fmt.Fprintf(w, "| %s | %s | %s | %s | %s | %.2f %% | %.2f |\n", fmtMS(s.RoundTrip), fmtMS(s.Pickup), fmtLatency(o.P50), fmtLatency(o.P99), fmtLatency(o.Max), 100*o.InVainShare, o.GETsPerRender)
+	}
+	fmt.Fprintln(w)
+}
+
 func (r *Results) writeNotes(w io.Writer) {
-	wl, ov, p := r.Workload, r.Overheads, schedule.DefaultPolicies().Default
+	wl, lat, p := r.Workload, r.Latencies, schedule.DefaultPolicies().Default
 	times := slices.Clone(wl.Sample(r.Options.Seed))
 	slices.Sort(times)
-	over := func(d time.Duration) float64 {
-		i, _ := slices.BinarySearch(times, d)
-		return 100 * float64(len(times)-i) / float64(len(times))
-	}
-	fmt.Fprintf(w, "![observation](%s)\n\n", PlotFile)
+	r.writeSensitivity(w)
+	fmt.Fprintf(w, "![observation](%s) ![cost against latency](%s) ![GETs against the floor](%s)\n\n", PlotFile, CostLatencyFile, GETsFloorFile)
 	fmt.Fprintln(w, "## How the figures were made")
 	fmt.Fprintln(w)
-	fmt.Fprintf(w, "- **Workload.** %d renders, log-normal render times (acceptance → remote finish), median %s, σ = ln(10)/1.645 = %.4f so that 5 %% exceed 10 min. This sample: median %s, p95 %s, %.2f %% over 15 min, %.2f %% over 30 min, %.2f %% over 1 h, longest %s. Each job is queued for its first %s (clipped to its render time): that state change ends a long poll early, as in the simulator.\n",
-		wl.Renders, fmtLatency(wl.Median), wl.Sigma, fmtLatency(Percentile(times, 0.5)), fmtLatency(Percentile(times, 0.95)),
-		over(15*time.Minute), over(30*time.Minute), over(time.Hour), fmtLatency(times[len(times)-1]), fmtLatency(wl.QueueFor))
-	fmt.Fprintf(w, "- **Event model** (one for all strategies). An observation starts %s (SQS delivery) after its message is sent or its delay runs out; its GET reaches Genace %s later (half the %s Lambda + GET round trip) and its snapshot is saved %s after the answer — the detection time for a terminal snapshot, and when the next message leaves. A GET with `wait` answers at min(wait, next state change); a job already finished when the GET arrives never changes again, so Genace (and the simulator) hold it for the whole wait. GETs per render count observations only (delivery's one GET for fresh URLs is the same for every strategy).\n",
-		fmtMS(ov.SQSLatency), fmtMS(ov.RoundTrip/2), fmtMS(ov.RoundTrip), fmtMS(ov.RoundTrip/2))
-	fmt.Fprintf(w, "- **Strategies.** genjobs: the real `schedule.Observation` over `schedule.DefaultPolicies()` (long poll %s back to back while the job is younger than Immediate = %s, then %s×%g→%s ±%.0f %%, jitter seeded), observe's `window()` rule (a long poll only when the previous snapshot is at most %s old, whole seconds), the first observation right after acceptance, and observe's budgets (MaxObservations %d, Polling %s). Fixed: a GET %s after acceptance and every %s after each answer, no long poll. Backoff: 1 s, then doubling to a 60 s cap, no long poll.\n",
-		fmtDuration(p.LongPoll), fmtDuration(p.Immediate), fmtDuration(p.Base), p.Multiplier, fmtDuration(p.Cap), 100*p.Jitter, fmtDuration(p.LongPoll),
-		operation.DefaultBudgets.MaxObservations, fmtDuration(operation.DefaultBudgets.Polling), fmtDuration(5*time.Second), fmtDuration(5*time.Second))
-	fmt.Fprintf(w, "- **Back-to-back window and p99.** A render is detected at the long poll's answer (%s) while it is younger than Immediate; past it, it is observed with backed-off delays (%s doubling to %s) and plain reads, so its detection waits for the next look (minutes). p99 therefore stays at the long poll's answer only while fewer than 1 %% of renders outlast Immediate:",
-		fmtLatency(r.Real.P50), fmtDuration(p.Base), fmtDuration(p.Cap))
-	genjobs := append([]Outcome{r.Real}, r.Variants...)
-	imms := append([]time.Duration{p.Immediate}, r.VariantImmediates...)
-	for i, o := range genjobs {
-		sep := ";"
-		if i == len(genjobs)-1 {
-			sep = "."
-		}
-		def := ""
-		if i == 0 {
-			def = " (the default)"
-		}
-		fmt.Fprintf(w, " Immediate %s%s: %.2f %% outlast it, p99 %s, %.2f GETs per render, %s per 1,000 renders%s", fmtDuration(imms[i]), def, over(imms[i]),
-			fmtLatency(o.P99), o.GETsPerRender, fmtDollars(r.per1000(r.PerRender[o.Strategy])), sep)
-	}
-	if r.Real.P99 < targetP99 && r.Real.P50 < targetP50 {
-		fmt.Fprintf(w, " The default meets both detection targets; its GETs stay %.3f× the fixed poller's.", r.Real.GETsPerRender/r.Fixed.GETsPerRender)
-	} else {
-		fmt.Fprint(w, " The default misses the detection targets.")
-		for i, o := range r.Variants {
-			if o.P99 < targetP99 && o.P50 < targetP50 && o.GETsPerRender <= targetGETsRatio*r.Fixed.GETsPerRender {
-				d := strings.ReplaceAll(fmtDuration(r.VariantImmediates[i]), " ", "")
-				fmt.Fprintf(w, " Recommendation: Immediate %s, which meets them (`OBSERVE_POLICIES={\"default\":{\"immediate\":\"%s\"}}` sets it without a release).", fmtDuration(r.VariantImmediates[i]), d)
-				break
-			}
-		}
-	}
-	fmt.Fprintf(w, " Watching back to back for the whole polling budget (%s) is no better: %d renders hit MaxObservations (%d observations ≈ %s of %s long polls) and are parked for review.\n",
-		fmtDuration(operation.DefaultBudgets.Polling), r.Unbounded.Stalled, operation.DefaultBudgets.MaxObservations,
-		fmtLatency(time.Duration(operation.DefaultBudgets.MaxObservations)*p.LongPoll), fmtDuration(p.LongPoll))
-	fmt.Fprintf(w, "- **Long polls held in vain.** Genace holds a long poll until the job changes from what it is when the GET arrives, so a render that finishes in the gap between two looks (~%s: the answer's way back, SQS, the next GET's way out) makes the next long poll wait out its whole %s: %.2f %% of renders here. A batching window on the observe queue's event source mapping widens that gap: with %s, a lone message waits for it before the invocation and %.2f %% of renders are caught, which sets p99 = %s (instead of %s). The observe mapping needs MaximumBatchingWindowInSeconds 0. (observe also reads at once when the saved snapshot already shows success; in the model no look follows a terminal snapshot.)\n",
-		fmtMS(ov.SQSLatency+ov.RoundTrip), fmtDuration(p.LongPoll), 100*r.Real.InVainPerRender, fmtDuration(batchingWindow), 100*r.Batching.InVainPerRender,
-		fmtLatency(r.Batching.P99), fmtLatency(r.Real.P99))
+	fmt.Fprintf(w, "- **Workload.** %d renders, log-normal render times (acceptance → remote finish), median %s, σ = ln(10)/1.645 = %.4f so that 5 %% exceed 10 min (this sample: median %s, p95 %s, longest %s). Each job is queued for its first %s (clipped to its render time): that change of state ends a long poll early.\n",
+		wl.Renders, fmtLatency(wl.Median), wl.Sigma, fmtLatency(Percentile(times, 0.5)), fmtLatency(Percentile(times, 0.95)), fmtLatency(times[len(times)-1]), fmtLatency(wl.QueueFor))
+	fmt.Fprintf(w, "- **Latencies**, each drawn per event from a seeded source (seed %d): round trip Lambda ↔ Genace %s; SQS pickup (SendMessage or a delay running out → the handler has the message) %s; Lambda start %s; DynamoDB request %s. Sources: %s.\n",
+		r.Options.Seed, lat.RoundTrip, lat.Pickup, lat.Start, lat.Dynamo, strings.Join(latencySources, "; "))
+	fmt.Fprintf(w, "- **Genace.** A GET with wait=N (≤ %s) answers at min(arrival + N, the first change after arrival); a job already finished when the GET arrives never changes again, so the GET is held for all N (\"in vain\").\n", fmtDuration(genace.MaxWait))
+	fmt.Fprintf(w, "- **genjobs** plays the observe handler: the first chain starts after the submit's write, an SQS pickup, a Lambda start and the record's GetItem; within a chain long polls of %s are sent %s before the previous one's window ends (every GET counted, an overlapped poll that answers the same change twice included); a changed answer is written at once and the next poll leaves at once; a poll is sent only while it fits the chain (%s, at most %d polls) and the policy says the next look is due at once (while the job is younger than Immediate = %s; after that `schedule.Observation` backs off from %s to %s and the look is a plain read, as observe's `window()` decides). A chain hands over with a write, a SendMessage, an SQS pickup, a Lambda start and a GetItem before the next chain's first poll: a render finishing in that gap is seen by a poll held in vain, ≈ %s late. Detection is the finish → the terminal record written (half a round trip and a DynamoDB write when a poll is outstanding). Without overlap (reference row) the next poll leaves when the answer is back.\n",
+		fmtDuration(genace.MaxWait), fmtDuration(overlap), fmtDuration(observe.DefaultChain), 1+int(observe.DefaultChain/genace.MaxWait), fmtDuration(p.Immediate), fmtDuration(p.Base), fmtDuration(p.Cap), fmtDuration(genace.MaxWait))
+	fmt.Fprintf(w, "- **The floor.** GETs: E[1 + ⌈(T − q)/30 s⌉] — a long poll outstanding at every moment, each held its full 30 s, the queued→running change ending one early; detection half a round trip and a write. Cost (per render, one render per invocation, list prices): three hand-offs by message (dispatch → submit → observe → deliver: SendMessage + ReceiveMessage + DeleteMessage each, 9 SQS requests); one record write of ≤ 1 KB with no index per phase change (accepted, terminal, delivered: 3 WRU); no reads (each message carries what its handler needs); one invocation per function plus one per further 15 min a long poll is held (Lambda's longest run); Lambda GB-s = 128 MB × (render time + %s submit + %s delivery): a long poll held from acceptance to finish. It ignores the application's own record and dispatch, S3 and Genace's POST/GETs (not AWS charges).\n",
+		fmtMS(r.Functions.SubmitBusy), fmtMS(r.Functions.DeliverBusy))
+	fmt.Fprintf(w, "- **Rivals, same renders, same latencies.** Step Functions Standard: Submit task → loop {Task: the observe Lambda → Choice} → Deliver task → Succeed, 3 + 2 transitions per loop round; the Lambda runs one chain (≤ %s) per task, or one 30 s poll per task; between tasks no write, no message, no GetItem and no transition latency (favours it). Step Functions Express: the same loop, one chain per execution (a 5 min execution cannot hold two 4 min chains), so each further chain is a restart, counted as a request (what restarts it is not priced: favours it); Express duration in 100 ms units at 64 MB, plus the Lambda's own time. Fixed pollers through genjobs' queues: a message delayed by the interval per poll, one invocation, GetItem, GET (no wait), record write and SendMessage each. The equal-latency poller tries intervals of %s.\n",
+		fmtDuration(observe.DefaultChain), fmtIntervals())
+	fmt.Fprintln(w, "- **By construction** (the model assumes it, so the run cannot contradict it): detection of a render finishing while a poll is outstanding is exactly half a round trip plus a write; the floor's detection is that by definition; Genace answers exactly at a change (no server-side delay); nothing fails (no retries, throttling, duplicate deliveries, lost leases); the policy's jitter and every latency are seeded. Measured, not assumed: GETs, polls held in vain, hand-off gaps and detection percentiles follow from the sampled latencies; requests per action and batch occupancy come from the counting run on the real handlers.")
 	r.writeCostNotes(w)
 	r.writeThroughputNotes(w)
 	fmt.Fprintln(w, "- **Cold start.** Each function built as the Makefile builds it (linux, CGO_ENABLED=0, `-tags lambda.norpc -trimpath -ldflags='-s -w'`), for arm64 (deploy size) and the host architecture (run here). Each start is a fresh `aws-lambda-rie` with a fresh bootstrap and the environment template.yaml gives it (internal/dev/samlocal; dummy credentials, every endpoint on a closed port but a local secret source, from which init reads the Genace key as deployed: `coldstart.Load` otherwise only builds clients). The first invoke sends `{\"Records\":[]}` and times the answer: process start, Go runtime, init, `lambda.Start` and an empty batch. sweep is scheduled, not SQS-fed, and its handler queries DynamoDB, so only its size is given.")
 }
 
+func fmtIntervals() string {
+	s := make([]string, len(matchIntervals))
+	for i, d := range matchIntervals {
+		s[i] = fmtDuration(d)
+	}
+	return strings.Join(s, ", ")
+}
+
 func (r *Results) writeCostNotes(w io.Writer) {
 	pr, pc := r.Count, r.Prices
-	batch := func(fn string) float64 {
-		f := pr.Functions[fn]
-		if f.Batches == 0 {
-			return 0
-		}
-		return float64(f.Actions) / float64(f.Batches)
-	}
+	occ := pr.Measured()
 	sub, obs, del := pr.PerAction(FnSubmit), pr.PerAction(FnObserve), pr.PerAction(FnDeliver)
-	fmt.Fprintf(w, "- **AWS requests.** Counted on the real submit, observe and deliver handlers (the pipeline harness: embedded queue, event source mapping, bbolt store, simulator, each store/queue/artifact call counted as the DynamoDB/SQS/S3 adapters would issue it) over %d renders queued %s then running %s (%.2f observations per render: one that finds the job running, one that finds it finished): per submit %.0f GetItem, %.0f PutItem, %.0f SendMessage, %.1f WRU; per observation %.0f GetItem (strongly consistent, %.0f RRU), %.0f PutItem (%.1f WRU; the item weighs %.0f bytes), %.0f SendMessage; per delivery %.0f GetItem, %.0f PutItem, %.0f SendMessage, %.0f S3 HeadObject + %.0f PutObject (not priced: the same for both designs). WRU follow DynamoDB's rules: the larger of the old and new item per KB, plus the sparse status index's put/delete (both when the due time moves). ChangeMessageVisibility: %.0f (visibility 6 min covers a 25 s long poll). Receives, deletes (DeleteMessageBatch) and invocations are priced at one per action — a render's chain is usually alone in its batch; this trickled run measured %.1f / %.1f / %.1f messages per batch for submit / observe / deliver, so busy periods cost less. The event source mapping's empty long-poll receives are a fixed cost per queue, not per render. Observations per render, their running time (long polls are billed while held) and schedules (delays over 900 s) come from the model; submit %s and delivery %s of running time (%d / %d MB, template.yaml).\n",
-		pr.Operations, fmtLatency(countQueueFor), fmtLatency(countRunFor), float64(pr.Functions[FnObserve].Actions)/float64(pr.Operations), sub.DynamoGet, sub.DynamoPut, sub.SQSSend, sub.WRU, obs.DynamoGet, obs.RRU, obs.DynamoPut, obs.WRU, obs.ItemBytes/math.Max(obs.DynamoPut, 1), obs.SQSSend,
-		del.DynamoGet, del.DynamoPut, del.SQSSend, del.S3Head, del.S3Put, obs.SQSChangeVisibility, batch(FnSubmit), batch(FnObserve), batch(FnDeliver),
-		fmtMS(r.Functions.SubmitBusy), fmtMS(r.Functions.DeliverBusy), r.Functions.ObserveMB, r.Functions.DeliverMB)
-	g := r.PerRender[r.Real.Strategy]
+	fmt.Fprintf(w, "- **AWS requests.** Counted on the real submit, observe and deliver handlers (the pipeline harness: embedded queue, event source mapping, bbolt store, simulator, each store/queue/artifact call counted as the DynamoDB/SQS/S3 adapters would issue it) over %d renders queued %s then running %s: per submit %.0f GetItem, %.0f PutItem, %.0f SendMessage, %.1f WRU; per observe write %.2f WRU (the item weighs %.0f bytes), per GetItem %.0f RRU, %.2f ChangeMessageVisibility per message; per delivery %.0f GetItem, %.0f PutItem, %.0f S3 HeadObject + %.0f PutObject (S3 not priced: the same for every design). The observe function's invocations, writes and messages per render come from the model, each priced at those measured units. Records per invocation: priced at 1 (low traffic, the worst case) and at the counting run's measured %.1f / %.1f / %.1f for submit / observe / deliver (an observe invocation lasts about one chain whichever records share it, so its GB-s are shared too).\n",
+		pr.Operations, fmtLatency(countQueueFor), fmtLatency(countRunFor), sub.DynamoGet, sub.DynamoPut, sub.SQSSend, sub.WRU,
+		unit(obs.WRU, obs.DynamoPut), obs.ItemBytes/math.Max(obs.DynamoPut, 1), unit(obs.RRU, obs.DynamoGet), obs.SQSChangeVisibility,
+		del.DynamoGet, del.DynamoPut, del.S3Head, del.S3Put, occ.Submit, occ.Observe, occ.Deliver)
+	g := r.Designs[0].Low
 	lambda := r.Prices.Breakdown(g)["Lambda"] / r.Prices.Dollars(g)
-	small := r.Functions
-	small.ObserveMB = 128
-	fmt.Fprintf(w, "- **Where genjobs' dollars go.** %.0f %% of the default policy's cost is Lambda, nearly all of it observe holding long polls (%.1f GB-s per render at %d MB): Lambda bills the wait. The same queues with a fixed 5 s poller would cost %s per 1,000 renders, less than genjobs' %s, but detect at p50 %s instead of %s; Step Functions pays for the same polls in state transitions (%s). Were observe given 128 MB (if it fits), genjobs would cost %s per 1,000 renders.\n",
-		100*lambda, g.LambdaGBSeconds, r.Functions.ObserveMB, fmtDollars(r.per1000(r.PerRender[r.Fixed.Strategy])), fmtDollars(r.per1000(g)),
-		fmtLatency(r.Fixed.P50), fmtLatency(r.Real.P50), fmtDollars(r.per1000(r.StepFunctions)), fmtDollars(r.per1000(PerRender(r.Count, r.Real, small))))
-	fmt.Fprintf(w, "- **Prices** (%s, as of %s; free tiers ignored): SQS $%.2f per million requests (64 KB chunks); DynamoDB on-demand $%.3f per million WRU and $%.3f per million RRU — AWS halved on-demand prices in November 2024 (from $1.25 and $0.25), these are the new ones; Lambda arm64 $%.10f per GB-s and $%.2f per million requests; Step Functions Standard $%.3f per 1,000 state transitions; EventBridge Scheduler $%.2f per million invocations.\n",
-		pc.Region, pc.AsOf, pc.SQSPerMillion, pc.DynamoWRUPerMillion, pc.DynamoRRUPerMillion, pc.LambdaGBSecond, pc.LambdaPerMillion, pc.SFNPerThousand, pc.SchedulerPerMillion)
-	fmt.Fprintf(w, "- **Step Functions poller.** Submit (Lambda task) → Wait 5 s → GetStatus (Lambda task) → Choice → back to Wait until terminal → Deliver (Lambda task) → Succeed: 3 transitions per poll plus Submit, Deliver and Succeed. Its polls per render are the fixed 5 s poller's (%.2f) on the same workload; its tasks cost genjobs' Lambda prices (a GetStatus is one %s round trip at %d MB); it pays DynamoDB only for the record, the submit and the delivery (the execution holds the polling state, which favours it) and no SQS (StartExecution starts it).\n",
-		r.Fixed.GETsPerRender, fmtMS(r.Overheads.RoundTrip), r.Functions.ObserveMB)
+	fmt.Fprintf(w, "- **Where genjobs' dollars go.** %.0f %% of genjobs' cost is Lambda, nearly all of it observe holding long polls (%.2f GB-s per render at %d MB, template.yaml; the floor holds them at 128 MB): Lambda bills the wait.\n",
+		100*lambda, g.LambdaGBSeconds, r.Functions.ObserveMB)
+	fmt.Fprintf(w, "- **Prices** (%s, as of %s; free tiers ignored): SQS $%.2f per million requests; DynamoDB on-demand $%.3f per million WRU and $%.3f per million RRU (after AWS's November 2024 cut); Lambda arm64 $%.10f per GB-s and $%.2f per million requests; Step Functions Standard $%.3f per 1,000 state transitions; Step Functions Express $%.2f per million requests and $%.8f per GB-s ($0.06 per GB-hour, 100 ms and 64 MB units) — \"AWS Step Functions Pricing\", https://aws.amazon.com/step-functions/pricing/; Express runs at most 5 minutes — AWS Compute Blog, \"Building cost-effective AWS Step Functions workflows\", https://aws.amazon.com/blogs/compute/building-cost-effective-aws-step-functions-workflows/; EventBridge Scheduler $%.2f per million invocations.\n",
+		pc.Region, pc.AsOf, pc.SQSPerMillion, pc.DynamoWRUPerMillion, pc.DynamoRRUPerMillion, pc.LambdaGBSecond, pc.LambdaPerMillion, pc.SFNPerThousand, pc.ExpressPerMillion, pc.ExpressGBSecond, pc.SchedulerPerMillion)
 }
 
 func (r *Results) writeThroughputNotes(w io.Writer) {

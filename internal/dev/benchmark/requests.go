@@ -46,6 +46,9 @@ type Requests struct {
 	LambdaInvocations, LambdaGBSeconds float64
 	// SFNTransitions counts Step Functions Standard state transitions.
 	SFNTransitions float64
+	// ExpressRequests counts Step Functions Express executions started,
+	// ExpressGBSeconds their billed duration × memory.
+	ExpressRequests, ExpressGBSeconds float64
 }
 
 // Plus returns r+o field by field.
@@ -58,6 +61,7 @@ func (r Requests) Plus(o Requests) Requests {
 		RRU: r.RRU + o.RRU, WRU: r.WRU + o.WRU, ItemBytes: r.ItemBytes + o.ItemBytes, S3Head: r.S3Head + o.S3Head, S3Put: r.S3Put + o.S3Put,
 		Schedules: r.Schedules + o.Schedules, LambdaInvocations: r.LambdaInvocations + o.LambdaInvocations,
 		LambdaGBSeconds: r.LambdaGBSeconds + o.LambdaGBSeconds, SFNTransitions: r.SFNTransitions + o.SFNTransitions,
+		ExpressRequests: r.ExpressRequests + o.ExpressRequests, ExpressGBSeconds: r.ExpressGBSeconds + o.ExpressGBSeconds,
 	}
 }
 
@@ -68,6 +72,7 @@ func (r Requests) Times(f float64) Requests {
 		DynamoGet: r.DynamoGet * f, DynamoPut: r.DynamoPut * f, DynamoTransact: r.DynamoTransact * f, DynamoQuery: r.DynamoQuery * f,
 		RRU: r.RRU * f, WRU: r.WRU * f, ItemBytes: r.ItemBytes * f, S3Head: r.S3Head * f, S3Put: r.S3Put * f, Schedules: r.Schedules * f,
 		LambdaInvocations: r.LambdaInvocations * f, LambdaGBSeconds: r.LambdaGBSeconds * f, SFNTransitions: r.SFNTransitions * f,
+		ExpressRequests: r.ExpressRequests * f, ExpressGBSeconds: r.ExpressGBSeconds * f,
 	}
 }
 
