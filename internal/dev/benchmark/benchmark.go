@@ -119,6 +119,10 @@ type Results struct {
 	Designs []Design
 	// Throughput holds the instant-render runs.
 	Throughput []ThroughputRun
+	// Local is the real-time `genjobs local` run, or LocalSkipped says
+	// why there is none.
+	Local        *LocalRun
+	LocalSkipped string
 	// ColdStarts holds the functions' sizes and first invokes, or
 	// ColdStartSkipped says why there are none.
 	ColdStarts       []ColdStart
@@ -174,7 +178,18 @@ func Run(ctx context.Context, opts Options, stdout io.Writer) (*Results, error) 
 	if opts.Out == "" {
 		opts.Out = "bench"
 	}
-	res := &Results{Options: opts, Workload: DefaultWorkload(), Latencies: DefaultLatencies(), Prices: ListPrices(), Functions: DefaultFunctions()}
+	if opts.Root == "" {
+		root, err := ModuleRoot()
+		if err != nil {
+			return nil, fmt.Errorf("genjobs bench reads template.yaml from the genjobs module: %w", err)
+		}
+		opts.Root = root
+	}
+	fns, err := TemplateFunctions(opts.Root)
+	if err != nil {
+		return nil, err
+	}
+	res := &Results{Options: opts, Workload: DefaultWorkload(), Latencies: DefaultLatencies(), Prices: ListPrices(), Functions: fns}
 	res.Workload.Renders = opts.Renders
 
 	opts.progress("model: %d renders, seed %d", opts.Renders, opts.Seed)
@@ -190,6 +205,22 @@ func Run(ctx context.Context, opts Options, stdout io.Writer) (*Results, error) 
 	opts.progress("pipeline: throughput with instant renders (load average %s)", res.Load["throughput"])
 	if err := res.throughput(ctx); err != nil {
 		return nil, err
+	}
+
+	if opts.Quick {
+		res.LocalSkipped = "--quick"
+	} else {
+		opts.progress("real time: %d renders of %s through genjobs local's defaults", localRenders, localQueueFor+localRunFor)
+		dir, err := TempDir("")
+		if err != nil {
+			return nil, err
+		}
+		l, err := MeasureLocal(ctx, localRenders, dir)
+		os.RemoveAll(dir)
+		if err != nil {
+			return nil, err
+		}
+		res.Local = &l
 	}
 
 	switch root, err := coldStartRoot(opts.Root); {

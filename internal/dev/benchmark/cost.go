@@ -1,8 +1,12 @@
 package benchmark
 
 import (
+	"fmt"
 	"math"
+	"path/filepath"
 	"time"
+
+	"github.com/genjobs/genjobs/internal/dev/samlocal"
 )
 
 // Prices are AWS list prices for the services a render touches.
@@ -68,8 +72,8 @@ func (p Prices) Breakdown(r Requests) map[string]float64 {
 // Functions are the Lambda settings and the non-observation action
 // durations the cost model charges, the same for both designs.
 type Functions struct {
-	// MemoryMB per function (template.yaml: 256 for submit and observe,
-	// 512 for deliver).
+	// MemoryMB per function: template.yaml's MemorySize
+	// (TemplateFunctions reads it).
 	SubmitMB, ObserveMB, DeliverMB int
 	// SubmitBusy and DeliverBusy are the running times of one submit (the
 	// claim, the POST, the accept write) and one delivery (a GET, one
@@ -77,10 +81,35 @@ type Functions struct {
 	SubmitBusy, DeliverBusy time.Duration
 }
 
-// DefaultFunctions are template.yaml's memory sizes with a 50 ms submit
-// and a 200 ms delivery.
-func DefaultFunctions() Functions {
-	return Functions{SubmitMB: 256, ObserveMB: 256, DeliverMB: 512, SubmitBusy: 50 * time.Millisecond, DeliverBusy: 200 * time.Millisecond}
+// TemplateFunctions are the memory sizes template.yaml under root gives
+// the functions, with a 50 ms submit and a 200 ms delivery.
+func TemplateFunctions(root string) (Functions, error) {
+	t, err := samlocal.Load(filepath.Join(root, samlocal.TemplateFile))
+	if err != nil {
+		return Functions{}, err
+	}
+	mb := map[string]int{}
+	for _, fn := range t.Functions {
+		mb[fn.Dir()] = fn.MemoryMB
+	}
+	f := Functions{SubmitMB: mb[FnSubmit], ObserveMB: mb[FnObserve], DeliverMB: mb[FnDeliver], SubmitBusy: 50 * time.Millisecond, DeliverBusy: 200 * time.Millisecond}
+	if f.SubmitMB == 0 || f.ObserveMB == 0 || f.DeliverMB == 0 {
+		return Functions{}, fmt.Errorf("%s: no submit, observe or deliver function", samlocal.TemplateFile)
+	}
+	return f, nil
+}
+
+// memoryMB is a function's memory by folder name (0 when not priced).
+func (f Functions) memoryMB(fn string) int {
+	switch fn {
+	case FnSubmit:
+		return f.SubmitMB
+	case FnObserve:
+		return f.ObserveMB
+	case FnDeliver:
+		return f.DeliverMB
+	}
+	return 0
 }
 
 func gbSeconds(mb int, d time.Duration) float64 {

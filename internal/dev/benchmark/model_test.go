@@ -287,7 +287,7 @@ func TestPlotsArePNGs(t *testing.T) {
 // The report's model rows carry the targets and their verdicts.
 func TestReportModelRows(t *testing.T) {
 	t.Parallel()
-	r := &Results{Workload: DefaultWorkload(), Latencies: DefaultLatencies(), Prices: ListPrices(), Functions: DefaultFunctions(),
+	r := &Results{Workload: DefaultWorkload(), Latencies: DefaultLatencies(), Prices: ListPrices(), Functions: templateFunctions(t),
 		Count: &PipelineResult{Operations: 1, Functions: map[string]FunctionStats{}}}
 	r.Workload.Renders = 300
 	r.model()
@@ -379,4 +379,18 @@ func TestMedian(t *testing.T) {
 	if median(nil) != 0 {
 		t.Error("median of none")
 	}
+}
+
+// templateFunctions are the module's template.yaml memory sizes.
+func templateFunctions(t *testing.T) Functions {
+	t.Helper()
+	root, err := ModuleRoot()
+	if err != nil {
+		t.Fatal(err)
+	}
+	f, err := TemplateFunctions(root)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return f
 }

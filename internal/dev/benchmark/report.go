@@ -147,11 +147,6 @@ func (r *Results) modelRows() []row {
 		}
 		add(s2, "$ per 1,000 renders — "+d.Name, value, target, v)
 	}
-	small := r.Functions
-	small.ObserveMB = floorMB
-	at128 := r.per1000(PerRender(r.Count, g, small, OneRecord))
-	add(s2, fmt.Sprintf("$ per 1,000 renders — genjobs with observe at %d MB (if it fits; right-sizing is not measured here)", floorMB),
-		fmt.Sprintf("%s (%.2f× the floor)", fmtDollars(at128), at128/floor), "—", "what-if")
 	var beaten []string
 	for _, d := range r.Designs[1 : len(r.Designs)-1] {
 		if r.per1000(d.Low) <= mine && d.Outcome.P99 <= g.P99+100*time.Millisecond {
@@ -212,6 +207,16 @@ func (r *Results) measuredRows() []row {
 			fmt.Sprintf("≥ %.1f", targetDiskRatio), verdict(ratio >= targetDiskRatio, fmt.Sprintf("by %.2f", targetDiskRatio-ratio)))
 	}
 
+	const s3r = "3 observation (real time, this machine)"
+	if l := r.Local; l == nil {
+		add(s3r, "GETs per render — real-time genjobs local, defaults", "not measured ("+r.LocalSkipped+")", fmt.Sprintf("≤ %.2f× the floor", targetGETsFloor), "—")
+	} else {
+		ratio := l.GETsPerRender() / l.Floor()
+		add(s3r, fmt.Sprintf("GETs per render — real-time genjobs local, defaults, %d renders of %s (queued %s), delivery's read included", l.Renders, fmtDuration(l.QueueFor+l.RunFor), fmtDuration(l.QueueFor)),
+			fmt.Sprintf("%.2f / floor %.0f = %.3f× (%d of %d delivered, %s)", l.GETsPerRender(), l.Floor(), ratio, l.Delivered, l.Renders, l.Elapsed.Round(time.Second)),
+			fmt.Sprintf("≤ %.2f×", targetGETsFloor), verdict(ratio <= targetGETsFloor && l.Delivered == l.Renders, fmt.Sprintf("by %.3f×", ratio-targetGETsFloor)))
+	}
+
 	// 4. Cold starts.
 	const s4 = "4 cold start"
 	if len(r.ColdStarts) == 0 {
@@ -225,6 +230,13 @@ func (r *Results) measuredRows() []row {
 				add(s4, "first invoke — "+c.Function, "not measured ("+c.Skipped+")", "< 50 ms", "—")
 			}
 			continue
+		}
+		if len(c.PeakRSS) > 0 {
+			mb := r.Functions.memoryMB(c.Function)
+			peak := slices.Max(c.PeakRSS)
+			add(s4, "peak RSS after the first invoke (VmHWM, largest of the starts) — "+c.Function,
+				fmt.Sprintf("%s of the template's %d MB", fmtMiB(peak), mb), "fits MemorySize",
+				verdict(mb == 0 || peak < int64(mb)<<20, "MemorySize too small"))
 		}
 		lo, hi := slices.Min(c.FirstInvokes), slices.Max(c.FirstInvokes)
 		m := c.Median()
