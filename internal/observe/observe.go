@@ -1,10 +1,11 @@
 // Package observe is the observe function's handler: it reads the job an
 // observation message names with long polls chained back to back while
-// the message's lease, the function's deadline and Config.Chain allow,
-// and writes the record, conditioned on the revision the message
-// expects, only when the job's state or money changed, when the chain
-// hands over to a fresh message, or when the next look is not due at
-// once. The last write does exactly one thing: schedule the next
+// the message's lease, the function's deadline and Config.Chain allow
+// (each sent Config.Overlap before the previous window runs out, so one
+// is always waiting at Genace), and writes the record, conditioned on the
+// revision the message expects, only when the job's state or money
+// changed, when the chain hands over to a fresh message, or when the next
+// look is not due at once. The last write does exactly one thing: schedule the next
 // observation, hand over to delivery, settle, or park the operation for
 // review. Duplicate observations collapse on the revision check; the
 // loser writes and schedules nothing.
