@@ -1,10 +1,11 @@
 // Package observe is the observe function's handler: it reads the job an
 // observation message names with long polls chained back to back while
-// the message's lease, the function's deadline and Config.Chain allow,
-// and writes the record, conditioned on the revision the message
-// expects, only when the job's state or money changed, when the chain
-// hands over to a fresh message, or when the next look is not due at
-// once. The last write does exactly one thing: schedule the next
+// the message's lease, the function's deadline and Config.Chain allow
+// (each sent Config.Overlap before the previous window runs out, so one
+// is always waiting at Genace), and writes the record, conditioned on the
+// revision the message expects, only when the job's state or money
+// changed, when the chain hands over to a fresh message, or when the next
+// look is not due at once. The last write does exactly one thing: schedule the next
 // observation, hand over to delivery, settle, or park the operation for
 // review. Duplicate observations collapse on the revision check; the
 // loser writes and schedules nothing.
@@ -16,6 +17,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"sync"
 	"time"
 
 	"github.com/aws/aws-lambda-go/events"
@@ -74,11 +76,24 @@ type Config struct {
 	// write: keep Chain below the sweep's overdue threshold
 	// (SWEEP_OVERDUE_SECONDS), or the sweep re-arms live chains.
 	Chain time.Duration
+	// Overlap is how long before a long poll's window runs out the chain
+	// sends the next one (default DefaultOverlap; negative: never).
+	Overlap time.Duration
 }
 
 // DefaultChain is the default Config.Chain: eight 30 s long polls, a
 // minute below the sweep's default overdue threshold of 5 minutes.
 const DefaultChain = 4 * time.Minute
+
+// DefaultOverlap is the default Config.Overlap. Genace answers a long
+// poll when the job changes after the poll arrives, so a job that changes
+// between one poll's window running out and the next poll arriving (a
+// round trip, the processing and sometimes a write) would be seen only a
+// whole window later. Sending the next poll this long before the window
+// runs out keeps one waiting at Genace throughout; it must exceed the
+// jitter of the one-way latency, or the next poll may still arrive late.
+// It costs about Overlap/wait more GETs (1 s of a 30 s window: ~3 %).
+const DefaultOverlap = time.Second
 
 // allAtOnce is the default Concurrency: more than any batch SQS delivers.
 const allAtOnce = 10000
@@ -90,6 +105,7 @@ func (c Config) Defaults() Config {
 	c.MaxReadFailures = cmp.Or(c.MaxReadFailures, 20)
 	c.Concurrency = cmp.Or(c.Concurrency, allAtOnce)
 	c.Chain = cmp.Or(c.Chain, DefaultChain)
+	c.Overlap = cmp.Or(c.Overlap, DefaultOverlap)
 	return c
 }
 
@@ -166,16 +182,23 @@ func (h *Handler) decide(ctx context.Context, m events.SQSMessage, env message.E
 
 // chain observes the job with long polls back to back, as long as the
 // next look is due at once, a whole poll still fits Config.Chain and the
-// function's deadline, and the lease holds. An observation that changes
+// function's deadline, and the lease holds. Config.Overlap before a
+// poll's window runs out, while the chain is set to go on, the next poll
+// is sent, so that one is always waiting at Genace: a job that changes
+// between two windows is seen at once, not a window late. Answers are
+// taken in the order the polls were sent; a poll sent before a change and
+// answered with it changes nothing more. An observation that changes
 // nothing the record keeps for a reason (the job's state, its credits,
 // the phase, settlement, parking) stays in memory; any other is written
-// at once, and the chain goes on from what it wrote. The last
-// observation is always written, with the follow-up it schedules: the
-// record then carries the observations' counters and the time of the
-// last look (so the next message long-polls again), and a Schedule.Due
-// of now for the sweep. A crash mid-chain loses only unwritten looks:
-// the message comes back (or the sweep re-arms it) and reads again; a
-// write of its own that landed is found and its follow-up re-sent.
+// at once, after the next poll has left, and the chain goes on from what
+// it wrote. The last observation is always written, with the follow-up it
+// schedules: the record then carries the observations' counters and the
+// time of the last look (so the next message long-polls again), and a
+// Schedule.Due of now for the sweep. Polls still in flight when the chain
+// ends are cancelled (a GET changes nothing) and waited for. A crash
+// mid-chain loses only unwritten looks: the message comes back (or the
+// sweep re-arms it) and reads again; a write of its own that landed is
+// found and its follow-up re-sent.
 func (h *Handler) chain(ctx context.Context, m events.SQSMessage, env message.Envelope, rec operation.Record, l *worker.Lease) (worker.Outcome, error) {
 	end := h.clk.Now().Add(h.cfg.Chain)
 	if dl, ok := ctx.Deadline(); ok && dl.Add(-h.cfg.Overhead).Before(end) {
@@ -189,12 +212,56 @@ func (h *Handler) chain(ctx context.Context, m events.SQSMessage, env message.En
 	if poll > 0 {
 		maxPolls += int(h.cfg.Chain / max(poll, genace.MaxWait))
 	}
-	for polls := 1; ; polls++ {
-		wait := h.window(ctx, l, &rec)
-		job, err := h.genace.Get(ctx, rec.RemoteJobID, wait, wait+h.cfg.Overhead)
-		if err != nil {
-			return h.readFailed(ctx, m, rec, err)
+	f := &flight{}
+	defer f.stop()
+	// goesOn is whether the chain, with r its last look, will want
+	// another poll at at, when the newest poll's window runs out: the
+	// conditions of more below, foreseen.
+	goesOn := func(r *operation.Record, at time.Time) bool {
+		return r.Phase == operation.PhaseAccepted && r.Parked == nil && poll > 0 && f.sent < maxPolls &&
+			h.delays.Next(r, at) == 0 && !at.Add(poll).After(end) && !l.Lost()
+	}
+	// send starts a poll, with r the last look; since is the last time
+	// the job is known to have held still (see window).
+	send := func(r *operation.Record, since time.Time) {
+		wait := h.window(ctx, l, r, since)
+		now := h.clk.Now()
+		var overlap <-chan time.Time
+		if h.cfg.Overlap > 0 && wait > h.cfg.Overlap && goesOn(r, now.Add(wait)) {
+			overlap = h.clk.After(wait - h.cfg.Overlap)
 		}
+		f.start(ctx, h.genace, h.clk, r.RemoteJobID, wait, wait+h.cfg.Overhead, overlap)
+	}
+	for looks := 1; ; looks++ {
+		if len(f.polls) == 0 {
+			send(&rec, lastLook(&rec))
+		}
+		head := f.polls[0]
+		for waiting := true; waiting; {
+			newest := f.polls[len(f.polls)-1]
+			select {
+			case <-head.done:
+				waiting = false
+			case fired := <-newest.overlap:
+				newest.overlap = nil
+				// A timer that fires only after the window ran out (a
+				// stalled process, a virtual clock that jumped) sends
+				// nothing: the answer is due, and the chain goes on from it.
+				windowEnd := newest.sent.Add(newest.wait)
+				if fired.Before(windowEnd) && goesOn(&rec, windowEnd) {
+					// The newest poll still holds: the job has not changed
+					// since it arrived.
+					send(&rec, newest.sent)
+				}
+			}
+		}
+		f.polls = f.polls[1:]
+		head.cancel()
+		if head.err != nil {
+			f.stop()
+			return h.readFailed(ctx, m, rec, head.err)
+		}
+		job := head.job
 		now := h.clk.Now()
 		snap := job.Snapshot(now)
 		if !job.CreatedAt.IsZero() {
@@ -202,6 +269,7 @@ func (h *Handler) chain(ctx context.Context, m events.SQSMessage, env message.En
 		}
 		next, follow, err := operation.Observe(rec, snap, now, h.delays.BudgetsFor(rec.Model))
 		if err != nil {
+			f.stop()
 			return h.obsolete(ctx, env, &rec, worker.ReasonNotApplicable)
 		}
 		delay := time.Duration(0)
@@ -217,24 +285,35 @@ func (h *Handler) chain(ctx context.Context, m events.SQSMessage, env message.En
 		default:
 			next.Schedule = nil
 		}
-		more := follow == operation.FollowObserve && delay == 0 && poll > 0 && polls < maxPolls &&
+		more := follow == operation.FollowObserve && delay == 0 && poll > 0 && looks < maxPolls &&
 			!now.Add(poll).After(end) && !l.Lost()
 		if more && !changed(&rec, &next) {
 			rec = next // same revision: the look is kept in memory only
 			continue
 		}
+		if !more {
+			f.stop()
+		} else if n := len(f.polls); (n == 0 || f.polls[n-1].sent.Before(head.at)) && f.sent < maxPolls {
+			// Every poll in flight left before this change reached us, so
+			// may have arrived before it and come back at once with it.
+			// The poll that waits for the next change leaves now, not
+			// after the write.
+			send(&next, now)
+		}
 		saved, err := h.w.Persist(ctx, rec, m.MessageId, worker.OnlyAt(rec.Revision, next))
 		if errors.Is(err, worker.ErrMovedOn) || errors.Is(err, store.ErrConflict) {
 			// Another observer (or the user) wrote first: this worker's view is
 			// stale. It writes nothing and schedules nothing.
+			f.stop()
 			h.log.InfoContext(ctx, "observation lost the revision race", "operation_id", rec.OperationID, "expected_revision", rec.Revision)
 			return worker.OutcomeLostRace, nil
 		}
 		if err != nil {
+			f.stop()
 			return worker.OutcomeError, fmt.Errorf("observe %s: save snapshot: %w", rec.OperationID, err)
 		}
 		h.log.InfoContext(ctx, "observation saved", "operation_id", saved.OperationID, "revision", saved.Revision,
-			"phase", string(saved.Phase), "remote_state", string(snap.State), "follow", string(follow), "polls", polls, "chained", more)
+			"phase", string(saved.Phase), "remote_state", string(snap.State), "follow", string(follow), "polls", f.sent, "chained", more)
 		if more {
 			rec = saved
 			continue
@@ -244,6 +323,56 @@ func (h *Handler) chain(ctx context.Context, m events.SQSMessage, env message.En
 		}
 		return worker.OutcomeOfObservation(follow), h.w.Emit(ctx, &saved, env.Attempt+1)
 	}
+}
+
+// lastLook is when the record last saw the job (zero if never).
+func lastLook(rec *operation.Record) time.Time {
+	if rec.Remote == nil {
+		return time.Time{}
+	}
+	return rec.Remote.ObservedAt
+}
+
+// A poll is one GET of a chain, in flight or answered.
+type poll struct {
+	sent, at time.Time // sent, and answered (set before done closes)
+	wait     time.Duration
+	cancel   context.CancelFunc
+	done     chan struct{}
+	job      *genace.Job
+	err      error
+	// overlap fires Config.Overlap before the poll's window runs out, if
+	// the chain may go on then; nil once taken.
+	overlap <-chan time.Time
+}
+
+// flight is a chain's polls in flight, oldest first.
+type flight struct {
+	polls []*poll
+	sent  int // GETs sent by the chain
+	wg    sync.WaitGroup
+}
+
+func (f *flight) start(ctx context.Context, g Genace, clk clock.Clock, jobID string, wait, timeout time.Duration, overlap <-chan time.Time) {
+	pctx, cancel := context.WithCancel(ctx)
+	p := &poll{sent: clk.Now(), wait: wait, cancel: cancel, done: make(chan struct{}), overlap: overlap}
+	f.polls = append(f.polls, p)
+	f.sent++
+	f.wg.Go(func() {
+		defer close(p.done)
+		p.job, p.err = g.Get(pctx, jobID, wait, timeout)
+		p.at = clk.Now()
+	})
+}
+
+// stop cancels the polls in flight and waits for them: no GET outlives
+// the chain.
+func (f *flight) stop() {
+	for _, p := range f.polls {
+		p.cancel()
+	}
+	f.polls = nil
+	f.wg.Wait()
 }
 
 // changed reports whether an observation changed what the record must
@@ -262,12 +391,14 @@ func changed(before, after *operation.Record) bool {
 
 // window is the long poll that fits the lease and the function's deadline.
 // Genace holds a long poll until the job changes from what it is when the
-// request arrives, so a long poll only pays off right after the previous
-// look: after a delay the job may already be finished (it would never
-// change again and the poll would wait in vain), so that read is immediate.
-func (h *Handler) window(ctx context.Context, l *worker.Lease, rec *operation.Record) time.Duration {
+// request arrives, so a long poll only pays off right after a look that
+// found the job as rec has it (since: the previous answer, or the sending
+// of a poll Genace still holds): after a delay the job may already be
+// finished (it would never change again and the poll would wait in vain),
+// so that read is immediate.
+func (h *Handler) window(ctx context.Context, l *worker.Lease, rec *operation.Record, since time.Time) time.Duration {
 	wait := h.delays.LongPoll(rec.Model)
-	if rec.Remote == nil || h.clk.Now().Sub(rec.Remote.ObservedAt) > wait || rec.Remote.State == operation.RemoteSucceeded {
+	if rec.Remote == nil || h.clk.Now().Sub(since) > wait || rec.Remote.State == operation.RemoteSucceeded {
 		// A succeeded job never changes again: its long poll would be held
 		// for the whole window.
 		wait = 0
