@@ -59,10 +59,6 @@ func (w Workload) Sample(seed uint64) []time.Duration {
 	return out
 }
 
-// overlap is how long before a long poll's window ends the chain sends
-// the next one, so that a poll is always outstanding at Genace.
-var overlap = time.Second // observe.DefaultOverlap
-
 // Observer plays the observation of one render.
 type Observer interface {
 	// Name labels the design in the tables and plots.
@@ -104,7 +100,7 @@ type Chains struct {
 
 // GenjobsChains is the observe handler with its defaults.
 func GenjobsChains() Chains {
-	return Chains{Label: "genjobs", Chain: observe.DefaultChain, Wait: genace.MaxWait, Overlap: overlap, Policy: schedule.DefaultPolicies().Default}
+	return Chains{Label: "genjobs", Chain: observe.DefaultChain, Wait: genace.MaxWait, Overlap: observe.DefaultOverlap, Policy: schedule.DefaultPolicies().Default}
 }
 
 // Name implements Observer.
