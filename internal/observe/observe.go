@@ -423,6 +423,11 @@ func (h *Handler) window(ctx context.Context, l *worker.Lease, rec *operation.Re
 // the DLQ and triage. A refused key fails the message (retryable) and
 // leaves the record as it is.
 func (h *Handler) readFailed(ctx context.Context, m events.SQSMessage, rec operation.Record, err error) (worker.Outcome, error) {
+	if ctx.Err() != nil {
+		// The invocation is ending (its sandbox stops): neither the job's
+		// fault nor Genace's. Nothing is recorded; the message comes back.
+		return worker.OutcomeReadError, fmt.Errorf("observe %s: invocation ended during the read: %w", rec.OperationID, err)
+	}
 	if errors.Is(err, genace.ErrNotFound) {
 		return worker.OutcomeNotFound, worker.MarkPermanent(fmt.Errorf("observe %s: job %s: %w", rec.OperationID, rec.RemoteJobID, err))
 	}
