@@ -1,0 +1,100 @@
+//go:build integration
+
+package dynamo_test
+
+import (
+	"encoding/json"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/aws/aws-sdk-go-v2/aws"
+	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
+	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
+
+	"github.com/genjobs/genjobs/internal/operation"
+	"github.com/genjobs/genjobs/internal/store"
+	"github.com/genjobs/genjobs/internal/store/dynamo"
+)
+
+// observedRecord is an operation as observe writes it once the job has
+// finished: accepted, its claim kept, the job's full snapshot with one
+// output, the delivery scheduled, and ids as long as real ones (a ULID
+// job id, an SQS message id, a worker's writer).
+func observedRecord(id string) operation.Record {
+	t0 := time.Date(2026, 3, 14, 9, 26, 53, 589793238, time.UTC)
+	at := func(d time.Duration) time.Time { return t0.Add(d) }
+	ptr := func(t time.Time) *time.Time { return &t }
+	return operation.Record{
+		OperationID:            id,
+		Revision:               6,
+		SpecRevision:           1,
+		Phase:                  operation.PhaseAccepted,
+		UserID:                 "user-7f3a9c2e",
+		Model:                  "genace-v2",
+		Input:                  json.RawMessage(`{"prompt":"a lighthouse on a cliff at dusk, oil painting, warm light","size":"1024x1024","seed":421337}`),
+		Authorized:             true,
+		AuthorizedSpecRevision: 1,
+		BudgetCredits:          50,
+		EstimatedCredits:       12,
+		RemoteJobID:            "job_01JQ8Z6W4N3KX7V2M5T9R0B1CD",
+		Claim:                  &operation.Claim{Owner: "submit/9c1e4f2a7b3d5e60", MessageID: "3f2b9c1e-4a5d-4e6f-8a7b-9c0d1e2f3a4b", At: at(0)},
+		Remote: &operation.Snapshot{
+			State:    operation.RemoteSucceeded,
+			Progress: 1,
+			Credits:  operation.Credits{Reserved: 12, Charged: 12, RefundState: operation.RefundNone},
+			Outputs: []operation.OutputDescriptor{
+				{ContentType: "image/png", SizeBytes: 1843217, SHA256: strings.Repeat("5e", 32)},
+			},
+			CreatedAt:  at(412 * time.Millisecond),
+			UpdatedAt:  at(61*time.Second + 7),
+			StartedAt:  ptr(at(19*time.Second + 3)),
+			FinishedAt: ptr(at(61*time.Second + 7)),
+			ObservedAt: at(61*time.Second + 250*time.Millisecond),
+		},
+		Settlement: operation.SettlementUnresolved,
+		Posts:      1,
+		Schedule:   &operation.NextAction{Action: "deliver_outputs", Due: at(61*time.Second + 251*time.Millisecond)},
+		Counters:   operation.Counters{Observations: 4, WindowObservations: 4},
+		Timestamps: operation.Timestamps{
+			Created:  at(-30 * time.Millisecond),
+			Updated:  at(61*time.Second + 251*time.Millisecond),
+			Accepted: ptr(at(412 * time.Millisecond)),
+		},
+		LastAppliedMessageID: "8d7c6b5a-4f3e-4d2c-9b1a-0f9e8d7c6b5a",
+	}
+}
+
+// TestObservedItemUnderOneKB: an observed record's item, as stored, is
+// under one write unit, so each of observe's writes costs one WRU, not
+// two.
+func TestObservedItemUnderOneKB(t *testing.T) {
+	client := dynamoClient(t)
+	table := tempTable(t, client)
+	st := dynamo.New(client, table)
+	ctx := store.WithWriter(t.Context(), "observe/4e1f9a0c2b7d3e58")
+	rec := observedRecord("op-01JQ8Z5F0C9B7A6D4E3F2G1H0J")
+	created := rec
+	created.Revision = 0
+	if _, err := st.Create(ctx, created); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := st.Update(ctx, rec, 1); err != nil {
+		t.Fatal(err)
+	}
+	out, err := client.GetItem(ctx, &dynamodb.GetItemInput{
+		TableName: aws.String(table), ConsistentRead: aws.Bool(true),
+		Key: map[string]types.AttributeValue{
+			dynamo.AttrPK: &types.AttributeValueMemberS{Value: "OP#" + rec.OperationID},
+			dynamo.AttrSK: &types.AttributeValueMemberS{Value: "RECORD"},
+		},
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	size := dynamo.ItemSize(out.Item)
+	t.Logf("observed record's item: %d bytes, %d attributes", size, len(out.Item))
+	if size >= dynamo.WriteUnit {
+		t.Errorf("observed record's item is %d bytes, want under %d (one write unit)", size, dynamo.WriteUnit)
+	}
+}
