@@ -300,14 +300,17 @@ func reviewKey(id string) map[string]types.AttributeValue {
 // what takes it out of the sparse index. A terminal record is never
 // written again, so its expiry counts from this write's Updated time.
 func recordItem(rec operation.Record, keep time.Duration) (map[string]types.AttributeValue, error) {
-	item, err := attributevalue.MarshalMap(rec)
+	item, err := marshalRecord(rec)
 	if err != nil {
 		return nil, fmt.Errorf("marshal record: %w", err)
 	}
 	for k, v := range opKey(rec.OperationID) {
 		item[k] = v
 	}
-	item[AttrTerminal] = &types.AttributeValueMemberBOOL{Value: rec.Terminal()}
+	if rec.Terminal() {
+		// Absent counts as false in updateCondition.
+		item[AttrTerminal] = &types.AttributeValueMemberBOOL{Value: true}
+	}
 	if exp, ok := expiry(rec.Timestamps.Updated, keep); ok && rec.Terminal() {
 		item[AttrExpiresAt] = number(exp)
 	}
@@ -316,14 +319,6 @@ func recordItem(rec operation.Record, keep time.Duration) (map[string]types.Attr
 		item[AttrStatusSK] = str(store.IndexKey(due, rec.OperationID))
 	}
 	return item, nil
-}
-
-func decodeRecord(item map[string]types.AttributeValue) (operation.Record, error) {
-	var rec operation.Record
-	if err := attributevalue.UnmarshalMap(item, &rec); err != nil {
-		return rec, fmt.Errorf("unmarshal record: %w", err)
-	}
-	return rec, nil
 }
 
 // updateCondition is what makes only the current revision write, and

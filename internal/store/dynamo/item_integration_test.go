@@ -4,17 +4,20 @@ package dynamo_test
 
 import (
 	"encoding/json"
+	"reflect"
 	"strings"
 	"testing"
 	"time"
 
 	"github.com/aws/aws-sdk-go-v2/aws"
+	"github.com/aws/aws-sdk-go-v2/feature/dynamodb/attributevalue"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
 
 	"github.com/genjobs/genjobs/internal/operation"
 	"github.com/genjobs/genjobs/internal/store"
 	"github.com/genjobs/genjobs/internal/store/dynamo"
+	"github.com/genjobs/genjobs/internal/store/storetest"
 )
 
 // observedRecord is an operation as observe writes it once the job has
@@ -96,5 +99,71 @@ func TestObservedItemUnderOneKB(t *testing.T) {
 	t.Logf("observed record's item: %d bytes, %d attributes", size, len(out.Item))
 	if size >= dynamo.WriteUnit {
 		t.Errorf("observed record's item is %d bytes, want under %d (one write unit)", size, dynamo.WriteUnit)
+	}
+}
+
+// TestReadsLongFormItems: a record written in the form before the
+// compact one (long attribute names, RFC 3339 times, terminal false)
+// still loads whole, is due, and its next write succeeds and stores it
+// compact.
+func TestReadsLongFormItems(t *testing.T) {
+	client := dynamoClient(t)
+	table := tempTable(t, client)
+	st := dynamo.New(client, table)
+	ctx := t.Context()
+	rec := storetest.FullRecord("legacy-1")
+	rec.Parked = nil // parked records are not due
+	rec.Revision = 4
+	rec = rec.UTC()
+
+	old, err := attributevalue.MarshalMap(rec)
+	if err != nil {
+		t.Fatal(err)
+	}
+	old[dynamo.AttrPK] = &types.AttributeValueMemberS{Value: "OP#" + rec.OperationID}
+	old[dynamo.AttrSK] = &types.AttributeValueMemberS{Value: "RECORD"}
+	old[dynamo.AttrTerminal] = &types.AttributeValueMemberBOOL{Value: false}
+	due, _ := rec.SweepDue()
+	old[dynamo.AttrStatusPK] = &types.AttributeValueMemberS{Value: "ACTIVE#0"}
+	old[dynamo.AttrStatusSK] = &types.AttributeValueMemberS{Value: store.IndexKey(due, rec.OperationID)}
+	if _, ok := old["phase"]; !ok {
+		t.Fatalf("the long form has no phase attribute: %v", old)
+	}
+	if _, err := client.PutItem(ctx, &dynamodb.PutItemInput{TableName: aws.String(table), Item: old}); err != nil {
+		t.Fatal(err)
+	}
+
+	got, err := st.Get(ctx, rec.OperationID)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !reflect.DeepEqual(got.UTC(), rec) {
+		t.Fatalf("long-form item read as\n%+v\nwant\n%+v", got, rec)
+	}
+	listed, err := st.Due(ctx, due, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(listed) != 1 || !reflect.DeepEqual(listed[0].UTC(), rec) {
+		t.Fatalf("Due lists %+v, want the long-form record", listed)
+	}
+
+	next := got
+	next.Counters.Observations++
+	if _, err := st.Update(ctx, next, rec.Revision); err != nil {
+		t.Fatalf("update of a long-form item: %v", err)
+	}
+	out, err := client.GetItem(ctx, &dynamodb.GetItemInput{
+		TableName: aws.String(table), ConsistentRead: aws.Bool(true),
+		Key: map[string]types.AttributeValue{dynamo.AttrPK: old[dynamo.AttrPK], dynamo.AttrSK: old[dynamo.AttrSK]},
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, long := out.Item["phase"]; long {
+		t.Errorf("rewritten item still has the long name phase: %v", out.Item)
+	}
+	if n, o := dynamo.ItemSize(out.Item), dynamo.ItemSize(old); n >= o {
+		t.Errorf("rewritten item %d bytes, long form %d: not smaller", n, o)
 	}
 }
