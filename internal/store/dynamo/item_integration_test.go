@@ -3,9 +3,11 @@
 package dynamo_test
 
 import (
+	"context"
 	"encoding/json"
 	"reflect"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -13,6 +15,7 @@ import (
 	"github.com/aws/aws-sdk-go-v2/feature/dynamodb/attributevalue"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
+	"github.com/aws/smithy-go/middleware"
 
 	"github.com/genjobs/genjobs/internal/operation"
 	"github.com/genjobs/genjobs/internal/store"
@@ -165,5 +168,88 @@ func TestReadsLongFormItems(t *testing.T) {
 	}
 	if n, o := dynamo.ItemSize(out.Item), dynamo.ItemSize(old); n >= o {
 		t.Errorf("rewritten item %d bytes, long form %d: not smaller", n, o)
+	}
+}
+
+// capacity records the write units DynamoDB reports for each PutItem
+// the store sends: the table's and each index's.
+type capacity struct {
+	mu     sync.Mutex
+	writes []types.ConsumedCapacity
+}
+
+// client returns a client on the same endpoint whose PutItem calls ask
+// for ReturnConsumedCapacity INDEXES and record the answer.
+func (c *capacity) client(t *testing.T) *dynamodb.Client {
+	base := dynamoClient(t)
+	return dynamodb.New(base.Options(), func(o *dynamodb.Options) {
+		o.APIOptions = append(o.APIOptions, func(s *middleware.Stack) error {
+			return s.Initialize.Add(middleware.InitializeMiddlewareFunc("consumed-capacity",
+				func(ctx context.Context, in middleware.InitializeInput, next middleware.InitializeHandler) (middleware.InitializeOutput, middleware.Metadata, error) {
+					if p, ok := in.Parameters.(*dynamodb.PutItemInput); ok {
+						p.ReturnConsumedCapacity = types.ReturnConsumedCapacityIndexes
+					}
+					out, md, err := next.HandleInitialize(ctx, in)
+					if p, ok := out.Result.(*dynamodb.PutItemOutput); ok && p.ConsumedCapacity != nil {
+						c.mu.Lock()
+						c.writes = append(c.writes, *p.ConsumedCapacity)
+						c.mu.Unlock()
+					}
+					return out, md, err
+				}), middleware.After)
+		})
+	})
+}
+
+// last is the table's and the status index's units of the last write.
+func (c *capacity) last(t *testing.T) (table, index float64) {
+	t.Helper()
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if len(c.writes) == 0 {
+		t.Fatal("no PutItem reported its consumed capacity")
+	}
+	w := c.writes[len(c.writes)-1]
+	if w.Table != nil {
+		table = aws.ToFloat64(w.Table.CapacityUnits)
+	}
+	if g, ok := w.GlobalSecondaryIndexes[dynamo.StatusIndex]; ok {
+		index = aws.ToFloat64(g.CapacityUnits)
+	}
+	return table, index
+}
+
+// TestObserveWriteUnits: what DynamoDB (Local) charges for observe's
+// writes of an observed record. One unit for the item, nothing for the
+// status index while the due key stays, and two small index writes (the
+// old key's delete, the new key's put) when it moves.
+func TestObserveWriteUnits(t *testing.T) {
+	var c capacity
+	client := c.client(t)
+	table := tempTable(t, client)
+	st := dynamo.New(client, table)
+	ctx := store.WithWriter(t.Context(), "observe/4e1f9a0c2b7d3e58")
+	rec := observedRecord("op-01JQ8Z5F0C9B7A6D4E3F2G1H0J")
+	rec.Revision = 0
+	cur, err := st.Create(ctx, rec)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, step := range []struct {
+		name              string
+		change            func(*operation.Record)
+		wantTable, wantIx float64
+	}{
+		{"due key stays", func(r *operation.Record) { r.Counters.Observations++ }, 1, 0},
+		{"due key moves", func(r *operation.Record) { r.Schedule.Due = r.Schedule.Due.Add(30 * time.Second) }, 1, 2},
+	} {
+		next := cur.Clone()
+		step.change(&next)
+		if cur, err = st.Update(ctx, next, cur.Revision); err != nil {
+			t.Fatalf("%s: %v", step.name, err)
+		}
+		if tb, ix := c.last(t); tb != step.wantTable || ix != step.wantIx {
+			t.Errorf("%s: %v table and %v status index write units, want %v and %v", step.name, tb, ix, step.wantTable, step.wantIx)
+		}
 	}
 }
