@@ -213,30 +213,6 @@ func TestCostArithmetic(t *testing.T) {
 	}
 }
 
-// Status index writes follow DynamoDB's rules for a sparse GSI.
-func TestIndexWrites(t *testing.T) {
-	due := func(at time.Time) operation.Record {
-		return operation.Record{Phase: operation.PhaseAccepted, Schedule: &operation.NextAction{Action: "observe_generation", Due: at}}
-	}
-	t0 := epoch
-	done := operation.Record{Phase: operation.PhaseDelivered}
-	a, b := due(t0), due(t0.Add(time.Second))
-	for name, c := range map[string]struct {
-		old  *operation.Record
-		rec  operation.Record
-		want float64
-	}{
-		"enter": {nil, a, 2}, "same key": {&a, a, 2}, "key moves": {&a, b, 4}, "leave": {&a, done, 2}, "never in": {&done, done, 0},
-	} {
-		if got := indexWrites(c.old, 1500, c.rec, 1500); got != c.want {
-			t.Errorf("%s: %v index WRU, want %v", name, got, c.want)
-		}
-	}
-	if n := recordSize(a); n < 100 || n > 4096 {
-		t.Errorf("record item size %d bytes, implausible", n)
-	}
-}
-
 func TestMedian(t *testing.T) {
 	if m := median([]time.Duration{3, 1, 2}); m != 2 {
 		t.Errorf("median %v", m)

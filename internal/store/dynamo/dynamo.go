@@ -301,6 +301,12 @@ func reviewKey(id string) map[string]types.AttributeValue {
 	return map[string]types.AttributeValue{AttrPK: str(reviewKeyPrefix + id), AttrSK: str(reviewSK)}
 }
 
+// RecordItem is the item Store writes for rec (without an expiry): what
+// a write of rec costs is ItemSize of it.
+func RecordItem(rec operation.Record) (map[string]types.AttributeValue, error) {
+	return recordItem(rec, 0)
+}
+
 // recordItem is the full operation item. Writes replace the whole item, so
 // leaving the index attributes out of an item that is no longer due is
 // what takes it out of the sparse index. A terminal record is never

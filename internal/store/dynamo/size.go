@@ -81,3 +81,44 @@ func numberSize(s string) int {
 	s = strings.Trim(s, "0")
 	return (utf8.RuneCountInString(s)+1)/2 + 1
 }
+
+// IndexItemSize is the size of item's entry in StatusIndex, which projects
+// keys only: the table's key and the index's key attributes. Zero when
+// the item is not in the index.
+func IndexItemSize(item map[string]types.AttributeValue) int {
+	if _, in := item[AttrStatusPK]; !in {
+		return 0
+	}
+	n := 0
+	for _, name := range []string{AttrPK, AttrSK, AttrStatusPK, AttrStatusSK} {
+		if v, ok := item[name]; ok {
+			n += len(name) + valueSize(v)
+		}
+	}
+	return n
+}
+
+// IndexWriteUnits is what replacing item old (nil: none) by new costs in
+// StatusIndex. DynamoDB writes an index only when the item enters or
+// leaves it or an index key or projected attribute changes; the index
+// projects keys only, so a write that keeps the item's index key costs
+// nothing there, and one that moves it costs a delete of the old entry
+// and a put of the new.
+func IndexWriteUnits(old, new map[string]types.AttributeValue) int {
+	oldIn, newIn := IndexItemSize(old) > 0, IndexItemSize(new) > 0
+	switch {
+	case oldIn && newIn && indexKey(old) == indexKey(new):
+		return 0
+	case oldIn && newIn:
+		return WriteUnits(0, IndexItemSize(old)) + WriteUnits(0, IndexItemSize(new))
+	case oldIn:
+		return WriteUnits(0, IndexItemSize(old))
+	case newIn:
+		return WriteUnits(0, IndexItemSize(new))
+	}
+	return 0
+}
+
+func indexKey(item map[string]types.AttributeValue) [2]string {
+	return [2]string{sValue(item, AttrStatusPK), sValue(item, AttrStatusSK)}
+}
