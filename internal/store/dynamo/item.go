@@ -1,6 +1,8 @@
 package dynamo
 
 import (
+	"crypto/sha256"
+	"encoding/hex"
 	"fmt"
 	"strconv"
 	"time"
@@ -18,6 +20,8 @@ import (
 //   - each field under the short name recordNames gives it (a field with
 //     no entry keeps its dynamodbav name);
 //   - times as N, nanoseconds since the Unix epoch (11 bytes, not 30);
+//   - a SHA-256 in canonical lower-case hex as its 32 bytes (B), not 64
+//     characters;
 //   - no attribute for a zero value (an empty string, 0, false, a zero
 //     time): a missing attribute decodes to the same zero value.
 //
@@ -75,7 +79,7 @@ var recordNames = map[string]string{
 	// operation.OutputDescriptor and operation.Delivery
 	"content_type": "mt",
 	"size_bytes":   "sz",
-	"sha256":       "h",
+	"sha256":       hashName,
 	"index":        "i",
 	"key":          "k",
 	"stored_at":    "sat",
@@ -94,6 +98,10 @@ var recordNames = map[string]string{
 	"accepted":      "acc",
 	"remote_failed": "rfd",
 }
+
+// hashName is the short name of the SHA-256 fields, the one attribute
+// whose value the compact form re-encodes (hex to bytes).
+const hashName = "h"
 
 // recordLongNames inverts recordNames, for decoding.
 var recordLongNames = func() map[string]string {
@@ -155,9 +163,33 @@ func compact(m map[string]types.AttributeValue) map[string]types.AttributeValue 
 		if short, ok := recordNames[name]; ok {
 			name = short
 		}
+		if name == hashName {
+			v = hashBytes(v)
+		}
 		out[name] = compactValue(v)
 	}
 	return out
+}
+
+// hashBytes is a hex SHA-256 as its bytes; any other value as it is, so
+// hashHex restores exactly the string it was given.
+func hashBytes(v types.AttributeValue) types.AttributeValue {
+	s, ok := v.(*types.AttributeValueMemberS)
+	if !ok || len(s.Value) != 2*sha256.Size {
+		return v
+	}
+	b, err := hex.DecodeString(s.Value)
+	if err != nil || hex.EncodeToString(b) != s.Value {
+		return v
+	}
+	return &types.AttributeValueMemberB{Value: b}
+}
+
+func hashHex(v types.AttributeValue) types.AttributeValue {
+	if b, ok := v.(*types.AttributeValueMemberB); ok {
+		return &types.AttributeValueMemberS{Value: hex.EncodeToString(b.Value)}
+	}
+	return v
 }
 
 func compactValue(v types.AttributeValue) types.AttributeValue {
@@ -195,6 +227,9 @@ func zero(v types.AttributeValue) bool {
 func expand(m map[string]types.AttributeValue) map[string]types.AttributeValue {
 	out := make(map[string]types.AttributeValue, len(m))
 	for name, v := range m {
+		if name == hashName {
+			v = hashHex(v)
+		}
 		if long, ok := recordLongNames[name]; ok {
 			name = long
 		}
