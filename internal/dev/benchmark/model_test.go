@@ -8,7 +8,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/genjobs/genjobs/internal/operation"
 )
 
 const ms = time.Millisecond
@@ -342,30 +341,6 @@ func TestPercentileIsNearestRank(t *testing.T) {
 	}
 	if Percentile(nil, 0.5) != 0 {
 		t.Error("empty input")
-	}
-}
-
-// Status index writes follow DynamoDB's rules for a sparse GSI.
-func TestIndexWrites(t *testing.T) {
-	due := func(at time.Time) operation.Record {
-		return operation.Record{Phase: operation.PhaseAccepted, Schedule: &operation.NextAction{Action: "observe_generation", Due: at}}
-	}
-	t0 := epoch
-	done := operation.Record{Phase: operation.PhaseDelivered}
-	a, b := due(t0), due(t0.Add(time.Second))
-	for name, c := range map[string]struct {
-		old  *operation.Record
-		rec  operation.Record
-		want float64
-	}{
-		"enter": {nil, a, 2}, "same key": {&a, a, 2}, "key moves": {&a, b, 4}, "leave": {&a, done, 2}, "never in": {&done, done, 0},
-	} {
-		if got := indexWrites(c.old, 1500, c.rec, 1500); got != c.want {
-			t.Errorf("%s: %v index WRU, want %v", name, got, c.want)
-		}
-	}
-	if n := recordSize(a); n < 100 || n > 4096 {
-		t.Errorf("record item size %d bytes, implausible", n)
 	}
 }
 

@@ -27,8 +27,8 @@ type Requests struct {
 	// invocation); Send counts SendMessage.
 	SQSSend, SQSReceive, SQSDelete, SQSChangeVisibility float64
 	// DynamoDB API requests, and the capacity units they consume:
-	// GetItem (strongly consistent), PutItem (conditional writes),
-	// TransactWriteItems and Query.
+	// GetItem and BatchGetItem (strongly consistent), PutItem
+	// (conditional writes), TransactWriteItems and Query.
 	DynamoGet, DynamoPut, DynamoTransact, DynamoQuery float64
 	// RRU and WRU are DynamoDB on-demand read and write request units,
 	// the status index's writes included.
@@ -101,29 +101,33 @@ func (c *counter) snapshot() Requests {
 
 // DynamoDB's capacity units and limits.
 const (
-	writeUnit = 1024     // bytes per write request unit
-	readUnit  = 4 * 1024 // bytes per strongly consistent read request unit
+	writeUnit   = dynamo.WriteUnit // bytes per write request unit
+	readUnit    = 4 * 1024         // bytes per strongly consistent read request unit
+	batchGetMax = 100              // keys per BatchGetItem
 )
 
 // units is how many units of size unit an item of n bytes takes (at
 // least one).
 func units(n, unit int) float64 { return math.Max(1, math.Ceil(float64(n)/float64(unit))) }
 
-// recordSize is the DynamoDB item size of rec as dynamo.Store writes it:
-// the record's attributes, the keys, the terminal flag and, while it is
-// due, the status index attributes.
-func recordSize(rec operation.Record) int {
-	item, err := attributevalue.MarshalMap(rec)
+// recordItem is the item dynamo.Store writes for rec; nil if it cannot
+// be encoded (never for a record a store accepted).
+func recordItem(rec operation.Record) map[string]types.AttributeValue {
+	item, err := dynamo.RecordItem(rec)
 	if err != nil {
+		return nil
+	}
+	return item
+}
+
+// recordSize is the DynamoDB item size of rec as dynamo.Store writes it
+// (dynamo.ItemSize of dynamo.RecordItem: the store's own encoding).
+func recordSize(rec operation.Record) int {
+	item := recordItem(rec)
+	if item == nil {
 		return writeUnit
 	}
-	n := itemSize(item)
-	n += len(dynamo.AttrPK) + len("OP#") + len(rec.OperationID) + len(dynamo.AttrSK) + len("RECORD")
-	n += len(dynamo.AttrTerminal) + 1
-	if _, ok := rec.SweepDue(); ok {
-		n += len(dynamo.AttrStatusPK) + len("ACTIVE#0") + len(dynamo.AttrStatusSK) + len("2006-01-02T15:04:05.000000000Z#") + len(rec.OperationID)
-	}
-	return n
+	return dynamo.ItemSize(item)
 }
 
 // reviewSize is the DynamoDB item size of a review record.
@@ -132,47 +136,12 @@ func reviewSize(r review.Record) int {
 	if err != nil {
 		return writeUnit
 	}
-	return itemSize(item) + 64 // keys and index attributes
+	return dynamo.ItemSize(item) + 64 // keys and index attributes
 }
 
-// itemSize follows DynamoDB's item size rules: attribute names plus
-// values; a number takes about one byte per two significant digits plus
-// one; maps and lists take 3 bytes plus one per element.
-func itemSize(item map[string]types.AttributeValue) int {
-	n := 0
-	for k, v := range item {
-		n += len(k) + valueSize(v)
-	}
-	return n
-}
-
-func valueSize(v types.AttributeValue) int {
-	switch t := v.(type) {
-	case *types.AttributeValueMemberS:
-		return len(t.Value)
-	case *types.AttributeValueMemberN:
-		return (len(t.Value)+1)/2 + 1
-	case *types.AttributeValueMemberB:
-		return len(t.Value)
-	case *types.AttributeValueMemberBOOL, *types.AttributeValueMemberNULL:
-		return 1
-	case *types.AttributeValueMemberM:
-		return 3 + len(t.Value) + itemSize(t.Value)
-	case *types.AttributeValueMemberL:
-		n := 3 + len(t.Value)
-		for _, e := range t.Value {
-			n += valueSize(e)
-		}
-		return n
-	case *types.AttributeValueMemberSS:
-		n := 0
-		for _, s := range t.Value {
-			n += len(s)
-		}
-		return n
-	}
-	return 8
-}
+// reviewIndexUnits is the write to the keys-only status index when a
+// review enters or leaves it: one small entry.
+const reviewIndexUnits = 1
 
 // recordCache remembers the last record each counting store saw, so a
 // write can be charged for the status index entry it moves.
@@ -197,9 +166,10 @@ func (c *recordCache) put(r operation.Record) {
 // countingStore charges each store call to a function's counter as the
 // DynamoDB store would issue it: Get → GetItem (strongly consistent),
 // Create/Update/PutReview → PutItem with a condition, UpdateWithAudit →
-// TransactWriteItems, Due → Query. Writes are charged for the sparse
-// status index too: a put when a record enters it, a delete when it
-// leaves, both when its key (the due time) moves.
+// TransactWriteItems, Due → Query, then BatchGetItem of what it lists.
+// Writes are charged for the keys-only status index by DynamoDB's rules
+// (dynamo.IndexWriteUnits): nothing while the record's due key stays, a
+// small put when it enters, a delete when it leaves, both when it moves.
 type countingStore struct {
 	store.Store
 	c         *counter
@@ -207,25 +177,19 @@ type countingStore struct {
 	onWritten func(operation.Record)
 }
 
-func indexWrites(old *operation.Record, oldSize int, rec operation.Record, size int) float64 {
-	var w float64
-	oldDue, oldIn := time.Time{}, false
+// indexWrites is the status index's write units for replacing old (nil:
+// no record before) by rec.
+func indexWrites(old *operation.Record, rec operation.Record) float64 {
+	var oldItem map[string]types.AttributeValue
 	if old != nil {
-		oldDue, oldIn = old.SweepDue()
+		oldItem = recordItem(*old)
 	}
-	newDue, newIn := rec.SweepDue()
-	switch {
-	case oldIn && newIn && oldDue.Equal(newDue):
-		w += units(size, writeUnit)
-	case oldIn && newIn:
-		w += units(oldSize, writeUnit) + units(size, writeUnit)
-	case oldIn:
-		w += units(oldSize, writeUnit)
-	case newIn:
-		w += units(size, writeUnit)
-	}
-	return w
+	return float64(dynamo.IndexWriteUnits(oldItem, recordItem(rec)))
 }
+
+// auditEntryUnits is the audit entry's put in UpdateWithAudit's
+// transaction: a small item, one unit.
+const auditEntryUnits = 1
 
 func (s *countingStore) charge(rec operation.Record, transact bool) {
 	size := recordSize(rec)
@@ -234,12 +198,14 @@ func (s *countingStore) charge(rec operation.Record, transact bool) {
 	if old, ok := s.cache.get(rec.OperationID); ok {
 		oldPtr, oldSize = &old, recordSize(old)
 	}
-	w := math.Max(units(size, writeUnit), units(oldSize, writeUnit)) + indexWrites(oldPtr, oldSize, rec, size)
+	w := float64(dynamo.WriteUnits(oldSize, size)) + indexWrites(oldPtr, rec)
 	s.c.add(func(r *Requests) {
 		r.ItemBytes += float64(size)
 		if transact {
+			// A transaction's writes cost twice their units, the audit
+			// entry's included.
 			r.DynamoTransact++
-			r.WRU += 2 * w
+			r.WRU += 2 * (w + auditEntryUnits)
 		} else {
 			r.DynamoPut++
 			r.WRU += w
@@ -303,7 +269,10 @@ func (s *countingStore) PutReview(ctx context.Context, rv review.Record) (bool, 
 	size := reviewSize(rv)
 	s.c.add(func(r *Requests) {
 		r.DynamoPut++
-		r.WRU += 2 * units(size, writeUnit)
+		r.WRU += units(size, writeUnit)
+		if rv.Open {
+			r.WRU += reviewIndexUnits
+		}
 		if rv.OperationID != "" {
 			r.DynamoPut++
 			r.WRU++
@@ -327,17 +296,26 @@ func (s *countingStore) OpenReviewsOf(ctx context.Context, operationID string) (
 	return rs, err
 }
 
-// ResolveReview is a conditional UpdateItem of the review that also takes
-// it out of the open-review index (charged as a put).
+// ResolveReview is a conditional UpdateItem of the review (a small item:
+// one unit) that also takes it out of the open-review index.
 func (s *countingStore) ResolveReview(ctx context.Context, id, by, reason string, at time.Time) error {
-	s.c.add(func(r *Requests) { r.DynamoPut++; r.WRU += 2 })
+	s.c.add(func(r *Requests) { r.DynamoPut++; r.WRU += 1 + reviewIndexUnits })
 	return s.Store.ResolveReview(ctx, id, by, reason, at)
 }
 
-// Due is one Query per status index shard.
+// Due is one Query per status index shard (keys only: one unit each for
+// any realistic page), then consistent BatchGetItem of the records it
+// lists, charged per record.
 func (s *countingStore) Due(ctx context.Context, t time.Time, limit int) ([]operation.Record, error) {
 	recs, err := s.Store.Due(ctx, t, limit)
-	s.c.add(func(r *Requests) { r.DynamoQuery += dynamo.StatusShards; r.RRU += float64(dynamo.StatusShards) })
+	s.c.add(func(r *Requests) {
+		r.DynamoQuery += dynamo.StatusShards
+		r.RRU += float64(dynamo.StatusShards)
+		r.DynamoGet += math.Ceil(float64(len(recs)) / batchGetMax)
+		for _, rec := range recs {
+			r.RRU += units(recordSize(rec), readUnit)
+		}
+	})
 	return recs, err
 }
 

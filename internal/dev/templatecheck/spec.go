@@ -176,7 +176,9 @@ var allowed = map[string][]grant{
 	"TriageRole": join(logs("TriageLogGroup"), consume("DispatchDLQ"), consume("ObserveDLQ"), consume("DeliverDLQ"), records),
 	// Lambda sends the sweep's failed invocations to its on-failure
 	// destination with the function's own role.
-	"SweepRole": join(logs("SweepLogGroup"), records, grants(statusArn, "dynamodb:Query"),
+	// The due index holds keys only: the sweep reads what it lists with
+	// BatchGetItem.
+	"SweepRole": join(logs("SweepLogGroup"), records, grants(tableArn, "dynamodb:BatchGetItem"), grants(statusArn, "dynamodb:Query"),
 		send(allQueues...), send(sweepFailuresID)),
 	// Scheduler delivers to the observe queue, and a delivery that keeps
 	// failing to its DLQ (schedule.EventBridgeScheduler's target).

@@ -167,8 +167,8 @@ var brokenCases = []brokenCase{
 	// CloudFormation's types.
 	{name: "schema-wrong-type", rule: RuleSchema, resource: "SubmitLogGroup",
 		template: []edit{{"-submit\"\n      RetentionInDays: 30\n", "-submit\"\n      RetentionInDays: a month\n"}}},
-	{name: "table-index-keys-only", rule: RuleTable, resource: "OperationsTable",
-		template: []edit{{"            ProjectionType: ALL", "            ProjectionType: KEYS_ONLY"}}},
+	{name: "table-status-index-projects-all", rule: RuleTable, resource: "OperationsTable",
+		template: []edit{{"            ProjectionType: KEYS_ONLY\n        # Who holds", "            ProjectionType: ALL\n        # Who holds"}}},
 	{name: "table-without-pitr", rule: RuleTable, resource: "OperationsTable",
 		template: []edit{{"PointInTimeRecoveryEnabled: true", "PointInTimeRecoveryEnabled: false"}}},
 	{name: "table-without-deletion-protection", rule: RuleTable, resource: "OperationsTable",

@@ -29,8 +29,8 @@ import (
 )
 
 // Single-table design. Every item has the key (AttrPK, AttrSK); the
-// record's own attributes (operation_id, revision, phase, ...) sit beside
-// it, marshaled from their dynamodbav tags.
+// record's own attributes sit beside it in the compact form item.go
+// describes (short names, times as numbers, no zero values).
 //
 //	item          pk              sk                         status_pk              status_sk
 //	operation     OP#<id>         RECORD                     ACTIVE#<0..7>          <due>#<id>      (index attrs only while SweepDue says ok)
@@ -42,7 +42,8 @@ import (
 // them in revision order; so do the references to its reviews, so one
 // consistent Query finds them without reading anyone else's. The GSI StatusIndex is sparse: only items that
 // carry AttrStatusPK are in it, so the sweep and the review list read
-// exactly the items they need instead of scanning the table. Times in
+// exactly the items they need instead of scanning the table. It holds
+// keys only; Due and OpenReviews read the items it lists (BatchGetItem). Times in
 // status_sk are fixed-width UTC RFC 3339 with nanoseconds, so byte order
 // is time order.
 //
@@ -63,9 +64,14 @@ const (
 	AttrStatusPK = "status_pk"
 	// AttrStatusSK (S) is StatusIndex's sort key: <fixed-width time>#<id>.
 	AttrStatusSK = "status_sk"
-	// StatusIndex is the sparse GSI (projection ALL) over AttrStatusPK and
-	// AttrStatusSK.
-	StatusIndex = "status"
+	// StatusIndex is the sparse GSI (projection KEYS_ONLY) over
+	// AttrStatusPK and AttrStatusSK: its queries want keys, and the
+	// readers then read the few items they list, so a base write that
+	// leaves the two attributes alone writes nothing to the index, and
+	// one that moves them writes a tiny index item, not a copy of the
+	// record. (It replaced the index "status", projection ALL; DynamoDB
+	// cannot change an index's projection in place.)
+	StatusIndex = "status-keys"
 	// AttrRemoteJobID (S) is JobIndex's partition key: the job id a
 	// record, review or audit entry names (absent when none).
 	AttrRemoteJobID = "remote_job_id"
@@ -222,7 +228,7 @@ func TableDefinition(name string) *dynamodb.CreateTableInput {
 		GlobalSecondaryIndexes: []types.GlobalSecondaryIndex{{
 			IndexName:  aws.String(StatusIndex),
 			KeySchema:  []types.KeySchemaElement{key(AttrStatusPK, types.KeyTypeHash), key(AttrStatusSK, types.KeyTypeRange)},
-			Projection: &types.Projection{ProjectionType: types.ProjectionTypeAll},
+			Projection: &types.Projection{ProjectionType: types.ProjectionTypeKeysOnly},
 		}, {
 			IndexName:  aws.String(JobIndex),
 			KeySchema:  []types.KeySchemaElement{key(AttrRemoteJobID, types.KeyTypeHash), key(AttrOperationID, types.KeyTypeRange)},
@@ -295,19 +301,28 @@ func reviewKey(id string) map[string]types.AttributeValue {
 	return map[string]types.AttributeValue{AttrPK: str(reviewKeyPrefix + id), AttrSK: str(reviewSK)}
 }
 
+// RecordItem is the item Store writes for rec (without an expiry): what
+// a write of rec costs is ItemSize of it.
+func RecordItem(rec operation.Record) (map[string]types.AttributeValue, error) {
+	return recordItem(rec, 0)
+}
+
 // recordItem is the full operation item. Writes replace the whole item, so
 // leaving the index attributes out of an item that is no longer due is
 // what takes it out of the sparse index. A terminal record is never
 // written again, so its expiry counts from this write's Updated time.
 func recordItem(rec operation.Record, keep time.Duration) (map[string]types.AttributeValue, error) {
-	item, err := attributevalue.MarshalMap(rec)
+	item, err := marshalRecord(rec)
 	if err != nil {
 		return nil, fmt.Errorf("marshal record: %w", err)
 	}
 	for k, v := range opKey(rec.OperationID) {
 		item[k] = v
 	}
-	item[AttrTerminal] = &types.AttributeValueMemberBOOL{Value: rec.Terminal()}
+	if rec.Terminal() {
+		// Absent counts as false in updateCondition.
+		item[AttrTerminal] = &types.AttributeValueMemberBOOL{Value: true}
+	}
 	if exp, ok := expiry(rec.Timestamps.Updated, keep); ok && rec.Terminal() {
 		item[AttrExpiresAt] = number(exp)
 	}
@@ -316,14 +331,6 @@ func recordItem(rec operation.Record, keep time.Duration) (map[string]types.Attr
 		item[AttrStatusSK] = str(store.IndexKey(due, rec.OperationID))
 	}
 	return item, nil
-}
-
-func decodeRecord(item map[string]types.AttributeValue) (operation.Record, error) {
-	var rec operation.Record
-	if err := attributevalue.UnmarshalMap(item, &rec); err != nil {
-		return rec, fmt.Errorf("unmarshal record: %w", err)
-	}
-	return rec, nil
 }
 
 // updateCondition is what makes only the current revision write, and
@@ -721,10 +728,16 @@ func (d *Store) GetReview(ctx context.Context, id string) (review.Record, error)
 	return r, nil
 }
 
-// OpenReviews implements store.Store from the sparse index (eventually
-// consistent: a just-written or just-closed review may lag).
+// OpenReviews implements store.Store: the open reviews' keys from the
+// sparse index (eventually consistent: a just-written review may lag),
+// then the reviews themselves with consistent BatchGetItem, leaving out
+// those closed since.
 func (d *Store) OpenReviews(ctx context.Context) ([]review.Record, error) {
-	items, err := d.queryStatus(ctx, openReviewStatus, expression.Key(AttrStatusPK).Equal(expression.Value(openReviewStatus)), 0)
+	keys, err := d.queryStatus(ctx, openReviewStatus, expression.Key(AttrStatusPK).Equal(expression.Value(openReviewStatus)), 0)
+	if err != nil {
+		return nil, fmt.Errorf("open reviews: %w", err)
+	}
+	items, err := d.batchGet(ctx, keys)
 	if err != nil {
 		return nil, fmt.Errorf("open reviews: %w", err)
 	}
@@ -734,7 +747,9 @@ func (d *Store) OpenReviews(ctx context.Context) ([]review.Record, error) {
 		if err := attributevalue.UnmarshalMap(item, &r); err != nil {
 			return nil, fmt.Errorf("open reviews: unmarshal: %w", err)
 		}
-		out = append(out, r)
+		if r.Open {
+			out = append(out, r)
+		}
 	}
 	return out, nil
 }
@@ -826,9 +841,12 @@ func (d *Store) ResolveReview(ctx context.Context, id, by, reason string, at tim
 	return nil
 }
 
-// Due implements store.Store: it queries every ACTIVE shard of the sparse index
-// for keys at or before t, in parallel, and merges them by key (due time,
-// then id). Results are eventually consistent; see Store.
+// Due implements store.Store: it queries every ACTIVE shard of the sparse
+// index for keys at or before t, in parallel, merges them by key (due
+// time, then id), and reads the records the first limit keys name with
+// consistent BatchGetItem: the index holds keys only. A record that has
+// since left the index, or is no longer due at t, is left out. The keys
+// are eventually consistent; see Store.
 func (d *Store) Due(ctx context.Context, t time.Time, limit int) ([]operation.Record, error) {
 	bound := store.IndexBound(t)
 	type result struct {
@@ -847,36 +865,93 @@ func (d *Store) Due(ctx context.Context, t time.Time, limit int) ([]operation.Re
 		})
 	}
 	wg.Wait()
-	type keyed struct {
-		key string
-		rec operation.Record
-	}
-	var merged []keyed
+	var keys []map[string]types.AttributeValue
 	for _, r := range results {
 		if r.err != nil {
 			return nil, fmt.Errorf("due %s: %w", store.SortableTime(t), r.err)
 		}
-		for _, item := range r.items {
-			rec, err := decodeRecord(item)
-			if err != nil {
-				return nil, fmt.Errorf("due %s: %w", store.SortableTime(t), err)
-			}
-			sk, _ := item[AttrStatusSK].(*types.AttributeValueMemberS)
-			if sk == nil {
-				return nil, fmt.Errorf("due %s: index item %s has no %s", store.SortableTime(t), rec.OperationID, AttrStatusSK)
-			}
-			merged = append(merged, keyed{sk.Value, rec})
+		keys = append(keys, r.items...)
+	}
+	slices.SortFunc(keys, func(a, b map[string]types.AttributeValue) int {
+		return strings.Compare(sValue(a, AttrStatusSK), sValue(b, AttrStatusSK))
+	})
+	if limit > 0 && len(keys) > limit {
+		keys = keys[:limit]
+	}
+	items, err := d.batchGet(ctx, keys)
+	if err != nil {
+		return nil, fmt.Errorf("due %s: %w", store.SortableTime(t), err)
+	}
+	out := make([]operation.Record, 0, len(items))
+	for _, item := range items {
+		rec, err := decodeRecord(item)
+		if err != nil {
+			return nil, fmt.Errorf("due %s: %w", store.SortableTime(t), err)
+		}
+		if at, ok := rec.SweepDue(); ok && !at.After(t) {
+			out = append(out, rec)
 		}
 	}
-	slices.SortFunc(merged, func(a, b keyed) int { return strings.Compare(a.key, b.key) })
-	if limit > 0 && len(merged) > limit {
-		merged = merged[:limit]
-	}
-	out := make([]operation.Record, len(merged))
-	for i, m := range merged {
-		out[i] = m.rec
-	}
 	return out, nil
+}
+
+func sValue(item map[string]types.AttributeValue, name string) string {
+	v, _ := item[name].(*types.AttributeValueMemberS)
+	if v == nil {
+		return ""
+	}
+	return v.Value
+}
+
+// batchGetMax is the most keys one BatchGetItem may name.
+const batchGetMax = 100
+
+// batchGet reads the items keys name (each holding at least AttrPK and
+// AttrSK; other attributes are ignored) with consistent BatchGetItem
+// calls, and returns those that exist and have not expired, in keys'
+// order. Keys DynamoDB leaves unprocessed (throttling) are asked again
+// after a jittered backoff.
+func (d *Store) batchGet(ctx context.Context, keys []map[string]types.AttributeValue) ([]map[string]types.AttributeValue, error) {
+	id := func(item map[string]types.AttributeValue) string {
+		return sValue(item, AttrPK) + "\x00" + sValue(item, AttrSK)
+	}
+	found := make(map[string]map[string]types.AttributeValue, len(keys))
+	for chunk := range slices.Chunk(keys, batchGetMax) {
+		pending := make([]map[string]types.AttributeValue, len(chunk))
+		for i, k := range chunk {
+			pending[i] = map[string]types.AttributeValue{AttrPK: k[AttrPK], AttrSK: k[AttrSK]}
+		}
+		delay := 5 * time.Millisecond
+		for len(pending) > 0 {
+			out, err := d.client.BatchGetItem(ctx, &dynamodb.BatchGetItemInput{
+				RequestItems: map[string]types.KeysAndAttributes{d.table: {Keys: pending, ConsistentRead: aws.Bool(true)}},
+			})
+			if err != nil {
+				return nil, fmt.Errorf("batch get: %w", err)
+			}
+			for _, item := range out.Responses[d.table] {
+				found[id(item)] = item
+			}
+			pending = out.UnprocessedKeys[d.table].Keys
+			if len(pending) == 0 {
+				break
+			}
+			select {
+			case <-ctx.Done():
+				return nil, fmt.Errorf("batch get: %w", ctx.Err())
+			case <-time.After(delay/2 + rand.N(delay)):
+			}
+			delay = min(2*delay, 500*time.Millisecond)
+		}
+	}
+	items := make([]map[string]types.AttributeValue, 0, len(found))
+	for _, k := range keys {
+		if item, ok := found[id(k)]; ok && !d.expired(item) {
+			items = append(items, item)
+			delete(found, id(k)) // a key listed twice yields one item
+		}
+	}
+	return items, nil
 }
 
 // queryStatus reads one StatusIndex partition in key order, stopping once

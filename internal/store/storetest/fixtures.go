@@ -101,6 +101,10 @@ func fullRecord(id string) operation.Record {
 	}
 }
 
+// FullRecord is the record with every field set that the suite
+// round-trips, for a store's own tests of its encoding.
+func FullRecord(id string) operation.Record { return fullRecord(id) }
+
 func newReview(id string, created time.Time) review.Record {
 	return review.Record{
 		ID:            id,
