@@ -3,8 +3,10 @@ package faultsim
 import (
 	"fmt"
 	"io"
+	"maps"
 	"math"
 	"sort"
+	"strings"
 	"sync"
 	"time"
 
@@ -45,8 +47,10 @@ type Scale struct {
 	// invocation), DeleteMessageBatch calls (one per invocation that
 	// acknowledged anything) and visibility renewals.
 	SQSSend, SQSReceive, SQSDelete, SQSChangeVisibility int64
-	// Writes counts successful record writes (creates included).
-	Writes int64 `json:"writes"`
+	// Writes counts successful record writes (creates included), and
+	// WritesBy by writer: a function, or the application ("app").
+	Writes   int64            `json:"writes"`
+	WritesBy map[string]int64 `json:"writes_by"`
 	// Posts and Gets count the Genace requests the handlers made.
 	Posts, Gets int64
 	// Peak* are the most of each in one virtual second.
@@ -121,7 +125,7 @@ const (
 )
 
 func newScaleCounters() *scaleCounters {
-	return &scaleCounters{s: Scale{Functions: map[string]*FunctionScale{}}, perSec: map[int64]*[4]int64{}, created: map[string]time.Duration{}}
+	return &scaleCounters{s: Scale{Functions: map[string]*FunctionScale{}, WritesBy: map[string]int64{}}, perSec: map[int64]*[4]int64{}, created: map[string]time.Duration{}}
 }
 
 // tick counts one event of kind at virtual offset at. Callers hold mu.
@@ -198,13 +202,14 @@ func observing(s State) bool { return s.Phase == operation.PhaseAccepted }
 
 // write counts a successful write that moved an operation from before
 // (had: there was one) to after.
-func (c *scaleCounters) write(id string, before State, had bool, after State, at time.Duration) {
+func (c *scaleCounters) write(writer, id string, before State, had bool, after State, at time.Duration) {
 	if c == nil {
 		return
 	}
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	c.s.Writes++
+	c.s.WritesBy[writer]++
 	c.tick(secWrites, at)
 	if !had {
 		c.created[id] = at
@@ -232,6 +237,7 @@ func (c *scaleCounters) result() *Scale {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	s := c.s
+	s.WritesBy = maps.Clone(s.WritesBy)
 	for _, p := range c.perSec {
 		s.PeakPostsPerSec = max(s.PeakPostsPerSec, p[secPosts])
 		s.PeakGetsPerSec = max(s.PeakGetsPerSec, p[secGets])
@@ -265,7 +271,11 @@ func (s *Scale) WriteScale(w io.Writer, operations int) {
 	per := func(n int64) float64 { return float64(n) / float64(max(operations, 1)) }
 	sqs := s.SQSSend + s.SQSReceive + s.SQSDelete + s.SQSChangeVisibility
 	fmt.Fprintf(w, "  SQS %d requests (%.2f per render: send %d, receive %d, delete %d, change visibility %d), peak %d/s\n", sqs, per(sqs), s.SQSSend, s.SQSReceive, s.SQSDelete, s.SQSChangeVisibility, s.PeakSQSPerSec)
-	fmt.Fprintf(w, "  store %d writes (%.2f per render), peak %d/s\n", s.Writes, per(s.Writes), s.PeakWritesPerSec)
+	by := make([]string, 0, len(s.WritesBy))
+	for _, k := range sortedKeys(s.WritesBy) {
+		by = append(by, fmt.Sprintf("%s %.2f", k, per(s.WritesBy[k])))
+	}
+	fmt.Fprintf(w, "  store %d writes (%.2f per render: %s), peak %d/s\n", s.Writes, per(s.Writes), strings.Join(by, ", "), s.PeakWritesPerSec)
 	fmt.Fprintf(w, "  Genace %d POSTs (peak %d/s), %d GETs (%.2f per render, peak %d/s)\n", s.Posts, s.PeakPostsPerSec, s.Gets, per(s.Gets), s.PeakGetsPerSec)
 	fmt.Fprintf(w, "  peak renders under observation %d: deployed, that many long polls held at once, in %d observe invocations at the measured p50 batch\n", s.PeakObserving, s.ObserveInvocationsNeeded())
 	fmt.Fprintf(w, "  delivered %d of %d, the last at +%s; from creation p50 %s p99 %s\n", s.Delivered, operations, s.LastDelivered.Round(time.Second), s.DeliveredP50.Round(time.Second), s.DeliveredP99.Round(time.Second))

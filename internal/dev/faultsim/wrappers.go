@@ -629,7 +629,7 @@ func (r *recorder) observe(ctx context.Context, expected int64, saved operation.
 	old, had := r.last[id]
 	before, hadBefore := r.prev[id]
 	r.last[id] = next
-	r.w.scale.write(id, old, had, next, r.w.since())
+	r.w.scale.write(writerOf(ctx), id, old, had, next, r.w.since())
 	if had {
 		r.prev[id] = old
 	}
