@@ -46,8 +46,9 @@ type ScaleInputs struct {
 	// measurement (an item just over 1 KB, an index projecting ALL:
 	// 51.6 units for 11.6 writes); a smaller item lowers them.
 	ItemWRU, IndexWRU float64
-	// DeliverWrites is the record writes of one delivery (claim and
-	// delivered).
+	// DeliverWrites is the record writes of one delivery of one output
+	// (the scale simulation counts them: `genjobs soak --scale` prints the
+	// writes per render by writer).
 	DeliverWrites float64
 }
 
@@ -57,7 +58,7 @@ func DefaultScaleInputs() ScaleInputs {
 		Workload: DefaultWorkload(), Topology: topology.Stack, Chain: observe.DefaultChain, Poll: genace.MaxWait,
 		Prices: ListPrices(), Functions: DefaultFunctions(), Seed: 1,
 		AccountLimit: 1000, PartitionWCU: 1000, PartitionRCU: 3000, StatusShards: dynamo.StatusShards,
-		ItemWRU: 2, IndexWRU: 2.45, DeliverWrites: 2,
+		ItemWRU: 2, IndexWRU: 2.45, DeliverWrites: 1,
 	}
 }
 
