@@ -75,6 +75,9 @@ type ScaleRow struct {
 	// LongPolled is how many renders observe can hold long polls for at
 	// once: MaximumConcurrency × batch size.
 	LongPolled int
+	// ObserveBatchNeed is the records each observe invocation must hold
+	// for its MaximumConcurrency to cover every render in flight.
+	ObserveBatchNeed int
 	// SQSPerSec is SQS requests per second (sends, receives and deletes
 	// of the event source mappings' batches).
 	SQSPerSec float64
@@ -141,6 +144,7 @@ func ScaleTable(in ScaleInputs, inFlight ...int) []ScaleRow {
 		// Every render in flight is held by one chain; a batch's records
 		// chain concurrently, so an invocation holds BatchSize of them.
 		r.ObserveNeed = ceilDiv(n, obs.BatchSize)
+		r.ObserveBatchNeed = ceilDiv(n, obs.MaxConcurrency)
 		busy := func(d time.Duration, b int) int { return int(math.Ceil(lambda * d.Seconds() / float64(b))) }
 		r.SubmitNeed = busy(in.Functions.SubmitBusy, sub.BatchSize)
 		r.DeliverNeed = busy(in.Functions.DeliverBusy, del.BatchSize)
@@ -174,8 +178,14 @@ func ScaleTable(in ScaleInputs, inFlight ...int) []ScaleRow {
 			r.SQSPerSec*hour*p.SQSPerMillion/1e6 + r.WCUPerSec*hour*p.DynamoWRUPerMillion/1e6 + r.RCUPerSec*hour*p.DynamoRRUPerMillion/1e6
 
 		var breaks []string
-		if n > r.LongPolled {
+		switch {
+		case n > r.LongPolled:
 			breaks = append(breaks, fmt.Sprintf("observe's MaximumConcurrency %d × batch %d long-polls %d renders at once; %d wait in the queue", obs.MaxConcurrency, obs.BatchSize, r.LongPolled, n-r.LongPolled))
+		case r.ObserveBatchNeed > obs.BatchSize/2 && obs.BatchingWindow == 0:
+			// A chain hands over every Chain, so handovers trickle in at
+			// n/Chain a second; with no batching window a poller invokes
+			// with what is there. Batches fill only from a backlog.
+			breaks = append(breaks, fmt.Sprintf("at the edge: observe's %d invocations must each hold %d of %d records, which with no batching window only a backlog gives (handovers arrive %.1f/s)", obs.MaxConcurrency, r.ObserveBatchNeed, obs.BatchSize, float64(n)/in.Chain.Seconds()))
 		}
 		if r.Account > in.AccountLimit {
 			breaks = append(breaks, fmt.Sprintf("uncapped, the functions need %d concurrent executions, over the account's %d", r.Account, in.AccountLimit))
@@ -199,15 +209,15 @@ func ceilDiv(a, b int) int { return (a + b - 1) / max(b, 1) }
 
 // WriteScaleMarkdown writes the scale table and what its columns assume.
 func WriteScaleMarkdown(w io.Writer, rows []ScaleRow) {
-	fmt.Fprintln(w, "| in flight | renders/s | observe invocations (cap) | submit (cap) | deliver (cap) | account need / limit | SQS req/s | DynamoDB WCU/s (index) | RCU/s | partitions | index WCU/s per shard | Genace POST/s | GET/s | long polls held | $/hour | breaks first |")
-	fmt.Fprintln(w, "|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---|")
+	fmt.Fprintln(w, "| in flight | renders/s | observe invocations (cap) | observe records/invocation needed | submit (cap) | deliver (cap) | account need / limit | SQS req/s | DynamoDB WCU/s (index) | RCU/s | partitions | index WCU/s per shard | Genace POST/s | GET/s | long polls held | $/hour | breaks first |")
+	fmt.Fprintln(w, "|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---|")
 	for _, r := range rows {
 		breaks := r.Breaks
 		if breaks == "" {
 			breaks = "nothing"
 		}
-		fmt.Fprintf(w, "| %d | %.1f | %d (%d) | %d (%d) | %d (%d) | %d / %d | %.0f | %.0f (%.0f) | %.0f | %d | %.0f | %.1f | %.0f | %d | $%.2f | %s |\n",
-			r.InFlight, r.RendersPerSec, r.ObserveNeed, r.ObserveCap, r.SubmitNeed, r.SubmitCap, r.DeliverNeed, r.DeliverCap, r.Account, r.AccountLimit,
+		fmt.Fprintf(w, "| %d | %.1f | %d (%d) | %d | %d (%d) | %d (%d) | %d / %d | %.0f | %.0f (%.0f) | %.0f | %d | %.0f | %.1f | %.0f | %d | $%.2f | %s |\n",
+			r.InFlight, r.RendersPerSec, r.ObserveNeed, r.ObserveCap, r.ObserveBatchNeed, r.SubmitNeed, r.SubmitCap, r.DeliverNeed, r.DeliverCap, r.Account, r.AccountLimit,
 			r.SQSPerSec, r.WCUPerSec, r.IndexWCUPerSec, r.RCUPerSec, r.Partitions, r.IndexShardWCU, r.PostsPerSec, r.GetsPerSec, r.LongPolls, r.DollarsPerHour, strings.ReplaceAll(breaks, "|", `\|`))
 	}
 }

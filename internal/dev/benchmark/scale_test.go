@@ -36,7 +36,8 @@ func TestScaleTableFollowsTheStack(t *testing.T) {
 		breaks   []string // each must appear
 		holds    []string // none may appear
 	}{
-		{"1k fits", in, 1000, nil, []string{"MaximumConcurrency", "account", "delivery", "shards"}},
+		{"100 fits", in, 100, nil, []string{"MaximumConcurrency", "edge", "account", "delivery", "shards"}},
+		{"1k is at observe's edge", in, 1000, []string{"at the edge", "hold 10 of 10 records"}, []string{"MaximumConcurrency", "account", "delivery", "shards"}},
 		{"10k hits observe's cap", in, 10000, []string{"MaximumConcurrency", "account's 1000"}, []string{"delivery", "shards"}},
 		{"100k hits everything", in, 100000, []string{"MaximumConcurrency", "account's 1000", "delivery needs", "status index's 8 shards"}, nil},
 		{"10k with observe uncapped still needs the account", raised, 10000, []string{"account's 1000"}, []string{"MaximumConcurrency"}},
