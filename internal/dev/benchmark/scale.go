@@ -182,10 +182,10 @@ func ScaleTable(in ScaleInputs, inFlight ...int) []ScaleRow {
 		case n > r.LongPolled:
 			breaks = append(breaks, fmt.Sprintf("observe's MaximumConcurrency %d × batch %d long-polls %d renders at once; %d wait in the queue", obs.MaxConcurrency, obs.BatchSize, r.LongPolled, n-r.LongPolled))
 		case r.ObserveBatchNeed > obs.BatchSize/2 && obs.BatchingWindow == 0:
-			// A chain hands over every Chain, so handovers trickle in at
-			// n/Chain a second; with no batching window a poller invokes
-			// with what is there. Batches fill only from a backlog.
-			breaks = append(breaks, fmt.Sprintf("at the edge: observe's %d invocations must each hold %d of %d records, which with no batching window only a backlog gives (handovers arrive %.1f/s)", obs.MaxConcurrency, r.ObserveBatchNeed, obs.BatchSize, float64(n)/in.Chain.Seconds()))
+			// Observation messages (a render's first, each chain's
+			// handover) trickle in; with no batching window a poller
+			// invokes with what is there. Batches fill only from a backlog.
+			breaks = append(breaks, fmt.Sprintf("at the edge: observe's %d invocations must each hold %d of %d records, which with no batching window only a backlog gives (observation messages arrive %.1f/s)", obs.MaxConcurrency, r.ObserveBatchNeed, obs.BatchSize, lambda*m.observeMsgs))
 		}
 		if r.Account > in.AccountLimit {
 			breaks = append(breaks, fmt.Sprintf("uncapped, the functions need %d concurrent executions, over the account's %d", r.Account, in.AccountLimit))
