@@ -9,6 +9,7 @@ import (
 	"os"
 	"strings"
 
+	"github.com/genjobs/genjobs/internal/dev/benchmark"
 	"github.com/genjobs/genjobs/internal/dev/faultsim"
 )
 
@@ -26,6 +27,7 @@ func cmdSoak(fs *pflag.FlagSet) runFunc {
 	unrecorded := fs.Bool("unrecorded-dispatch", false, "the application sends the dispatch without recording it on the record (the old contract; strands operations whose dispatch goes stale)")
 	jsonPath := fs.String("json", "", "also write the result as JSON to this file")
 	quiet := fs.Bool("quiet", false, "no progress lines")
+	scale := fs.Bool("scale", false, "scale run: the benchmark's standard render times, every operation dispatched at once, no faults unless --faults says; prints the load per service and the scale table for that many in flight")
 	return func(ctx context.Context, args []string, stdout, _ io.Writer) error {
 		pos := args
 		if len(pos) != 0 {
@@ -39,18 +41,30 @@ func cmdSoak(fs *pflag.FlagSet) runFunc {
 			return usagef("--faults: %v", err)
 		}
 		cfg := faultsim.Config{Seed: *seed, Operations: *ops, Faults: selected, UnrecordedDispatch: *unrecorded}
+		if *scale {
+			cfg = benchmark.ScaleSimConfig(*ops, *seed)
+			if fs.Changed("faults") {
+				cfg.Faults = selected
+			}
+			cfg.UnrecordedDispatch = *unrecorded
+		}
 		if *trace != "" {
 			cfg.Trace = strings.Split(*trace, ",")
 		}
 		if !*quiet {
 			cfg.Progress = stdout
 		}
-		fmt.Fprintf(stdout, "genjobs soak: %d operations, seed %d, faults %s\n", *ops, *seed, selected)
+		fmt.Fprintf(stdout, "genjobs soak: %d operations, seed %d, faults %s\n", *ops, *seed, cfg.Faults)
 		res, err := faultsim.RunContext(ctx, cfg)
 		if err != nil {
 			return fmt.Errorf("seed %d: %w", *seed, err)
 		}
 		res.WriteSummary(stdout)
+		if *scale {
+			res.Scale.WriteScale(stdout, res.Operations)
+			fmt.Fprintln(stdout, "on paper, deployed:")
+			benchmark.WriteScaleMarkdown(stdout, benchmark.ScaleTable(benchmark.DefaultScaleInputs(), *ops))
+		}
 		if *jsonPath != "" {
 			b, err := json.MarshalIndent(res, "", "  ")
 			if err != nil {

@@ -39,6 +39,23 @@ func TestSoakPrintsTheFigures(t *testing.T) {
 	}
 }
 
+// TestSoakScale runs the scale mode on a small burst: standard renders
+// with no faults, the load per service, and the paper table's row for
+// the same number in flight.
+func TestSoakScale(t *testing.T) {
+	var stdout bytes.Buffer
+	err := call(context.Background(), "soak", []string{"--scale", "--operations", "40", "--seed", "5", "--quiet"}, &stdout, &bytes.Buffer{})
+	if err != nil {
+		t.Fatalf("soak --scale: %v\n%s", err, stdout.String())
+	}
+	for _, want := range []string{"40 operations, seed 5, faults none", "phases: delivered 40;", "violations: 0", "scale: 40 operations",
+		"submit   4 invocations, records per invocation mean 10.00", "delivered 40 of 40", "on paper, deployed:", "| 40 | "} {
+		if !strings.Contains(stdout.String(), want) {
+			t.Errorf("output lacks %q:\n%s", want, stdout.String())
+		}
+	}
+}
+
 func TestSoakRejectsBadFlags(t *testing.T) {
 	for _, args := range [][]string{{"--faults", "nonsense"}, {"--operations", "0"}, {"extra"}} {
 		err := call(context.Background(), "soak", args, &bytes.Buffer{}, &bytes.Buffer{})

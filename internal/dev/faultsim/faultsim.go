@@ -66,6 +66,7 @@
 package faultsim
 
 import (
+	"cmp"
 	"context"
 	"fmt"
 	"io"
@@ -162,6 +163,13 @@ type Config struct {
 	// sees, above the fault wrapper, for planted bugs (a store that
 	// reports a Put onto a taken key as stored, say).
 	WrapArtifacts func(deliver.Artifacts) deliver.Artifacts
+	// Renders, if set, replaces the seeded models' render times: render i
+	// of the workload takes Renders[i] (queued 2 s, then running), and
+	// succeeds with one output. Operations defaults to len(Renders).
+	Renders []time.Duration
+	// Scale makes the run count the load it puts on each service
+	// (Result.Scale): batch sizes, requests, peaks per virtual second.
+	Scale bool
 	// WrapContext, if set, wraps the context each handler invocation
 	// gets, for planted bugs (a handler that detaches from the
 	// invocation's deadline, say). The checks hold the handler to the
@@ -305,6 +313,8 @@ type Result struct {
 	// by another worker (the at-least-once cases the handlers must bear).
 	StaleDeletes int64       `json:"stale_deletes"`
 	Violations   []Violation `json:"violations"`
+	// Scale is the load the run put on each service (Config.Scale).
+	Scale *Scale `json:"scale,omitempty"`
 	// Histories are the traces of the operations Config.Trace named.
 	Histories map[string][]string `json:"histories,omitempty"`
 }
@@ -420,7 +430,10 @@ func Run(cfg Config) (*Result, error) { return RunContext(context.Background(), 
 // RunContext is Run, stopped early (with ctx's error) when ctx ends.
 func RunContext(ctx context.Context, cfg Config) (*Result, error) {
 	if cfg.Operations <= 0 {
-		cfg.Operations = 1000
+		cfg.Operations = cmp.Or(len(cfg.Renders), 1000)
+	}
+	if len(cfg.Renders) > 0 && len(cfg.Renders) < cfg.Operations {
+		return nil, fmt.Errorf("faultsim: %d render times for %d operations", len(cfg.Renders), cfg.Operations)
 	}
 	if cfg.Faults == nil {
 		cfg.Faults = DefaultFaults()

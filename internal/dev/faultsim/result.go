@@ -22,6 +22,7 @@ func (w *world) result() (*Result, error) {
 		Invocations: map[string]int64{}, Records: map[string]int64{}, Injected: w.inj.snapshot(), Phases: map[operation.Phase]int{},
 		Sweeps: w.sweeps, SweepRearmed: w.sweepRearmed, SweepClaimsExpired: w.sweepClaims, Writes: w.rec.writes, UnknownSubmissions: w.unknownSubmissions, MadeUncertain: w.madeUncertain, LeftUncertain: w.madeUncertain - w.resolvedUncertain,
 		Posts: w.sim.TotalPosts(), Gets: w.sim.TotalGets(), Downloads: w.sim.FileGets(), Paths: map[string]int{},
+		Scale: w.scale.result(),
 	}
 	w.mu.Lock()
 	for k, n := range w.paths {

@@ -77,10 +77,13 @@ func (w *world) opIndex(id string) int {
 // seeded model, and plans the user's changes and Genace operators'
 // reconciliations the fault knobs ask for. The plans are drawn here, in
 // creation order, so they do not depend on how the run unfolds.
-func workload(n int, interval time.Duration, rng *rand.Rand, ms map[string]genacesim.ModelConfig, in *injector) []opSpec {
+func workload(n int, interval time.Duration, rng *rand.Rand, ms map[string]genacesim.ModelConfig, in *injector, ownModels bool) []opSpec {
 	ops := make([]opSpec, n)
 	for i := range ops {
 		name := modelName(rng.IntN(modelCount))
+		if ownModels {
+			name = renderModel(i) // Config.Renders: one model per render
+		}
 		mc := ms[name]
 		render := mc.QueueFor + mc.RunFor
 		op := opSpec{id: opID(i), model: name, price: mc.Price, changeAt: -1, supersedeAt: -1, reconcileAt: -1, unauthorizedAt: -1}

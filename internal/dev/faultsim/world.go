@@ -156,7 +156,8 @@ type world struct {
 	traces             map[string][]string
 	violations         []Violation
 	wallStart          time.Time
-	stepAt             atomic.Int64 // wall time of the driver's last step, for the watchdog
+	scale              *scaleCounters // nil unless Config.Scale
+	stepAt             atomic.Int64   // wall time of the driver's last step, for the watchdog
 }
 
 // mapping is one event source mapping and the function behind it.
@@ -204,7 +205,13 @@ func newWorld(cfg Config) (w *world, err error) {
 	w.order = rand.New(rand.NewPCG(cfg.Seed, 1))
 	w.inj = newInjector(cfg.Seed, cfg.Faults)
 	ms := models(rand.New(rand.NewPCG(cfg.Seed, 2)))
-	w.ops = workload(cfg.Operations, cfg.Interval, rand.New(rand.NewPCG(cfg.Seed, 3)), ms, w.inj)
+	if len(cfg.Renders) > 0 {
+		ms = renderModels(cfg.Renders[:cfg.Operations])
+	}
+	w.ops = workload(cfg.Operations, cfg.Interval, rand.New(rand.NewPCG(cfg.Seed, 3)), ms, w.inj, len(cfg.Renders) > 0)
+	if cfg.Scale {
+		w.scale = newScaleCounters()
+	}
 
 	w.simClock = &skewClock{Clock: w.clk}
 	w.sim = genacesim.New(genacesim.Config{APIKey: apiKey, Models: ms, RefundSettleAfter: refundSettle, SignedURLTTL: urlTTL, Seed: int64(cfg.Seed)}, w.simClock)

@@ -194,6 +194,9 @@ func (w *world) wrapHandler(fn string, m *eventsource.Mapping, h eventsource.Han
 		for _, f := range resp.BatchItemFailures {
 			failed[f.ItemIdentifier] = true
 		}
+		if inv.depth == 0 {
+			w.scale.invocation(fn, len(ev.Records), err == nil && len(failed) < len(ev.Records), w.since())
+		}
 		for i, r := range ev.Records {
 			if failed[r.MessageId] || err != nil {
 				w.tracef(inv.ops[i], "%s%s reports message %s failed: it stays for redelivery", fn, depthMark(inv.depth), shortID(r.MessageId))
@@ -626,6 +629,7 @@ func (r *recorder) observe(ctx context.Context, expected int64, saved operation.
 	old, had := r.last[id]
 	before, hadBefore := r.prev[id]
 	r.last[id] = next
+	r.w.scale.write(writerOf(ctx), id, old, had, next, r.w.since())
 	if had {
 		r.prev[id] = old
 	}
@@ -723,6 +727,7 @@ func (s *sender) Send(ctx context.Context, queueURL string, body []byte, delay t
 	if err != nil {
 		return id, err
 	}
+	w.scale.sqs(false, w.since())
 	if writerOf(ctx) == "sweep" {
 		w.mu.Lock()
 		w.rearms[env.OperationID]++
@@ -758,6 +763,7 @@ func (e *extender) ChangeVisibility(ctx context.Context, queueURL, receiptHandle
 		return errors.New("faultsim: injected ChangeMessageVisibility failure")
 	}
 	err := e.w.broker.ChangeVisibility(ctx, queueURL, receiptHandle, timeout)
+	e.w.scale.sqs(true, e.w.since())
 	if inv := invOf(ctx); err == nil && inv != nil {
 		for _, r := range inv.records {
 			if r.ReceiptHandle == receiptHandle {
@@ -807,6 +813,7 @@ func (g *genaceClient) Submit(ctx context.Context, req genace.SubmitRequest, tim
 	sent := w.wire.count(req.OperationID)
 	w.posting(req.OperationID, true)
 	defer w.posting(req.OperationID, false)
+	w.scale.genace(true, w.since())
 	res := g.c.Submit(ctx, req, timeout)
 	// A submission whose outcome is genuinely unknown: no answer reached
 	// the client, or the one that did is unknown by the contract, or the
@@ -923,6 +930,7 @@ func (g *genaceClient) Get(ctx context.Context, jobID string, wait, timeout time
 		w.tracef(op, "FAULT %s: GET %s by %s timed out: %v", GetTimeout, jobID, writerOf(ctx), err)
 		return nil, err
 	}
+	w.scale.genace(false, w.since())
 	job, err := g.c.Get(ctx, jobID, wait, timeout)
 	if w.traced(op) {
 		if err != nil {
