@@ -2,8 +2,9 @@ package main
 
 import (
 	"context"
-	"github.com/spf13/pflag"
 	"io"
+
+	"github.com/spf13/pflag"
 
 	"github.com/genjobs/genjobs/internal/dev/benchmark"
 )
@@ -17,7 +18,8 @@ func cmdBench(fs *pflag.FlagSet) runFunc {
 	out := fs.String("out", "bench", "folder for "+benchmark.ResultsFile+" and "+benchmark.PlotFile)
 	renders := fs.Int("renders", 2000, "renders in the model's workload")
 	seed := fs.Uint64("seed", 1, "seed of the model's workload and jitter")
-	quick := fs.Bool("quick", false, "small pipeline runs and no cold starts (for tests)")
+	quick := fs.Bool("quick", false, "small pipeline runs, a small scale simulation, no real-time run and no cold starts (for tests)")
+	scaleSim := fs.Int("scale-sim", benchmark.DefaultScaleSim, "renders in flight in the virtual-time simulation that backs the scale table (100000 takes ~20 min and ~2 GB)")
 	return func(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 		pos := args
 		var err error
@@ -28,8 +30,10 @@ func cmdBench(fs *pflag.FlagSet) runFunc {
 			return usagef("--renders must be at least 1")
 		case *out == "":
 			return usagef("--out must name a folder")
+		case *scaleSim < 1:
+			return usagef("--scale-sim must be at least 1")
 		}
-		_, err = benchmark.Run(ctx, benchmark.Options{Out: *out, Renders: *renders, Seed: *seed, Quick: *quick, Progress: stderr}, stdout)
+		_, err = benchmark.Run(ctx, benchmark.Options{Out: *out, Renders: *renders, Seed: *seed, Quick: *quick, ScaleSim: *scaleSim, Progress: stderr}, stdout)
 		return err
 	}
 }

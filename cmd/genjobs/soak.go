@@ -27,7 +27,7 @@ func cmdSoak(fs *pflag.FlagSet) runFunc {
 	unrecorded := fs.Bool("unrecorded-dispatch", false, "the application sends the dispatch without recording it on the record (the old contract; strands operations whose dispatch goes stale)")
 	jsonPath := fs.String("json", "", "also write the result as JSON to this file")
 	quiet := fs.Bool("quiet", false, "no progress lines")
-	scale := fs.Bool("scale", false, "scale run: the benchmark's standard render times, every operation dispatched at once, no faults unless --faults says; prints the load per service and the scale table for that many in flight")
+	scale := fs.Bool("scale", false, "scale run: the benchmark's standard render times, every operation dispatched at once, no faults unless --faults says; prints the load per service (genjobs bench prints the scale table on paper)")
 	return func(ctx context.Context, args []string, stdout, _ io.Writer) error {
 		pos := args
 		if len(pos) != 0 {
@@ -62,8 +62,6 @@ func cmdSoak(fs *pflag.FlagSet) runFunc {
 		res.WriteSummary(stdout)
 		if *scale {
 			res.Scale.WriteScale(stdout, res.Operations)
-			fmt.Fprintln(stdout, "on paper, deployed:")
-			benchmark.WriteScaleMarkdown(stdout, benchmark.ScaleTable(benchmark.DefaultScaleInputs(), *ops))
 		}
 		if *jsonPath != "" {
 			b, err := json.MarshalIndent(res, "", "  ")

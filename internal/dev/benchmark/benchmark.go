@@ -2,6 +2,7 @@ package benchmark
 
 import (
 	"bytes"
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -12,6 +13,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/genjobs/genjobs/internal/dev/faultsim"
 	"github.com/genjobs/genjobs/internal/genace"
 	"github.com/genjobs/genjobs/internal/schedule"
 	"github.com/genjobs/genjobs/internal/store"
@@ -32,6 +34,9 @@ type Options struct {
 	// Root is the module root, for building the functions ("" finds it
 	// from the working directory).
 	Root string
+	// ScaleSim is how many renders in flight the virtual-time simulation
+	// behind the scale table runs (0: DefaultScaleSim; --quick: 500).
+	ScaleSim int
 	// Progress receives a line per step (nil: none).
 	Progress io.Writer
 }
@@ -119,6 +124,10 @@ type Results struct {
 	Designs []Design
 	// Throughput holds the instant-render runs.
 	Throughput []ThroughputRun
+	// Scale is the scale table on paper, ScaleSim the simulation behind
+	// it.
+	Scale    []ScaleRow
+	ScaleSim *faultsim.Result
 	// Local is the real-time `genjobs local` run, or LocalSkipped says
 	// why there is none.
 	Local        *LocalRun
@@ -200,6 +209,16 @@ func Run(ctx context.Context, opts Options, stdout io.Writer) (*Results, error) 
 		return nil, err
 	}
 	res.price()
+
+	res.Scale = ScaleTable(DefaultScaleInputs(res.Functions, res.Designs[0].Low), scaleInFlight...)
+	n := cmp.Or(opts.ScaleSim, DefaultScaleSim)
+	if opts.Quick {
+		n = 500
+	}
+	opts.progress("scale: the virtual-time simulation with %d renders in flight", n)
+	if res.ScaleSim, err = RunScaleSimulation(ctx, n, opts.Seed, nil); err != nil {
+		return nil, fmt.Errorf("scale simulation: %w", err)
+	}
 
 	res.Load = map[string]string{"throughput": loadAverage()}
 	opts.progress("pipeline: throughput with instant renders (load average %s)", res.Load["throughput"])

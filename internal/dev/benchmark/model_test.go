@@ -7,7 +7,6 @@ import (
 	"strings"
 	"testing"
 	"time"
-
 )
 
 const ms = time.Millisecond
@@ -291,9 +290,10 @@ func TestReportModelRows(t *testing.T) {
 	r.Workload.Renders = 300
 	r.model()
 	r.price()
+	r.Scale = ScaleTable(DefaultScaleInputs(r.Functions, r.Designs[0].Low), scaleInFlight...)
 	var md strings.Builder
 	r.WriteMarkdown(&md)
-	for _, want := range []string{"≤ 1.05×", "< 1.0 s", "≤ 1.5× the floor", "below every rival", "| 500.0 ms | 1000.0 ms |", "By construction", "step-functions/pricing"} {
+	for _, want := range []string{"### Scale: renders in flight", "| 100000 | ", "≤ 1.05×", "< 1.0 s", "≤ 1.5× the floor", "below every rival", "| 500.0 ms | 1000.0 ms |", "By construction", "step-functions/pricing"} {
 		if !strings.Contains(md.String(), want) {
 			t.Errorf("results.md lacks %q", want)
 		}

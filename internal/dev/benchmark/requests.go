@@ -33,6 +33,9 @@ type Requests struct {
 	// RRU and WRU are DynamoDB on-demand read and write request units,
 	// the status index's writes included.
 	RRU, WRU float64
+	// IndexWRU is the share of WRU written to the status index (its
+	// shards are partition keys with their own limit).
+	IndexWRU float64
 	// ItemBytes sums the sizes of the operation items written, for their
 	// mean size.
 	ItemBytes float64
@@ -58,7 +61,7 @@ func (r Requests) Plus(o Requests) Requests {
 		SQSChangeVisibility: r.SQSChangeVisibility + o.SQSChangeVisibility,
 		DynamoGet:           r.DynamoGet + o.DynamoGet, DynamoPut: r.DynamoPut + o.DynamoPut,
 		DynamoTransact: r.DynamoTransact + o.DynamoTransact, DynamoQuery: r.DynamoQuery + o.DynamoQuery,
-		RRU: r.RRU + o.RRU, WRU: r.WRU + o.WRU, ItemBytes: r.ItemBytes + o.ItemBytes, S3Head: r.S3Head + o.S3Head, S3Put: r.S3Put + o.S3Put,
+		RRU: r.RRU + o.RRU, WRU: r.WRU + o.WRU, IndexWRU: r.IndexWRU + o.IndexWRU, ItemBytes: r.ItemBytes + o.ItemBytes, S3Head: r.S3Head + o.S3Head, S3Put: r.S3Put + o.S3Put,
 		Schedules: r.Schedules + o.Schedules, LambdaInvocations: r.LambdaInvocations + o.LambdaInvocations,
 		LambdaGBSeconds: r.LambdaGBSeconds + o.LambdaGBSeconds, SFNTransitions: r.SFNTransitions + o.SFNTransitions,
 		ExpressRequests: r.ExpressRequests + o.ExpressRequests, ExpressGBSeconds: r.ExpressGBSeconds + o.ExpressGBSeconds,
@@ -70,7 +73,7 @@ func (r Requests) Times(f float64) Requests {
 	return Requests{
 		SQSSend: r.SQSSend * f, SQSReceive: r.SQSReceive * f, SQSDelete: r.SQSDelete * f, SQSChangeVisibility: r.SQSChangeVisibility * f,
 		DynamoGet: r.DynamoGet * f, DynamoPut: r.DynamoPut * f, DynamoTransact: r.DynamoTransact * f, DynamoQuery: r.DynamoQuery * f,
-		RRU: r.RRU * f, WRU: r.WRU * f, ItemBytes: r.ItemBytes * f, S3Head: r.S3Head * f, S3Put: r.S3Put * f, Schedules: r.Schedules * f,
+		RRU: r.RRU * f, WRU: r.WRU * f, IndexWRU: r.IndexWRU * f, ItemBytes: r.ItemBytes * f, S3Head: r.S3Head * f, S3Put: r.S3Put * f, Schedules: r.Schedules * f,
 		LambdaInvocations: r.LambdaInvocations * f, LambdaGBSeconds: r.LambdaGBSeconds * f, SFNTransitions: r.SFNTransitions * f,
 		ExpressRequests: r.ExpressRequests * f, ExpressGBSeconds: r.ExpressGBSeconds * f,
 	}
@@ -198,7 +201,8 @@ func (s *countingStore) charge(rec operation.Record, transact bool) {
 	if old, ok := s.cache.get(rec.OperationID); ok {
 		oldPtr, oldSize = &old, recordSize(old)
 	}
-	w := float64(dynamo.WriteUnits(oldSize, size)) + indexWrites(oldPtr, rec)
+	idx := indexWrites(oldPtr, rec)
+	w := float64(dynamo.WriteUnits(oldSize, size)) + idx
 	s.c.add(func(r *Requests) {
 		r.ItemBytes += float64(size)
 		if transact {
@@ -206,9 +210,11 @@ func (s *countingStore) charge(rec operation.Record, transact bool) {
 			// entry's included.
 			r.DynamoTransact++
 			r.WRU += 2 * (w + auditEntryUnits)
+			r.IndexWRU += 2 * idx
 		} else {
 			r.DynamoPut++
 			r.WRU += w
+			r.IndexWRU += idx
 		}
 	})
 }
@@ -272,6 +278,7 @@ func (s *countingStore) PutReview(ctx context.Context, rv review.Record) (bool, 
 		r.WRU += units(size, writeUnit)
 		if rv.Open {
 			r.WRU += reviewIndexUnits
+			r.IndexWRU += reviewIndexUnits
 		}
 		if rv.OperationID != "" {
 			r.DynamoPut++
@@ -299,7 +306,7 @@ func (s *countingStore) OpenReviewsOf(ctx context.Context, operationID string) (
 // ResolveReview is a conditional UpdateItem of the review (a small item:
 // one unit) that also takes it out of the open-review index.
 func (s *countingStore) ResolveReview(ctx context.Context, id, by, reason string, at time.Time) error {
-	s.c.add(func(r *Requests) { r.DynamoPut++; r.WRU += 1 + reviewIndexUnits })
+	s.c.add(func(r *Requests) { r.DynamoPut++; r.WRU += 1 + reviewIndexUnits; r.IndexWRU += reviewIndexUnits })
 	return s.Store.ResolveReview(ctx, id, by, reason, at)
 }
 

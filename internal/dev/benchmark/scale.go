@@ -40,27 +40,29 @@ type ScaleInputs struct {
 	// StatusShards is how many partition keys the status index spreads
 	// active operations over.
 	StatusShards int
-	// ItemWRU and IndexWRU are the write units one record write costs in
-	// the table and in the status index (while the record is due, every
-	// write moves its index entry). The defaults are the issue's
-	// measurement (an item just over 1 KB, an index projecting ALL:
-	// 51.6 units for 11.6 writes); a smaller item lowers them.
-	ItemWRU, IndexWRU float64
-	// DeliverWrites is the record writes of one delivery of one output
-	// (the scale simulation counts them: `genjobs soak --scale` prints the
-	// writes per render by writer).
-	DeliverWrites float64
+	// PerRender are one render's AWS requests (genjobs' design, from the
+	// benchmark's counting run and model): its messages, record writes and
+	// write units, the status index's share, and reads.
+	PerRender Requests
 }
 
-// DefaultScaleInputs are the deployed stack's, on the issue's workload.
-func DefaultScaleInputs() ScaleInputs {
+// DefaultScaleInputs are the deployed stack's, on the issue's workload,
+// with fns' memory sizes and perRender's requests (the benchmark's).
+func DefaultScaleInputs(fns Functions, perRender Requests) ScaleInputs {
 	return ScaleInputs{
 		Workload: DefaultWorkload(), Topology: topology.Stack, Chain: observe.DefaultChain, Poll: genace.MaxWait,
-		Prices: ListPrices(), Functions: DefaultFunctions(), Seed: 1,
+		Prices: ListPrices(), Functions: fns, PerRender: perRender, Seed: 1,
 		AccountLimit: 1000, PartitionWCU: 1000, PartitionRCU: 3000, StatusShards: dynamo.StatusShards,
-		ItemWRU: 2, IndexWRU: 2.45, DeliverWrites: 1,
 	}
 }
+
+// scaleInFlight are the scale table's rows.
+var scaleInFlight = []int{1000, 10000, 100000}
+
+// DefaultScaleSim is the renders in flight of the simulation behind the
+// scale table in a plain `genjobs bench` (a minute and a half here);
+// --scale-sim 100000 runs the table's largest row (about 20 minutes).
+const DefaultScaleSim = 10000
 
 // ScaleRow is the steady state of one number of renders in flight: the
 // demand each service sees if nothing capped it, against the caps.
@@ -155,15 +157,11 @@ func ScaleTable(in ScaleInputs, inFlight ...int) []ScaleRow {
 		batches := 1/float64(sub.BatchSize) + m.observeMsgs/float64(obs.BatchSize) + 1/float64(del.BatchSize)
 		r.SQSPerSec = lambda * (msgs + 2*batches)
 
-		// Writes per render: the application's create, submit's claim and
-		// acceptance, observe's state change and each chain's last write,
-		// the delivery's.
-		writes := 1 + 2 + 1 + m.observeMsgs + in.DeliverWrites
-		r.IndexWCUPerSec = lambda * writes * in.IndexWRU
-		r.WCUPerSec = lambda*writes*in.ItemWRU + r.IndexWCUPerSec
-		// Each handler's strongly consistent read of a record under 4 KB.
-		r.RCUPerSec = lambda * (2 + m.observeMsgs)
-		r.Partitions = max(1, int(math.Ceil(max(lambda*writes*in.ItemWRU/in.PartitionWCU, r.RCUPerSec/in.PartitionRCU))))
+		// Write units and reads per render, as counted on the handlers.
+		r.IndexWCUPerSec = lambda * in.PerRender.IndexWRU
+		r.WCUPerSec = lambda * in.PerRender.WRU
+		r.RCUPerSec = lambda * in.PerRender.RRU
+		r.Partitions = max(1, int(math.Ceil(max((r.WCUPerSec-r.IndexWCUPerSec)/in.PartitionWCU, r.RCUPerSec/in.PartitionRCU))))
 		r.IndexShardWCU = r.IndexWCUPerSec / float64(in.StatusShards)
 
 		r.PostsPerSec = lambda

@@ -113,7 +113,7 @@ var Stack = Topology{
 		{ID: "SubmitFunction", Name: Submit, Timeout: time.Minute, Env: submit.Needs,
 			Mappings: []Mapping{{Queue: "DispatchQueue", BatchSize: 10, BatchingWindow: time.Second, MaxConcurrency: 5}}},
 		{ID: "ObserveFunction", Name: Observe, Timeout: 270 * time.Second, Env: observe.Needs,
-			Mappings: []Mapping{{Queue: "ObserveQueue", BatchSize: 10, BatchingWindow: 0, MaxConcurrency: 100}}},
+			Mappings: []Mapping{{Queue: "ObserveQueue", BatchSize: 10, BatchingWindow: 0, MaxConcurrency: 500}}},
 		{ID: "DeliverFunction", Name: Deliver, Timeout: 2 * time.Minute, Env: deliver.Needs,
 			Mappings: []Mapping{{Queue: "DeliverQueue", BatchSize: 10, BatchingWindow: time.Second, MaxConcurrency: 5}}},
 		{ID: "TriageFunction", Name: Triage, Timeout: 30 * time.Second, Env: triage.Needs,
