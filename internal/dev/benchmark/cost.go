@@ -73,8 +73,10 @@ func (p Prices) Breakdown(r Requests) map[string]float64 {
 // durations the cost model charges, the same for both designs.
 type Functions struct {
 	// MemoryMB per function: template.yaml's MemorySize
-	// (TemplateFunctions reads it).
+	// (TemplateFunctions reads it); Memory has every function's, by
+	// folder name.
 	SubmitMB, ObserveMB, DeliverMB int
+	Memory                         map[string]int
 	// SubmitBusy and DeliverBusy are the running times of one submit (the
 	// claim, the POST, the accept write) and one delivery (a GET, one
 	// output's copy, the write).
@@ -92,25 +94,15 @@ func TemplateFunctions(root string) (Functions, error) {
 	for _, fn := range t.Functions {
 		mb[fn.Dir()] = fn.MemoryMB
 	}
-	f := Functions{SubmitMB: mb[FnSubmit], ObserveMB: mb[FnObserve], DeliverMB: mb[FnDeliver], SubmitBusy: 50 * time.Millisecond, DeliverBusy: 200 * time.Millisecond}
+	f := Functions{SubmitMB: mb[FnSubmit], ObserveMB: mb[FnObserve], DeliverMB: mb[FnDeliver], Memory: mb, SubmitBusy: 50 * time.Millisecond, DeliverBusy: 200 * time.Millisecond}
 	if f.SubmitMB == 0 || f.ObserveMB == 0 || f.DeliverMB == 0 {
 		return Functions{}, fmt.Errorf("%s: no submit, observe or deliver function", samlocal.TemplateFile)
 	}
 	return f, nil
 }
 
-// memoryMB is a function's memory by folder name (0 when not priced).
-func (f Functions) memoryMB(fn string) int {
-	switch fn {
-	case FnSubmit:
-		return f.SubmitMB
-	case FnObserve:
-		return f.ObserveMB
-	case FnDeliver:
-		return f.DeliverMB
-	}
-	return 0
-}
+// memoryMB is a function's memory by folder name (0 when unknown).
+func (f Functions) memoryMB(fn string) int { return f.Memory[fn] }
 
 func gbSeconds(mb int, d time.Duration) float64 {
 	ms := (d + time.Millisecond - 1) / time.Millisecond

@@ -28,3 +28,18 @@ func TestLocalRunFloor(t *testing.T) {
 		t.Errorf("GETsPerRender = %v, want 5.5", got)
 	}
 }
+
+// Every function's memory comes from template.yaml, the triage and sweep
+// functions' too (the report once said "the template's 0 MB" for them).
+func TestTemplateFunctions(t *testing.T) {
+	t.Parallel()
+	f := templateFunctions(t)
+	for _, fn := range []string{"submit", "observe", "deliver", "triage", "sweep"} {
+		if f.memoryMB(fn) < 128 {
+			t.Errorf("%s: %d MB", fn, f.memoryMB(fn))
+		}
+	}
+	if f.ObserveMB != f.memoryMB("observe") || f.DeliverMB != f.memoryMB("deliver") {
+		t.Errorf("observe %d / %d MB, deliver %d / %d MB", f.ObserveMB, f.memoryMB("observe"), f.DeliverMB, f.memoryMB("deliver"))
+	}
+}
