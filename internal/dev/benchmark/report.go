@@ -10,6 +10,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/genjobs/genjobs/internal/dev/topology"
 	"github.com/genjobs/genjobs/internal/genace"
 	"github.com/genjobs/genjobs/internal/observe"
 	"github.com/genjobs/genjobs/internal/schedule"
@@ -373,8 +374,20 @@ func (r *Results) writeCostNotes(w io.Writer) {
 		pc.Region, pc.AsOf, pc.SQSPerMillion, pc.DynamoWRUPerMillion, pc.DynamoRRUPerMillion, pc.LambdaGBSecond, pc.LambdaPerMillion, pc.SFNPerThousand, pc.ExpressPerMillion, pc.ExpressGBSecond, pc.SchedulerPerMillion)
 }
 
+// templatePollers lists each pipeline function's MaximumConcurrency, the
+// harness's pollers.
+func templatePollers() string {
+	var out []string
+	for _, name := range []string{FnSubmit, FnObserve, FnDeliver} {
+		if f, ok := topology.Stack.Function(name); ok && len(f.Mappings) > 0 {
+			out = append(out, fmt.Sprintf("%s %d", name, f.Mappings[0].MaxConcurrency))
+		}
+	}
+	return strings.Join(out, ", ")
+}
+
 func (r *Results) writeThroughputNotes(w io.Writer) {
-	fmt.Fprintf(w, "- **Throughput.** The same harness with instant renders (simulator QueueFor = RunFor = 0), the template's concurrency (pollers: submit 5, observe 10, deliver 5 invocations; batch size 10; BATCH_CONCURRENCY 10) unless said otherwise, all dispatches sent at once, timed from the first dispatch to the last delivery; the fastest of the runs the table counts is kept. The policy reads at once (no long poll): with renders that finish on acceptance there is nothing to wait for. CPU is `getrusage` user+system of the whole process — simulator, queue and pollers included — per handler action (3 per operation). The store is opened with bolt.Open, as `genjobs local` opens it: writes that arrive while a commit is under way share the next transaction (group commit), and every commit is fsync'd before its writes return. The artifact directory fsyncs each output file and, grouped across concurrent Puts, its folder and the parents of folders it made. \"Without fsync\" is measured twice: bbolt's NoSync (bolt.OpenWith) on disk, where the artifact store still fsyncs, and the whole state on tmpfs (%s), where no fsync costs anything. The disk and tmpfs rows run alternately in the same benchmark run, so the ratio compares like with like on a shared machine.", tmpfs)
+	fmt.Fprintf(w, "- **Throughput.** The same harness with instant renders (simulator QueueFor = RunFor = 0), the template's concurrency (pollers: %s invocations; batch size 10; BATCH_CONCURRENCY 10) unless said otherwise, all dispatches sent at once, timed from the first dispatch to the last delivery; the fastest of the runs the table counts is kept. The policy reads at once (no long poll): with renders that finish on acceptance there is nothing to wait for. CPU is `getrusage` user+system of the whole process — simulator, queue and pollers included — per handler action (3 per operation). The store is opened with bolt.Open, as `genjobs local` opens it: writes that arrive while a commit is under way share the next transaction (group commit), and every commit is fsync'd before its writes return. The artifact directory fsyncs each output file and, grouped across concurrent Puts, its folder and the parents of folders it made. \"Without fsync\" is measured twice: bbolt's NoSync (bolt.OpenWith) on disk, where the artifact store still fsyncs, and the whole state on tmpfs (%s), where no fsync costs anything. The disk and tmpfs rows run alternately in the same benchmark run, so the ratio compares like with like on a shared machine.", templatePollers(), tmpfs)
 	var disk, shm, noSync, disk2, shm2, realRun *ThroughputRun
 	for i := range r.Throughput {
 		t := &r.Throughput[i]
