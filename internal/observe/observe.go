@@ -429,7 +429,7 @@ func (h *Handler) readFailed(ctx context.Context, m events.SQSMessage, rec opera
 		return worker.OutcomeReadError, fmt.Errorf("observe %s: invocation ended during the read: %w", rec.OperationID, err)
 	}
 	if errors.Is(err, genace.ErrNotFound) {
-		return worker.OutcomeNotFound, worker.MarkPermanent(fmt.Errorf("observe %s: job %s: %w", rec.OperationID, rec.RemoteJobID, err))
+		return h.park(ctx, m, rec, fmt.Errorf("job %s: %w", rec.RemoteJobID, err))
 	}
 	if errors.Is(err, genace.ErrUnauthorized) {
 		// Our key, not the job: nothing to record against the job. The
@@ -459,4 +459,28 @@ func (h *Handler) readFailed(ctx context.Context, m events.SQSMessage, rec opera
 	}
 	h.log.WarnContext(ctx, "job read failed; retrying later", "operation_id", rec.OperationID, "failures", saved.Counters.ReadFailures, "error", err.Error())
 	return worker.OutcomeReadRetry, h.w.Emit(ctx, &saved, rec.Counters.Observations+1)
+}
+
+// park stops automation on an observation no retry can complete (Genace
+// no longer knows the job): the record keeps its phase, is parked with
+// the cause, which takes it out of the sweep's index, and one review asks
+// an operator, whose replay clears the park. The message is acknowledged.
+// Failed towards the DLQ instead, it left the observation due, and every
+// sweep run re-armed it: five receives, the DLQ and a review each time.
+func (h *Handler) park(ctx context.Context, m events.SQSMessage, rec operation.Record, cause error) (worker.Outcome, error) {
+	now := h.clk.Now()
+	next := rec.Clone()
+	next.Parked = &operation.ParkedState{Reason: "observation cannot continue: " + cause.Error(), At: now}
+	next.Schedule = nil
+	next.LastError = "genace_job_not_found"
+	next.Timestamps.Updated = now
+	parked, err := h.w.Persist(ctx, rec, m.MessageId, worker.OnlyAt(rec.Revision, next))
+	if errors.Is(err, worker.ErrMovedOn) || errors.Is(err, store.ErrConflict) {
+		return worker.OutcomeLostRace, nil
+	}
+	if err != nil {
+		return worker.OutcomeError, fmt.Errorf("observe %s: park after %w: %w", rec.OperationID, cause, err)
+	}
+	h.log.WarnContext(ctx, "observation cannot continue; parked for review", "operation_id", parked.OperationID, "revision", parked.Revision, "error", cause.Error())
+	return worker.OutcomeParked, h.w.Emit(ctx, &parked, rec.Counters.Observations+1)
 }

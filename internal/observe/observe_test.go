@@ -369,19 +369,36 @@ func TestTransientReadFailureRidesOutWithoutDLQ(t *testing.T) {
 	}
 }
 
-func TestUnknownJobFailsPermanently(t *testing.T) {
+// A job Genace no longer knows is not a failure any retry can fix: the
+// operation is parked with one review and the message acknowledged.
+// Before, the record was left due: the message dead-lettered, and every
+// sweep run re-armed it (five receives, the DLQ and a review each time,
+// forever), as deliver once did.
+func TestUnknownJobParksTheOperation(t *testing.T) {
 	t.Parallel()
 	e := newEnv(t, "bolt", genacesim.Config{}, observe.Config{})
 	rec := handlertest.Prepared("op-ghost")
 	rec.Phase = operation.PhaseAccepted
 	rec.RemoteJobID = "job_nobody_knows"
+	rec.Schedule = &operation.NextAction{Action: string(message.ActionObserveGeneration), Due: e.clk.Now()}
 	rec = handlertest.Create(t, e.store, rec)
 	m := handlertest.Sent{ID: "m", Env: message.Envelope{Action: message.ActionObserveGeneration, OperationID: "op-ghost", ExpectedRevision: rec.Revision, ExpectedRemoteJobID: rec.RemoteJobID}}
-	if failed := e.observe(t, m); len(failed) != 1 {
-		t.Fatalf("failures %v", failed)
+	if failed := e.observe(t, m); len(failed) != 0 {
+		t.Fatalf("failures %v: the message should be acknowledged once the operation is parked", failed)
 	}
-	if got := handlertest.Get(t, e.store, "op-ghost"); got.Revision != rec.Revision {
-		t.Fatal("a 404 wrote the record")
+	got := handlertest.Get(t, e.store, "op-ghost")
+	if got.Parked == nil || !strings.Contains(got.Parked.Reason, "job_nobody_knows") || got.Phase != operation.PhaseAccepted {
+		t.Fatalf("record %s parked %+v; want it parked, naming the job", got.Phase, got.Parked)
+	}
+	if _, due := got.SweepDue(); due {
+		t.Fatal("the parked record is still in the sweep's index: the sweep would re-arm it")
+	}
+	reviews, err := e.store.OpenReviews(context.Background())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(reviews) != 1 || reviews[0].OperationID != "op-ghost" {
+		t.Fatalf("open reviews %+v, want one for op-ghost", reviews)
 	}
 }
 

@@ -42,8 +42,6 @@ const (
 	OutcomeReadRetry Outcome = "read_retry"
 	// OutcomeReadError: a GET failed beyond riding out.
 	OutcomeReadError Outcome = "read_error"
-	// OutcomeNotFound: Genace does not know the job.
-	OutcomeNotFound Outcome = "not_found"
 	// OutcomeFailed: a delivery failed beyond riding out.
 	OutcomeFailed Outcome = "failed"
 	// OutcomePermanent: no retry can succeed; the message goes to the DLQ.
