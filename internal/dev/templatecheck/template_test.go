@@ -159,8 +159,8 @@ var brokenCases = []brokenCase{
 		template: []edit{{"      DisplayName: genjobs alarms\n", "      DisplayName: genjobs alarms\n      DisplayNme: typo\n"}}},
 	// SAM's schema for SQS events (which goformation's lacks).
 	{name: "schema-sqs-event-property", rule: RuleSchema, resource: "ObserveFunction",
-		template: []edit{{"            ScalingConfig:\n              MaximumConcurrency: 100\n",
-			"            ScalingConfig:\n              MaximumConcurrency: 100\n            Enabeld: true\n"}}},
+		template: []edit{{"            ScalingConfig:\n              MaximumConcurrency: 500\n",
+			"            ScalingConfig:\n              MaximumConcurrency: 500\n            Enabeld: true\n"}}},
 	// SAM's schema for Globals.
 	{name: "schema-globals", rule: RuleSchema, resource: "template",
 		template: []edit{{"    MemorySize: 128\n", "    MemorySize: 128\n    Tracer: Active\n"}}},
