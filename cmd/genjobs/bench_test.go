@@ -11,14 +11,15 @@ import (
 )
 
 // TestBenchQuickWritesTableAndPlot runs `genjobs bench --quick` and checks
-// the table on stdout and the two files under --out.
+// the table on stdout (the model, the costs, throughput and the scale
+// table with its small simulation) and the files under --out.
 func TestBenchQuickWritesTableAndPlot(t *testing.T) {
 	out := t.TempDir()
 	var stdout, stderr bytes.Buffer
 	if err := call(context.Background(), "bench", []string{"--quick", "--renders", "300", "--seed", "7", "--out", out}, &stdout, &stderr); err != nil {
 		t.Fatalf("bench: %v\n%s", err, stderr.String())
 	}
-	for _, want := range []string{"| section | figure | value | target | verdict |", "GETs per render — genjobs, default policy", "$ per 1,000 renders", "end-to-end operations/s"} {
+	for _, want := range []string{"| section | figure | value | target | verdict |", "GETs per render — genjobs / the floor", "$ per 1,000 renders", "end-to-end operations/s", "### Scale: renders in flight", "scale: 500 operations"} {
 		if !strings.Contains(stdout.String(), want) {
 			t.Errorf("stdout lacks %q", want)
 		}
@@ -30,12 +31,14 @@ func TestBenchQuickWritesTableAndPlot(t *testing.T) {
 	if !bytes.Equal(md, stdout.Bytes()) {
 		t.Error("results.md differs from what was printed")
 	}
-	png, err := os.ReadFile(filepath.Join(out, "observation.png"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	if !bytes.HasPrefix(png, []byte("\x89PNG\r\n\x1a\n")) {
-		t.Error("observation.png is not a PNG")
+	for _, name := range []string{"observation.png", "cost-latency.png", "gets-floor.png"} {
+		png, err := os.ReadFile(filepath.Join(out, name))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if !bytes.HasPrefix(png, []byte("\x89PNG\r\n\x1a\n")) {
+			t.Errorf("%s is not a PNG", name)
+		}
 	}
 }
 
