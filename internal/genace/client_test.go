@@ -5,6 +5,7 @@ import (
 	"errors"
 	"net"
 	"net/http"
+	"net/http/httptest"
 	"strings"
 	"testing"
 	"time"
@@ -644,5 +645,30 @@ func TestRetryableTable(t *testing.T) {
 		if got := genace.Retryable(tc.err); got != tc.want {
 			t.Errorf("Retryable(%v) = %v, want %v", tc.err, got, tc.want)
 		}
+	}
+}
+
+// A 404 that does not carry Genace's not_found code (a proxy's or load
+// balancer's page, a wrong base URL) does not say Genace lacks the job:
+// it must not read as ErrNotFound, which parks operations for review one
+// by one. It stays a permanent failure of the call.
+func TestBare404IsNotAnUnknownJob(t *testing.T) {
+	t.Parallel()
+	srv := httptest.NewServer(http.NotFoundHandler())
+	t.Cleanup(srv.Close)
+	c, err := genace.New(srv.URL, testKey, srv.Client())
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, err = c.Get(context.Background(), "job_k1r6d16mvwf7b0knzc68", 0, time.Second)
+	var ae *genace.APIError
+	if !errors.As(err, &ae) || ae.StatusCode != http.StatusNotFound {
+		t.Fatalf("err %v, want an APIError 404", err)
+	}
+	if errors.Is(err, genace.ErrNotFound) {
+		t.Errorf("%v reads as ErrNotFound without Genace's not_found code", err)
+	}
+	if genace.Retryable(err) {
+		t.Errorf("Retryable(%v) = true", err)
 	}
 }

@@ -11,7 +11,8 @@ import (
 // Sentinels for errors.Is. They exist so callers branch on meaning rather
 // than on status codes scattered through their code.
 var (
-	// ErrNotFound: Genace does not know the job (HTTP 404). Permanent.
+	// ErrNotFound: Genace does not know the job (HTTP 404 with its
+	// not_found code). Permanent.
 	ErrNotFound = errors.New("genace: not found")
 	// ErrRateLimited: Genace answered 429; the *APIError carries
 	// RetryAfter. Transient.
@@ -30,6 +31,10 @@ var (
 	// sent (bad id, timeout not above wait, ...). Permanent.
 	ErrInvalidArgument = errors.New("genace: invalid argument")
 )
+
+// codeNotFound is the contract's error code for an id Genace does not
+// know.
+const codeNotFound = "not_found"
 
 // APIError is a non-success HTTP answer from Genace. It carries only the
 // operation, status, Genace's error code and retry hint: never the URL,
@@ -60,7 +65,9 @@ func (e *APIError) Error() string {
 func (e *APIError) Is(target error) bool {
 	switch target {
 	case ErrNotFound:
-		return e.StatusCode == http.StatusNotFound
+		// Only Genace's own answer says it lacks the job: a bare 404 (a
+		// proxy, a wrong base URL) must not park operations one by one.
+		return e.StatusCode == http.StatusNotFound && e.Code == codeNotFound
 	case ErrRateLimited:
 		return e.StatusCode == http.StatusTooManyRequests
 	case ErrURLExpired:

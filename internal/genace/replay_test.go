@@ -127,7 +127,8 @@ func TestSubmitNeverReplayedByHTTP1(t *testing.T) {
 	}
 	// A GET first, so the POST goes out on a reused keep-alive connection:
 	// the only kind the HTTP/1 transport ever retries on.
-	if _, err := c.Get(context.Background(), "job_warm", 0, 5*time.Second); !errors.Is(err, genace.ErrNotFound) {
+	var ae *genace.APIError
+	if _, err := c.Get(context.Background(), "job_warm", 0, 5*time.Second); !errors.As(err, &ae) || ae.StatusCode != http.StatusNotFound {
 		t.Fatalf("warm-up GET: %v", err)
 	}
 	res := c.Submit(context.Background(), req("op-h1"), 5*time.Second)
