@@ -916,7 +916,17 @@ func (d *Store) batchGet(ctx context.Context, keys []map[string]types.AttributeV
 		return sValue(item, AttrPK) + "\x00" + sValue(item, AttrSK)
 	}
 	found := make(map[string]map[string]types.AttributeValue, len(keys))
-	for chunk := range slices.Chunk(keys, batchGetMax) {
+	// BatchGetItem refuses a request that lists a key twice, and an index
+	// page may name one item twice (its entry caught moving): ask once.
+	seen := make(map[string]bool, len(keys))
+	unique := make([]map[string]types.AttributeValue, 0, len(keys))
+	for _, k := range keys {
+		if !seen[id(k)] {
+			seen[id(k)] = true
+			unique = append(unique, k)
+		}
+	}
+	for chunk := range slices.Chunk(unique, batchGetMax) {
 		pending := make([]map[string]types.AttributeValue, len(chunk))
 		for i, k := range chunk {
 			pending[i] = map[string]types.AttributeValue{AttrPK: k[AttrPK], AttrSK: k[AttrSK]}

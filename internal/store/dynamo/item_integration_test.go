@@ -268,3 +268,31 @@ func TestObserveWriteUnits(t *testing.T) {
 		}
 	}
 }
+
+// An index page may name one item twice (its entry caught moving between
+// two due times); DynamoDB refuses a BatchGetItem that lists a key twice,
+// which failed the whole sweep run. The read asks for each item once and
+// yields it once.
+func TestBatchGetOfARepeatedKey(t *testing.T) {
+	client := dynamoClient(t)
+	table := tempTable(t, client)
+	st := dynamo.New(client, table)
+	ctx := t.Context()
+	r := observedRecord("op-twice")
+	r.Revision = 0
+	rec, err := st.Create(ctx, r)
+	if err != nil {
+		t.Fatal(err)
+	}
+	key := map[string]types.AttributeValue{
+		dynamo.AttrPK: &types.AttributeValueMemberS{Value: "OP#" + rec.OperationID},
+		dynamo.AttrSK: &types.AttributeValueMemberS{Value: "RECORD"},
+	}
+	items, err := st.BatchGet(ctx, []map[string]types.AttributeValue{key, key})
+	if err != nil {
+		t.Fatalf("batch get of a key listed twice: %v", err)
+	}
+	if len(items) != 1 {
+		t.Fatalf("%d items, want the one", len(items))
+	}
+}
