@@ -33,6 +33,16 @@ func TestScaleTableFollowsTheStack(t *testing.T) {
 			raised.Topology.Functions[i] = f
 		}
 	}
+	// deliver as the template once capped it: 5 × 10 copies of 200 ms.
+	capped := DefaultScaleInputs(templateFunctions(t), scalePerRender)
+	capped.Topology.Functions = append([]topology.Function(nil), in.Topology.Functions...)
+	for i, f := range capped.Topology.Functions {
+		if f.Name == topology.Deliver {
+			f.Mappings = append([]topology.Mapping(nil), f.Mappings...)
+			f.Mappings[0].MaxConcurrency = 5
+			capped.Topology.Functions[i] = f
+		}
+	}
 	tests := []struct {
 		name     string
 		in       ScaleInputs
@@ -44,8 +54,9 @@ func TestScaleTableFollowsTheStack(t *testing.T) {
 		{"1k fits", in, 1000, nil, []string{"MaximumConcurrency", "edge", "account", "delivery", "shards"}},
 		{"5k is at observe's edge", in, 5000, []string{"at the edge", "hold 10 of 10 records"}, []string{"MaximumConcurrency", "account", "delivery", "shards"}},
 		{"10k hits observe's cap", in, 10000, []string{"MaximumConcurrency", "account's 1000"}, []string{"delivery", "shards"}},
-		{"100k hits everything", in, 100000, []string{"MaximumConcurrency", "account's 1000", "delivery needs"}, nil},
+		{"100k hits observe and the account", in, 100000, []string{"MaximumConcurrency", "account's 1000"}, []string{"delivery needs", "shards"}},
 		{"10k with observe uncapped still needs the account", raised, 10000, []string{"account's 1000"}, []string{"MaximumConcurrency"}},
+		{"100k outruns a delivery capped at 5", capped, 100000, []string{"delivery needs 13 invocations, capped at 5"}, nil},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {

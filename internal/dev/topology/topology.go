@@ -115,7 +115,7 @@ var Stack = Topology{
 		{ID: "ObserveFunction", Name: Observe, Timeout: 270 * time.Second, Env: observe.Needs,
 			Mappings: []Mapping{{Queue: "ObserveQueue", BatchSize: 10, BatchingWindow: 0, MaxConcurrency: 500}}},
 		{ID: "DeliverFunction", Name: Deliver, Timeout: 2 * time.Minute, Env: deliver.Needs,
-			Mappings: []Mapping{{Queue: "DeliverQueue", BatchSize: 10, BatchingWindow: time.Second, MaxConcurrency: 5}}},
+			Mappings: []Mapping{{Queue: "DeliverQueue", BatchSize: 10, BatchingWindow: time.Second, MaxConcurrency: 20}}},
 		{ID: "TriageFunction", Name: Triage, Timeout: 30 * time.Second, Env: triage.Needs,
 			Mappings: []Mapping{
 				{Queue: "DispatchDLQ", BatchSize: 10, BatchingWindow: 5 * time.Second, MaxConcurrency: 2},
