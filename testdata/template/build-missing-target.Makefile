@@ -91,7 +91,7 @@ $(BIN)/staticcheck:
 fmt: ## format the code
 	gofmt -w $$(git ls-files '*.go')
 
-bench: ## run the Go benchmarks (with DynamoDB Local and goaws), then genjobs bench (bench/results.md, bench/observation.png)
+bench: ## run the Go benchmarks (with DynamoDB Local and goaws), then genjobs bench (bench/results.md and its plots)
 	bash .ci/rie.sh install
 	bash .ci/dynamodb-local.sh run -- bash .ci/goaws.sh run -- \
 		$(GO) test -tags integration -run='^$$' -bench=. -benchmem -count=1 ./...
