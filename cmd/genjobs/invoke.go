@@ -63,13 +63,7 @@ func cmdInvoke(fs *pflag.FlagSet) runFunc {
 		if err := invoke.CheckPairing(spec, ev); err != nil {
 			return err
 		}
-		ep := invoke.Endpoints{
-			DynamoDB:  os.Getenv("AWS_ENDPOINT_URL_DYNAMODB"),
-			SQS:       os.Getenv("AWS_ENDPOINT_URL_SQS"),
-			Region:    invokeEnvOr("AWS_REGION", invokeEnvOr("AWS_DEFAULT_REGION", "us-east-1")),
-			AccessKey: invokeEnvOr("AWS_ACCESS_KEY_ID", "local"),
-			SecretKey: invokeEnvOr("AWS_SECRET_ACCESS_KEY", "local"),
-		}
+		ep := invoke.EndpointsFromEnv()
 		if err := ep.Check(); err != nil {
 			return err
 		}
@@ -111,9 +105,3 @@ func writeInvokeResult(w io.Writer, res *invoke.Result, asJSON bool) error {
 	return nil
 }
 
-func invokeEnvOr(name, fallback string) string {
-	if v := os.Getenv(name); v != "" {
-		return v
-	}
-	return fallback
-}

@@ -6,7 +6,6 @@ import (
 	"github.com/spf13/pflag"
 	"io"
 	"maps"
-	"os"
 	"path/filepath"
 	"slices"
 	"strings"
@@ -39,13 +38,7 @@ func cmdSAMEnv(fs *pflag.FlagSet) runFunc {
 		if err != nil {
 			return err
 		}
-		ep := invoke.Endpoints{
-			DynamoDB:  os.Getenv("AWS_ENDPOINT_URL_DYNAMODB"),
-			SQS:       os.Getenv("AWS_ENDPOINT_URL_SQS"),
-			Region:    invokeEnvOr("AWS_REGION", invokeEnvOr("AWS_DEFAULT_REGION", "us-east-1")),
-			AccessKey: invokeEnvOr("AWS_ACCESS_KEY_ID", "local"),
-			SecretKey: invokeEnvOr("AWS_SECRET_ACCESS_KEY", "local"),
-		}
+		ep := invoke.EndpointsFromEnv()
 		if err := ep.Check(); err != nil {
 			return err
 		}

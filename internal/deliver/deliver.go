@@ -429,25 +429,19 @@ func (d *delivery) copy(ctx context.Context, u genace.SignedURL, key string, des
 // receives, the DLQ and one more review each time, forever.
 func (d *delivery) park(ctx context.Context, cause error) (worker.Outcome, error) {
 	h := d.h
-	now := h.clk.Now()
-	next := d.cur.Clone()
-	next.Parked = &operation.ParkedState{Reason: "delivery cannot complete: " + cause.Error(), At: now}
-	next.Schedule = nil
-	next.LastError = "delivery_blocked"
-	next.Timestamps.Updated = now
-	saved, err := h.w.Persist(ctx, d.cur, d.m.MessageId, worker.OnlyAt(d.cur.Revision, next))
-	if errors.Is(err, worker.ErrMovedOn) || errors.Is(err, store.ErrConflict) {
+	parked, outcome, err := h.w.Park(ctx, d.cur, d.m.MessageId, "delivery cannot complete: "+cause.Error(), "delivery_blocked", d.env.Attempt+1)
+	switch outcome {
+	case worker.OutcomeLostRace:
 		// Another worker moved the record: it drives the delivery now,
 		// and parks it too should it meet the same cause.
 		h.log.InfoContext(ctx, "record moved on under this delivery; the newer state stands", "operation_id", d.cur.OperationID, "error", cause.Error())
-		return worker.OutcomeLostRace, nil
+		return outcome, nil
+	case worker.OutcomeError:
+		return outcome, fmt.Errorf("deliver %s: park after %w: %w", d.cur.OperationID, cause, err)
 	}
-	if err != nil {
-		return worker.OutcomeError, fmt.Errorf("deliver %s: park after %w: %w", d.cur.OperationID, cause, err)
-	}
-	d.cur = saved
-	h.log.WarnContext(ctx, "delivery cannot complete; parked for review", "operation_id", saved.OperationID, "revision", saved.Revision, "error", cause.Error())
-	return worker.OutcomeParked, h.w.Emit(ctx, &saved, d.env.Attempt+1)
+	d.cur = parked
+	h.log.WarnContext(ctx, "delivery cannot complete; parked for review", "operation_id", parked.OperationID, "revision", parked.Revision, "error", cause.Error())
+	return outcome, err
 }
 
 // record notes one stored output with a conditional write, completing the

@@ -462,25 +462,16 @@ func (h *Handler) readFailed(ctx context.Context, m events.SQSMessage, rec opera
 }
 
 // park stops automation on an observation no retry can complete (Genace
-// no longer knows the job): the record keeps its phase, is parked with
-// the cause, which takes it out of the sweep's index, and one review asks
-// an operator, whose replay clears the park. The message is acknowledged.
-// Failed towards the DLQ instead, it left the observation due, and every
-// sweep run re-armed it: five receives, the DLQ and a review each time.
+// no longer knows the job): worker.Park, with one review, and the message
+// acknowledged.
 func (h *Handler) park(ctx context.Context, m events.SQSMessage, rec operation.Record, cause error) (worker.Outcome, error) {
-	now := h.clk.Now()
-	next := rec.Clone()
-	next.Parked = &operation.ParkedState{Reason: "observation cannot continue: " + cause.Error(), At: now}
-	next.Schedule = nil
-	next.LastError = "genace_job_not_found"
-	next.Timestamps.Updated = now
-	parked, err := h.w.Persist(ctx, rec, m.MessageId, worker.OnlyAt(rec.Revision, next))
-	if errors.Is(err, worker.ErrMovedOn) || errors.Is(err, store.ErrConflict) {
-		return worker.OutcomeLostRace, nil
-	}
-	if err != nil {
-		return worker.OutcomeError, fmt.Errorf("observe %s: park after %w: %w", rec.OperationID, cause, err)
+	parked, outcome, err := h.w.Park(ctx, rec, m.MessageId, "observation cannot continue: "+cause.Error(), "genace_job_not_found", rec.Counters.Observations+1)
+	switch outcome {
+	case worker.OutcomeLostRace:
+		return outcome, nil
+	case worker.OutcomeError:
+		return outcome, fmt.Errorf("observe %s: park after %w: %w", rec.OperationID, cause, err)
 	}
 	h.log.WarnContext(ctx, "observation cannot continue; parked for review", "operation_id", parked.OperationID, "revision", parked.Revision, "error", cause.Error())
-	return worker.OutcomeParked, h.w.Emit(ctx, &parked, rec.Counters.Observations+1)
+	return outcome, err
 }

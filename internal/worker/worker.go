@@ -3,6 +3,7 @@ package worker
 import (
 	"cmp"
 	"context"
+	"errors"
 	"log/slog"
 	"time"
 
@@ -14,6 +15,7 @@ import (
 	"github.com/genjobs/genjobs/internal/operation"
 	"github.com/genjobs/genjobs/internal/review"
 	"github.com/genjobs/genjobs/internal/schedule"
+	"github.com/genjobs/genjobs/internal/store"
 )
 
 // Deps is what a worker works with.
@@ -93,6 +95,30 @@ func (w *Worker) Persist(ctx context.Context, cur operation.Record, messageID st
 // Emit does what the persisted record expects next (Emitter.Emit).
 func (w *Worker) Emit(ctx context.Context, rec *operation.Record, attempt int) error {
 	return w.emitter.Emit(ctx, rec, attempt)
+}
+
+// Park stops automation on an operation no retry can move on (the job
+// is unknown to Genace, a delivery cannot be verified): the record keeps
+// its phase, is parked with reason, which takes it out of the sweep's
+// index, and Emit files one review; an operator's replay clears the park.
+// Failed towards the DLQ instead, the record would stay due and the sweep
+// re-arm it every run. When another writer moved the record first, its
+// state stands: nothing is written (OutcomeLostRace).
+func (w *Worker) Park(ctx context.Context, cur operation.Record, messageID, reason, lastError string, attempt int) (operation.Record, Outcome, error) {
+	now := w.persister.Clock.Now()
+	next := cur.Clone()
+	next.Parked = &operation.ParkedState{Reason: reason, At: now}
+	next.Schedule = nil
+	next.LastError = lastError
+	next.Timestamps.Updated = now
+	saved, err := w.Persist(ctx, cur, messageID, OnlyAt(cur.Revision, next))
+	if errors.Is(err, ErrMovedOn) || errors.Is(err, store.ErrConflict) {
+		return cur, OutcomeLostRace, nil
+	}
+	if err != nil {
+		return cur, OutcomeError, err
+	}
+	return saved, OutcomeParked, w.Emit(ctx, &saved, attempt)
 }
 
 // Send sends one message the record does not schedule itself (a re-arm,

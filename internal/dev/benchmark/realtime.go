@@ -3,14 +3,12 @@ package benchmark
 import (
 	"context"
 	"fmt"
-	"math"
 	"time"
 
 	"github.com/genjobs/genjobs/internal/clock"
 	"github.com/genjobs/genjobs/internal/dev/genacesim"
 	"github.com/genjobs/genjobs/internal/dev/pipeline"
 	"github.com/genjobs/genjobs/internal/dev/workload"
-	"github.com/genjobs/genjobs/internal/genace"
 	"github.com/genjobs/genjobs/internal/operation"
 )
 
@@ -38,12 +36,11 @@ func (l LocalRun) GETsPerRender() float64 {
 }
 
 // Floor is the fewest GETs any client of this API needs for one such
-// render: one long poll that waits for queued→running, then one per
-// Genace window of running time (each waiting for the finish), then
-// delivery's read for fresh output URLs.
+// render: the floor's polls (FloorGETs; at least the one that sees
+// queued→running and one that sees the finish), then delivery's read for
+// fresh output URLs.
 func (l LocalRun) Floor() float64 {
-	running := math.Ceil(float64(l.RunFor) / float64(genace.MaxWait))
-	return 1 + max(running, 1) + 1
+	return max(FloorGETs(l.QueueFor+l.RunFor, l.QueueFor), 2) + 1
 }
 
 // The real-time renders: the issue's own measurement, a 95 s render

@@ -10,7 +10,6 @@ import (
 
 	"github.com/genjobs/genjobs/internal/dev/faultsim"
 	"github.com/genjobs/genjobs/internal/dev/topology"
-	"github.com/genjobs/genjobs/internal/genace"
 	"github.com/genjobs/genjobs/internal/observe"
 	"github.com/genjobs/genjobs/internal/store/dynamo"
 )
@@ -18,15 +17,13 @@ import (
 // ScaleInputs are what the scale table is computed from. Everything
 // structural comes from the code that declares it: the stack's batch
 // sizes and concurrency caps (topology.Stack, held against
-// template.yaml), observe's chain (observe.DefaultChain) and Genace's
-// longest poll (genace.MaxWait), the status index's shards
-// (dynamo.StatusShards), the prices (ListPrices) and memory sizes
-// (DefaultFunctions).
+// template.yaml), observe's chain (observe.DefaultChain), the floor's
+// GETs (FloorGETs), the status index's shards (dynamo.StatusShards), the
+// prices (ListPrices) and memory sizes (TemplateFunctions).
 type ScaleInputs struct {
 	Workload  Workload
 	Topology  topology.Topology
 	Chain     time.Duration
-	Poll      time.Duration
 	Prices    Prices
 	Functions Functions
 	// Seed draws the render times the per-render means are taken over.
@@ -50,7 +47,7 @@ type ScaleInputs struct {
 // with fns' memory sizes and perRender's requests (the benchmark's).
 func DefaultScaleInputs(fns Functions, perRender Requests) ScaleInputs {
 	return ScaleInputs{
-		Workload: DefaultWorkload(), Topology: topology.Stack, Chain: observe.DefaultChain, Poll: genace.MaxWait,
+		Workload: DefaultWorkload(), Topology: topology.Stack, Chain: observe.DefaultChain,
 		Prices: ListPrices(), Functions: fns, PerRender: perRender, Seed: 1,
 		AccountLimit: 1000, PartitionWCU: 1000, PartitionRCU: 3000, StatusShards: dynamo.StatusShards,
 	}
@@ -112,11 +109,9 @@ func (in ScaleInputs) means() scaleMeans {
 	times := w.Sample(in.Seed)
 	var m scaleMeans
 	for _, t := range times {
-		q := min(w.QueueFor, t)
 		m.inFlight += t.Seconds()
-		// One poll ends at the queued→running change, then full windows
-		// until the finish; a chain hands over every Chain.
-		m.observeGETs += 1 + math.Ceil((t-q).Seconds()/in.Poll.Seconds())
+		// The floor's polls (FloorGETs); a chain hands over every Chain.
+		m.observeGETs += FloorGETs(t, w.QueueFor)
 		m.observeMsgs += math.Max(1, math.Ceil(t.Seconds()/in.Chain.Seconds()))
 	}
 	n := float64(len(times))

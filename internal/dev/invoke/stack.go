@@ -11,6 +11,7 @@ import (
 	"net"
 	"net/http"
 	"net/url"
+	"os"
 	"path/filepath"
 	"sort"
 	"strconv"
@@ -49,6 +50,26 @@ type Endpoints struct {
 	// Region, AccessKey and SecretKey are used by this process's clients
 	// and handed to the function.
 	Region, AccessKey, SecretKey string
+}
+
+// EndpointsFromEnv reads the endpoints from the SDK's standard variables
+// (AWS_ENDPOINT_URL_DYNAMODB, AWS_ENDPOINT_URL_SQS, AWS_REGION or
+// AWS_DEFAULT_REGION, the access keys), with a local region and dummy
+// credentials where they are unset. Check them before use.
+func EndpointsFromEnv() Endpoints {
+	or := func(name, fallback string) string {
+		if v := os.Getenv(name); v != "" {
+			return v
+		}
+		return fallback
+	}
+	return Endpoints{
+		DynamoDB:  os.Getenv("AWS_ENDPOINT_URL_DYNAMODB"),
+		SQS:       os.Getenv("AWS_ENDPOINT_URL_SQS"),
+		Region:    or("AWS_REGION", or("AWS_DEFAULT_REGION", "us-east-1")),
+		AccessKey: or("AWS_ACCESS_KEY_ID", "local"),
+		SecretKey: or("AWS_SECRET_ACCESS_KEY", "local"),
+	}
 }
 
 // Check reports a missing or non-local endpoint: invoke creates tables
