@@ -9,17 +9,18 @@ import (
 	"github.com/genjobs/genjobs/internal/dev/benchmark"
 )
 
-// cmdBench runs the comparative benchmarks: observation efficiency in
-// virtual time, AWS requests and dollars per render against a Step
-// Functions poller, handler throughput through the local pipeline, and
-// cold starts under the Lambda Runtime Interface Emulator. It prints the
-// Markdown table and writes it, with the observation plot, under --out.
+// cmdBench runs the comparative benchmarks (internal/dev/benchmark): the
+// observation model against the floor and the rivals, AWS requests and
+// dollars per render, the scale table and its simulation, handler
+// throughput and a real-time run through the local pipeline, and cold
+// starts under the Lambda Runtime Interface Emulator. It prints the
+// Markdown table and writes it, with its plots, under --out.
 func cmdBench(fs *pflag.FlagSet) runFunc {
-	out := fs.String("out", "bench", "folder for "+benchmark.ResultsFile+" and "+benchmark.PlotFile)
+	out := fs.String("out", "bench", "folder for "+benchmark.ResultsFile+", "+benchmark.PlotFile+", "+benchmark.CostLatencyFile+" and "+benchmark.GETsFloorFile)
 	renders := fs.Int("renders", 2000, "renders in the model's workload")
 	seed := fs.Uint64("seed", 1, "seed of the model's workload and jitter")
 	quick := fs.Bool("quick", false, "small pipeline runs, a small scale simulation, no real-time run and no cold starts (for tests)")
-	scaleSim := fs.Int("scale-sim", benchmark.DefaultScaleSim, "renders in flight in the virtual-time simulation that backs the scale table (100000 takes ~20 min and ~2 GB)")
+	scaleSim := fs.Int("scale-sim", benchmark.DefaultScaleSim, "renders in flight in the virtual-time simulation that backs the scale table (100000 takes ~13 min and ~2 GB)")
 	return func(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 		pos := args
 		var err error

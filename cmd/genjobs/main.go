@@ -58,7 +58,7 @@ func commands() []command {
 			"make sam-env", cmdSAMEnv, true},
 		{"soak", "", "run the deterministic fault-injection simulation and check the invariants (exit 1 on any violation)",
 			"genjobs soak --operations 10000 --seed 42", cmdSoak, true},
-		{"bench", "", "run the comparative benchmarks: print the table, write DIR/results.md and DIR/observation.png",
+		{"bench", "", "run the comparative benchmarks: print the table, write DIR/results.md and its plots",
 			"genjobs bench --out bench", cmdBench, true},
 		{"sim", "", "serve the Genace simulator over HTTP until Ctrl-C", "genjobs sim --addr 127.0.0.1:8787 --api-key sim-key", cmdSim, true},
 	}

@@ -190,7 +190,7 @@ func Run(ctx context.Context, opts Options, stdout io.Writer) (*Results, error) 
 	if opts.Root == "" {
 		root, err := ModuleRoot()
 		if err != nil {
-			return nil, fmt.Errorf("genjobs bench reads template.yaml from the genjobs module: %w", err)
+			return nil, fmt.Errorf("run it inside a clone of genjobs, whose template.yaml gives the functions' memory: %w", err)
 		}
 		opts.Root = root
 	}

@@ -1,11 +1,11 @@
 // Package benchmark produces genjobs' comparative figures (`genjobs
-// bench`, `make bench`): observation efficiency in virtual time, AWS
-// requests and dollars per render against Step Functions, fixed pollers
-// and the floor,
-// handler throughput through the local pipeline, and cold starts under
-// the Lambda Runtime Interface Emulator. The model figures are
-// deterministic for a seed; the throughput and cold-start measurements
-// are of this machine.
+// bench`, `make bench`): observation in virtual time with sampled
+// latencies, AWS requests and dollars per render against Step Functions,
+// fixed pollers and the floor, the scale table and the simulation behind
+// it, handler throughput and a real-time run through the local pipeline,
+// and cold starts and peak memory under the Lambda Runtime Interface
+// Emulator. The model figures are deterministic for a seed; the
+// throughput, real-time and cold-start measurements are of this machine.
 package benchmark
 
 import (
