@@ -104,4 +104,3 @@ func writeInvokeResult(w io.Writer, res *invoke.Result, asJSON bool) error {
 	}
 	return nil
 }
-
