@@ -40,7 +40,17 @@ var kinds = []kind{
 		if err != nil {
 			t.Fatal(err)
 		}
-		return d, func() []string { return listDir(t, d.Root()) }
+		t.Cleanup(func() { d.Close() })
+		return d, func() []string {
+			// The stored keys, and any file besides the store's two.
+			out := d.Keys()
+			for _, f := range listDir(t, d.Root()) {
+				if f != artifact.PackName && f != artifact.IndexName {
+					out = append(out, "file "+f)
+				}
+			}
+			return out
+		}
 	}},
 	{"s3", func(t testing.TB) (store, func() []string) {
 		c := artifacttest.FakeS3(t)
@@ -364,6 +374,7 @@ func TestKey(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	defer d.Close()
 	for _, id := range ids {
 		k := artifact.Key(id, "job", 0, "image/png")
 		if prev, dup := seen[k]; dup {

@@ -60,6 +60,7 @@ func BenchmarkPutLarge(b *testing.B) {
 			if err != nil {
 				b.Fatal(err)
 			}
+			b.Cleanup(func() { d.Close() })
 			return d, func(i int) string { return fmt.Sprintf("ops/bench/job/%d.bin", i) }
 		}},
 		{"s3", func(b *testing.B) (store, func(int) string) {

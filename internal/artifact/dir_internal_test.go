@@ -1,48 +1,22 @@
 package artifact
 
 import (
+	"bufio"
 	"bytes"
 	"context"
 	"crypto/sha256"
 	"encoding/hex"
+	"errors"
 	"fmt"
+	"io"
+	"io/fs"
 	"os"
+	"os/exec"
 	"path/filepath"
-	"slices"
+	"strings"
 	"sync"
 	"testing"
-	"time"
 )
-
-// syncWatch records the directories a Dir fsyncs, relative to its root.
-type syncWatch struct {
-	mu     sync.Mutex
-	synced []string
-}
-
-func watchSyncs(t *testing.T, d *Dir) *syncWatch {
-	w := &syncWatch{}
-	d.fsyncDir = func(dir string) error {
-		rel, err := filepath.Rel(d.root, dir)
-		if err != nil {
-			t.Errorf("fsync outside the root: %s", dir)
-		}
-		w.mu.Lock()
-		w.synced = append(w.synced, filepath.ToSlash(rel))
-		w.mu.Unlock()
-		return syncDir(dir)
-	}
-	return w
-}
-
-func (w *syncWatch) take() []string {
-	w.mu.Lock()
-	defer w.mu.Unlock()
-	out := w.synced
-	w.synced = nil
-	slices.Sort(out)
-	return out
-}
 
 func content(s string) (*bytes.Reader, int64, string) {
 	sum := sha256.Sum256([]byte(s))
@@ -57,90 +31,294 @@ func put(t *testing.T, d *Dir, key, s string) {
 	}
 }
 
-// A Put returns once every directory entry leading to its file is
-// durable: the file's folder, and the parent of each folder it created
-// (otherwise a crash can lose the new folder and the file with it). A
-// second Put into a known folder fsyncs that folder only.
-func TestDirPutSyncsTheEntriesItCreates(t *testing.T) {
-	t.Parallel()
-	d, err := NewDir(t.TempDir())
+func openDir(t *testing.T, root string) *Dir {
+	t.Helper()
+	d, err := NewDir(root)
 	if err != nil {
 		t.Fatal(err)
 	}
-	w := watchSyncs(t, d)
-	put(t, d, "ops/a/job/0.bin", "first")
-	if got, want := w.take(), []string{".", "ops", "ops/a", "ops/a/job"}; !slices.Equal(got, want) {
-		t.Errorf("first put fsynced %q, want %q", got, want)
-	}
-	put(t, d, "ops/a/job/1.bin", "second")
-	if got, want := w.take(), []string{"ops/a/job"}; !slices.Equal(got, want) {
-		t.Errorf("put into a known folder fsynced %q, want %q", got, want)
-	}
-	put(t, d, "ops/b/job/0.bin", "third")
-	if got, want := w.take(), []string{"ops", "ops/b", "ops/b/job"}; !slices.Equal(got, want) {
-		t.Errorf("put under a new operation fsynced %q, want %q", got, want)
-	}
+	t.Cleanup(func() { d.Close() })
+	return d
 }
 
-// Puts that finish while a round of directory fsyncs runs share the next
-// round: the "ops" folder, which each new operation's folder changes, is
-// fsynced once for all of them.
-func TestDirPutsShareDirectoryFsyncs(t *testing.T) {
-	t.Parallel()
-	d, err := NewDir(t.TempDir())
+// read is an object's bytes as the store holds them.
+func read(t *testing.T, d *Dir, key string) string {
+	t.Helper()
+	r, err := d.Open(key)
+	if err != nil {
+		t.Fatalf("open %s: %v", key, err)
+	}
+	b, err := io.ReadAll(r)
 	if err != nil {
 		t.Fatal(err)
 	}
-	put(t, d, "ops/warm/job/0.bin", "warm") // "ops" exists and is durable
-	held, release := make(chan struct{}), make(chan struct{})
-	var once sync.Once
-	w := watchSyncs(t, d)
-	inner := d.fsyncDir
-	d.fsyncDir = func(dir string) error {
-		once.Do(func() { close(held); <-release })
-		return inner(dir)
+	return string(b)
+}
+
+// syncs counts the fsyncs of each of the store's files.
+type syncs struct {
+	mu sync.Mutex
+	n  map[string]int
+}
+
+func watchSyncs(d *Dir) *syncs {
+	s := &syncs{n: map[string]int{}}
+	d.syncFile = func(f *os.File) error {
+		s.mu.Lock()
+		s.n[filepath.Base(f.Name())]++
+		s.mu.Unlock()
+		return f.Sync()
 	}
-	first := make(chan struct{})
-	go func() { defer close(first); put(t, d, "ops/held/job/0.bin", "held") }()
-	<-held
-	const n = 20
-	var wg, started sync.WaitGroup
+	return s
+}
+
+// Concurrent Puts share commits: far fewer fsyncs than Puts, and every
+// Put's content back intact after a reopen.
+func TestDirPutsShareCommits(t *testing.T) {
+	t.Parallel()
+	root := t.TempDir()
+	d := openDir(t, root)
+	s := watchSyncs(d)
+	const n = 40
+	var wg sync.WaitGroup
 	for i := range n {
-		started.Add(1)
-		wg.Go(func() {
-			started.Done()
-			put(t, d, fmt.Sprintf("ops/op-%02d/job/0.bin", i), fmt.Sprint(i))
-		})
+		wg.Go(func() { put(t, d, keyN(i), strings.Repeat("x", i)) })
 	}
-	started.Wait()
-	time.Sleep(200 * time.Millisecond) // for each to reach its fsyncs
-	close(release)
 	wg.Wait()
-	<-first
-	ops := 0
-	for _, s := range w.take() {
-		if s == "ops" {
-			ops++
+	if p, ix := s.n[packName], s.n[indexName]; p != ix || p == 0 || p >= n {
+		t.Errorf("%d Puts: %d pack and %d index fsyncs, want as many of each, fewer than the Puts", n, p, ix)
+	}
+	d.Close()
+	d = openDir(t, root)
+	for i := range n {
+		if got := read(t, d, keyN(i)); got != strings.Repeat("x", i) {
+			t.Errorf("%s after reopen: %q", keyN(i), got)
 		}
 	}
-	if ops > 3 {
-		t.Errorf("%d Puts under new operations fsynced \"ops\" %d times, want at most 3 (the held round, then the queue)", n+1, ops)
+}
+
+func keyN(i int) string {
+	return "ops/op-" + string(rune('a'+i%26)) + "/job/" + strings.Repeat("9", i/26+1) + ".bin"
+}
+
+// The index is only ever appended to after the pack is durable: with the
+// pack's fsync failing, no line is written, the Put fails, and so does
+// every Put after it (the kernel may have dropped what was not written).
+func TestDirFailedFsyncWritesNoLineAndStopsTheStore(t *testing.T) {
+	t.Parallel()
+	root := t.TempDir()
+	d := openDir(t, root)
+	d.syncFile = func(f *os.File) error {
+		if filepath.Base(f.Name()) == packName {
+			return errors.New("EIO")
+		}
+		return f.Sync()
+	}
+	r, n, sum := content("lost")
+	if _, err := d.Put(context.Background(), "ops/a/j/0.bin", r, n, sum, ""); err == nil || !strings.Contains(err.Error(), "EIO") {
+		t.Fatalf("put with a failing fsync: %v", err)
+	}
+	d.syncFile = (*os.File).Sync
+	r, n, sum = content("later")
+	if _, err := d.Put(context.Background(), "ops/b/j/0.bin", r, n, sum, ""); err == nil {
+		t.Fatal("a put after a failed fsync succeeded")
+	}
+	if b, _ := os.ReadFile(filepath.Join(root, indexName)); len(b) != 0 {
+		t.Errorf("index after the failure: %q", b)
+	}
+	if _, ok, err := d.Stat(context.Background(), "ops/a/j/0.bin"); ok || err != nil {
+		t.Errorf("the failed object is visible: %v %v", ok, err)
 	}
 }
 
-// A folder removed under a running store is made again.
-func TestDirPutRemakesARemovedFolder(t *testing.T) {
+// A crash tears at most the commit being written. Reopening drops it,
+// keeps every complete commit, cuts the index back to them, and later
+// Puts commit after them.
+func TestDirDropsATornCommit(t *testing.T) {
 	t.Parallel()
-	d, err := NewDir(t.TempDir())
+	for name, tail := range map[string]string{
+		"line cut short":      `0 4 ` + strings.Repeat("a", 64),
+		"no commit line":      "0 4 " + strings.Repeat("a", 64) + " \"ops/torn/j/0.bin\"\n",
+		"commit line damaged": "0 4 " + strings.Repeat("a", 64) + " \"ops/torn/j/0.bin\"\ncommit 1 00000000\n",
+		"zeros":               string(make([]byte, 512)),
+	} {
+		t.Run(name, func(t *testing.T) {
+			t.Parallel()
+			root := t.TempDir()
+			d := openDir(t, root)
+			put(t, d, "ops/kept/j/0.bin", "kept")
+			d.Close()
+			idx := filepath.Join(root, indexName)
+			good, err := os.ReadFile(idx)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if err := os.WriteFile(idx, append(bytes.Clone(good), tail...), 0o644); err != nil {
+				t.Fatal(err)
+			}
+			d = openDir(t, root)
+			if got := read(t, d, "ops/kept/j/0.bin"); got != "kept" {
+				t.Errorf("kept object reads %q", got)
+			}
+			if _, ok, _ := d.Stat(context.Background(), "ops/torn/j/0.bin"); ok {
+				t.Error("the torn commit's object is visible")
+			}
+			if b, _ := os.ReadFile(idx); !bytes.Equal(b, good) {
+				t.Errorf("index not cut back to its complete commits:\n%q\nwant\n%q", b, good)
+			}
+			put(t, d, "ops/next/j/0.bin", "next")
+			d.Close()
+			d = openDir(t, root)
+			if got := read(t, d, "ops/next/j/0.bin"); got != "next" {
+				t.Errorf("a put after the cut reads %q after reopening", got)
+			}
+		})
+	}
+}
+
+// Damage is not a crash: a broken commit with a complete one after it
+// means lines were lost from the middle, and the store refuses to open
+// rather than silently forget objects.
+func TestDirRefusesADamagedIndex(t *testing.T) {
+	t.Parallel()
+	root := t.TempDir()
+	d := openDir(t, root)
+	put(t, d, "ops/a/j/0.bin", "first")
+	put(t, d, "ops/b/j/0.bin", "second")
+	d.Close()
+	idx := filepath.Join(root, indexName)
+	b, err := os.ReadFile(idx)
 	if err != nil {
 		t.Fatal(err)
 	}
-	put(t, d, "ops/a/job/0.bin", "first")
-	if err := os.RemoveAll(filepath.Join(d.root, "ops")); err != nil {
+	b[2] ^= 0x10 // inside the first commit's first line
+	if err := os.WriteFile(idx, b, 0o644); err != nil {
 		t.Fatal(err)
 	}
-	put(t, d, "ops/a/job/1.bin", "second")
-	if o, ok, err := d.Stat(context.Background(), "ops/a/job/1.bin"); err != nil || !ok || o.Size != int64(len("second")) {
-		t.Fatalf("stat after put: %+v %v %v", o, ok, err)
+	if d, err := NewDir(root); err == nil || !strings.Contains(err.Error(), "damaged") {
+		if d != nil {
+			d.Close()
+		}
+		t.Fatalf("opening a damaged index: %v", err)
 	}
+}
+
+// One store has a directory at a time: a second opener is refused at
+// once, and may open it after the first closes.
+func TestDirIsExclusive(t *testing.T) {
+	t.Parallel()
+	root := t.TempDir()
+	d, err := NewDir(root)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := NewDir(root); err == nil || !strings.Contains(err.Error(), "in use") {
+		t.Fatalf("second open: %v", err)
+	}
+	d.Close()
+	openDir(t, root)
+}
+
+// Export writes a plain copy of an object under the root, checked against
+// its sha256, and refuses what is not stored or would overwrite the
+// store's own files.
+func TestDirExport(t *testing.T) {
+	t.Parallel()
+	root := t.TempDir()
+	d := openDir(t, root)
+	put(t, d, "ops/op/job/0.png", "picture")
+	p, err := d.Export(context.Background(), "ops/op/job/0.png")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if b, err := os.ReadFile(p); err != nil || string(b) != "picture" || p != filepath.Join(root, "ops", "op", "job", "0.png") {
+		t.Errorf("exported %s: %q %v", p, b, err)
+	}
+	if _, err := d.Export(context.Background(), "ops/none/job/0.png"); !errors.Is(err, fs.ErrNotExist) {
+		t.Errorf("export of a missing object: %v", err)
+	}
+	r, n, sum := content("x")
+	for _, key := range []string{packName, indexName} {
+		if _, err := d.Put(context.Background(), key, r, n, sum, ""); !errors.Is(err, ErrInvalid) {
+			t.Errorf("put %s: %v", key, err)
+		}
+	}
+	// The pack, not the copy, is what Stat reads: a changed copy changes
+	// nothing.
+	if err := os.WriteFile(p, []byte("edited"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if o, ok, err := d.Stat(context.Background(), "ops/op/job/0.png"); err != nil || !ok || o.Size != int64(len("picture")) {
+		t.Errorf("stat after editing the copy: %+v %v %v", o, ok, err)
+	}
+}
+
+// A writer killed mid-Put (SIGKILL: no deferred cleanup, Puts half
+// streamed, a commit possibly half written) leaves a store that opens,
+// holds every Put it acknowledged with its exact content, and takes new
+// Puts. The writer is this test binary run again as a child process.
+func TestDirSurvivesAKilledWriter(t *testing.T) {
+	t.Parallel()
+	if root := os.Getenv("GENJOBS_TEST_KILLED_WRITER"); root != "" {
+		killedWriter(root)
+		return
+	}
+	root := t.TempDir()
+	cmd := exec.Command(os.Args[0], "-test.run=^TestDirSurvivesAKilledWriter$")
+	cmd.Env = append(os.Environ(), "GENJOBS_TEST_KILLED_WRITER="+root)
+	out, err := cmd.StdoutPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	acked := map[string]string{}
+	sc := bufio.NewScanner(out)
+	for len(acked) < 300 && sc.Scan() {
+		if f := strings.Fields(sc.Text()); len(f) == 3 && f[0] == "acked" {
+			acked[f[1]] = f[2]
+		}
+	}
+	_ = cmd.Process.Kill()
+	_ = cmd.Wait()
+	if len(acked) < 300 {
+		t.Fatalf("the writer acknowledged %d Puts before it stopped (%v)", len(acked), sc.Err())
+	}
+	d := openDir(t, root)
+	for key, sum := range acked {
+		if o, ok, err := d.Stat(context.Background(), key); err != nil || !ok || o.SHA256 != sum {
+			t.Errorf("acknowledged %s: %+v %v %v", key, o, ok, err)
+		}
+	}
+	put(t, d, "ops/after/j/0.bin", "after the kill")
+}
+
+// killedWriter Puts from 8 goroutines until it is killed, printing each
+// acknowledged key and sha256.
+func killedWriter(root string) {
+	d, err := NewDir(root)
+	if err != nil {
+		fmt.Println("error", err)
+		os.Exit(1)
+	}
+	var mu sync.Mutex
+	var wg sync.WaitGroup
+	for g := range 8 {
+		wg.Go(func() {
+			for i := 0; ; i++ {
+				body := strings.Repeat(fmt.Sprintf("%d-%d;", g, i), 1+i%300)
+				key := fmt.Sprintf("ops/w%d/j/%d.bin", g, i)
+				r, n, sum := content(body)
+				if _, err := d.Put(context.Background(), key, r, n, sum, ""); err != nil {
+					fmt.Println("error", err)
+					os.Exit(1)
+				}
+				mu.Lock()
+				fmt.Println("acked", key, sum)
+				mu.Unlock()
+			}
+		})
+	}
+	wg.Wait()
 }

@@ -6,15 +6,30 @@
 // the step's cost is shared by as many callers as arrived during one step.
 package groupcommit
 
-import "sync"
+import (
+	"sync"
+	"time"
+)
 
 // Group queues items of type T for the next step. The zero value is ready.
 type Group[T any] struct {
+	// Spacing, when set, is the least time between the starts of two
+	// steps: a caller that would start a step less than Spacing after the
+	// last one started waits out the rest, and its step then carries
+	// everything that queued meanwhile. Under load that caps steps at
+	// 1/Spacing per second, each shared by more callers; after a quiet
+	// spell a caller starts at once. It suits a step whose cost is mostly
+	// fixed (a flush to the disk) for callers to whom a few milliseconds
+	// are small next to their own work. Set it before the first Do.
+	Spacing time.Duration
+
 	mu sync.Mutex
 	// queue waits for the next step, in arrival order.
 	queue []*waiter[T]
 	// leading is true while some caller runs a step.
 	leading bool
+	// lastStart is when the last step started.
+	lastStart time.Time
 }
 
 type waiter[T any] struct {
@@ -45,8 +60,16 @@ func (g *Group[T]) Do(item T, step func([]T) []error) error {
 		g.mu.Lock()
 	}
 	g.leading = true
+	if g.Spacing > 0 {
+		if wait := time.Until(g.lastStart.Add(g.Spacing)); wait > 0 {
+			g.mu.Unlock()
+			time.Sleep(wait)
+			g.mu.Lock()
+		}
+	}
 	batch := g.queue
 	g.queue = nil
+	g.lastStart = time.Now()
 	g.mu.Unlock()
 
 	items := make([]T, len(batch))

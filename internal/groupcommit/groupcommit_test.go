@@ -66,3 +66,51 @@ func TestGroup(t *testing.T) {
 		t.Errorf("lone caller: %v", err)
 	}
 }
+
+// With Spacing, no step starts less than Spacing after the one before,
+// callers that arrive during the wait share one step, and a caller after
+// a quiet spell does not wait at all.
+func TestSpacing(t *testing.T) {
+	t.Parallel()
+	const spacing = 200 * time.Millisecond
+	g := groupcommit.Group[int]{Spacing: spacing}
+	var mu sync.Mutex
+	var starts []time.Time
+	var sizes []int
+	step := func(items []int) []error {
+		mu.Lock()
+		starts, sizes = append(starts, time.Now()), append(sizes, len(items))
+		mu.Unlock()
+		return make([]error, len(items))
+	}
+	if err := g.Do(0, step); err != nil {
+		t.Fatal(err)
+	}
+	var wg sync.WaitGroup
+	for i := 1; i <= 20; i++ {
+		wg.Go(func() {
+			if err := g.Do(i, step); err != nil {
+				t.Error(err)
+			}
+		})
+	}
+	wg.Wait()
+	for i := 1; i < len(starts); i++ {
+		if gap := starts[i].Sub(starts[i-1]); gap < spacing {
+			t.Errorf("step %d started %v after the one before, want ≥ %v", i, gap, spacing)
+		}
+	}
+	if len(starts) > 3 {
+		t.Errorf("21 items took %d steps (sizes %v): callers waiting out the spacing should share one", len(starts), sizes)
+	}
+	time.Sleep(2 * spacing)
+	t0 := time.Now()
+	if err := g.Do(99, step); err != nil {
+		t.Fatal(err)
+	}
+	// Not waiting takes microseconds; only waiting would take the
+	// spacing's 200 ms.
+	if waited := time.Since(t0); waited >= spacing {
+		t.Errorf("after a quiet spell a lone caller waited %v", waited)
+	}
+}

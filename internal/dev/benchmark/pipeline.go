@@ -200,6 +200,7 @@ func RunPipeline(ctx context.Context, cfg PipelineConfig) (*PipelineResult, erro
 	if err != nil {
 		return nil, err
 	}
+	defer dir.Close()
 	delays := schedule.NewObservation(cfg.Policies)
 	log := slog.New(slog.DiscardHandler)
 	m := func(fn string) *metrics.Emitter { return metrics.New(io.Discard, fn, clk) }

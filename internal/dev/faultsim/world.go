@@ -374,6 +374,9 @@ func (w *world) close() {
 	if w.bolt != nil {
 		_ = w.bolt.Close()
 	}
+	if w.arts != nil {
+		_ = w.arts.d.Close()
+	}
 	if w.cleanup != "" {
 		_ = os.RemoveAll(w.cleanup)
 	}

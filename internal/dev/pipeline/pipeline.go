@@ -121,15 +121,17 @@ func localPolicies(longPoll time.Duration) schedule.Policies {
 
 // stack is one running pipeline.
 type stack struct {
-	cfg     Config
-	start   time.Time
-	wire2   *wireWatch
-	clk     clock.Clock
-	store   store.Store
-	local   *topology.Local
-	sweeper *sweep.Sweeper
-	resumer *sweep.Sweeper
-	sweeps  int
+	cfg   Config
+	start time.Time
+	wire2 *wireWatch
+	clk   clock.Clock
+	store store.Store
+	// artifacts is the delivered outputs' store, open while the run is.
+	artifacts *artifact.Dir
+	local     *topology.Local
+	sweeper   *sweep.Sweeper
+	resumer   *sweep.Sweeper
+	sweeps    int
 }
 
 // Run seeds the workload, runs the pipeline until every operation is
@@ -173,6 +175,7 @@ func Run(ctx context.Context, cfg Config) (*Report, error) {
 	if err := s.wire(g, runCtx); err != nil {
 		return nil, err
 	}
+	defer s.artifacts.Close()
 	var wg sync.WaitGroup
 	pollCtx, stopPolling := context.WithCancel(context.Background())
 	wg.Go(func() { _ = s.local.Run(pollCtx, 50*time.Millisecond) })
@@ -279,6 +282,7 @@ func (s *stack) wire(g *genace.Client, sandbox context.Context) error {
 	if err != nil {
 		return err
 	}
+	s.artifacts = dir
 	delays := schedule.NewObservation(localPolicies(s.cfg.LongPoll))
 	delays.DefaultBudgets = operation.Budgets{MaxObservations: 200, Polling: 30 * time.Minute, Accounting: s.cfg.Accounting}
 	m := func(fn string) *metrics.Emitter { return metrics.New(io.Discard, fn, s.clk) }
@@ -466,7 +470,13 @@ func (s *stack) report(ctx context.Context, elapsed time.Duration, timedOut bool
 			op.GenaceJobs = s.cfg.Sim.JobsForOperation(rec.OperationID)
 		}
 		for _, d := range rec.Deliveries {
-			op.Artifacts = append(op.Artifacts, Artifact{Path: filepath.Join(ArtifactDir(s.cfg.StateDir), filepath.FromSlash(d.Key)), SizeBytes: d.SizeBytes, SHA256: d.SHA256})
+			// A plain copy of each output for people to open; the pack
+			// stays the durable one.
+			a := Artifact{Path: filepath.Join(ArtifactDir(s.cfg.StateDir), filepath.FromSlash(d.Key)), SizeBytes: d.SizeBytes, SHA256: d.SHA256}
+			if _, err := s.artifacts.Export(ctx, d.Key); err != nil {
+				a.ExportError = err.Error()
+			}
+			op.Artifacts = append(op.Artifacts, a)
 		}
 		sort.Slice(op.Artifacts, func(i, j int) bool { return op.Artifacts[i].Path < op.Artifacts[j].Path })
 		for _, r := range reviews[rec.OperationID] {

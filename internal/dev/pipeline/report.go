@@ -55,9 +55,13 @@ type OpReport struct {
 
 // Artifact is one delivered output.
 type Artifact struct {
+	// Path is the plain copy the run exported when it ended; the durable
+	// copy is in the artifact store's pack (artifact.Dir).
 	Path      string `json:"path"`
 	SizeBytes int64  `json:"size_bytes"`
 	SHA256    string `json:"sha256"`
+	// ExportError says why no plain copy was written.
+	ExportError string `json:"export_error,omitempty"`
 }
 
 // ReviewRef is an open review of an operation.
