@@ -2,6 +2,7 @@ package benchmark
 
 import (
 	"fmt"
+	"github.com/genjobs/genjobs/internal/artifact"
 	"io"
 	"math"
 	"runtime"
@@ -387,7 +388,7 @@ func templatePollers() string {
 }
 
 func (r *Results) writeThroughputNotes(w io.Writer) {
-	fmt.Fprintf(w, "- **Throughput.** The same harness with instant renders (simulator QueueFor = RunFor = 0), the template's concurrency (pollers: %s invocations; batch size 10; BATCH_CONCURRENCY 10) unless said otherwise, all dispatches sent at once, timed from the first dispatch to the last delivery; the fastest of the runs the table counts is kept. The policy reads at once (no long poll): with renders that finish on acceptance there is nothing to wait for. CPU is `getrusage` user+system of the whole process — simulator, queue and pollers included — per handler action (3 per operation). The store is opened with bolt.Open, as `genjobs local` opens it: writes that arrive while a commit is under way share the next transaction (group commit), and every commit is fsync'd before its writes return. The artifact directory fsyncs each output file and, grouped across concurrent Puts, its folder and the parents of folders it made. \"Without fsync\" is measured twice: bbolt's NoSync (bolt.OpenWith) on disk, where the artifact store still fsyncs, and the whole state on tmpfs (%s), where no fsync costs anything. The disk and tmpfs rows run alternately in the same benchmark run, so the ratio compares like with like on a shared machine.", templatePollers(), tmpfs)
+	fmt.Fprintf(w, "- **Throughput.** The same harness with instant renders (simulator QueueFor = RunFor = 0), the template's concurrency (pollers: %s invocations; batch size 10; BATCH_CONCURRENCY 10) unless said otherwise, all dispatches sent at once, timed from the first dispatch to the last delivery; the fastest of the runs the table counts is kept. The policy reads at once (no long poll): with renders that finish on acceptance there is nothing to wait for. CPU is `getrusage` user+system of the whole process — simulator, queue and pollers included — per handler action (3 per operation). The store is opened with bolt.Open, as `genjobs local` opens it: writes that arrive while a commit is under way share the next transaction (group commit), and every commit is fsync'd before its writes return. The artifact store (artifact.Dir, as `genjobs local` opens it) streams each output into one pack file and commits the Puts in groups, at most one commit per %s: the pack fsync'd, then the group's index lines written and fsync'd; no file or folder per output. \"Without fsync\" is measured twice: bbolt's NoSync (bolt.OpenWith) on disk, where the artifact store still fsyncs, and the whole state on tmpfs (%s), where no fsync costs anything. The disk and tmpfs rows run alternately in the same benchmark run, so the ratio compares like with like on a shared machine.", templatePollers(), fmtMS(artifact.CommitSpacing), tmpfs)
 	var disk, shm, noSync, disk2, shm2, realRun *ThroughputRun
 	for i := range r.Throughput {
 		t := &r.Throughput[i]
