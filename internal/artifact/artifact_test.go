@@ -42,8 +42,12 @@ var kinds = []kind{
 		}
 		t.Cleanup(func() { d.Close() })
 		return d, func() []string {
-			// The stored keys, and any file besides the store's two.
-			out := d.Keys()
+			// The keys the index file holds, and any file besides the
+			// store's two.
+			out, err := artifact.DurableKeys(d.Root())
+			if err != nil {
+				t.Fatal(err)
+			}
 			for _, f := range listDir(t, d.Root()) {
 				if f != artifact.PackName && f != artifact.IndexName {
 					out = append(out, "file "+f)

@@ -75,7 +75,11 @@ type Dir struct {
 	mu      sync.Mutex
 	end     int64            // next free offset in the pack
 	objects map[string]entry // committed objects by key
-	broken  error            // a failed fsync or write: no Put succeeds after it
+	broken  error            // a failed fsync or index write, or Close: no Put succeeds after it
+	// writing counts the Puts between their reservation and their end;
+	// Close waits for them, so no write lands in a closed (or reopened)
+	// pack.
+	writing sync.WaitGroup
 }
 
 // entry is where an object's content lies in the pack.
@@ -122,8 +126,6 @@ func NewDir(root string) (*Dir, error) {
 
 // open opens both files, locks the index, loads it and cuts a torn tail.
 func (d *Dir) open() error {
-	_, statErr := os.Stat(filepath.Join(d.root, indexName))
-	created := errors.Is(statErr, fs.ErrNotExist)
 	var err error
 	if d.index, err = os.OpenFile(filepath.Join(d.root, indexName), os.O_RDWR|os.O_CREATE, 0o644); err != nil {
 		return err
@@ -137,9 +139,10 @@ func (d *Dir) open() error {
 	if d.pack, err = os.OpenFile(filepath.Join(d.root, packName), os.O_RDWR|os.O_CREATE, 0o644); err != nil {
 		return err
 	}
-	if created {
-		// New files: make their entries durable before any line is.
-		if err := syncPath(d.root); err != nil {
+	// Either file may be new (or the root itself): make their entries
+	// durable before any line is. Twice per open, so no need to know.
+	for _, dir := range []string{d.root, filepath.Dir(d.root)} {
+		if err := syncPath(dir); err != nil {
 			return err
 		}
 	}
@@ -171,19 +174,21 @@ func (d *Dir) open() error {
 	return err
 }
 
-// Close releases the files and the lock. Puts after Close fail.
+// Close waits for the Puts under way, then releases the files and the
+// lock. Puts after Close fail.
 func (d *Dir) Close() error {
-	var errs []error
-	for _, f := range []*os.File{d.pack, d.index} {
-		if f != nil {
-			errs = append(errs, f.Close())
-		}
-	}
 	d.mu.Lock()
 	if d.broken == nil {
 		d.broken = errors.New("store closed")
 	}
 	d.mu.Unlock()
+	d.writing.Wait()
+	var errs []error
+	for _, f := range []*os.File{d.pack, d.index} { // the pack first: the lock is on the index
+		if f != nil {
+			errs = append(errs, f.Close())
+		}
+	}
 	return errors.Join(errs...)
 }
 
@@ -263,10 +268,17 @@ func (d *Dir) Put(ctx context.Context, key string, r io.Reader, size int64, sum,
 		d.mu.Unlock()
 		return Object{}, fmt.Errorf("artifact: dir put %s: %w", key, err)
 	}
+	d.writing.Add(1)
+	defer d.writing.Done()
 	// The region is ours alone: nobody else writes there, and until its
-	// index line is durable nobody reads it.
-	off := d.end
-	d.end += size
+	// index line is durable nobody reads it. An empty object needs none,
+	// and gets offset 0: a region past the pack's real end (others still
+	// streaming, or failed) would not be there after a crash.
+	var off int64
+	if size > 0 {
+		off = d.end
+		d.end += size
+	}
 	d.mu.Unlock()
 	v := newVerifier(ctxReader{ctx: ctx, r: r}, size, sum)
 	if _, err := io.Copy(io.NewOffsetWriter(d.pack, off), v); err != nil {
@@ -360,18 +372,21 @@ func appendLine(b []byte, key string, e entry) []byte {
 }
 
 // parseIndex reads the committed objects from an index's bytes, and how
-// many leading bytes hold complete commits. A commit whose commit line is
-// missing or does not match ends the index there. It must be the last
-// thing in it, since a crash tears only the commit being written: a
-// complete commit after it is damage, an error. packSize bounds every
-// region.
+// many leading bytes hold complete commits. A commit without a valid
+// commit line ends the index there. It must be the last thing in it, as a
+// crash tears only the commit being written: a complete commit after it
+// is damage, an error, and so is a commit whose commit line is valid but
+// whose lines are not. packSize bounds every region.
 func parseIndex(raw []byte, packSize int64) (map[string]entry, int64, error) {
 	objects := map[string]entry{}
 	for pos := 0; pos < len(raw); {
-		batch, next, ok := parseCommit(raw, pos, packSize)
-		if !ok {
+		batch, next, err := parseCommit(raw, pos, packSize)
+		if err != nil {
+			return nil, 0, fmt.Errorf("%s damaged at byte %d: %w", indexName, pos, err)
+		}
+		if batch == nil {
 			for s := nextLine(raw, pos); s < len(raw); s = nextLine(raw, s) {
-				if _, _, ok := parseCommit(raw, s, packSize); ok {
+				if b, _, err := parseCommit(raw, s, packSize); b != nil || err != nil {
 					return nil, 0, fmt.Errorf("%s damaged at byte %d: a complete commit follows a broken one", indexName, pos)
 				}
 			}
@@ -387,30 +402,38 @@ func parseIndex(raw []byte, packSize int64) (map[string]entry, int64, error) {
 
 // parseCommit reads the commit that starts at pos: object lines, then a
 // commit line with their count and checksum. It returns the objects and
-// where the next commit starts, or false.
-func parseCommit(raw []byte, pos int, packSize int64) (map[string]entry, int, bool) {
-	batch := map[string]entry{}
-	for start, n := pos, 0; ; n++ {
-		nl := bytes.IndexByte(raw[pos:], '\n')
+// where the next commit starts; no objects when there is no valid commit
+// line (a torn commit); an error when the commit line is valid but a line
+// it covers is not, which no crash does (damage, or a pack that lost
+// content).
+func parseCommit(raw []byte, pos int, packSize int64) (map[string]entry, int, error) {
+	var lines []string
+	for p := pos; ; {
+		nl := bytes.IndexByte(raw[p:], '\n')
 		if nl < 0 {
-			return nil, 0, false // a line the crash cut short
+			return nil, 0, nil // a line the crash cut short
 		}
-		line, next := string(raw[pos:pos+nl]), pos+nl+1
-		if rest, ok := strings.CutPrefix(line, "commit "); ok {
-			var count int
-			var sum uint32
-			if _, err := fmt.Sscanf(rest, "%d %x", &count, &sum); err != nil || n == 0 || count != n ||
-				line != fmt.Sprintf("commit %d %08x", count, sum) || sum != crc32.Checksum(raw[start:pos], castagnoli) {
-				return nil, 0, false
+		line, next := string(raw[p:p+nl]), p+nl+1
+		rest, ok := strings.CutPrefix(line, "commit ")
+		if !ok {
+			lines, p = append(lines, line), next
+			continue
+		}
+		var count int
+		var sum uint32
+		if _, err := fmt.Sscanf(rest, "%d %x", &count, &sum); err != nil || count == 0 || count != len(lines) ||
+			line != fmt.Sprintf("commit %d %08x", count, sum) || sum != crc32.Checksum(raw[pos:p], castagnoli) {
+			return nil, 0, nil
+		}
+		batch := make(map[string]entry, len(lines))
+		for _, l := range lines {
+			key, e, err := parseLine(l, packSize)
+			if err != nil {
+				return nil, 0, err
 			}
-			return batch, next, true
+			batch[key] = e
 		}
-		key, e, ok := parseLine(line)
-		if !ok || e.off+e.size > packSize {
-			return nil, 0, false
-		}
-		batch[key] = e
-		pos = next
+		return batch, next, nil
 	}
 }
 
@@ -422,19 +445,25 @@ func nextLine(raw []byte, at int) int {
 	return len(raw)
 }
 
-// parseLine reads one object line.
-func parseLine(line string) (string, entry, bool) {
+// parseLine reads one object line: "<offset> <size> <sha256> <key,
+// quoted>", its region inside a pack of packSize bytes.
+func parseLine(line string, packSize int64) (string, entry, error) {
 	f := strings.SplitN(line, " ", 4)
 	if len(f) != 4 {
-		return "", entry{}, false
+		return "", entry{}, fmt.Errorf("line %.100q is not an object", line)
 	}
 	off, err1 := strconv.ParseInt(f[0], 10, 64)
 	size, err2 := strconv.ParseInt(f[1], 10, 64)
 	key, err3 := strconv.Unquote(f[3])
-	if err1 != nil || err2 != nil || err3 != nil || off < 0 || size < 0 || !ValidSHA256(f[2]) || checkKey(key) != nil {
-		return "", entry{}, false
+	switch {
+	case err1 != nil || err2 != nil || err3 != nil || off < 0 || size < 0 || !ValidSHA256(f[2]):
+		return "", entry{}, fmt.Errorf("line %.100q is not an object", line)
+	case checkKey(key) != nil:
+		return "", entry{}, fmt.Errorf("line %.100q: %w", line, checkKey(key))
+	case off > packSize || size > packSize-off:
+		return "", entry{}, fmt.Errorf("%s holds %d bytes, but %s is %d bytes at %d: the pack lost content", packName, packSize, key, size, off)
 	}
-	return key, entry{off: off, size: size, sum: f[2]}, true
+	return key, entry{off: off, size: size, sum: f[2]}, nil
 }
 
 // Export writes the object under key out as a plain file at Path(key) and

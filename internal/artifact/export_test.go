@@ -1,6 +1,10 @@
 package artifact
 
-import "sort"
+import (
+	"os"
+	"path/filepath"
+	"sort"
+)
 
 // The store's own file names, for tests outside the package.
 const (
@@ -8,14 +12,26 @@ const (
 	IndexName = indexName
 )
 
-// Keys lists the stored keys, sorted.
-func (d *Dir) Keys() []string {
-	d.mu.Lock()
-	defer d.mu.Unlock()
-	out := make([]string, 0, len(d.objects))
-	for k := range d.objects {
+// DurableKeys lists, sorted, the keys the index file under root names in
+// complete commits: what a reopened store would hold, not what this
+// process remembers.
+func DurableKeys(root string) ([]string, error) {
+	raw, err := os.ReadFile(filepath.Join(root, indexName))
+	if err != nil {
+		return nil, err
+	}
+	st, err := os.Stat(filepath.Join(root, packName))
+	if err != nil {
+		return nil, err
+	}
+	objects, _, err := parseIndex(raw, st.Size())
+	if err != nil {
+		return nil, err
+	}
+	out := make([]string, 0, len(objects))
+	for k := range objects {
 		out = append(out, k)
 	}
 	sort.Strings(out)
-	return out
+	return out, nil
 }

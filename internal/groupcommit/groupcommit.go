@@ -1,9 +1,10 @@
 // Package groupcommit lets concurrent callers share one expensive durable
-// step (a transaction's fsync, a directory's fsync): the first caller to
-// find none under way runs it at once for itself, on its own goroutine;
-// callers that arrive meanwhile queue, and one of them runs the next step
-// for all of the queue. A lone caller waits for nothing extra; under load
-// the step's cost is shared by as many callers as arrived during one step.
+// step (a transaction's fsync, a pack's fsync): the first caller to find
+// none under way runs it for itself, on its own goroutine; callers that
+// arrive meanwhile queue, and one of them runs the next step for all of
+// the queue. Without Spacing a lone caller waits for nothing extra; under
+// load the step's cost is shared by as many callers as arrived during one
+// step.
 package groupcommit
 
 import (
@@ -78,7 +79,8 @@ func (g *Group[T]) Do(item T, step func([]T) []error) error {
 	}
 	errs := step(items)
 
-	// Hand the next step over before answering, so it starts at once.
+	// Hand the next step over before answering, so it starts without
+	// waiting for the answers (Spacing permitting).
 	g.mu.Lock()
 	if len(g.queue) > 0 {
 		g.queue[0].done <- outcome{lead: true}

@@ -96,7 +96,9 @@ func TestSpacing(t *testing.T) {
 	}
 	wg.Wait()
 	for i := 1; i < len(starts); i++ {
-		if gap := starts[i].Sub(starts[i-1]); gap < spacing {
+		// Timed inside the step, a little after the group's own clock
+		// reading: allow for that, not for a missing wait.
+		if gap := starts[i].Sub(starts[i-1]); gap < spacing-20*time.Millisecond {
 			t.Errorf("step %d started %v after the one before, want ≥ %v", i, gap, spacing)
 		}
 	}
