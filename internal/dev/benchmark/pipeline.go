@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"github.com/genjobs/genjobs/internal/dev/pipeline"
 	"io"
 	"log/slog"
 	"net/http"
@@ -130,6 +131,8 @@ func RunPipeline(ctx context.Context, cfg PipelineConfig) (*PipelineResult, erro
 	if cfg.Policies.Default == (schedule.Policy{}) {
 		cfg.Policies = schedule.DefaultPolicies()
 	}
+	// As genjobs local runs: with Ps to spare for the threads in fsync.
+	defer pipeline.RaiseProcs()()
 	clk := clock.Real{}
 	open := cfg.Open
 	if open == nil {

@@ -157,6 +157,7 @@ func Run(ctx context.Context, cfg Config) (*Report, error) {
 	if len(cfg.Workload) == 0 {
 		return nil, errors.New("local: the workload is empty")
 	}
+	defer RaiseProcs()()
 	s := &stack{cfg: cfg, clk: clock.Real{}, start: start, wire2: &wireWatch{}}
 	if err := s.openState(ctx); err != nil {
 		return nil, err
