@@ -13,7 +13,7 @@ import (
 // spinning, for up to 10 ms (runtime.retake): on 2 CPUs every fsync then
 // idles one of them. Two Ps more than the CPUs keep them busy: on a
 // 2-core machine with an ext4 disk it took a local run from about 0.75 to
-// about 0.95 of its speed on tmpfs (docs/benchmarks.md).
+// 0.93 of its speed on tmpfs (docs/benchmarks.md).
 const ExtraProcs = 2
 
 var procs struct {
