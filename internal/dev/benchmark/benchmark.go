@@ -443,17 +443,19 @@ func (r *Results) throughput(ctx context.Context) error {
 		quickly bool
 		repeats int
 		open    func(string) (store.Store, error)
+		keep    bool // GOMAXPROCS not raised
 	}
 	noSync := func(path string) (store.Store, error) {
 		return bolt.OpenWith(path, bolt.Options{NoSync: true})
 	}
 	runs := []run{
-		{"disk (bbolt group commit, each commit fsync'd), template concurrency", "", 1, n, instantPolicy(), true, repeats, nil},
-		{"tmpfs (fsync ≈ free), template concurrency", tmpfs, 1, n, instantPolicy(), true, repeats, nil},
-		{"disk, bbolt NoSync (the artifacts still fsync), template concurrency", "", 1, n, instantPolicy(), false, 1, noSync},
-		{"disk, 2× pollers", "", 2, n, instantPolicy(), false, 1, nil},
-		{"tmpfs, 2× pollers", tmpfs, 2, n, instantPolicy(), false, 1, nil},
-		{"disk, template concurrency, default policy (chained 30 s long polls)", "", 1, 200, schedule.DefaultPolicies(), false, 1, nil},
+		{"disk (bbolt group commit, each commit fsync'd), template concurrency", "", 1, n, instantPolicy(), true, repeats, nil, false},
+		{"tmpfs (fsync ≈ free), template concurrency", tmpfs, 1, n, instantPolicy(), true, repeats, nil, false},
+		{"disk, bbolt NoSync (the artifacts still fsync), template concurrency", "", 1, n, instantPolicy(), false, 1, noSync, false},
+		{"disk, 2× pollers", "", 2, n, instantPolicy(), false, 1, nil, false},
+		{"tmpfs, 2× pollers", tmpfs, 2, n, instantPolicy(), false, 1, nil, false},
+		{"disk, template concurrency, default policy (chained 30 s long polls)", "", 1, 200, schedule.DefaultPolicies(), false, 1, nil, false},
+		{"disk, template concurrency, GOMAXPROCS not raised (the CPUs only)", "", 1, n, instantPolicy(), false, repeats, nil, true},
 	}
 	r.Throughput = make([]ThroughputRun, len(runs))
 	for i, rn := range runs {
@@ -480,7 +482,7 @@ func (r *Results) throughput(ctx context.Context) error {
 				return err
 			}
 			r.Options.progress("  %s: %d operations", rn.name, rn.ops)
-			res, err := RunPipeline(ctx, PipelineConfig{Operations: rn.ops, Dir: dir, Policies: rn.ps, WorkerScale: rn.scale, Open: rn.open, Timeout: 3 * time.Minute})
+			res, err := RunPipeline(ctx, PipelineConfig{Operations: rn.ops, Dir: dir, Policies: rn.ps, WorkerScale: rn.scale, Open: rn.open, KeepProcs: rn.keep, Timeout: 3 * time.Minute})
 			os.RemoveAll(dir)
 			if err != nil {
 				return fmt.Errorf("throughput %s: %w", rn.name, err)

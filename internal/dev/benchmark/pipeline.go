@@ -65,6 +65,10 @@ type PipelineConfig struct {
 	// Open opens the store file; nil means bolt.Open (bbolt, an
 	// fsync per commit).
 	Open func(path string) (store.Store, error)
+	// KeepProcs leaves GOMAXPROCS as it is instead of raising it as
+	// genjobs local does (pipeline.RaiseProcs): the row that measures
+	// what the raise is worth.
+	KeepProcs bool
 }
 
 // FunctionStats are one function's totals in a pipeline run.
@@ -132,7 +136,9 @@ func RunPipeline(ctx context.Context, cfg PipelineConfig) (*PipelineResult, erro
 		cfg.Policies = schedule.DefaultPolicies()
 	}
 	// As genjobs local runs: with Ps to spare for the threads in fsync.
-	defer pipeline.RaiseProcs()()
+	if !cfg.KeepProcs {
+		defer pipeline.RaiseProcs()()
+	}
 	clk := clock.Real{}
 	open := cfg.Open
 	if open == nil {

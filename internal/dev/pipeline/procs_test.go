@@ -8,6 +8,7 @@ import (
 // Not parallel: it reads and sets the process's GOMAXPROCS, and the
 // package's parallel tests (which run Run) wait for it to finish.
 func TestRaiseProcs(t *testing.T) {
+	t.Setenv("GOMAXPROCS", "") // whatever the caller's environment says
 	base := runtime.GOMAXPROCS(0)
 	first := RaiseProcs()
 	if got := runtime.GOMAXPROCS(0); got != base+ExtraProcs {
