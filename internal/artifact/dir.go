@@ -206,10 +206,19 @@ func (d *Dir) Path(key string) (string, error) {
 	if err := checkKey(key); err != nil {
 		return "", err
 	}
-	if key == packName || key == indexName {
-		return "", fmt.Errorf("%w: key %q names one of the store's own files", ErrInvalid, key)
+	if err := notOwnFile(key); err != nil {
+		return "", err
 	}
 	return filepath.Join(d.root, filepath.FromSlash(key)), nil
+}
+
+// notOwnFile refuses the keys whose plain copies would overwrite the
+// store's own files.
+func notOwnFile(key string) error {
+	if key == packName || key == indexName {
+		return fmt.Errorf("%w: key %q names one of the store's own files", ErrInvalid, key)
+	}
+	return nil
 }
 
 // lookup is the committed entry for key.
@@ -236,19 +245,25 @@ func (d *Dir) Open(key string) (*io.SectionReader, error) {
 // Stat reports the object's size and sha256 (recomputed from the pack), or
 // false when no object has key.
 func (d *Dir) Stat(ctx context.Context, key string) (Object, bool, error) {
-	r, err := d.Open(key)
-	if errors.Is(err, fs.ErrNotExist) {
-		return Object{}, false, nil
-	}
-	if err != nil {
+	if err := checkKey(key); err != nil {
 		return Object{}, false, err
 	}
-	h := sha256.New()
-	n, err := io.Copy(h, ctxReader{ctx: ctx, r: r})
-	if err != nil {
-		return Object{}, false, fmt.Errorf("artifact: dir stat %s: %w", key, err)
+	e, ok := d.lookup(key)
+	if !ok {
+		return Object{}, false, nil
 	}
-	return Object{Key: key, Size: n, SHA256: hex.EncodeToString(h.Sum(nil))}, true, nil
+	o, err := d.stat(ctx, key, e)
+	return o, err == nil, err
+}
+
+// stat hashes the bytes of e, key's region.
+func (d *Dir) stat(ctx context.Context, key string, e entry) (Object, error) {
+	h := sha256.New()
+	n, err := io.Copy(h, ctxReader{ctx: ctx, r: io.NewSectionReader(d.pack, e.off, e.size)})
+	if err != nil {
+		return Object{}, fmt.Errorf("artifact: dir stat %s: %w", key, err)
+	}
+	return Object{Key: key, Size: n, SHA256: hex.EncodeToString(h.Sum(nil))}, nil
 }
 
 // Put streams r into the pack for key, verifying that it is exactly size
@@ -260,12 +275,14 @@ func (d *Dir) Put(ctx context.Context, key string, r io.Reader, size int64, sum,
 	if err := checkPut(key, size, sum); err != nil {
 		return Object{}, err
 	}
-	if _, err := d.Path(key); err != nil {
+	if err := notOwnFile(key); err != nil {
 		return Object{}, err
 	}
-	if o, ok, err := d.Stat(ctx, key); err != nil {
-		return Object{}, err
-	} else if ok {
+	if e, ok := d.lookup(key); ok {
+		o, err := d.stat(ctx, key, e)
+		if err != nil {
+			return Object{}, err
+		}
 		return d.existing(o, key, size, sum)
 	}
 	d.mu.Lock()
@@ -328,14 +345,15 @@ func (d *Dir) commit(puts []*pending) []error {
 	fresh := map[string]entry{}
 	var lines []byte
 	n := 0
+	d.mu.Lock() // only this commit adds objects: what it reads stays true
 	for i, p := range puts {
 		e, ok := fresh[p.key]
 		if !ok {
-			e, ok = d.lookup(p.key)
+			e, ok = d.objects[p.key]
 		}
 		if ok {
 			if e.size != p.size || e.sum != p.sum {
-				errs[i] = fmt.Errorf("%w: %s holds %d bytes with sha256 %s, not %d bytes with %s", ErrConflict, p.key, e.size, e.sum, p.size, p.sum)
+				errs[i] = conflict(p.key, e.size, e.sum, p.size, p.sum)
 			}
 			continue
 		}
@@ -343,6 +361,7 @@ func (d *Dir) commit(puts []*pending) []error {
 		lines = appendLine(lines, p.key, p.entry)
 		n++
 	}
+	d.mu.Unlock()
 	if n == 0 {
 		return errs
 	}
@@ -514,7 +533,12 @@ func (d *Dir) existing(o Object, key string, size int64, sum string) (Object, er
 	if same(o, size, sum) {
 		return o, nil
 	}
-	return Object{}, fmt.Errorf("%w: %s holds %d bytes with sha256 %s, not %d bytes with %s", ErrConflict, key, o.Size, o.SHA256, size, sum)
+	return Object{}, conflict(key, o.Size, o.SHA256, size, sum)
+}
+
+// conflict is ErrConflict for key, which holds other content than a Put's.
+func conflict(key string, heldSize int64, heldSum string, size int64, sum string) error {
+	return fmt.Errorf("%w: %s holds %d bytes with sha256 %s, not %d bytes with %s", ErrConflict, key, heldSize, heldSum, size, sum)
 }
 
 // keepCut saves the bytes cut from the index's tail as

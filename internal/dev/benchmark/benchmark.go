@@ -401,6 +401,8 @@ func (r *Results) price() {
 	if !r.MatchReached {
 		match = "fixed poller at SQS's shortest delay (none reaches genjobs' p99): " + r.FixedMatch.Strategy
 	}
+	fixedMatch := through(r.FixedMatch)
+	fixedMatch.Name = match
 	times := r.Workload.Sample(r.Options.Seed)
 	r.Designs = []Design{
 		through(r.Genjobs),
@@ -408,10 +410,9 @@ func (r *Results) price() {
 		same("Step Functions Standard, one 30 s poll per task", r.PerPoll, StandardPerRender(pr, r.PerPoll, fns)),
 		same("Step Functions Express, a 4 min chain per execution", r.Standard, ExpressPerRender(pr, r.Standard, fns)),
 		through(r.Fixed5),
-		through(r.FixedMatch),
+		fixedMatch,
 		same("floor", r.Floor, FloorPerRender(times, fns)),
 	}
-	r.Designs[5].Name = match
 }
 
 // instantPolicy reads at once: with renders that finish on acceptance
@@ -498,21 +499,11 @@ func (r *Results) throughput(ctx context.Context) error {
 	return nil
 }
 
-// coldStartRoot is the module to build the functions from: root, or the
-// one around the working directory; the go command must be there too.
+// coldStartRoot is the module to build the functions from (Run has found
+// it): usable when the go command is here too.
 func coldStartRoot(root string) (string, error) {
 	if _, err := exec.LookPath("go"); err != nil {
 		return "", errors.New("no go command to build the functions")
-	}
-	if root != "" {
-		return root, nil
-	}
-	root, err := ModuleRoot()
-	if err != nil {
-		return "", fmt.Errorf("the functions' sources are not here: %w", err)
-	}
-	if !isDir(filepath.Join(root, "functions")) {
-		return "", errors.New("the functions' sources are not here (no functions/ folder)")
 	}
 	return root, nil
 }

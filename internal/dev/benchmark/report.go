@@ -2,8 +2,6 @@ package benchmark
 
 import (
 	"fmt"
-	"github.com/genjobs/genjobs/internal/artifact"
-	"github.com/genjobs/genjobs/internal/dev/pipeline"
 	"io"
 	"math"
 	"runtime"
@@ -12,6 +10,8 @@ import (
 	"strings"
 	"time"
 
+	"github.com/genjobs/genjobs/internal/artifact"
+	"github.com/genjobs/genjobs/internal/dev/pipeline"
 	"github.com/genjobs/genjobs/internal/dev/topology"
 	"github.com/genjobs/genjobs/internal/genace"
 	"github.com/genjobs/genjobs/internal/observe"

@@ -125,8 +125,11 @@ func recordItem(rec operation.Record) map[string]types.AttributeValue {
 
 // recordSize is the DynamoDB item size of rec as dynamo.Store writes it
 // (dynamo.ItemSize of dynamo.RecordItem: the store's own encoding).
-func recordSize(rec operation.Record) int {
-	item := recordItem(rec)
+func recordSize(rec operation.Record) int { return itemSize(recordItem(rec)) }
+
+// itemSize is an encoded record's size; a record that would not encode
+// (nil) is charged one write unit.
+func itemSize(item map[string]types.AttributeValue) int {
 	if item == nil {
 		return writeUnit
 	}
@@ -180,28 +183,22 @@ type countingStore struct {
 	onWritten func(operation.Record)
 }
 
-// indexWrites is the status index's write units for replacing old (nil:
-// no record before) by rec.
-func indexWrites(old *operation.Record, rec operation.Record) float64 {
-	var oldItem map[string]types.AttributeValue
-	if old != nil {
-		oldItem = recordItem(*old)
-	}
-	return float64(dynamo.IndexWriteUnits(oldItem, recordItem(rec)))
-}
-
 // auditEntryUnits is the audit entry's put in UpdateWithAudit's
 // transaction: a small item, one unit.
 const auditEntryUnits = 1
 
 func (s *countingStore) charge(rec operation.Record, transact bool) {
-	size := recordSize(rec)
-	var oldPtr *operation.Record
+	// Each record encoded once: the sizes and the index units come from
+	// the same items.
+	item := recordItem(rec)
+	size := itemSize(item)
+	var oldItem map[string]types.AttributeValue
 	oldSize := 0
 	if old, ok := s.cache.get(rec.OperationID); ok {
-		oldPtr, oldSize = &old, recordSize(old)
+		oldItem = recordItem(old)
+		oldSize = itemSize(oldItem)
 	}
-	idx := indexWrites(oldPtr, rec)
+	idx := float64(dynamo.IndexWriteUnits(oldItem, item))
 	w := float64(dynamo.WriteUnits(oldSize, size)) + idx
 	s.c.add(func(r *Requests) {
 		r.ItemBytes += float64(size)

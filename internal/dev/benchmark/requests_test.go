@@ -6,7 +6,10 @@ import (
 	"testing"
 	"time"
 
+	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
+
 	"github.com/genjobs/genjobs/internal/operation"
+	"github.com/genjobs/genjobs/internal/store/dynamo"
 )
 
 // observed is an accepted record with the job's snapshot, one output and
@@ -68,4 +71,14 @@ func TestObserveWriteWRU(t *testing.T) {
 			t.Errorf("%s: %v WRU, want %v", name, got, c.want)
 		}
 	}
+}
+
+// indexWrites is the status index's write units for replacing old (nil:
+// no record before) by rec.
+func indexWrites(old *operation.Record, rec operation.Record) float64 {
+	var oldItem map[string]types.AttributeValue
+	if old != nil {
+		oldItem = recordItem(*old)
+	}
+	return float64(dynamo.IndexWriteUnits(oldItem, recordItem(rec)))
 }

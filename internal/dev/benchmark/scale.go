@@ -211,7 +211,7 @@ func WriteScaleMarkdown(w io.Writer, rows []ScaleRow) {
 		}
 		fmt.Fprintf(w, "| %d | %.1f | %d (%d) | %d | %d (%d) | %d (%d) | %d / %d | %.0f | %.0f (%.0f) | %.0f | %d | %.0f | %.1f | %.0f | %d | $%.2f | %s |\n",
 			r.InFlight, r.RendersPerSec, r.ObserveNeed, r.ObserveCap, r.ObserveBatchNeed, r.SubmitNeed, r.SubmitCap, r.DeliverNeed, r.DeliverCap, r.Account, r.AccountLimit,
-			r.SQSPerSec, r.WCUPerSec, r.IndexWCUPerSec, r.RCUPerSec, r.Partitions, r.IndexShardWCU, r.PostsPerSec, r.GetsPerSec, r.LongPolls, r.DollarsPerHour, strings.ReplaceAll(breaks, "|", `\|`))
+			r.SQSPerSec, r.WCUPerSec, r.IndexWCUPerSec, r.RCUPerSec, r.Partitions, r.IndexShardWCU, r.PostsPerSec, r.GetsPerSec, r.LongPolls, r.DollarsPerHour, cell(breaks))
 	}
 }
 

@@ -259,12 +259,7 @@ func (s *Scale) WriteScale(w io.Writer, operations int) {
 		return
 	}
 	fmt.Fprintf(w, "scale: %d operations\n", operations)
-	names := make([]string, 0, len(s.Functions))
-	for fn := range s.Functions {
-		names = append(names, fn)
-	}
-	sort.Strings(names)
-	for _, fn := range names {
+	for _, fn := range sortedKeys(s.Functions) {
 		f := s.Functions[fn]
 		fmt.Fprintf(w, "  %-8s %d invocations, records per invocation mean %.2f p50 %d p99 %d\n", fn, f.Invocations, f.Mean(), f.Quantile(0.5), f.Quantile(0.99))
 	}

@@ -570,13 +570,20 @@ func retryTxConflict(ctx context.Context, write func() error) error {
 		if err == nil || !isTxConflict(err) || attempt == txConflictAttempts {
 			return err
 		}
-		select {
-		case <-ctx.Done():
+		if delay = pause(ctx, delay); ctx.Err() != nil {
 			return err
-		case <-time.After(delay/2 + rand.N(delay)):
 		}
-		delay = min(2*delay, 500*time.Millisecond)
 	}
+}
+
+// pause waits a jittered delay (half to one and a half times delay), or
+// until ctx ends, and returns the next delay: doubled, at most 500 ms.
+func pause(ctx context.Context, delay time.Duration) time.Duration {
+	select {
+	case <-ctx.Done():
+	case <-time.After(delay/2 + rand.N(delay)):
+	}
+	return min(2*delay, 500*time.Millisecond)
 }
 
 func isTxConflict(err error) bool {
@@ -895,6 +902,7 @@ func (d *Store) Due(ctx context.Context, t time.Time, limit int) ([]operation.Re
 	return out, nil
 }
 
+// sValue is item's string attribute name, or "" when it has none.
 func sValue(item map[string]types.AttributeValue, name string) string {
 	v, _ := item[name].(*types.AttributeValueMemberS)
 	if v == nil {
@@ -946,12 +954,9 @@ func (d *Store) batchGet(ctx context.Context, keys []map[string]types.AttributeV
 			if len(pending) == 0 {
 				break
 			}
-			select {
-			case <-ctx.Done():
+			if delay = pause(ctx, delay); ctx.Err() != nil {
 				return nil, fmt.Errorf("batch get: %w", ctx.Err())
-			case <-time.After(delay/2 + rand.N(delay)):
 			}
-			delay = min(2*delay, 500*time.Millisecond)
 		}
 	}
 	items := make([]map[string]types.AttributeValue, 0, len(found))

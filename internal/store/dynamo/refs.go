@@ -53,15 +53,8 @@ func (d *Store) JobRefs(ctx context.Context, jobID string) ([]store.JobRef, erro
 
 // jobRef reads one JobIndex item's keys.
 func jobRef(jobID string, item map[string]types.AttributeValue) (store.JobRef, error) {
-	attr := func(name string) string {
-		v, _ := item[name].(*types.AttributeValueMemberS)
-		if v == nil {
-			return ""
-		}
-		return v.Value
-	}
-	pk, sk := attr(AttrPK), attr(AttrSK)
-	ref := store.JobRef{JobID: jobID, OperationID: attr(AttrOperationID)}
+	pk, sk := sValue(item, AttrPK), sValue(item, AttrSK)
+	ref := store.JobRef{JobID: jobID, OperationID: sValue(item, AttrOperationID)}
 	switch {
 	case strings.HasPrefix(pk, opKeyPrefix) && sk == recordSK:
 		ref.Kind = store.RefRecord

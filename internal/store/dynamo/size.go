@@ -105,18 +105,17 @@ func IndexItemSize(item map[string]types.AttributeValue) int {
 // nothing there, and one that moves it costs a delete of the old entry
 // and a put of the new.
 func IndexWriteUnits(old, new map[string]types.AttributeValue) int {
-	oldIn, newIn := IndexItemSize(old) > 0, IndexItemSize(new) > 0
-	switch {
-	case oldIn && newIn && indexKey(old) == indexKey(new):
+	o, n := IndexItemSize(old), IndexItemSize(new)
+	if o > 0 && n > 0 && indexKey(old) == indexKey(new) {
 		return 0
-	case oldIn && newIn:
-		return WriteUnits(0, IndexItemSize(old)) + WriteUnits(0, IndexItemSize(new))
-	case oldIn:
-		return WriteUnits(0, IndexItemSize(old))
-	case newIn:
-		return WriteUnits(0, IndexItemSize(new))
 	}
-	return 0
+	units := 0
+	for _, size := range []int{o, n} {
+		if size > 0 { // WriteUnits(0, 0) is one unit, not none
+			units += WriteUnits(0, size)
+		}
+	}
+	return units
 }
 
 func indexKey(item map[string]types.AttributeValue) [2]string {
