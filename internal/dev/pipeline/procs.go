@@ -15,7 +15,7 @@ import (
 // all while another P is idle or spinning, for up to 10 ms. On a 2-core
 // machine that left about 0.4 of the 2 CPUs idle on disk; two Ps more
 // keep them busy. On this project's 2-core machine with an ext4 disk it
-// took a local run from about 0.75 to 0.93 of its speed on tmpfs
+// took a local run from about 0.78 to 0.97 of its speed on tmpfs
 // (docs/benchmarks.md).
 const ExtraProcs = 2
 
