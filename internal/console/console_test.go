@@ -3,13 +3,16 @@ package console
 import (
 	"context"
 	"errors"
+	"fmt"
 	"net/http"
 	"net/url"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/genjobs/genjobs/internal/operation"
 	"github.com/genjobs/genjobs/internal/replay"
+	"github.com/genjobs/genjobs/internal/review"
 	"github.com/genjobs/genjobs/internal/store/bolt"
 )
 
@@ -281,5 +284,33 @@ func TestListen(t *testing.T) {
 		if !strings.HasPrefix(u, "http://") || strings.HasSuffix(u, ":0/") || (warning != "") != tc.warning {
 			t.Errorf("Listen(%q, %v): url %q warning %q", tc.addr, tc.remote, u, warning)
 		}
+	}
+}
+
+// TestReviewAges: the reviews page says how long ago each review opened,
+// in words that read: "just now", never "just now ago".
+func TestReviewAges(t *testing.T) {
+	t.Parallel()
+	st := seed(t)
+	ctx := context.Background()
+	for i, ago := range []time.Duration{10 * time.Second, 5 * time.Minute, 3 * time.Hour, 72 * time.Hour} {
+		rec, err := st.Get(ctx, "op-stalled-job-known")
+		if err != nil {
+			t.Fatal(err)
+		}
+		rv := review.ForRecord(fmt.Sprintf("age-%d", i), review.SourceSweep, &rec, now.Add(-ago))
+		if _, err := st.PutReview(ctx, rv); err != nil {
+			t.Fatal(err)
+		}
+	}
+	ts, srv := console(t, st, nil)
+	_, body := get(t, login(t, ts, srv), at(ts, srv, "reviews"))
+	for _, want := range []string{">just now</td>", ">5m ago</td>", ">3h ago</td>", ">3d ago</td>"} {
+		if !strings.Contains(body, want) {
+			t.Errorf("reviews page lacks %q", want)
+		}
+	}
+	if strings.Contains(body, "just now ago") {
+		t.Errorf("reviews page says \"just now ago\"")
 	}
 }

@@ -88,16 +88,18 @@ func parseAge(s string) (time.Duration, error) {
 	return d, nil
 }
 
+// age says how long ago something happened, as the page shows it ("just
+// now", "5m ago").
 func age(d time.Duration) string {
 	switch {
 	case d < time.Minute:
 		return "just now"
 	case d < time.Hour:
-		return fmt.Sprintf("%dm", int(d.Minutes()))
+		return fmt.Sprintf("%dm ago", int(d.Minutes()))
 	case d < 48*time.Hour:
-		return fmt.Sprintf("%dh", int(d.Hours()))
+		return fmt.Sprintf("%dh ago", int(d.Hours()))
 	}
-	return fmt.Sprintf("%dd", int(d.Hours()/24))
+	return fmt.Sprintf("%dd ago", int(d.Hours()/24))
 }
 
 func (s *Server) reviews(w http.ResponseWriter, r *http.Request) {
