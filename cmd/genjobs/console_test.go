@@ -62,6 +62,12 @@ func TestConsoleCommand(t *testing.T) {
 	if resp.StatusCode != 200 || !strings.Contains(string(b), "op-uncertain-lost-response") || !strings.Contains(string(b), "grace") || strings.Contains(resp.Request.URL.RawQuery, "key") {
 		t.Fatalf("GET %s: %d at %s\n%s", printed.Path, resp.StatusCode, resp.Request.URL, b)
 	}
+	// Meanwhile the command line cannot open the store, and says why and
+	// what to do.
+	code, _, errOut := genjobs(t, "plan", "op-uncertain-lost-response", "--db", db)
+	if code != 1 || !strings.Contains(errOut, "genjobs console") || !strings.Contains(errOut, "Ctrl-C") || strings.Contains(errOut, printed.Query().Get("key")) {
+		t.Errorf("plan while the console runs: exit %d, want 1 and a message naming the console and how to stop it:\n%s", code, errOut)
+	}
 	cancel()
 	if code := <-done; code != 0 {
 		t.Fatalf("console exited %d after Ctrl-C", code)

@@ -14,6 +14,8 @@ import (
 	"os/signal"
 	"strings"
 	"syscall"
+
+	"github.com/genjobs/genjobs/internal/store/bolt"
 )
 
 // usageError is a bad command line: exit status 2, with the command's usage.
@@ -149,5 +151,14 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 		return 2
 	}
 	fmt.Fprintf(stderr, "%s: %v\n", name, err)
+	if errors.Is(err, bolt.ErrLocked) {
+		fmt.Fprintln(stderr, lockedHint)
+	}
 	return 1
 }
+
+// lockedHint is what an operator does about a store another process has
+// open: on a local run's store that is most often the console.
+const lockedHint = "The store is in use by another genjobs process: most often a running `genjobs console` on it, which holds it " +
+	"for as long as it runs, or a `genjobs local` run still going. Use the console's pages meanwhile, or stop that " +
+	"process (Ctrl-C in its terminal) and run this command again."
