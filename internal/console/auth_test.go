@@ -159,6 +159,10 @@ func TestLaunchKeyExchange(t *testing.T) {
 	if u.Path != srv.root || u.Query().Get(launchParam) != srv.launchKey || len(srv.root) < 16 {
 		t.Fatalf("launch URL %s", u)
 	}
+	// A HEAD (a link preview) does not spend it.
+	if resp, err := browser(t).Head(u.String()); err != nil || resp.StatusCode != http.StatusUnauthorized {
+		t.Fatalf("HEAD of the launch URL: %v %v, want 401", resp, err)
+	}
 	c := browser(t)
 	resp, err := c.Get(u.String() + "&op=x")
 	if err != nil {

@@ -214,7 +214,8 @@ func (s *Server) admit(w http.ResponseWriter, r *http.Request) bool {
 		return false
 	}
 	q := r.URL.Query()
-	key, exchange := q.Get(launchParam), q.Has(launchParam) && (r.Method == http.MethodGet || r.Method == http.MethodHead)
+	// Only a GET spends the key: a HEAD (a link preview) must not.
+	key, exchange := q.Get(launchParam), q.Has(launchParam) && r.Method == http.MethodGet
 	session := s.hasSession(r)
 	switch {
 	case exchange && !session:
