@@ -242,7 +242,7 @@ func (s *Server) admit(w http.ResponseWriter, r *http.Request) bool {
 		return false
 	case session:
 		return true
-	case hasCookie(r, sessionCookie):
+	case len(r.CookiesNamed(sessionCookie)) > 0:
 		return deny(http.StatusForbidden, "wrong console session; open the URL genjobs console printed")
 	}
 	return deny(http.StatusUnauthorized, "no console session: open the URL genjobs console printed (it carries this launch's key)")
@@ -257,8 +257,6 @@ func (s *Server) hasSession(r *http.Request) bool {
 	}
 	return false
 }
-
-func hasCookie(r *http.Request, name string) bool { return len(r.CookiesNamed(name)) > 0 }
 
 func (s *Server) hostAllowed(host string) bool {
 	if len(s.cfg.Hosts) == 0 {
