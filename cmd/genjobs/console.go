@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"io"
+	"os/user"
 
 	"github.com/spf13/pflag"
 
@@ -17,12 +18,22 @@ func cmdConsole(fs *pflag.FlagSet) runFunc {
 	sf.register(fs)
 	_ = fs.MarkHidden("json") // a page, not a printout
 	addr := fs.String("addr", "127.0.0.1:0", "listen address (default: loopback, a free port)")
-	allowRemote := fs.Bool("allow-remote", false, "allow an --addr reachable beyond this machine (the console has no login: anyone reaching it can replay)")
+	allowRemote := fs.Bool("allow-remote", false, "allow an --addr reachable beyond this machine (plain HTTP: its URL's key crosses the network in clear)")
+	operator := fs.String("operator", "", "who every replay through the console is audited as (default: your OS user name)")
 	var gf genaceFlags
 	gf.register(fs)
 	return func(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 		if len(args) != 0 {
 			return usagef("console takes no arguments, got %q", args)
+		}
+		who := *operator
+		if !fs.Changed("operator") {
+			if u, err := user.Current(); err == nil {
+				who = u.Username
+			}
+		}
+		if err := replay.CheckOperator(who); err != nil {
+			return usagef("--operator: %v (the default is your OS user name; pass --operator NAME)", err)
 		}
 		ln, url, warning, err := console.Listen(*addr, *allowRemote)
 		if err != nil {
@@ -68,6 +79,7 @@ func cmdConsole(fs *pflag.FlagSet) runFunc {
 			Store:         st,
 			Replayer:      &replay.Replayer{Store: st, Sender: sender, Genace: reader, Clock: clock.Real{}},
 			Clock:         clock.Real{},
+			Operator:      who,
 			Hosts:         console.Hosts(ln),
 			Secrets:       []string{key},
 			ScheduledHint: hint,
@@ -79,7 +91,9 @@ func cmdConsole(fs *pflag.FlagSet) runFunc {
 		if warning != "" {
 			fmt.Fprintln(stderr, warning)
 		}
-		fmt.Fprintf(stdout, "genjobs console: %s (Ctrl-C stops it)\n", url)
+		// The launch URL is the console's key: it goes to the operator's
+		// terminal and nowhere else, and works once.
+		fmt.Fprintf(stdout, "genjobs console: %s (acting as %s; the URL opens one browser session; Ctrl-C stops it)\n", srv.LaunchURL(url), who)
 		if err := console.Serve(ctx, ln, srv); err != nil {
 			return err
 		}

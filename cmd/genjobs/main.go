@@ -14,6 +14,8 @@ import (
 	"os/signal"
 	"strings"
 	"syscall"
+
+	"github.com/genjobs/genjobs/internal/store/bolt"
 )
 
 // usageError is a bad command line: exit status 2, with the command's usage.
@@ -48,8 +50,8 @@ func commands() []command {
 		{"replay", "OPERATION_ID", "carry out the planned action on one operation, with an audit entry",
 			"genjobs replay demo-lost-response --action reconcile --operator alice --job-id job_123", cmdReplay, false},
 		{"audit", "OPERATION_ID", "print the operation's audit trail", "genjobs audit demo-lost-response", cmdAudit, false},
-		{"console", "", "serve the reviews, each operation's timeline and plan, and replay as a web page on this machine (prints its URL)",
-			"genjobs console\n  genjobs console --table genjobs-prod --addr 127.0.0.1:8080", cmdConsole, false},
+		{"console", "", "serve the reviews, each operation's timeline and plan, and replay as a web page on this machine (prints its one-time URL; replays are audited as --operator)",
+			"genjobs console\n  genjobs console --operator alice --table genjobs-prod --addr 127.0.0.1:8080", cmdConsole, false},
 		{"local", "", "run the whole pipeline locally on embedded defaults (the demo without --workload)",
 			"genjobs local\n  genjobs local --workload ops.jsonl --timeout 5m\n  genjobs local --resume", cmdLocal, true},
 		{"invoke", "", "run one function under the Lambda runtime emulator with a sample event, against local services (make invoke)",
@@ -149,5 +151,14 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 		return 2
 	}
 	fmt.Fprintf(stderr, "%s: %v\n", name, err)
+	if errors.Is(err, bolt.ErrLocked) {
+		fmt.Fprintln(stderr, lockedHint)
+	}
 	return 1
 }
+
+// lockedHint is what an operator does about a store another process has
+// open: on a local run's store that is most often the console.
+const lockedHint = "The store is in use by another genjobs process: most often a running `genjobs console` on it, which holds it " +
+	"for as long as it runs, or a `genjobs local` run still going. Use the console's pages meanwhile, or stop that " +
+	"process (Ctrl-C in its terminal) and run this command again."

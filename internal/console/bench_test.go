@@ -70,15 +70,17 @@ func bigStore(b *testing.B) *bolt.Store {
 func BenchmarkPages(b *testing.B) {
 	st := bigStore(b)
 	clk := clock.NewManual(now)
-	srv, err := New(Config{Store: st, Replayer: &replay.Replayer{Store: st, Clock: clk}, Clock: clk})
+	srv, err := New(Config{Store: st, Replayer: &replay.Replayer{Store: st, Clock: clk}, Clock: clk, Operator: "bench"})
 	if err != nil {
 		b.Fatal(err)
 	}
-	for _, page := range []string{"/reviews", "/reviews?model=flux-pro-2", "/reviews?op=op-bench-0999", "/op/op-bench-04242"} {
-		b.Run(page, func(b *testing.B) {
+	for _, page := range []string{"reviews", "reviews?model=flux-pro-2", "reviews?op=op-bench-0999", "op/op-bench-04242"} {
+		b.Run("/"+page, func(b *testing.B) {
 			for b.Loop() {
 				w := httptest.NewRecorder()
-				srv.ServeHTTP(w, httptest.NewRequest(http.MethodGet, page, nil))
+				req := httptest.NewRequest(http.MethodGet, srv.root+page, nil)
+				req.AddCookie(&http.Cookie{Name: sessionCookie, Value: srv.session})
+				srv.ServeHTTP(w, req)
 				if w.Code != http.StatusOK {
 					b.Fatalf("GET %s: %d", page, w.Code)
 				}

@@ -86,24 +86,39 @@ func screenshot(t *testing.T, ctx context.Context, name string) {
 }
 
 // TestConsoleInBrowser drives the console in a real browser on the
-// recovery fixtures: the reviews page, one operation's timeline, forged
-// submits that change nothing, and one replay through the form whose
-// audit entry is then read back from the store.
+// recovery fixtures: opening the printed URL, the reviews page, one
+// operation's timeline, forged submits that change nothing, and one
+// replay through the form whose audit entry is then read back from the
+// store.
 func TestConsoleInBrowser(t *testing.T) {
 	st := seed(t)
-	ts, _ := console(t, st, nil)
+	ts, srv := console(t, st, func(c *Config) { c.Operator = "browser-operator" })
 	ctx := newBrowser(t)
 	const id = "op-uncertain-lost-response"
-	link := chromedp.CSS(`a.op[href="/op/` + id + `"]`)
+	link := chromedp.CSS(`a.op[href="` + srv.root + `op/` + id + `"]`)
 
-	// Reviews: grouped, counted, each row linking to its operation.
-	do(t, ctx, chromedp.Navigate(ts.URL+"/reviews"), chromedp.WaitVisible(chromedp.ID("summary")))
+	// Without the printed URL's key the console serves nothing.
+	do(t, ctx, chromedp.Navigate(at(ts, srv, "reviews")), chromedp.WaitVisible(chromedp.CSS("body")))
+	if body := value(t, ctx, chromedp.Text(chromedp.CSS("body"))); !strings.Contains(body, "no console session") {
+		t.Fatalf("the reviews page without the launch key: %q", body)
+	}
+
+	// The printed URL: its key is exchanged for the session, and the
+	// address bar no longer shows it.
+	do(t, ctx, chromedp.Navigate(srv.LaunchURL(ts.URL+"/")), chromedp.WaitVisible(chromedp.ID("summary")))
+	if loc := value(t, ctx, chromedp.Location()); loc != at(ts, srv, "reviews") {
+		t.Fatalf("after opening the launch URL the browser is at %q, want %q", loc, at(ts, srv, "reviews"))
+	}
+
+	// Reviews: grouped, counted, each row linking to its operation; the
+	// header names who acts.
 	summary := value(t, ctx, chromedp.Text(chromedp.ID("summary")))
 	counts := value(t, ctx, chromedp.Text(chromedp.CSS("table.counts")))
-	links := value(t, ctx, chromedp.Nodes(chromedp.CSSAll(`a.op[href="/op/`+id+`"]`)))
+	acting := value(t, ctx, chromedp.Text(chromedp.ID("operator")))
+	links := value(t, ctx, chromedp.Nodes(chromedp.CSSAll(`a.op[href="`+srv.root+`op/`+id+`"]`)))
 	if !strings.Contains(summary, "open reviews") || !strings.Contains(summary, "groups by recommended action and error class") ||
-		!strings.Contains(counts, "reconcile") || !strings.Contains(counts, "post_outcome_unknown") || len(links) != 1 {
-		t.Fatalf("reviews page: summary %q, counts %q, %d links to %s", summary, counts, len(links), id)
+		!strings.Contains(counts, "reconcile") || !strings.Contains(counts, "post_outcome_unknown") || len(links) != 1 || acting != "browser-operator" {
+		t.Fatalf("reviews page: summary %q, counts %q, acting %q, %d links to %s", summary, counts, acting, len(links), id)
 	}
 	screenshot(t, ctx, "console-reviews.png")
 
@@ -120,9 +135,8 @@ func TestConsoleInBrowser(t *testing.T) {
 
 	// A submit without the CSRF token changes nothing.
 	fill := chromedp.Steps(
-		chromedp.Navigate(ts.URL+"/op/"+id),
+		chromedp.Navigate(at(ts, srv, "op/"+id)),
 		chromedp.WaitVisible(chromedp.ID("replay")),
-		chromedp.SetValue(chromedp.ID("operator"), "browser-operator"),
 		chromedp.Click(chromedp.ID("mode-not-submitted")),
 		chromedp.Click(chromedp.ID("confirm")),
 	)
@@ -136,14 +150,16 @@ func TestConsoleInBrowser(t *testing.T) {
 	unchanged(t, st, id, 1)
 
 	// A page of another origin posting the form, even with the session's
-	// own token, changes nothing.
-	do(t, ctx, chromedp.Navigate(ts.URL+"/op/"+id))
+	// own token, changes nothing (127.0.0.1 at another port is the same
+	// site, so the browser sends the session cookie: the Origin check
+	// refuses it).
+	do(t, ctx, chromedp.Navigate(at(ts, srv, "op/"+id)))
 	token := value(t, ctx, chromedp.AttributeValue(chromedp.CSS(`input[name=csrf]`), "value")).Value
 	foreign := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) {
-		fmt.Fprintf(w, `<!doctype html><form id="f" method="post" action="%s/op/%s/replay">
+		fmt.Fprintf(w, `<!doctype html><form id="f" method="post" action="%s">
 <input name="csrf" value="%s"><input name="action" value="reconcile"><input name="revision" value="1">
 <input name="operator" value="mallory"><input name="mode" value="not-submitted"><input name="confirm" value="yes">
-<button id="go" type="submit">go</button></form>`, ts.URL, id, token)
+<button id="go" type="submit">go</button></form>`, at(ts, srv, "op/"+id+"/replay"), token)
 	}))
 	defer foreign.Close()
 	do(t, ctx, chromedp.Navigate(foreign.URL), chromedp.Click(chromedp.ID("go")), chromedp.WaitNotPresent(chromedp.ID("go")))

@@ -9,6 +9,13 @@
 // library's: no script runs on its pages, and a state change is a POST
 // that carries the session's CSRF token from a page of the console's own
 // origin.
+//
+// Those defences stop browsers, not the other users and processes of the
+// machine, which reach a loopback port as easily. So each launch makes a
+// secret: the printed URL carries a one-time key that the first request
+// exchanges for the session cookie, scoped to a path of its own, and
+// every request, every route, must carry that cookie. Whoever lacks it is
+// refused before any handler runs.
 package console
 
 import (
@@ -26,6 +33,7 @@ import (
 	"net"
 	"net/http"
 	"strings"
+	"sync/atomic"
 	"time"
 
 	"github.com/genjobs/genjobs/internal/clock"
@@ -50,6 +58,9 @@ type Config struct {
 	Replayer *replay.Replayer
 	// Clock tells the age of reviews.
 	Clock clock.Clock
+	// Operator is who every replay through this console is audited as:
+	// the launch's, never a form's (replay.CheckOperator).
+	Operator string
 	// Hosts are the host:port values the console answers to (the Host
 	// header): a page served under another name, as a DNS-rebinding
 	// attack would have it, is refused. Empty: any host.
@@ -68,17 +79,37 @@ type Config struct {
 
 // Server is the console's http.Handler.
 type Server struct {
-	cfg   Config
-	key   []byte // signs CSRF tokens; new with each console
-	pages *template.Template
-	mux   *http.ServeMux
+	cfg Config
+	key []byte // signs CSRF tokens; new with each console
+	// root is the path every page lives under, new with each console
+	// ("/<random>/"): the session cookie is scoped to it, so the browser
+	// sends it to no other server on this host, whatever its port.
+	root string
+	// launchKey is the one-time key the printed URL carries; launched
+	// says it has been exchanged for the session.
+	launchKey string
+	launched  atomic.Bool
+	// session is the session cookie's value: the one the launch key was
+	// exchanged for, never printed.
+	session string
+	pages   *template.Template
+	mux     *http.ServeMux
+	// routes are what mux serves, each registered from here, so a test
+	// can walk every one.
+	routes []route
+}
+
+// route is one pattern the console serves.
+type route struct {
+	method, path string // path is a ServeMux path pattern
+	handler      http.Handler
 }
 
 //go:embed templates/*.html static/console.css
 var assets embed.FS
 
-// sessionCookie names the browser's session; the CSRF token is derived
-// from it, so each session has its own.
+// sessionCookie names the browser's session, the one the launch key was
+// exchanged for; the CSRF token is derived from it.
 const sessionCookie = "genjobs_console_session"
 
 // New builds a console.
@@ -86,26 +117,67 @@ func New(cfg Config) (*Server, error) {
 	if cfg.Store == nil || cfg.Replayer == nil || cfg.Clock == nil {
 		return nil, errors.New("console: Store, Replayer and Clock are required")
 	}
-	key := make([]byte, 32)
-	if _, err := rand.Read(key); err != nil {
-		return nil, err
+	if err := replay.CheckOperator(cfg.Operator); err != nil {
+		return nil, fmt.Errorf("console: %w", err)
 	}
-	pages, err := template.New("").Funcs(funcs).ParseFS(assets, "templates/*.html")
+	for _, sec := range cfg.Secrets {
+		if sec != "" && strings.Contains(cfg.Operator, sec) {
+			return nil, errors.New("console: the operator name contains a secret; it would be kept in the audit trail")
+		}
+	}
+	s := &Server{cfg: cfg, key: randomBytes(32), root: "/" + randomText(12) + "/",
+		launchKey: randomText(32), session: randomText(32), mux: http.NewServeMux()}
+	pages, err := template.New("").Funcs(funcs).Funcs(template.FuncMap{
+		"root":     func() string { return s.root },
+		"operator": func() string { return s.cfg.Operator },
+	}).ParseFS(assets, "templates/*.html")
 	if err != nil {
 		return nil, fmt.Errorf("console templates: %w", err)
 	}
-	s := &Server{cfg: cfg, key: key, pages: pages, mux: http.NewServeMux()}
+	s.pages = pages
 	static, _ := fs.Sub(assets, "static")
-	s.mux.Handle("GET /static/", http.StripPrefix("/static/", http.FileServerFS(static)))
-	s.mux.HandleFunc("GET /{$}", func(w http.ResponseWriter, r *http.Request) { http.Redirect(w, r, "/reviews", http.StatusSeeOther) })
-	s.mux.HandleFunc("GET /reviews", s.reviews)
-	s.mux.HandleFunc("GET /op/{id}", s.operation)
-	s.mux.HandleFunc("POST /op/{id}/replay", s.replay)
+	s.routes = []route{
+		{http.MethodGet, "static/", http.StripPrefix(s.root+"static/", http.FileServerFS(static))},
+		{http.MethodGet, "{$}", http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+			http.Redirect(w, r, s.root+"reviews", http.StatusSeeOther)
+		})},
+		{http.MethodGet, "reviews", http.HandlerFunc(s.reviews)},
+		{http.MethodGet, "op/{id}", http.HandlerFunc(s.operation)},
+		{http.MethodPost, "op/{id}/replay", http.HandlerFunc(s.replay)},
+	}
+	for _, rt := range s.routes {
+		s.mux.Handle(rt.method+" "+s.root+rt.path, rt.handler)
+	}
 	return s, nil
 }
 
-// ServeHTTP checks the Host, sets the headers every answer carries and
-// the session, and refuses a state change that is not the console's own.
+// randomBytes reads n bytes from crypto/rand, which does not fail on a
+// supported platform.
+func randomBytes(n int) []byte {
+	b := make([]byte, n)
+	if _, err := rand.Read(b); err != nil {
+		panic(err)
+	}
+	return b
+}
+
+// randomText is n random bytes, base64url: safe in a path, a query and a
+// cookie.
+func randomText(n int) string { return base64.RawURLEncoding.EncodeToString(randomBytes(n)) }
+
+// LaunchURL is the URL to print on the operator's terminal: base (Listen's
+// URL) with this console's root and its one-time launch key. It is the
+// only place the key appears; it works once.
+func (s *Server) LaunchURL(base string) string {
+	return strings.TrimSuffix(base, "/") + s.root + "?" + launchParam + "=" + s.launchKey
+}
+
+// launchParam names the launch key in the printed URL's query.
+const launchParam = "key"
+
+// ServeHTTP checks the Host, sets the headers every answer carries,
+// admits only the launch's session, and refuses a state change that is
+// not the console's own.
 func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	if !s.hostAllowed(r.Host) {
 		http.Error(w, "console: unknown host "+r.Host, http.StatusMisdirectedRequest)
@@ -119,15 +191,71 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	// "Origin: null" with the console's own form posts.
 	h.Set("Referrer-Policy", "same-origin")
 	h.Set("Cache-Control", "no-store")
+	if !s.admit(w, r) {
+		return
+	}
 	if r.Method != http.MethodGet && r.Method != http.MethodHead {
 		if why := s.refuse(r); why != "" {
 			http.Error(w, "console: refused: "+why+"; nothing was changed", http.StatusForbidden)
 			return
 		}
-	} else if _, ok := s.session(r); !ok {
-		s.newSession(w, r)
 	}
 	s.mux.ServeHTTP(w, r)
+}
+
+// admit lets through a request of the launch's session and answers every
+// other itself: the launch key's one exchange for the session cookie (a
+// redirect that drops the key from the address bar), 401 without a
+// session, 403 with a wrong one or a spent key. Nothing it refuses
+// reaches a handler.
+func (s *Server) admit(w http.ResponseWriter, r *http.Request) bool {
+	deny := func(status int, why string) bool {
+		http.Error(w, "console: "+why+"; nothing was changed", status)
+		return false
+	}
+	q := r.URL.Query()
+	// Only a GET spends the key: a HEAD (a link preview) must not.
+	key, exchange := q.Get(launchParam), q.Has(launchParam) && r.Method == http.MethodGet
+	session := s.hasSession(r)
+	switch {
+	case exchange && !session:
+		if subtle.ConstantTimeCompare([]byte(key), []byte(s.launchKey)) != 1 {
+			return deny(http.StatusForbidden, "wrong console key; open the URL genjobs console printed")
+		}
+		if !s.launched.CompareAndSwap(false, true) {
+			return deny(http.StatusForbidden, "this console's URL was already used, by the browser holding its session; "+
+				"to open it elsewhere, restart genjobs console (if that was not you, stop it now)")
+		}
+		http.SetCookie(w, &http.Cookie{Name: sessionCookie, Value: s.session, Path: s.root,
+			HttpOnly: true, SameSite: http.SameSiteStrictMode})
+		fallthrough
+	case exchange:
+		q.Del(launchParam)
+		to := s.root
+		if strings.HasPrefix(r.URL.Path, s.root) {
+			to = r.URL.Path
+		}
+		if len(q) > 0 {
+			to += "?" + q.Encode()
+		}
+		http.Redirect(w, r, to, http.StatusSeeOther)
+		return false
+	case session:
+		return true
+	case len(r.CookiesNamed(sessionCookie)) > 0:
+		return deny(http.StatusForbidden, "wrong console session; open the URL genjobs console printed")
+	}
+	return deny(http.StatusUnauthorized, "no console session: open the URL genjobs console printed (it carries this launch's key)")
+}
+
+// hasSession says whether r carries the launch's session cookie.
+func (s *Server) hasSession(r *http.Request) bool {
+	for _, c := range r.CookiesNamed(sessionCookie) {
+		if subtle.ConstantTimeCompare([]byte(c.Value), []byte(s.session)) == 1 {
+			return true
+		}
+	}
+	return false
 }
 
 func (s *Server) hostAllowed(host string) bool {
@@ -142,9 +270,9 @@ func (s *Server) hostAllowed(host string) bool {
 	return false
 }
 
-// refuse says why a state-changing request is not the console's own ("" if
-// it is): it must come from a page of this origin, in a session, with that
-// session's token.
+// refuse says why a state-changing request of the session (admit) is not
+// the console's own ("" if it is): it must come from a page of this
+// origin, with the session's token.
 func (s *Server) refuse(r *http.Request) string {
 	origin := r.Header.Get("Origin")
 	if origin == "" {
@@ -153,10 +281,6 @@ func (s *Server) refuse(r *http.Request) string {
 	if origin != "http://"+r.Host {
 		return "Origin " + origin + " is not this console"
 	}
-	id, ok := s.session(r)
-	if !ok {
-		return "no console session"
-	}
 	if err := r.ParseForm(); err != nil {
 		return "unreadable form"
 	}
@@ -164,38 +288,17 @@ func (s *Server) refuse(r *http.Request) string {
 	if got == "" {
 		return "no CSRF token"
 	}
-	if subtle.ConstantTimeCompare([]byte(got), []byte(s.token(id))) != 1 {
+	if subtle.ConstantTimeCompare([]byte(got), []byte(s.token())) != 1 {
 		return "wrong CSRF token"
 	}
 	return ""
 }
 
-func (s *Server) session(r *http.Request) (string, bool) {
-	c, err := r.Cookie(sessionCookie)
-	if err != nil || len(c.Value) != 43 {
-		return "", false
-	}
-	return c.Value, true
-}
-
-// newSession starts a session and puts it on r, so the page being drawn
-// carries its token.
-func (s *Server) newSession(w http.ResponseWriter, r *http.Request) {
-	b := make([]byte, 32)
-	if _, err := rand.Read(b); err != nil {
-		panic(err) // crypto/rand does not fail on a supported platform
-	}
-	c := &http.Cookie{Name: sessionCookie, Value: base64.RawURLEncoding.EncodeToString(b), Path: "/",
-		HttpOnly: true, SameSite: http.SameSiteStrictMode}
-	http.SetCookie(w, c)
-	r.AddCookie(c)
-}
-
-// token is the session's CSRF token: a MAC of its id under this console's
+// token is the session's CSRF token: a MAC of it under this console's
 // key, so it is never stored and dies with the console.
-func (s *Server) token(session string) string {
+func (s *Server) token() string {
 	m := hmac.New(sha256.New, s.key)
-	m.Write([]byte("csrf\x00" + session))
+	m.Write([]byte("csrf\x00" + s.session))
 	return base64.RawURLEncoding.EncodeToString(m.Sum(nil))
 }
 
@@ -226,8 +329,9 @@ func Listen(addr string, allowRemote bool) (ln net.Listener, url, warning string
 			return nil, "", "", fmt.Errorf("--addr %s is reachable beyond this machine: the console replays operations for whoever reaches it; "+
 				"pass --allow-remote to bind it anyway", addr)
 		}
-		warning = fmt.Sprintf("WARNING: the console listens on %s, beyond loopback: anyone who can reach it sees the reviews "+
-			"and can replay operations (every replay names its operator, unverified). It has no login; keep it on a trusted network.", addr)
+		warning = fmt.Sprintf("WARNING: the console listens on %s, beyond loopback, over plain HTTP: its URL's key and its "+
+			"session cookie cross the network in clear, and whoever reads them replays operations as this console's operator. "+
+			"Keep it on a trusted network.", addr)
 	}
 	ln, err = net.Listen("tcp", addr)
 	if err != nil {

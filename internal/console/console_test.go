@@ -3,38 +3,41 @@ package console
 import (
 	"context"
 	"errors"
+	"fmt"
 	"net/http"
 	"net/url"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/genjobs/genjobs/internal/operation"
 	"github.com/genjobs/genjobs/internal/replay"
+	"github.com/genjobs/genjobs/internal/review"
 	"github.com/genjobs/genjobs/internal/store/bolt"
 )
 
 func TestPages(t *testing.T) {
 	t.Parallel()
 	st := seed(t)
-	ts, _ := console(t, st, nil)
-	c := browser(t)
+	ts, srv := console(t, st, nil)
+	c := login(t, ts, srv)
 	for _, tc := range []struct {
 		path   string
 		status int
 		want   []string
 	}{
-		{"/", 303, nil},
-		{"/reviews", 200, []string{`<span class="action reconcile">reconcile</span> · post_outcome_unknown`,
-			`href="/op/op-uncertain-lost-response"`, "flux-pro-2", "newest first", "24h ago"}},
-		{"/op/op-uncertain-lost-response", 200, []string{`id="phase">uncertain`, `id="revision">1`, `id="remote-state">unknown`,
+		{"", 303, nil},
+		{"reviews", 200, []string{`<span class="action reconcile">reconcile</span> · post_outcome_unknown`,
+			`href="` + srv.root + `op/op-uncertain-lost-response"`, "flux-pro-2", "newest first", "24h ago", `acting as <b id="operator">carol</b>`}},
+		{"op/op-uncertain-lost-response", 200, []string{`id="phase">uncertain`, `id="revision">1`, `id="remote-state">unknown`,
 			`<svg class="timeline"`, "parked for an operator: post_outcome_unknown", "review op:op-uncertain-lost-response:r1 opened",
-			`id="plan-action">reconcile`, `name="mode" value="not-submitted"`, `name="confirm"`, "Budget"}},
-		{"/op/op-succeeded-copy-incomplete", 200, []string{"abc1abc1abc1abc1abc1abc1abc1abc1", "117 bytes", "ops/op/job_succeeded1/0.png",
+			`id="plan-action">reconcile`, `name="mode" value="not-submitted"`, `name="confirm"`, "Budget", `Audited as <b id="acting">carol</b>`}},
+		{"op/op-succeeded-copy-incomplete", 200, []string{"abc1abc1abc1abc1abc1abc1abc1abc1", "117 bytes", "ops/op/job_succeeded1/0.png",
 			"job_succeeded1", "Charged", "output 0 stored (117 bytes)", "outputs_described"}},
-		{"/op/op-nobody", 404, []string{"not found"}},
-		{"/op/op-delivered", 200, []string{`id="plan-action">acknowledge`, "terminal"}},
+		{"op/op-nobody", 404, []string{"not found"}},
+		{"op/op-delivered", 200, []string{`id="plan-action">acknowledge`, "terminal", "under the name carol"}},
 	} {
-		status, body := get(t, c, ts.URL+tc.path)
+		status, body := get(t, c, at(ts, srv, tc.path))
 		if status != tc.status {
 			t.Errorf("GET %s: %d, want %d\n%s", tc.path, status, tc.status, body)
 		}
@@ -49,8 +52,8 @@ func TestPages(t *testing.T) {
 func TestReviewFilters(t *testing.T) {
 	t.Parallel()
 	st := seed(t)
-	ts, _ := console(t, st, nil)
-	c := browser(t)
+	ts, srv := console(t, st, nil)
+	c := login(t, ts, srv)
 	for _, tc := range []struct {
 		query  string
 		status int
@@ -66,7 +69,7 @@ func TestReviewFilters(t *testing.T) {
 		{"older=20h", 200, "op-stalled-job-known", ""},
 		{"older=yesterday", 400, "want e.g. 90m, 36h or 7d", ""},
 	} {
-		status, body := get(t, c, ts.URL+"/reviews?"+tc.query)
+		status, body := get(t, c, at(ts, srv, "reviews?"+tc.query))
 		if status != tc.status || !strings.Contains(body, tc.want) || tc.absent != "" && strings.Contains(body, tc.absent) {
 			t.Errorf("reviews?%s: %d, want %d with %q and without %q", tc.query, status, tc.status, tc.want, tc.absent)
 		}
@@ -90,18 +93,18 @@ func unchanged(t *testing.T, st *bolt.Store, id string, rev int64) {
 	}
 }
 
-// TestForgedReplayRefused: a state change must come from a page of this
-// console, in its session: each forgery gets 403 (a foreign Host 421) and
-// changes nothing.
+// TestForgedReplayRefused: a state change of the operator's session must
+// come from a page of this console, with the session's token: each
+// forgery gets 403 (a foreign Host 421) and changes nothing. Requests
+// without the session are TestSameMachineClientRefused's.
 func TestForgedReplayRefused(t *testing.T) {
 	t.Parallel()
 	st := seed(t)
-	ts, _ := console(t, st, nil)
+	ts, srv := console(t, st, nil)
 	const id = "op-stalled-job-known"
-	c := browser(t)
-	_, page := get(t, c, ts.URL+"/op/"+id)
+	c := login(t, ts, srv)
+	_, page := get(t, c, at(ts, srv, "op/"+id))
 	good := formOf(t, page)
-	good.Set("operator", "mallory")
 	good.Set("confirm", "yes")
 	origin := ts.URL
 	with := func(k, v string) url.Values {
@@ -116,41 +119,32 @@ func TestForgedReplayRefused(t *testing.T) {
 		}
 		return f
 	}
-	// Another browser's session has its own token.
-	other := browser(t)
-	_, otherPage := get(t, other, ts.URL+"/op/"+id)
-	otherToken := formOf(t, otherPage).Get("csrf")
 	for _, tc := range []struct {
 		name   string
-		client bool // false: a client without the session cookie
 		origin string
 		form   url.Values
 		status int
 		why    string
 	}{
-		{"no CSRF token", true, origin, with("csrf", ""), 403, "no CSRF token"},
-		{"wrong CSRF token", true, origin, with("csrf", "AAAA"+good.Get("csrf")[4:]), 403, "wrong CSRF token"},
-		{"another session's token", true, origin, with("csrf", otherToken), 403, "wrong CSRF token"},
-		{"no session cookie", false, origin, good, 403, "no console session"},
-		{"foreign Origin", true, "http://evil.example", good, 403, "is not this console"},
-		{"same host, other port", true, "http://127.0.0.1:1", good, 403, "is not this console"},
-		{"no Origin", true, "", good, 403, "no Origin header"},
+		{"no CSRF token", origin, with("csrf", ""), 403, "no CSRF token"},
+		{"wrong CSRF token", origin, with("csrf", "AAAA"+good.Get("csrf")[4:]), 403, "wrong CSRF token"},
+		{"foreign Origin", "http://evil.example", good, 403, "is not this console"},
+		{"same host, other port", "http://127.0.0.1:1", good, 403, "is not this console"},
+		{"no Origin", "", good, 403, "no Origin header"},
 	} {
-		cl := c
-		if !tc.client {
-			cl = browser(t)
-		}
-		status, body := post(t, cl, ts.URL+"/op/"+id+"/replay", tc.origin, tc.form)
+		status, body := post(t, c, at(ts, srv, "op/"+id+"/replay"), tc.origin, tc.form)
 		if status != tc.status || !strings.Contains(body, tc.why) || !strings.Contains(body, "nothing was changed") {
 			t.Errorf("%s: %d %q, want %d and %q", tc.name, status, body, tc.status, tc.why)
 		}
 		unchanged(t, st, id, 1)
 	}
-	// A page asked for under another name (DNS rebinding) is not served.
-	if status, _ := get(t, c, strings.Replace(ts.URL, "127.0.0.1", "localhost", 1)+"/reviews"); status != 200 {
-		t.Errorf("localhost at the console's port: %d, want 200", status)
+	// localhost at the console's port is a name it answers to (the
+	// session, whose cookie is 127.0.0.1's, is still needed there).
+	if status, _ := get(t, c, strings.Replace(at(ts, srv, "reviews"), "127.0.0.1", "localhost", 1)); status != http.StatusUnauthorized {
+		t.Errorf("localhost at the console's port: %d, want 401", status)
 	}
-	req, err := http.NewRequest(http.MethodPost, ts.URL+"/op/"+id+"/replay", strings.NewReader(good.Encode()))
+	// A page asked for under another name (DNS rebinding) is not served.
+	req, err := http.NewRequest(http.MethodPost, at(ts, srv, "op/"+id+"/replay"), strings.NewReader(good.Encode()))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -167,7 +161,7 @@ func TestForgedReplayRefused(t *testing.T) {
 	}
 	unchanged(t, st, id, 1)
 	// The good form, unaltered, does replay: the refusals above were the checks'.
-	if status, body := post(t, c, ts.URL+"/op/"+id+"/replay", origin, good); status != 200 || !strings.Contains(body, "Replay done") {
+	if status, body := post(t, c, at(ts, srv, "op/"+id+"/replay"), origin, good); status != 200 || !strings.Contains(body, "Replay done") {
 		t.Fatalf("the genuine form: %d\n%s", status, body)
 	}
 }
@@ -180,10 +174,9 @@ func TestStaleFormRecomputesPlan(t *testing.T) {
 	st := seed(t)
 	ts, srv := console(t, st, nil)
 	const id = "op-stalled-job-known"
-	c := browser(t)
-	_, page := get(t, c, ts.URL+"/op/"+id)
+	c := login(t, ts, srv)
+	_, page := get(t, c, at(ts, srv, "op/"+id))
 	form := formOf(t, page)
-	form.Set("operator", "alice")
 	form.Set("confirm", "yes")
 	if form.Get("action") != "observe" || form.Get("revision") != "1" {
 		t.Fatalf("form drawn for %s r%s", form.Get("action"), form.Get("revision"))
@@ -192,7 +185,7 @@ func TestStaleFormRecomputesPlan(t *testing.T) {
 	if _, err := srv.cfg.Replayer.Replay(context.Background(), replay.Request{OperationID: id, Action: operation.ActionObserve, Operator: "bob"}); err != nil {
 		t.Fatal(err)
 	}
-	status, body := post(t, c, ts.URL+"/op/"+id+"/replay", ts.URL, form)
+	status, body := post(t, c, at(ts, srv, "op/"+id+"/replay"), ts.URL, form)
 	if status != 409 || !strings.Contains(body, "Nothing was changed") || !strings.Contains(body, "the record is now at revision 2") || !strings.Contains(body, `id="revision">2`) {
 		t.Fatalf("stale form: %d\n%s", status, body)
 	}
@@ -216,8 +209,8 @@ func TestReplayThroughForm(t *testing.T) {
 	}{
 		{"no confirmation", "op-uncertain-lost-response", fakeGenace{}, map[string]string{"mode": "not-submitted", "confirm": ""}, 400,
 			[]string{"tick the confirmation"}, false},
-		{"no operator", "op-uncertain-lost-response", fakeGenace{}, map[string]string{"mode": "not-submitted", "operator": " "}, 400,
-			[]string{"an operator name is required"}, false},
+		{"a form's operator is ignored", "op-uncertain-lost-response", fakeGenace{}, map[string]string{"mode": "not-submitted", "operator": "mallory"}, 200,
+			[]string{"Replay done: confirmed-not-submitted", "By <b>carol</b>"}, true},
 		{"confirmed not submitted", "op-uncertain-lost-response", fakeGenace{}, map[string]string{"mode": "not-submitted"}, 200,
 			[]string{"Replay done: confirmed-not-submitted", "uncertain r1 → <b>prepared r2", `id="audit-entry"`, "Closed reviews: op:op-uncertain-lost-response:r1"}, true},
 		{"attach a verified job", "op-uncertain-lost-response", fakeGenace{jobs: map[string]string{"job_found1": "op-uncertain-lost-response"}},
@@ -231,16 +224,15 @@ func TestReplayThroughForm(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			t.Parallel()
 			st := seed(t)
-			ts, _ := console(t, st, func(c *Config) { c.Replayer.Genace = tc.genace; c.Secrets = []string{key} })
-			c := browser(t)
-			_, page := get(t, c, ts.URL+"/op/"+tc.id)
+			ts, srv := console(t, st, func(c *Config) { c.Replayer.Genace = tc.genace; c.Secrets = []string{key} })
+			c := login(t, ts, srv)
+			_, page := get(t, c, at(ts, srv, "op/"+tc.id))
 			form := formOf(t, page)
-			form.Set("operator", "carol")
 			form.Set("confirm", "yes")
 			for k, v := range tc.fields {
 				form.Set(k, v)
 			}
-			status, body := post(t, c, ts.URL+"/op/"+tc.id+"/replay", ts.URL, form)
+			status, body := post(t, c, at(ts, srv, "op/"+tc.id+"/replay"), ts.URL, form)
 			if status != tc.status {
 				t.Errorf("status %d, want %d\n%s", status, tc.status, body)
 			}
@@ -292,5 +284,33 @@ func TestListen(t *testing.T) {
 		if !strings.HasPrefix(u, "http://") || strings.HasSuffix(u, ":0/") || (warning != "") != tc.warning {
 			t.Errorf("Listen(%q, %v): url %q warning %q", tc.addr, tc.remote, u, warning)
 		}
+	}
+}
+
+// TestReviewAges: the reviews page says how long ago each review opened,
+// in words that read: "just now", never "just now ago".
+func TestReviewAges(t *testing.T) {
+	t.Parallel()
+	st := seed(t)
+	ctx := context.Background()
+	for i, ago := range []time.Duration{10 * time.Second, 5 * time.Minute, 3 * time.Hour, 72 * time.Hour} {
+		rec, err := st.Get(ctx, "op-stalled-job-known")
+		if err != nil {
+			t.Fatal(err)
+		}
+		rv := review.ForRecord(fmt.Sprintf("age-%d", i), review.SourceSweep, &rec, now.Add(-ago))
+		if _, err := st.PutReview(ctx, rv); err != nil {
+			t.Fatal(err)
+		}
+	}
+	ts, srv := console(t, st, nil)
+	_, body := get(t, login(t, ts, srv), at(ts, srv, "reviews"))
+	for _, want := range []string{">just now</td>", ">5m ago</td>", ">3h ago</td>", ">3d ago</td>"} {
+		if !strings.Contains(body, want) {
+			t.Errorf("reviews page lacks %q", want)
+		}
+	}
+	if strings.Contains(body, "just now ago") {
+		t.Errorf("reviews page says \"just now ago\"")
 	}
 }

@@ -88,16 +88,18 @@ func parseAge(s string) (time.Duration, error) {
 	return d, nil
 }
 
+// age says how long ago something happened, as the page shows it ("just
+// now", "5m ago").
 func age(d time.Duration) string {
 	switch {
 	case d < time.Minute:
 		return "just now"
 	case d < time.Hour:
-		return fmt.Sprintf("%dm", int(d.Minutes()))
+		return fmt.Sprintf("%dm ago", int(d.Minutes()))
 	case d < 48*time.Hour:
-		return fmt.Sprintf("%dh", int(d.Hours()))
+		return fmt.Sprintf("%dh ago", int(d.Hours()))
 	}
-	return fmt.Sprintf("%dd", int(d.Hours()/24))
+	return fmt.Sprintf("%dd ago", int(d.Hours()/24))
 }
 
 func (s *Server) reviews(w http.ResponseWriter, r *http.Request) {
@@ -196,7 +198,7 @@ type outputRow struct {
 }
 
 type formValues struct {
-	Operator, JobID, Mode string
+	JobID, Mode string
 }
 
 type resultView struct {
@@ -256,7 +258,7 @@ func (s *Server) effects(rec *operation.Record, p replay.Plan) []string {
 			"With a job id: looks the job up on Genace first (GET; it must exist and name this operation, and no other operation may hold it), then attaches it and schedules observe_generation.",
 			"Confirmed not submitted: records that Genace has no job for this operation and puts it back to prepared. Nothing is sent to Genace; a dispatch stays a separate decision.")
 	case operation.ActionAcknowledge:
-		out = append(out, "Changes nothing on the record (it is final); closes its open reviews under your name.")
+		out = append(out, fmt.Sprintf("Changes nothing on the record (it is final); closes its open reviews under the name %s.", s.cfg.Operator))
 	}
 	if p.Recommendation.Action != operation.ActionAcknowledge {
 		out = append(out, fmt.Sprintf("The record update and its audit entry are written in one transaction, only if the record is still at revision %d.", p.Revision))
@@ -275,14 +277,9 @@ func (s *Server) operation(w http.ResponseWriter, r *http.Request) {
 		s.fail(w, err)
 		return
 	}
-	p.CSRF = s.csrfOf(r)
+	p.CSRF = s.token()
 	p.Form.Mode = "job"
 	s.render(w, http.StatusOK, "operation.html", p)
-}
-
-func (s *Server) csrfOf(r *http.Request) string {
-	id, _ := s.session(r)
-	return s.token(id)
 }
 
 // replay carries out the plan's action, recomputed from the record as it
@@ -297,8 +294,8 @@ func (s *Server) replay(w http.ResponseWriter, r *http.Request) {
 		s.fail(w, err)
 		return
 	}
-	p.CSRF = s.csrfOf(r)
-	p.Form = formValues{Operator: strings.TrimSpace(f.Get("operator")), JobID: strings.TrimSpace(f.Get("job_id")), Mode: f.Get("mode")}
+	p.CSRF = s.token()
+	p.Form = formValues{JobID: strings.TrimSpace(f.Get("job_id")), Mode: f.Get("mode")}
 	refuse := func(status int, format string, args ...any) {
 		p.Notice = "Nothing was changed: " + s.redact(fmt.Sprintf(format, args...))
 		s.render(w, status, "operation.html", p)
@@ -313,11 +310,8 @@ func (s *Server) replay(w http.ResponseWriter, r *http.Request) {
 		refuse(http.StatusBadRequest, "tick the confirmation to carry out %s.", action)
 		return
 	}
-	if p.Form.Operator == "" {
-		refuse(http.StatusBadRequest, "an operator name is required: every replay is audited.")
-		return
-	}
-	req := replay.Request{OperationID: id, Action: action, Operator: p.Form.Operator}
+	// The operator is the launch's: a form's field, if any, is ignored.
+	req := replay.Request{OperationID: id, Action: action, Operator: s.cfg.Operator}
 	if action == operation.ActionReconcile {
 		switch p.Form.Mode {
 		case "job":

@@ -57,7 +57,7 @@ func (f fakeGenace) Get(_ context.Context, jobID string, _, _ time.Duration) (*g
 func console(t testing.TB, st Store, mod func(*Config)) (*httptest.Server, *Server) {
 	t.Helper()
 	clk := clock.NewManual(now)
-	cfg := Config{Store: st, Replayer: &replay.Replayer{Store: st, Clock: clk}, Clock: clk, ScheduledHint: "run the sweep"}
+	cfg := Config{Store: st, Replayer: &replay.Replayer{Store: st, Clock: clk}, Clock: clk, Operator: "carol", ScheduledHint: "run the sweep"}
 	if mod != nil {
 		mod(&cfg)
 	}
@@ -73,8 +73,27 @@ func console(t testing.TB, st Store, mod func(*Config)) (*httptest.Server, *Serv
 	return ts, srv
 }
 
+// at is the URL of path (no leading slash) on the console.
+func at(ts *httptest.Server, srv *Server, path string) string { return ts.URL + srv.root + path }
+
+// login is the operator's browser: it has opened the console's printed
+// URL, so it holds the launch's session.
+func login(t testing.TB, ts *httptest.Server, srv *Server) *http.Client {
+	t.Helper()
+	c := browser(t)
+	resp, err := c.Get(srv.LaunchURL(ts.URL + "/"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	if resp.StatusCode != http.StatusSeeOther || resp.Header.Get("Location") != srv.root {
+		t.Fatalf("opening the launch URL: %d to %q, want 303 to %s", resp.StatusCode, resp.Header.Get("Location"), srv.root)
+	}
+	return c
+}
+
 // browser is an HTTP client with a cookie jar, as a browser keeps the
-// session.
+// session; it follows no redirect.
 func browser(t testing.TB) *http.Client {
 	jar, err := cookiejar.New(nil)
 	if err != nil {

@@ -50,6 +50,16 @@ var (
 // process holds for as long as it has the file open.
 const LockTimeout = 3 * time.Second
 
+// ErrLocked: another process has the store file open (bbolt's lock was
+// not freed within LockTimeout). The command line tells the operator
+// which genjobs process that usually is.
+var ErrLocked = errors.New("another process has the store open")
+
+// lockedError is the error for path whose lock stayed held for waited.
+func lockedError(path string, waited time.Duration, err error) error {
+	return fmt.Errorf("open store %s: %w (its lock stayed held for %s): %w", path, ErrLocked, waited, err)
+}
+
 // Store is the store.Store in one bbolt file, for local runs. It has the
 // same semantics as the DynamoDB store, and every multi-item change
 // (record and index, record and audit entry) is one bbolt transaction.
@@ -104,7 +114,7 @@ func openWith(path string, lockTimeout time.Duration, opts Options) (*Store, err
 	}
 	db, err := bbolt.Open(path, 0o600, o)
 	if errors.Is(err, bbolterrors.ErrTimeout) {
-		return nil, fmt.Errorf("open store %s: another process holds its lock (waited %s; stop it or use another file): %w", path, lockTimeout, err)
+		return nil, lockedError(path, lockTimeout, err)
 	}
 	if err != nil {
 		return nil, fmt.Errorf("open store %s: %w", path, err)

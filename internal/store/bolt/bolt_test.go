@@ -63,7 +63,7 @@ func TestLockHeld(t *testing.T) {
 	defer first.Close()
 
 	_, err = bolt.OpenTimeout(path, 100*time.Millisecond)
-	if !errors.Is(err, bbolterrors.ErrTimeout) || !strings.Contains(err.Error(), "another process holds its lock") {
+	if !errors.Is(err, bolt.ErrLocked) || !errors.Is(err, bbolterrors.ErrTimeout) || !strings.Contains(err.Error(), "another process has the store open") {
 		t.Fatalf("second open while locked: want a lock timeout that says so, got %v", err)
 	}
 

@@ -95,7 +95,7 @@ func verify(path string) error {
 		db, err := bbolt.Open(path, 0o600, &bbolt.Options{ReadOnly: true, Timeout: LockTimeout})
 		if err != nil {
 			if errors.Is(err, bbolterrors.ErrTimeout) {
-				return fmt.Errorf("open store %s: another process holds its lock (stop it or use another file): %w", path, err)
+				return lockedError(path, LockTimeout, err)
 			}
 			return &DamagedError{Path: path, Problem: err.Error()}
 		}
