@@ -559,6 +559,79 @@ func (d *Store) UpdateWithAudit(ctx context.Context, rec operation.Record, expec
 	}
 }
 
+// AppendAudit implements store.Store with one TransactWriteItems: a
+// ConditionCheck that the record stands at the entry's revision (terminal
+// or not: the record is not written) and a create-only Put of the entry.
+func (d *Store) AppendAudit(ctx context.Context, entry review.AuditEntry) error {
+	entry, err := store.PrepareAppendAudit(entry)
+	if err != nil {
+		return err
+	}
+	id := entry.OperationID
+	item, err := attributevalue.MarshalMap(entry)
+	if err != nil {
+		return fmt.Errorf("append audit %s: marshal entry: %w", id, err)
+	}
+	item[AttrPK] = str(opKeyPrefix + id)
+	item[AttrSK] = str(auditSKPrefix + store.AppendedAuditKey(entry.Revision, entry.At))
+	if exp, ok := expiry(entry.At, d.retention.Audit); ok {
+		item[AttrExpiresAt] = number(exp)
+	}
+	at, err := expression.NewBuilder().WithCondition(expression.Name(AttrPK).AttributeExists().
+		And(expression.Name(attrRevision).Equal(expression.Value(entry.Revision)))).Build()
+	if err != nil {
+		return fmt.Errorf("append audit %s: build condition: %w", id, err)
+	}
+	absent, err := absentCondition()
+	if err != nil {
+		return fmt.Errorf("append audit %s: build condition: %w", id, err)
+	}
+	in := &dynamodb.TransactWriteItemsInput{TransactItems: []types.TransactWriteItem{
+		{ConditionCheck: &types.ConditionCheck{
+			TableName:                           aws.String(d.table),
+			Key:                                 opKey(id),
+			ConditionExpression:                 at.Condition(),
+			ExpressionAttributeNames:            at.Names(),
+			ExpressionAttributeValues:           at.Values(),
+			ReturnValuesOnConditionCheckFailure: types.ReturnValuesOnConditionCheckFailureAllOld,
+		}},
+		{Put: &types.Put{
+			TableName:                           aws.String(d.table),
+			Item:                                item,
+			ConditionExpression:                 absent.Condition(),
+			ExpressionAttributeNames:            absent.Names(),
+			ExpressionAttributeValues:           absent.Values(),
+			ReturnValuesOnConditionCheckFailure: types.ReturnValuesOnConditionCheckFailureAllOld,
+		}},
+	}}
+	err = retryTxConflict(ctx, func() error {
+		_, err := d.client.TransactWriteItems(ctx, in)
+		return err
+	})
+	var canceled *types.TransactionCanceledException
+	switch {
+	case err == nil:
+		return nil
+	case errors.As(err, &canceled):
+		reasons := canceled.CancellationReasons
+		if len(reasons) > 0 && aws.ToString(reasons[0].Code) == "ConditionalCheckFailed" {
+			return d.conflict(ctx, id, entry.Revision, reasons[0].Item)
+		}
+		if len(reasons) > 1 && aws.ToString(reasons[1].Code) == "ConditionalCheckFailed" {
+			// An entry has this key: this one, written by an attempt
+			// whose answer was lost, or another at the same instant.
+			var old review.AuditEntry
+			if len(reasons[1].Item) > 0 && attributevalue.UnmarshalMap(reasons[1].Item, &old) == nil && store.SameAuditEntry(old, entry) {
+				return nil
+			}
+			return fmt.Errorf("append audit %s: an audit entry for revision %d at %s already exists: %w", id, entry.Revision, entry.At.Format(time.RFC3339Nano), store.ErrExists)
+		}
+		return fmt.Errorf("append audit %s: %w", id, err)
+	default:
+		return fmt.Errorf("append audit %s: %w", id, err)
+	}
+}
+
 // retryTxConflict runs write again, with jittered backoff, while DynamoDB
 // refuses it only because a concurrent transaction held the item. The SDK
 // does not retry these; they are no verdict on the revision condition, so
