@@ -9,6 +9,8 @@ import (
 	"errors"
 	"fmt"
 	"math/rand/v2"
+	"net"
+	"net/url"
 	"os"
 	"slices"
 	"strconv"
@@ -18,8 +20,10 @@ import (
 
 	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/config"
+	"github.com/aws/aws-sdk-go-v2/credentials"
 	"github.com/aws/aws-sdk-go-v2/feature/dynamodb/attributevalue"
 	"github.com/aws/aws-sdk-go-v2/feature/dynamodb/expression"
+	"github.com/aws/aws-sdk-go-v2/feature/ec2/imds"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
 
@@ -195,18 +199,45 @@ func New(client *dynamodb.Client, table string) *Store {
 // itself honours AWS_ENDPOINT_URL_DYNAMODB. When that variable is set the
 // endpoint is a local one (DynamoDB Local), which omits x-amz-crc32 on
 // error replies; response checksum validation is then turned off so every
-// conditional-check failure does not log a checksum warning.
+// conditional-check failure does not log a checksum warning. An endpoint
+// on loopback never makes the SDK reach for instance metadata
+// (loopbackOptions).
 func NewClient(ctx context.Context, optFns ...func(*config.LoadOptions) error) (*dynamodb.Client, error) {
-	cfg, err := config.LoadDefaultConfig(ctx, optFns...)
+	endpoint := os.Getenv("AWS_ENDPOINT_URL_DYNAMODB")
+	local := endpoint != ""
+	cfg, err := config.LoadDefaultConfig(ctx, append(loopbackOptions(endpoint, os.Getenv), optFns...)...)
 	if err != nil {
 		return nil, fmt.Errorf("load aws config: %w", err)
 	}
-	local := os.Getenv("AWS_ENDPOINT_URL_DYNAMODB") != ""
 	return dynamodb.NewFromConfig(cfg, func(o *dynamodb.Options) {
 		if local {
 			o.DisableValidateResponseChecksum = true
 		}
 	}), nil
+}
+
+// loopbackOptions keep a client of an endpoint on this machine (DynamoDB
+// Local) on this machine: the credential chain never probes the EC2
+// instance metadata address (traffic off the machine, then a failure),
+// and with no credentials or region in the environment it gets static
+// local ones, which DynamoDB Local accepts. Other endpoints get none.
+func loopbackOptions(endpoint string, getenv func(string) string) []func(*config.LoadOptions) error {
+	u, err := url.Parse(endpoint)
+	if endpoint == "" || err != nil {
+		return nil
+	}
+	host := u.Hostname()
+	if ip := net.ParseIP(host); host != "localhost" && (ip == nil || !ip.IsLoopback()) {
+		return nil
+	}
+	opts := []func(*config.LoadOptions) error{config.WithEC2IMDSClientEnableState(imds.ClientDisabled)}
+	if getenv("AWS_ACCESS_KEY_ID") == "" && getenv("AWS_PROFILE") == "" {
+		opts = append(opts, config.WithCredentialsProvider(credentials.NewStaticCredentialsProvider("local", "local", "")))
+	}
+	if getenv("AWS_REGION") == "" && getenv("AWS_DEFAULT_REGION") == "" {
+		opts = append(opts, config.WithRegion("us-east-1"))
+	}
+	return opts
 }
 
 // TableDefinition is the table's schema: the single source of truth for
