@@ -447,6 +447,12 @@ func TestRecommendCoversEveryPhaseAndMatrixRow(t *testing.T) {
 		{"accepted, job id known → observe", with(base, func(r *Record) { r.Phase = PhaseAccepted; r.RemoteJobID = "j" }), ActionObserve, EffectReadStatus},
 		{"succeeded, copy incomplete → deliver", with(base, func(r *Record) { r.Phase = PhaseSucceeded; r.RemoteJobID = "j" }), ActionDeliver, EffectCopyOutput},
 		{"failed, refund unresolved → inspect accounting", with(base, func(r *Record) { r.Phase = PhaseFailed; r.RemoteJobID = "j"; r.Settlement = SettlementUnresolved }), ActionInspectAccounting, EffectAccounting},
+		{"failed, refund unresolved past the accounting budget → settle outside Genace", with(base, func(r *Record) {
+			r.Phase = PhaseFailed
+			r.RemoteJobID = "j"
+			r.Settlement = SettlementUnresolved
+			r.Parked = &ParkedState{Reason: "refund_state none with 12 charged after the accounting budget"}
+		}), ActionSettleOutside, EffectSettle},
 		{"submitting → manual reconciliation", with(base, func(r *Record) { r.Phase = PhaseSubmitting }), ActionReconcile, EffectManual},
 		{"uncertain → manual reconciliation", with(base, func(r *Record) { r.Phase = PhaseUncertain }), ActionReconcile, EffectManual},
 		{"delivered → acknowledge", with(base, func(r *Record) { r.Phase = PhaseDelivered; r.RemoteJobID = "j" }), ActionAcknowledge, EffectNone},
