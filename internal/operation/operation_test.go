@@ -466,8 +466,10 @@ func TestRecommendCoversEveryPhaseAndMatrixRow(t *testing.T) {
 		{"unknown phase → reconcile", with(base, func(r *Record) { r.Phase = "bogus" }), ActionReconcile, EffectManual},
 	}
 	seen := map[Phase]bool{}
+	rows := map[Action]bool{}
 	for _, tt := range tests {
 		seen[tt.rec.Phase] = true
+		rows[tt.action] = true
 		t.Run(tt.name, func(t *testing.T) {
 			t.Parallel()
 			got := Recommend(&tt.rec)
@@ -479,6 +481,14 @@ func TestRecommendCoversEveryPhaseAndMatrixRow(t *testing.T) {
 	for _, p := range Phases {
 		if !seen[p] {
 			t.Errorf("phase %s has no recovery case", p)
+		}
+	}
+	// An action no row selects is one no operator can ever replay; the
+	// replay package's fixture tests then check each is planned and
+	// carried out (TestFixturesSelectTheirAction, TestReplayEachFixture).
+	for _, a := range Actions {
+		if !rows[a] {
+			t.Errorf("action %s is selected by no recovery case", a)
 		}
 	}
 }
