@@ -51,3 +51,45 @@ func TestOperatorCommandsAgainstDynamoDB(t *testing.T) {
 		t.Fatalf("a second operation attached job %s: %d %s", job, code, errOut)
 	}
 }
+
+// On the deployed store too, acknowledge appends its audit entry without
+// writing the terminal record, and settle_outside closes a refund Genace
+// never settled.
+func TestAcknowledgeAndSettleOutsideAgainstDynamoDB(t *testing.T) {
+	endpoint := testenv.Endpoint(t, "AWS_ENDPOINT_URL_DYNAMODB")
+	client, table := handlertest.DynamoTable(t)
+	st := dynamo.New(client, table)
+	done := handlertest.Prepared("op-ack")
+	done.Phase, done.RemoteJobID = operation.PhaseDelivered, "job_ack"
+	handlertest.Create(t, st, done)
+	refund := handlertest.Prepared("op-refund")
+	refund.Phase, refund.RemoteJobID, refund.Settlement = operation.PhaseFailed, "job_refund", operation.SettlementUnresolved
+	refund.Remote = &operation.Snapshot{State: operation.RemoteFailed, Credits: operation.Credits{Charged: 12, RefundState: operation.RefundNone}}
+	refund.Parked = &operation.ParkedState{Reason: "refund_state none with 12 charged after the accounting budget", At: handlertest.Start}
+	handlertest.Create(t, st, refund)
+
+	flags := []string{"--table", table, "--dynamodb-endpoint", endpoint}
+	for _, op := range []string{"frank", "grace"} {
+		if code, out, errOut := genjobs(t, append([]string{"replay", "op-ack", "--action", "acknowledge", "--operator", op}, flags...)...); code != 0 {
+			t.Fatalf("acknowledge by %s: %d %s %s", op, code, out, errOut)
+		}
+	}
+	code, out, _ := genjobs(t, append([]string{"audit", "op-ack"}, flags...)...)
+	if code != 0 || strings.Count(out, "acknowledged") != 2 || !strings.Contains(out, "frank") || !strings.Contains(out, "grace") {
+		t.Errorf("audit of two acknowledgements: %d\n%s", code, out)
+	}
+	if got := handlertest.Get(t, st, "op-ack"); got.Revision != 1 {
+		t.Errorf("acknowledging wrote the terminal record: r%d", got.Revision)
+	}
+	code, out, errOut := genjobs(t, append([]string{"replay", "op-refund", "--action", "settle_outside", "--operator", "acct", "--reason", "credit note CN-9"}, flags...)...)
+	if code != 0 {
+		t.Fatalf("settle_outside: %d %s %s", code, out, errOut)
+	}
+	if got := handlertest.Get(t, st, "op-refund"); !got.Terminal() || got.Settlement != operation.SettlementSettled {
+		t.Errorf("after settle_outside: %s/%s", got.Phase, got.Settlement)
+	}
+	code, out, _ = genjobs(t, append([]string{"audit", "op-refund"}, flags...)...)
+	if code != 0 || !strings.Contains(out, "credit note CN-9") || !strings.Contains(out, "12") {
+		t.Errorf("audit of settle_outside: %d\n%s", code, out)
+	}
+}

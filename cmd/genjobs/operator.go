@@ -7,6 +7,7 @@ import (
 	"github.com/spf13/pflag"
 	"io"
 	"os"
+	"strconv"
 	"strings"
 	"text/tabwriter"
 	"time"
@@ -138,6 +139,9 @@ func writePlan(w io.Writer, p replay.Plan) {
 	}
 	fmt.Fprintf(w, "next action   %s: %s\n", p.Recommendation.Action, p.Recommendation.Reason)
 	fmt.Fprintf(w, "replay would  %s\n", p.Recommendation.Effect)
+	if p.Cost != "" {
+		fmt.Fprintf(w, "cost          %s\n", p.Cost)
+	}
 	fmt.Fprintln(w, "checks")
 	for _, c := range p.Checks {
 		mark := "ok  "
@@ -148,7 +152,7 @@ func writePlan(w io.Writer, p replay.Plan) {
 	}
 	switch {
 	case p.Recommendation.Action == operation.ActionAcknowledge:
-		fmt.Fprintf(w, "to acknowledge: %s replay %s --action %s --operator NAME\n", self(), p.OperationID, p.Recommendation.Action)
+		fmt.Fprintf(w, "to acknowledge (audited; the record is not written): %s replay %s --action %s --operator NAME\n", self(), p.OperationID, p.Recommendation.Action)
 	case !p.Ready:
 		fmt.Fprintln(w, "not ready: a check failed; replay will refuse")
 	case p.Needs != "":
@@ -166,7 +170,7 @@ func cmdReplay(fs *pflag.FlagSet) runFunc {
 	jobID := fs.String("job-id", "", "reconcile: attach this Genace job (looked up on Genace first) and observe it")
 	notSubmitted := fs.Bool("confirmed-not-submitted", false, "reconcile: Genace has no job for this operation; back to prepared")
 	force := fs.Bool("force-unverified", false, "reconcile --job-id: attach although Genace does not confirm the job names this operation (audited; needs --reason)")
-	reason := fs.String("reason", "", "why --force-unverified is right (one line, kept in the audit entry; no URLs)")
+	reason := fs.String("reason", "", "how you know, for a decision on your word (one line, kept in the audit entry; no URLs): required with --force-unverified, --confirmed-not-submitted, settle_outside and a dispatch after a confirmation")
 	var gf genaceFlags
 	gf.register(fs)
 	return func(ctx context.Context, args []string, stdout, _ io.Writer) error {
@@ -181,8 +185,11 @@ func cmdReplay(fs *pflag.FlagSet) runFunc {
 		if err != nil {
 			return usagef("%v", err)
 		}
-		if strings.TrimSpace(*operator) == "" {
+		if *operator == "" {
 			return usagef("--operator is required: every replay is audited")
+		}
+		if err := replay.CheckOperator(*operator); err != nil {
+			return usagef("--operator: %v", err)
 		}
 		var reader replay.JobReader
 		if *jobID != "" {
@@ -215,8 +222,23 @@ func cmdReplay(fs *pflag.FlagSet) runFunc {
 			return err
 		}
 		r := &replay.Replayer{Store: st, Sender: sender, Genace: reader, Clock: clock.Real{}}
-		res, err := r.Replay(ctx, replay.Request{OperationID: id, Action: a, Operator: *operator, JobID: *jobID,
-			ConfirmedNotSubmitted: *notSubmitted, ForceUnverified: *force, Reason: *reason})
+		if *notSubmitted {
+			// A local run's Genace is its saved simulator, which can be
+			// searched: "not submitted" is checked against it.
+			if sim, _ := sf.localSim(); sim != nil {
+				r.Search = sim
+			}
+		}
+		req := replay.Request{OperationID: id, Action: a, Operator: *operator, JobID: *jobID,
+			ConfirmedNotSubmitted: *notSubmitted, ForceUnverified: *force, Reason: *reason}
+		plan, err := r.Plan(ctx, id)
+		if err != nil {
+			return err
+		}
+		if err := replay.RequireReason(req, plan); err != nil {
+			return err
+		}
+		res, err := r.Replay(ctx, req)
 		if err != nil {
 			return err
 		}
@@ -228,7 +250,7 @@ func cmdReplay(fs *pflag.FlagSet) runFunc {
 			}{res, res.After.Phase, res.After.Revision})
 		}
 		if !res.Changed {
-			fmt.Fprintf(stdout, "%s: %s at revision %d; nothing changed\n", id, res.Decision, res.After.Revision)
+			fmt.Fprintf(stdout, "%s: %s by %s at revision %d; nothing changed on the record (audited)\n", id, res.Decision, res.Entry.Operator, res.After.Revision)
 		} else {
 			fmt.Fprintf(stdout, "%s: %s by %s: %s r%d → %s r%d (audited)\n", id, res.Decision, res.Entry.Operator,
 				res.Before.Phase, res.Before.Revision, res.After.Phase, res.After.Revision)
@@ -245,6 +267,14 @@ func cmdReplay(fs *pflag.FlagSet) runFunc {
 		}
 		if res.Entry.Verification != "" && res.Entry.Verification != replay.Verified {
 			fmt.Fprintf(stdout, "job %s attached UNVERIFIED (%s); reason audited: %s\n", res.Entry.RemoteJobID, res.Entry.Verification, res.Entry.Reason)
+		}
+		if res.Decision == replay.DecisionConfirmedNotSubmitted {
+			if next, err := r.Plan(ctx, id); err == nil && next.Cost != "" {
+				fmt.Fprintf(stdout, "next: %s plan %s: %s\n", self(), id, next.Cost)
+			}
+		}
+		if res.Entry.Credits != 0 {
+			fmt.Fprintf(stdout, "audited: %d credits, reason: %s\n", res.Entry.Credits, dash(res.Entry.Reason))
 		}
 		if len(res.Closed) > 0 {
 			fmt.Fprintf(stdout, "closed reviews: %s\n", strings.Join(res.Closed, ", "))
@@ -339,10 +369,14 @@ func cmdAudit(fs *pflag.FlagSet) runFunc {
 			return nil
 		}
 		tw := tabwriter.NewWriter(stdout, 0, 4, 2, ' ', 0)
-		fmt.Fprintln(tw, "AT\tOPERATOR\tACTION\tDECISION\tFROM\tTO\tREVISION")
+		fmt.Fprintln(tw, "AT\tOPERATOR\tACTION\tDECISION\tFROM\tTO\tREVISION\tJOB\tVERIFICATION\tCREDITS\tREASON")
 		for _, e := range entries {
-			fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s r%d\t%s\tr%d\n", e.At.Format(time.RFC3339), e.Operator, e.Action, dash(e.Decision),
-				e.FromPhase, e.FromRevision, e.ToPhase, e.Revision)
+			credits := "-"
+			if e.Credits != 0 {
+				credits = strconv.FormatInt(e.Credits, 10)
+			}
+			fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s r%d\t%s\tr%d\t%s\t%s\t%s\t%s\n", e.At.Format(time.RFC3339), e.Operator, e.Action, dash(e.Decision),
+				e.FromPhase, e.FromRevision, e.ToPhase, e.Revision, dash(e.RemoteJobID), dash(e.Verification), credits, dash(e.Reason))
 		}
 		return tw.Flush()
 	}

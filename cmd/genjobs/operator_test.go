@@ -40,7 +40,7 @@ func TestOperatorCommands(t *testing.T) {
 		t.Fatalf("reviews: %d\n%s", code, out)
 	}
 	// Local phase and remote state are shown apart.
-	code, out, _ = genjobs(t, "plan", "op-failed-reconcile-jobs-fail", "--db", db)
+	code, out, _ = genjobs(t, "plan", "op-failed-submission-failure-refund-pending", "--db", db)
 	for _, want := range []string{"local phase   failed (settlement unresolved)", "remote state  failed", "next action   inspect_accounting", "replay would  inspects accounting", "ok   job_id_known"} {
 		if code != 0 || !strings.Contains(out, want) {
 			t.Fatalf("plan lacks %q (exit %d):\n%s", want, code, out)

@@ -253,11 +253,11 @@ func TestReconcileFailIsLeftForAccountingNeverSettled(t *testing.T) {
 		if got.Phase != operation.PhaseFailed || got.Settlement != operation.SettlementUnresolved || got.Parked == nil || last.Env.Action != "" {
 			t.Fatalf("record %s/%s parked=%v", got.Phase, got.Settlement, got.Parked)
 		}
-		if rc := operation.Recommend(&got); rc.Action != operation.ActionInspectAccounting {
+		if rc := operation.Recommend(&got); rc.Action != operation.ActionSettleOutside {
 			t.Fatalf("recommendation %+v", rc)
 		}
 		rv, err := e.store.OpenReviews(context.Background())
-		if err != nil || len(rv) != 1 || rv[0].Recommended != operation.ActionInspectAccounting || rv[0].RemoteState != operation.RemoteFailed {
+		if err != nil || len(rv) != 1 || rv[0].Recommended != operation.ActionSettleOutside || rv[0].RemoteState != operation.RemoteFailed {
 			t.Fatalf("reviews %+v %v", rv, err)
 		}
 	})

@@ -447,6 +447,12 @@ func TestRecommendCoversEveryPhaseAndMatrixRow(t *testing.T) {
 		{"accepted, job id known → observe", with(base, func(r *Record) { r.Phase = PhaseAccepted; r.RemoteJobID = "j" }), ActionObserve, EffectReadStatus},
 		{"succeeded, copy incomplete → deliver", with(base, func(r *Record) { r.Phase = PhaseSucceeded; r.RemoteJobID = "j" }), ActionDeliver, EffectCopyOutput},
 		{"failed, refund unresolved → inspect accounting", with(base, func(r *Record) { r.Phase = PhaseFailed; r.RemoteJobID = "j"; r.Settlement = SettlementUnresolved }), ActionInspectAccounting, EffectAccounting},
+		{"failed, refund unresolved past the accounting budget → settle outside Genace", with(base, func(r *Record) {
+			r.Phase = PhaseFailed
+			r.RemoteJobID = "j"
+			r.Settlement = SettlementUnresolved
+			r.Parked = &ParkedState{Reason: "refund_state none with 12 charged after the accounting budget"}
+		}), ActionSettleOutside, EffectSettle},
 		{"submitting → manual reconciliation", with(base, func(r *Record) { r.Phase = PhaseSubmitting }), ActionReconcile, EffectManual},
 		{"uncertain → manual reconciliation", with(base, func(r *Record) { r.Phase = PhaseUncertain }), ActionReconcile, EffectManual},
 		{"delivered → acknowledge", with(base, func(r *Record) { r.Phase = PhaseDelivered; r.RemoteJobID = "j" }), ActionAcknowledge, EffectNone},
@@ -460,8 +466,10 @@ func TestRecommendCoversEveryPhaseAndMatrixRow(t *testing.T) {
 		{"unknown phase → reconcile", with(base, func(r *Record) { r.Phase = "bogus" }), ActionReconcile, EffectManual},
 	}
 	seen := map[Phase]bool{}
+	rows := map[Action]bool{}
 	for _, tt := range tests {
 		seen[tt.rec.Phase] = true
+		rows[tt.action] = true
 		t.Run(tt.name, func(t *testing.T) {
 			t.Parallel()
 			got := Recommend(&tt.rec)
@@ -473,6 +481,14 @@ func TestRecommendCoversEveryPhaseAndMatrixRow(t *testing.T) {
 	for _, p := range Phases {
 		if !seen[p] {
 			t.Errorf("phase %s has no recovery case", p)
+		}
+	}
+	// An action no row selects is one no operator can ever replay; the
+	// replay package's fixture tests then check each is planned and
+	// carried out (TestFixturesSelectTheirAction, TestReplayEachFixture).
+	for _, a := range Actions {
+		if !rows[a] {
+			t.Errorf("action %s is selected by no recovery case", a)
 		}
 	}
 }

@@ -20,6 +20,11 @@ const (
 	// advances a submission failure's refund; anything else is for
 	// accounting.
 	ActionInspectAccounting Action = "inspect_accounting"
+	// ActionSettleOutside: failed, and Genace did not settle the refund
+	// within the accounting budget (the record is parked): accounting
+	// settles it outside Genace, and the operator records that with a
+	// reason; the record becomes failed and settled (terminal).
+	ActionSettleOutside Action = "settle_outside"
 	// ActionReconcile: submitting or uncertain, no reliable outcome:
 	// manual reconciliation (attach a job id, or confirm not submitted).
 	ActionReconcile Action = "reconcile"
@@ -29,7 +34,7 @@ const (
 )
 
 // Actions lists every action.
-var Actions = []Action{ActionDispatch, ActionObserve, ActionDeliver, ActionInspectAccounting, ActionReconcile, ActionAcknowledge}
+var Actions = []Action{ActionDispatch, ActionObserve, ActionDeliver, ActionInspectAccounting, ActionSettleOutside, ActionReconcile, ActionAcknowledge}
 
 // ParseAction returns the action named s.
 func ParseAction(s string) (Action, error) {
@@ -52,6 +57,7 @@ const (
 	EffectCopyOutput Effect = "copies existing outputs (no POST; stored outputs are reused)"
 	EffectAccounting Effect = "inspects accounting (GET of the known job; no POST, no settlement by itself)"
 	EffectManual     Effect = "needs manual reconciliation (nothing automatic)"
+	EffectSettle     Effect = "records the refund as settled outside Genace (terminal; no call to Genace)"
 	EffectNone       Effect = "acknowledges as obsolete (changes nothing)"
 )
 
@@ -78,6 +84,11 @@ func Recommend(r *Record) Recommendation {
 	case PhaseFailed:
 		if r.Settlement == SettlementSettled {
 			return rec(ActionAcknowledge, EffectNone, "failed and settled")
+		}
+		if r.Parked != nil {
+			// The accounting budget is spent: another read would park it
+			// again. Only a settlement outside Genace closes it.
+			return rec(ActionSettleOutside, EffectSettle, "failed; Genace did not settle the refund within the accounting budget (%s): settle it outside Genace, then record that", refundSummary(r))
 		}
 		return rec(ActionInspectAccounting, EffectAccounting, "failed with refund unresolved (%s)", refundSummary(r))
 	case PhaseSubmitting, PhaseUncertain:
@@ -106,6 +117,16 @@ func Recommend(r *Record) Recommendation {
 		return rec(ActionDispatch, EffectSubmitNew, "prepared and never submitted: review the allowance, then dispatch")
 	}
 	return rec(ActionReconcile, EffectManual, "unknown phase %q", r.Phase)
+}
+
+// Outstanding is the credits a failed operation's refund still owes
+// (charged less refunded, per the last snapshot): what a settlement
+// outside Genace accounts for.
+func (r *Record) Outstanding() int64 {
+	if r.Remote == nil {
+		return 0
+	}
+	return max(r.Remote.Credits.Charged-r.Remote.Credits.Refunded, 0)
 }
 
 func refundSummary(r *Record) string {

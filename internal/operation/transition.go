@@ -363,6 +363,23 @@ func ConfirmNotSubmitted(r Record, now time.Time) (Record, error) {
 	return c, nil
 }
 
+// SettleOutside is an operator's record that accounting settled a failed
+// operation's refund outside Genace: failed and settled, so terminal, and
+// nothing left scheduled or parked.
+func SettleOutside(r Record, now time.Time) (Record, error) {
+	if r.Phase != PhaseFailed || r.Settlement == SettlementSettled {
+		return Record{}, &TransitionError{Op: "settle-outside", From: r.Phase, To: PhaseFailed, Why: "only a failed operation with its refund unresolved"}
+	}
+	c, err := move("settle-outside", r, PhaseFailed, now)
+	if err != nil {
+		return Record{}, err
+	}
+	c.Settlement = SettlementSettled
+	c.Schedule = nil
+	c.Parked = nil
+	return c, nil
+}
+
 // ChangeSpec records that the user changed a prepared request: the spec
 // revision moves, so the earlier authorization no longer covers it and
 // dispatch messages sent before are stale.

@@ -2,6 +2,7 @@ package replay_test
 
 import (
 	"context"
+	"errors"
 	"log/slog"
 	"testing"
 	"time"
@@ -92,8 +93,10 @@ func TestReplayingAnAcceptedOperationNeverPosts(t *testing.T) {
 	}
 }
 
-// The seed: a reconcile-jobs --fail job is classified "inspect
-// accounting", and replaying that never settles it.
+// The seed: a reconcile-jobs --fail job is never settled by reading it
+// again (inspect_accounting parks it after the accounting budget); once
+// parked, the plan is settle_outside, which needs the operator's reason
+// and closes it: failed and settled, with no POST.
 func TestReconcileFailIsNeverSettledByReplay(t *testing.T) {
 	t.Parallel()
 	p := newPipeline(t, "bolt")
@@ -102,18 +105,28 @@ func TestReconcileFailIsNeverSettledByReplay(t *testing.T) {
 	p.sim.Reconcile(handlertest.Get(t, p.store, "op-rf").RemoteJobID)
 	p.run(t, 50)
 	got := handlertest.Get(t, p.store, "op-rf")
-	if plan, err := p.r.Plan(context.Background(), "op-rf"); err != nil || plan.Recommendation.Action != operation.ActionInspectAccounting {
+	if got.Settlement == operation.SettlementSettled || got.Phase != operation.PhaseFailed || got.Parked == nil {
+		t.Fatalf("%s/%s parked=%v; a failed state alone must never settle it", got.Phase, got.Settlement, got.Parked)
+	}
+	if plan, err := p.r.Plan(context.Background(), "op-rf"); err != nil || plan.Recommendation.Action != operation.ActionSettleOutside {
 		t.Fatalf("plan %+v, %v", plan.Recommendation, err)
 	}
-	if _, err := p.r.Replay(context.Background(), replay.Request{OperationID: "op-rf", Action: operation.ActionInspectAccounting, Operator: "acct"}); err != nil {
+	if _, err := p.r.Replay(context.Background(), replay.Request{OperationID: "op-rf", Action: operation.ActionInspectAccounting, Operator: "acct"}); !errors.Is(err, replay.ErrActionMismatch) {
+		t.Fatalf("inspect_accounting on a parked refund: %v, want ErrActionMismatch", err)
+	}
+	if _, err := p.r.Replay(context.Background(), replay.Request{OperationID: "op-rf", Action: operation.ActionSettleOutside, Operator: "acct"}); !errors.Is(err, replay.ErrBadRequest) {
+		t.Fatalf("settle_outside without a reason: %v, want ErrBadRequest", err)
+	}
+	res, err := p.r.Replay(context.Background(), replay.Request{OperationID: "op-rf", Action: operation.ActionSettleOutside, Operator: "acct", Reason: "credit note CN-7"})
+	if err != nil {
 		t.Fatal(err)
 	}
 	p.run(t, 50)
 	got = handlertest.Get(t, p.store, "op-rf")
-	if got.Settlement == operation.SettlementSettled || got.Phase != operation.PhaseFailed || got.Parked == nil {
-		t.Fatalf("after replay: %s/%s parked=%v; a failed state alone must never settle it", got.Phase, got.Settlement, got.Parked)
+	if got.Settlement != operation.SettlementSettled || !got.Terminal() || res.Entry.Credits != 10 || res.Entry.Reason != "credit note CN-7" || len(res.Closed) != 1 {
+		t.Fatalf("after settle_outside: %s/%s, audit %+v, closed %v", got.Phase, got.Settlement, res.Entry, res.Closed)
 	}
 	if p.sim.PostCount("op-rf") != 1 {
-		t.Fatal("inspecting accounting POSTed")
+		t.Fatal("settling POSTed")
 	}
 }

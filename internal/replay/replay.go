@@ -33,6 +33,16 @@ type Store interface {
 	OperationReviews(ctx context.Context, operationID string) ([]review.Record, error)
 	JobRefs(ctx context.Context, jobID string) ([]store.JobRef, error)
 	CloseReview(ctx context.Context, id, by string, at time.Time) error
+	// AppendAudit keeps the audit entry of a decision that writes no
+	// record (store.Store.AppendAudit).
+	AppendAudit(ctx context.Context, entry review.AuditEntry) error
+}
+
+// JobSearcher lists the jobs Genace holds for an operation. Genace itself
+// cannot be searched; a local run's saved simulator can, so on a local
+// run a confirmation that nothing was submitted is checked against it.
+type JobSearcher interface {
+	JobsForOperation(operationID string) []string
 }
 
 // JobReader looks a job up on Genace (*genace.Client is one).
@@ -47,6 +57,12 @@ const lookupTimeout = 15 * time.Second
 const (
 	DecisionAttachJob             = "attach-job"
 	DecisionConfirmedNotSubmitted = "confirmed-not-submitted"
+	// DecisionAcknowledged: a terminal record acknowledged (nothing
+	// written to it; the entry is appended at its revision).
+	DecisionAcknowledged = "acknowledged"
+	// DecisionSettledOutside: accounting settled the refund outside
+	// Genace.
+	DecisionSettledOutside = "settled-outside-genace"
 )
 
 // Verified is the audit entry's Verification when Genace confirmed that
@@ -131,6 +147,34 @@ type Plan struct {
 	Ready bool `json:"ready"`
 	// Needs says what the operator must add (reconciliation evidence).
 	Needs string `json:"needs,omitempty"`
+	// Cost says, before a decision that leads to a charge (confirming
+	// nothing was submitted, the dispatch after it, a settlement
+	// outside Genace), what the operator claims and what it costs.
+	Cost string `json:"cost,omitempty"`
+	// Credits is the figure in Cost: the estimate a dispatch charges, or
+	// what a settlement outside Genace accounts for.
+	Credits int64 `json:"credits,omitempty"`
+	// ReasonRequired says that the decision needs --reason: how the
+	// operator knows (RequireReason).
+	ReasonRequired bool `json:"reason_required,omitempty"`
+}
+
+// confirmations counts the operator's confirmations that a POST created
+// nothing.
+func confirmations(audit []review.AuditEntry) int {
+	n := 0
+	for _, e := range audit {
+		if e.Decision == DecisionConfirmedNotSubmitted {
+			n++
+		}
+	}
+	return n
+}
+
+// dispatchCost is what a dispatch of rec charges, in the plan's words.
+func dispatchCost(rec *operation.Record) string {
+	return fmt.Sprintf("creates a new job on Genace and charges about %d credits (the estimate for model %s; budget %d)",
+		rec.EstimatedCredits, rec.Model, rec.BudgetCredits)
 }
 
 // PostsAccounted says whether every POST the record counts is known to
@@ -139,12 +183,7 @@ type Plan struct {
 // one uncertain POST that led to it). The detail says how the count adds
 // up.
 func PostsAccounted(rec *operation.Record, audit []review.AuditEntry) (bool, string) {
-	confirmed := 0
-	for _, e := range audit {
-		if e.Decision == DecisionConfirmedNotSubmitted {
-			confirmed++
-		}
-	}
+	confirmed := confirmations(audit)
 	open := rec.Posts - rec.Counters.RateLimited - rec.Counters.Unauthorized - confirmed
 	return open <= 0, fmt.Sprintf("%d POSTs: %d answered 429, %d refused our key, %d confirmed not submitted, %d with an unsettled outcome",
 		rec.Posts, rec.Counters.RateLimited, rec.Counters.Unauthorized, confirmed, max(open, 0))
@@ -171,6 +210,15 @@ func PlanFor(rec *operation.Record, ev Evidence) Plan {
 		accounted, posts := PostsAccounted(rec, ev.Audit)
 		check("never_submitted", len(p.KnownJobs) == 0 && rec.Claim == nil && accounted,
 			fmt.Sprintf("known jobs %v, claim %v; %s", jobIDs(p.KnownJobs), rec.Claim != nil, posts))
+		p.Credits = rec.EstimatedCredits
+		p.Cost = "dispatch " + dispatchCost(rec)
+		if n := confirmations(ev.Audit); n > 0 {
+			// The never_submitted check rests on the operator's word:
+			// a wrong confirmation makes this the second paid job.
+			p.ReasonRequired = true
+			p.Cost += fmt.Sprintf("; it rests on %d operator confirmation(s) that a POST created nothing: if one was wrong, this is a second paid job", n)
+			p.Needs = "--reason TEXT (why dispatching again is right; kept in the audit entry)"
+		}
 	case operation.ActionObserve, operation.ActionInspectAccounting:
 		check("job_id_known", rec.RemoteJobID != "", "job "+rec.RemoteJobID)
 	case operation.ActionDeliver:
@@ -183,11 +231,22 @@ func PlanFor(rec *operation.Record, ev Evidence) Plan {
 	case operation.ActionReconcile:
 		check("uncertain", rec.Phase == operation.PhaseUncertain,
 			fmt.Sprintf("phase %s (a submitting claim may still be mid-POST: wait for the sweep to mark it uncertain)", rec.Phase))
-		p.Needs = "--job-id ID (the job exists on Genace) or --confirmed-not-submitted (Genace has no job for this operation)"
+		p.Needs = "--job-id ID (the job exists on Genace) or --confirmed-not-submitted --reason TEXT (Genace has no job for this operation, and how you know)"
+		p.Credits = rec.EstimatedCredits
+		p.Cost = "--confirmed-not-submitted claims that none of the record's POSTs created a job on Genace (Genace cannot be searched: " +
+			"say in --reason how you confirmed it); the dispatch that follows " + dispatchCost(rec)
 		if len(p.KnownJobs) > 0 {
+			p.Cost = ""
 			p.Needs = fmt.Sprintf("--job-id ID: job %s is recorded for this operation (see known jobs); "+
 				"--confirmed-not-submitted is refused while a job id is known", strings.Join(jobIDs(p.KnownJobs), ", "))
 		}
+	case operation.ActionSettleOutside:
+		check("refund_unresolved", rec.Phase == operation.PhaseFailed && rec.Settlement != operation.SettlementSettled,
+			fmt.Sprintf("phase %s, settlement %s", rec.Phase, rec.Settlement))
+		p.Credits = rec.Outstanding()
+		p.ReasonRequired = true
+		p.Cost = fmt.Sprintf("claims that accounting settled the %d credits Genace did not refund, outside Genace; the record becomes failed and settled (final) and its reviews close", p.Credits)
+		p.Needs = "--reason TEXT (how accounting settled it: a ticket or reference; kept in the audit entry)"
 	case operation.ActionAcknowledge:
 		check("terminal", rec.Terminal(), string(rec.Phase))
 	}
@@ -211,10 +270,14 @@ type Request struct {
 	// ForceUnverified attaches JobID although Genace did not confirm that
 	// it names this operation (not found, another operation's, no
 	// metadata, lookup failed). It never attaches a job another
-	// operation holds. Reason is then required and goes into the audit
-	// entry.
+	// operation holds. Reason is then required.
 	ForceUnverified bool
-	Reason          string
+	// Reason is how the operator knows, for a decision that rests on
+	// their word: an override, a confirmation that nothing was
+	// submitted, a dispatch, a settlement outside Genace (required for
+	// the first and the last; RequireReason says when for the others).
+	// It goes into the audit entry.
+	Reason string
 }
 
 // KeptReview is an open review a replay left open, and why.
@@ -265,6 +328,11 @@ type Replayer struct {
 	// Genace verifies an operator's --job-id; nil: no job can be
 	// verified, so attaching one needs ForceUnverified.
 	Genace JobReader
+	// Search, when set (a local run's simulator), refuses a
+	// confirmation that nothing was submitted while Genace holds a job
+	// for the operation; nil in production, where Genace cannot be
+	// searched.
+	Search JobSearcher
 	Clock  clock.Clock
 }
 
@@ -295,18 +363,95 @@ func (r *Replayer) Plan(ctx context.Context, operationID string) (Plan, error) {
 	return PlanFor(&rec, ev), nil
 }
 
+// maxOperatorLen bounds an operator's name.
+const maxOperatorLen = 64
+
+// CheckOperator is the one rule for the name an audit entry gives as its
+// operator (the command line's --operator, the console's launch flag): a
+// short name of letters, digits and . _ - @ (a login or an e-mail
+// address), so that a URL, a pasted secret or a second line never
+// reaches the audit trail under that heading.
+func CheckOperator(name string) error {
+	switch {
+	case name == "":
+		return fmt.Errorf("%w: an operator name is required (--operator): every replay is audited", ErrBadRequest)
+	case len(name) > maxOperatorLen:
+		return fmt.Errorf("%w: operator name is %d bytes, at most %d", ErrBadRequest, len(name), maxOperatorLen)
+	case strings.Contains(name, "://"):
+		// Not echoed: a URL may carry a signature.
+		return fmt.Errorf("%w: the operator name is a URL; give a name (letters, digits, . _ - @)", ErrBadRequest)
+	}
+	if i := strings.IndexFunc(name, func(c rune) bool {
+		return !unicode.IsLetter(c) && !unicode.IsDigit(c) && !strings.ContainsRune("._-@", c)
+	}); i >= 0 {
+		return fmt.Errorf("%w: operator name may hold only letters, digits and . _ - @ (found %q at byte %d)", ErrBadRequest, []rune(name[i:])[0], i)
+	}
+	return nil
+}
+
+// RequireReason refuses a request whose decision rests on the
+// operator's word and comes without a --reason saying how they know: a
+// confirmation that nothing was submitted (Genace cannot be searched,
+// and the dispatch that follows charges again), and a dispatch that
+// rests on such a confirmation (p.ReasonRequired). The command line
+// applies it before Replay.
+func RequireReason(req Request, p Plan) error {
+	if err := jobKnown(req, p); err != nil {
+		return err // the stronger refusal: no reason can override it
+	}
+	if strings.TrimSpace(req.Reason) != "" {
+		return nil
+	}
+	switch {
+	case req.ConfirmedNotSubmitted:
+		return fmt.Errorf("%w: --confirmed-not-submitted needs --reason saying how you confirmed that Genace has no job for %s "+
+			"(Genace cannot be searched); the dispatch that follows creates a new job and charges about %d credits",
+			ErrBadRequest, req.OperationID, p.Credits)
+	case req.Action == operation.ActionDispatch && p.ReasonRequired:
+		return fmt.Errorf("%w: this dispatch needs --reason: it %s", ErrBadRequest, strings.TrimPrefix(p.Cost, "dispatch "))
+	}
+	return nil
+}
+
+// jobKnown refuses a confirmation that nothing was submitted while a job
+// id is recorded for the operation.
+func jobKnown(req Request, p Plan) error {
+	if !req.ConfirmedNotSubmitted || len(p.KnownJobs) == 0 {
+		return nil
+	}
+	k := p.KnownJobs[0]
+	return fmt.Errorf("%w: job %s is recorded for %s (%s); look it up on Genace and attach it with --job-id %s",
+		ErrJobKnown, k.JobID, req.OperationID, strings.Join(k.Sources, "; "), k.JobID)
+}
+
 // checkRequest refuses a request that is incomplete or contradictory
 // before anything is read.
 func checkRequest(req Request) error {
-	if strings.TrimSpace(req.Operator) == "" {
-		return fmt.Errorf("%w: an operator name is required (--operator)", ErrBadRequest)
+	if err := CheckOperator(req.Operator); err != nil {
+		return err
 	}
 	if !message.ValidOperationID(req.OperationID) {
 		return fmt.Errorf("%w: %q is not an operation id", ErrBadRequest, req.OperationID)
 	}
-	if req.Action != operation.ActionReconcile {
-		if req.JobID != "" || req.ConfirmedNotSubmitted || req.ForceUnverified || req.Reason != "" {
-			return fmt.Errorf("%w: --job-id, --confirmed-not-submitted, --force-unverified and --reason go with --action reconcile only", ErrBadRequest)
+	switch req.Action {
+	case operation.ActionReconcile:
+	case operation.ActionSettleOutside:
+		if req.JobID != "" || req.ConfirmedNotSubmitted || req.ForceUnverified {
+			return fmt.Errorf("%w: --job-id, --confirmed-not-submitted and --force-unverified go with --action reconcile only", ErrBadRequest)
+		}
+		if strings.TrimSpace(req.Reason) == "" {
+			return fmt.Errorf("%w: settle_outside needs --reason saying how accounting settled it (a ticket or reference)", ErrBadRequest)
+		}
+		return checkReason(req.Reason)
+	default:
+		if req.JobID != "" || req.ConfirmedNotSubmitted || req.ForceUnverified {
+			return fmt.Errorf("%w: --job-id, --confirmed-not-submitted and --force-unverified go with --action reconcile only", ErrBadRequest)
+		}
+		if req.Reason != "" && req.Action != operation.ActionDispatch {
+			return fmt.Errorf("%w: --reason goes with reconcile, dispatch and settle_outside only", ErrBadRequest)
+		}
+		if req.Reason != "" {
+			return checkReason(req.Reason)
 		}
 		return nil
 	}
@@ -316,24 +461,27 @@ func checkRequest(req Request) error {
 	if req.JobID != "" && !message.ValidJobID(req.JobID) {
 		return fmt.Errorf("%w: %q is not a job id", ErrBadRequest, req.JobID)
 	}
-	if (req.ForceUnverified || req.Reason != "") && req.JobID == "" {
-		return fmt.Errorf("%w: --force-unverified and --reason go with --job-id only", ErrBadRequest)
+	if req.ForceUnverified && req.JobID == "" {
+		return fmt.Errorf("%w: --force-unverified goes with --job-id only", ErrBadRequest)
 	}
-	if req.Reason != "" && !req.ForceUnverified {
-		return fmt.Errorf("%w: --reason explains an override; it goes with --force-unverified", ErrBadRequest)
+	if req.JobID != "" && req.Reason != "" && !req.ForceUnverified {
+		return fmt.Errorf("%w: with --job-id, --reason explains an override; it goes with --force-unverified", ErrBadRequest)
 	}
-	if req.ForceUnverified {
+	if req.ForceUnverified && strings.TrimSpace(req.Reason) == "" {
+		return fmt.Errorf("%w: --force-unverified needs --reason saying why the job is this operation's", ErrBadRequest)
+	}
+	if req.Reason != "" {
 		return checkReason(req.Reason)
 	}
 	return nil
 }
 
-// checkReason keeps an override's reason fit for the audit trail: said,
-// bounded, one printable line, and no URL (a signed URL is a secret).
+// checkReason keeps a reason fit for the audit trail: said, bounded, one
+// printable line, and no URL (a signed URL is a secret).
 func checkReason(reason string) error {
 	switch {
 	case strings.TrimSpace(reason) == "":
-		return fmt.Errorf("%w: --force-unverified needs --reason saying why the job is this operation's", ErrBadRequest)
+		return fmt.Errorf("%w: --reason is blank", ErrBadRequest)
 	case len(reason) > maxReasonLen:
 		return fmt.Errorf("%w: --reason is %d bytes, at most %d", ErrBadRequest, len(reason), maxReasonLen)
 	case strings.Contains(reason, "://"):
@@ -369,10 +517,14 @@ func (r *Replayer) Replay(ctx context.Context, req Request) (Result, error) {
 			return Result{}, fmt.Errorf("%w: %s: %s", ErrNotReady, c.Name, c.Detail)
 		}
 	}
-	if req.ConfirmedNotSubmitted && len(plan.KnownJobs) > 0 {
-		k := plan.KnownJobs[0]
-		return Result{}, fmt.Errorf("%w: job %s is recorded for %s (%s); look it up on Genace and attach it with --job-id %s",
-			ErrJobKnown, k.JobID, req.OperationID, strings.Join(k.Sources, "; "), k.JobID)
+	if err := jobKnown(req, plan); err != nil {
+		return Result{}, err
+	}
+	if req.ConfirmedNotSubmitted && r.Search != nil {
+		if jobs := r.Search.JobsForOperation(req.OperationID); len(jobs) > 0 {
+			return Result{}, fmt.Errorf("%w: Genace holds job %s for %s (found on this run's saved simulator); attach it with --job-id %s",
+				ErrJobKnown, strings.Join(jobs, ", "), req.OperationID, jobs[0])
+		}
 	}
 	var verification string
 	if req.JobID != "" {
@@ -384,8 +536,16 @@ func (r *Replayer) Replay(ctx context.Context, req Request) (Result, error) {
 	res := Result{Before: rec}
 	if req.Action == operation.ActionAcknowledge {
 		// Nothing to change on a terminal record (it is never written
-		// again); closing its reviews records who acknowledged it.
-		res.After, res.Decision = rec, "acknowledged"
+		// again): the entry is appended at its revision, conditioned on
+		// the record still standing there.
+		entry := review.AuditEntry{
+			OperationID: rec.OperationID, Operator: req.Operator, Action: req.Action, Decision: DecisionAcknowledged,
+			FromPhase: rec.Phase, ToPhase: rec.Phase, FromRevision: rec.Revision, Revision: rec.Revision, At: now,
+		}
+		if err := r.Store.AppendAudit(ctx, entry); err != nil {
+			return Result{}, fmt.Errorf("replay %s: audit the acknowledgement: %w", req.OperationID, err)
+		}
+		res.After, res.Entry, res.Decision = rec, entry, DecisionAcknowledged
 		res.Closed, res.Kept, err = r.closeResolved(ctx, ev.Reviews, rec, req.Operator, now)
 		return res, err
 	}
@@ -398,8 +558,12 @@ func (r *Replayer) Replay(ctx context.Context, req Request) (Result, error) {
 		FromPhase: rec.Phase, ToPhase: next.Phase, FromRevision: rec.Revision, Revision: rec.Revision + 1, At: now,
 		RemoteJobID: req.JobID, Verification: verification,
 	}
-	if req.ForceUnverified {
-		entry.Reason = req.Reason
+	entry.Reason = req.Reason
+	switch req.Action {
+	case operation.ActionDispatch:
+		entry.Credits = rec.EstimatedCredits
+	case operation.ActionSettleOutside:
+		entry.Credits = rec.Outstanding()
 	}
 	next.LastAppliedMessageID = ""
 	saved, err := r.Store.UpdateWithAudit(ctx, next, rec.Revision, entry)
@@ -499,6 +663,9 @@ func apply(rec operation.Record, req Request, now time.Time) (operation.Record, 
 		c.Parked = nil
 		c.Counters.ReadFailures = 0
 		return schedule(c, message.ActionDeliverArtifacts), "deliver", nil
+	case operation.ActionSettleOutside:
+		c, err := operation.SettleOutside(rec, now)
+		return c, DecisionSettledOutside, err
 	case operation.ActionReconcile:
 		if req.ConfirmedNotSubmitted {
 			c, err := operation.ConfirmNotSubmitted(rec, now)

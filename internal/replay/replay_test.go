@@ -167,8 +167,11 @@ func TestReplayEachFixture(t *testing.T) {
 			for _, f := range fixtures(t) {
 				before := e.load(t, f)
 				req := replay.Request{OperationID: before.OperationID, Action: f.ExpectedAction, Operator: "alice"}
-				if f.ExpectedAction == operation.ActionReconcile {
+				switch f.ExpectedAction {
+				case operation.ActionReconcile:
 					req.JobID = e.jobOnGenace(t, before.OperationID)
+				case operation.ActionSettleOutside:
+					req.Reason = "credit note CN-1 from accounting"
 				}
 				res, err := e.r.Replay(context.Background(), req)
 				if f.Record.Phase == operation.PhaseSubmitting {
@@ -185,8 +188,11 @@ func TestReplayEachFixture(t *testing.T) {
 				entries := e.audit(t, before.OperationID)[len(f.Audit):]
 				sent := e.out.Take()
 				if f.ExpectedAction == operation.ActionAcknowledge {
-					if after.Revision != before.Revision || len(entries) != 0 || len(sent) != 0 || res.Changed {
-						t.Fatalf("%s: acknowledging changed r%d→r%d, %d audit entries, %d sent", f.Name, before.Revision, after.Revision, len(entries), len(sent))
+					// Audited, the record untouched: the entry sits at
+					// the revision it acknowledged.
+					if after.Revision != before.Revision || len(entries) != 1 || len(sent) != 0 || res.Changed ||
+						entries[0].Operator != "alice" || entries[0].Revision != before.Revision || res.Entry.Operator != "alice" {
+						t.Fatalf("%s: acknowledging changed r%d→r%d, audit entries %+v, %d sent", f.Name, before.Revision, after.Revision, entries, len(sent))
 					}
 					continue
 				}
@@ -197,11 +203,23 @@ func TestReplayEachFixture(t *testing.T) {
 				if a.Operator != "alice" || a.Action != f.ExpectedAction || a.Revision != after.Revision || a.FromRevision != before.Revision || a.ToPhase != after.Phase {
 					t.Fatalf("%s: audit entry %+v", f.Name, a)
 				}
-				wantMsg := map[operation.Action]message.Action{
+				// Every action that writes says what follows it: an action
+				// added without a row here fails.
+				wantMsg, ok := map[operation.Action]message.Action{
 					operation.ActionDispatch: message.ActionSubmitGeneration, operation.ActionObserve: message.ActionObserveGeneration,
 					operation.ActionInspectAccounting: message.ActionObserveGeneration, operation.ActionDeliver: message.ActionDeliverArtifacts,
-					operation.ActionReconcile: message.ActionObserveGeneration,
+					operation.ActionReconcile: message.ActionObserveGeneration, operation.ActionSettleOutside: "",
 				}[f.ExpectedAction]
+				if !ok {
+					t.Fatalf("%s: action %s has no follow-up row in this test", f.Name, f.ExpectedAction)
+				}
+				if wantMsg == "" {
+					if len(sent) != 0 || !after.Terminal() || a.Reason != req.Reason || a.Credits != before.Outstanding() {
+						t.Fatalf("%s: %s left %s/%s, sent %+v, audit %+v; want it terminal, nothing sent, reason and credits audited",
+							f.Name, f.ExpectedAction, after.Phase, after.Settlement, sent, a)
+					}
+					continue
+				}
 				if len(sent) != 1 || sent[0].Env.Action != wantMsg || sent[0].Env.ExpectedRevision != after.Revision {
 					t.Fatalf("%s: sent %+v, want one %s at r%d", f.Name, sent, wantMsg, after.Revision)
 				}
@@ -319,5 +337,25 @@ func TestReplayRefusesWhenTheRecordMoved(t *testing.T) {
 				}
 			}
 		})
+	}
+}
+
+func TestCheckOperator(t *testing.T) {
+	t.Parallel()
+	for _, tc := range []struct {
+		name string
+		ok   bool
+	}{
+		{"alice", true}, {"ops.eve-2@example.com", true}, {"jörg_k", true}, {strings.Repeat("a", 64), true},
+		{"", false}, {strings.Repeat("a", 65), false}, {"https://x.example/?X-Amz-Signature=abc", false}, {"eve smith", false},
+		{"eve\nroot", false}, {"eve\t", false}, {"a/b", false}, {"sk_live:abc", false}, {"eve;rm", false},
+	} {
+		err := replay.CheckOperator(tc.name)
+		if (err == nil) != tc.ok || (err != nil && !errors.Is(err, replay.ErrBadRequest)) {
+			t.Errorf("CheckOperator(%q) = %v, want ok=%t", tc.name, err, tc.ok)
+		}
+		if err != nil && strings.Contains(err.Error(), "Signature") {
+			t.Errorf("CheckOperator echoes a URL: %v", err)
+		}
 	}
 }

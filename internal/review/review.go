@@ -84,8 +84,14 @@ type AuditEntry struct {
 	// Verification is what Genace said of that job before it was
 	// attached: "verified", or why it could not be (an override).
 	Verification string `json:"verification,omitempty" dynamodbav:"verification,omitempty"`
-	// Reason is the operator's own account of an override.
+	// Reason is the operator's own account of a decision that rests on
+	// their word: an override, a confirmation that nothing was
+	// submitted, the dispatch after one, a settlement outside Genace.
 	Reason string `json:"reason,omitempty" dynamodbav:"reason,omitempty"`
+	// Credits is what the decision moves: the estimate a dispatch may
+	// charge, or what a settlement outside Genace accounts for (charged
+	// less refunded).
+	Credits int64 `json:"credits,omitempty" dynamodbav:"credits,omitempty"`
 }
 
 // UTC returns r with its times in UTC, the form it is persisted in.

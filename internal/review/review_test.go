@@ -20,7 +20,7 @@ func TestForRecordKeepsPhaseAndRemoteStateApartAndNoInput(t *testing.T) {
 	}
 	r := ForRecord(ParkedID(rec.OperationID, rec.Revision), SourceHandler, &rec, now)
 	if r.ID != "op:op-1:r7" || r.Phase != operation.PhaseFailed || r.RemoteState != operation.RemoteFailed ||
-		r.Recommended != operation.ActionInspectAccounting || !r.Open || r.RemoteJobID != "job_1" || r.ErrorCategory != "refund_unresolved" {
+		r.Recommended != operation.ActionSettleOutside || !r.Open || r.RemoteJobID != "job_1" || r.ErrorCategory != "refund_unresolved" {
 		t.Fatalf("review %+v", r)
 	}
 	if !strings.Contains(r.Reason, "accounting budget spent") {

@@ -37,6 +37,34 @@ func IndexBound(t time.Time) string { return SortableTime(t) + "#\uffff" }
 // int64, so byte order equals numeric order (revision 10 after 9).
 func AuditKey(revision int64) string { return fmt.Sprintf("%020d", revision) }
 
+// AppendedAuditKey keys an entry AppendAudit writes: after AuditKey of
+// the revision it is about (the entry that produced that revision sorts
+// first), before the next revision's, in the order of its time.
+func AppendedAuditKey(revision int64, at time.Time) string {
+	return AuditKey(revision) + "#" + SortableTime(at)
+}
+
+// PrepareAppendAudit validates an AppendAudit entry and returns it in UTC:
+// it names an operation and a revision, records no change of phase or
+// revision, and attaches no job (only a record update can).
+func PrepareAppendAudit(entry review.AuditEntry) (review.AuditEntry, error) {
+	entry = entry.UTC()
+	switch {
+	case entry.OperationID == "":
+		return entry, errors.New("append audit: empty operation id")
+	case entry.Revision < 1:
+		return entry, fmt.Errorf("append audit %s: revision %d: revisions start at 1", entry.OperationID, entry.Revision)
+	case entry.FromRevision != entry.Revision || entry.FromPhase != entry.ToPhase:
+		return entry, fmt.Errorf("append audit %s: the entry records a change (r%d %s → r%d %s); a change is written with UpdateWithAudit",
+			entry.OperationID, entry.FromRevision, entry.FromPhase, entry.Revision, entry.ToPhase)
+	case entry.RemoteJobID != "":
+		return entry, fmt.Errorf("append audit %s: the entry attaches job %s; only UpdateWithAudit can", entry.OperationID, entry.RemoteJobID)
+	case entry.At.IsZero():
+		return entry, fmt.Errorf("append audit %s: the entry has no time", entry.OperationID)
+	}
+	return entry, nil
+}
+
 // PrepareCreate validates a record for Create and returns it at revision
 // 1, stamped with ctx's writer, its times in UTC (whatever the clock's
 // zone, a record is persisted in one).

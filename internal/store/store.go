@@ -73,6 +73,16 @@ type Store interface {
 	// resulting revision) in one transaction: both or neither. It counts
 	// as already written only if the stored entry is this one too.
 	UpdateWithAudit(ctx context.Context, rec operation.Record, expected int64, entry review.AuditEntry) (operation.Record, error)
+	// AppendAudit writes the audit entry of a decision that changes no
+	// record (acknowledging a terminal one, which is never written
+	// again): entry.Revision is the revision the decision was made on,
+	// and the write happens only if the record still stands there
+	// (terminal or not), else a *ConflictError with the current record.
+	// It never touches the record. Entries of one revision are kept in
+	// the order of their times, after the entry that produced that
+	// revision; writing the same entry twice is a no-op, and another
+	// entry with the same revision and time is ErrExists.
+	AppendAudit(ctx context.Context, entry review.AuditEntry) error
 	// Audit lists an operation's audit entries, oldest first.
 	Audit(ctx context.Context, operationID string) ([]review.AuditEntry, error)
 	// PutReview writes a review if none has its ID; it reports whether it
@@ -168,6 +178,11 @@ func OwnWrite(ctx context.Context, rec operation.Record, entry *review.AuditEntr
 	}
 	return false, nil
 }
+
+// SameAuditEntry reports whether a and b are one audit entry, compared as
+// OwnWrite compares (for a store that finds an entry where it would write
+// one).
+func SameAuditEntry(a, b review.AuditEntry) bool { return sameEncoding(a.UTC(), b.UTC()) }
 
 // sameEncoding reports whether a and b encode to the same JSON: equal
 // values, with times compared as the instants and offsets they denote.

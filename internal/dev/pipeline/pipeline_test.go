@@ -53,7 +53,7 @@ func TestDemoEndToEnd(t *testing.T) {
 		workload.ScenarioRenderFailure:    {operation.PhaseFailed, operation.SettlementSettled, ""},
 		workload.ScenarioSubmissionFailed: {operation.PhaseFailed, operation.SettlementSettled, ""},
 		workload.ScenarioLostResponse:     {operation.PhaseUncertain, "", operation.ActionReconcile},
-		workload.ScenarioReconcileFail:    {operation.PhaseFailed, operation.SettlementUnresolved, operation.ActionInspectAccounting},
+		workload.ScenarioReconcileFail:    {operation.PhaseFailed, operation.SettlementUnresolved, operation.ActionSettleOutside},
 	}
 	for _, op := range rep.Operations {
 		w := want[workload.Scenario(op.Scenario)]

@@ -4,6 +4,7 @@
 package bolt
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
@@ -319,8 +320,57 @@ func (b *Store) UpdateWithAudit(ctx context.Context, rec operation.Record, expec
 	return rec, nil
 }
 
+// AppendAudit implements store.Store: the entry and the check that the
+// record stands at its revision are one bbolt transaction.
+func (b *Store) AppendAudit(ctx context.Context, entry review.AuditEntry) error {
+	entry, err := store.PrepareAppendAudit(entry)
+	if err != nil {
+		return err
+	}
+	if err := ctx.Err(); err != nil {
+		return fmt.Errorf("append audit %s: %w", entry.OperationID, err)
+	}
+	raw, err := json.Marshal(entry)
+	if err != nil {
+		return fmt.Errorf("append audit %s: encode entry: %w", entry.OperationID, err)
+	}
+	err = b.write(func(tx *bbolt.Tx) error {
+		cur, ok, err := getRecord(tx, entry.OperationID)
+		if err != nil {
+			return err
+		}
+		if !ok {
+			return decline(&store.ConflictError{OperationID: entry.OperationID, Expected: entry.Revision})
+		}
+		if cur.Revision != entry.Revision {
+			return decline(&store.ConflictError{OperationID: entry.OperationID, Expected: entry.Revision, Current: &cur})
+		}
+		audit, err := tx.Bucket(bucketAudit).CreateBucketIfNotExists([]byte(entry.OperationID))
+		if err != nil {
+			return fmt.Errorf("audit bucket: %w", err)
+		}
+		key := []byte(store.AppendedAuditKey(entry.Revision, entry.At))
+		if old := audit.Get(key); old != nil {
+			if bytes.Equal(old, raw) {
+				return decline(nil) // this entry, written before
+			}
+			return decline(fmt.Errorf("an audit entry for revision %d at %s already exists: %w", entry.Revision, entry.At.Format(time.RFC3339Nano), store.ErrExists))
+		}
+		return audit.Put(key, raw)
+	})
+	var conflict *store.ConflictError
+	switch {
+	case errors.As(err, &conflict):
+		return err
+	case err != nil:
+		return fmt.Errorf("append audit %s: %w", entry.OperationID, err)
+	}
+	return nil
+}
+
 // Audit implements store.Store: the nested bucket's keys are zero-padded
-// revisions, so cursor order is revision order.
+// revisions (AppendAudit's with a time after), so cursor order is revision
+// order.
 func (b *Store) Audit(ctx context.Context, operationID string) ([]review.AuditEntry, error) {
 	if err := ctx.Err(); err != nil {
 		return nil, fmt.Errorf("audit %s: %w", operationID, err)

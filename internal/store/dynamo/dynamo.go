@@ -9,6 +9,8 @@ import (
 	"errors"
 	"fmt"
 	"math/rand/v2"
+	"net"
+	"net/url"
 	"os"
 	"slices"
 	"strconv"
@@ -18,8 +20,10 @@ import (
 
 	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/config"
+	"github.com/aws/aws-sdk-go-v2/credentials"
 	"github.com/aws/aws-sdk-go-v2/feature/dynamodb/attributevalue"
 	"github.com/aws/aws-sdk-go-v2/feature/dynamodb/expression"
+	"github.com/aws/aws-sdk-go-v2/feature/ec2/imds"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
 
@@ -195,18 +199,45 @@ func New(client *dynamodb.Client, table string) *Store {
 // itself honours AWS_ENDPOINT_URL_DYNAMODB. When that variable is set the
 // endpoint is a local one (DynamoDB Local), which omits x-amz-crc32 on
 // error replies; response checksum validation is then turned off so every
-// conditional-check failure does not log a checksum warning.
+// conditional-check failure does not log a checksum warning. An endpoint
+// on loopback never makes the SDK reach for instance metadata
+// (loopbackOptions).
 func NewClient(ctx context.Context, optFns ...func(*config.LoadOptions) error) (*dynamodb.Client, error) {
-	cfg, err := config.LoadDefaultConfig(ctx, optFns...)
+	endpoint := os.Getenv("AWS_ENDPOINT_URL_DYNAMODB")
+	local := endpoint != ""
+	cfg, err := config.LoadDefaultConfig(ctx, append(loopbackOptions(endpoint, os.Getenv), optFns...)...)
 	if err != nil {
 		return nil, fmt.Errorf("load aws config: %w", err)
 	}
-	local := os.Getenv("AWS_ENDPOINT_URL_DYNAMODB") != ""
 	return dynamodb.NewFromConfig(cfg, func(o *dynamodb.Options) {
 		if local {
 			o.DisableValidateResponseChecksum = true
 		}
 	}), nil
+}
+
+// loopbackOptions keep a client of an endpoint on this machine (DynamoDB
+// Local) on this machine: the credential chain never probes the EC2
+// instance metadata address (traffic off the machine, then a failure),
+// and with no credentials or region in the environment it gets static
+// local ones, which DynamoDB Local accepts. Other endpoints get none.
+func loopbackOptions(endpoint string, getenv func(string) string) []func(*config.LoadOptions) error {
+	u, err := url.Parse(endpoint)
+	if endpoint == "" || err != nil {
+		return nil
+	}
+	host := u.Hostname()
+	if ip := net.ParseIP(host); host != "localhost" && (ip == nil || !ip.IsLoopback()) {
+		return nil
+	}
+	opts := []func(*config.LoadOptions) error{config.WithEC2IMDSClientEnableState(imds.ClientDisabled)}
+	if getenv("AWS_ACCESS_KEY_ID") == "" && getenv("AWS_PROFILE") == "" {
+		opts = append(opts, config.WithCredentialsProvider(credentials.NewStaticCredentialsProvider("local", "local", "")))
+	}
+	if getenv("AWS_REGION") == "" && getenv("AWS_DEFAULT_REGION") == "" {
+		opts = append(opts, config.WithRegion("us-east-1"))
+	}
+	return opts
 }
 
 // TableDefinition is the table's schema: the single source of truth for
@@ -556,6 +587,79 @@ func (d *Store) UpdateWithAudit(ctx context.Context, rec operation.Record, expec
 		return operation.Record{}, fmt.Errorf("update %s with audit: %w", id, err)
 	default:
 		return operation.Record{}, fmt.Errorf("update %s with audit: %w", id, err)
+	}
+}
+
+// AppendAudit implements store.Store with one TransactWriteItems: a
+// ConditionCheck that the record stands at the entry's revision (terminal
+// or not: the record is not written) and a create-only Put of the entry.
+func (d *Store) AppendAudit(ctx context.Context, entry review.AuditEntry) error {
+	entry, err := store.PrepareAppendAudit(entry)
+	if err != nil {
+		return err
+	}
+	id := entry.OperationID
+	item, err := attributevalue.MarshalMap(entry)
+	if err != nil {
+		return fmt.Errorf("append audit %s: marshal entry: %w", id, err)
+	}
+	item[AttrPK] = str(opKeyPrefix + id)
+	item[AttrSK] = str(auditSKPrefix + store.AppendedAuditKey(entry.Revision, entry.At))
+	if exp, ok := expiry(entry.At, d.retention.Audit); ok {
+		item[AttrExpiresAt] = number(exp)
+	}
+	at, err := expression.NewBuilder().WithCondition(expression.Name(AttrPK).AttributeExists().
+		And(expression.Name(attrRevision).Equal(expression.Value(entry.Revision)))).Build()
+	if err != nil {
+		return fmt.Errorf("append audit %s: build condition: %w", id, err)
+	}
+	absent, err := absentCondition()
+	if err != nil {
+		return fmt.Errorf("append audit %s: build condition: %w", id, err)
+	}
+	in := &dynamodb.TransactWriteItemsInput{TransactItems: []types.TransactWriteItem{
+		{ConditionCheck: &types.ConditionCheck{
+			TableName:                           aws.String(d.table),
+			Key:                                 opKey(id),
+			ConditionExpression:                 at.Condition(),
+			ExpressionAttributeNames:            at.Names(),
+			ExpressionAttributeValues:           at.Values(),
+			ReturnValuesOnConditionCheckFailure: types.ReturnValuesOnConditionCheckFailureAllOld,
+		}},
+		{Put: &types.Put{
+			TableName:                           aws.String(d.table),
+			Item:                                item,
+			ConditionExpression:                 absent.Condition(),
+			ExpressionAttributeNames:            absent.Names(),
+			ExpressionAttributeValues:           absent.Values(),
+			ReturnValuesOnConditionCheckFailure: types.ReturnValuesOnConditionCheckFailureAllOld,
+		}},
+	}}
+	err = retryTxConflict(ctx, func() error {
+		_, err := d.client.TransactWriteItems(ctx, in)
+		return err
+	})
+	var canceled *types.TransactionCanceledException
+	switch {
+	case err == nil:
+		return nil
+	case errors.As(err, &canceled):
+		reasons := canceled.CancellationReasons
+		if len(reasons) > 0 && aws.ToString(reasons[0].Code) == "ConditionalCheckFailed" {
+			return d.conflict(ctx, id, entry.Revision, reasons[0].Item)
+		}
+		if len(reasons) > 1 && aws.ToString(reasons[1].Code) == "ConditionalCheckFailed" {
+			// An entry has this key: this one, written by an attempt
+			// whose answer was lost, or another at the same instant.
+			var old review.AuditEntry
+			if len(reasons[1].Item) > 0 && attributevalue.UnmarshalMap(reasons[1].Item, &old) == nil && store.SameAuditEntry(old, entry) {
+				return nil
+			}
+			return fmt.Errorf("append audit %s: an audit entry for revision %d at %s already exists: %w", id, entry.Revision, entry.At.Format(time.RFC3339Nano), store.ErrExists)
+		}
+		return fmt.Errorf("append audit %s: %w", id, err)
+	default:
+		return fmt.Errorf("append audit %s: %w", id, err)
 	}
 }
 

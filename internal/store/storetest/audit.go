@@ -7,6 +7,7 @@ import (
 	"slices"
 	"sync"
 	"testing"
+	"time"
 
 	"github.com/genjobs/genjobs/internal/operation"
 	"github.com/genjobs/genjobs/internal/review"
@@ -22,6 +23,85 @@ func (s *suite) runAudit(t *testing.T) {
 	t.Run("UpdateWithAuditConcurrent", s.auditConcurrent)
 	t.Run("UpdateWithAuditRejectsMismatchedEntry", s.auditMismatch)
 	t.Run("AuditOldestFirst", s.auditOrder)
+	t.Run("AppendAuditOnATerminalRecord", s.appendAuditTerminal)
+	t.Run("AppendAuditStaleWritesNothing", s.appendAuditStale)
+}
+
+// ackEntry is an acknowledgement of the record at rev: a decision that
+// changes nothing.
+func ackEntry(id string, phase operation.Phase, rev int64, at time.Time) review.AuditEntry {
+	return review.AuditEntry{OperationID: id, Operator: "carol", Action: operation.ActionAcknowledge, Decision: "acknowledged",
+		FromPhase: phase, ToPhase: phase, FromRevision: rev, Revision: rev, At: at}
+}
+
+// appendAuditTerminal: an acknowledgement of a terminal record is kept
+// without writing the record, after the entry that produced its revision
+// and before the next revision's; the same entry twice is one entry.
+func (s *suite) appendAuditTerminal(t *testing.T) {
+	t.Parallel()
+	st := s.store(t)
+	id := s.id(t, "op")
+	v1 := mustCreate(t, st, newRecord(id))
+	next := v1.Clone()
+	next.Phase = operation.PhaseSuperseded
+	v2, err := st.UpdateWithAudit(t.Context(), next, 1, auditEntry(id, operation.PhasePrepared, operation.PhaseSuperseded, 1))
+	if err != nil {
+		t.Fatalf("update with audit: %v", err)
+	}
+	first := ackEntry(id, operation.PhaseSuperseded, 2, base.Add(2*time.Hour))
+	later := ackEntry(id, operation.PhaseSuperseded, 2, base.Add(2*time.Hour+time.Nanosecond))
+	later.Operator = "dave"
+	for _, e := range []review.AuditEntry{later, first, first} { // out of order, and once again
+		if err := st.AppendAudit(t.Context(), e); err != nil {
+			t.Fatalf("append audit by %s: %v", e.Operator, err)
+		}
+	}
+	clash := first
+	clash.Operator = "mallory" // another entry at the same instant
+	if err := st.AppendAudit(t.Context(), clash); !errors.Is(err, store.ErrExists) {
+		t.Errorf("another entry at the same revision and time: got %v, want ErrExists", err)
+	}
+	changed := ackEntry(id, operation.PhasePrepared, 2, base.Add(3*time.Hour))
+	changed.ToPhase = operation.PhaseSuperseded
+	withJob := ackEntry(id, operation.PhaseSuperseded, 2, base.Add(3*time.Hour))
+	withJob.RemoteJobID = "job-x"
+	for name, e := range map[string]review.AuditEntry{"a change of phase": changed, "a job attached": withJob} {
+		if err := st.AppendAudit(t.Context(), e); err == nil || errors.Is(err, store.ErrConflict) {
+			t.Errorf("%s: want a plain error, got %v", name, err)
+		}
+	}
+	equalRecord(t, "record after the acknowledgements", mustGet(t, st, id), v2)
+	var got []string
+	for _, e := range mustAudit(t, st, id) {
+		got = append(got, fmt.Sprintf("%s r%d", e.Operator, e.Revision))
+	}
+	if want := []string{"alice r2", "carol r2", "dave r2"}; !slices.Equal(got, want) {
+		t.Fatalf("audit %v, want %v", got, want)
+	}
+}
+
+// appendAuditStale: an entry about a revision the record has left, or
+// of a record that does not exist, is refused with the current record.
+func (s *suite) appendAuditStale(t *testing.T) {
+	t.Parallel()
+	st := s.store(t)
+	id := s.id(t, "op")
+	v1 := mustCreate(t, st, newRecord(id))
+	next := v1.Clone()
+	next.LastAppliedMessageID = "msg-2"
+	v2 := mustUpdate(t, st, next, 1)
+	err := st.AppendAudit(t.Context(), ackEntry(id, operation.PhasePrepared, 1, base.Add(time.Hour)))
+	wantConflictWithCurrent(t, st, err, 1, v2)
+	if entries := mustAudit(t, st, id); len(entries) != 0 {
+		t.Fatalf("a refused append wrote %+v", entries)
+	}
+	absent := s.id(t, "absent")
+	if err := st.AppendAudit(t.Context(), ackEntry(absent, operation.PhasePrepared, 1, base)); !errors.Is(err, store.ErrConflict) {
+		t.Errorf("append audit of a missing record: got %v, want ErrConflict", err)
+	}
+	if entries := mustAudit(t, st, absent); len(entries) != 0 {
+		t.Fatalf("an append for a missing record wrote %+v", entries)
+	}
 }
 
 func (s *suite) auditWritesBoth(t *testing.T) {
