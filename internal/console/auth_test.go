@@ -207,7 +207,7 @@ func TestOperatorFromLaunch(t *testing.T) {
 		want     string
 	}{
 		{"", "operator name is required"},
-		{"https://evil.example/x", "want a login or e-mail address"},
+		{"https://evil.example/x", "the operator name is a URL"},
 		{"ops-sk-live-42", "contains a secret"},
 	} {
 		_, err := New(Config{Store: st, Replayer: &replay.Replayer{Store: st, Clock: clock.Real{}}, Clock: clock.Real{},
