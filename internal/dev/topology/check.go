@@ -90,7 +90,11 @@ func (t Topology) Check(tmpl *samlocal.Template) []error {
 				schedules = append(schedules, fmt.Sprint(e.Properties["Schedule"]))
 			case "SQS":
 				scaling, _ := e.Properties["ScalingConfig"].(map[string]any)
-				m := Mapping{Queue: getAtt(e.Properties["Queue"]), BatchSize: number(e.Properties["BatchSize"], 10),
+				batch, _ := tmpl.Resolve(e.Properties["BatchSize"], samlocal.Locals{}) // a parameter's default
+				if e.Properties["BatchSize"] == nil {
+					batch = "10"
+				}
+				m := Mapping{Queue: getAtt(e.Properties["Queue"]), BatchSize: number(batch, 10),
 					BatchingWindow: seconds(e.Properties["MaximumBatchingWindowInSeconds"], 0), MaxConcurrency: number(scaling["MaximumConcurrency"], 0)}
 				mappings[m.Queue] = m
 			default:
