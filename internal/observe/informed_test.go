@@ -193,3 +193,71 @@ func TestSweepRearmsALateChainThatDied(t *testing.T) {
 		t.Fatalf("the sweep sent %d messages by %v; want the dead chain re-armed within %v", sweepOut.Len(), bound, cfg.OverdueAfter+every)
 	}
 }
+
+// BenchmarkQuietChainsUnderBacklog runs an hour of a job that never
+// changes, each hand-over waiting in the queue, the sweep on the stack's
+// cadence and threshold at every phase (10 s steps), and reports per hour
+// the sweep's re-arms, the record's writes and the GETs, with the chains
+// keeping the sweep informed (refresh) and without (as before):
+//
+//	go test -run '^$' -bench QuietChainsUnderBacklog -benchtime 1x ./internal/observe/
+func BenchmarkQuietChainsUnderBacklog(b *testing.B) {
+	sf, _ := topology.Stack.Function(topology.Sweep)
+	every, _ := sf.Cadence()
+	for _, refresh := range []bool{false, true} {
+		for _, waited := range []time.Duration{30 * time.Second, time.Minute, 90 * time.Second, 3 * time.Minute} {
+			b.Run(fmt.Sprintf("refresh=%t/waited=%s", refresh, waited), func(b *testing.B) {
+				for b.Loop() {
+					var rearms, writes, gets, phases float64
+					for phase := time.Duration(0); phase < every; phase += 10 * time.Second {
+						phases++
+						r, w, g := quietHour(b, every, phase, waited, refresh)
+						rearms, writes, gets = rearms+r, writes+w, gets+g
+					}
+					b.ReportMetric(rearms/phases, "rearms/h")
+					b.ReportMetric(writes/phases, "writes/h")
+					b.ReportMetric(gets/phases, "GETs/h")
+				}
+			})
+		}
+	}
+}
+
+// quietHour is one phase of BenchmarkQuietChainsUnderBacklog: every
+// message sent (the chains' and the sweep's) is handled after waiting.
+func quietHour(b *testing.B, every, phase, waited time.Duration, refresh bool) (rearms, writes, gets float64) {
+	cfg := observe.Config{Visibility: time.Hour, Overlap: -1}
+	if refresh {
+		cfg.OverdueAfter = topology.Stack.Sweep.OverdueAfter
+	}
+	e, _ := newChainEnv(b, genacesim.ModelConfig{Price: 5, QueueFor: time.Second, RunFor: 24 * time.Hour}, cfg)
+	sweepOut := &handlertest.Outbox{}
+	log := slog.New(slog.DiscardHandler)
+	sw := sweep.New(sweep.Deps{Store: e.store, Sender: sweepOut, Clock: e.clk, Log: log, Metrics: metrics.Discard()}, topology.Stack.Sweep)
+	g := &swept{Genace: e.gen, advance: e.clk.Set, now: e.clk.Now, every: every, next: e.clk.Now().Add(phase),
+		sweep: func(time.Time) {
+			res, err := sw.Sweep(context.Background())
+			if err != nil {
+				b.Error(err)
+			}
+			rearms += float64(res.Rearmed)
+		}}
+	e.obs = observe.New(observe.Deps{Store: e.store, Genace: g, Delays: e.delays, Extender: e.ext, Sender: e.out, Clock: e.clk, Log: log, Metrics: metrics.Discard()}, cfg)
+	queue := []handlertest.Sent{e.acceptB(b, "op")}
+	r0, g0 := handlertest.Get(b, e.store, "op").Revision, 0
+	first := true
+	for end := e.clk.Now().Add(time.Hour); len(queue) > 0 && e.clk.Now().Before(end); {
+		if !first {
+			g.pass(waited)
+		}
+		if _, err := e.obs.Handle(context.Background(), handlertest.Event(b, e.clk.Now(), queue[0])); err != nil {
+			b.Fatal(err)
+		}
+		if first {
+			// The first chain saw the job start running: count from here.
+			first, r0, g0 = false, handlertest.Get(b, e.store, "op").Revision, len(e.gen.waits)
+		}
+		queue = append(append(queue[1:], e.out.Take()...), sweepOut.Take()...)
+	}
+	return rearms, float64(handlertest.Get(b, e.store, "op").Revision - r0), float64(len(e.gen.waits) - g0)
+}
