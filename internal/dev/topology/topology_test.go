@@ -10,7 +10,6 @@ import (
 	"github.com/genjobs/genjobs/internal/dev/samlocal"
 	"github.com/genjobs/genjobs/internal/dev/topology"
 	"github.com/genjobs/genjobs/internal/observe"
-	"github.com/genjobs/genjobs/internal/sweep"
 )
 
 func template(t *testing.T) *samlocal.Template {
@@ -110,9 +109,10 @@ func TestDeadLettersRedriveOnce(t *testing.T) {
 // polls for up to observe's Chain, then writes and hands over, so the
 // function's timeout must cover a chain and its last write, and every
 // record of a batch must be observed at once (BATCH_CONCURRENCY's default
-// is the mapping's batch size). The record is not written while a chain
-// sees nothing change, so the chain must end before the sweep's default
-// overdue threshold would re-arm it.
+// is the mapping's batch size). The deployed settings pass the bounds
+// the functions check at cold start (a chain and its last write end
+// before the sweep's overdue threshold; the claim timeout exceeds
+// submit's timeout).
 func TestObserveFunctionHoldsAChain(t *testing.T) {
 	t.Parallel()
 	obs := observe.Config{}.Defaults()
@@ -123,12 +123,19 @@ func TestObserveFunctionHoldsAChain(t *testing.T) {
 	if need := obs.Chain + obs.Overhead; f.Timeout < need {
 		t.Errorf("observe timeout %s; a chain of %s and its last write need %s", f.Timeout, obs.Chain, need)
 	}
-	if overdue := (sweep.Config{}).Defaults().OverdueAfter; obs.Chain >= overdue {
-		t.Errorf("observe chains for %s, the sweep re-arms after %s", obs.Chain, overdue)
-	}
 	b := template(t).Parameters["BatchConcurrency"].Default
 	if b == nil || *b != strconv.Itoa(f.Mappings[0].BatchSize) {
 		t.Errorf("BATCH_CONCURRENCY default %v, batch size %d: keep them equal", b, f.Mappings[0].BatchSize)
+	}
+	// The deployed settings pass the functions' own cold-start checks.
+	q, _ := topology.Stack.Queue(f.Mappings[0].Queue)
+	concurrency, _ := strconv.Atoi(*b)
+	if err := (observe.Config{Visibility: q.Visibility, Concurrency: concurrency, OverdueAfter: topology.Stack.Sweep.OverdueAfter}).Check(f.Mappings[0].BatchSize); err != nil {
+		t.Error(err)
+	}
+	submit, _ := topology.Stack.Function(topology.Submit)
+	if err := topology.Stack.Sweep.Check(submit.Timeout); err != nil {
+		t.Error(err)
 	}
 }
 
