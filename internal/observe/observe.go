@@ -4,8 +4,9 @@
 // (each sent Config.Overlap before the previous window runs out, so one
 // is always waiting at Genace), and writes the record, conditioned on the
 // revision the message expects, only when the job's state or money
-// changed, when the chain hands over to a fresh message, or when the next
-// look is not due at once. The last write does exactly one thing: schedule the next
+// changed, when the chain hands over to a fresh message, when the next
+// look is not due at once, or when the chain starts so late that the sweep
+// would take it for lost before it ends (see inform). The last write does exactly one thing: schedule the next
 // observation, hand over to delivery, settle, or park the operation for
 // review. Duplicate observations collapse on the revision check; the
 // loser writes and schedules nothing.
@@ -73,8 +74,8 @@ type Config struct {
 	// Chain is how long one message may chain long polls before it hands
 	// over to a fresh message (default DefaultChain). The record is not
 	// written while nothing changes, so its Schedule.Due stays at the last
-	// write: keep Chain below the sweep's overdue threshold
-	// (SWEEP_OVERDUE_SECONDS), or the sweep re-arms live chains.
+	// write: Chain plus Overhead must stay below the sweep's overdue
+	// threshold (OverdueAfter; Check), or the sweep re-arms live chains.
 	Chain time.Duration
 	// Overlap is how long before a long poll's window runs out the chain
 	// sends the next one (default DefaultOverlap; negative: never).
