@@ -49,7 +49,8 @@ type Config struct {
 	SubmitTimeout time.Duration
 	// PersistBudget is the time kept for persisting the outcome after it.
 	PersistBudget time.Duration
-	// OverdueAfter: a scheduled observation this late counts as lost, and
+	// OverdueAfter: a scheduled observation this late counts as lost (the
+	// sweep's threshold, SWEEP_OVERDUE_SECONDS), and
 	// a dispatch for a known job sends a new one.
 	OverdueAfter time.Duration
 	// RetryJitter spreads 429 retries over [1, 1+RetryJitter] × Retry-After.
