@@ -22,6 +22,7 @@ func main() {
 		Store: d.Store, Genace: d.Genace, Extender: d.Queue, Sender: d.Dispatcher, Clock: d.Clock, Log: d.Log, Metrics: d.Metrics,
 	}, submit.Config{
 		QueueURL: d.Config.Queues[message.ActionSubmitGeneration].URL, Visibility: d.Config.Visibility, Concurrency: d.Config.Concurrency,
+		OverdueAfter: d.Config.SweepOverdue,
 	})
 	lambda.Start(h.Handle)
 }

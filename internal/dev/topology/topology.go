@@ -11,6 +11,7 @@
 package topology
 
 import (
+	"fmt"
 	"time"
 
 	"github.com/genjobs/genjobs/internal/config"
@@ -92,6 +93,10 @@ type Topology struct {
 	Queues []Queue
 	// Functions are in the template's order.
 	Functions []Function
+	// Sweep is the sweep's configuration: its claim timeout and overdue
+	// threshold as the template's parameters default them (the template's
+	// SWEEP_* variables). Its cadence is the sweep function's Schedule.
+	Sweep sweep.Config
 }
 
 const (
@@ -124,6 +129,19 @@ var Stack = Topology{
 			}},
 		{ID: "SweepFunction", Name: Sweep, Timeout: time.Minute, Schedule: "rate(5 minutes)", Env: sweep.Needs},
 	},
+	Sweep: sweep.Config{ClaimTimeout: 2 * time.Minute, OverdueAfter: 5 * time.Minute},
+}
+
+// Cadence is how often the function's Schedule, a rate expression
+// ("rate(5 minutes)"), runs it; false for none or another expression.
+func (f Function) Cadence() (time.Duration, bool) {
+	var n int
+	var unit string
+	if _, err := fmt.Sscanf(f.Schedule, "rate(%d %s", &n, &unit); err != nil || n < 1 {
+		return 0, false
+	}
+	per, ok := map[string]time.Duration{"minute)": time.Minute, "minutes)": time.Minute, "hour)": time.Hour, "hours)": time.Hour, "day)": 24 * time.Hour, "days)": 24 * time.Hour}[unit]
+	return time.Duration(n) * per, ok
 }
 
 // Queue returns the queue with the logical id.
