@@ -44,22 +44,26 @@ func cmdConsole(fs *pflag.FlagSet) runFunc {
 		// flags name, or the simulator a local run saved.
 		var reader replay.JobReader
 		var afterReplay func()
+		var search replay.JobSearcher
 		c, key, err := gf.client(ctx)
 		if err != nil {
 			return err
 		}
 		if c != nil {
 			reader = c
-		} else if lc, save, stop, ok, err := sf.localGenace(); err != nil {
+		} else if lg, err := sf.localGenace(); err != nil {
 			return err
-		} else if ok {
+		} else if lg != nil {
 			report := func(err error) {
 				if err != nil {
 					fmt.Fprintf(stderr, "genjobs console: saving the local run's simulator: %v\n", err)
 				}
 			}
-			defer func() { report(stop()) }()
-			reader, afterReplay = lc, func() { report(save()) }
+			defer func() { report(lg.stop()) }()
+			reader, afterReplay = lg.Client, func() { report(lg.save()) }
+			// "Not submitted" is checked against the jobs the run's
+			// simulator holds, as on the command line.
+			search = lg.Sim
 		}
 		sf.write = true
 		st, err := sf.open(ctx)
@@ -77,7 +81,7 @@ func cmdConsole(fs *pflag.FlagSet) runFunc {
 		}
 		srv, err := console.New(console.Config{
 			Store:         st,
-			Replayer:      &replay.Replayer{Store: st, Sender: sender, Genace: reader, Clock: clock.Real{}},
+			Replayer:      &replay.Replayer{Store: st, Sender: sender, Genace: reader, Search: search, Clock: clock.Real{}},
 			Clock:         clock.Real{},
 			Operator:      who,
 			Hosts:         console.Hosts(ln),

@@ -202,13 +202,13 @@ func cmdReplay(fs *pflag.FlagSet) runFunc {
 			}
 			if c != nil {
 				reader = c
-			} else if lc, _, stop, ok, err := sf.localGenace(); err != nil {
+			} else if lg, err := sf.localGenace(); err != nil {
 				return err
-			} else if ok {
+			} else if lg != nil {
 				// A local run's Genace is the simulator it saved: look
 				// the job up there, and keep what the lookup changed.
-				defer func() { _ = stop() }()
-				reader = lc
+				defer func() { _ = lg.stop() }()
+				reader = lg.Client
 			}
 		}
 		sf.write = true
@@ -231,13 +231,6 @@ func cmdReplay(fs *pflag.FlagSet) runFunc {
 		}
 		req := replay.Request{OperationID: id, Action: a, Operator: *operator, JobID: *jobID,
 			ConfirmedNotSubmitted: *notSubmitted, ForceUnverified: *force, Reason: *reason}
-		plan, err := r.Plan(ctx, id)
-		if err != nil {
-			return err
-		}
-		if err := replay.RequireReason(req, plan); err != nil {
-			return err
-		}
 		res, err := r.Replay(ctx, req)
 		if err != nil {
 			return err

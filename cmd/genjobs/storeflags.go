@@ -88,30 +88,41 @@ func (s *storeFlags) localSim() (*genacesim.Simulator, string) {
 	return sim, dir
 }
 
+// localGenace is the simulator a local run saved next to its store,
+// served on loopback, so that replay looks job ids up where the run's
+// jobs are.
+type localGenace struct {
+	// Client reads jobs from it; Sim is the simulator itself, which (unlike
+	// Genace) can be searched for an operation's jobs.
+	Client *genace.Client
+	Sim    *genacesim.Simulator
+	// save writes what lookups changed back into the run (safe for
+	// concurrent use); stop stops the server, then saves.
+	save, stop func() error
+}
+
 // localGenace serves the simulator a local run saved next to the store
-// (localSim) on loopback, so replay looks job ids up where the run's jobs
-// are: a client of it, save (writes what lookups changed back into the
-// run; safe for concurrent use) and stop (stops it, then saves). ok is
-// false when the flags name no such run.
-func (s *storeFlags) localGenace() (c *genace.Client, save, stop func() error, ok bool, err error) {
+// (localSim) on loopback; nil when the flags name no such run.
+func (s *storeFlags) localGenace() (*localGenace, error) {
 	sim, runDir := s.localSim()
 	if sim == nil {
-		return nil, nil, nil, false, nil
+		return nil, nil
 	}
 	base, stopSim, err := sim.Start("127.0.0.1:0")
 	if err != nil {
-		return nil, nil, nil, false, err
+		return nil, err
 	}
 	var mu sync.Mutex
-	save = func() error {
+	l := &localGenace{Sim: sim}
+	l.save = func() error {
 		mu.Lock()
 		defer mu.Unlock()
 		return saveSim(runDir, sim)
 	}
-	stop = func() error { stopSim(); return save() }
-	if c, err = genace.New(base, localSimKey, nil); err != nil {
-		_ = stop()
-		return nil, nil, nil, false, err
+	l.stop = func() error { stopSim(); return l.save() }
+	if l.Client, err = genace.New(base, localSimKey, nil); err != nil {
+		_ = l.stop()
+		return nil, err
 	}
-	return c, save, stop, true, nil
+	return l, nil
 }

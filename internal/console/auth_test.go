@@ -50,6 +50,7 @@ func TestSameMachineClientRefused(t *testing.T) {
 	form := formOf(t, page)
 	form.Set("operator", "mallory")
 	form.Set("mode", "not-submitted")
+	form.Set("reason", "no job on the dashboard")
 	form.Set("confirm", "yes")
 
 	type attacker struct {

@@ -138,6 +138,7 @@ func TestConsoleInBrowser(t *testing.T) {
 		chromedp.Navigate(at(ts, srv, "op/"+id)),
 		chromedp.WaitVisible(chromedp.ID("replay")),
 		chromedp.Click(chromedp.ID("mode-not-submitted")),
+		chromedp.SendKeys(chromedp.ID("reason"), "no job on the Genace dashboard"),
 		chromedp.Click(chromedp.ID("confirm")),
 	)
 	do(t, ctx, fill)

@@ -209,9 +209,11 @@ func TestReplayThroughForm(t *testing.T) {
 	}{
 		{"no confirmation", "op-uncertain-lost-response", fakeGenace{}, map[string]string{"mode": "not-submitted", "confirm": ""}, 400,
 			[]string{"tick the confirmation"}, false},
-		{"a form's operator is ignored", "op-uncertain-lost-response", fakeGenace{}, map[string]string{"mode": "not-submitted", "operator": "mallory"}, 200,
+		{"a form's operator is ignored", "op-uncertain-lost-response", fakeGenace{}, map[string]string{"mode": "not-submitted", "operator": "mallory", "reason": "the dashboard lists no job for it"}, 200,
 			[]string{"Replay done: confirmed-not-submitted", "By <b>carol</b>"}, true},
-		{"confirmed not submitted", "op-uncertain-lost-response", fakeGenace{}, map[string]string{"mode": "not-submitted"}, 200,
+		{"not submitted needs a reason", "op-uncertain-lost-response", fakeGenace{}, map[string]string{"mode": "not-submitted"}, 400,
+			[]string{"needs --reason", "charges about"}, false},
+		{"confirmed not submitted", "op-uncertain-lost-response", fakeGenace{}, map[string]string{"mode": "not-submitted", "reason": "support ticket 1234: no job"}, 200,
 			[]string{"Replay done: confirmed-not-submitted", "uncertain r1 → <b>prepared r2", `id="audit-entry"`, "Closed reviews: op:op-uncertain-lost-response:r1"}, true},
 		{"attach a verified job", "op-uncertain-lost-response", fakeGenace{jobs: map[string]string{"job_found1": "op-uncertain-lost-response"}},
 			map[string]string{"mode": "job", "job_id": "job_found1"}, 200,

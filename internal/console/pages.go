@@ -198,7 +198,7 @@ type outputRow struct {
 }
 
 type formValues struct {
-	JobID, Mode string
+	JobID, Mode, Reason string
 }
 
 type resultView struct {
@@ -257,8 +257,14 @@ func (s *Server) effects(rec *operation.Record, p replay.Plan) []string {
 		out = append(out,
 			"With a job id: looks the job up on Genace first (GET; it must exist and name this operation, and no other operation may hold it), then attaches it and schedules observe_generation.",
 			"Confirmed not submitted: records that Genace has no job for this operation and puts it back to prepared. Nothing is sent to Genace; a dispatch stays a separate decision.")
+	case operation.ActionSettleOutside:
+		out = append(out, "Records that accounting settled the refund outside Genace: the record becomes failed and settled (final) and its reviews close. Nothing is sent to Genace.")
 	case operation.ActionAcknowledge:
 		out = append(out, fmt.Sprintf("Changes nothing on the record (it is final); closes its open reviews under the name %s.", s.cfg.Operator))
+	}
+	if p.Cost != "" && (p.Recommendation.Action != operation.ActionDispatch || p.ReasonRequired) {
+		// What the operator's word costs, as the command line's plan says it.
+		out = append(out, "Cost: "+p.Cost+".")
 	}
 	if p.Recommendation.Action != operation.ActionAcknowledge {
 		out = append(out, fmt.Sprintf("The record update and its audit entry are written in one transaction, only if the record is still at revision %d.", p.Revision))
@@ -295,7 +301,7 @@ func (s *Server) replay(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	p.CSRF = s.token()
-	p.Form = formValues{JobID: strings.TrimSpace(f.Get("job_id")), Mode: f.Get("mode")}
+	p.Form = formValues{JobID: strings.TrimSpace(f.Get("job_id")), Mode: f.Get("mode"), Reason: strings.TrimSpace(f.Get("reason"))}
 	refuse := func(status int, format string, args ...any) {
 		p.Notice = "Nothing was changed: " + s.redact(fmt.Sprintf(format, args...))
 		s.render(w, status, "operation.html", p)
@@ -318,10 +324,14 @@ func (s *Server) replay(w http.ResponseWriter, r *http.Request) {
 			req.JobID = p.Form.JobID
 		case "not-submitted":
 			req.ConfirmedNotSubmitted = true
+			req.Reason = p.Form.Reason
 		default:
 			refuse(http.StatusBadRequest, "reconcile needs a job id or the not-submitted confirmation.")
 			return
 		}
+	}
+	if action == operation.ActionSettleOutside || action == operation.ActionDispatch {
+		req.Reason = p.Form.Reason
 	}
 	res, err := s.cfg.Replayer.Replay(ctx, req)
 	if s.cfg.AfterReplay != nil {

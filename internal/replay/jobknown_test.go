@@ -211,12 +211,12 @@ func TestDispatchAccountsForEveryPost(t *testing.T) {
 			for _, tt := range tests {
 				handlertest.Create(t, e.store, tt.rec)
 				if tt.confirm {
-					if _, err := e.r.Replay(ctx, replay.Request{OperationID: tt.rec.OperationID, Action: operation.ActionReconcile, Operator: "carol", ConfirmedNotSubmitted: true}); err != nil {
+					if _, err := e.r.Replay(ctx, replay.Request{OperationID: tt.rec.OperationID, Action: operation.ActionReconcile, Operator: "carol", ConfirmedNotSubmitted: true, Reason: "support ticket: Genace has no job"}); err != nil {
 						t.Fatalf("%s: confirm: %v", tt.name, err)
 					}
 				}
 				before := handlertest.Get(t, e.store, tt.rec.OperationID)
-				_, err := e.r.Replay(ctx, replay.Request{OperationID: tt.rec.OperationID, Action: operation.ActionDispatch, Operator: "carol"})
+				_, err := e.r.Replay(ctx, replay.Request{OperationID: tt.rec.OperationID, Action: operation.ActionDispatch, Operator: "carol", Reason: "allowance reviewed after the confirmation"})
 				sent := e.out.Take()
 				if tt.ready {
 					if err != nil || len(sent) != 1 {

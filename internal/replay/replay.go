@@ -155,7 +155,7 @@ type Plan struct {
 	// what a settlement outside Genace accounts for.
 	Credits int64 `json:"credits,omitempty"`
 	// ReasonRequired says that the decision needs --reason: how the
-	// operator knows (RequireReason).
+	// operator knows (requireReason).
 	ReasonRequired bool `json:"reason_required,omitempty"`
 }
 
@@ -275,7 +275,7 @@ type Request struct {
 	// Reason is how the operator knows, for a decision that rests on
 	// their word: an override, a confirmation that nothing was
 	// submitted, a dispatch, a settlement outside Genace (required for
-	// the first and the last; RequireReason says when for the others).
+	// the first and the last; requireReason says when for the others).
 	// It goes into the audit entry.
 	Reason string
 }
@@ -389,13 +389,13 @@ func CheckOperator(name string) error {
 	return nil
 }
 
-// RequireReason refuses a request whose decision rests on the
+// requireReason refuses a request whose decision rests on the
 // operator's word and comes without a --reason saying how they know: a
 // confirmation that nothing was submitted (Genace cannot be searched,
 // and the dispatch that follows charges again), and a dispatch that
-// rests on such a confirmation (p.ReasonRequired). The command line
-// applies it before Replay.
-func RequireReason(req Request, p Plan) error {
+// rests on such a confirmation (p.ReasonRequired). Replay applies it,
+// so the command line and the console refuse alike.
+func requireReason(req Request, p Plan) error {
 	if err := jobKnown(req, p); err != nil {
 		return err // the stronger refusal: no reason can override it
 	}
@@ -517,7 +517,7 @@ func (r *Replayer) Replay(ctx context.Context, req Request) (Result, error) {
 			return Result{}, fmt.Errorf("%w: %s: %s", ErrNotReady, c.Name, c.Detail)
 		}
 	}
-	if err := jobKnown(req, plan); err != nil {
+	if err := requireReason(req, plan); err != nil {
 		return Result{}, err
 	}
 	if req.ConfirmedNotSubmitted && r.Search != nil {

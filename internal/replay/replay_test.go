@@ -172,6 +172,8 @@ func TestReplayEachFixture(t *testing.T) {
 					req.JobID = e.jobOnGenace(t, before.OperationID)
 				case operation.ActionSettleOutside:
 					req.Reason = "credit note CN-1 from accounting"
+				case operation.ActionDispatch:
+					req.Reason = "the confirmation was checked with Genace support"
 				}
 				res, err := e.r.Replay(context.Background(), req)
 				if f.Record.Phase == operation.PhaseSubmitting {
@@ -279,7 +281,7 @@ func TestConfirmedNotSubmittedDoesNotDispatch(t *testing.T) {
 			continue
 		}
 		rec := e.load(t, f)
-		res, err := e.r.Replay(context.Background(), replay.Request{OperationID: rec.OperationID, Action: operation.ActionReconcile, Operator: "carol", ConfirmedNotSubmitted: true})
+		res, err := e.r.Replay(context.Background(), replay.Request{OperationID: rec.OperationID, Action: operation.ActionReconcile, Operator: "carol", ConfirmedNotSubmitted: true, Reason: "support ticket: Genace has no job"})
 		if err != nil {
 			t.Fatal(err)
 		}
