@@ -339,4 +339,3 @@ func tail(s string) string {
 	}
 	return s
 }
-
