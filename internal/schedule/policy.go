@@ -178,13 +178,17 @@ func draw(rnd func() float64) float64 {
 
 // WaitOut is the delay after a 429 whose Retry-After was after: never
 // less than the server asked (an earlier retry only earns another 429),
-// plus up to a tenth of it, at least up to a second, so that operations
-// throttled together come back spread out; at most limit (the longest
-// delay the caller's sender takes: waiting less than asked costs one more
-// 429, which counts towards nothing). A missing hint (after ≤ 0) waits a
-// second.
+// in whole seconds as SQS delays and Retry-After both are, plus a whole
+// number of seconds drawn from 0 to a tenth of it (at least 0 or 1), so
+// that operations throttled together come back spread over the next
+// seconds rather than all in one (sub-second jitter would be rounded
+// away by the queue's delay, and every retry land on the same second);
+// at most limit (the longest delay the caller's sender takes: waiting
+// less than asked costs one more 429, which counts towards nothing). A
+// missing hint (after ≤ 0) waits a second.
 func WaitOut(after, limit time.Duration, rnd func() float64) time.Duration {
-	after = max(after, time.Second)
-	spread := max(after/10, time.Second)
-	return min(after+time.Duration(draw(rnd)*float64(spread)), limit)
+	secs := max(int64((after+time.Second-1)/time.Second), 1)
+	spread := max(secs/10, 1)
+	d := time.Duration(secs+int64(draw(rnd)*float64(spread+1))) * time.Second
+	return min(d, limit)
 }
