@@ -183,9 +183,9 @@ func (d *delivery) decide(ctx context.Context) (worker.Outcome, error) {
 		}
 		// The newer revision is this message's own work (a redelivery
 		// after a crash, a timeout or an unacknowledged batch).
-		if rec.Phase == operation.PhaseSucceeded && rec.Counters.ReadFailures > 0 &&
-			rec.Schedule != nil && rec.Schedule.Due.After(d.h.clk.Now()) {
-			// Its last write recorded a failure and scheduled a retry; the
+		if rec.Phase == operation.PhaseSucceeded && rec.Schedule != nil && rec.Schedule.Due.After(d.h.clk.Now()) {
+			// Its last write scheduled a retry for later (a failure, or a
+			// 429, which counts no failure; progress is due at once); the
 			// retry message may not have left. Send it (duplicates
 			// collapse on the revision) instead of retrying early.
 			return worker.OutcomeReemitted, d.h.w.Emit(ctx, rec, d.env.Attempt+1)

@@ -911,3 +911,31 @@ func TestRateLimitedDeliveryWaitsRetryAfterAndCountsNothing(t *testing.T) {
 		t.Fatalf("after the 429s: %s", got.Phase)
 	}
 }
+
+// A 429's write lands but its retry message is lost: the redelivered
+// message re-sends the retry instead of downloading before Retry-After.
+// Before, only a write that counted a failure was recognised, so this one
+// downloaded again at once, into the rate limit.
+func TestCrashAfterThrottleWriteReemitsTheRetry(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t, "bolt", options{outputs: 1})
+	m := e.succeed(t, "op-crash")
+	job := handlertest.Get(t, e.store, "op-crash").RemoteJobID
+	e.sim.ScriptFile(job, genacesim.RateLimited(40*time.Second))
+	e.out.FailNext(1)
+	if failed := e.deliver(t, m); len(failed) != 1 {
+		t.Fatalf("a lost follow-up must fail the message; failures %v", failed)
+	}
+	written := handlertest.Get(t, e.store, "op-crash")
+	files := e.sim.FileGets()
+	if failed := e.deliver(t, m); len(failed) != 0 {
+		t.Fatalf("failures %v", failed)
+	}
+	sent := e.out.Take()
+	if len(sent) != 1 || sent[0].Env.ExpectedRevision != written.Revision || sent[0].Delay < 39*time.Second {
+		t.Fatalf("re-emitted %+v, want one retry after Retry-After at r%d", sent, written.Revision)
+	}
+	if e.sim.FileGets() != files {
+		t.Fatal("the re-emission downloaded")
+	}
+}
