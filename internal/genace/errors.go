@@ -30,6 +30,10 @@ var (
 	// ErrInvalidArgument: the call was refused locally before anything was
 	// sent (bad id, timeout not above wait, ...). Permanent.
 	ErrInvalidArgument = errors.New("genace: invalid argument")
+	// ErrBodyTooLarge: an answer's body is over MaxBodyBytes. It comes
+	// wrapped in a *TransportError (the body was cut off here), but unlike
+	// a broken connection it repeats on every read: contract drift.
+	ErrBodyTooLarge = errors.New("genace: body over the limit")
 )
 
 // codeNotFound is the contract's error code for an id Genace does not
@@ -133,7 +137,9 @@ func (e *DecodeError) Unwrap() error { return e.err }
 // looping.
 //
 // It is not for Submit: a POST is never retried blindly; use
-// SubmitResult.Outcome.
+// SubmitResult.Outcome. How long a transient failure is retried, and
+// which (a 429, a 200 that no longer decodes) are not worth retrying for
+// hours, worker.Judge decides on top of it.
 func Retryable(err error) bool {
 	if err == nil {
 		return false

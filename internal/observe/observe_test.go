@@ -353,7 +353,9 @@ func TestTransientReadFailureRidesOutWithoutDLQ(t *testing.T) {
 	if last.Env.Action != message.ActionDeliverArtifacts || handlertest.Get(t, e.store, "op-flaky").Counters.ReadFailures != 0 {
 		t.Fatalf("chain did not recover: %+v", last)
 	}
-	// Past MaxReadFailures the message fails towards the DLQ instead.
+	// At MaxReadFailures the operation parks with one review (before, the
+	// message failed towards a DLQ it never reached: the sweep re-armed
+	// the due record first and the old message came back obsolete).
 	m2 := e.accept(t, "op-down")
 	job2 := handlertest.Get(t, e.store, "op-down").RemoteJobID
 	e.sim.ScriptGET(job2, genacesim.ServerErrorNoJob(503), genacesim.ServerErrorNoJob(503), genacesim.ServerErrorNoJob(503))
@@ -364,8 +366,21 @@ func TestTransientReadFailureRidesOutWithoutDLQ(t *testing.T) {
 		next = e.out.Take()[0]
 	}
 	e.clk.Advance(next.Delay)
-	if failed := e.observe(t, next); len(failed) != 1 {
-		t.Fatalf("third consecutive failure: failures %v, want the record failed", failed)
+	before := handlertest.Get(t, e.store, "op-down")
+	if failed := e.observe(t, next); len(failed) != 0 {
+		t.Fatalf("third consecutive failure: failures %v, want the message acknowledged", failed)
+	}
+	got = handlertest.Get(t, e.store, "op-down")
+	if got.Parked == nil || got.Active() || got.Schedule != nil || got.LastError != "genace_read_failed" || got.Revision != before.Revision+1 || e.out.Len() != 0 {
+		t.Fatalf("record r%d parked %+v active %t schedule %+v last error %q; want parked at r%d", got.Revision, got.Parked, got.Active(), got.Schedule, got.LastError, before.Revision+1)
+	}
+	open, err := e.store.OpenReviewsOf(context.Background(), "op-down")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(open) != 1 || open[0].RemoteJobID != job2 || open[0].ErrorCategory != "genace_read_failed" ||
+		!strings.Contains(open[0].Reason, job2) || !strings.Contains(open[0].Reason, "3 failed read(s)") {
+		t.Fatalf("open reviews %+v; want one naming the job, the category and the count", open)
 	}
 }
 
@@ -525,4 +540,53 @@ func TestSettlingObservationClosesResolvedReviews(t *testing.T) {
 			t.Fatalf("open reviews %+v; want only the one about job_foreign", open)
 		}
 	})
+}
+
+// The read budget is sized to ride out hours of a 5xx outage before a
+// person is asked: with the default backoff at its shortest jitter, the
+// retries between the first failed read and the park span at least 4
+// hours.
+func TestDefaultReadBudgetCoversHours(t *testing.T) {
+	t.Parallel()
+	d := schedule.NewObservation(schedule.DefaultPolicies())
+	d.Rand = func() float64 { return 0 }
+	var span time.Duration
+	for n := 1; n < observe.DefaultMaxReadFailures; n++ {
+		span += d.ReadRetry(n)
+	}
+	if span < 4*time.Hour {
+		t.Fatalf("%d failed reads park after %s of retries; want at least 4h", observe.DefaultMaxReadFailures, span)
+	}
+}
+
+// A 429 is waited out for its Retry-After and counts towards no cap:
+// more of them than MaxReadFailures in a row neither park the operation
+// nor count a failure. Before, each was a failed read retried after the
+// read backoff (5 s doubling), whatever Retry-After said, and the third
+// here parked it.
+func TestRateLimitedReadsWaitRetryAfterAndCountNothing(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t, "bolt", genacesim.Config{}, observe.Config{MaxReadFailures: 3})
+	next := e.accept(t, "op-busy")
+	job := handlertest.Get(t, e.store, "op-busy").RemoteJobID
+	limited := make([]genacesim.Fault, 6)
+	for i := range limited {
+		limited[i] = genacesim.RateLimited(20 * time.Second)
+	}
+	e.sim.ScriptGET(job, limited...)
+	for i := range limited {
+		e.clk.Advance(next.Delay)
+		if failed := e.observe(t, next); len(failed) != 0 {
+			t.Fatalf("429 %d failed the message: %v", i+1, failed)
+		}
+		got := handlertest.Get(t, e.store, "op-busy")
+		sent := e.out.Take()
+		if got.Parked != nil || got.Counters.ReadFailures != 0 || len(sent) != 1 || sent[0].Delay < 20*time.Second || sent[0].Delay > 24*time.Second {
+			t.Fatalf("after 429 %d: parked %+v, %d failures, sent %+v; want a retry after Retry-After (20 s) plus at most a fifth of it", i+1, got.Parked, got.Counters.ReadFailures, sent)
+		}
+		next = sent[0]
+	}
+	if last, _ := e.drain(t, next, 50); last.Env.Action != message.ActionDeliverArtifacts {
+		t.Fatalf("after the 429s: %+v", last)
+	}
 }
