@@ -10,6 +10,7 @@ import (
 	"log/slog"
 	"os"
 	"path/filepath"
+	"sync"
 	"time"
 
 	"github.com/genjobs/genjobs/internal/clock"
@@ -34,6 +35,7 @@ func cmdLocal(fs *pflag.FlagSet) runFunc {
 	giveUp := fs.Duration("give-up-after", 30*time.Second, "stop when Genace has been unreachable this long")
 	quiet := fs.Bool("quiet", false, "no progress display")
 	verbose := fs.BoolP("verbose", "v", false, "print the functions' logs to stderr")
+	tracePath := fs.String("trace", "", "append one JSON line per message a function receives and per follow-up sent (time, action, operation, revision, due) to this file")
 	var sf simFlags
 	sf.register(fs)
 	return func(ctx context.Context, args []string, stdout, stderr io.Writer) error {
@@ -77,20 +79,24 @@ func cmdLocal(fs *pflag.FlagSet) runFunc {
 		if *verbose {
 			cfg.Log = slog.New(slog.NewTextHandler(stderr, nil))
 		}
-		var runDir, runID string
-		if *resume {
-			runDir = cmp.Or(*runDirFlag, filepath.Join(*state, latestLink))
-			if _, err := os.Stat(pipeline.DBPath(runDir)); err != nil && *table == "" {
-				return fmt.Errorf("nothing to resume in %s (run genjobs local first): %w", runDir, err)
-			}
-			ids, err := pipeline.ReadOperations(pipeline.ReportPath(runDir))
+		if *tracePath != "" {
+			f, err := os.OpenFile(*tracePath, os.O_WRONLY|os.O_CREATE|os.O_APPEND, 0o644)
 			if err != nil {
 				return err
 			}
-			for _, id := range ids {
-				cfg.Workload = append(cfg.Workload, workload.Item{OperationID: id})
+			defer f.Close()
+			cfg.Trace = f
+		}
+		var runDir, runID string
+		if *resume {
+			// The run's own directory, not the link to it: what the
+			// report and the hints name must stay this run's when a newer
+			// run moves latest.
+			runDir = resolved(cmp.Or(*runDirFlag, filepath.Join(*state, latestLink)))
+			if _, err := os.Stat(pipeline.DBPath(runDir)); err != nil && *table == "" {
+				return fmt.Errorf("nothing to resume in %s (run genjobs local first): %w", runDir, err)
 			}
-			runID = filepath.Base(resolved(runDir))
+			runID = filepath.Base(runDir)
 		} else {
 			cfg.Workload = workload.Demo()
 			if *workloadPath != "" {
@@ -120,6 +126,7 @@ func cmdLocal(fs *pflag.FlagSet) runFunc {
 			}
 		}
 		cfg.StateDir = runDir
+		var saver *simSaver
 		if *genaceURL == "" {
 			key := localSimKey
 			if *resume {
@@ -129,6 +136,10 @@ func cmdLocal(fs *pflag.FlagSet) runFunc {
 			} else {
 				cfg.Sim = sf.simulator(key, clock.Real{})
 			}
+			// Genace outlives a crash of ours: every job the simulator
+			// creates is on disk before its POST is answered.
+			saver = &simSaver{dir: runDir, sim: cfg.Sim}
+			cfg.Sim.OnChange(saver.saveOrLog(stderr))
 			cfg.GenaceKey = key
 			cfg.Prices = map[string]int64{}
 			for name, m := range simModels(sf.runFor) {
@@ -148,14 +159,15 @@ func cmdLocal(fs *pflag.FlagSet) runFunc {
 				}
 			}
 		}
-		verb := "run"
 		if *resume {
-			verb = "resuming run"
+			fmt.Fprintf(stdout, "genjobs local: resuming run %s, state in %s\n", runID, runDir)
+		} else {
+			fmt.Fprintf(stdout, "genjobs local: %d operations, run %s, state in %s\n", len(cfg.Workload), runID, runDir)
 		}
-		fmt.Fprintf(stdout, "genjobs local: %d operations, %s %s, state in %s\n", len(cfg.Workload), verb, runID, runDir)
+		cfg.Addressing = addressing(runDir, stateGiven(fs, *state), *table, *endpoint)
 		rep, err := pipeline.Run(ctx, cfg)
-		if cfg.Sim != nil {
-			if serr := saveSim(runDir, cfg.Sim); serr != nil && err == nil {
+		if saver != nil {
+			if serr := saver.save(); serr != nil && err == nil {
 				err = serr
 			}
 		}
@@ -170,8 +182,8 @@ func cmdLocal(fs *pflag.FlagSet) runFunc {
 					err = werr
 				}
 			}
-			fmt.Fprintf(stdout, "\nState kept in %s (%s points at the newest run).\nNext: %s reviews   (then plan, replay, audit; add --db %s once a newer run exists)\n",
-				runDir, filepath.Join(*state, latestLink), self(), pipeline.DBPath(runDir))
+			fmt.Fprintf(stdout, "\nState kept in %s (%s points at the newest run).\nNext: %s reviews %s   (then plan, replay, audit with the same flags)\n",
+				runDir, filepath.Join(*state, latestLink), self(), cfg.Addressing.Store)
 			if rep.TimedOut && err == nil {
 				err = errors.New("timed out: see the summary for the operations still running")
 			}
@@ -189,6 +201,31 @@ const localSimKey = "local-sim-key"
 
 // simStateFile is where a run keeps its simulator's jobs.
 const simStateFile = "genace.json"
+
+// simSaver saves a run's simulator one save at a time, so that a slower
+// save of an older state never renames over a newer one.
+type simSaver struct {
+	mu  sync.Mutex
+	dir string
+	sim *genacesim.Simulator
+}
+
+func (s *simSaver) save() error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return saveSim(s.dir, s.sim)
+}
+
+// saveOrLog is save for the simulator's OnChange, which has no error to
+// return: a failed save is said on w (the run's own save at its end
+// tries again).
+func (s *simSaver) saveOrLog(w io.Writer) func() {
+	return func() {
+		if err := s.save(); err != nil {
+			fmt.Fprintf(w, "genjobs local: saving the simulator's jobs: %v\n", err)
+		}
+	}
+}
 
 // saveSim writes the simulator's jobs into the run directory (a new file
 // renamed over the old), so the run's Genace outlives it.

@@ -6,6 +6,7 @@ import (
 	"github.com/spf13/pflag"
 	"io"
 	"math/rand/v2"
+	"sync"
 	"time"
 
 	"github.com/genjobs/genjobs/internal/clock"
@@ -27,7 +28,7 @@ type simFlags struct {
 	price                            int64
 	outputs, rateLimit               int
 	seed                             uint64
-	faultRate                        float64
+	faultRate, readFaultRate         float64
 }
 
 func (f *simFlags) register(fs *pflag.FlagSet) {
@@ -40,6 +41,7 @@ func (f *simFlags) register(fs *pflag.FlagSet) {
 	fs.IntVar(&f.rateLimit, "rate-limit", 0, "POSTs per second before 429 (0: no limit)")
 	fs.Uint64Var(&f.seed, "seed", 1, "seed for job ids, images and injected faults")
 	fs.Float64Var(&f.faultRate, "fault-rate", 0, "share of POSTs (0..1) answered with a random fault: lost response, 502 with job id, 503, 429")
+	fs.Float64Var(&f.readFaultRate, "read-fault-rate", 0, "share of GETs and output downloads (0..1) answered with a fault: a GET 429 (Retry-After 2s), a download 503 or answered after 3s")
 }
 
 func (f *simFlags) validate() error {
@@ -50,8 +52,8 @@ func (f *simFlags) validate() error {
 		return usagef("--url-ttl must be positive")
 	case f.price < 0 || f.outputs < 1 || f.outputs > 16 || f.rateLimit < 0:
 		return usagef("--price ≥ 0, --outputs 1..16, --rate-limit ≥ 0")
-	case f.faultRate < 0 || f.faultRate > 1:
-		return usagef("--fault-rate must be between 0 and 1")
+	case f.faultRate < 0 || f.faultRate > 1 || f.readFaultRate < 0 || f.readFaultRate > 1:
+		return usagef("--fault-rate and --read-fault-rate must be between 0 and 1")
 	}
 	return nil
 }
@@ -63,14 +65,25 @@ func (f *simFlags) simulator(apiKey string, clk clock.Clock) *genacesim.Simulato
 		Models:            simModels(f.runFor),
 		RefundSettleAfter: f.settle, SignedURLTTL: f.urlTTL, Seed: int64(f.seed), RateLimitPerSecond: f.rateLimit,
 	}, clk)
-	if f.faultRate > 0 {
+	if f.faultRate > 0 || f.readFaultRate > 0 {
+		var mu sync.Mutex // the fault func runs on every request's goroutine
 		rnd := rand.New(rand.NewPCG(f.seed, 0x9e3779b97f4a7c15))
-		faults := []genacesim.Fault{genacesim.AcceptThenDrop(), genacesim.SubmissionFailed(502), genacesim.ServerErrorNoJob(503), genacesim.RateLimited(2 * time.Second)}
+		faults := map[genacesim.RequestKind][]genacesim.Fault{
+			genacesim.KindPost: {genacesim.AcceptThenDrop(), genacesim.SubmissionFailed(502), genacesim.ServerErrorNoJob(503), genacesim.RateLimited(2 * time.Second)},
+			genacesim.KindGet:  {genacesim.RateLimited(2 * time.Second)},
+			genacesim.KindFile: {genacesim.ServerErrorNoJob(503), genacesim.DelayResponse(3 * time.Second)},
+		}
 		sim.SetFaultFunc(func(r genacesim.RequestInfo) genacesim.Fault {
-			if r.Kind != genacesim.KindPost || rnd.Float64() >= f.faultRate {
+			mu.Lock()
+			defer mu.Unlock()
+			rate := f.readFaultRate
+			if r.Kind == genacesim.KindPost {
+				rate = f.faultRate
+			}
+			if len(faults[r.Kind]) == 0 || rnd.Float64() >= rate {
 				return genacesim.NoFault()
 			}
-			return faults[rnd.IntN(len(faults))]
+			return faults[r.Kind][rnd.IntN(len(faults[r.Kind]))]
 		})
 	}
 	return sim
