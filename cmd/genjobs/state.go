@@ -12,6 +12,10 @@ import (
 	"strings"
 	"syscall"
 	"time"
+
+	"github.com/spf13/pflag"
+
+	"github.com/genjobs/genjobs/internal/dev/pipeline"
 )
 
 // Local state layout under the state root (--state, default .genjobs):
@@ -125,4 +129,51 @@ func resolved(p string) string {
 		return r
 	}
 	return p
+}
+
+// addressing is what the hints of the local run in runDir add so that
+// each runs as printed whatever run is newest by then: the run's own
+// store (--db, or --table with its endpoint) for the operator commands,
+// and the run's directory with the --state and --table it was given for
+// `local --resume`. state is "" when the default was used.
+func addressing(runDir, state, table, endpoint string) pipeline.Addressing {
+	var storeArgs []string
+	if table != "" {
+		storeArgs = append(storeArgs, "--table", table)
+		if endpoint != "" {
+			storeArgs = append(storeArgs, "--dynamodb-endpoint", endpoint)
+		}
+	} else {
+		storeArgs = append(storeArgs, "--db", pipeline.DBPath(runDir))
+	}
+	var resume []string
+	if state != "" {
+		resume = append(resume, "--state", state)
+	}
+	resume = append(resume, "--run", runDir)
+	if table != "" {
+		resume = append(resume, storeArgs...)
+	}
+	return pipeline.Addressing{Store: shellJoin(storeArgs), Resume: shellJoin(resume)}
+}
+
+// stateGiven is --state's value when it was given, else "".
+func stateGiven(fs *pflag.FlagSet, state string) string {
+	if fs.Changed("state") {
+		return state
+	}
+	return ""
+}
+
+// shellJoin joins args for a POSIX shell, quoting those that need it.
+func shellJoin(args []string) string {
+	out := make([]string, len(args))
+	for i, a := range args {
+		if a != "" && strings.Trim(a, "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789-_./:=@+,") == "" {
+			out[i] = a
+		} else {
+			out[i] = "'" + strings.ReplaceAll(a, "'", `'\''`) + "'"
+		}
+	}
+	return strings.Join(out, " ")
 }
