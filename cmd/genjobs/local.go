@@ -164,7 +164,7 @@ func cmdLocal(fs *pflag.FlagSet) runFunc {
 		} else {
 			fmt.Fprintf(stdout, "genjobs local: %d operations, run %s, state in %s\n", len(cfg.Workload), runID, runDir)
 		}
-		cfg.Addressing = addressing(runDir, stateGiven(fs, *state), *table, *endpoint)
+		cfg.Addressing = addressing(runDir, *table, *endpoint)
 		rep, err := pipeline.Run(ctx, cfg)
 		if saver != nil {
 			if serr := saver.save(); serr != nil && err == nil {

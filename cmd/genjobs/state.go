@@ -13,8 +13,6 @@ import (
 	"syscall"
 	"time"
 
-	"github.com/spf13/pflag"
-
 	"github.com/genjobs/genjobs/internal/dev/pipeline"
 )
 
@@ -134,9 +132,9 @@ func resolved(p string) string {
 // addressing is what the hints of the local run in runDir add so that
 // each runs as printed whatever run is newest by then: the run's own
 // store (--db, or --table with its endpoint) for the operator commands,
-// and the run's directory with the --state and --table it was given for
-// `local --resume`. state is "" when the default was used.
-func addressing(runDir, state, table, endpoint string) pipeline.Addressing {
+// and for `local --resume` the run's directory (under the --state root
+// it was given, so that flag is not needed again) with the --table.
+func addressing(runDir, table, endpoint string) pipeline.Addressing {
 	var storeArgs []string
 	if table != "" {
 		storeArgs = append(storeArgs, "--table", table)
@@ -146,23 +144,11 @@ func addressing(runDir, state, table, endpoint string) pipeline.Addressing {
 	} else {
 		storeArgs = append(storeArgs, "--db", pipeline.DBPath(runDir))
 	}
-	var resume []string
-	if state != "" {
-		resume = append(resume, "--state", state)
-	}
-	resume = append(resume, "--run", runDir)
+	resume := []string{"--run", runDir}
 	if table != "" {
 		resume = append(resume, storeArgs...)
 	}
 	return pipeline.Addressing{Store: shellJoin(storeArgs), Resume: shellJoin(resume)}
-}
-
-// stateGiven is --state's value when it was given, else "".
-func stateGiven(fs *pflag.FlagSet, state string) string {
-	if fs.Changed("state") {
-		return state
-	}
-	return ""
 }
 
 // shellJoin joins args for a POSIX shell, quoting those that need it.

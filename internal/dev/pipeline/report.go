@@ -94,7 +94,7 @@ type Addressing struct {
 	// adds: --db with the run's own store file, or --table.
 	Store string
 	// Resume is what `local --resume` adds: the run's directory, and the
-	// --state and --table it was given.
+	// --table it was given.
 	Resume string
 }
 
