@@ -24,7 +24,7 @@ func cmdLocal(fs *pflag.FlagSet) runFunc {
 	reportPath := fs.String("report", "", "write the JSON report here (it is also kept in the run's directory)")
 	timeout := fs.Duration("timeout", 3*time.Minute, "stop after this long even if operations are still running")
 	state := fs.String("state", defaultStateRoot, "state root: each run gets its own directory runs/<run id> (store, artifacts, report, the simulator's jobs) and latest points at the newest; nothing is ever deleted")
-	resume := fs.Bool("resume", false, "continue the newest run (or --run) instead of starting one: carry out the follow-ups an operator's replay scheduled, against the same store and simulator")
+	resume := fs.Bool("resume", false, "continue the newest run (or --run) instead of starting one, however it ended (kill -9 included): its operations from its store, every next action they hold sent again for its due time, against the same simulator")
 	runDirFlag := fs.String("run", "", "with --resume: the run directory to continue (default: STATE/latest)")
 	genaceURL := fs.String("genace-url", "", "use this Genace instead of the built-in simulator")
 	genaceKey := fs.String("genace-key", os.Getenv("GENACE_API_KEY"), "API key for --genace-url (env GENACE_API_KEY)")
