@@ -24,7 +24,8 @@ import (
 
 // onTime is how late after its due time (or after the resumed process
 // started, if that is later) a next action a killed run left may be
-// carried out: the new process's start-up (open the store, restore the
+// carried out: the batching window the template gives submit and deliver
+// (1 s), the new process's start-up (open the store, restore the
 // simulator, rearm) and the queue's 50 ms poll, on a loaded machine.
 const onTime = 2 * time.Second
 
