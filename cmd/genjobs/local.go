@@ -11,6 +11,7 @@ import (
 	"os"
 	"path/filepath"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/genjobs/genjobs/internal/clock"
@@ -202,18 +203,35 @@ const localSimKey = "local-sim-key"
 // simStateFile is where a run keeps its simulator's jobs.
 const simStateFile = "genace.json"
 
-// simSaver saves a run's simulator one save at a time, so that a slower
-// save of an older state never renames over a newer one.
+// simSaver saves a run's simulator, one save at a time (so an older state
+// never renames over a newer one), and once for every change that arrived
+// while a save ran: POSTs answered together share the next save.
 type simSaver struct {
-	mu  sync.Mutex
+	mu  sync.Mutex // held for a save
 	dir string
 	sim *genacesim.Simulator
+	// changes counts the calls of save; saved is the count the last
+	// completed save covered (under mu).
+	changes atomic.Int64
+	saved   int64
 }
 
+// save returns once a save that began after the caller's change is on
+// disk.
 func (s *simSaver) save() error {
+	mine := s.changes.Add(1)
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	return saveSim(s.dir, s.sim)
+	if s.saved >= mine {
+		return nil
+	}
+	// Every change counted by now happened before this snapshot.
+	covers := s.changes.Load()
+	if err := saveSim(s.dir, s.sim); err != nil {
+		return err
+	}
+	s.saved = covers
+	return nil
 }
 
 // saveOrLog is save for the simulator's OnChange, which has no error to
