@@ -100,9 +100,10 @@ func ArtifactDir(stateDir string) string { return filepath.Join(stateDir, "artif
 // ReportPath is where a run keeps its JSON report.
 func ReportPath(stateDir string) string { return filepath.Join(stateDir, "report.json") }
 
-// scenariosPath is where a demo run keeps its scenarios, written before
-// its first POST, so a resumed run scripts the simulator as the run did.
-func scenariosPath(stateDir string) string { return filepath.Join(stateDir, "scenarios.json") }
+// workloadPath is where a run keeps its workload, written before its
+// first record: a resumed run scripts the demo's scenarios as the run did,
+// and creates what a run killed while seeding did not.
+func workloadPath(stateDir string) string { return filepath.Join(stateDir, "workload.json") }
 
 // localChain is how long a local observation message chains long polls:
 // as many as a deployed chain holds (observe.DefaultChain of Genace's
@@ -144,8 +145,10 @@ type stack struct {
 	resumer   *sweep.Sweeper
 	// follow sends a record's next action as the handlers do (a resume).
 	follow *worker.Emitter
-	trace  *tracer
-	sweeps int
+	// unseeded are a resumed run's operations its store lacks.
+	unseeded []workload.Item
+	trace    *tracer
+	sweeps   int
 }
 
 // Run seeds the workload, runs the pipeline until every operation is
@@ -337,11 +340,16 @@ func (s *stack) wire(g *genace.Client, sandbox context.Context) error {
 // seed creates the operations and dispatches them, scripting the demo's
 // scenarios into the simulator.
 func (s *stack) seed(ctx context.Context) error {
-	if err := writeScenarios(s.cfg.StateDir, s.cfg.Workload); err != nil {
+	if err := writeWorkload(s.cfg.StateDir, s.cfg.Workload); err != nil {
 		return err
 	}
+	return s.create(ctx, s.cfg.Workload)
+}
+
+// create writes each item's record and sends its dispatch.
+func (s *stack) create(ctx context.Context, items []workload.Item) error {
 	now := s.clk.Now()
-	for _, it := range s.cfg.Workload {
+	for _, it := range items {
 		rec := operation.Record{
 			OperationID: it.OperationID, SpecRevision: 1, Phase: operation.PhasePrepared, UserID: it.UserID, Model: it.Model,
 			Input: it.Input, Authorized: true, AuthorizedSpecRevision: 1, BudgetCredits: it.BudgetCredits,

@@ -19,10 +19,12 @@ type operationLister interface {
 	OperationIDs(ctx context.Context) ([]string, error)
 }
 
-// operations makes a resumed run's workload from its store, which is
-// written before anything is sent, so it names every operation however
-// the run before ended; the demo's scenarios come from the file seed
-// wrote before its first POST.
+// operations makes a resumed run's workload from its store, which holds
+// every operation whose record was written, so every one that may have
+// been sent anywhere, however the run before ended. The workload file
+// seed wrote before its first record adds the demo's scenarios, and the
+// operations a run killed while seeding never created (rearm creates
+// them).
 func (s *stack) operations(ctx context.Context) error {
 	l, ok := s.store.(operationLister)
 	if !ok {
@@ -32,15 +34,30 @@ func (s *stack) operations(ctx context.Context) error {
 	if err != nil {
 		return fmt.Errorf("local: resume: %w", err)
 	}
-	if len(ids) == 0 {
-		return fmt.Errorf("local: nothing to resume: the run's store (%s) holds no operation", s.where())
-	}
-	scenarios, err := readScenarios(s.cfg.StateDir)
+	kept, err := readWorkload(s.cfg.StateDir)
 	if err != nil {
 		return err
 	}
+	inStore := map[string]bool{}
 	for _, id := range ids {
-		s.cfg.Workload = append(s.cfg.Workload, workload.Item{OperationID: id, Scenario: scenarios[id]})
+		inStore[id] = true
+	}
+	byID := map[string]workload.Item{}
+	for _, it := range kept {
+		byID[it.OperationID] = it
+		if !inStore[it.OperationID] {
+			s.unseeded = append(s.unseeded, it)
+		}
+	}
+	if len(ids)+len(s.unseeded) == 0 {
+		return fmt.Errorf("local: nothing to resume: the run's store (%s) holds no operation", s.where())
+	}
+	// In the workload's order, then any the store has beyond it.
+	s.cfg.Workload = kept
+	for _, id := range ids {
+		if _, ok := byID[id]; !ok {
+			s.cfg.Workload = append(s.cfg.Workload, workload.Item{OperationID: id})
+		}
 	}
 	return nil
 }
@@ -52,52 +69,59 @@ func (s *stack) where() string {
 	return DBPath(s.cfg.StateDir)
 }
 
-// writeScenarios keeps the demo's scenarios in the run directory (a new
-// file renamed into place); a workload without any writes nothing.
-func writeScenarios(dir string, items []workload.Item) error {
-	m := map[string]workload.Scenario{}
-	for _, it := range items {
-		if it.Scenario != "" {
-			m[it.OperationID] = it.Scenario
-		}
+// keptItem is a workload item as the run directory keeps it, its demo
+// scenario included.
+type keptItem struct {
+	workload.Item
+	Scenario workload.Scenario `json:"scenario,omitempty"`
+}
+
+// writeWorkload keeps the run's workload in its directory (a new file
+// renamed into place), before any record is written.
+func writeWorkload(dir string, items []workload.Item) error {
+	kept := make([]keptItem, len(items))
+	for i, it := range items {
+		kept[i] = keptItem{Item: it, Scenario: it.Scenario}
 	}
-	if len(m) == 0 {
-		return nil
-	}
-	b, err := json.MarshalIndent(m, "", "  ")
+	b, err := json.Marshal(kept)
 	if err != nil {
 		return err
 	}
-	tmp, err := os.CreateTemp(dir, filepath.Base(scenariosPath(dir))+".*")
+	tmp, err := os.CreateTemp(dir, filepath.Base(workloadPath(dir))+".*")
 	if err != nil {
-		return fmt.Errorf("local: scenarios: %w", err)
+		return fmt.Errorf("local: keep the workload: %w", err)
 	}
 	defer os.Remove(tmp.Name())
 	if _, err := tmp.Write(append(b, '\n')); err != nil {
 		tmp.Close()
-		return fmt.Errorf("local: scenarios: %w", err)
+		return fmt.Errorf("local: keep the workload: %w", err)
 	}
 	if err := tmp.Close(); err != nil {
-		return fmt.Errorf("local: scenarios: %w", err)
+		return fmt.Errorf("local: keep the workload: %w", err)
 	}
-	return os.Rename(tmp.Name(), scenariosPath(dir))
+	return os.Rename(tmp.Name(), workloadPath(dir))
 }
 
-// readScenarios reads what writeScenarios kept (none when there is no
-// file: a run of a workload of one's own).
-func readScenarios(dir string) (map[string]workload.Scenario, error) {
-	b, err := os.ReadFile(scenariosPath(dir))
+// readWorkload reads what writeWorkload kept (nothing for a run from
+// before it was kept).
+func readWorkload(dir string) ([]workload.Item, error) {
+	b, err := os.ReadFile(workloadPath(dir))
 	if errors.Is(err, os.ErrNotExist) {
 		return nil, nil
 	}
-	var m map[string]workload.Scenario
+	var kept []keptItem
 	if err == nil {
-		err = json.Unmarshal(b, &m)
+		err = json.Unmarshal(b, &kept)
 	}
 	if err != nil {
-		return nil, fmt.Errorf("local: the run's scenarios %s: %w", scenariosPath(dir), err)
+		return nil, fmt.Errorf("local: the run's workload %s: %w", workloadPath(dir), err)
 	}
-	return m, nil
+	items := make([]workload.Item, len(kept))
+	for i, k := range kept {
+		items[i] = k.Item
+		items[i].Scenario = k.Scenario
+	}
+	return items, nil
 }
 
 // rearm carries a resumed run on where the run before stopped. No message
@@ -108,7 +132,8 @@ func readScenarios(dir string) (map[string]workload.Scenario, error) {
 // job), and each active record's follow-up is sent again as a handler
 // would send it, at its due time, for the revision it is at (so a copy
 // that survived after all would collapse with it). A scenario's POST fault
-// is scripted again for an operation Genace has no job for.
+// is scripted again for an operation Genace has no job for, and an
+// operation the run never created is created now.
 func (s *stack) rearm(ctx context.Context) error {
 	if s.cfg.Sim != nil {
 		for _, it := range s.cfg.Workload {
@@ -121,6 +146,11 @@ func (s *stack) rearm(ctx context.Context) error {
 	// clock: let that nanosecond pass.
 	time.Sleep(time.Millisecond)
 	if _, err := s.resumer.Sweep(ctx); err != nil {
+		return err
+	}
+	// Operations a run killed while seeding never created: nothing was
+	// sent for them.
+	if err := s.create(ctx, s.unseeded); err != nil {
 		return err
 	}
 	active, err := s.store.Due(ctx, s.clk.Now().Add(100*365*24*time.Hour), 0)

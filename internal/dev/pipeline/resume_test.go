@@ -6,6 +6,8 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"os"
+	"path/filepath"
 	"testing"
 	"time"
 
@@ -116,5 +118,45 @@ func TestResumeCarriesOutEveryNextActionOnTime(t *testing.T) {
 		if js := sim.JobsForOperation(op.OperationID); !op.Terminal || len(js) != 1 || js[0] != op.RemoteJobID {
 			t.Errorf("%s: %s holding %q, Genace made %v", op.OperationID, op.Phase, op.RemoteJobID, js)
 		}
+	}
+}
+
+// A run killed while seeding created only some of its records: the
+// resume creates the others from the workload the run kept, and drives
+// all of them.
+func TestResumeCreatesWhatSeedingDidNot(t *testing.T) {
+	t.Parallel()
+	sim := genacesim.New(genacesim.Config{APIKey: "k", DefaultModel: genacesim.ModelConfig{Price: 10, RunFor: 200 * time.Millisecond}}, clock.Real{})
+	state := t.TempDir()
+	kept := `[{"operation_id":"op-a","user_id":"u","model":"m","input":{"prompt":"x"},"budget_credits":50},` +
+		`{"operation_id":"op-b","user_id":"u","model":"m","input":{"prompt":"y"},"budget_credits":50,"scenario":"success"}]`
+	if err := os.WriteFile(filepath.Join(state, "workload.json"), []byte(kept), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	st, err := bolt.Open(pipeline.DBPath(state))
+	if err != nil {
+		t.Fatal(err)
+	}
+	now := time.Now()
+	if _, err := st.Create(context.Background(), operation.Record{OperationID: "op-a", SpecRevision: 1, Phase: operation.PhasePrepared, UserID: "u", Model: "m",
+		Input: json.RawMessage(`{"prompt":"x"}`), Authorized: true, AuthorizedSpecRevision: 1, BudgetCredits: 50,
+		Timestamps: operation.Timestamps{Created: now, Updated: now}, Schedule: &operation.NextAction{Action: "submit_generation", Due: now}}); err != nil {
+		t.Fatal(err)
+	}
+	st.Close()
+	rep, err := pipeline.Run(context.Background(), pipeline.Config{StateDir: state, Sim: sim, GenaceKey: "k", Resume: true, LongPoll: time.Second, Timeout: time.Minute})
+	if err != nil || rep.TimedOut {
+		t.Fatalf("resume: %v", err)
+	}
+	if len(rep.Operations) != 2 {
+		t.Fatalf("resumed %d operations, want op-a and op-b", len(rep.Operations))
+	}
+	for _, op := range rep.Operations {
+		if op.Phase != operation.PhaseDelivered || len(sim.JobsForOperation(op.OperationID)) != 1 {
+			t.Errorf("%s: %s with jobs %v", op.OperationID, op.Phase, sim.JobsForOperation(op.OperationID))
+		}
+	}
+	if rep.Operations[1].Scenario != string(workload.ScenarioSuccess) {
+		t.Errorf("op-b's scenario %q, want the kept one", rep.Operations[1].Scenario)
 	}
 }
