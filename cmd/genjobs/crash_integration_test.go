@@ -26,8 +26,10 @@ import (
 // started, if that is later) a next action a killed run left may be
 // carried out: the batching window the template gives submit and deliver
 // (1 s), the new process's start-up (open the store, restore the
-// simulator, rearm) and the queue's 50 ms poll, on a loaded machine.
-const onTime = 2 * time.Second
+// simulator, rearm), and a busy function's own queue (the mapping's
+// concurrency, when a kill left many actions due at once), on a loaded
+// machine. The old resume was 36 s late (the sweep's overdue threshold).
+const onTime = 3 * time.Second
 
 // pending is a next action a killed run's store holds.
 type pending struct {
@@ -40,8 +42,7 @@ type pending struct {
 // TestLocalSurvivesSIGKILL kills `genjobs local` with SIGKILL at four
 // points (after the first POSTs, with a long poll held, while a follow-up
 // is delayed — a POST after a 429, a read retry after a 429, an accounting
-// re-read, a render's backoff — and with a delivery under way, downloads
-// failing or answering slowly) and resumes it each time, then to
+// re-read, a render's backoff — and with a download half done) and resumes it each time, then to
 // completion. Every next action the store held at a kill is carried out
 // by the next process within onTime of when it was due, and Genace (the
 // simulator's saved state) made at most one job per operation, the one
@@ -63,25 +64,32 @@ func TestLocalSurvivesSIGKILL(t *testing.T) {
 		t.Fatal(err)
 	}
 	state, tracePath := filepath.Join(dir, "state"), filepath.Join(dir, "trace.jsonl")
-	common := []string{"--state", state, "--trace", tracePath, "--quiet", "--long-poll", "2s", "--accounting-budget", "5s", "--timeout", "120s"}
+	// Faults are not saved with the simulator: every process asks for
+	// them. Each download takes a second, so a kill can land in one.
+	common := []string{"--state", state, "--trace", tracePath, "--quiet", "--long-poll", "2s", "--accounting-budget", "5s", "--timeout", "120s",
+		"--read-fault-rate", "0.3", "--download-delay", "1s", "--seed", "7"}
 	first := append([]string{"local", "--workload", wl, "--queue-for", "500ms", "--run-for", "3s", "--refund-settle", "3s",
-		"--rate-limit", "3", "--read-fault-rate", "0.3", "--seed", "7"}, common...)
+		"--rate-limit", "3"}, common...)
 	resume := append([]string{"local", "--resume"}, common...)
 
+	// Each kill comes hold after the event that names it, so the work it
+	// names is in flight: a long poll held, a download under way (the
+	// deliver function reads the job, then downloads for a second).
 	kills := []struct {
 		name string
+		hold time.Duration
 		at   func(ev pipeline.TraceEvent) bool
 	}{
-		{"after the first POSTs", func(ev pipeline.TraceEvent) bool {
+		{"after the first POSTs", 100 * time.Millisecond, func(ev pipeline.TraceEvent) bool {
 			return ev.Event == "send" && ev.Action == message.ActionObserveGeneration
 		}},
-		{"a long poll held", func(ev pipeline.TraceEvent) bool {
+		{"a long poll held", 500 * time.Millisecond, func(ev pipeline.TraceEvent) bool {
 			return ev.Event == "receive" && ev.Action == message.ActionObserveGeneration
 		}},
-		{"a follow-up delayed", func(ev pipeline.TraceEvent) bool {
+		{"a follow-up delayed", 100 * time.Millisecond, func(ev pipeline.TraceEvent) bool {
 			return ev.Event == "send" && ev.Due.Sub(ev.At) > 1500*time.Millisecond
 		}},
-		{"a delivery under way", func(ev pipeline.TraceEvent) bool {
+		{"a download under way", 400 * time.Millisecond, func(ev pipeline.TraceEvent) bool {
 			return ev.Event == "receive" && ev.Action == message.ActionDeliverArtifacts
 		}},
 	}
@@ -105,8 +113,7 @@ func TestLocalSurvivesSIGKILL(t *testing.T) {
 		if evs == nil {
 			t.Fatalf("kill %d (%s): the run ended first:\n%s", i+1, k.name, out.String())
 		}
-		// Held a moment, so the work it names is in flight.
-		time.Sleep(100 * time.Millisecond)
+		time.Sleep(k.hold)
 		_ = cmd.Process.Signal(syscall.SIGKILL)
 		<-exited
 		end := time.Now()

@@ -134,6 +134,7 @@ func cmdLocal(fs *pflag.FlagSet) runFunc {
 				if cfg.Sim, err = loadSim(runDir, key); err != nil {
 					return err
 				}
+				sf.misbehave(cfg.Sim)
 			} else {
 				cfg.Sim = sf.simulator(key, clock.Real{})
 			}

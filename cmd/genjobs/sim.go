@@ -25,6 +25,7 @@ func simModels(runFor time.Duration) map[string]genacesim.ModelConfig {
 // simFlags are the simulator's settings, shared by `sim` and `local`.
 type simFlags struct {
 	queueFor, runFor, settle, urlTTL time.Duration
+	downloadDelay                    time.Duration
 	price                            int64
 	outputs, rateLimit               int
 	seed                             uint64
@@ -42,11 +43,12 @@ func (f *simFlags) register(fs *pflag.FlagSet) {
 	fs.Uint64Var(&f.seed, "seed", 1, "seed for job ids, images and injected faults")
 	fs.Float64Var(&f.faultRate, "fault-rate", 0, "share of POSTs (0..1) answered with a random fault: lost response, 502 with job id, 503, 429")
 	fs.Float64Var(&f.readFaultRate, "read-fault-rate", 0, "share of GETs and output downloads (0..1) answered with a fault: a GET 429 (Retry-After 2s), a download 503 or answered after 3s")
+	fs.DurationVar(&f.downloadDelay, "download-delay", 0, "answer every output download (not faulted otherwise) after this long")
 }
 
 func (f *simFlags) validate() error {
 	switch {
-	case f.queueFor < 0 || f.runFor < 0 || f.settle < 0:
+	case f.queueFor < 0 || f.runFor < 0 || f.settle < 0 || f.downloadDelay < 0:
 		return usagef("durations must not be negative")
 	case f.urlTTL <= 0:
 		return usagef("--url-ttl must be positive")
@@ -65,7 +67,14 @@ func (f *simFlags) simulator(apiKey string, clk clock.Clock) *genacesim.Simulato
 		Models:            simModels(f.runFor),
 		RefundSettleAfter: f.settle, SignedURLTTL: f.urlTTL, Seed: int64(f.seed), RateLimitPerSecond: f.rateLimit,
 	}, clk)
-	if f.faultRate > 0 || f.readFaultRate > 0 {
+	f.misbehave(sim)
+	return sim
+}
+
+// misbehave installs the faults the flags ask for (a saved simulator keeps
+// none, so a resumed run takes them from its own flags).
+func (f *simFlags) misbehave(sim *genacesim.Simulator) {
+	if f.faultRate > 0 || f.readFaultRate > 0 || f.downloadDelay > 0 {
 		var mu sync.Mutex // the fault func runs on every request's goroutine
 		rnd := rand.New(rand.NewPCG(f.seed, 0x9e3779b97f4a7c15))
 		faults := map[genacesim.RequestKind][]genacesim.Fault{
@@ -80,13 +89,15 @@ func (f *simFlags) simulator(apiKey string, clk clock.Clock) *genacesim.Simulato
 			if r.Kind == genacesim.KindPost {
 				rate = f.faultRate
 			}
-			if len(faults[r.Kind]) == 0 || rnd.Float64() >= rate {
-				return genacesim.NoFault()
+			switch {
+			case rate > 0 && rnd.Float64() < rate:
+				return faults[r.Kind][rnd.IntN(len(faults[r.Kind]))]
+			case r.Kind == genacesim.KindFile && f.downloadDelay > 0:
+				return genacesim.DelayResponse(f.downloadDelay)
 			}
-			return faults[r.Kind][rnd.IntN(len(faults[r.Kind]))]
+			return genacesim.NoFault()
 		})
 	}
-	return sim
 }
 
 func cmdSim(fs *pflag.FlagSet) runFunc {
