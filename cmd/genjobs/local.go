@@ -10,6 +10,8 @@ import (
 	"log/slog"
 	"os"
 	"path/filepath"
+	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/genjobs/genjobs/internal/clock"
@@ -23,7 +25,7 @@ func cmdLocal(fs *pflag.FlagSet) runFunc {
 	reportPath := fs.String("report", "", "write the JSON report here (it is also kept in the run's directory)")
 	timeout := fs.Duration("timeout", 3*time.Minute, "stop after this long even if operations are still running")
 	state := fs.String("state", defaultStateRoot, "state root: each run gets its own directory runs/<run id> (store, artifacts, report, the simulator's jobs) and latest points at the newest; nothing is ever deleted")
-	resume := fs.Bool("resume", false, "continue the newest run (or --run) instead of starting one: carry out the follow-ups an operator's replay scheduled, against the same store and simulator")
+	resume := fs.Bool("resume", false, "continue the newest run (or --run) instead of starting one, however it ended (kill -9 included): its operations from its store, every next action they hold sent again for its due time, against the same simulator")
 	runDirFlag := fs.String("run", "", "with --resume: the run directory to continue (default: STATE/latest)")
 	genaceURL := fs.String("genace-url", "", "use this Genace instead of the built-in simulator")
 	genaceKey := fs.String("genace-key", os.Getenv("GENACE_API_KEY"), "API key for --genace-url (env GENACE_API_KEY)")
@@ -34,6 +36,7 @@ func cmdLocal(fs *pflag.FlagSet) runFunc {
 	giveUp := fs.Duration("give-up-after", 30*time.Second, "stop when Genace has been unreachable this long")
 	quiet := fs.Bool("quiet", false, "no progress display")
 	verbose := fs.BoolP("verbose", "v", false, "print the functions' logs to stderr")
+	tracePath := fs.String("trace", "", "append one JSON line per message a function receives and per follow-up sent (time, action, operation, revision, due) to this file")
 	var sf simFlags
 	sf.register(fs)
 	return func(ctx context.Context, args []string, stdout, stderr io.Writer) error {
@@ -77,20 +80,24 @@ func cmdLocal(fs *pflag.FlagSet) runFunc {
 		if *verbose {
 			cfg.Log = slog.New(slog.NewTextHandler(stderr, nil))
 		}
-		var runDir, runID string
-		if *resume {
-			runDir = cmp.Or(*runDirFlag, filepath.Join(*state, latestLink))
-			if _, err := os.Stat(pipeline.DBPath(runDir)); err != nil && *table == "" {
-				return fmt.Errorf("nothing to resume in %s (run genjobs local first): %w", runDir, err)
-			}
-			ids, err := pipeline.ReadOperations(pipeline.ReportPath(runDir))
+		if *tracePath != "" {
+			f, err := os.OpenFile(*tracePath, os.O_WRONLY|os.O_CREATE|os.O_APPEND, 0o644)
 			if err != nil {
 				return err
 			}
-			for _, id := range ids {
-				cfg.Workload = append(cfg.Workload, workload.Item{OperationID: id})
+			defer f.Close()
+			cfg.Trace = f
+		}
+		var runDir, runID string
+		if *resume {
+			// The run's own directory, not the link to it: what the
+			// report and the hints name must stay this run's when a newer
+			// run moves latest.
+			runDir = resolved(cmp.Or(*runDirFlag, filepath.Join(*state, latestLink)))
+			if _, err := os.Stat(pipeline.DBPath(runDir)); err != nil && *table == "" {
+				return fmt.Errorf("nothing to resume in %s (run genjobs local first): %w", runDir, err)
 			}
-			runID = filepath.Base(resolved(runDir))
+			runID = filepath.Base(runDir)
 		} else {
 			cfg.Workload = workload.Demo()
 			if *workloadPath != "" {
@@ -120,15 +127,21 @@ func cmdLocal(fs *pflag.FlagSet) runFunc {
 			}
 		}
 		cfg.StateDir = runDir
+		var saver *simSaver
 		if *genaceURL == "" {
 			key := localSimKey
 			if *resume {
 				if cfg.Sim, err = loadSim(runDir, key); err != nil {
 					return err
 				}
+				sf.misbehave(cfg.Sim)
 			} else {
 				cfg.Sim = sf.simulator(key, clock.Real{})
 			}
+			// Genace outlives a crash of ours: every job the simulator
+			// creates is on disk before its POST is answered.
+			saver = &simSaver{dir: runDir, sim: cfg.Sim}
+			cfg.Sim.OnChange(saver.saveOrLog(stderr))
 			cfg.GenaceKey = key
 			cfg.Prices = map[string]int64{}
 			for name, m := range simModels(sf.runFor) {
@@ -148,14 +161,15 @@ func cmdLocal(fs *pflag.FlagSet) runFunc {
 				}
 			}
 		}
-		verb := "run"
 		if *resume {
-			verb = "resuming run"
+			fmt.Fprintf(stdout, "genjobs local: resuming run %s, state in %s\n", runID, runDir)
+		} else {
+			fmt.Fprintf(stdout, "genjobs local: %d operations, run %s, state in %s\n", len(cfg.Workload), runID, runDir)
 		}
-		fmt.Fprintf(stdout, "genjobs local: %d operations, %s %s, state in %s\n", len(cfg.Workload), verb, runID, runDir)
+		cfg.Addressing = addressing(runDir, *table, *endpoint)
 		rep, err := pipeline.Run(ctx, cfg)
-		if cfg.Sim != nil {
-			if serr := saveSim(runDir, cfg.Sim); serr != nil && err == nil {
+		if saver != nil {
+			if serr := saver.save(); serr != nil && err == nil {
 				err = serr
 			}
 		}
@@ -170,8 +184,8 @@ func cmdLocal(fs *pflag.FlagSet) runFunc {
 					err = werr
 				}
 			}
-			fmt.Fprintf(stdout, "\nState kept in %s (%s points at the newest run).\nNext: %s reviews   (then plan, replay, audit; add --db %s once a newer run exists)\n",
-				runDir, filepath.Join(*state, latestLink), self(), pipeline.DBPath(runDir))
+			fmt.Fprintf(stdout, "\nState kept in %s (%s points at the newest run).\nNext: %s reviews %s   (then plan, replay, audit with the same flags)\n",
+				runDir, filepath.Join(*state, latestLink), self(), cfg.Addressing.Store)
 			if rep.TimedOut && err == nil {
 				err = errors.New("timed out: see the summary for the operations still running")
 			}
@@ -189,6 +203,48 @@ const localSimKey = "local-sim-key"
 
 // simStateFile is where a run keeps its simulator's jobs.
 const simStateFile = "genace.json"
+
+// simSaver saves a run's simulator, one save at a time (so an older state
+// never renames over a newer one), and once for every change that arrived
+// while a save ran: POSTs answered together share the next save.
+type simSaver struct {
+	mu  sync.Mutex // held for a save
+	dir string
+	sim *genacesim.Simulator
+	// changes counts the calls of save; saved is the count the last
+	// completed save covered (under mu).
+	changes atomic.Int64
+	saved   int64
+}
+
+// save returns once a save that began after the caller's change is on
+// disk.
+func (s *simSaver) save() error {
+	mine := s.changes.Add(1)
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.saved >= mine {
+		return nil
+	}
+	// Every change counted by now happened before this snapshot.
+	covers := s.changes.Load()
+	if err := saveSim(s.dir, s.sim); err != nil {
+		return err
+	}
+	s.saved = covers
+	return nil
+}
+
+// saveOrLog is save for the simulator's OnChange, which has no error to
+// return: a failed save is said on w (the run's own save at its end
+// tries again).
+func (s *simSaver) saveOrLog(w io.Writer) func() {
+	return func() {
+		if err := s.save(); err != nil {
+			fmt.Fprintf(w, "genjobs local: saving the simulator's jobs: %v\n", err)
+		}
+	}
+}
 
 // saveSim writes the simulator's jobs into the run directory (a new file
 // renamed over the old), so the run's Genace outlives it.

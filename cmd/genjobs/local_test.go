@@ -1,6 +1,7 @@
 package main
 
 import (
+	"bytes"
 	"encoding/json"
 	"os"
 	"path/filepath"
@@ -66,27 +67,57 @@ func TestLocalRunsTheDemo(t *testing.T) {
 			lostJob = op.GenaceJobs[0]
 		}
 	}
-	// The operator follows the printed hints alone: reconcile the lost
-	// response with the job the summary names (looked up on the run's
-	// saved simulator, so no --force-unverified), then resume the run,
-	// which carries out the observation replay scheduled.
-	hint := regexp.MustCompile(`(?m)^  (\S.*) replay (demo-lost-response --action reconcile --operator NAME --job-id \S+)$`).FindStringSubmatch(out)
-	if hint == nil || !strings.Contains(out, hint[1]+" local --resume") || !strings.HasSuffix(hint[2], lostJob) {
-		t.Fatalf("no replay and resume hints for the lost response:\n%s", out)
+	// The operator follows the printed hints alone, after a newer run has
+	// moved latest: reconcile the lost response with the job the summary
+	// names (looked up on the run's saved simulator, so no
+	// --force-unverified), then resume the run, which carries out the
+	// observation replay scheduled. Each hint runs as printed and reaches
+	// this run, not the newest.
+	hints := regexp.MustCompile(`(?m)^  (\S.*) (replay demo-lost-response --action reconcile --operator NAME --job-id \S+ .*)\n  (\S.*) (local --resume .*)$`).FindStringSubmatch(out)
+	next := regexp.MustCompile(`(?m)^Next: (\S.*) (reviews .*\S)   \(then`).FindStringSubmatch(out)
+	if hints == nil || next == nil || hints[1] != hints[3] || !strings.Contains(hints[2], "--job-id "+lostJob+" ") {
+		t.Fatalf("no replay, resume and next hints for the lost response:\n%s", out)
 	}
-	args := append([]string{"replay"}, strings.Fields(strings.Replace(hint[2], "NAME", "test", 1))...)
-	db := filepath.Join(state, "latest", "genjobs.db")
-	code, out, errOut = genjobs(t, append(args, "--db", db)...)
+	if code, out, errOut := genjobs(t, "local", "--state", state, "--quiet", "--timeout", "90s", "--workload", writeWorkload(t), "--long-poll", "2s"); code != 0 {
+		t.Fatalf("newer run: %d\n%s\n%s", code, out, errOut)
+	}
+	code, out, errOut = genjobs(t, strings.Fields(next[2])...)
+	if code != 0 || !strings.Contains(out, "demo-lost-response") || strings.Contains(out, "op-a") {
+		t.Fatalf("next hint %q: %d %s %s", next[2], code, out, errOut)
+	}
+	code, out, errOut = genjobs(t, strings.Fields(strings.Replace(hints[2], "NAME", "test", 1))...)
 	if code != 0 || !strings.Contains(out, "uncertain r3 → accepted r4 (audited)") || strings.Contains(out, "UNVERIFIED") ||
 		!strings.Contains(out, "local --resume") {
 		t.Fatalf("replay: %d %s %s", code, out, errOut)
 	}
-	code, out, errOut = genjobs(t, "local", "--resume", "--state", state, "--quiet", "--timeout", "60s", "--long-poll", "2s", "--accounting-budget", "2s")
+	resumeArgs := append(strings.Fields(hints[4]), "--quiet", "--timeout", "60s", "--long-poll", "2s", "--accounting-budget", "2s")
+	code, out, errOut = genjobs(t, resumeArgs...)
 	if code != 0 || !regexp.MustCompile(`demo-lost-response\s+delivered`).MatchString(out) {
 		t.Fatalf("resume: exit %d\n%s\n%s", code, out, errOut)
 	}
-	code, out, _ = genjobs(t, "audit", "demo-lost-response", "--json", "--db", db)
+	// The resumed run's report names its own directory, not latest's.
+	b, err = os.ReadFile(filepath.Join(runDirOf(t, hints[4]), "report.json"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if bytes.Contains(b, []byte(string(filepath.Separator)+"latest"+string(filepath.Separator))) || !bytes.Contains(b, []byte(runDirOf(t, hints[4]))) {
+		t.Errorf("the resumed run's report names latest, not its own directory:\n%s", b)
+	}
+	code, out, _ = genjobs(t, append([]string{"audit", "demo-lost-response", "--json"}, strings.Fields(next[2])[1:]...)...)
 	if code != 0 || !strings.Contains(out, `"verification": "verified"`) {
 		t.Errorf("audit after the loop: %d %s", code, out)
 	}
+}
+
+// runDirOf is the --run value of a printed resume hint.
+func runDirOf(t *testing.T, hint string) string {
+	t.Helper()
+	f := strings.Fields(hint)
+	for i := range f[:len(f)-1] {
+		if f[i] == "--run" {
+			return f[i+1]
+		}
+	}
+	t.Fatalf("resume hint %q has no --run", hint)
+	return ""
 }

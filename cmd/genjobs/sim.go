@@ -6,6 +6,7 @@ import (
 	"github.com/spf13/pflag"
 	"io"
 	"math/rand/v2"
+	"sync"
 	"time"
 
 	"github.com/genjobs/genjobs/internal/clock"
@@ -24,10 +25,11 @@ func simModels(runFor time.Duration) map[string]genacesim.ModelConfig {
 // simFlags are the simulator's settings, shared by `sim` and `local`.
 type simFlags struct {
 	queueFor, runFor, settle, urlTTL time.Duration
+	downloadDelay                    time.Duration
 	price                            int64
 	outputs, rateLimit               int
 	seed                             uint64
-	faultRate                        float64
+	faultRate, readFaultRate         float64
 }
 
 func (f *simFlags) register(fs *pflag.FlagSet) {
@@ -40,18 +42,20 @@ func (f *simFlags) register(fs *pflag.FlagSet) {
 	fs.IntVar(&f.rateLimit, "rate-limit", 0, "POSTs per second before 429 (0: no limit)")
 	fs.Uint64Var(&f.seed, "seed", 1, "seed for job ids, images and injected faults")
 	fs.Float64Var(&f.faultRate, "fault-rate", 0, "share of POSTs (0..1) answered with a random fault: lost response, 502 with job id, 503, 429")
+	fs.Float64Var(&f.readFaultRate, "read-fault-rate", 0, "share of GETs and output downloads (0..1) answered with a fault: a GET 429 (Retry-After 2s), a download 503 or answered after 3s")
+	fs.DurationVar(&f.downloadDelay, "download-delay", 0, "answer every output download (not faulted otherwise) after this long")
 }
 
 func (f *simFlags) validate() error {
 	switch {
-	case f.queueFor < 0 || f.runFor < 0 || f.settle < 0:
+	case f.queueFor < 0 || f.runFor < 0 || f.settle < 0 || f.downloadDelay < 0:
 		return usagef("durations must not be negative")
 	case f.urlTTL <= 0:
 		return usagef("--url-ttl must be positive")
 	case f.price < 0 || f.outputs < 1 || f.outputs > 16 || f.rateLimit < 0:
 		return usagef("--price ≥ 0, --outputs 1..16, --rate-limit ≥ 0")
-	case f.faultRate < 0 || f.faultRate > 1:
-		return usagef("--fault-rate must be between 0 and 1")
+	case f.faultRate < 0 || f.faultRate > 1 || f.readFaultRate < 0 || f.readFaultRate > 1:
+		return usagef("--fault-rate and --read-fault-rate must be between 0 and 1")
 	}
 	return nil
 }
@@ -63,17 +67,37 @@ func (f *simFlags) simulator(apiKey string, clk clock.Clock) *genacesim.Simulato
 		Models:            simModels(f.runFor),
 		RefundSettleAfter: f.settle, SignedURLTTL: f.urlTTL, Seed: int64(f.seed), RateLimitPerSecond: f.rateLimit,
 	}, clk)
-	if f.faultRate > 0 {
+	f.misbehave(sim)
+	return sim
+}
+
+// misbehave installs the faults the flags ask for (a saved simulator keeps
+// none, so a resumed run takes them from its own flags).
+func (f *simFlags) misbehave(sim *genacesim.Simulator) {
+	if f.faultRate > 0 || f.readFaultRate > 0 || f.downloadDelay > 0 {
+		var mu sync.Mutex // the fault func runs on every request's goroutine
 		rnd := rand.New(rand.NewPCG(f.seed, 0x9e3779b97f4a7c15))
-		faults := []genacesim.Fault{genacesim.AcceptThenDrop(), genacesim.SubmissionFailed(502), genacesim.ServerErrorNoJob(503), genacesim.RateLimited(2 * time.Second)}
+		faults := map[genacesim.RequestKind][]genacesim.Fault{
+			genacesim.KindPost: {genacesim.AcceptThenDrop(), genacesim.SubmissionFailed(502), genacesim.ServerErrorNoJob(503), genacesim.RateLimited(2 * time.Second)},
+			genacesim.KindGet:  {genacesim.RateLimited(2 * time.Second)},
+			genacesim.KindFile: {genacesim.ServerErrorNoJob(503), genacesim.DelayResponse(3 * time.Second)},
+		}
 		sim.SetFaultFunc(func(r genacesim.RequestInfo) genacesim.Fault {
-			if r.Kind != genacesim.KindPost || rnd.Float64() >= f.faultRate {
-				return genacesim.NoFault()
+			mu.Lock()
+			defer mu.Unlock()
+			rate := f.readFaultRate
+			if r.Kind == genacesim.KindPost {
+				rate = f.faultRate
 			}
-			return faults[rnd.IntN(len(faults))]
+			switch {
+			case rate > 0 && rnd.Float64() < rate:
+				return faults[r.Kind][rnd.IntN(len(faults[r.Kind]))]
+			case r.Kind == genacesim.KindFile && f.downloadDelay > 0:
+				return genacesim.DelayResponse(f.downloadDelay)
+			}
+			return genacesim.NoFault()
 		})
 	}
-	return sim
 }
 
 func cmdSim(fs *pflag.FlagSet) runFunc {

@@ -12,6 +12,8 @@ import (
 	"strings"
 	"syscall"
 	"time"
+
+	"github.com/genjobs/genjobs/internal/dev/pipeline"
 )
 
 // Local state layout under the state root (--state, default .genjobs):
@@ -125,4 +127,39 @@ func resolved(p string) string {
 		return r
 	}
 	return p
+}
+
+// addressing is what the hints of the local run in runDir add so that
+// each runs as printed whatever run is newest by then: the run's own
+// store (--db, or --table with its endpoint) for the operator commands,
+// and for `local --resume` the run's directory (under the --state root
+// it was given, so that flag is not needed again) with the --table.
+func addressing(runDir, table, endpoint string) pipeline.Addressing {
+	var storeArgs []string
+	if table != "" {
+		storeArgs = append(storeArgs, "--table", table)
+		if endpoint != "" {
+			storeArgs = append(storeArgs, "--dynamodb-endpoint", endpoint)
+		}
+	} else {
+		storeArgs = append(storeArgs, "--db", pipeline.DBPath(runDir))
+	}
+	resume := []string{"--run", runDir}
+	if table != "" {
+		resume = append(resume, storeArgs...)
+	}
+	return pipeline.Addressing{Store: shellJoin(storeArgs), Resume: shellJoin(resume)}
+}
+
+// shellJoin joins args for a POSIX shell, quoting those that need it.
+func shellJoin(args []string) string {
+	out := make([]string, len(args))
+	for i, a := range args {
+		if a != "" && strings.Trim(a, "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789-_./:=@+,") == "" {
+			out[i] = a
+		} else {
+			out[i] = "'" + strings.ReplaceAll(a, "'", `'\''`) + "'"
+		}
+	}
+	return strings.Join(out, " ")
 }

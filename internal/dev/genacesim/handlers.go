@@ -241,7 +241,11 @@ func (s *Simulator) handlePost(w http.ResponseWriter, r *http.Request) {
 
 	s.mu.Lock()
 	j := s.newJobLocked(opID, req.Model, req.Metadata, f.Kind == FaultServerErrorWithJobID, f.JobID)
+	onChange := s.onChange
 	s.mu.Unlock()
+	if onChange != nil {
+		onChange()
+	}
 
 	switch f.Kind {
 	case FaultServerErrorWithJobID:

@@ -116,6 +116,7 @@ type Simulator struct {
 	getScripts  map[string][]Fault
 	fileScripts map[string][]Fault
 	faultFunc   FaultFunc
+	onChange    func()
 	notify      chan struct{} // closed and replaced on reconciliation
 	rlSecond    int64
 	rlCount     int
@@ -394,7 +395,6 @@ func (s *Simulator) FileGets() int {
 // returns the ids it changed and wakes long polls on them.
 func (s *Simulator) Reconcile(jobIDs ...string) []string {
 	s.mu.Lock()
-	defer s.mu.Unlock()
 	now := s.clk.Now()
 	done := []string{}
 	for _, id := range jobIDs {
@@ -412,7 +412,23 @@ func (s *Simulator) Reconcile(jobIDs ...string) []string {
 		close(s.notify)
 		s.notify = make(chan struct{})
 	}
+	onChange := s.onChange
+	s.mu.Unlock()
+	if onChange != nil && len(done) > 0 {
+		onChange()
+	}
 	return done
+}
+
+// OnChange installs (or, with nil, removes) f, called after a POST
+// creates a job and before it is answered, and after a reconciliation,
+// without the simulator's lock held: a local run saves the simulator
+// there, so that what Genace created outlives the run's process (a job
+// whose POST was answered is on disk, as a real Genace would keep it).
+func (s *Simulator) OnChange(f func()) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.onChange = f
 }
 
 // idAlphabet is Crockford-style base32: unambiguous, URL-safe.

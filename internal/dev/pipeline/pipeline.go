@@ -50,8 +50,11 @@ type Config struct {
 	StateDir string
 	// Command is how the report's hints name the genjobs binary (default
 	// "genjobs"), so a printed hint runs as printed.
-	Command  string
-	Workload []workload.Item
+	Command string
+	// Addressing is what the hints add to name this run's store and
+	// state, so that they still reach this run when a newer one exists.
+	Addressing Addressing
+	Workload   []workload.Item
 	// Sim is the simulator to run against (started here on loopback); nil
 	// means GenaceURL/GenaceKey name another Genace.
 	Sim       *genacesim.Simulator
@@ -67,11 +70,15 @@ type Config struct {
 	// the caller decides how to show it.
 	Progress      func(Status)
 	ProgressEvery time.Duration
-	// Resume continues the run already in StateDir: its store is opened,
-	// nothing is seeded (Workload only names its operations), and every
-	// next action the records hold is sent again at once, since no message
-	// outlived the run that wrote them.
+	// Resume continues the run already in StateDir, however it ended (a
+	// SIGKILL included): its store is opened and names the operations
+	// (Workload must be empty), nothing is seeded, claims are taken as
+	// dead, and every active record's next action is sent again for its
+	// due time, since no message outlived the run that wrote them.
 	Resume bool
+	// Trace, if set, receives one JSON line (TraceEvent) per message a
+	// function receives and per message sent: what was carried out when.
+	Trace io.Writer
 	// GiveUpAfter ends the run when Genace has been unreachable this long
 	// with no answer in between (0: 30 s).
 	GiveUpAfter time.Duration
@@ -92,6 +99,11 @@ func ArtifactDir(stateDir string) string { return filepath.Join(stateDir, "artif
 
 // ReportPath is where a run keeps its JSON report.
 func ReportPath(stateDir string) string { return filepath.Join(stateDir, "report.json") }
+
+// workloadPath is where a run keeps its workload, written before its
+// first record: a resumed run scripts the demo's scenarios as the run did,
+// and creates what a run killed while seeding did not.
+func workloadPath(stateDir string) string { return filepath.Join(stateDir, "workload.json") }
 
 // localChain is how long a local observation message chains long polls:
 // as many as a deployed chain holds (observe.DefaultChain of Genace's
@@ -131,7 +143,12 @@ type stack struct {
 	local     *topology.Local
 	sweeper   *sweep.Sweeper
 	resumer   *sweep.Sweeper
-	sweeps    int
+	// follow sends a record's next action as the handlers do (a resume).
+	follow *worker.Emitter
+	// unseeded are a resumed run's operations its store lacks.
+	unseeded []workload.Item
+	trace    *tracer
+	sweeps   int
 }
 
 // Run seeds the workload, runs the pipeline until every operation is
@@ -154,15 +171,23 @@ func Run(ctx context.Context, cfg Config) (*Report, error) {
 		cfg.Accounting = 10 * time.Second
 	}
 	cfg.GiveUpAfter = cmp.Or(cfg.GiveUpAfter, 30*time.Second)
-	if len(cfg.Workload) == 0 {
+	switch {
+	case cfg.Resume && len(cfg.Workload) > 0:
+		return nil, errors.New("local: a resumed run's operations come from its store; give no workload")
+	case !cfg.Resume && len(cfg.Workload) == 0:
 		return nil, errors.New("local: the workload is empty")
 	}
 	defer RaiseProcs()()
-	s := &stack{cfg: cfg, clk: clock.Real{}, start: start, wire2: &wireWatch{}}
+	s := &stack{cfg: cfg, clk: clock.Real{}, start: start, wire2: &wireWatch{}, trace: newTracer(cfg.Trace)}
 	if err := s.openState(ctx); err != nil {
 		return nil, err
 	}
 	defer s.store.Close()
+	if cfg.Resume {
+		if err := s.operations(ctx); err != nil {
+			return nil, err
+		}
+	}
 	g, stopSim, err := s.genace()
 	if err != nil {
 		return nil, err
@@ -279,6 +304,7 @@ func (s *stack) wire(g *genace.Client, sandbox context.Context) error {
 	if err != nil {
 		return err
 	}
+	sender := s.trace.sender(disp, "send")
 	dir, err := artifact.NewDir(ArtifactDir(s.cfg.StateDir))
 	if err != nil {
 		return err
@@ -291,18 +317,22 @@ func (s *stack) wire(g *genace.Client, sandbox context.Context) error {
 	_, subURL, subVis := local.Consumed(topology.Submit)
 	_, obsURL, obsVis := local.Consumed(topology.Observe)
 	_, delURL, delVis := local.Consumed(topology.Deliver)
-	sub := submit.New(submit.Deps{Store: s.store, Genace: g, Extender: local.Broker, Sender: disp, Clock: s.clk, Log: log.With("function", "submit"), Metrics: m("submit")}, submit.Config{QueueURL: subURL, Visibility: subVis})
-	obs := observe.New(observe.Deps{Store: s.store, Genace: g, Delays: delays, Extender: local.Broker, Sender: disp, Clock: s.clk, Log: log.With("function", "observe"), Metrics: m("observe")}, observe.Config{QueueURL: obsURL, Visibility: obsVis, Chain: localChain(s.cfg.LongPoll), OverdueAfter: sweepConfig(localChain(s.cfg.LongPoll)).OverdueAfter})
-	del := deliver.New(deliver.Deps{Store: s.store, Genace: g, Artifacts: dir, Extender: local.Broker, Sender: disp, Clock: s.clk, Log: log.With("function", "deliver"), Metrics: m("deliver")}, deliver.Config{QueueURL: delURL, Visibility: delVis})
+	sub := submit.New(submit.Deps{Store: s.store, Genace: g, Extender: local.Broker, Sender: sender, Clock: s.clk, Log: log.With("function", "submit"), Metrics: m("submit")}, submit.Config{QueueURL: subURL, Visibility: subVis})
+	obs := observe.New(observe.Deps{Store: s.store, Genace: g, Delays: delays, Extender: local.Broker, Sender: sender, Clock: s.clk, Log: log.With("function", "observe"), Metrics: m("observe")}, observe.Config{QueueURL: obsURL, Visibility: obsVis, Chain: localChain(s.cfg.LongPoll), OverdueAfter: sweepConfig(localChain(s.cfg.LongPoll)).OverdueAfter})
+	del := deliver.New(deliver.Deps{Store: s.store, Genace: g, Artifacts: dir, Extender: local.Broker, Sender: sender, Clock: s.clk, Log: log.With("function", "deliver"), Metrics: m("deliver")}, deliver.Config{QueueURL: delURL, Visibility: delVis})
 	tri := triage.New(triage.Deps{Store: s.store, Clock: s.clk, Log: log.With("function", "triage"), Metrics: m("triage")}, triage.Config{Concurrency: 4})
-	sweepDeps := sweep.Deps{Store: s.store, Sender: disp, Clock: s.clk, Log: log.With("function", "sweep"), Metrics: m("sweep")}
+	sweepDeps := sweep.Deps{Store: s.store, Sender: sender, Clock: s.clk, Log: log.With("function", "sweep"), Metrics: m("sweep")}
 	s.sweeper = sweep.New(sweepDeps, sweepConfig(localChain(s.cfg.LongPoll)))
-	// A resumed run's first sweep: nothing outlived the run before it.
-	s.resumer = sweep.New(sweepDeps, sweep.Config{ClaimTimeout: time.Nanosecond, OverdueAfter: time.Nanosecond})
+	// A resumed run's first sweep takes every claim as dead (no worker
+	// outlived the run before it) and re-arms nothing: rearm re-creates
+	// each next action for its own due time instead.
+	s.resumer = sweep.New(sweepDeps, sweep.Config{ClaimTimeout: time.Nanosecond, OverdueAfter: 100 * 365 * 24 * time.Hour})
+	s.follow = &worker.Emitter{Sender: s.trace.sender(disp, "resend"), Reviews: s.store, Clock: s.clk, Metrics: m("sweep"), Source: review.SourceSweep}
 	local.Consume(topology.ConsumeConfig{
-		Handlers: map[string]eventsource.Handler{topology.Submit: sub.Handle, topology.Observe: obs.Handle, topology.Deliver: del.Handle, topology.Triage: tri.Handle},
-		Log:      log,
-		Sandbox:  sandbox,
+		Handlers: map[string]eventsource.Handler{topology.Submit: s.trace.handler(topology.Submit, sub.Handle), topology.Observe: s.trace.handler(topology.Observe, obs.Handle),
+			topology.Deliver: s.trace.handler(topology.Deliver, del.Handle), topology.Triage: tri.Handle},
+		Log:     log,
+		Sandbox: sandbox,
 	})
 	return nil
 }
@@ -310,8 +340,16 @@ func (s *stack) wire(g *genace.Client, sandbox context.Context) error {
 // seed creates the operations and dispatches them, scripting the demo's
 // scenarios into the simulator.
 func (s *stack) seed(ctx context.Context) error {
+	if err := writeWorkload(s.cfg.StateDir, s.cfg.Workload); err != nil {
+		return err
+	}
+	return s.create(ctx, s.cfg.Workload)
+}
+
+// create writes each item's record and sends its dispatch.
+func (s *stack) create(ctx context.Context, items []workload.Item) error {
 	now := s.clk.Now()
-	for _, it := range s.cfg.Workload {
+	for _, it := range items {
 		rec := operation.Record{
 			OperationID: it.OperationID, SpecRevision: 1, Phase: operation.PhasePrepared, UserID: it.UserID, Model: it.Model,
 			Input: it.Input, Authorized: true, AuthorizedSpecRevision: 1, BudgetCredits: it.BudgetCredits,
@@ -320,14 +358,7 @@ func (s *stack) seed(ctx context.Context) error {
 			// sweep re-sends it if the message is lost or goes stale.
 			Schedule: &operation.NextAction{Action: string(message.ActionSubmitGeneration), Due: now},
 		}
-		if s.cfg.Sim != nil {
-			switch it.Scenario {
-			case workload.ScenarioSubmissionFailed:
-				s.cfg.Sim.ScriptPOST(it.OperationID, genacesim.SubmissionFailed(502))
-			case workload.ScenarioLostResponse:
-				s.cfg.Sim.ScriptPOST(it.OperationID, genacesim.AcceptThenDrop())
-			}
-		}
+		s.script(it)
 		saved, err := s.store.Create(ctx, rec)
 		if err != nil {
 			return fmt.Errorf("local: create %s: %w", it.OperationID, err)
@@ -341,6 +372,20 @@ func (s *stack) seed(ctx context.Context) error {
 		}
 	}
 	return nil
+}
+
+// script tells the simulator what its demo scenario does to an
+// operation's POST.
+func (s *stack) script(it workload.Item) {
+	if s.cfg.Sim == nil {
+		return
+	}
+	switch it.Scenario {
+	case workload.ScenarioSubmissionFailed:
+		s.cfg.Sim.ScriptPOST(it.OperationID, genacesim.SubmissionFailed(502))
+	case workload.ScenarioLostResponse:
+		s.cfg.Sim.ScriptPOST(it.OperationID, genacesim.AcceptThenDrop())
+	}
 }
 
 // settled reports whether automation is done with an operation: it is
@@ -438,7 +483,7 @@ func (s *stack) status(recs map[string]operation.Record) Status {
 }
 
 func (s *stack) report(ctx context.Context, elapsed time.Duration, timedOut bool) (*Report, error) {
-	rep := &Report{Elapsed: elapsed.Round(time.Millisecond).String(), TimedOut: timedOut, StateDir: s.cfg.StateDir, Command: s.cfg.Command,
+	rep := &Report{Elapsed: elapsed.Round(time.Millisecond).String(), TimedOut: timedOut, StateDir: s.cfg.StateDir, Command: s.cfg.Command, Addressing: s.cfg.Addressing,
 		Totals: Totals{Invocations: map[string]int64{}, Records: map[string]int64{}, Sweeps: s.sweeps, DLQDepth: s.dlqDepth()}}
 	if s.cfg.Sim != nil {
 		rep.Totals.Posts, rep.Totals.Gets, rep.Totals.Downloads = s.cfg.Sim.TotalPosts(), s.cfg.Sim.TotalGets(), s.cfg.Sim.FileGets()

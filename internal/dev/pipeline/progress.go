@@ -1,7 +1,6 @@
 package pipeline
 
 import (
-	"context"
 	"errors"
 	"fmt"
 	"net/http"
@@ -164,14 +163,3 @@ func (w *wireWatch) fatal(giveUp time.Duration) error {
 type roundTripFunc func(*http.Request) (*http.Response, error)
 
 func (f roundTripFunc) RoundTrip(r *http.Request) (*http.Response, error) { return f(r) }
-
-// rearm sends, for a resumed run, every next action the records hold and
-// takes every claim as dead: no message and no worker outlived the run
-// that wrote them, and the state directory's lock keeps any other run out.
-func (s *stack) rearm(ctx context.Context) error {
-	// A claim is taken as dead once it is older than ClaimTimeout by the
-	// clock: let that nanosecond pass.
-	time.Sleep(time.Millisecond)
-	_, err := s.resumer.Sweep(ctx)
-	return err
-}

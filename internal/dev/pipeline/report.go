@@ -25,8 +25,10 @@ type Report struct {
 	Interrupted bool   `json:"interrupted,omitempty"`
 	Stopped     string `json:"stopped,omitempty"`
 	StateDir    string `json:"state_dir"`
-	// Command is how hints name the genjobs binary (not in the JSON).
+	// Command is how hints name the genjobs binary, and Addressing what
+	// they add to reach this run (neither in the JSON).
 	Command    string     `json:"-"`
+	Addressing Addressing `json:"-"`
 	Operations []OpReport `json:"operations"`
 	Totals     Totals     `json:"totals"`
 }
@@ -85,29 +87,22 @@ type Totals struct {
 	DLQDepth    int                     `json:"dlq_depth"`
 }
 
-// ReadOperations returns the operation ids of the report at path: what a
-// resumed run drives again.
-func ReadOperations(path string) ([]string, error) {
-	b, err := os.ReadFile(path)
-	if err != nil {
-		return nil, fmt.Errorf("the run's report: %w", err)
+// Addressing is the flags that address one local run, for the hints a
+// run prints, each already quoted for a shell.
+type Addressing struct {
+	// Store is what an operator command (reviews, plan, replay, audit)
+	// adds: --db with the run's own store file, or --table.
+	Store string
+	// Resume is what `local --resume` adds: the run's directory, and the
+	// --table it was given.
+	Resume string
+}
+
+func withFlags(cmd, flags string) string {
+	if flags == "" {
+		return cmd
 	}
-	var r struct {
-		Operations []struct {
-			OperationID string `json:"operation_id"`
-		} `json:"operations"`
-	}
-	if err := json.Unmarshal(b, &r); err != nil {
-		return nil, fmt.Errorf("the run's report %s: %w", path, err)
-	}
-	ids := make([]string, 0, len(r.Operations))
-	for _, op := range r.Operations {
-		ids = append(ids, op.OperationID)
-	}
-	if len(ids) == 0 {
-		return nil, fmt.Errorf("the run's report %s names no operation", path)
-	}
-	return ids, nil
+	return cmd + " " + flags
 }
 
 // WriteJSON writes the report to path.
@@ -148,8 +143,10 @@ func (r *Report) WriteSummary(w io.Writer) {
 			// The run keeps its simulator's jobs: replay looks the job up
 			// there, and a resumed run carries out what replay schedules.
 			cmd := cmp.Or(r.Command, "genjobs")
-			fmt.Fprintf(w, "%s is uncertain; the simulator shows Genace created %s for it. Reconcile it, then carry out the observation:\n  %s replay %s --action reconcile --operator NAME --job-id %s\n  %s local --resume\n",
-				op.OperationID, strings.Join(op.GenaceJobs, ", "), cmd, op.OperationID, op.GenaceJobs[0], cmd)
+			fmt.Fprintf(w, "%s is uncertain; the simulator shows Genace created %s for it. Reconcile it, then carry out the observation:\n  %s\n  %s\n",
+				op.OperationID, strings.Join(op.GenaceJobs, ", "),
+				withFlags(fmt.Sprintf("%s replay %s --action reconcile --operator NAME --job-id %s", cmd, op.OperationID, op.GenaceJobs[0]), r.Addressing.Store),
+				withFlags(cmd+" local --resume", r.Addressing.Resume))
 		}
 	}
 	switch {
