@@ -77,7 +77,7 @@ func cmdConsole(fs *pflag.FlagSet) runFunc {
 		}
 		hint := "Automation carries it out when the sweep next runs."
 		if sf.table == "" {
-			hint = "To carry it out on this local run: stop the console (it holds the store's lock), then " + self() + " local --resume."
+			hint = "To carry it out on this local run: stop the console (it holds the store's lock), then " + sf.resumeCommand() + "."
 		}
 		srv, err := console.New(console.Config{
 			Store:         st,

@@ -87,7 +87,8 @@ func TestLocalRunsTheDemo(t *testing.T) {
 	}
 	code, out, errOut = genjobs(t, strings.Fields(strings.Replace(hints[2], "NAME", "test", 1))...)
 	if code != 0 || !strings.Contains(out, "uncertain r3 → accepted r4 (audited)") || strings.Contains(out, "UNVERIFIED") ||
-		!strings.Contains(out, "local --resume") {
+		!strings.Contains(out, "local --resume --run "+runDirOf(t, hints[4])) {
+		// Its own hint to carry the follow-up out names this run too.
 		t.Fatalf("replay: %d %s %s", code, out, errOut)
 	}
 	resumeArgs := append(strings.Fields(hints[4]), "--quiet", "--timeout", "60s", "--long-poll", "2s", "--accounting-budget", "2s")

@@ -252,7 +252,7 @@ func cmdReplay(fs *pflag.FlagSet) runFunc {
 		case res.Sent != nil && res.SendErr != "":
 			fmt.Fprintf(stdout, "follow-up %s not sent (%s); it stays scheduled on the record\n", res.Sent.Action, res.SendErr)
 		case res.Sent != nil && sender == nil && sf.table == "":
-			fmt.Fprintf(stdout, "follow-up %s scheduled on the record; to carry it out on this local run: %s local --resume\n", res.Sent.Action, self())
+			fmt.Fprintf(stdout, "follow-up %s scheduled on the record; to carry it out on this local run: %s\n", res.Sent.Action, sf.resumeCommand())
 		case res.Sent != nil && sender == nil:
 			fmt.Fprintf(stdout, "follow-up %s scheduled on the record (no queue configured to send it now)\n", res.Sent.Action)
 		case res.Sent != nil:

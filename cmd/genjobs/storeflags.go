@@ -88,6 +88,14 @@ func (s *storeFlags) localSim() (*genacesim.Simulator, string) {
 	return sim, dir
 }
 
+// resumeCommand is the command that carries out what a replay left
+// scheduled on the local run whose store the flags name: that run's own
+// directory, so it runs as printed whatever run is newest by then.
+func (s *storeFlags) resumeCommand() string {
+	dir := resolved(filepath.Dir(cmp.Or(s.db, defaultDB)))
+	return self() + " local --resume " + addressing(dir, "", "").Resume
+}
+
 // localGenace is the simulator a local run saved next to its store,
 // served on loopback, so that replay looks job ids up where the run's
 // jobs are.
