@@ -51,9 +51,14 @@ func TestResumeCarriesOutEveryNextActionOnTime(t *testing.T) {
 	base := pipeline.Config{StateDir: state, Sim: sim, GenaceKey: "k", LongPoll: 2 * time.Second, Accounting: 20 * time.Second}
 	first := base
 	first.Workload, first.Timeout = items, time.Minute
-	// Cut off as a crash is: no deadline the functions could see coming.
+	// Cut off as a crash is, with no deadline the functions could see
+	// coming, once a follow-up is scheduled well ahead (a POST after a
+	// 429, a retry): the next actions a resume must carry out on time,
+	// not only those already due. Timing on the real clock
+	// varies, so the cut waits for that rather than for a fixed time.
 	ctx, cut := context.WithCancel(context.Background())
-	time.AfterFunc(3500*time.Millisecond, cut)
+	time.AfterFunc(30*time.Second, cut)
+	first.Trace = cutAt{cut: cut, ahead: 1500 * time.Millisecond}
 	if rep, err := pipeline.Run(ctx, first); !errors.Is(err, context.Canceled) || !rep.Interrupted {
 		t.Fatalf("first run: %v (want it cut off)", err)
 	}
@@ -121,6 +126,23 @@ func TestResumeCarriesOutEveryNextActionOnTime(t *testing.T) {
 			t.Errorf("%s: %s holding %q, Genace made %v", op.OperationID, op.Phase, op.RemoteJobID, js)
 		}
 	}
+}
+
+// cutAt is a trace writer that cuts the run off at the first follow-up
+// sent to arrive at least ahead later.
+type cutAt struct {
+	cut   context.CancelFunc
+	ahead time.Duration
+}
+
+func (c cutAt) Write(p []byte) (int, error) {
+	for line := range bytes.Lines(p) {
+		var ev pipeline.TraceEvent
+		if json.Unmarshal(line, &ev) == nil && ev.Event == "send" && ev.Due != nil && ev.Due.Sub(ev.At) >= c.ahead {
+			c.cut()
+		}
+	}
+	return len(p), nil
 }
 
 // A run killed while seeding created only some of its records: the
