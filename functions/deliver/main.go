@@ -36,6 +36,7 @@ func main() {
 		Store: d.Store, Genace: d.Genace, Artifacts: artifacts, Extender: d.Queue, Sender: d.Dispatcher, Clock: d.Clock, Log: d.Log, Metrics: d.Metrics,
 	}, deliver.Config{
 		QueueURL: d.Config.Queues[message.ActionDeliverArtifacts].URL, Visibility: d.Config.Visibility, Concurrency: d.Config.Concurrency,
+		OverdueAfter: d.Config.SweepOverdue,
 	})
 	lambda.Start(h.Handle)
 }

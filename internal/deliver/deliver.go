@@ -83,6 +83,12 @@ type Config struct {
 	// dispatcher routes the retry through EventBridge Scheduler.
 	Retry       schedule.Backoff
 	Concurrency int
+	// OverdueAfter is the sweep's overdue threshold
+	// (SWEEP_OVERDUE_SECONDS): a delivery that starts so late that its
+	// first write could land only once the record looks overdue moves the
+	// record's due time first (worker.KeepDue), so the sweep does not
+	// re-arm it mid-copy. Zero: never.
+	OverdueAfter time.Duration
 }
 
 // Defaults fills zero fields.
@@ -206,6 +212,22 @@ func (d *delivery) decide(ctx context.Context) (worker.Outcome, error) {
 	}
 	if rec.Remote == nil {
 		return d.park(ctx, errors.New("succeeded without a remote snapshot"))
+	}
+	if pending(rec) > 0 {
+		// The first write is the first output's: after the job's read and
+		// its copy, within the function's deadline.
+		lands := d.h.clk.Now().Add(d.h.cfg.ReadTimeout + d.h.cfg.CopyTimeout + d.h.cfg.Overhead)
+		if dl, ok := ctx.Deadline(); ok && dl.Before(lands) {
+			lands = dl
+		}
+		cur, err := d.h.w.KeepDue(ctx, d.cur, d.m.MessageId, lands, d.h.cfg.OverdueAfter)
+		if errors.Is(err, worker.ErrMovedOn) || errors.Is(err, store.ErrConflict) {
+			return worker.OutcomeLostRace, nil // another worker drives the delivery now
+		}
+		if err != nil {
+			return worker.OutcomeFailed, fmt.Errorf("deliver %s: keep the sweep informed: %w", d.cur.OperationID, err)
+		}
+		d.cur = cur
 	}
 	return d.deliver(ctx)
 }

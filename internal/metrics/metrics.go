@@ -37,9 +37,10 @@ const (
 	LeaseRenewalFailures = "LeaseRenewalFailures"
 	PostOutcomes         = "PostOutcomes"
 	ObservationsPerOp    = "ObservationsPerOperation"
-	// ChainRefreshes counts chains that started late enough to write
-	// their record's due time first, so the sweep does not re-arm them.
-	ChainRefreshes       = "ChainRefreshes"
+	// DueRefreshes counts observation chains and deliveries that started
+	// late enough to write their record's due time first, so the sweep
+	// does not re-arm them (worker.KeepDue).
+	DueRefreshes         = "DueRefreshes"
 	Obsolete             = "ObsoleteMessages"
 	RecordFailures       = "RecordFailures"
 	Scheduled            = "ScheduledFollowUps"

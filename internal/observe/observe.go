@@ -346,26 +346,12 @@ func (h *Handler) chain(ctx context.Context, m events.SQSMessage, env message.En
 	}
 }
 
-// inform keeps the sweep from taking a live chain for lost. The sweep
-// measures lateness from Schedule.Due, which a quiet chain leaves at the
-// hand-over that started it; a chain that starts late (its message waited
-// in the queue, or for a slot of the batch) and whose last write could
-// land only once the record looks overdue (end, plus Overhead for that
-// write, not before Due + OverdueAfter) first moves Due to now, with a
-// conditional write. Any other chain writes nothing here. A chain that
-// crashes after this write is re-armed OverdueAfter after it (plus the
-// sweep's cadence); Chain + Overhead below OverdueAfter, which the
-// function checks at start-up, makes one write enough.
+// inform keeps the sweep from taking a live chain for lost
+// (worker.KeepDue): the chain's last write lands at end plus Overhead.
+// Chain + Overhead below OverdueAfter, which the function checks at
+// start-up, makes one write enough.
 func (h *Handler) inform(ctx context.Context, m events.SQSMessage, rec operation.Record, end time.Time) (operation.Record, error) {
-	if h.cfg.OverdueAfter <= 0 || rec.Schedule == nil || end.Add(h.cfg.Overhead).Before(rec.Schedule.Due.Add(h.cfg.OverdueAfter)) {
-		return rec, nil
-	}
-	now := h.clk.Now()
-	next := rec.Clone()
-	next.Schedule.Due = now
-	next.Timestamps.Updated = now
-	h.metrics.Count(metrics.ChainRefreshes, 1)
-	return h.w.Persist(ctx, rec, m.MessageId, worker.OnlyAt(rec.Revision, next))
+	return h.w.KeepDue(ctx, rec, m.MessageId, end.Add(h.cfg.Overhead), h.cfg.OverdueAfter)
 }
 
 // lastLook is when the record last saw the job (zero if never).

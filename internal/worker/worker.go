@@ -92,6 +92,30 @@ func (w *Worker) Persist(ctx context.Context, cur operation.Record, messageID st
 	return w.persister.Persist(ctx, cur, messageID, mutate)
 }
 
+// KeepDue keeps the sweep from taking live work for lost. The sweep
+// measures lateness from Schedule.Due, which work that writes nothing
+// until it ends (a quiet observation chain, a delivery's first copy)
+// leaves where the hand-over put it; work that starts late (its message
+// waited in the queue, or for a slot of the batch) and whose next write
+// could land only once the record looks overdue (lands not before Due +
+// overdueAfter) first moves Due to now with one conditional write,
+// counted in DueRefreshes. Any other work writes nothing here, and with
+// overdueAfter 0 (not configured) nothing is written either. Work that
+// dies after this write is re-armed overdueAfter after it, plus the
+// sweep's cadence. It returns the record to carry on from; ErrMovedOn
+// or a conflict when another writer moved it first.
+func (w *Worker) KeepDue(ctx context.Context, rec operation.Record, messageID string, lands time.Time, overdueAfter time.Duration) (operation.Record, error) {
+	if overdueAfter <= 0 || rec.Schedule == nil || lands.Before(rec.Schedule.Due.Add(overdueAfter)) {
+		return rec, nil
+	}
+	now := w.persister.Clock.Now()
+	next := rec.Clone()
+	next.Schedule.Due = now
+	next.Timestamps.Updated = now
+	w.persister.Metrics.Count(metrics.DueRefreshes, 1)
+	return w.Persist(ctx, rec, messageID, OnlyAt(rec.Revision, next))
+}
+
 // Emit does what the persisted record expects next (Emitter.Emit).
 func (w *Worker) Emit(ctx context.Context, rec *operation.Record, attempt int) error {
 	return w.emitter.Emit(ctx, rec, attempt)

@@ -251,7 +251,7 @@ var emitted = map[string][][]string{
 	"ReviewsOpened":            {{"Function", "Phase"}, {"Function", "Phase", "Reason"}}, // internal/worker (Emitter), triage
 	"RecordFailures":           {{"Function", "Outcome"}},                                // internal/worker (Runner)
 	"ObservationsPerOperation": {{"Function", "Phase"}},                                  // observe
-	"ChainRefreshes":           {{"Function"}},                                           // observe
+	"DueRefreshes":             {{"Function"}},                                           // observe, deliver (internal/worker)
 	"ObsoleteMessages":         {{"Action", "Function", "Reason"}},
 	"StaleWritesRejected":      {{"Action", "Function"}},
 	"ScheduledFollowUps":       {{"Action", "Function", "Route"}},
