@@ -115,12 +115,17 @@ func observeFailed(r Record, snap Snapshot, now time.Time, b Budgets) (Record, F
 	if b.Accounting > 0 && now.Sub(since) >= b.Accounting {
 		reason := fmt.Sprintf("refund_state %s with %d charged after the accounting budget", snap.Credits.RefundState, snap.Credits.Charged)
 		c.Parked = &ParkedState{Reason: reason, At: now}
-		c.LastError = "refund_unresolved"
+		c.LastError = CategoryRefundUnresolved
 		c.Schedule = nil
 		return c, FollowReview, nil
 	}
 	return c, FollowObserve, nil
 }
+
+// CategoryRefundUnresolved is the LastError of a failed operation parked
+// because Genace did not settle its refund within the accounting budget:
+// only that park is closed by a settlement outside Genace.
+const CategoryRefundUnresolved = "refund_unresolved"
 
 func (c *Record) apply(snap Snapshot) {
 	s := snap

@@ -452,7 +452,18 @@ func TestRecommendCoversEveryPhaseAndMatrixRow(t *testing.T) {
 			r.RemoteJobID = "j"
 			r.Settlement = SettlementUnresolved
 			r.Parked = &ParkedState{Reason: "refund_state none with 12 charged after the accounting budget"}
+			r.LastError = CategoryRefundUnresolved
 		}), ActionSettleOutside, EffectSettle},
+		{"failed, refund unresolved, parked by a read that failed → inspect accounting again, never settle outside", with(base, func(r *Record) {
+			// Genace was unreachable (or its answers drifted) while the
+			// refund was pending: once it answers again, a read can still
+			// settle the refund; settling outside Genace could refund twice.
+			r.Phase = PhaseFailed
+			r.RemoteJobID = "j"
+			r.Settlement = SettlementUnresolved
+			r.Parked = &ParkedState{Reason: "observation cannot continue: 80 consecutive failed reads"}
+			r.LastError = "genace_read_failed"
+		}), ActionInspectAccounting, EffectAccounting},
 		{"submitting → manual reconciliation", with(base, func(r *Record) { r.Phase = PhaseSubmitting }), ActionReconcile, EffectManual},
 		{"uncertain → manual reconciliation", with(base, func(r *Record) { r.Phase = PhaseUncertain }), ActionReconcile, EffectManual},
 		{"delivered → acknowledge", with(base, func(r *Record) { r.Phase = PhaseDelivered; r.RemoteJobID = "j" }), ActionAcknowledge, EffectNone},

@@ -85,9 +85,13 @@ func Recommend(r *Record) Recommendation {
 		if r.Settlement == SettlementSettled {
 			return rec(ActionAcknowledge, EffectNone, "failed and settled")
 		}
-		if r.Parked != nil {
+		if r.Parked != nil && r.LastError == CategoryRefundUnresolved {
 			// The accounting budget is spent: another read would park it
-			// again. Only a settlement outside Genace closes it.
+			// again. Only a settlement outside Genace closes it. A park
+			// for any other reason (reads that failed, answers that
+			// drifted) is resumed by inspecting accounting again: a read
+			// may still settle the refund, and settling it outside too
+			// would refund twice.
 			return rec(ActionSettleOutside, EffectSettle, "failed; Genace did not settle the refund within the accounting budget (%s): settle it outside Genace, then record that", refundSummary(r))
 		}
 		return rec(ActionInspectAccounting, EffectAccounting, "failed with refund unresolved (%s)", refundSummary(r))
