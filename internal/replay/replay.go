@@ -368,7 +368,7 @@ const maxOperatorLen = 64
 
 // CheckOperator is the one rule for the name an audit entry gives as its
 // operator (the command line's --operator, the console's launch flag): a
-// short name of letters, digits and . _ - @ (a login or an e-mail
+// short name of letters, digits and . _ - @ + (a login or an e-mail
 // address), so that a URL, a pasted secret or a second line never
 // reaches the audit trail under that heading.
 func CheckOperator(name string) error {
@@ -379,12 +379,12 @@ func CheckOperator(name string) error {
 		return fmt.Errorf("%w: operator name is %d bytes, at most %d", ErrBadRequest, len(name), maxOperatorLen)
 	case strings.Contains(name, "://"):
 		// Not echoed: a URL may carry a signature.
-		return fmt.Errorf("%w: the operator name is a URL; give a name (letters, digits, . _ - @)", ErrBadRequest)
+		return fmt.Errorf("%w: the operator name is a URL; give a name (letters, digits, . _ - @ +)", ErrBadRequest)
 	}
 	if i := strings.IndexFunc(name, func(c rune) bool {
-		return !unicode.IsLetter(c) && !unicode.IsDigit(c) && !strings.ContainsRune("._-@", c)
+		return !unicode.IsLetter(c) && !unicode.IsDigit(c) && !strings.ContainsRune("._-@+", c)
 	}); i >= 0 {
-		return fmt.Errorf("%w: operator name may hold only letters, digits and . _ - @ (found %q at byte %d)", ErrBadRequest, []rune(name[i:])[0], i)
+		return fmt.Errorf("%w: operator name may hold only letters, digits and . _ - @ + (found %q at byte %d)", ErrBadRequest, []rune(name[i:])[0], i)
 	}
 	return nil
 }

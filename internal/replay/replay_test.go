@@ -348,7 +348,7 @@ func TestCheckOperator(t *testing.T) {
 		name string
 		ok   bool
 	}{
-		{"alice", true}, {"ops.eve-2@example.com", true}, {"jörg_k", true}, {strings.Repeat("a", 64), true},
+		{"alice", true}, {"ops.eve-2@example.com", true}, {"alice+ops@example.com", true}, {"jörg_k", true}, {strings.Repeat("a", 64), true},
 		{"", false}, {strings.Repeat("a", 65), false}, {"https://x.example/?X-Amz-Signature=abc", false}, {"eve smith", false},
 		{"eve\nroot", false}, {"eve\t", false}, {"a/b", false}, {"sk_live:abc", false}, {"eve;rm", false},
 	} {
