@@ -63,8 +63,13 @@ type Bound struct{ Min, Max int }
 var Bounds = map[string]Bound{
 	EnvVisibility:   {1, 43200}, // SQS's longest VisibilityTimeout
 	EnvConcurrency:  {1, 100},
-	EnvSweepClaim:   {1, 86400},
-	EnvSweepOverdue: {1, 86400},
+	// Above submit's longest timeout (60 s, below): a shorter claim
+	// timeout lets the sweep mark a live POST uncertain.
+	EnvSweepClaim: {61, 86400},
+	// Above observe's chain (4 min) plus its last write (5 s): a shorter
+	// threshold makes the sweep re-arm live chains. The functions check
+	// both against the values they run with too (Spec.Check).
+	EnvSweepOverdue: {246, 86400},
 	// At least a POST of submit's shortest timeout (20 s) and its write
 	// (5 s); at most a sixth of the dispatch queue's visibility (360 s).
 	EnvSubmitTimeout: {25, 60},

@@ -185,11 +185,15 @@ func TestTemplateBoundsAreCrossCheckedAtColdStart(t *testing.T) {
 		function string
 		want     string // "" when it starts
 	}{
-		{"claim timeout at submit's timeout", map[string]string{"SweepClaimTimeoutSeconds": "60"}, "SweepFunction",
-			"SWEEP_CLAIM_TIMEOUT_SECONDS is 1m0s, want more than SUBMIT_TIMEOUT_SECONDS 1m0s"},
-		{"claim timeout above a shorter submit timeout", map[string]string{"SweepClaimTimeoutSeconds": "60", "SubmitTimeoutSeconds": "50"}, "SweepFunction", ""},
+		// Bounds that hold whatever the other values are sit in the
+		// parameters' MinValue, so CloudFormation refuses a breach before
+		// a deploy; a function refuses it too.
+		{"claim timeout at submit's longest timeout", map[string]string{"SweepClaimTimeoutSeconds": "60"}, "SweepFunction",
+			`SWEEP_CLAIM_TIMEOUT_SECONDS="60": want a whole number from 61 to 86400`},
+		{"claim timeout just above it", map[string]string{"SweepClaimTimeoutSeconds": "61"}, "SweepFunction", ""},
 		{"overdue below a chain", map[string]string{"SweepOverdueSeconds": "240"}, "ObserveFunction",
-			"SWEEP_OVERDUE_SECONDS is 4m0s, want more than observe's chain 4m0s plus its last write 5s"},
+			`SWEEP_OVERDUE_SECONDS="240": want a whole number from 246 to 86400`},
+		{"overdue just above a chain and its write", map[string]string{"SweepOverdueSeconds": "246"}, "ObserveFunction", ""},
 		{"concurrency below the batch", map[string]string{"BatchConcurrency": "5"}, "ObserveFunction",
 			"BATCH_CONCURRENCY is 5, want at least BATCH_SIZE 10"},
 		{"concurrency at a smaller batch", map[string]string{"BatchConcurrency": "5", "ObserveBatchSize": "5"}, "ObserveFunction", ""},
