@@ -598,8 +598,9 @@ func (d *delivery) failed(ctx context.Context, err error) (worker.Outcome, error
 	switch failures := rec.Counters.ReadFailures + 1; {
 	case f.Verdict == worker.VerdictKey:
 		// Our key, not the job or its outputs: nothing to record against
-		// them. The message comes back after its visibility timeout, and
-		// dead-letters (a review asking to deliver) if the key stays wrong.
+		// them. The message comes back after its visibility timeout (or
+		// the sweep re-arms the record first); GenaceUnauthorizedAlarm,
+		// not a dead letter, tells a person that the key is wrong.
 		h.metrics.Count(metrics.GenaceUnauthorized, 1)
 		return worker.OutcomeFailed, fmt.Errorf("deliver %s: %w: check GENACE_API_KEY", d.cur.OperationID, err)
 	case f.Verdict == worker.VerdictWait:

@@ -474,8 +474,9 @@ func (h *Handler) readFailed(ctx context.Context, m events.SQSMessage, rec opera
 	switch failures := rec.Counters.ReadFailures + 1; {
 	case f.Verdict == worker.VerdictKey:
 		// Our key, not the job: nothing to record against the job. The
-		// message comes back after its visibility timeout, and dead-letters
-		// (a review asking to observe) if the key stays wrong.
+		// message comes back after its visibility timeout (or the sweep
+		// re-arms the record first); GenaceUnauthorizedAlarm, not a dead
+		// letter, tells a person that the key is wrong.
 		h.metrics.Count(metrics.GenaceUnauthorized, 1)
 		return worker.OutcomeReadError, fmt.Errorf("observe %s: %w: check GENACE_API_KEY", rec.OperationID, err)
 	case f.Verdict == worker.VerdictWait:

@@ -82,8 +82,10 @@ func (f Failure) Budget(transient int) int {
 // Parks reports whether the failure, the failures-th in a row (counting
 // this one) after one of category last, parks the operation; transient
 // is the handler's budget for VerdictRetry. A VerdictSuspect failure
-// counts the run only if the failure before it was of its own category:
-// a drift after an outage is not parked for the outage's failures.
+// right after a failure of another category starts the count again, so a
+// drift after an outage is not parked for the outage's failures; after
+// that the count is of every failure in a row (an outage between two
+// drifts does not restart it), which errs towards parking sooner.
 func (f Failure) Parks(failures int, last string, transient int) bool {
 	b := f.Budget(transient)
 	if f.Verdict == VerdictSuspect && last != f.Category {

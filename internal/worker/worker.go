@@ -112,8 +112,11 @@ func (w *Worker) KeepDue(ctx context.Context, rec operation.Record, messageID st
 	next := rec.Clone()
 	next.Schedule.Due = now
 	next.Timestamps.Updated = now
-	w.persister.Metrics.Count(metrics.DueRefreshes, 1)
-	return w.Persist(ctx, rec, messageID, OnlyAt(rec.Revision, next))
+	saved, err := w.Persist(ctx, rec, messageID, OnlyAt(rec.Revision, next))
+	if err == nil {
+		w.persister.Metrics.Count(metrics.DueRefreshes, 1)
+	}
+	return saved, err
 }
 
 // Emit does what the persisted record expects next (Emitter.Emit).
