@@ -61,8 +61,8 @@ type Bound struct{ Min, Max int }
 
 // Bounds are the numeric settings' ranges, by variable.
 var Bounds = map[string]Bound{
-	EnvVisibility:   {1, 43200}, // SQS's longest VisibilityTimeout
-	EnvConcurrency:  {1, 100},
+	EnvVisibility:  {1, 43200}, // SQS's longest VisibilityTimeout
+	EnvConcurrency: {1, 100},
 	// Above submit's longest timeout (60 s, below): a shorter claim
 	// timeout lets the sweep mark a live POST uncertain.
 	EnvSweepClaim: {61, 86400},

@@ -604,6 +604,7 @@ func (d *delivery) failed(ctx context.Context, err error) (worker.Outcome, error
 		h.metrics.Count(metrics.GenaceUnauthorized, 1)
 		return worker.OutcomeFailed, fmt.Errorf("deliver %s: %w: check GENACE_API_KEY", d.cur.OperationID, err)
 	case f.Verdict == worker.VerdictWait:
+		h.metrics.Count(metrics.GenaceThrottled, 1)
 		next, terr = operation.ReadThrottled(rec, now)
 		delay = schedule.WaitOut(f.Wait, h.cfg.Retry.Jitter, h.cfg.Retry.Cap, h.rnd)
 	case f.Parks(failures, rec.LastError, h.cfg.MaxCopyFailures):

@@ -910,6 +910,15 @@ func TestRateLimitedDeliveryWaitsRetryAfterAndCountsNothing(t *testing.T) {
 	if got := handlertest.Get(t, e.store, "op-busy"); got.Phase != operation.PhaseDelivered {
 		t.Fatalf("after the 429s: %s", got.Phase)
 	}
+	n := 0
+	for _, line := range strings.Split(e.mets.String(), "\n") {
+		if strings.Contains(line, `"`+metrics.GenaceThrottled+`":`) {
+			n++
+		}
+	}
+	if n != 4 {
+		t.Fatalf("%d %s points for 4 429s", n, metrics.GenaceThrottled)
+	}
 }
 
 // A 429's write lands but its retry message is lost: the redelivered

@@ -53,6 +53,11 @@ const (
 	// 403 to a POST or GET): a configuration error that no retry fixes
 	// until a person does.
 	GenaceUnauthorized = "GenaceUnauthorized"
+	// GenaceThrottled counts Genace's 429s (a POST, a GET, a download),
+	// each waited out for its Retry-After and counted toward no failure
+	// cap: throttling holds every operation alike, so none is parked for
+	// it, and GenaceThrottledAlarm tells a person when it lasts an hour.
+	GenaceThrottled = "GenaceThrottled"
 	// Parked counts operations parked for an operator (worker.Park), by
 	// Reason: the failure category that stopped automation (a small,
 	// fixed set of words). OperationsParkedAlarm watches it.

@@ -480,6 +480,7 @@ func (h *Handler) readFailed(ctx context.Context, m events.SQSMessage, rec opera
 		h.metrics.Count(metrics.GenaceUnauthorized, 1)
 		return worker.OutcomeReadError, fmt.Errorf("observe %s: %w: check GENACE_API_KEY", rec.OperationID, err)
 	case f.Verdict == worker.VerdictWait:
+		h.metrics.Count(metrics.GenaceThrottled, 1)
 		next, terr = operation.ReadThrottled(rec, now)
 		delay = h.delays.Throttled(f.Wait)
 	case f.Parks(failures, rec.LastError, h.cfg.MaxReadFailures):

@@ -586,7 +586,21 @@ func TestRateLimitedReadsWaitRetryAfterAndCountNothing(t *testing.T) {
 		}
 		next = sent[0]
 	}
+	if n := metricLines(e.mlines.String(), metrics.GenaceThrottled); n != len(limited) {
+		t.Fatalf("%d %s points for %d 429s", n, metrics.GenaceThrottled, len(limited))
+	}
 	if last, _ := e.drain(t, next, 50); last.Env.Action != message.ActionDeliverArtifacts {
 		t.Fatalf("after the 429s: %+v", last)
 	}
+}
+
+// metricLines counts the EMF lines that carry metric.
+func metricLines(emf, metric string) int {
+	n := 0
+	for _, line := range strings.Split(emf, "\n") {
+		if strings.Contains(line, `"`+metric+`":`) {
+			n++
+		}
+	}
+	return n
 }

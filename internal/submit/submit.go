@@ -309,6 +309,7 @@ func (h *Handler) settle(ctx context.Context, m events.SQSMessage, claimed opera
 			return claim.Unauthorized(r, now)
 		}
 	case genace.OutcomeRateLimited:
+		h.metrics.Count(metrics.GenaceThrottled, 1)
 		// Capped at SQS's longest delay: the dispatch queue needs no
 		// Scheduler, and retrying earlier than asked only earns another 429
 		// (nothing is created either way).

@@ -248,6 +248,7 @@ var emitted = map[string][][]string{
 	"PostOutcomes":             {{"Function", "Model", "Outcome"}},                       // submit
 	"UncertainSubmissions":     {{"Function"}},                                           // submit
 	"GenaceUnauthorized":       {{"Function"}},                                           // submit, observe, deliver
+	"GenaceThrottled":          {{"Function"}},                                           // submit, observe, deliver
 	"ReviewsOpened":            {{"Function", "Phase"}, {"Function", "Phase", "Reason"}}, // internal/worker (Emitter), triage
 	"RecordFailures":           {{"Function", "Outcome"}},                                // internal/worker (Runner)
 	"ObservationsPerOperation": {{"Function", "Phase"}},                                  // observe
