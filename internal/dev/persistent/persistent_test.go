@@ -14,7 +14,6 @@ import (
 	"context"
 	"io"
 	"log/slog"
-	"strconv"
 	"strings"
 	"sync/atomic"
 	"testing"
@@ -26,7 +25,6 @@ import (
 	"github.com/genjobs/genjobs/internal/dev/eventsource"
 	"github.com/genjobs/genjobs/internal/dev/genacesim"
 	"github.com/genjobs/genjobs/internal/dev/handlertest"
-	"github.com/genjobs/genjobs/internal/dev/samlocal"
 	"github.com/genjobs/genjobs/internal/dev/topology"
 	"github.com/genjobs/genjobs/internal/genace"
 	"github.com/genjobs/genjobs/internal/message"
@@ -91,44 +89,13 @@ func (c counting) Get(ctx context.Context, id string, wait, timeout time.Duratio
 	return c.Client.Get(ctx, id, wait, timeout)
 }
 
-// templateSeconds is a template parameter's default, in seconds.
-func templateSeconds(t *testing.T, tmpl *samlocal.Template, name string) time.Duration {
-	t.Helper()
-	v, err := tmpl.Parameter(name, samlocal.Locals{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	n, err := strconv.Atoi(v)
-	if err != nil {
-		t.Fatalf("%s = %q: %v", name, v, err)
-	}
-	return time.Duration(n) * time.Second
-}
-
-// rate parses a "rate(N minutes)" schedule expression.
-func rate(t *testing.T, expr string) time.Duration {
-	t.Helper()
-	f := strings.Fields(strings.TrimSuffix(strings.TrimPrefix(expr, "rate("), ")"))
-	if len(f) != 2 || !strings.HasPrefix(f[1], "minute") {
-		t.Fatalf("sweep schedule %q: want rate(N minutes)", expr)
-	}
-	n, err := strconv.Atoi(f[0])
-	if err != nil {
-		t.Fatal(err)
-	}
-	return time.Duration(n) * time.Minute
-}
-
 // renders are quick: the failures, not the renders, take the time.
 var renders = genacesim.Config{DefaultModel: genacesim.ModelConfig{Price: 10, QueueFor: time.Minute, RunFor: 2 * time.Minute, OutputCount: 1}}
 
 func newStack(t *testing.T, simCfg genacesim.Config, corrupt *atomic.Bool) *stack {
 	t.Helper()
-	tmpl, err := samlocal.Load("../../../template.yaml")
-	if err != nil {
-		t.Fatal(err)
-	}
 	s := &stack{clk: clock.NewManual(handlertest.Start), metrics: &handlertest.Buffer{}, logs: &handlertest.Buffer{}}
+	var err error
 	s.local, err = topology.Stack.Local(topology.LocalConfig{Clock: s.clk})
 	if err != nil {
 		t.Fatal(err)
@@ -151,18 +118,22 @@ func newStack(t *testing.T, simCfg genacesim.Config, corrupt *atomic.Bool) *stac
 	_, obsURL, obsVis := s.local.Consumed(topology.Observe)
 	_, delURL, delVis := s.local.Consumed(topology.Deliver)
 	sub := submit.New(submit.Deps{Store: s.store, Genace: s.client, Extender: s.local.Broker, Sender: s.disp, Clock: s.clk, Log: log, Metrics: m("submit")}, submit.Config{QueueURL: subURL, Visibility: subVis})
-	obs := observe.New(observe.Deps{Store: s.store, Genace: g, Delays: delays, Extender: s.local.Broker, Sender: s.disp, Clock: s.clk, Log: log, Metrics: m("observe")}, observe.Config{QueueURL: obsURL, Visibility: obsVis})
+	obs := observe.New(observe.Deps{Store: s.store, Genace: g, Delays: delays, Extender: s.local.Broker, Sender: s.disp, Clock: s.clk, Log: log, Metrics: m("observe")}, observe.Config{QueueURL: obsURL, Visibility: obsVis, OverdueAfter: topology.Stack.Sweep.OverdueAfter})
 	dir, err := artifact.NewDir(t.TempDir())
 	if err != nil {
 		t.Fatal(err)
 	}
-	del := deliver.New(deliver.Deps{Store: s.store, Genace: g, Artifacts: dir, Extender: s.local.Broker, Sender: s.disp, Clock: s.clk, Log: log, Metrics: m("deliver")}, deliver.Config{QueueURL: delURL, Visibility: delVis})
+	del := deliver.New(deliver.Deps{Store: s.store, Genace: g, Artifacts: dir, Extender: s.local.Broker, Sender: s.disp, Clock: s.clk, Log: log, Metrics: m("deliver")}, deliver.Config{QueueURL: delURL, Visibility: delVis, OverdueAfter: topology.Stack.Sweep.OverdueAfter})
 	tri := triage.New(triage.Deps{Store: s.store, Clock: s.clk, Log: log, Metrics: m("triage")}, triage.Config{})
 	fn, _ := topology.Stack.Function(topology.Sweep)
-	s.every = rate(t, fn.Schedule)
-	s.sweeper = sweep.New(sweep.Deps{Store: s.store, Sender: s.disp, Clock: s.clk, Log: log, Metrics: m("sweep")}, sweep.Config{
-		ClaimTimeout: templateSeconds(t, tmpl, "SweepClaimTimeoutSeconds"), OverdueAfter: templateSeconds(t, tmpl, "SweepOverdueSeconds"),
-	})
+	every, ok := fn.Cadence()
+	if !ok {
+		t.Fatalf("sweep schedule %q: want rate(N minutes)", fn.Schedule)
+	}
+	s.every = every
+	// The sweep's thresholds as deployed (topology holds them against the
+	// template's parameter defaults).
+	s.sweeper = sweep.New(sweep.Deps{Store: s.store, Sender: s.disp, Clock: s.clk, Log: log, Metrics: m("sweep")}, topology.Stack.Sweep)
 	s.local.Consume(topology.ConsumeConfig{
 		Handlers:          map[string]eventsource.Handler{topology.Submit: sub.Handle, topology.Observe: obs.Handle, topology.Deliver: del.Handle, topology.Triage: tri.Handle},
 		NoBatchingWindows: true,
