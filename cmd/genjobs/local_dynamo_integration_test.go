@@ -48,4 +48,14 @@ func TestLocalOnATableHintsRunAsPrinted(t *testing.T) {
 	if code != 0 || !strings.Contains(out, "resuming run") || !regexp.MustCompile(`demo-success-1\s+delivered`).MatchString(out) {
 		t.Fatalf("resume hint %q: %d\n%s\n%s", resume[1], code, out, errOut)
 	}
+	// Another run on the same table: a resume of the first would sweep and
+	// re-send the other's operations too, so it is refused, naming why.
+	if code, out, errOut := genjobs(t, append([]string{"local", "--state", state, "--table", table, "--dynamodb-endpoint", endpoint,
+		"--workload", writeWorkload(t)}, timing...)...); code != 0 {
+		t.Fatalf("second run on %s: %d\n%s\n%s", table, code, out, errOut)
+	}
+	code, out, errOut = genjobs(t, append(strings.Fields(resume[1]), timing...)...)
+	if code == 0 || !strings.Contains(errOut, "operations this run did not create") {
+		t.Fatalf("resume on a shared table: %d\n%s\n%s", code, out, errOut)
+	}
 }

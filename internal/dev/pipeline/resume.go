@@ -52,14 +52,32 @@ func (s *stack) operations(ctx context.Context) error {
 	if len(ids)+len(s.unseeded) == 0 {
 		return fmt.Errorf("local: nothing to resume: the run's store (%s) holds no operation", s.where())
 	}
-	// In the workload's order, then any the store has beyond it.
+	others := notIn(ids, byID)
+	if s.cfg.Table != "" && len(others) > 0 {
+		// A resume sweeps and re-sends every active record of its store:
+		// on a table another run shares, it would take that run's live
+		// claims for dead and drive its operations on this run's Genace.
+		return fmt.Errorf("local: resume: table %s holds %d operations this run did not create (%s first); "+
+			"a resume drives every operation of its store, so give each local run a table of its own", s.cfg.Table, len(others), others[0])
+	}
+	// In the workload's order, then any the store has beyond it (a run's
+	// own bbolt store: from before the workload was kept).
 	s.cfg.Workload = kept
-	for _, id := range ids {
-		if _, ok := byID[id]; !ok {
-			s.cfg.Workload = append(s.cfg.Workload, workload.Item{OperationID: id})
-		}
+	for _, id := range others {
+		s.cfg.Workload = append(s.cfg.Workload, workload.Item{OperationID: id})
 	}
 	return nil
+}
+
+// notIn lists the ids that byID lacks, in their order.
+func notIn(ids []string, byID map[string]workload.Item) []string {
+	var out []string
+	for _, id := range ids {
+		if _, ok := byID[id]; !ok {
+			out = append(out, id)
+		}
+	}
+	return out
 }
 
 func (s *stack) where() string {
