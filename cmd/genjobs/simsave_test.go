@@ -15,7 +15,7 @@ import (
 
 // TestSimSavedBeforeAnswer: once a POST to a local run's simulator is
 // answered, its job is in the run directory's saved state, so a run
-// killed right after still has it; POSTs answered together share saves.
+// killed right after still has it, for each of 16 POSTs answered at once.
 func TestSimSavedBeforeAnswer(t *testing.T) {
 	t.Parallel()
 	dir := t.TempDir()
