@@ -111,6 +111,14 @@ func (t Topology) Check(tmpl *samlocal.Template) []error {
 			bad("function %s: consumes %s in the template, not in the topology", f.ID, q)
 		}
 	}
+	for name, want := range map[string]time.Duration{"SweepClaimTimeoutSeconds": t.Sweep.ClaimTimeout, "SweepOverdueSeconds": t.Sweep.OverdueAfter} {
+		p, ok := tmpl.Parameters[name]
+		if !ok || p.Default == nil {
+			bad("parameter %s: no default in the template, %v in the topology", name, want)
+		} else if got := seconds(*p.Default, -1); got != want {
+			bad("parameter %s: default %v in the template, %v in the topology", name, got, want)
+		}
+	}
 	return errs
 }
 

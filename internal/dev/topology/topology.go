@@ -11,6 +11,9 @@
 package topology
 
 import (
+	"fmt"
+	"strconv"
+	"strings"
 	"time"
 
 	"github.com/genjobs/genjobs/internal/config"
@@ -92,6 +95,19 @@ type Topology struct {
 	Queues []Queue
 	// Functions are in the template's order.
 	Functions []Function
+	// Sweep is the sweep's thresholds as the template's parameters
+	// default them; its cadence is the sweep function's Schedule.
+	Sweep SweepTiming
+}
+
+// SweepTiming is the sweep's thresholds (SWEEP_CLAIM_TIMEOUT_SECONDS and
+// SWEEP_OVERDUE_SECONDS, from the template's SweepClaimTimeoutSeconds
+// and SweepOverdueSeconds parameters).
+type SweepTiming struct {
+	// ClaimTimeout: a submission claim older than this is stale.
+	ClaimTimeout time.Duration
+	// OverdueAfter: a next action this late is re-armed.
+	OverdueAfter time.Duration
 }
 
 const (
@@ -124,6 +140,7 @@ var Stack = Topology{
 			}},
 		{ID: "SweepFunction", Name: Sweep, Timeout: time.Minute, Schedule: "rate(5 minutes)", Env: sweep.Needs},
 	},
+	Sweep: SweepTiming{ClaimTimeout: 2 * time.Minute, OverdueAfter: 5 * time.Minute},
 }
 
 // Queue returns the queue with the logical id.
@@ -167,4 +184,33 @@ func (t Topology) QueueFor(a message.Action) (Queue, bool) {
 		}
 	}
 	return Queue{}, false
+}
+
+// Every is the period of a function's rate(...) Schedule: how often it
+// runs. A function without one, or with a cron schedule, has none.
+func (f Function) Every() (time.Duration, error) {
+	inner, ok := strings.CutPrefix(f.Schedule, "rate(")
+	if inner, ok = strings.CutSuffix(inner, ")"); !ok {
+		return 0, fmt.Errorf("topology: function %s: schedule %q is not rate(N unit)", f.Name, f.Schedule)
+	}
+	num, unit, _ := strings.Cut(strings.TrimSpace(inner), " ")
+	n, err := strconv.Atoi(num)
+	if err != nil || n <= 0 {
+		return 0, fmt.Errorf("topology: function %s: schedule %q: %q is not a positive whole number", f.Name, f.Schedule, num)
+	}
+	units := map[string]time.Duration{"minute": time.Minute, "minutes": time.Minute, "hour": time.Hour, "hours": time.Hour, "day": 24 * time.Hour, "days": 24 * time.Hour}
+	u, ok := units[unit]
+	if !ok {
+		return 0, fmt.Errorf("topology: function %s: schedule %q: unknown unit %q", f.Name, f.Schedule, unit)
+	}
+	return time.Duration(n) * u, nil
+}
+
+// SweepEvery is how often the stack's sweep runs (its Schedule).
+func (t Topology) SweepEvery() (time.Duration, error) {
+	f, ok := t.Function(Sweep)
+	if !ok {
+		return 0, fmt.Errorf("topology: no %s function", Sweep)
+	}
+	return f.Every()
 }

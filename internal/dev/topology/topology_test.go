@@ -32,7 +32,7 @@ func TestStackMatchesTemplate(t *testing.T) {
 
 // clone is a deep enough copy of the stack for one edit.
 func clone() topology.Topology {
-	c := topology.Topology{Queues: slices.Clone(topology.Stack.Queues), Functions: slices.Clone(topology.Stack.Functions)}
+	c := topology.Topology{Queues: slices.Clone(topology.Stack.Queues), Functions: slices.Clone(topology.Stack.Functions), Sweep: topology.Stack.Sweep}
 	for i, f := range c.Functions {
 		c.Functions[i].Mappings = slices.Clone(f.Mappings)
 	}
@@ -66,6 +66,8 @@ func TestCheckFindsDrift(t *testing.T) {
 		{"schedule", func(tp *topology.Topology) { tp.Functions[4].Schedule = "rate(1 minute)" }, "function SweepFunction: schedules"},
 		{"name", func(tp *topology.Topology) { tp.Functions[0].Name = "dispatch" }, "function SubmitFunction: built from functions/submit"},
 		{"missing function", func(tp *topology.Topology) { tp.Functions = tp.Functions[:4] }, "functions: "},
+		{"claim timeout", func(tp *topology.Topology) { tp.Sweep.ClaimTimeout = time.Minute }, "parameter SweepClaimTimeoutSeconds: default"},
+		{"overdue", func(tp *topology.Topology) { tp.Sweep.OverdueAfter = time.Minute }, "parameter SweepOverdueSeconds: default"},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
@@ -127,5 +129,19 @@ func TestObserveFunctionHoldsAChain(t *testing.T) {
 	b := template(t).Parameters["BatchConcurrency"].Default
 	if b == nil || *b != strconv.Itoa(f.Mappings[0].BatchSize) {
 		t.Errorf("BATCH_CONCURRENCY default %v, batch size %d: keep them equal", b, f.Mappings[0].BatchSize)
+	}
+}
+
+// TestSweepEvery: the sweep's cadence is read from its rate schedule,
+// and a schedule that is not one is refused, naming it.
+func TestSweepEvery(t *testing.T) {
+	t.Parallel()
+	if got, err := topology.Stack.SweepEvery(); err != nil || got != 5*time.Minute {
+		t.Errorf("SweepEvery = %v, %v; want 5m", got, err)
+	}
+	for _, s := range []string{"rate(0 minutes)", "cron(0 * * * ? *)", "rate(5 fortnights)", ""} {
+		if _, err := (topology.Function{Name: "sweep", Schedule: s}).Every(); err == nil || !strings.Contains(err.Error(), s) {
+			t.Errorf("schedule %q: err %v, want one naming it", s, err)
+		}
 	}
 }
