@@ -221,6 +221,17 @@ func DeadWorkerEndsChain(wroteLatest, messageGone, terminal bool) bool {
 	return wroteLatest && messageGone && !terminal
 }
 
+// SweepBeforeRedelivery says whether a message that stays hidden for
+// hiddenFor more (its worker died holding it, or failed it) may come back
+// only after the sweep has re-armed its operation: the sweep re-arms a
+// next action overdue by overdue, and the deployed visibilities (6 × the
+// consumer's timeout: 6 to 27 minutes) outlast the 5 minute threshold. The
+// chain then goes on by the sweep's re-arm, by design, and the stale
+// redelivery is acknowledged as obsolete.
+func SweepBeforeRedelivery(hiddenFor, overdue time.Duration) bool {
+	return hiddenFor > overdue
+}
+
 // DispatchDropped says whether rec is a prepared request that waits for
 // the application: its allowance no longer covers it (a precondition of
 // the submission fails) and no dispatch is pending, since only a new

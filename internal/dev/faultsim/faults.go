@@ -115,8 +115,10 @@ const (
 	// answer; the second worker handles it to the end first.
 	ClaimDuplicate Fault = "dispatch_dup_during_claim"
 	// ReceiveGap: time passes between the event source mapping's receive
-	// and the handler (batching window, cold start, throttled invoke:
-	// 1-45 s): the batch's visibility has run down by then, or out.
+	// and the handler (batching window or cold start, 1-45 s; a third of
+	// the time a throttled invoke, from 30 s short of the queue's
+	// visibility to 15 s beyond it): the batch's visibility has run down
+	// by then, or out.
 	ReceiveGap Fault = "receive_gap"
 	// StaleDelete: a handled message's visibility ran out before its
 	// acknowledgement; another worker received it and handles it after

@@ -42,23 +42,17 @@ import (
 // clock, which a virtual deadline in the wall clock's past would be.
 var simStart = time.Date(2030, 1, 7, 8, 0, 0, 0, time.UTC)
 
-// The simulation's time scale. Queue visibilities are short next to the
-// handlers' needs, so leases are renewed (and renewals can fail).
+// The simulation's own settings: Genace's, and the operator's. Every
+// timing of the stack itself (queue visibilities, receive counts and
+// dead-letter queues, function timeouts, the sweep's cadence, overdue
+// threshold and claim timeout) is the deployed one, from topology.Stack,
+// which a test holds against template.yaml; the handlers run their own
+// defaults, as the deployed functions do.
 const (
-	apiKey         = "faultsim-key"
-	urlTTL         = 30 * time.Second
-	refundSettle   = 20 * time.Second
-	sweepEvery     = time.Minute
-	submitTimeout  = 30 * time.Second
-	observeTimeout = 30 * time.Second
-	deliverTimeout = 30 * time.Second
-	triageTimeout  = 30 * time.Second
+	apiKey       = "faultsim-key"
+	urlTTL       = 30 * time.Second
+	refundSettle = 20 * time.Second
 )
-
-// timeouts are the functions' timeouts on the simulation's time scale.
-var timeouts = map[string]time.Duration{
-	topology.Submit: submitTimeout, topology.Observe: observeTimeout, topology.Deliver: deliverTimeout, topology.Triage: triageTimeout,
-}
 
 // The queues, named as the template names them.
 const (
@@ -67,19 +61,21 @@ const (
 	qDeliver  = "genjobs-deliver"
 )
 
-// visibilities of the three work queues. Submit needs postNeed (POST
-// timeout and persist budget) of a 30 s lease: as deployed (360 s), a
-// fresh receive covers the POST, so a worker renews only when the lease
-// has run down, by a gap between receive and handler (ReceiveGap), and
-// only a worker that knows how long its lease has left renews at all.
-// Delivery needs 30 s per output (a copy window of the 30 s function
-// timeout less the overhead, plus the overhead) of a 20 s lease, so it
-// renews every time, and renewals can fail.
-var visibilities = map[string]time.Duration{qDispatch: 30 * time.Second, qObserve: 30 * time.Second, qDeliver: 20 * time.Second}
+// postNeed is what submit needs of its lease and deadline before a POST:
+// the POST's timeout and the budget to persist its outcome.
+var postNeed = func() time.Duration {
+	c := submit.Config{}.Defaults()
+	return c.SubmitTimeout + c.PersistBudget
+}()
 
-// postNeed is what submit needs of its lease before a POST: the POST's
-// timeout and the budget to persist its outcome (submit.Config below).
-const postNeed = 20*time.Second + 5*time.Second
+// sweepEvery is the sweep's cadence (its schedule in the template).
+var sweepEvery = func() time.Duration {
+	d, err := topology.Stack.SweepEvery()
+	if err != nil {
+		panic(err) // topology's own tests hold the schedule
+	}
+	return d
+}()
 
 // world is one simulation: the system under test, its fault wrappers and
 // the driver's state.
@@ -271,15 +267,10 @@ func newWorld(cfg Config) (w *world, err error) {
 }
 
 // wire builds the queues, the handlers and their event source mappings
-// as the template wires the functions (topology.Local), on the
-// simulation's time scale.
+// as the template wires the functions (topology.Local), with the deployed
+// timing.
 func (w *world) wireUp() error {
-	local, err := topology.Stack.Local(topology.LocalConfig{Clock: w.clk, Visibility: func(q topology.Queue) time.Duration {
-		if v, ok := visibilities[q.Name]; ok {
-			return v
-		}
-		return time.Minute // the dead-letter queues
-	}})
+	local, err := topology.Stack.Local(topology.LocalConfig{Clock: w.clk})
 	if err != nil {
 		return err
 	}
@@ -326,23 +317,22 @@ func (w *world) wireUp() error {
 	}
 	log := slog.New(&traceLog{w: w, next: w.cfg.Log.Handler()})
 	sub := submit.New(submit.Deps{Store: records, Genace: g, Extender: ext, Sender: w.disp, Clock: w.clk, Log: log.With("function", "submit")}, submit.Config{
-		QueueURL: w.urls[qDispatch], Visibility: visibilities[qDispatch], SubmitTimeout: 20 * time.Second, PersistBudget: postNeed - 20*time.Second,
-		OverdueAfter: 2 * time.Minute, ConnectBackoff: 10 * time.Second, Concurrency: 1, Worker: "submit",
+		QueueURL: w.urls[qDispatch], Visibility: w.vis[w.urls[qDispatch]], Concurrency: 1, Worker: "submit",
 		// The handler draws its 429 jitter from the global source; a
 		// jitter this small never moves a whole-second Retry-After, so
 		// the delay (SQS rounds it up to whole seconds) is the seed's.
 		RetryJitter: 1e-15,
 	})
-	obs := observe.New(observe.Deps{Store: records, Genace: g, Delays: delays, Extender: ext, Sender: w.disp, Clock: w.clk, Log: log.With("function", "observe")}, observe.Config{QueueURL: w.urls[qObserve], Visibility: visibilities[qObserve], Overhead: 5 * time.Second, MaxReadFailures: 20, Concurrency: 1})
+	obs := observe.New(observe.Deps{Store: records, Genace: g, Delays: delays, Extender: ext, Sender: w.disp, Clock: w.clk, Log: log.With("function", "observe")}, observe.Config{QueueURL: w.urls[qObserve], Visibility: w.vis[w.urls[qObserve]], Concurrency: 1})
 	var arts deliver.Artifacts = w.arts
 	if w.cfg.WrapArtifacts != nil {
 		arts = w.cfg.WrapArtifacts(arts)
 	}
 	del := deliver.New(deliver.Deps{Store: records, Genace: g, Artifacts: arts, Extender: ext, Sender: w.disp, Clock: w.clk, Log: log.With("function", "deliver")}, deliver.Config{
-		QueueURL: w.urls[qDeliver], Visibility: visibilities[qDeliver], ReadTimeout: 10 * time.Second, CopyTimeout: time.Minute,
-		MinCopyWindow: 20 * time.Second, Overhead: 5 * time.Second, MaxCopyFailures: 10, Concurrency: 1,
-		// No jitter: the handler's jitter source is the global one.
-		Retry: schedule.Backoff{Base: 5 * time.Second, Cap: 5 * time.Minute, Multiplier: 2, Jitter: 0},
+		QueueURL: w.urls[qDeliver], Visibility: w.vis[w.urls[qDeliver]], Concurrency: 1,
+		// Its default retry, without the jitter: the handler draws that
+		// from the global source, which no seed controls.
+		Retry: deliverRetry(),
 	})
 	tri := triage.New(triage.Deps{Store: records, Clock: w.clk, Log: log.With("function", "triage")}, triage.Config{Concurrency: 1})
 	var opStore replay.Store = w.rec
@@ -350,10 +340,9 @@ func (w *world) wireUp() error {
 		opStore = w.cfg.WrapOperator(opStore)
 	}
 	w.replayer = &replay.Replayer{Store: operatorStore{Store: opStore, w: w}, Sender: w.disp, Clock: w.clk, Genace: w.client}
-	w.sweep = sweep.New(sweep.Deps{Store: records, Sender: w.disp, Clock: w.clk, Log: log.With("function", "sweep")}, sweep.Config{ClaimTimeout: 2 * time.Minute, OverdueAfter: 2 * time.Minute, Limit: w.cfg.SweepLimit})
+	w.sweep = sweep.New(sweep.Deps{Store: records, Sender: w.disp, Clock: w.clk, Log: log.With("function", "sweep")}, sweep.Config{ClaimTimeout: topology.Stack.Sweep.ClaimTimeout, OverdueAfter: topology.Stack.Sweep.OverdueAfter, Limit: w.cfg.SweepLimit})
 	local.Consume(topology.ConsumeConfig{
 		Handlers: map[string]eventsource.Handler{topology.Submit: sub.Handle, topology.Observe: obs.Handle, topology.Deliver: del.Handle, topology.Triage: tri.Handle},
-		Timeout:  func(f topology.Function) time.Duration { return timeouts[f.Name] },
 		// ReceiveGap plays the batching window (see lease.go).
 		NoBatchingWindows: true,
 		Wrap:              w.wrapHandler,
@@ -932,4 +921,11 @@ func (w *world) violate(inv Invariant, op, detail string) {
 	w.mu.Lock()
 	w.violations = append(w.violations, Violation{Invariant: inv, OperationID: op, Detail: detail})
 	w.mu.Unlock()
+}
+
+// deliverRetry is deliver's default retry backoff without its jitter.
+func deliverRetry() schedule.Backoff {
+	b := deliver.Config{}.Defaults().Retry
+	b.Jitter = 0
+	return b
 }

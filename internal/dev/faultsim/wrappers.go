@@ -21,6 +21,7 @@ import (
 	"github.com/genjobs/genjobs/internal/artifact"
 	"github.com/genjobs/genjobs/internal/dev/eventsource"
 	"github.com/genjobs/genjobs/internal/dev/localqueue"
+	"github.com/genjobs/genjobs/internal/dev/topology"
 	"github.com/genjobs/genjobs/internal/genace"
 	"github.com/genjobs/genjobs/internal/message"
 	"github.com/genjobs/genjobs/internal/operation"
@@ -199,7 +200,14 @@ func (w *world) wrapHandler(fn string, m *eventsource.Mapping, h eventsource.Han
 		}
 		for i, r := range ev.Records {
 			if failed[r.MessageId] || err != nil {
-				w.tracef(inv.ops[i], "%s%s reports message %s failed: it stays for redelivery", fn, depthMark(inv.depth), shortID(r.MessageId))
+				w.mu.Lock()
+				l := w.leases[r.MessageId]
+				w.mu.Unlock()
+				sweepFirst := SweepBeforeRedelivery(l.until.Sub(w.clk.Now()), topology.Stack.Sweep.OverdueAfter)
+				w.tracef(inv.ops[i], "%s%s reports message %s failed: it stays for redelivery in %s (the sweep may re-arm first: %t)", fn, depthMark(inv.depth), shortID(r.MessageId), l.until.Sub(w.clk.Now()), sweepFirst)
+				if sweepFirst {
+					w.chainStop(inv.ops[i])
+				}
 			} else {
 				w.acknowledged(r.MessageId, r.ReceiptHandle)
 				w.tracef(inv.ops[i], "%s%s acknowledges message %s", fn, depthMark(inv.depth), shortID(r.MessageId))
@@ -216,10 +224,14 @@ func (w *world) wrapHandler(fn string, m *eventsource.Mapping, h eventsource.Han
 func (w *world) died(inv *invocation, i int) {
 	op, msg := inv.ops[i], inv.records[i].MessageId
 	w.mu.Lock()
-	_, queued := w.leases[msg]
+	l, queued := w.leases[msg]
 	w.mu.Unlock()
 	if queued {
-		w.tracef(op, "%s%s died: message %s stays for redelivery", inv.fn, depthMark(inv.depth), shortID(msg))
+		sweepFirst := SweepBeforeRedelivery(l.until.Sub(w.clk.Now()), topology.Stack.Sweep.OverdueAfter)
+		w.tracef(op, "%s%s died: message %s stays for redelivery in %s (the sweep may re-arm first: %t)", inv.fn, depthMark(inv.depth), shortID(msg), l.until.Sub(w.clk.Now()), sweepFirst)
+		if sweepFirst {
+			w.chainStop(op)
+		}
 		return
 	}
 	w.rec.mu.Lock()
@@ -406,11 +418,6 @@ func (s *faultStore) Update(ctx context.Context, rec operation.Record, expected 
 	return saved, err
 }
 
-// deployedVisibility is how long the deployed dispatch queue hides a
-// received message: 6 × the submit function's timeout (the template's
-// rule), longer than the sweep's claim timeout.
-const deployedVisibility = 6 * submitTimeout
-
 // crashAfterClaim injects CrashAfterClaim after a submit worker's claim
 // write: the worker dies before its POST, and its message stays hidden as
 // long as the deployed queue would hide it, so the sweep finds the claim
@@ -424,7 +431,7 @@ func (w *world) crashAfterClaim(ctx context.Context, saved operation.Record) {
 	if i < 0 || !w.inj.roll(CrashAfterClaim) {
 		return
 	}
-	if err := w.changeVisibility(inv.queueURL, inv.records[i].MessageId, inv.records[i].ReceiptHandle, deployedVisibility); err != nil {
+	if err := w.changeVisibility(inv.queueURL, inv.records[i].MessageId, inv.records[i].ReceiptHandle, w.vis[inv.queueURL]); err != nil {
 		return // the message is no longer this worker's to hide
 	}
 	w.inj.note(CrashAfterClaim)
@@ -432,7 +439,7 @@ func (w *world) crashAfterClaim(ctx context.Context, saved operation.Record) {
 	// is in flight: a submission as unknown as one whose answer was lost.
 	w.unknownSubmission(saved.OperationID)
 	inv.crashed = true
-	w.tracef(saved.OperationID, "FAULT %s: %s worker dies after its claim, before the POST; message %s stays hidden %s", CrashAfterClaim, writerOf(ctx), shortID(inv.records[i].MessageId), deployedVisibility)
+	w.tracef(saved.OperationID, "FAULT %s: %s worker dies after its claim, before the POST; message %s stays hidden %s", CrashAfterClaim, writerOf(ctx), shortID(inv.records[i].MessageId), w.vis[inv.queueURL])
 	panic(crashPanic{fault: CrashAfterClaim})
 }
 
