@@ -168,7 +168,55 @@ const (
 	// passes inside a handler, so here none is killed, and invariant h
 	// holds each POST to that deadline instead.
 	InvocationTimeUsed Fault = "invocation_time_used"
+
+	// The persistent faults: each strikes one operation (drawn with the
+	// workload, at its rate per operation) and lasts to the end of the
+	// run, for hours of virtual time, so no retry can outlast it. Each is
+	// counted once per operation it strikes. Automation must give up on
+	// such an operation and park it with a review within LivenessBound.
+
+	// PersistentGet5xx: every GET of the operation's job answers 500.
+	PersistentGet5xx Fault = "get_5xx_persistent"
+	// UndecodableBody: every GET of the operation's job answers 200 with
+	// a body the client can never decode: a state value the contract does
+	// not list, or (one operation in three) a body over
+	// genace.MaxBodyBytes.
+	UndecodableBody Fault = "get_body_undecodable"
+	// CopyNeverVerifies: every download of the job's outputs serves bytes
+	// of the right size whose sha256 is not the one Genace's job names.
+	CopyNeverVerifies Fault = "copy_sha256_mismatch"
+	// ArtifactStoreDown: every Put under the operation's keys fails, as
+	// S3 does for a prefix a policy denies or a bucket it cannot reach.
+	ArtifactStoreDown Fault = "artifact_store_persistent"
 )
+
+// PersistentKinds are the faults that strike one operation for the
+// rest of the run, in the order the workload draws them.
+var PersistentKinds = []Fault{PersistentGet5xx, UndecodableBody, CopyNeverVerifies, ArtifactStoreDown}
+
+// persistentRates are the persistent faults' rates, per operation: a
+// thousand operations meet each a few times.
+var persistentRates = map[Fault]float64{
+	PersistentGet5xx: 0.003, UndecodableBody: 0.003, CopyNeverVerifies: 0.003, ArtifactStoreDown: 0.003,
+}
+
+// PersistentInDefault says whether DefaultFaults and "all" include the
+// persistent faults. They are off while the handlers do not park a
+// failure that persists (see TestPersistentFaultsAreReported): on such
+// handlers every one of them is a liveness violation.
+const PersistentInDefault = false
+
+// rates is every fault's default rate, the persistent ones included.
+func rates() map[Fault]float64 {
+	all := make(map[Fault]float64, len(defaultRates)+len(persistentRates))
+	for k, p := range defaultRates {
+		all[k] = p
+	}
+	for k, p := range persistentRates {
+		all[k] = p
+	}
+	return all
+}
 
 // Kinds lists every fault with a knob, in report order.
 var Kinds = []Fault{
@@ -178,6 +226,7 @@ var Kinds = []Fault{
 	ReconcileFail, UserChangeSpec, UserSupersede,
 	CrashAfterClaim, H2Reset, BodyDrift, LostAck, ClaimDuplicate, ReceiveGap, StaleDelete, OperatorRace,
 	Post408, UnusableJobID, SecondJobID, ForeignObject, UnauthorizedChange, InvocationTimeUsed,
+	PersistentGet5xx, UndecodableBody, CopyNeverVerifies, ArtifactStoreDown,
 }
 
 // defaultRates are the probabilities of DefaultFaults: per opportunity
@@ -200,11 +249,17 @@ var defaultRates = map[Fault]float64{
 // Missing faults are off.
 type Faults map[Fault]float64
 
-// DefaultFaults turns every fault on at its default rate.
+// DefaultFaults turns every fault on at its default rate (the persistent
+// ones only if PersistentInDefault).
 func DefaultFaults() Faults {
 	f := Faults{}
 	for k, p := range defaultRates {
 		f[k] = p
+	}
+	if PersistentInDefault {
+		for k, p := range persistentRates {
+			f[k] = p
+		}
 	}
 	return f
 }
@@ -213,9 +268,10 @@ func DefaultFaults() Faults {
 // healthy system.
 func NoFaults() Faults { return Faults{} }
 
-// ParseFaults reads a fault selection: "all", "none", or a comma list of
-// fault names, each at its default rate or with its own as name=rate;
-// "all" may be followed by overrides ("all,dup_send=0.2,get_5xx=0").
+// ParseFaults reads a fault selection: "all" (DefaultFaults), "none",
+// "persistent" (the persistent faults), or a comma list of fault names,
+// each at its default rate or with its own as name=rate; "all" may be
+// followed by overrides ("all,dup_send=0.2,get_5xx=0", "all,persistent").
 func ParseFaults(s string) (Faults, error) {
 	s = strings.TrimSpace(s)
 	f := Faults{}
@@ -228,16 +284,22 @@ func ParseFaults(s string) (Faults, error) {
 			continue
 		}
 		if part == "all" {
-			for k, p := range defaultRates {
+			for k, p := range DefaultFaults() {
+				f[k] = p
+			}
+			continue
+		}
+		if part == "persistent" {
+			for k, p := range persistentRates {
 				f[k] = p
 			}
 			continue
 		}
 		name, rate, hasRate := strings.Cut(part, "=")
 		k := Fault(name)
-		def, known := defaultRates[k]
+		def, known := rates()[k]
 		if !known {
-			return nil, fmt.Errorf("unknown fault %q (known: all, none, %s)", name, strings.Join(faultNames(), ", "))
+			return nil, fmt.Errorf("unknown fault %q (known: all, none, persistent, %s)", name, strings.Join(faultNames(), ", "))
 		}
 		p := def
 		if hasRate {

@@ -77,6 +77,7 @@ import (
 	"time"
 
 	"github.com/genjobs/genjobs/internal/deliver"
+	"github.com/genjobs/genjobs/internal/dev/topology"
 	"github.com/genjobs/genjobs/internal/operation"
 	"github.com/genjobs/genjobs/internal/replay"
 	"github.com/genjobs/genjobs/internal/schedule"
@@ -311,8 +312,16 @@ type Result struct {
 	Paths map[string]int `json:"paths"`
 	// StaleDeletes counts acknowledgements that found the message taken
 	// by another worker (the at-least-once cases the handlers must bear).
-	StaleDeletes int64       `json:"stale_deletes"`
-	Violations   []Violation `json:"violations"`
+	// LivenessBound is InvLiveness's bound for an operation no fault
+	// ended the chain of (each such fault adds one re-arm, see
+	// LivenessTiming.Bound); LivenessMax the longest any operation took,
+	// from its render's end, to end terminal or waiting for an operator
+	// (to the run's end, if it never did), and LivenessMaxOp which.
+	LivenessBound time.Duration `json:"liveness_bound"`
+	LivenessMax   time.Duration `json:"liveness_max"`
+	LivenessMaxOp string        `json:"liveness_max_operation,omitempty"`
+	StaleDeletes  int64         `json:"stale_deletes"`
+	Violations    []Violation   `json:"violations"`
 	// Scale is the load the run put on each service (Config.Scale).
 	Scale *Scale `json:"scale,omitempty"`
 	// Histories are the traces of the operations Config.Trace named.
@@ -354,6 +363,8 @@ func (r *Result) WriteSummary(w io.Writer) {
 	fmt.Fprintf(w, "phases: %s; open reviews %d (%d of them on operations that ended terminal, %d more about a second job Genace created)\n", strings.Join(phases, ", "), r.Reviews, r.ReviewsOfTerminal, r.SecondJobReviews)
 	fmt.Fprintf(w, "operators asked: %d operations left uncertain (of %d made uncertain) per %d submissions of genuinely unknown outcome = %.2f (at most %.2f); %d open reviews on terminal operations (at most %d)\n",
 		r.LeftUncertain, r.MadeUncertain, r.UnknownSubmissions, r.UncertainPerUnknown(), float64(MaxUncertainPerUnknown), r.ReviewsOfTerminal, MaxReviewsOfTerminal)
+	fmt.Fprintf(w, "liveness: the longest from a render's end to terminal or waiting for an operator was %s (%s); bound %s plus %s per chain a fault ended\n",
+		r.LivenessMax.Round(time.Second), cmp.Or(r.LivenessMaxOp, "none"), r.LivenessBound, topology.Stack.Sweep.OverdueAfter+sweepEvery)
 	if n := len(r.UncertainBeyondUnknown); n > 0 {
 		shown := r.UncertainBeyondUnknown[:min(n, 20)]
 		more := ""

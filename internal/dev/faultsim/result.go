@@ -127,6 +127,7 @@ func (w *world) result() (*Result, error) {
 			w.violate(v.Invariant, v.OperationID, v.Detail)
 		}
 	}
+	w.checkLiveness(res, finals)
 
 	sort.SliceStable(w.violations, func(i, j int) bool { return w.violations[i].OperationID < w.violations[j].OperationID })
 	index := map[string]int{}

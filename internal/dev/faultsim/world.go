@@ -112,6 +112,8 @@ type world struct {
 	sweep    *sweep.Sweeper
 	maps     []*mapping
 
+	models   map[string]genacesim.ModelConfig
+	delays   *schedule.Observation // the observation delays the handlers use
 	ops      []opSpec
 	timeline timeline
 	seq      int
@@ -123,6 +125,7 @@ type world struct {
 	sweeps       int
 	sweepRearmed int
 	sweepClaims  int
+	sweepCrashes []time.Time // runs of the sweep that died before their end
 	sweepArmed   bool
 	opArmed      bool
 	raceReplay   bool // the application writes inside the operator's next replay
@@ -132,21 +135,26 @@ type world struct {
 	storms   map[int64]bool // storm minutes already counted
 	checking atomic.Bool
 
-	mu       sync.Mutex
-	tallies  map[string]*tally
-	stops    map[string]int  // faults that end a chain by design, per operation
-	rearms   map[string]int  // messages the sweep sent, per operation
-	inFlight map[string]int  // POSTs in flight, per operation
-	worked   map[string]bool // operations the operator took up from the review queue
+	mu      sync.Mutex
+	tallies map[string]*tally
+	stops   map[string]int // faults that end a chain by design, per operation
+	// failStops are the stops of an operation that its handlers made
+	// themselves, by failing a message (see checkLiveness).
+	failStops map[string]int
+	rearms    map[string]int  // messages the sweep sent, per operation
+	inFlight  map[string]int  // POSTs in flight, per operation
+	worked    map[string]bool // operations the operator took up from the review queue
 	// unknownSubmissions counts submissions whose outcome was genuinely
 	// unknown (Result.UnknownSubmissions).
 	unknownSubmissions int
-	unusable           int            // ids UnusableJobID handed out
-	madeUncertain      int            // writes that made an operation uncertain
-	resolvedUncertain  int            // writes of automation that took one out of uncertain
-	unknownOf          map[string]int // unknown submissions per operation
-	leftUncertain      map[string]int // uncertain episodes no evidence resolved, per operation
-	paths              map[string]int // decisions the handlers logged (Result.Paths)
+	unusable           int                  // ids UnusableJobID handed out
+	madeUncertain      int                  // writes that made an operation uncertain
+	resolvedUncertain  int                  // writes of automation that took one out of uncertain
+	unknownOf          map[string]int       // unknown submissions per operation
+	leftUncertain      map[string]int       // uncertain episodes no evidence resolved, per operation
+	paths              map[string]int       // decisions the handlers logged (Result.Paths)
+	persisting         map[string]bool      // operations a persistent fault acted on
+	reconciledAt       map[string]time.Time // when Genace's operators failed each job (ReconcileFail)
 	traceAll           bool
 	traceOps           map[string]bool
 	traces             map[string][]string
@@ -172,7 +180,7 @@ type tally struct {
 
 func newWorld(cfg Config) (w *world, err error) {
 	w = &world{
-		cfg: cfg, urlTTL: urlTTL, urls: map[string]string{}, vis: map[string]time.Duration{}, leases: map[string]leaseTruth{}, tallies: map[string]*tally{}, stops: map[string]int{}, rearms: map[string]int{}, inFlight: map[string]int{}, worked: map[string]bool{}, unknownOf: map[string]int{}, leftUncertain: map[string]int{}, paths: map[string]int{}, storms: map[int64]bool{},
+		cfg: cfg, urlTTL: urlTTL, urls: map[string]string{}, vis: map[string]time.Duration{}, leases: map[string]leaseTruth{}, tallies: map[string]*tally{}, stops: map[string]int{}, failStops: map[string]int{}, rearms: map[string]int{}, inFlight: map[string]int{}, worked: map[string]bool{}, unknownOf: map[string]int{}, leftUncertain: map[string]int{}, paths: map[string]int{}, storms: map[int64]bool{}, persisting: map[string]bool{}, reconciledAt: map[string]time.Time{},
 		traceAll: cfg.Operations <= TraceAllBelow, traceOps: map[string]bool{}, traces: map[string][]string{},
 		wallStart: time.Now(),
 	}
@@ -204,6 +212,7 @@ func newWorld(cfg Config) (w *world, err error) {
 	if len(cfg.Renders) > 0 {
 		ms = renderModels(cfg.Renders[:cfg.Operations])
 	}
+	w.models = ms
 	w.ops = workload(cfg.Operations, cfg.Interval, rand.New(rand.NewPCG(cfg.Seed, 3)), ms, w.inj, len(cfg.Renders) > 0)
 	if cfg.Scale {
 		w.scale = newScaleCounters()
@@ -232,7 +241,7 @@ func newWorld(cfg Config) (w *world, err error) {
 	if cfg.WrapStore != nil {
 		under = cfg.WrapStore(w.bolt)
 	}
-	w.rec = &recorder{Store: under, w: w, last: map[string]State{}, prev: map[string]State{}, hist: map[string]*revisions{}, claimOf: map[string]string{}, closedFirst: map[string]string{}, answered: map[string]string{}}
+	w.rec = &recorder{Store: under, w: w, last: map[string]State{}, prev: map[string]State{}, hist: map[string]*revisions{}, claimOf: map[string]string{}, settles: map[string][]time.Time{}, closedFirst: map[string]string{}, answered: map[string]string{}}
 	w.st = &faultStore{recorder: w.rec, w: w}
 	d, err := artifact.NewDir(filepath.Join(dir, "artifacts"))
 	if err != nil {
@@ -306,6 +315,7 @@ func (w *world) wireUp() error {
 	delays.DefaultBudgets = operation.Budgets{MaxObservations: 200, Polling: 6 * time.Hour, Accounting: 10 * time.Minute}
 	delays.Reads = schedule.Backoff{Base: 2 * time.Second, Cap: time.Minute, Multiplier: 2, Jitter: 0.2}
 	delays.Rand = jitter.Float64
+	w.delays = delays
 	var real Genace = w.client
 	if w.cfg.WrapGenace != nil {
 		real = w.cfg.WrapGenace(real)
@@ -677,6 +687,9 @@ func (w *world) supersede(op *opSpec) error {
 // without a refund.
 func (w *world) reconcile(op *opSpec) {
 	if done := w.sim.Reconcile(w.sim.JobsForOperation(op.id)...); len(done) > 0 {
+		w.mu.Lock()
+		w.reconciledAt[done[0]] = w.clk.Now()
+		w.mu.Unlock()
 		w.inj.note(ReconcileFail)
 		w.tracef(op.id, "FAULT %s: Genace failed job %s without refund", ReconcileFail, done[0])
 	}
@@ -693,6 +706,7 @@ func (w *world) runSweep() error {
 				if _, ok := p.(crashPanic); !ok {
 					panic(p)
 				}
+				w.sweepCrashes = append(w.sweepCrashes, w.clk.Now())
 			}
 		}()
 		// Errors on single records are retried by the next run. What it
@@ -804,6 +818,10 @@ func (w *world) simFault(r genacesim.RequestInfo) genacesim.Fault {
 			return genacesim.NoFault().WithJobID(id)
 		}
 	case genacesim.KindGet:
+		if op := w.opOfJob(r.JobID); w.persistentOf(op) == PersistentGet5xx {
+			w.struck(op, PersistentGet5xx, "GET "+r.JobID+" answers 500, as every GET of it will")
+			return genacesim.ServerErrorNoJob(500)
+		}
 		if storm && w.inj.intn(RateLimitStorm, 10) < 3 {
 			return rateLimited()
 		}
@@ -816,6 +834,27 @@ func (w *world) simFault(r genacesim.RequestInfo) genacesim.Fault {
 		}
 	}
 	return genacesim.NoFault()
+}
+
+// persistentOf is the persistent fault that strikes op ("" none).
+func (w *world) persistentOf(op string) Fault {
+	if i := w.opIndex(op); i >= 0 && !w.checking.Load() && w.cfg.Faults[w.ops[i].persistent] > 0 {
+		return w.ops[i].persistent
+	}
+	return ""
+}
+
+// struck notes that the persistent fault f acted on op: counted once per
+// operation, traced every time.
+func (w *world) struck(op string, f Fault, what string) {
+	w.mu.Lock()
+	first := !w.persisting[op]
+	w.persisting[op] = true
+	w.mu.Unlock()
+	if first {
+		w.inj.note(f)
+	}
+	w.tracef(op, "FAULT %s: %s", f, what)
 }
 
 // storm reports whether a 429 storm is raging at t. Storms are a

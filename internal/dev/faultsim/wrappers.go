@@ -27,6 +27,7 @@ import (
 	"github.com/genjobs/genjobs/internal/operation"
 	"github.com/genjobs/genjobs/internal/review"
 	"github.com/genjobs/genjobs/internal/store"
+	"github.com/genjobs/genjobs/internal/worker"
 )
 
 // The wrappers in this file sit at the boundaries the handlers cross —
@@ -207,6 +208,9 @@ func (w *world) wrapHandler(fn string, m *eventsource.Mapping, h eventsource.Han
 				w.tracef(inv.ops[i], "%s%s reports message %s failed: it stays for redelivery in %s (the sweep may re-arm first: %t)", fn, depthMark(inv.depth), shortID(r.MessageId), l.until.Sub(w.clk.Now()), sweepFirst)
 				if sweepFirst {
 					w.chainStop(inv.ops[i])
+					w.mu.Lock()
+					w.failStops[inv.ops[i]]++
+					w.mu.Unlock()
 				}
 			} else {
 				w.acknowledged(r.MessageId, r.ReceiptHandle)
@@ -474,6 +478,10 @@ type recorder struct {
 	// POST's definite answer reached its live handler
 	// (EvidenceAfterOperator).
 	claimOf, closedFirst, answered map[string]string
+	// settles are, per operation, the virtual times its record became
+	// settled (terminal, or waiting for an operator) and unsettled again,
+	// alternately, starting with settled (LivenessOf).
+	settles map[string][]time.Time
 }
 
 // revisions remembers which message wrote each of an operation's recent
@@ -646,6 +654,9 @@ func (r *recorder) observe(ctx context.Context, expected int64, saved operation.
 		r.hist[id] = h
 	}
 	h.add(saved.Revision, saved.LastAppliedMessageID)
+	if settled := next.Terminal() || worker.NeedsReview(&saved); settled != (len(r.settles[id])%2 == 1) {
+		r.settles[id] = append(r.settles[id], r.w.clk.Now())
+	}
 	if inv := invOf(ctx); inv != nil && inv.wrote != nil {
 		if _, other := ctx.Value(writerKey).(string); !other {
 			inv.wrote[id] = saved.Revision
@@ -1059,6 +1070,10 @@ func (a *artifacts) Put(ctx context.Context, key string, r io.Reader, size int64
 	a.mu.Unlock()
 	if armed {
 		a.plant(key, "between the delivery's Stat and its Put")
+	}
+	if op := opOfKey(key); a.w.persistentOf(op) == ArtifactStoreDown {
+		a.w.struck(op, ArtifactStoreDown, "the artifact store refuses "+key+", as it will every time")
+		return artifact.Object{}, fmt.Errorf("faultsim: injected persistent artifact store failure: access denied to %s", key)
 	}
 	if a.w.inj.hit(ArtifactPutFailure) {
 		n, _ := io.CopyN(io.Discard, r, size/2)
