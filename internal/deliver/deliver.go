@@ -71,10 +71,11 @@ type Config struct {
 	// Overhead is what one output needs beyond the copy: the store's Stat
 	// and the conditional write.
 	Overhead time.Duration
-	// MaxCopyFailures is how many consecutive failed attempts (reading the
-	// job, downloading or storing an output) the operation rides out by
-	// scheduling retries itself, before the message is left to fail
-	// towards the DLQ and triage.
+	// MaxCopyFailures is how many consecutive transient failed attempts
+	// (reading the job, downloading or storing an output:
+	// worker.VerdictRetry) the operation rides out by scheduling retries
+	// itself, before it is parked for review. The default, 30 with the
+	// default Retry (10 s doubling to 15 min), covers about 6 hours.
 	MaxCopyFailures int
 	// Retry is the delay before the retry after the n-th consecutive
 	// failure. Its Cap must stay within SQS's 15-minute delay or the
@@ -90,10 +91,13 @@ func (c Config) Defaults() Config {
 	c.CopyTimeout = cmp.Or(c.CopyTimeout, 5*time.Minute)
 	c.MinCopyWindow = cmp.Or(c.MinCopyWindow, 20*time.Second)
 	c.Overhead = cmp.Or(c.Overhead, 5*time.Second)
-	c.MaxCopyFailures = cmp.Or(c.MaxCopyFailures, 10)
+	c.MaxCopyFailures = cmp.Or(c.MaxCopyFailures, DefaultMaxCopyFailures)
 	c.Retry = cmp.Or(c.Retry, schedule.Backoff{Base: 10 * time.Second, Cap: 15 * time.Minute, Multiplier: 2, Jitter: 0.2})
 	return c
 }
+
+// DefaultMaxCopyFailures is the default Config.MaxCopyFailures.
+const DefaultMaxCopyFailures = 30
 
 // Deps is what the handler works with.
 type Deps struct {
@@ -428,19 +432,25 @@ func (d *delivery) copy(ctx context.Context, u genace.SignedURL, key string, des
 // the record's delivery due, and every sweep run re-armed it: five
 // receives, the DLQ and one more review each time, forever.
 func (d *delivery) park(ctx context.Context, cause error) (worker.Outcome, error) {
+	return d.parkAs(ctx, cause.Error(), "delivery_blocked")
+}
+
+// parkAs is park with the review's reason and the failure's category
+// (the record's LastError and the OperationsParked metric's Reason).
+func (d *delivery) parkAs(ctx context.Context, cause, category string) (worker.Outcome, error) {
 	h := d.h
-	parked, outcome, err := h.w.Park(ctx, d.cur, d.m.MessageId, "delivery cannot complete: "+cause.Error(), "delivery_blocked", d.env.Attempt+1)
+	parked, outcome, err := h.w.Park(ctx, d.cur, d.m.MessageId, "delivery cannot complete: "+cause, category, d.env.Attempt+1)
 	switch outcome {
 	case worker.OutcomeLostRace:
 		// Another worker moved the record: it drives the delivery now,
 		// and parks it too should it meet the same cause.
-		h.log.InfoContext(ctx, "record moved on under this delivery; the newer state stands", "operation_id", d.cur.OperationID, "error", cause.Error())
+		h.log.InfoContext(ctx, "record moved on under this delivery; the newer state stands", "operation_id", d.cur.OperationID, "cause", cause)
 		return outcome, nil
 	case worker.OutcomeError:
-		return outcome, fmt.Errorf("deliver %s: park after %w: %w", d.cur.OperationID, cause, err)
+		return outcome, fmt.Errorf("deliver %s: park after %s: %w", d.cur.OperationID, cause, err)
 	}
 	d.cur = parked
-	h.log.WarnContext(ctx, "delivery cannot complete; parked for review", "operation_id", parked.OperationID, "revision", parked.Revision, "error", cause.Error())
+	h.log.WarnContext(ctx, "delivery cannot complete; parked for review", "operation_id", parked.OperationID, "revision", parked.Revision, "cause", cause)
 	return outcome, err
 }
 
@@ -527,61 +537,63 @@ func (e *handled) Error() string {
 }
 func (e *handled) Unwrap() error { return e.err }
 
-// category names a transient failure on the record (LastError), or says
-// it is permanent: retrying cannot help and a person must look.
-func category(err error) (string, bool) {
+// judge is worker.Judge for a failed read or copy of this delivery.
+func judge(err error) worker.Failure {
 	var re *readError
-	switch {
-	case errors.As(err, &re):
-		if errors.Is(err, genace.ErrNotFound) || !genace.Retryable(err) {
-			return "", true
-		}
-		return "genace_read_failed", false
-	case worker.Classify(err) == worker.ClassPermanent,
-		errors.Is(err, artifact.ErrConflict), errors.Is(err, artifact.ErrInvalid),
-		errors.Is(err, genace.ErrNotFound), errors.Is(err, genace.ErrInvalidArgument):
-		return "", true
-	case errors.Is(err, genace.ErrURLExpired):
-		return "signed_url_expired", false
-	case errors.Is(err, artifact.ErrMismatch):
-		return "artifact_verify_failed", false
+	if errors.As(err, &re) {
+		return worker.Judge(err, "genace_read_failed")
 	}
-	return "artifact_copy_failed", false
+	return worker.Judge(err, "artifact_copy_failed")
 }
 
-// failed handles a failed read or copy. A transient failure is recorded on
-// the record (phase unchanged, failure counted, retry scheduled with
-// backoff) so delivery rides out an outage without burning the message's
-// receive count; past MaxCopyFailures the message fails towards the DLQ
-// and triage, a permanent failure parks the operation (park), and a
-// refused key fails the message (retryable) and leaves the record as it is.
+// failed handles a failed read or copy, as worker.Judge decides (the one
+// place that does). A 429 is waited out for its Retry-After and counts
+// for nothing. Any other failure is recorded on the record (phase
+// unchanged, failure counted, retry scheduled with backoff) so delivery
+// rides out an outage without burning the message's receive count, until
+// the failure's budget runs out (MaxCopyFailures for a 5xx, a timeout or
+// a store error; worker.SuspectAttempts for a copy that does not verify or
+// a body that no longer decodes; at once for a conflict or a 4xx): then
+// the operation is parked with one review (park). Failed towards the DLQ
+// instead, the message would never get there: the sweep re-arms the due
+// record first and the old message comes back obsolete. A refused key
+// fails the message (retryable) and leaves the record as it is.
 func (d *delivery) failed(ctx context.Context, err error) (worker.Outcome, error) {
 	h := d.h
 	var done *handled
 	if errors.As(err, &done) {
 		return done.outcome, done.err
 	}
-	if errors.Is(err, genace.ErrUnauthorized) {
+	f := judge(err)
+	rec := d.cur
+	now := h.clk.Now()
+	var (
+		next  operation.Record
+		terr  error
+		delay time.Duration
+	)
+	switch failures := rec.Counters.ReadFailures + 1; {
+	case f.Verdict == worker.VerdictKey:
 		// Our key, not the job or its outputs: nothing to record against
 		// them. The message comes back after its visibility timeout, and
 		// dead-letters (a review asking to deliver) if the key stays wrong.
 		h.metrics.Count(metrics.GenaceUnauthorized, 1)
 		return worker.OutcomeFailed, fmt.Errorf("deliver %s: %w: check GENACE_API_KEY", d.cur.OperationID, err)
+	case f.Verdict == worker.VerdictWait:
+		next, terr = operation.ReadThrottled(rec, now)
+		delay = schedule.WaitOut(f.Wait, h.cfg.Retry.Cap, h.rnd)
+	case f.Parks(failures, rec.LastError, h.cfg.MaxCopyFailures):
+		h.log.WarnContext(ctx, "delivery failed beyond its budget", "operation_id", rec.OperationID, "category", f.Category,
+			"failures", failures, "error", err.Error())
+		return d.parkAs(ctx, fmt.Sprintf("job %s: %s, %d failed attempt(s) in a row", rec.RemoteJobID, f.Category, failures), f.Category)
+	default:
+		next, terr = operation.ReadFailed(rec, f.Category, now)
+		delay = h.cfg.Retry.Delay(next.Counters.ReadFailures-1, h.rnd)
 	}
-	cat, permanent := category(err)
-	if permanent {
-		return d.park(ctx, err)
-	}
-	rec := d.cur
-	if rec.Counters.ReadFailures+1 >= h.cfg.MaxCopyFailures {
-		return worker.OutcomeFailed, fmt.Errorf("deliver %s: %d consecutive failures: %w", rec.OperationID, rec.Counters.ReadFailures+1, err)
-	}
-	now := h.clk.Now()
-	next, terr := operation.ReadFailed(rec, cat, now)
 	if terr != nil {
 		return worker.OutcomeFailed, fmt.Errorf("deliver %s: %w (after %w)", rec.OperationID, terr, err)
 	}
-	next.Schedule = &operation.NextAction{Action: string(message.ActionDeliverArtifacts), Due: now.Add(h.cfg.Retry.Delay(next.Counters.ReadFailures-1, h.rnd))}
+	next.Schedule = &operation.NextAction{Action: string(message.ActionDeliverArtifacts), Due: now.Add(delay)}
 	saved, uerr := h.w.Persist(ctx, rec, d.m.MessageId, worker.OnlyAt(rec.Revision, next))
 	if errors.Is(uerr, worker.ErrMovedOn) || errors.Is(uerr, store.ErrConflict) {
 		// Another worker moved the record: it drives the delivery now.
@@ -591,7 +603,7 @@ func (d *delivery) failed(ctx context.Context, err error) (worker.Outcome, error
 		return worker.OutcomeFailed, fmt.Errorf("deliver %s: record failure: %w (after %w)", rec.OperationID, uerr, err)
 	}
 	d.cur = saved
-	h.log.WarnContext(ctx, "delivery failed; retrying later", "operation_id", rec.OperationID, "category", cat,
+	h.log.WarnContext(ctx, "delivery failed; retrying later", "operation_id", rec.OperationID, "category", f.Category,
 		"failures", saved.Counters.ReadFailures, "retry_at", saved.Schedule.Due, "error", err.Error())
-	return worker.OutcomeOfRetry(cat), h.w.Emit(ctx, &saved, d.env.Attempt+1)
+	return worker.OutcomeOfRetry(f.Category), h.w.Emit(ctx, &saved, d.env.Attempt+1)
 }

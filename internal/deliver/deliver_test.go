@@ -683,7 +683,10 @@ func (e *env) checkParked(t *testing.T, id string, was operation.Record) {
 	}
 }
 
-func TestRepeatedFailuresGoToTheDLQ(t *testing.T) {
+// At MaxCopyFailures the operation parks with one review. Before, the
+// message failed towards a DLQ it never reached (the sweep re-armed the
+// due record first), and the failure looped silently.
+func TestRepeatedFailuresPark(t *testing.T) {
 	t.Parallel()
 	e := newEnv(t, "bolt", options{outputs: 1, cfg: deliver.Config{MaxCopyFailures: 3}})
 	m := e.succeed(t, "op-down")
@@ -703,11 +706,13 @@ func TestRepeatedFailuresGoToTheDLQ(t *testing.T) {
 	}
 	e.clk.Advance(next.Delay)
 	before := handlertest.Get(t, e.store, "op-down")
-	if failed := e.deliver(t, next); len(failed) != 1 {
-		t.Fatalf("third consecutive failure: failures %v, want the message failed", failed)
+	if failed := e.deliver(t, next); len(failed) != 0 {
+		t.Fatalf("third consecutive failure: failures %v, want the message acknowledged", failed)
 	}
-	if got := handlertest.Get(t, e.store, "op-down"); got.Revision != before.Revision || e.out.Len() != 0 {
-		t.Fatal("the last failure wrote or scheduled")
+	e.checkParked(t, "op-down", before)
+	open, _ := e.store.OpenReviewsOf(context.Background(), "op-down")
+	if open[0].ErrorCategory != "artifact_copy_failed" || !strings.Contains(open[0].Reason, rec.RemoteJobID) || !strings.Contains(open[0].Reason, "3 failed attempt(s)") {
+		t.Fatalf("review %+v; want the job, the category and the count", open[0])
 	}
 }
 
@@ -855,5 +860,20 @@ func TestExistingObjectWithWrongSHA256IsRefused(t *testing.T) {
 				t.Fatalf("not refused as a conflict:\n%s", e.logs.String())
 			}
 		})
+	}
+}
+
+// The copy budget is sized to ride out hours of a 5xx or S3 outage: with
+// the default backoff at its shortest jitter, the retries between the
+// first failure and the park span at least 4 hours.
+func TestDefaultCopyBudgetCoversHours(t *testing.T) {
+	t.Parallel()
+	cfg := deliver.Config{}.Defaults()
+	var span time.Duration
+	for n := 1; n < cfg.MaxCopyFailures; n++ {
+		span += cfg.Retry.Delay(n-1, func() float64 { return 0 })
+	}
+	if span < 4*time.Hour {
+		t.Fatalf("%d failures park after %s of retries; want at least 4h", cfg.MaxCopyFailures, span)
 	}
 }

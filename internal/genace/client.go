@@ -572,7 +572,7 @@ func readBody(r io.Reader) ([]byte, error) {
 		return data, err
 	}
 	if len(data) > MaxBodyBytes {
-		return data[:MaxBodyBytes], fmt.Errorf("body exceeds %d bytes", MaxBodyBytes)
+		return data[:MaxBodyBytes], fmt.Errorf("%w: body exceeds %d bytes", ErrBodyTooLarge, MaxBodyBytes)
 	}
 	return data, nil
 }

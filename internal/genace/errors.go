@@ -30,6 +30,10 @@ var (
 	// ErrInvalidArgument: the call was refused locally before anything was
 	// sent (bad id, timeout not above wait, ...). Permanent.
 	ErrInvalidArgument = errors.New("genace: invalid argument")
+	// ErrBodyTooLarge: an answer's body is over MaxBodyBytes. It comes
+	// wrapped in a *TransportError (the body was cut off here), but unlike
+	// a broken connection it repeats on every read: contract drift.
+	ErrBodyTooLarge = errors.New("genace: body over the limit")
 )
 
 // codeNotFound is the contract's error code for an id Genace does not

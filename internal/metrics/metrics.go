@@ -49,6 +49,10 @@ const (
 	// 403 to a POST or GET): a configuration error that no retry fixes
 	// until a person does.
 	GenaceUnauthorized = "GenaceUnauthorized"
+	// Parked counts operations parked for an operator (worker.Park), by
+	// Reason: the failure category that stopped automation (a small,
+	// fixed set of words). OperationsParkedAlarm watches it.
+	Parked = "OperationsParked"
 )
 
 // Dim is a metric dimension. Only the names in allowedDims are accepted

@@ -27,6 +27,7 @@ import (
 	"github.com/genjobs/genjobs/internal/message"
 	"github.com/genjobs/genjobs/internal/metrics"
 	"github.com/genjobs/genjobs/internal/operation"
+	"github.com/genjobs/genjobs/internal/schedule"
 	"github.com/genjobs/genjobs/internal/store"
 	"github.com/genjobs/genjobs/internal/worker"
 )
@@ -63,8 +64,11 @@ type Config struct {
 	// Overhead is the time beyond the long poll that one action needs:
 	// connection, parsing and the conditional write.
 	Overhead time.Duration
-	// MaxReadFailures is how many consecutive failed GETs the chain rides
-	// out by itself before it lets the message fail towards the DLQ.
+	// MaxReadFailures is how many consecutive transient failed GETs (a
+	// 5xx, a timeout, a broken connection: worker.VerdictRetry) the chain
+	// rides out by itself before it parks the operation for review. The
+	// default, 80 with the default read backoff (5 s doubling to 5 min),
+	// covers about 6 hours of outage.
 	MaxReadFailures int
 	// Concurrency bounds the batch's records observed at once (default:
 	// all of them). A record waiting for a slot would wait out a whole
@@ -95,6 +99,9 @@ const DefaultChain = 4 * time.Minute
 // It costs about Overlap/wait more GETs (1 s of a 30 s window: ~3 %).
 const DefaultOverlap = time.Second
 
+// DefaultMaxReadFailures is the default Config.MaxReadFailures.
+const DefaultMaxReadFailures = 80
+
 // allAtOnce is the default Concurrency: more than any batch SQS delivers.
 const allAtOnce = 10000
 
@@ -102,7 +109,7 @@ const allAtOnce = 10000
 func (c Config) Defaults() Config {
 	c.Visibility = cmp.Or(c.Visibility, 6*time.Minute)
 	c.Overhead = cmp.Or(c.Overhead, 5*time.Second)
-	c.MaxReadFailures = cmp.Or(c.MaxReadFailures, 20)
+	c.MaxReadFailures = cmp.Or(c.MaxReadFailures, DefaultMaxReadFailures)
 	c.Concurrency = cmp.Or(c.Concurrency, allAtOnce)
 	c.Chain = cmp.Or(c.Chain, DefaultChain)
 	c.Overlap = cmp.Or(c.Overlap, DefaultOverlap)
@@ -416,40 +423,54 @@ func (h *Handler) window(ctx context.Context, l *worker.Lease, rec *operation.Re
 	return max(0, wait.Truncate(time.Second))
 }
 
-// readFailed handles a failed GET. A transient failure is recorded on the
-// record with the next attempt scheduled, so the chain rides out an
-// outage without burning the message's receive count; past
-// MaxReadFailures, or for a permanent failure, the message fails towards
-// the DLQ and triage. A refused key fails the message (retryable) and
-// leaves the record as it is.
+// readFailed handles a failed GET, as worker.Judge decides (the one
+// place that does). A 429 is waited out for its Retry-After and counts
+// for nothing; any other failure is counted on the record
+// (Counters.ReadFailures) with the next attempt scheduled after backoff,
+// so the chain rides out an outage without burning the message's receive
+// count, until the failure's budget runs out (MaxReadFailures for a 5xx,
+// a timeout or a broken connection; worker.SuspectAttempts for a 200 that
+// no longer decodes; at once for a 404): then the operation is parked with
+// one review. Failing the message towards the DLQ instead would loop
+// forever: the sweep re-arms the due record with a new revision before the
+// message comes back, so the old one is obsolete and never dead-letters.
+// A refused key fails the message (retryable) and leaves the record as it
+// is.
 func (h *Handler) readFailed(ctx context.Context, m events.SQSMessage, rec operation.Record, err error) (worker.Outcome, error) {
 	if ctx.Err() != nil {
 		// The invocation is ending (its sandbox stops): neither the job's
 		// fault nor Genace's. Nothing is recorded; the message comes back.
 		return worker.OutcomeReadError, fmt.Errorf("observe %s: invocation ended during the read: %w", rec.OperationID, err)
 	}
-	if errors.Is(err, genace.ErrNotFound) {
-		return h.park(ctx, m, rec, fmt.Errorf("job %s: %w", rec.RemoteJobID, err))
-	}
-	if errors.Is(err, genace.ErrUnauthorized) {
+	f := worker.Judge(err, "genace_read_failed")
+	now := h.clk.Now()
+	var (
+		next  operation.Record
+		terr  error
+		delay time.Duration
+	)
+	switch failures := rec.Counters.ReadFailures + 1; {
+	case f.Verdict == worker.VerdictKey:
 		// Our key, not the job: nothing to record against the job. The
 		// message comes back after its visibility timeout, and dead-letters
 		// (a review asking to observe) if the key stays wrong.
 		h.metrics.Count(metrics.GenaceUnauthorized, 1)
 		return worker.OutcomeReadError, fmt.Errorf("observe %s: %w: check GENACE_API_KEY", rec.OperationID, err)
+	case f.Verdict == worker.VerdictWait:
+		next, terr = operation.ReadThrottled(rec, now)
+		delay = schedule.WaitOut(f.Wait, h.delays.Longest(), nil)
+	case f.Parks(failures, rec.LastError, h.cfg.MaxReadFailures):
+		h.log.WarnContext(ctx, "job read failed beyond its budget", "operation_id", rec.OperationID, "category", f.Category,
+			"failures", failures, "error", err.Error())
+		return h.park(ctx, m, rec, f.Category, failures)
+	default:
+		next, terr = operation.ReadFailed(rec, f.Category, now)
+		delay = h.delays.ReadRetry(next.Counters.ReadFailures)
 	}
-	if !genace.Retryable(err) {
-		return worker.OutcomeReadError, worker.MarkPermanent(fmt.Errorf("observe %s: %w", rec.OperationID, err))
-	}
-	if rec.Counters.ReadFailures+1 >= h.cfg.MaxReadFailures {
-		return worker.OutcomeReadError, fmt.Errorf("observe %s: %d consecutive failed reads: %w", rec.OperationID, rec.Counters.ReadFailures+1, err)
-	}
-	now := h.clk.Now()
-	next, terr := operation.ReadFailed(rec, "genace_read_failed", now)
 	if terr != nil {
 		return worker.OutcomeReadError, fmt.Errorf("observe %s: %w (after %w)", rec.OperationID, terr, err)
 	}
-	next.Schedule = &operation.NextAction{Action: string(message.ActionObserveGeneration), Due: now.Add(h.delays.ReadRetry(next.Counters.ReadFailures))}
+	next.Schedule = &operation.NextAction{Action: string(message.ActionObserveGeneration), Due: now.Add(delay)}
 	saved, uerr := h.w.Persist(ctx, rec, m.MessageId, worker.OnlyAt(rec.Revision, next))
 	if errors.Is(uerr, worker.ErrMovedOn) || errors.Is(uerr, store.ErrConflict) {
 		return worker.OutcomeLostRace, nil
@@ -457,21 +478,25 @@ func (h *Handler) readFailed(ctx context.Context, m events.SQSMessage, rec opera
 	if uerr != nil {
 		return worker.OutcomeReadError, fmt.Errorf("observe %s: record read failure: %w (after %w)", rec.OperationID, uerr, err)
 	}
-	h.log.WarnContext(ctx, "job read failed; retrying later", "operation_id", rec.OperationID, "failures", saved.Counters.ReadFailures, "error", err.Error())
+	h.log.WarnContext(ctx, "job read failed; retrying later", "operation_id", rec.OperationID, "category", f.Category,
+		"failures", saved.Counters.ReadFailures, "retry_in", delay, "error", err.Error())
 	return worker.OutcomeReadRetry, h.w.Emit(ctx, &saved, rec.Counters.Observations+1)
 }
 
-// park stops automation on an observation no retry can complete (Genace
-// no longer knows the job): worker.Park, with one review, and the message
-// acknowledged.
-func (h *Handler) park(ctx context.Context, m events.SQSMessage, rec operation.Record, cause error) (worker.Outcome, error) {
-	parked, outcome, err := h.w.Park(ctx, rec, m.MessageId, "observation cannot continue: "+cause.Error(), "genace_job_not_found", rec.Counters.Observations+1)
+// park stops automation on an observation no retry will complete:
+// worker.Park, with one review naming the job, the failure's category and
+// how many reads failed in a row, and the message acknowledged. The
+// review carries no error text: the category is a fixed word, while the
+// log line above has the detail.
+func (h *Handler) park(ctx context.Context, m events.SQSMessage, rec operation.Record, category string, failures int) (worker.Outcome, error) {
+	reason := fmt.Sprintf("observation cannot continue: job %s: %s, %d failed read(s) in a row", rec.RemoteJobID, category, failures)
+	parked, outcome, err := h.w.Park(ctx, rec, m.MessageId, reason, category, rec.Counters.Observations+1)
 	switch outcome {
 	case worker.OutcomeLostRace:
 		return outcome, nil
 	case worker.OutcomeError:
-		return outcome, fmt.Errorf("observe %s: park after %w: %w", rec.OperationID, cause, err)
+		return outcome, fmt.Errorf("observe %s: park (%s): %w", rec.OperationID, reason, err)
 	}
-	h.log.WarnContext(ctx, "observation cannot continue; parked for review", "operation_id", parked.OperationID, "revision", parked.Revision, "error", cause.Error())
+	h.log.WarnContext(ctx, "observation cannot continue; parked for review", "operation_id", parked.OperationID, "revision", parked.Revision, "reason", reason)
 	return outcome, err
 }

@@ -353,7 +353,9 @@ func TestTransientReadFailureRidesOutWithoutDLQ(t *testing.T) {
 	if last.Env.Action != message.ActionDeliverArtifacts || handlertest.Get(t, e.store, "op-flaky").Counters.ReadFailures != 0 {
 		t.Fatalf("chain did not recover: %+v", last)
 	}
-	// Past MaxReadFailures the message fails towards the DLQ instead.
+	// At MaxReadFailures the operation parks with one review (before, the
+	// message failed towards a DLQ it never reached: the sweep re-armed
+	// the due record first and the old message came back obsolete).
 	m2 := e.accept(t, "op-down")
 	job2 := handlertest.Get(t, e.store, "op-down").RemoteJobID
 	e.sim.ScriptGET(job2, genacesim.ServerErrorNoJob(503), genacesim.ServerErrorNoJob(503), genacesim.ServerErrorNoJob(503))
@@ -364,8 +366,21 @@ func TestTransientReadFailureRidesOutWithoutDLQ(t *testing.T) {
 		next = e.out.Take()[0]
 	}
 	e.clk.Advance(next.Delay)
-	if failed := e.observe(t, next); len(failed) != 1 {
-		t.Fatalf("third consecutive failure: failures %v, want the record failed", failed)
+	before := handlertest.Get(t, e.store, "op-down")
+	if failed := e.observe(t, next); len(failed) != 0 {
+		t.Fatalf("third consecutive failure: failures %v, want the message acknowledged", failed)
+	}
+	got = handlertest.Get(t, e.store, "op-down")
+	if got.Parked == nil || got.Active() || got.Schedule != nil || got.LastError != "genace_read_failed" || got.Revision != before.Revision+1 || e.out.Len() != 0 {
+		t.Fatalf("record r%d parked %+v active %t schedule %+v last error %q; want parked at r%d", got.Revision, got.Parked, got.Active(), got.Schedule, got.LastError, before.Revision+1)
+	}
+	open, err := e.store.OpenReviewsOf(context.Background(), "op-down")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(open) != 1 || open[0].RemoteJobID != job2 || open[0].ErrorCategory != "genace_read_failed" ||
+		!strings.Contains(open[0].Reason, job2) || !strings.Contains(open[0].Reason, "3 failed read(s)") {
+		t.Fatalf("open reviews %+v; want one naming the job, the category and the count", open)
 	}
 }
 
@@ -525,4 +540,21 @@ func TestSettlingObservationClosesResolvedReviews(t *testing.T) {
 			t.Fatalf("open reviews %+v; want only the one about job_foreign", open)
 		}
 	})
+}
+
+// The read budget is sized to ride out hours of a 5xx outage before a
+// person is asked: with the default backoff at its shortest jitter, the
+// retries between the first failed read and the park span at least 4
+// hours.
+func TestDefaultReadBudgetCoversHours(t *testing.T) {
+	t.Parallel()
+	d := schedule.NewObservation(schedule.DefaultPolicies())
+	d.Rand = func() float64 { return 0 }
+	var span time.Duration
+	for n := 1; n < observe.DefaultMaxReadFailures; n++ {
+		span += d.ReadRetry(n)
+	}
+	if span < 4*time.Hour {
+		t.Fatalf("%d failed reads park after %s of retries; want at least 4h", observe.DefaultMaxReadFailures, span)
+	}
 }

@@ -149,6 +149,10 @@ func ResumeObservation(r Record, now time.Time) (Record, error) {
 	}
 	c.Parked = nil
 	c.Counters.WindowObservations = 0
+	// A resumed observation starts a fresh failure budget: the operator
+	// replays once the cause has cleared, and one more failed read must
+	// not park it again at once.
+	c.Counters.ReadFailures = 0
 	if to == PhaseAccepted {
 		c.Timestamps.Accepted = &now
 	} else {
@@ -194,6 +198,17 @@ func CompleteDelivery(r Record, now time.Time) (Record, error) {
 	c.Schedule = nil
 	c.Parked = nil
 	return c, nil
+}
+
+// ReadThrottled records a step Genace rate-limited (429): the phase, the
+// failure count and the last error stay, and the caller schedules the
+// next attempt after Retry-After with the write, so the sweep does not
+// re-arm the operation early. A rate limit is not the job's failure.
+func ReadThrottled(r Record, now time.Time) (Record, error) {
+	if r.RemoteJobID == "" {
+		return Record{}, &TransitionError{Op: "read-throttled", From: r.Phase, To: r.Phase, Why: "no job id"}
+	}
+	return move("read-throttled", r, r.Phase, now)
 }
 
 // ReadFailed records a failed GET of the job (a transient Genace error):

@@ -498,6 +498,18 @@ func TestSweepDue(t *testing.T) {
 			r.Schedule = &NextAction{Due: due}
 		}), false, time.Time{}},
 		{"delivered", with(prepared(), func(r *Record) { r.Phase = PhaseDelivered; r.Schedule = &NextAction{Due: due} }), false, time.Time{}},
+		// A failure parked by observe or deliver (worker.Park) leaves the
+		// index even should a schedule linger: the sweep never re-arms it.
+		{"parked observation", with(prepared(), func(r *Record) {
+			r.Phase = PhaseAccepted
+			r.Parked = &ParkedState{Reason: "genace_read_failed"}
+			r.Schedule = &NextAction{Due: due}
+		}), false, time.Time{}},
+		{"parked delivery", with(prepared(), func(r *Record) {
+			r.Phase = PhaseSucceeded
+			r.Parked = &ParkedState{Reason: "artifact_verify_failed"}
+			r.Schedule = &NextAction{Due: due}
+		}), false, time.Time{}},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

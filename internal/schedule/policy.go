@@ -175,3 +175,16 @@ func draw(rnd func() float64) float64 {
 	}
 	return r
 }
+
+// WaitOut is the delay after a 429 whose Retry-After was after: never
+// less than the server asked (an earlier retry only earns another 429),
+// plus up to a tenth of it, at least up to a second, so that operations
+// throttled together come back spread out; at most limit (the longest
+// delay the caller's sender takes: waiting less than asked costs one more
+// 429, which counts towards nothing). A missing hint (after ≤ 0) waits a
+// second.
+func WaitOut(after, limit time.Duration, rnd func() float64) time.Duration {
+	after = max(after, time.Second)
+	spread := max(after/10, time.Second)
+	return min(after+time.Duration(draw(rnd)*float64(spread)), limit)
+}

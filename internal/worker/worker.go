@@ -102,7 +102,8 @@ func (w *Worker) Emit(ctx context.Context, rec *operation.Record, attempt int) e
 // its phase, is parked with reason, which takes it out of the sweep's
 // index, and Emit files one review; an operator's replay clears the park.
 // Failed towards the DLQ instead, the record would stay due and the sweep
-// re-arm it every run. When another writer moved the record first, its
+// re-arm it every run. Each park is counted in OperationsParked by
+// lastError, its category. When another writer moved the record first, its
 // state stands: nothing is written (OutcomeLostRace).
 func (w *Worker) Park(ctx context.Context, cur operation.Record, messageID, reason, lastError string, attempt int) (operation.Record, Outcome, error) {
 	now := w.persister.Clock.Now()
@@ -118,6 +119,7 @@ func (w *Worker) Park(ctx context.Context, cur operation.Record, messageID, reas
 	if err != nil {
 		return cur, OutcomeError, err
 	}
+	w.persister.Metrics.Count(metrics.Parked, 1, metrics.Dim{Name: "Reason", Value: lastError})
 	return saved, OutcomeParked, w.Emit(ctx, &saved, attempt)
 }
 

@@ -936,7 +936,7 @@ func (c *checker) observability() {
 	if !sqsAlarms["ApproximateNumberOfMessagesVisible "+GetAtt(sweepFailuresID, "QueueName")+" GreaterThanThreshold 0"] {
 		c.add(RuleObservability, sweepFailuresID, "no alarm on ApproximateNumberOfMessagesVisible > 0 for it: a failed sweep would wait there unseen")
 	}
-	for _, m := range []string{"LeaseRenewalFailures", "UncertainSubmissions", "GenaceUnauthorized", initFailures} {
+	for _, m := range []string{"LeaseRenewalFailures", "UncertainSubmissions", "GenaceUnauthorized", "OperationsParked", initFailures} {
 		if !alarmed[m] {
 			c.add(RuleObservability, "alarms", "no alarm on %s", m)
 		}

@@ -258,6 +258,7 @@ var emitted = map[string][][]string{
 	"SweepClaimsExpired":       {{"Function"}},            // sweep
 	"SweepDispatchesDropped":   {{"Function"}},            // sweep
 	"ReviewsResolved":          {{"Function", "Phase"}},   // internal/worker (Emitter)
+	"OperationsParked":         {{"Function", "Reason"}},  // internal/worker (Park): observe, deliver
 }
 
 // seedMeasures must each have a dashboard widget of their own.

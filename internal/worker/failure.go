@@ -1,0 +1,130 @@
+// The failure policy: the one place that decides, for a failed step of
+// observe (its GET) or deliver (its GET, a download, a store), whether
+// to wait, retry, or park the operation for a person. The handlers only
+// carry the verdict out.
+
+package worker
+
+import (
+	"errors"
+	"time"
+
+	"github.com/genjobs/genjobs/internal/artifact"
+	"github.com/genjobs/genjobs/internal/genace"
+)
+
+// Verdict is what a failed step calls for.
+type Verdict string
+
+const (
+	// VerdictWait: Genace asked us to slow down (429). The step is retried
+	// once its Retry-After (plus jitter) has passed, and the failure is not
+	// counted towards any budget: a rate limit says nothing about the job,
+	// and counting it would strand operations under load.
+	VerdictWait Verdict = "wait"
+	// VerdictRetry: a failure that may clear by itself: a 5xx, a 408, a
+	// timeout, a reset or refused connection, a failed store write (S3).
+	// Outages of this kind last minutes to hours, so the step is retried
+	// with capped backoff until Budgets.Transient consecutive failures,
+	// sized so the retries cover hours (see the handlers' defaults).
+	VerdictRetry Verdict = "retry"
+	// VerdictSuspect: an answer arrived, complete, and is wrong: a 200
+	// whose body no longer decodes or is over the limit (contract drift: a
+	// new state or refund_state value), or a download whose bytes do not
+	// match the sha256 Genace reported. Retrying the same call gets the
+	// same answer; only a glitch in one answer clears, so the step is
+	// tried SuspectAttempts times in a row and then parked, before Genace
+	// purges the render.
+	VerdictSuspect Verdict = "suspect"
+	// VerdictPark: no retry can succeed (Genace does not know the job, it
+	// refused the request with a 4xx, another object holds the output's
+	// key): park at once.
+	VerdictPark Verdict = "park"
+	// VerdictKey: Genace refused our API key. That is our configuration,
+	// not the job's fault: nothing is recorded against the job, the
+	// message fails, and GenaceUnauthorized alarms.
+	VerdictKey Verdict = "key"
+)
+
+// SuspectAttempts is how many consecutive VerdictSuspect failures a step
+// takes before it parks: enough to ride out one bad answer, few enough
+// that a person hears of contract drift within minutes.
+const SuspectAttempts = 3
+
+// Failure is one failed step, judged.
+type Failure struct {
+	// Category is the safe token recorded as the record's LastError, the
+	// review's ErrorCategory and the OperationsParked metric's Reason: a
+	// fixed word, never a URL, body or key.
+	Category string
+	Verdict  Verdict
+	// Wait is Genace's Retry-After (VerdictWait only; 0 if it gave none).
+	Wait time.Duration
+}
+
+// Budget is how many consecutive failures of f's verdict the step takes
+// in all before it parks; transient is the handler's budget for
+// VerdictRetry. 0 means the verdict is never counted (VerdictWait,
+// VerdictKey), 1 that it parks at once.
+func (f Failure) Budget(transient int) int {
+	switch f.Verdict {
+	case VerdictRetry:
+		return max(transient, 1)
+	case VerdictSuspect:
+		return SuspectAttempts
+	case VerdictPark:
+		return 1
+	}
+	return 0
+}
+
+// Parks reports whether the failure, the failures-th in a row (counting
+// this one) after one of category last, parks the operation; transient
+// is the handler's budget for VerdictRetry. A VerdictSuspect failure
+// counts the run only if the failure before it was of its own category:
+// a drift after an outage is not parked for the outage's failures.
+func (f Failure) Parks(failures int, last string, transient int) bool {
+	b := f.Budget(transient)
+	if f.Verdict == VerdictSuspect && last != f.Category {
+		failures = 1
+	}
+	return b > 0 && failures >= b
+}
+
+// Judge classifies a failed step's error. transient is the category of a
+// VerdictRetry failure the error does not name more precisely (the
+// handler says what it was doing: "genace_read_failed",
+// "artifact_copy_failed").
+func Judge(err error, transient string) Failure {
+	var (
+		de *genace.DecodeError
+		ae *genace.APIError
+	)
+	switch {
+	case errors.Is(err, genace.ErrUnauthorized):
+		return Failure{Category: "genace_unauthorized", Verdict: VerdictKey}
+	case errors.Is(err, genace.ErrRateLimited):
+		f := Failure{Category: "genace_rate_limited", Verdict: VerdictWait}
+		if errors.As(err, &ae) {
+			f.Wait = ae.RetryAfter
+		}
+		return f
+	case errors.Is(err, genace.ErrNotFound):
+		return Failure{Category: "genace_job_not_found", Verdict: VerdictPark}
+	case errors.Is(err, artifact.ErrConflict):
+		return Failure{Category: "artifact_conflict", Verdict: VerdictPark}
+	case errors.Is(err, artifact.ErrInvalid), errors.Is(err, genace.ErrInvalidArgument), Classify(err) == ClassPermanent:
+		return Failure{Category: "invalid", Verdict: VerdictPark}
+	case errors.As(err, &de), errors.Is(err, genace.ErrBodyTooLarge):
+		return Failure{Category: "genace_contract_drift", Verdict: VerdictSuspect}
+	case errors.Is(err, artifact.ErrMismatch):
+		return Failure{Category: "artifact_verify_failed", Verdict: VerdictSuspect}
+	case errors.Is(err, genace.ErrURLExpired):
+		// Refreshed once already by the caller: a clock skew or a Genace
+		// signing fault, which clears.
+		return Failure{Category: "signed_url_expired", Verdict: VerdictRetry}
+	case errors.As(err, &ae) && !genace.Retryable(err):
+		return Failure{Category: "genace_refused", Verdict: VerdictPark}
+	}
+	return Failure{Category: transient, Verdict: VerdictRetry}
+}
