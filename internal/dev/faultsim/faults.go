@@ -201,10 +201,11 @@ var persistentRates = map[Fault]float64{
 }
 
 // PersistentInDefault says whether DefaultFaults and "all" include the
-// persistent faults. They are off while the handlers do not park a
-// failure that persists (see TestPersistentFaultsAreReported): on such
-// handlers every one of them is a liveness violation.
-const PersistentInDefault = false
+// persistent faults. Handlers that do not park a failure that persists
+// make every one of them a liveness violation (as on the code before
+// issue 20, see TestPersistentFaultsAreReported); with parking they are
+// on.
+const PersistentInDefault = true
 
 // rates is every fault's default rate, the persistent ones included.
 func rates() map[Fault]float64 {

@@ -15,7 +15,9 @@ import (
 // Genace finished is terminal (delivered, failed and settled, ...) or
 // waits for an operator (parked, uncertain or stalled, which invariant d
 // holds to an open review) within LivenessTiming.Bound of the render's
-// end. A failure that persists must reach a person, not loop.
+// end, or of an operator's replay that handed it back to automation
+// later (which restarts its failure budgets). A failure that persists
+// must reach a person, not loop.
 const InvLiveness Invariant = "i:liveness"
 
 // LivenessTiming is what the liveness bound is derived from: the
@@ -158,6 +160,12 @@ func (w *world) checkLiveness(res *Result, finals []Final) {
 		w.mu.Lock()
 		stops := w.stops[id] - w.failStops[id]
 		w.mu.Unlock()
+		// An operator's replay that hands the operation back to
+		// automation restarts its failure budgets: the bound runs from
+		// the later of the render's end and that replay.
+		if r := w.rec.resumed[id]; r.After(finished) {
+			finished = r
+		}
 		latency, settled := LivenessOf(w.rec.settles[id], finished)
 		if !settled {
 			latency = w.clk.Now().Sub(finished)
@@ -176,10 +184,10 @@ func (w *world) checkLiveness(res *Result, finals []Final) {
 		}
 		switch {
 		case !settled:
-			w.violate(InvLiveness, id, fmt.Sprintf("Genace finished the render at +%s; %s later the operation is %s, neither terminal nor waiting for an operator (bound %s with %d chain stops, %d sweep runs that died)",
+			w.violate(InvLiveness, id, fmt.Sprintf("Genace finished the render (or an operator resumed it) at +%s; %s later the operation is %s, neither terminal nor waiting for an operator (bound %s with %d chain stops, %d sweep runs that died)",
 				finished.Sub(simStart).Round(time.Second), latency.Round(time.Second), f.Record.Phase, bound, stops, late))
 		case latency > bound:
-			w.violate(InvLiveness, id, fmt.Sprintf("Genace finished the render at +%s; the operation settled only %s later (bound %s with %d chain stops, %d sweep runs that died)",
+			w.violate(InvLiveness, id, fmt.Sprintf("Genace finished the render (or an operator resumed it) at +%s; the operation settled only %s later (bound %s with %d chain stops, %d sweep runs that died)",
 				finished.Sub(simStart).Round(time.Second), latency.Round(time.Second), bound, stops, late))
 		}
 	}

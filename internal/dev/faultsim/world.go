@@ -241,7 +241,7 @@ func newWorld(cfg Config) (w *world, err error) {
 	if cfg.WrapStore != nil {
 		under = cfg.WrapStore(w.bolt)
 	}
-	w.rec = &recorder{Store: under, w: w, last: map[string]State{}, prev: map[string]State{}, hist: map[string]*revisions{}, claimOf: map[string]string{}, settles: map[string][]time.Time{}, closedFirst: map[string]string{}, answered: map[string]string{}}
+	w.rec = &recorder{Store: under, w: w, last: map[string]State{}, prev: map[string]State{}, hist: map[string]*revisions{}, claimOf: map[string]string{}, settles: map[string][]time.Time{}, resumed: map[string]time.Time{}, closedFirst: map[string]string{}, answered: map[string]string{}}
 	w.st = &faultStore{recorder: w.rec, w: w}
 	d, err := artifact.NewDir(filepath.Join(dir, "artifacts"))
 	if err != nil {

@@ -482,6 +482,9 @@ type recorder struct {
 	// settled (terminal, or waiting for an operator) and unsettled again,
 	// alternately, starting with settled (LivenessOf).
 	settles map[string][]time.Time
+	// resumed is, per operation, the last time an operator's replay left
+	// it to automation again, with fresh failure budgets (LivenessOf).
+	resumed map[string]time.Time
 }
 
 // revisions remembers which message wrote each of an operation's recent
@@ -654,8 +657,12 @@ func (r *recorder) observe(ctx context.Context, expected int64, saved operation.
 		r.hist[id] = h
 	}
 	h.add(saved.Revision, saved.LastAppliedMessageID)
-	if settled := next.Terminal() || worker.NeedsReview(&saved); settled != (len(r.settles[id])%2 == 1) {
+	settled := next.Terminal() || worker.NeedsReview(&saved)
+	if settled != (len(r.settles[id])%2 == 1) {
 		r.settles[id] = append(r.settles[id], r.w.clk.Now())
+	}
+	if !settled && writerOf(ctx) == "operator" {
+		r.resumed[id] = r.w.clk.Now()
 	}
 	if inv := invOf(ctx); inv != nil && inv.wrote != nil {
 		if _, other := ctx.Value(writerKey).(string); !other {
