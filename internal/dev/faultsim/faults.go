@@ -78,7 +78,9 @@ const (
 	ArtifactPutFailure Fault = "artifact_put_failure"
 	// StoreConflict: a concurrent writer (the application raising the
 	// budget) rewrites the record right before a handler's conditional
-	// update, which therefore conflicts.
+	// update, which therefore conflicts; or, right after a handler's
+	// write ended the operation, tries to, at its current revision, which
+	// the store's terminal guard must refuse.
 	StoreConflict Fault = "store_conflict"
 	// ReconcileFail: Genace's operators run reconcile-jobs --fail on the
 	// operation's running job (failed, charged, never refunded).

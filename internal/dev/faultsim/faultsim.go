@@ -117,6 +117,11 @@ type Config struct {
 	Progress io.Writer
 	// Log receives the handlers' logs (nil: discarded).
 	Log *slog.Logger
+	// Store, if set, is the store the run uses instead of a fresh bbolt
+	// file: an empty one (a fresh DynamoDB Local table, say), so the
+	// deployed store's revision condition, terminal guard and audit
+	// transaction are inside the checks. The run does not close it.
+	Store store.Store
 	// WrapStore, if set, wraps the store under the write recorder. It is
 	// for tests that plant a bug (a store that ignores the revision
 	// condition, say) to prove the checks find it; never set it otherwise.

@@ -94,7 +94,8 @@ type world struct {
 	wire   *wire
 	relay  *relay
 	client *genace.Client
-	bolt   *bolt.Store
+	bolt   *bolt.Store // the store file, unless Config.Store is set
+	db     store.Store // the store itself, without the wrappers
 	rec    *recorder
 	st     *faultStore
 	arts   *artifacts
@@ -234,14 +235,18 @@ func newWorld(cfg Config) (w *world, err error) {
 		return nil, err
 	}
 
-	if w.bolt, err = bolt.OpenWith(filepath.Join(dir, "genjobs.db"), bolt.Options{NoSync: true}); err != nil {
-		return nil, err
+	w.db = cfg.Store
+	if w.db == nil {
+		if w.bolt, err = bolt.OpenWith(filepath.Join(dir, "genjobs.db"), bolt.Options{NoSync: true}); err != nil {
+			return nil, err
+		}
+		w.db = w.bolt
 	}
-	var under store.Store = w.bolt
+	under := w.db
 	if cfg.WrapStore != nil {
-		under = cfg.WrapStore(w.bolt)
+		under = cfg.WrapStore(w.db)
 	}
-	w.rec = &recorder{Store: under, w: w, last: map[string]State{}, prev: map[string]State{}, hist: map[string]*revisions{}, claimOf: map[string]string{}, settles: map[string][]time.Time{}, resumed: map[string]time.Time{}, closedFirst: map[string]string{}, answered: map[string]string{}}
+	w.rec = &recorder{Store: under, w: w, last: map[string]State{}, prev: map[string]State{}, hist: map[string]*revisions{}, claimOf: map[string]string{}, settles: map[string][]time.Time{}, resumed: map[string]time.Time{}, audited: map[string][]int64{}, closedFirst: map[string]string{}, answered: map[string]string{}}
 	w.st = &faultStore{recorder: w.rec, w: w}
 	d, err := artifact.NewDir(filepath.Join(dir, "artifacts"))
 	if err != nil {
@@ -715,7 +720,7 @@ func (w *world) runSweep() error {
 		_, _ = w.sweep.Sweep(ctx)
 	}()
 	w.sweeps++
-	due, err := w.bolt.Due(context.Background(), simStart.Add(100*365*24*time.Hour), 1)
+	due, err := w.db.Due(context.Background(), simStart.Add(100*365*24*time.Hour), 1)
 	if err != nil {
 		return fmt.Errorf("faultsim: due: %w", err)
 	}

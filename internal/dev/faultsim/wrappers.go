@@ -11,6 +11,7 @@ import (
 	"net/http"
 	"net/url"
 	"path"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -416,10 +417,26 @@ func (s *faultStore) Update(ctx context.Context, rec operation.Record, expected 
 	}
 	saved, err := s.recorder.Update(ctx, rec, expected)
 	if err == nil {
+		if saved.Terminal() && invOf(ctx) != nil && s.w.inj.roll(StoreConflict) {
+			s.lateWrite(ctx, saved)
+		}
 		s.w.crashAfterClaim(ctx, saved)
 		s.w.maybeCrashHolding(ctx, CrashAfterWrite, rec.OperationID, saved.Phase == operation.PhaseSubmitting)
 	}
 	return saved, err
+}
+
+// lateWrite is StoreConflict's writer meeting a record that has just
+// ended: the application raises the budget at the current revision, not
+// knowing the operation is over, and the store's terminal guard must
+// refuse it (if it does not, the write check reports a terminal record
+// written again).
+func (s *faultStore) lateWrite(ctx context.Context, saved operation.Record) {
+	late := saved.Clone()
+	late.BudgetCredits++
+	_, err := s.recorder.Update(withWriter(ctx, "concurrent-writer"), late, saved.Revision)
+	s.w.inj.note(StoreConflict)
+	s.w.tracef(saved.OperationID, "FAULT %s: the application raises the budget of r%d, which just ended %s: %v", StoreConflict, saved.Revision, saved.Phase, err)
 }
 
 // crashAfterClaim injects CrashAfterClaim after a submit worker's claim
@@ -485,6 +502,9 @@ type recorder struct {
 	// resumed is, per operation, the last time an operator's replay left
 	// it to automation again, with fresh failure budgets (LivenessOf).
 	resumed map[string]time.Time
+	// audited are, per operation, the revisions its audited writes
+	// produced (Final.AuditedWrites).
+	audited map[string][]int64
 }
 
 // revisions remembers which message wrote each of an operation's recent
@@ -528,7 +548,15 @@ func (r *recorder) Update(ctx context.Context, rec operation.Record, expected in
 
 // UpdateWithAudit is Update for an operator's audited write.
 func (r *recorder) UpdateWithAudit(ctx context.Context, rec operation.Record, expected int64, e review.AuditEntry) (operation.Record, error) {
-	return r.write(ctx, rec, expected, func() (operation.Record, error) { return r.Store.UpdateWithAudit(ctx, rec, expected, e) })
+	saved, err := r.write(ctx, rec, expected, func() (operation.Record, error) { return r.Store.UpdateWithAudit(ctx, rec, expected, e) })
+	if err == nil {
+		r.mu.Lock()
+		if !slices.Contains(r.audited[rec.OperationID], saved.Revision) {
+			r.audited[rec.OperationID] = append(r.audited[rec.OperationID], saved.Revision)
+		}
+		r.mu.Unlock()
+	}
+	return saved, err
 }
 
 // errAckLost is what a write whose every answer was lost reports: a
