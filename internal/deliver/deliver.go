@@ -78,7 +78,8 @@ type Config struct {
 	// default Retry (10 s doubling to 15 min), covers about 6 hours.
 	MaxCopyFailures int
 	// Retry is the delay before the retry after the n-th consecutive
-	// failure. Its Cap must stay within SQS's 15-minute delay or the
+	// failure; its Jitter also spreads the retries after a 429
+	// (schedule.WaitOut). Its Cap must stay within SQS's 15-minute delay or the
 	// dispatcher routes the retry through EventBridge Scheduler.
 	Retry       schedule.Backoff
 	Concurrency int
@@ -183,9 +184,9 @@ func (d *delivery) decide(ctx context.Context) (worker.Outcome, error) {
 		}
 		// The newer revision is this message's own work (a redelivery
 		// after a crash, a timeout or an unacknowledged batch).
-		if rec.Phase == operation.PhaseSucceeded && rec.Counters.ReadFailures > 0 &&
-			rec.Schedule != nil && rec.Schedule.Due.After(d.h.clk.Now()) {
-			// Its last write recorded a failure and scheduled a retry; the
+		if rec.Phase == operation.PhaseSucceeded && rec.Schedule != nil && rec.Schedule.Due.After(d.h.clk.Now()) {
+			// Its last write scheduled a retry for later (a failure, or a
+			// 429, which counts no failure; progress is due at once); the
 			// retry message may not have left. Send it (duplicates
 			// collapse on the revision) instead of retrying early.
 			return worker.OutcomeReemitted, d.h.w.Emit(ctx, rec, d.env.Attempt+1)
@@ -581,7 +582,7 @@ func (d *delivery) failed(ctx context.Context, err error) (worker.Outcome, error
 		return worker.OutcomeFailed, fmt.Errorf("deliver %s: %w: check GENACE_API_KEY", d.cur.OperationID, err)
 	case f.Verdict == worker.VerdictWait:
 		next, terr = operation.ReadThrottled(rec, now)
-		delay = schedule.WaitOut(f.Wait, h.cfg.Retry.Cap, h.rnd)
+		delay = schedule.WaitOut(f.Wait, h.cfg.Retry.Jitter, h.cfg.Retry.Cap, h.rnd)
 	case f.Parks(failures, rec.LastError, h.cfg.MaxCopyFailures):
 		h.log.WarnContext(ctx, "delivery failed beyond its budget", "operation_id", rec.OperationID, "category", f.Category,
 			"failures", failures, "error", err.Error())

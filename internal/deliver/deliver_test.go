@@ -877,3 +877,65 @@ func TestDefaultCopyBudgetCoversHours(t *testing.T) {
 		t.Fatalf("%d failures park after %s of retries; want at least 4h", cfg.MaxCopyFailures, span)
 	}
 }
+
+// A 429 on the job's GET or on a download is waited out for its
+// Retry-After and counts towards no cap: more of them than
+// MaxCopyFailures in a row neither park the operation nor count a
+// failure. Before, each was a failure retried after 10 s doubling,
+// whatever Retry-After said, and the third here sent the message towards
+// the DLQ.
+func TestRateLimitedDeliveryWaitsRetryAfterAndCountsNothing(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t, "bolt", options{outputs: 1, cfg: deliver.Config{MaxCopyFailures: 3}})
+	next := e.succeed(t, "op-busy")
+	job := handlertest.Get(t, e.store, "op-busy").RemoteJobID
+	e.sim.ScriptGET(job, genacesim.RateLimited(40*time.Second), genacesim.RateLimited(40*time.Second), genacesim.NoFault(), genacesim.NoFault())
+	e.sim.ScriptFile(job, genacesim.RateLimited(40*time.Second), genacesim.RateLimited(40*time.Second))
+	for i := 1; i <= 4; i++ {
+		e.clk.Advance(next.Delay)
+		if failed := e.deliver(t, next); len(failed) != 0 {
+			t.Fatalf("429 %d failed the message: %v", i, failed)
+		}
+		got := handlertest.Get(t, e.store, "op-busy")
+		sent := e.out.Take()
+		if got.Parked != nil || got.Counters.ReadFailures != 0 || len(sent) != 1 || sent[0].Delay < 40*time.Second || sent[0].Delay > 48*time.Second {
+			t.Fatalf("after 429 %d: parked %+v, %d failures, sent %+v; want a retry after Retry-After (40 s) plus at most a fifth of it", i, got.Parked, got.Counters.ReadFailures, sent)
+		}
+		next = sent[0]
+	}
+	e.clk.Advance(next.Delay)
+	if failed := e.deliver(t, next); len(failed) != 0 {
+		t.Fatal(failed)
+	}
+	if got := handlertest.Get(t, e.store, "op-busy"); got.Phase != operation.PhaseDelivered {
+		t.Fatalf("after the 429s: %s", got.Phase)
+	}
+}
+
+// A 429's write lands but its retry message is lost: the redelivered
+// message re-sends the retry instead of downloading before Retry-After.
+// Before, only a write that counted a failure was recognised, so this one
+// downloaded again at once, into the rate limit.
+func TestCrashAfterThrottleWriteReemitsTheRetry(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t, "bolt", options{outputs: 1})
+	m := e.succeed(t, "op-crash")
+	job := handlertest.Get(t, e.store, "op-crash").RemoteJobID
+	e.sim.ScriptFile(job, genacesim.RateLimited(40*time.Second))
+	e.out.FailNext(1)
+	if failed := e.deliver(t, m); len(failed) != 1 {
+		t.Fatalf("a lost follow-up must fail the message; failures %v", failed)
+	}
+	written := handlertest.Get(t, e.store, "op-crash")
+	files := e.sim.FileGets()
+	if failed := e.deliver(t, m); len(failed) != 0 {
+		t.Fatalf("failures %v", failed)
+	}
+	sent := e.out.Take()
+	if len(sent) != 1 || sent[0].Env.ExpectedRevision != written.Revision || sent[0].Delay < 39*time.Second {
+		t.Fatalf("re-emitted %+v, want one retry after Retry-After at r%d", sent, written.Revision)
+	}
+	if e.sim.FileGets() != files {
+		t.Fatal("the re-emission downloaded")
+	}
+}

@@ -137,7 +137,9 @@ func (e *DecodeError) Unwrap() error { return e.err }
 // looping.
 //
 // It is not for Submit: a POST is never retried blindly; use
-// SubmitResult.Outcome.
+// SubmitResult.Outcome. How long a transient failure is retried, and
+// which (a 429, a 200 that no longer decodes) are not worth retrying for
+// hours, worker.Judge decides on top of it.
 func Retryable(err error) bool {
 	if err == nil {
 		return false

@@ -27,7 +27,6 @@ import (
 	"github.com/genjobs/genjobs/internal/message"
 	"github.com/genjobs/genjobs/internal/metrics"
 	"github.com/genjobs/genjobs/internal/operation"
-	"github.com/genjobs/genjobs/internal/schedule"
 	"github.com/genjobs/genjobs/internal/store"
 	"github.com/genjobs/genjobs/internal/worker"
 )
@@ -50,6 +49,9 @@ type Delays interface {
 	Accounting(rec *operation.Record, now time.Time) time.Duration
 	// ReadRetry is the delay after the n-th consecutive failed GET.
 	ReadRetry(n int) time.Duration
+	// Throttled is the delay after a GET answered 429 with this
+	// Retry-After (schedule.WaitOut), within Longest.
+	Throttled(retryAfter time.Duration) time.Duration
 	// Budgets bounds observation of this model.
 	BudgetsFor(model string) operation.Budgets
 	// Longest bounds every delay Next, Accounting and ReadRetry return.
@@ -458,7 +460,7 @@ func (h *Handler) readFailed(ctx context.Context, m events.SQSMessage, rec opera
 		return worker.OutcomeReadError, fmt.Errorf("observe %s: %w: check GENACE_API_KEY", rec.OperationID, err)
 	case f.Verdict == worker.VerdictWait:
 		next, terr = operation.ReadThrottled(rec, now)
-		delay = schedule.WaitOut(f.Wait, h.delays.Longest(), nil)
+		delay = h.delays.Throttled(f.Wait)
 	case f.Parks(failures, rec.LastError, h.cfg.MaxReadFailures):
 		h.log.WarnContext(ctx, "job read failed beyond its budget", "operation_id", rec.OperationID, "category", f.Category,
 			"failures", failures, "error", err.Error())

@@ -558,3 +558,35 @@ func TestDefaultReadBudgetCoversHours(t *testing.T) {
 		t.Fatalf("%d failed reads park after %s of retries; want at least 4h", observe.DefaultMaxReadFailures, span)
 	}
 }
+
+// A 429 is waited out for its Retry-After and counts towards no cap:
+// more of them than MaxReadFailures in a row neither park the operation
+// nor count a failure. Before, each was a failed read retried after the
+// read backoff (5 s doubling), whatever Retry-After said, and the third
+// here parked it.
+func TestRateLimitedReadsWaitRetryAfterAndCountNothing(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t, "bolt", genacesim.Config{}, observe.Config{MaxReadFailures: 3})
+	next := e.accept(t, "op-busy")
+	job := handlertest.Get(t, e.store, "op-busy").RemoteJobID
+	limited := make([]genacesim.Fault, 6)
+	for i := range limited {
+		limited[i] = genacesim.RateLimited(20 * time.Second)
+	}
+	e.sim.ScriptGET(job, limited...)
+	for i := range limited {
+		e.clk.Advance(next.Delay)
+		if failed := e.observe(t, next); len(failed) != 0 {
+			t.Fatalf("429 %d failed the message: %v", i+1, failed)
+		}
+		got := handlertest.Get(t, e.store, "op-busy")
+		sent := e.out.Take()
+		if got.Parked != nil || got.Counters.ReadFailures != 0 || len(sent) != 1 || sent[0].Delay < 20*time.Second || sent[0].Delay > 24*time.Second {
+			t.Fatalf("after 429 %d: parked %+v, %d failures, sent %+v; want a retry after Retry-After (20 s) plus at most a fifth of it", i+1, got.Parked, got.Counters.ReadFailures, sent)
+		}
+		next = sent[0]
+	}
+	if last, _ := e.drain(t, next, 50); last.Env.Action != message.ActionDeliverArtifacts {
+		t.Fatalf("after the 429s: %+v", last)
+	}
+}

@@ -59,6 +59,13 @@ func (o *Observation) Accounting(rec *operation.Record, now time.Time) time.Dura
 // ReadRetry is the delay after the n-th consecutive failed read (n ≥ 1).
 func (o *Observation) ReadRetry(n int) time.Duration { return o.Reads.Delay(n-1, o.Rand) }
 
+// Throttled is the delay after a GET Genace answered 429 with
+// Retry-After after: WaitOut, with the read retries' jitter, within
+// Longest.
+func (o *Observation) Throttled(after time.Duration) time.Duration {
+	return WaitOut(after, o.Reads.Jitter, o.Longest(), o.Rand)
+}
+
 // Longest is the longest delay Next, Accounting or ReadRetry can return:
 // the largest Cap among the policies (the default and every model's), the
 // accounting backoff and the read retries. Every delay stays within its

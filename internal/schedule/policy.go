@@ -178,13 +178,21 @@ func draw(rnd func() float64) float64 {
 
 // WaitOut is the delay after a 429 whose Retry-After was after: never
 // less than the server asked (an earlier retry only earns another 429),
-// plus up to a tenth of it, at least up to a second, so that operations
-// throttled together come back spread out; at most limit (the longest
+// in whole seconds as SQS delays and Retry-After both are, plus a whole
+// number of seconds drawn from 0 to jitter of it (at least 1 s; none when
+// jitter is 0), so that operations throttled together come back spread
+// over the next seconds rather than all in one: sub-second jitter would
+// be rounded away by the queue's delay, every retry would land on the
+// same second and the next would go idle. At most limit (the longest
 // delay the caller's sender takes: waiting less than asked costs one more
 // 429, which counts towards nothing). A missing hint (after ≤ 0) waits a
-// second.
-func WaitOut(after, limit time.Duration, rnd func() float64) time.Duration {
-	after = max(after, time.Second)
-	spread := max(after/10, time.Second)
-	return min(after+time.Duration(draw(rnd)*float64(spread)), limit)
+// second. rnd is as for Policy.Next.
+func WaitOut(after time.Duration, jitter float64, limit time.Duration, rnd func() float64) time.Duration {
+	secs := max(int64((after+time.Second-1)/time.Second), 1)
+	spread := int64(0)
+	if jitter > 0 {
+		spread = max(int64(math.Round(jitter*float64(secs))), 1)
+	}
+	d := time.Duration(secs+int64(draw(rnd)*float64(spread+1))) * time.Second
+	return min(d, limit)
 }

@@ -292,3 +292,28 @@ func BenchmarkPolicyNext(b *testing.B) {
 	}
 	_ = sink
 }
+
+func TestWaitOut(t *testing.T) {
+	t.Parallel()
+	cases := []struct {
+		after  time.Duration
+		jitter float64
+		limit  time.Duration
+		r      float64
+		want   time.Duration
+	}{
+		{time.Second, 0.2, time.Hour, 0, time.Second},
+		{time.Second, 0.2, time.Hour, 0.99, 2 * time.Second},
+		{300 * time.Millisecond, 0.2, time.Hour, 0, time.Second}, // never under a second
+		{0, 0.2, time.Hour, 0, time.Second},                      // no hint
+		{30 * time.Second, 0.2, time.Hour, 0.99, 36 * time.Second},
+		{30 * time.Second, 0.2, time.Hour, 0.5, 33 * time.Second},
+		{30 * time.Second, 0, time.Hour, 0.99, 30 * time.Second}, // no jitter: exactly Retry-After
+		{time.Hour, 0.2, 15 * time.Minute, 0, 15 * time.Minute},  // the sender's limit
+	}
+	for _, c := range cases {
+		if got := schedule.WaitOut(c.after, c.jitter, c.limit, func() float64 { return c.r }); got != c.want {
+			t.Errorf("WaitOut(%s, %v, %s) at %v = %s, want %s", c.after, c.jitter, c.limit, c.r, got, c.want)
+		}
+	}
+}

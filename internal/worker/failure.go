@@ -25,8 +25,9 @@ const (
 	// VerdictRetry: a failure that may clear by itself: a 5xx, a 408, a
 	// timeout, a reset or refused connection, a failed store write (S3).
 	// Outages of this kind last minutes to hours, so the step is retried
-	// with capped backoff until Budgets.Transient consecutive failures,
-	// sized so the retries cover hours (see the handlers' defaults).
+	// with capped backoff until the handler's budget of consecutive
+	// failures (observe's MaxReadFailures, deliver's MaxCopyFailures),
+	// sized so the retries cover hours.
 	VerdictRetry Verdict = "retry"
 	// VerdictSuspect: an answer arrived, complete, and is wrong: a 200
 	// whose body no longer decodes or is over the limit (contract drift: a

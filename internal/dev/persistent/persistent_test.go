@@ -119,7 +119,10 @@ func rate(t *testing.T, expr string) time.Duration {
 	return time.Duration(n) * time.Minute
 }
 
-func newStack(t *testing.T, corrupt *atomic.Bool) *stack {
+// renders are quick: the failures, not the renders, take the time.
+var renders = genacesim.Config{DefaultModel: genacesim.ModelConfig{Price: 10, QueueFor: time.Minute, RunFor: 2 * time.Minute, OutputCount: 1}}
+
+func newStack(t *testing.T, simCfg genacesim.Config, corrupt *atomic.Bool) *stack {
 	t.Helper()
 	tmpl, err := samlocal.Load("../../../template.yaml")
 	if err != nil {
@@ -130,7 +133,7 @@ func newStack(t *testing.T, corrupt *atomic.Bool) *stack {
 	if err != nil {
 		t.Fatal(err)
 	}
-	s.sim, s.client = handlertest.Sim(t, s.clk, genacesim.Config{DefaultModel: genacesim.ModelConfig{Price: 10, QueueFor: time.Minute, RunFor: 2 * time.Minute, OutputCount: 1}})
+	s.sim, s.client = handlertest.Sim(t, s.clk, simCfg)
 	s.store = handlertest.OpenStore(t, "bolt")
 	s.disp, err = schedule.NewDispatcher(schedule.Config{Queues: s.local.Targets(), MaxQueueDelay: 365 * 24 * time.Hour}, s.local.Broker, nil, s.clk)
 	if err != nil {
@@ -275,7 +278,7 @@ func (s *stack) resume(t *testing.T, id string, want operation.Action) {
 func TestPersistentReadFailureParks(t *testing.T) {
 	t.Parallel()
 	var sick atomic.Bool
-	s := newStack(t, new(atomic.Bool))
+	s := newStack(t, renders, new(atomic.Bool))
 	s.sim.SetFaultFunc(func(info genacesim.RequestInfo) genacesim.Fault {
 		if info.Kind == genacesim.KindGet && sick.Load() {
 			return genacesim.ServerErrorNoJob(500)
@@ -308,7 +311,7 @@ func TestNeverVerifyingCopyParks(t *testing.T) {
 	t.Parallel()
 	var corrupt atomic.Bool
 	corrupt.Store(true)
-	s := newStack(t, &corrupt)
+	s := newStack(t, renders, &corrupt)
 	var files atomic.Int64
 	s.sim.SetFaultFunc(func(info genacesim.RequestInfo) genacesim.Fault {
 		if info.Kind == genacesim.KindFile {

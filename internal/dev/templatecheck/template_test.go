@@ -216,6 +216,9 @@ var brokenCases = []brokenCase{
 		template: []edit{{`SCHEMA("genjobs", "Action", "Function")`, `SCHEMA("genjobs", "Function")`}}},
 	{name: "observability-uncertain-alarm-extra-dimension", rule: RuleObservability, resource: "UncertainSubmissionsAlarm",
 		template: []edit{{"        - Name: Function\n          Value: submit\n", "        - Name: Function\n          Value: submit\n        - Name: Action\n          Value: submit_generation\n"}}},
+	// A park is the one sign that automation gave up on an operation.
+	{name: "observability-no-parked-alarm", rule: RuleObservability, resource: "alarms",
+		template: []edit{{`SELECT SUM(OperationsParked) FROM "genjobs"`, `SELECT SUM(ReviewsOpened) FROM "genjobs"`}}},
 	{name: "observability-no-ok-actions", rule: RuleObservability, resource: "SweepFailuresAlarm",
 		template: []edit{{"          Value: !GetAtt SweepFailureQueue.QueueName\n      Statistic: Maximum\n      Period: 300\n      EvaluationPeriods: 1\n      Threshold: 0\n      ComparisonOperator: GreaterThanThreshold\n      TreatMissingData: notBreaching\n      AlarmActions: [!Ref AlarmTopic]\n      OKActions: [!Ref AlarmTopic]\n",
 			"          Value: !GetAtt SweepFailureQueue.QueueName\n      Statistic: Maximum\n      Period: 300\n      EvaluationPeriods: 1\n      Threshold: 0\n      ComparisonOperator: GreaterThanThreshold\n      TreatMissingData: notBreaching\n      AlarmActions: [!Ref AlarmTopic]\n"}}},
