@@ -10,7 +10,6 @@ import (
 	"github.com/aws/aws-lambda-go/lambda"
 
 	"github.com/genjobs/genjobs/internal/coldstart"
-	"github.com/genjobs/genjobs/internal/message"
 	"github.com/genjobs/genjobs/internal/observe"
 	"github.com/genjobs/genjobs/internal/schedule"
 )
@@ -23,8 +22,6 @@ func main() {
 	}
 	h := observe.New(observe.Deps{
 		Store: d.Store, Genace: d.Genace, Delays: schedule.NewObservation(d.Config.Policies), Extender: d.Queue, Sender: d.Dispatcher, Clock: d.Clock, Log: d.Log, Metrics: d.Metrics,
-	}, observe.Config{
-		QueueURL: d.Config.Queues[message.ActionObserveGeneration].URL, Visibility: d.Config.Visibility, Concurrency: d.Config.Concurrency,
-	})
+	}, observe.Configured(d.Config))
 	lambda.Start(h.Handle)
 }

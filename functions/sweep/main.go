@@ -16,6 +16,5 @@ func main() {
 	if err != nil {
 		coldstart.Fatal("sweep", err)
 	}
-	cfg := sweep.Config{ClaimTimeout: d.Config.SweepClaimTimeout, OverdueAfter: d.Config.SweepOverdue}
-	lambda.Start(sweep.New(sweep.Deps{Store: d.Store, Sender: d.Dispatcher, Clock: d.Clock, Log: d.Log, Metrics: d.Metrics}, cfg).Handle)
+	lambda.Start(sweep.New(sweep.Deps{Store: d.Store, Sender: d.Dispatcher, Clock: d.Clock, Log: d.Log, Metrics: d.Metrics}, sweep.Configured(d.Config)).Handle)
 }

@@ -38,6 +38,13 @@ const (
 	EnvArtifactDir      = "ARTIFACT_DIR" // local runs only: a Lambda's disk does not last
 	EnvSweepClaim       = "SWEEP_CLAIM_TIMEOUT_SECONDS"
 	EnvSweepOverdue     = "SWEEP_OVERDUE_SECONDS"
+	// EnvSubmitTimeout is the submit function's timeout, which the sweep's
+	// claim timeout must exceed; the template sets both from one parameter.
+	EnvSubmitTimeout = "SUBMIT_TIMEOUT_SECONDS"
+	// EnvBatchSize is the batch size of the function's own event source
+	// mapping, which BATCH_CONCURRENCY must cover; the template sets both
+	// from one parameter.
+	EnvBatchSize = "BATCH_SIZE"
 	// EnvScheduleDLQ is the queue EventBridge Scheduler sends a delivery
 	// to once its retries are spent; required with EnvSchedulerRole.
 	EnvScheduleDLQ = "SCHEDULE_DLQ_ARN"
@@ -58,6 +65,11 @@ var Bounds = map[string]Bound{
 	EnvConcurrency:  {1, 100},
 	EnvSweepClaim:   {1, 86400},
 	EnvSweepOverdue: {1, 86400},
+	// At least a POST of submit's shortest timeout (20 s) and its write
+	// (5 s); at most a sixth of the dispatch queue's visibility (360 s).
+	EnvSubmitTimeout: {25, 60},
+	// SQS's largest batch without a batching window.
+	EnvBatchSize: {1, 10},
 	// At least 30 days: longer than any message can wait for the item it
 	// names (a dead letter waits 14 days), so none meets an expired one.
 	EnvRecordRetention: {30, 3650},
@@ -110,6 +122,11 @@ type Config struct {
 	// SweepClaimTimeout and SweepOverdue are the sweep's thresholds.
 	SweepClaimTimeout time.Duration
 	SweepOverdue      time.Duration
+	// SubmitTimeout is the submit function's timeout (0 when not needed).
+	SubmitTimeout time.Duration
+	// BatchSize is the function's event source mapping's batch size (0
+	// when not needed).
+	BatchSize int
 	// ScheduleDLQ is the ARN of the dead-letter queue of the schedules
 	// the dispatcher creates.
 	ScheduleDLQ string
@@ -142,6 +159,13 @@ const (
 	// NeedRetention is RECORD_RETENTION_DAYS and AUDIT_RETENTION_DAYS: the
 	// function finishes records or closes reviews, which then expire.
 	NeedRetention
+	// NeedOverdue is SWEEP_OVERDUE_SECONDS alone: the function keeps the
+	// sweep informed of its work (observe's chains).
+	NeedOverdue
+	// NeedSubmitTimeout is SUBMIT_TIMEOUT_SECONDS.
+	NeedSubmitTimeout
+	// NeedBatchSize is BATCH_SIZE.
+	NeedBatchSize
 )
 
 // Spec is what one function needs of its environment. Each function's
@@ -158,6 +182,10 @@ type Spec struct {
 	// Scheduler, and needs its queue's ARN, SCHEDULER_ROLE_ARN and
 	// SCHEDULE_GROUP too.
 	FollowUps func(Config) map[message.Action]time.Duration
+	// Check, if set, cross-checks the settings read against each other and
+	// the handler's own constants; Load reports its error with the rest.
+	// Each bound's error names both values.
+	Check func(Config) error
 }
 
 // AtOnce is the FollowUps of a function that sends the actions without
@@ -217,6 +245,12 @@ func Load(getenv func(string) string, spec Spec) (Config, error) {
 		case NeedSweep:
 			require(EnvSweepClaim, getenv(EnvSweepClaim), "")
 			require(EnvSweepOverdue, getenv(EnvSweepOverdue), "")
+		case NeedOverdue:
+			require(EnvSweepOverdue, getenv(EnvSweepOverdue), "")
+		case NeedSubmitTimeout:
+			require(EnvSubmitTimeout, getenv(EnvSubmitTimeout), "")
+		case NeedBatchSize:
+			require(EnvBatchSize, getenv(EnvBatchSize), "")
 		}
 	}
 	whole := func(name string, def int) int {
@@ -230,6 +264,8 @@ func Load(getenv func(string) string, spec Spec) (Config, error) {
 	c.SweepClaimTimeout = time.Duration(whole(EnvSweepClaim, 0)) * time.Second
 	c.SweepOverdue = time.Duration(whole(EnvSweepOverdue, 0)) * time.Second
 	c.Concurrency = whole(EnvConcurrency, 8)
+	c.SubmitTimeout = time.Duration(whole(EnvSubmitTimeout, 0)) * time.Second
+	c.BatchSize = whole(EnvBatchSize, 0)
 	var err error
 	if c.RecordRetention, c.AuditRetention, err = LoadRetention(getenv); err != nil {
 		errs = append(errs, err)
@@ -247,6 +283,11 @@ func Load(getenv func(string) string, spec Spec) (Config, error) {
 	c.Policies = ps
 	if spec.FollowUps != nil {
 		errs = append(errs, c.followUps(getenv, spec.FollowUps(c))...)
+	}
+	if spec.Check != nil && len(errs) == 0 {
+		// Only on settings that read well: a bound on a missing one says
+		// nothing more.
+		errs = append(errs, spec.Check(c))
 	}
 	if err := errors.Join(errs...); err != nil {
 		return Config{}, fmt.Errorf("configuration: %w", err)

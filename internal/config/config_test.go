@@ -1,6 +1,7 @@
 package config
 
 import (
+	"errors"
 	"maps"
 	"strconv"
 	"strings"
@@ -194,5 +195,35 @@ func TestBounds(t *testing.T) {
 				t.Errorf("%s=%d: error %q does not name it", name, tt.v, err)
 			}
 		}
+	}
+}
+
+// TestLoadRunsTheSpecsCrossCheck: the spec's Check sees the settings read
+// (the new ones included) and its error is Load's; it is not run when a
+// setting is already missing or malformed.
+func TestLoadRunsTheSpecsCrossCheck(t *testing.T) {
+	t.Parallel()
+	var seen Config
+	spec := Spec{Needs: []Need{NeedSubmitTimeout, NeedBatchSize, NeedOverdue}, Check: func(c Config) error {
+		seen = c
+		return errors.New("bound broken")
+	}}
+	m := map[string]string{EnvSubmitTimeout: "60", EnvBatchSize: "10", EnvSweepOverdue: "300"}
+	if _, err := Load(env(m), spec); err == nil || !strings.Contains(err.Error(), "configuration: bound broken") {
+		t.Fatalf("Load: %v; want the check's error", err)
+	}
+	if seen.SubmitTimeout != time.Minute || seen.BatchSize != 10 || seen.SweepOverdue != 5*time.Minute {
+		t.Fatalf("the check saw %+v", seen)
+	}
+	for _, drop := range []string{EnvSubmitTimeout, EnvBatchSize, EnvSweepOverdue} {
+		broken := maps.Clone(m)
+		delete(broken, drop)
+		if _, err := Load(env(broken), spec); err == nil || !strings.Contains(err.Error(), drop+" is required") || strings.Contains(err.Error(), "bound broken") {
+			t.Errorf("without %s: %v; want it named, and no cross-check", drop, err)
+		}
+	}
+	if _, err := Load(env(map[string]string{EnvSubmitTimeout: "61", EnvBatchSize: "10", EnvSweepOverdue: "300"}), spec); err == nil ||
+		!strings.Contains(err.Error(), EnvSubmitTimeout+`="61": want a whole number from 25 to 60`) {
+		t.Errorf("a submit timeout above its bound: %v", err)
 	}
 }

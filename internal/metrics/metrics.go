@@ -37,6 +37,9 @@ const (
 	LeaseRenewalFailures = "LeaseRenewalFailures"
 	PostOutcomes         = "PostOutcomes"
 	ObservationsPerOp    = "ObservationsPerOperation"
+	// ChainRefreshes counts chains that started late enough to write
+	// their record's due time first, so the sweep does not re-arm them.
+	ChainRefreshes       = "ChainRefreshes"
 	Obsolete             = "ObsoleteMessages"
 	RecordFailures       = "RecordFailures"
 	Scheduled            = "ScheduledFollowUps"

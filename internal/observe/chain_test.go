@@ -51,7 +51,7 @@ func (h *heldFor) Get(ctx context.Context, jobID string, wait, timeout time.Dura
 	return job, err
 }
 
-func newChainEnv(t *testing.T, model genacesim.ModelConfig, cfg observe.Config) (*env, *heldFor) {
+func newChainEnv(t testing.TB, model genacesim.ModelConfig, cfg observe.Config) (*env, *heldFor) {
 	t.Helper()
 	e := newEnv(t, "bolt", genacesim.Config{DefaultModel: model}, cfg)
 	e.delays.Policies = chainPolicies()

@@ -1,6 +1,8 @@
 package observe
 
 import (
+	"errors"
+	"fmt"
 	"time"
 
 	"github.com/genjobs/genjobs/internal/config"
@@ -13,10 +15,44 @@ import (
 // longest cap: beyond SQS's 15 minutes (the defaults' 30) they go through
 // EventBridge Scheduler, which then needs its settings.
 var Needs = config.Spec{
-	Needs: []config.Need{config.NeedTable, config.NeedGenace, config.NeedVisibility, config.NeedConcurrency, config.NeedPolicies, config.NeedRetention},
+	Needs: []config.Need{config.NeedTable, config.NeedGenace, config.NeedVisibility, config.NeedConcurrency, config.NeedPolicies, config.NeedRetention,
+		config.NeedOverdue, config.NeedBatchSize},
 	FollowUps: func(c config.Config) map[message.Action]time.Duration {
 		return FollowUps(schedule.NewObservation(c.Policies))
 	},
+	Check: func(c config.Config) error { return Configured(c).Check(c.BatchSize) },
+}
+
+// Configured is the handler's Config as the function reads it from its
+// environment.
+func Configured(c config.Config) Config {
+	return Config{QueueURL: c.Queues[message.ActionObserveGeneration].URL, Visibility: c.Visibility, Concurrency: c.Concurrency, OverdueAfter: c.SweepOverdue}
+}
+
+// Check holds the settings against each other and the handler's own
+// timing, each error naming both values: a chain and its last write must
+// end before the sweep takes the record as overdue (or the sweep re-arms
+// every chain that starts late, however it refreshes), and within the
+// message's visibility (or every chain renews it); every record of a
+// batch of batchSize must be observed at once (a record waiting for a
+// slot waits out a whole chain).
+func (c Config) Check(batchSize int) error {
+	c = c.Defaults()
+	need := c.Chain + c.Overhead
+	var errs []error
+	if c.OverdueAfter <= need {
+		errs = append(errs, fmt.Errorf("%s is %v, want more than observe's chain %v plus its last write %v (%v): the sweep would re-arm live chains",
+			config.EnvSweepOverdue, c.OverdueAfter, c.Chain, c.Overhead, need))
+	}
+	if c.Visibility < need {
+		errs = append(errs, fmt.Errorf("%s is %v, want at least observe's chain %v plus its last write %v (%v): every chain would renew its lease",
+			config.EnvVisibility, c.Visibility, c.Chain, c.Overhead, need))
+	}
+	if c.Concurrency < batchSize {
+		errs = append(errs, fmt.Errorf("%s is %d, want at least %s %d: a record waiting for a slot would wait out a whole chain",
+			config.EnvConcurrency, c.Concurrency, config.EnvBatchSize, batchSize))
+	}
+	return errors.Join(errs...)
 }
 
 // FollowUps is the longest delay the handler asks its sender for, per

@@ -85,6 +85,9 @@ type Config struct {
 	// Overlap is how long before a long poll's window runs out the chain
 	// sends the next one (default DefaultOverlap; negative: never).
 	Overlap time.Duration
+	// OverdueAfter is the sweep's overdue threshold (SWEEP_OVERDUE_SECONDS;
+	// zero: no sweep to keep informed).
+	OverdueAfter time.Duration
 }
 
 // DefaultChain is the default Config.Chain: eight 30 s long polls, a
@@ -213,6 +216,14 @@ func (h *Handler) chain(ctx context.Context, m events.SQSMessage, env message.En
 	if dl, ok := ctx.Deadline(); ok && dl.Add(-h.cfg.Overhead).Before(end) {
 		end = dl.Add(-h.cfg.Overhead)
 	}
+	rec, err := h.inform(ctx, m, rec, end)
+	if errors.Is(err, worker.ErrMovedOn) || errors.Is(err, store.ErrConflict) {
+		h.log.InfoContext(ctx, "observation lost the revision race", "operation_id", rec.OperationID, "expected_revision", rec.Revision)
+		return worker.OutcomeLostRace, nil
+	}
+	if err != nil {
+		return worker.OutcomeError, fmt.Errorf("observe %s: keep the sweep informed: %w", rec.OperationID, err)
+	}
 	poll := h.delays.LongPoll(rec.Model)
 	// A clock that does not move with the polls must still end the chain,
 	// and so must polls shorter than Genace's window: the chain holds as
@@ -332,6 +343,28 @@ func (h *Handler) chain(ctx context.Context, m events.SQSMessage, env message.En
 		}
 		return worker.OutcomeOfObservation(follow), h.w.Emit(ctx, &saved, env.Attempt+1)
 	}
+}
+
+// inform keeps the sweep from taking a live chain for lost. The sweep
+// measures lateness from Schedule.Due, which a quiet chain leaves at the
+// hand-over that started it; a chain that starts late (its message waited
+// in the queue, or for a slot of the batch) and whose last write could
+// land only once the record looks overdue (end, plus Overhead for that
+// write, not before Due + OverdueAfter) first moves Due to now, with a
+// conditional write. Any other chain writes nothing here. A chain that
+// crashes after this write is re-armed OverdueAfter after it (plus the
+// sweep's cadence); Chain + Overhead below OverdueAfter, which the
+// function checks at start-up, makes one write enough.
+func (h *Handler) inform(ctx context.Context, m events.SQSMessage, rec operation.Record, end time.Time) (operation.Record, error) {
+	if h.cfg.OverdueAfter <= 0 || rec.Schedule == nil || end.Add(h.cfg.Overhead).Before(rec.Schedule.Due.Add(h.cfg.OverdueAfter)) {
+		return rec, nil
+	}
+	now := h.clk.Now()
+	next := rec.Clone()
+	next.Schedule.Due = now
+	next.Timestamps.Updated = now
+	h.metrics.Count(metrics.ChainRefreshes, 1)
+	return h.w.Persist(ctx, rec, m.MessageId, worker.OnlyAt(rec.Revision, next))
 }
 
 // lastLook is when the record last saw the job (zero if never).

@@ -42,7 +42,10 @@ type Config struct {
 	QueueURL string
 	// Visibility is the dispatch queue's visibility timeout.
 	Visibility time.Duration
-	// SubmitTimeout bounds the one POST.
+	// SubmitTimeout is the shortest POST worth sending (default 20 s): the
+	// POST waits until PersistBudget before the function's deadline, and
+	// with less time than this left it is not sent (the claim goes back).
+	// Without a deadline (a local run), the POST waits exactly this long.
 	SubmitTimeout time.Duration
 	// PersistBudget is the time kept for persisting the outcome after it.
 	PersistBudget time.Duration
@@ -206,14 +209,14 @@ func (h *Handler) submit(ctx context.Context, m events.SQSMessage, env message.E
 	if err != nil {
 		return worker.OutcomeError, fmt.Errorf("submit %s: claim: %w", rec.OperationID, err)
 	}
-	need := h.cfg.SubmitTimeout + h.cfg.PersistBudget
-	if err := h.authority(ctx, l, need); err != nil {
+	timeout, err := h.authority(ctx, l)
+	if err != nil {
 		// No POST without authority. Nothing was sent, so the claim can
 		// honestly go back to prepared with a fresh dispatch.
 		h.log.WarnContext(ctx, "no authority to POST; releasing the claim", "operation_id", rec.OperationID, "error", err.Error())
 		return worker.OutcomeReleased, h.release(ctx, m, saved, 0)
 	}
-	res := h.genace.Submit(ctx, genace.SubmitRequest{OperationID: rec.OperationID, Model: rec.Model, Input: rec.Input}, h.cfg.SubmitTimeout)
+	res := h.genace.Submit(ctx, genace.SubmitRequest{OperationID: rec.OperationID, Model: rec.Model, Input: rec.Input}, timeout)
 	h.metrics.Count(metrics.PostOutcomes, 1, metrics.Dim{Name: "Outcome", Value: string(res.Outcome)}, metrics.Dim{Name: "Model", Value: rec.Model})
 	if res.Outcome == genace.OutcomeUnauthorized {
 		h.metrics.Count(metrics.GenaceUnauthorized, 1)
@@ -222,16 +225,25 @@ func (h *Handler) submit(ctx context.Context, m events.SQSMessage, env message.E
 	return worker.OutcomeOfPost(res.Outcome), h.settle(ctx, m, saved, res)
 }
 
-// authority checks the function's deadline and renews the message's
-// visibility right before the POST: both must outlast the POST and the
-// write after it. The renewal goes to the queue whatever the lease
-// estimates, since the estimate starts when the handler reached the record,
-// not at the receive, and only the queue knows the message is still ours.
-func (h *Handler) authority(ctx context.Context, l *worker.Lease, need time.Duration) error {
-	if dl, ok := ctx.Deadline(); ok && dl.Sub(h.clk.Now()) < need {
-		return fmt.Errorf("function deadline in %s, POST and persist need %s", dl.Sub(h.clk.Now()).Round(time.Millisecond), need)
+// authority sizes the POST's timeout and renews the message's visibility
+// right before the POST: the POST may wait until PersistBudget before the
+// function's deadline (a POST given up on is an uncertain operation, a
+// manual reconciliation, so it gets all the time the function has), at
+// least SubmitTimeout, and the lease must outlast it and the write after
+// it. The renewal goes to the queue whatever the lease estimates, since
+// the estimate starts when the handler reached the record, not at the
+// receive, and only the queue knows the message is still ours.
+func (h *Handler) authority(ctx context.Context, l *worker.Lease) (time.Duration, error) {
+	timeout := h.cfg.SubmitTimeout
+	if dl, ok := ctx.Deadline(); ok {
+		left := dl.Sub(h.clk.Now())
+		if left-h.cfg.PersistBudget < h.cfg.SubmitTimeout {
+			return 0, fmt.Errorf("function deadline in %s, a POST of at least %s and its persist (%s) need %s",
+				left.Round(time.Millisecond), h.cfg.SubmitTimeout, h.cfg.PersistBudget, h.cfg.SubmitTimeout+h.cfg.PersistBudget)
+		}
+		timeout = (left - h.cfg.PersistBudget).Truncate(time.Millisecond)
 	}
-	return l.Renew(ctx, need)
+	return timeout, l.Renew(ctx, timeout+h.cfg.PersistBudget)
 }
 
 // release puts an unused claim back and schedules a fresh dispatch, also

@@ -70,9 +70,10 @@ var postNeed = func() time.Duration {
 
 // sweepEvery is the sweep's cadence (its schedule in the template).
 var sweepEvery = func() time.Duration {
-	d, err := topology.Stack.SweepEvery()
-	if err != nil {
-		panic(err) // topology's own tests hold the schedule
+	f, _ := topology.Stack.Function(topology.Sweep)
+	d, ok := f.Cadence()
+	if !ok {
+		panic(fmt.Sprintf("faultsim: the sweep's schedule %q has no cadence", f.Schedule)) // topology's own tests hold it
 	}
 	return d
 }()
@@ -355,7 +356,7 @@ func (w *world) wireUp() error {
 		opStore = w.cfg.WrapOperator(opStore)
 	}
 	w.replayer = &replay.Replayer{Store: operatorStore{Store: opStore, w: w}, Sender: w.disp, Clock: w.clk, Genace: w.client}
-	w.sweep = sweep.New(sweep.Deps{Store: records, Sender: w.disp, Clock: w.clk, Log: log.With("function", "sweep")}, sweep.Config{ClaimTimeout: topology.Stack.Sweep.ClaimTimeout, OverdueAfter: topology.Stack.Sweep.OverdueAfter, Limit: w.cfg.SweepLimit})
+	w.sweep = sweep.New(sweep.Deps{Store: records, Sender: w.disp, Clock: w.clk, Log: log.With("function", "sweep")}, sweepConfig(w.cfg.SweepLimit))
 	local.Consume(topology.ConsumeConfig{
 		Handlers: map[string]eventsource.Handler{topology.Submit: sub.Handle, topology.Observe: obs.Handle, topology.Deliver: del.Handle, topology.Triage: tri.Handle},
 		// ReceiveGap plays the batching window (see lease.go).
@@ -972,4 +973,11 @@ func deliverRetry() schedule.Backoff {
 	b := deliver.Config{}.Defaults().Retry
 	b.Jitter = 0
 	return b
+}
+
+// sweepConfig is the deployed sweep's configuration with the run's Limit.
+func sweepConfig(limit int) sweep.Config {
+	c := topology.Stack.Sweep
+	c.Limit = limit
+	return c
 }

@@ -292,7 +292,7 @@ func (s *stack) wire(g *genace.Client, sandbox context.Context) error {
 	_, obsURL, obsVis := local.Consumed(topology.Observe)
 	_, delURL, delVis := local.Consumed(topology.Deliver)
 	sub := submit.New(submit.Deps{Store: s.store, Genace: g, Extender: local.Broker, Sender: disp, Clock: s.clk, Log: log.With("function", "submit"), Metrics: m("submit")}, submit.Config{QueueURL: subURL, Visibility: subVis})
-	obs := observe.New(observe.Deps{Store: s.store, Genace: g, Delays: delays, Extender: local.Broker, Sender: disp, Clock: s.clk, Log: log.With("function", "observe"), Metrics: m("observe")}, observe.Config{QueueURL: obsURL, Visibility: obsVis, Chain: localChain(s.cfg.LongPoll)})
+	obs := observe.New(observe.Deps{Store: s.store, Genace: g, Delays: delays, Extender: local.Broker, Sender: disp, Clock: s.clk, Log: log.With("function", "observe"), Metrics: m("observe")}, observe.Config{QueueURL: obsURL, Visibility: obsVis, Chain: localChain(s.cfg.LongPoll), OverdueAfter: sweepConfig(localChain(s.cfg.LongPoll)).OverdueAfter})
 	del := deliver.New(deliver.Deps{Store: s.store, Genace: g, Artifacts: dir, Extender: local.Broker, Sender: disp, Clock: s.clk, Log: log.With("function", "deliver"), Metrics: m("deliver")}, deliver.Config{QueueURL: delURL, Visibility: delVis})
 	tri := triage.New(triage.Deps{Store: s.store, Clock: s.clk, Log: log.With("function", "triage"), Metrics: m("triage")}, triage.Config{Concurrency: 4})
 	sweepDeps := sweep.Deps{Store: s.store, Sender: disp, Clock: s.clk, Log: log.With("function", "sweep"), Metrics: m("sweep")}

@@ -183,7 +183,7 @@ func Parse(data []byte) (*Template, error) {
 		if t.Resources[id].Type != FunctionType {
 			continue
 		}
-		f, err := function(id, t.Resources[id].Properties, globals)
+		f, err := t.function(id, t.Resources[id].Properties, globals)
 		if err != nil {
 			return nil, fmt.Errorf("%s: %w", id, err)
 		}
@@ -208,7 +208,7 @@ func resourceOrder(doc *yaml.Node) []string {
 	return nil
 }
 
-func function(id string, props, globals map[string]any) (Function, error) {
+func (t *Template) function(id string, props, globals map[string]any) (Function, error) {
 	prop := func(key string) any {
 		local, hasLocal := props[key]
 		global, hasGlobal := globals[key]
@@ -225,7 +225,10 @@ func function(id string, props, globals map[string]any) (Function, error) {
 		f.Env[k] = v
 	}
 	if v := prop("Timeout"); v != nil {
-		n, err := strconv.Atoi(scalar(v))
+		// A parameter's !Ref takes its default, as a deployment without
+		// overrides does.
+		s, _ := t.Resolve(v, Locals{})
+		n, err := strconv.Atoi(s)
 		if err != nil {
 			return f, fmt.Errorf("property Timeout %v is not a whole number of seconds", v)
 		}

@@ -166,3 +166,58 @@ func without(tmpl *samlocal.Template, id, name string) *samlocal.Template {
 	}
 	return &c
 }
+
+// TestTemplateBoundsAreCrossCheckedAtColdStart: a template whose settings
+// contradict each other (each a parameter a deployer may set) stops the
+// function that would misbehave at its cold start, with an error naming
+// both values; the settings that agree start it.
+func TestTemplateBoundsAreCrossCheckedAtColdStart(t *testing.T) {
+	t.Parallel()
+	tmpl := loadTemplate(t)
+	secrets, err := samlocal.StartServices("127.0.0.1")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = secrets.Close() })
+	for _, tc := range []struct {
+		name     string
+		params   map[string]string
+		function string
+		want     string // "" when it starts
+	}{
+		{"claim timeout at submit's timeout", map[string]string{"SweepClaimTimeoutSeconds": "60"}, "SweepFunction",
+			"SWEEP_CLAIM_TIMEOUT_SECONDS is 1m0s, want more than SUBMIT_TIMEOUT_SECONDS 1m0s"},
+		{"claim timeout above a shorter submit timeout", map[string]string{"SweepClaimTimeoutSeconds": "60", "SubmitTimeoutSeconds": "50"}, "SweepFunction", ""},
+		{"overdue below a chain", map[string]string{"SweepOverdueSeconds": "240"}, "ObserveFunction",
+			"SWEEP_OVERDUE_SECONDS is 4m0s, want more than observe's chain 4m0s plus its last write 5s"},
+		{"concurrency below the batch", map[string]string{"BatchConcurrency": "5"}, "ObserveFunction",
+			"BATCH_CONCURRENCY is 5, want at least BATCH_SIZE 10"},
+		{"concurrency at a smaller batch", map[string]string{"BatchConcurrency": "5", "ObserveBatchSize": "5"}, "ObserveFunction", ""},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			c := *tmpl
+			c.Parameters = maps.Clone(tmpl.Parameters)
+			for name, v := range tc.params {
+				p, ok := c.Parameters[name]
+				if !ok {
+					t.Fatalf("no parameter %s", name)
+				}
+				p.Default = &v
+				c.Parameters[name] = p
+			}
+			envs, err := localEnv(t, &c, secrets)
+			if err != nil {
+				t.Fatal(err)
+			}
+			fn, _ := c.Function(tc.function)
+			err = coldStart(envs[tc.function], needs[fn.Dir()])
+			switch {
+			case tc.want == "" && err != nil:
+				t.Fatalf("%s does not start: %v", tc.function, err)
+			case tc.want != "" && (err == nil || !strings.Contains(err.Error(), tc.want)):
+				t.Fatalf("%s cold start: %v; want %q", tc.function, err, tc.want)
+			}
+		})
+	}
+}

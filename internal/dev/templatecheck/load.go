@@ -216,7 +216,7 @@ func (d *doc) events(id string) []event {
 // SAM's default of 3.
 func (d *doc) timeout(id string) int {
 	if v, ok := d.functionProp(id, "Timeout"); ok {
-		if n, ok := num(v); ok {
+		if n, ok := d.num(v); ok {
 			return n
 		}
 	}
@@ -231,6 +231,16 @@ func mapOf(v any) map[string]any {
 func str(v any) string {
 	s, _ := v.(string)
 	return s
+}
+
+// num reads a whole number as num does, or a parameter's default through
+// its !Ref (what a deployment without overrides takes).
+func (d *doc) num(v any) (int, bool) {
+	if ref, ok := unwrap(str(v), "Ref"); ok {
+		p := mapOf(mapOf(d.raw["Parameters"])[ref])
+		return num(p["Default"])
+	}
+	return num(v)
 }
 
 // num reads a whole number from a decoded JSON number or numeric string.

@@ -295,7 +295,7 @@ func (c *checker) batchFailures() {
 			if !slices.Contains(stringList(e.props["FunctionResponseTypes"]), "ReportBatchItemFailures") {
 				c.add(RuleBatchFailures, where, "no FunctionResponseTypes: [ReportBatchItemFailures]: one failed record would retry the whole batch, and the handlers' per-record failures would be ignored")
 			}
-			if n, ok := num(e.props["BatchSize"]); !ok || n < 1 || n > 10 {
+			if n, ok := c.num(e.props["BatchSize"]); !ok || n < 1 || n > 10 {
 				c.add(RuleBatchFailures, where, "BatchSize %v, want 1 to 10 (one batch must fit the function's deadline)", e.props["BatchSize"])
 			}
 			if n, ok := num(e.props["MaximumBatchingWindowInSeconds"]); !ok || n < 0 || n > 10 {

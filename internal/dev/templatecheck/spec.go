@@ -225,6 +225,7 @@ var configEnv = []string{
 	"SCHEDULER_ROLE_ARN", "SCHEDULE_GROUP", "OBSERVE_POLICIES", "BATCH_CONCURRENCY",
 	"ARTIFACT_BUCKET", "SWEEP_CLAIM_TIMEOUT_SECONDS", "SWEEP_OVERDUE_SECONDS",
 	"SCHEDULE_DLQ_ARN", "RECORD_RETENTION_DAYS", "AUDIT_RETENTION_DAYS",
+	"SUBMIT_TIMEOUT_SECONDS", "BATCH_SIZE",
 }
 
 // localEndpointPrefix starts the SDK's endpoint variables, which the
@@ -250,6 +251,7 @@ var emitted = map[string][][]string{
 	"ReviewsOpened":            {{"Function", "Phase"}, {"Function", "Phase", "Reason"}}, // internal/worker (Emitter), triage
 	"RecordFailures":           {{"Function", "Outcome"}},                                // internal/worker (Runner)
 	"ObservationsPerOperation": {{"Function", "Phase"}},                                  // observe
+	"ChainRefreshes":           {{"Function"}},                                           // observe
 	"ObsoleteMessages":         {{"Action", "Function", "Reason"}},
 	"StaleWritesRejected":      {{"Action", "Function"}},
 	"ScheduledFollowUps":       {{"Action", "Function", "Route"}},

@@ -115,7 +115,7 @@ var brokenCases = []brokenCase{
 			"        Dispatch:\n          Type: SQS\n          Properties:\n            Queue: !GetAtt ObserveQueue.Arn"},
 			// Timeout and lease as the observe queue needs them, so that
 			// only the wiring breaks.
-			{"      Role: !GetAtt SubmitRole.Arn\n      Timeout: 60\n", "      Role: !GetAtt SubmitRole.Arn\n      Timeout: 270\n"},
+			{"      Role: !GetAtt SubmitRole.Arn\n      Timeout: !Ref SubmitTimeoutSeconds\n", "      Role: !GetAtt SubmitRole.Arn\n      Timeout: 270\n"},
 			{"          QUEUE_VISIBILITY_SECONDS: \"360\"\n", "          QUEUE_VISIBILITY_SECONDS: \"1620\"\n"}}},
 	{name: "wiring-triage-misses-deliver-dlq", rule: RuleWiring, resource: "TriageFunction",
 		template: []edit{{"        DeliverDeadLetters:\n          Type: SQS\n          Properties:\n            Queue: !GetAtt DeliverDLQ.Arn\n            BatchSize: 10\n            MaximumBatchingWindowInSeconds: 5\n            FunctionResponseTypes: [ReportBatchItemFailures]\n            ScalingConfig:\n              MaximumConcurrency: 2\n", ""}}},
@@ -180,8 +180,8 @@ var brokenCases = []brokenCase{
 	{name: "table-retention-default-drift", rule: RuleTable, resource: "Parameters.RecordRetentionDays",
 		template: []edit{{"    Default: \"90\"\n", "    Default: \"60\"\n"}}},
 	{name: "table-sweep-without-retention", rule: RuleTable, resource: "SweepFunction",
-		template: []edit{{"          SWEEP_OVERDUE_SECONDS: !Ref SweepOverdueSeconds\n          RECORD_RETENTION_DAYS: !Ref RecordRetentionDays\n",
-			"          SWEEP_OVERDUE_SECONDS: !Ref SweepOverdueSeconds\n"}}},
+		template: []edit{{"          SUBMIT_TIMEOUT_SECONDS: !Ref SubmitTimeoutSeconds\n          RECORD_RETENTION_DAYS: !Ref RecordRetentionDays\n",
+			"          SUBMIT_TIMEOUT_SECONDS: !Ref SubmitTimeoutSeconds\n"}}},
 	{name: "build-x86", rule: RuleBuild, resource: "SweepFunction",
 		template: []edit{{"    Architectures: [arm64]", "    Architectures: [x86_64]"}}},
 	{name: "build-missing-target", rule: RuleBuild, resource: "Makefile",
@@ -407,6 +407,7 @@ func TestEnvNamesMatchConfig(t *testing.T) {
 		"EnvArtifactBucket": config.EnvArtifactBucket, "EnvSweepClaim": config.EnvSweepClaim,
 		"EnvSweepOverdue": config.EnvSweepOverdue, "EnvScheduleDLQ": config.EnvScheduleDLQ,
 		"EnvRecordRetention": config.EnvRecordRetention, "EnvAuditRetention": config.EnvAuditRetention,
+		"EnvSubmitTimeout": config.EnvSubmitTimeout, "EnvBatchSize": config.EnvBatchSize,
 	}
 	scanned := configConstants(t)
 	for name, v := range explicit {

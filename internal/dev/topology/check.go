@@ -6,6 +6,7 @@ import (
 	"strconv"
 	"time"
 
+	"github.com/genjobs/genjobs/internal/config"
 	"github.com/genjobs/genjobs/internal/dev/samlocal"
 )
 
@@ -15,7 +16,8 @@ const sqsQueueType = "AWS::SQS::Queue"
 // Check compares the topology with a parsed template.yaml and returns
 // every difference: a queue or function one has and the other lacks, a
 // visibility timeout, retention or redrive policy, a function's timeout,
-// schedule or event source mapping that differs. The environment is
+// schedule or event source mapping that differs, or a sweep threshold
+// whose template default differs from Sweep. The rest of the environment is
 // checked by internal/dev/samlocal's tests, which start each function's
 // configuration from what the template gives it.
 func (t Topology) Check(tmpl *samlocal.Template) []error {
@@ -88,7 +90,11 @@ func (t Topology) Check(tmpl *samlocal.Template) []error {
 				schedules = append(schedules, fmt.Sprint(e.Properties["Schedule"]))
 			case "SQS":
 				scaling, _ := e.Properties["ScalingConfig"].(map[string]any)
-				m := Mapping{Queue: getAtt(e.Properties["Queue"]), BatchSize: number(e.Properties["BatchSize"], 10),
+				batch, _ := tmpl.Resolve(e.Properties["BatchSize"], samlocal.Locals{}) // a parameter's default
+				if e.Properties["BatchSize"] == nil {
+					batch = "10"
+				}
+				m := Mapping{Queue: getAtt(e.Properties["Queue"]), BatchSize: number(batch, 10),
 					BatchingWindow: seconds(e.Properties["MaximumBatchingWindowInSeconds"], 0), MaxConcurrency: number(scaling["MaximumConcurrency"], 0)}
 				mappings[m.Queue] = m
 			default:
@@ -111,12 +117,17 @@ func (t Topology) Check(tmpl *samlocal.Template) []error {
 			bad("function %s: consumes %s in the template, not in the topology", f.ID, q)
 		}
 	}
-	for name, want := range map[string]time.Duration{"SweepClaimTimeoutSeconds": t.Sweep.ClaimTimeout, "SweepOverdueSeconds": t.Sweep.OverdueAfter} {
-		p, ok := tmpl.Parameters[name]
-		if !ok || p.Default == nil {
-			bad("parameter %s: no default in the template, %v in the topology", name, want)
-		} else if got := seconds(*p.Default, -1); got != want {
-			bad("parameter %s: default %v in the template, %v in the topology", name, got, want)
+	if sf, ok := t.Function(Sweep); ok {
+		if tf, ok := tmpl.Function(sf.ID); ok {
+			for _, s := range []struct {
+				name string
+				want time.Duration
+			}{{config.EnvSweepClaim, t.Sweep.ClaimTimeout}, {config.EnvSweepOverdue, t.Sweep.OverdueAfter}} {
+				v, err := tmpl.Resolve(tf.Env[s.name], samlocal.Locals{})
+				if got := seconds(v, 0); err != nil || got != s.want {
+					bad("function %s: %s is %q in the template, %v in the topology", sf.ID, s.name, v, s.want)
+				}
+			}
 		}
 	}
 	return errs

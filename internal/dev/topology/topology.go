@@ -12,8 +12,6 @@ package topology
 
 import (
 	"fmt"
-	"strconv"
-	"strings"
 	"time"
 
 	"github.com/genjobs/genjobs/internal/config"
@@ -95,19 +93,10 @@ type Topology struct {
 	Queues []Queue
 	// Functions are in the template's order.
 	Functions []Function
-	// Sweep is the sweep's thresholds as the template's parameters
-	// default them; its cadence is the sweep function's Schedule.
-	Sweep SweepTiming
-}
-
-// SweepTiming is the sweep's thresholds (SWEEP_CLAIM_TIMEOUT_SECONDS and
-// SWEEP_OVERDUE_SECONDS, from the template's SweepClaimTimeoutSeconds
-// and SweepOverdueSeconds parameters).
-type SweepTiming struct {
-	// ClaimTimeout: a submission claim older than this is stale.
-	ClaimTimeout time.Duration
-	// OverdueAfter: a next action this late is re-armed.
-	OverdueAfter time.Duration
+	// Sweep is the sweep's configuration: its claim timeout and overdue
+	// threshold as the template's parameters default them (the template's
+	// SWEEP_* variables). Its cadence is the sweep function's Schedule.
+	Sweep sweep.Config
 }
 
 const (
@@ -140,7 +129,19 @@ var Stack = Topology{
 			}},
 		{ID: "SweepFunction", Name: Sweep, Timeout: time.Minute, Schedule: "rate(5 minutes)", Env: sweep.Needs},
 	},
-	Sweep: SweepTiming{ClaimTimeout: 2 * time.Minute, OverdueAfter: 5 * time.Minute},
+	Sweep: sweep.Config{ClaimTimeout: 2 * time.Minute, OverdueAfter: 5 * time.Minute},
+}
+
+// Cadence is how often the function's Schedule, a rate expression
+// ("rate(5 minutes)"), runs it; false for none or another expression.
+func (f Function) Cadence() (time.Duration, bool) {
+	var n int
+	var unit string
+	if _, err := fmt.Sscanf(f.Schedule, "rate(%d %s", &n, &unit); err != nil || n < 1 {
+		return 0, false
+	}
+	per, ok := map[string]time.Duration{"minute)": time.Minute, "minutes)": time.Minute, "hour)": time.Hour, "hours)": time.Hour, "day)": 24 * time.Hour, "days)": 24 * time.Hour}[unit]
+	return time.Duration(n) * per, ok
 }
 
 // Queue returns the queue with the logical id.
@@ -184,33 +185,4 @@ func (t Topology) QueueFor(a message.Action) (Queue, bool) {
 		}
 	}
 	return Queue{}, false
-}
-
-// Every is the period of a function's rate(...) Schedule: how often it
-// runs. A function without one, or with a cron schedule, has none.
-func (f Function) Every() (time.Duration, error) {
-	inner, ok := strings.CutPrefix(f.Schedule, "rate(")
-	if inner, ok = strings.CutSuffix(inner, ")"); !ok {
-		return 0, fmt.Errorf("topology: function %s: schedule %q is not rate(N unit)", f.Name, f.Schedule)
-	}
-	num, unit, _ := strings.Cut(strings.TrimSpace(inner), " ")
-	n, err := strconv.Atoi(num)
-	if err != nil || n <= 0 {
-		return 0, fmt.Errorf("topology: function %s: schedule %q: %q is not a positive whole number", f.Name, f.Schedule, num)
-	}
-	units := map[string]time.Duration{"minute": time.Minute, "minutes": time.Minute, "hour": time.Hour, "hours": time.Hour, "day": 24 * time.Hour, "days": 24 * time.Hour}
-	u, ok := units[unit]
-	if !ok {
-		return 0, fmt.Errorf("topology: function %s: schedule %q: unknown unit %q", f.Name, f.Schedule, unit)
-	}
-	return time.Duration(n) * u, nil
-}
-
-// SweepEvery is how often the stack's sweep runs (its Schedule).
-func (t Topology) SweepEvery() (time.Duration, error) {
-	f, ok := t.Function(Sweep)
-	if !ok {
-		return 0, fmt.Errorf("topology: no %s function", Sweep)
-	}
-	return f.Every()
 }

@@ -10,7 +10,6 @@ import (
 	"github.com/genjobs/genjobs/internal/dev/samlocal"
 	"github.com/genjobs/genjobs/internal/dev/topology"
 	"github.com/genjobs/genjobs/internal/observe"
-	"github.com/genjobs/genjobs/internal/sweep"
 )
 
 func template(t *testing.T) *samlocal.Template {
@@ -57,6 +56,8 @@ func TestCheckFindsDrift(t *testing.T) {
 		{"unknown queue", func(tp *topology.Topology) { tp.Queues = append(tp.Queues, topology.Queue{ID: "Extra"}) }, "queue Extra: not an AWS::SQS::Queue"},
 		{"timeout", func(tp *topology.Topology) { tp.Functions[2].Timeout = time.Minute }, "function DeliverFunction: Timeout"},
 		{"batch size", func(tp *topology.Topology) { tp.Functions[0].Mappings[0].BatchSize = 5 }, "function SubmitFunction: mapping"},
+		{"sweep overdue", func(tp *topology.Topology) { tp.Sweep.OverdueAfter = time.Minute }, "function SweepFunction: SWEEP_OVERDUE_SECONDS"},
+		{"sweep claim", func(tp *topology.Topology) { tp.Sweep.ClaimTimeout = time.Minute }, "function SweepFunction: SWEEP_CLAIM_TIMEOUT_SECONDS"},
 		{"window", func(tp *topology.Topology) { tp.Functions[1].Mappings[0].BatchingWindow = time.Second }, "function ObserveFunction: mapping"},
 		{"concurrency", func(tp *topology.Topology) { tp.Functions[3].Mappings[1].MaxConcurrency = 1 }, "function TriageFunction: mapping"},
 		{"unmapped queue", func(tp *topology.Topology) { tp.Functions[3].Mappings = tp.Functions[3].Mappings[:2] }, "consumes DeliverDLQ in the template, not in the topology"},
@@ -66,8 +67,6 @@ func TestCheckFindsDrift(t *testing.T) {
 		{"schedule", func(tp *topology.Topology) { tp.Functions[4].Schedule = "rate(1 minute)" }, "function SweepFunction: schedules"},
 		{"name", func(tp *topology.Topology) { tp.Functions[0].Name = "dispatch" }, "function SubmitFunction: built from functions/submit"},
 		{"missing function", func(tp *topology.Topology) { tp.Functions = tp.Functions[:4] }, "functions: "},
-		{"claim timeout", func(tp *topology.Topology) { tp.Sweep.ClaimTimeout = time.Minute }, "parameter SweepClaimTimeoutSeconds: default"},
-		{"overdue", func(tp *topology.Topology) { tp.Sweep.OverdueAfter = time.Minute }, "parameter SweepOverdueSeconds: default"},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
@@ -110,9 +109,10 @@ func TestDeadLettersRedriveOnce(t *testing.T) {
 // polls for up to observe's Chain, then writes and hands over, so the
 // function's timeout must cover a chain and its last write, and every
 // record of a batch must be observed at once (BATCH_CONCURRENCY's default
-// is the mapping's batch size). The record is not written while a chain
-// sees nothing change, so the chain must end before the sweep's default
-// overdue threshold would re-arm it.
+// is the mapping's batch size). The deployed settings pass the bounds
+// the functions check at cold start (a chain and its last write end
+// before the sweep's overdue threshold; the claim timeout exceeds
+// submit's timeout).
 func TestObserveFunctionHoldsAChain(t *testing.T) {
 	t.Parallel()
 	obs := observe.Config{}.Defaults()
@@ -123,25 +123,48 @@ func TestObserveFunctionHoldsAChain(t *testing.T) {
 	if need := obs.Chain + obs.Overhead; f.Timeout < need {
 		t.Errorf("observe timeout %s; a chain of %s and its last write need %s", f.Timeout, obs.Chain, need)
 	}
-	if overdue := (sweep.Config{}).Defaults().OverdueAfter; obs.Chain >= overdue {
-		t.Errorf("observe chains for %s, the sweep re-arms after %s", obs.Chain, overdue)
-	}
 	b := template(t).Parameters["BatchConcurrency"].Default
 	if b == nil || *b != strconv.Itoa(f.Mappings[0].BatchSize) {
 		t.Errorf("BATCH_CONCURRENCY default %v, batch size %d: keep them equal", b, f.Mappings[0].BatchSize)
 	}
+	// The deployed settings pass the functions' own cold-start checks.
+	q, _ := topology.Stack.Queue(f.Mappings[0].Queue)
+	concurrency, _ := strconv.Atoi(*b)
+	if err := (observe.Config{Visibility: q.Visibility, Concurrency: concurrency, OverdueAfter: topology.Stack.Sweep.OverdueAfter}).Check(f.Mappings[0].BatchSize); err != nil {
+		t.Error(err)
+	}
+	submit, _ := topology.Stack.Function(topology.Submit)
+	if err := topology.Stack.Sweep.Check(submit.Timeout); err != nil {
+		t.Error(err)
+	}
 }
 
-// TestSweepEvery: the sweep's cadence is read from its rate schedule,
-// and a schedule that is not one is refused, naming it.
-func TestSweepEvery(t *testing.T) {
+// TestCadence reads a rate expression, and refuses anything else.
+func TestCadence(t *testing.T) {
 	t.Parallel()
-	if got, err := topology.Stack.SweepEvery(); err != nil || got != 5*time.Minute {
-		t.Errorf("SweepEvery = %v, %v; want 5m", got, err)
+	for _, tc := range []struct {
+		schedule string
+		want     time.Duration
+		ok       bool
+	}{
+		{"rate(5 minutes)", 5 * time.Minute, true},
+		{"rate(1 hour)", time.Hour, true},
+		{"rate(2 days)", 48 * time.Hour, true},
+		{"cron(0 12 * * ? *)", 0, false},
+		{"rate(0 minutes)", 0, false},
+		{"", 0, false},
+	} {
+		t.Run(tc.schedule, func(t *testing.T) {
+			t.Parallel()
+			got, ok := topology.Function{Schedule: tc.schedule}.Cadence()
+			if got != tc.want || ok != tc.ok {
+				t.Fatalf("Cadence(%q) = %v, %t; want %v, %t", tc.schedule, got, ok, tc.want, tc.ok)
+			}
+		})
 	}
-	for _, s := range []string{"rate(0 minutes)", "cron(0 * * * ? *)", "rate(5 fortnights)", ""} {
-		if _, err := (topology.Function{Name: "sweep", Schedule: s}).Every(); err == nil || !strings.Contains(err.Error(), s) {
-			t.Errorf("schedule %q: err %v, want one naming it", s, err)
+	if f, _ := topology.Stack.Function(topology.Sweep); f.Schedule != "" {
+		if _, ok := f.Cadence(); !ok {
+			t.Fatalf("the sweep's schedule %q has no cadence", f.Schedule)
 		}
 	}
 }
