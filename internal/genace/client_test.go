@@ -590,6 +590,12 @@ func TestGetRejectsMismatchedOrOversizedBodies(t *testing.T) {
 		if err == nil || !genace.Retryable(err) {
 			t.Errorf("%s: err %v", name, err)
 		}
+		// Each repeats on every read: contract drift, which worker.Judge
+		// parks after a few tries rather than retrying for hours.
+		var de *genace.DecodeError
+		if !errors.As(err, &de) && !errors.Is(err, genace.ErrBodyTooLarge) {
+			t.Errorf("%s: err %v is neither a DecodeError nor ErrBodyTooLarge", name, err)
+		}
 	}
 }
 

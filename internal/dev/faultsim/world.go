@@ -27,6 +27,7 @@ import (
 	"github.com/genjobs/genjobs/internal/observe"
 	"github.com/genjobs/genjobs/internal/operation"
 	"github.com/genjobs/genjobs/internal/replay"
+	"github.com/genjobs/genjobs/internal/review"
 	"github.com/genjobs/genjobs/internal/schedule"
 	"github.com/genjobs/genjobs/internal/store"
 	"github.com/genjobs/genjobs/internal/store/bolt"
@@ -675,12 +676,21 @@ func (w *world) supersede(op *opSpec) error {
 		if err != nil {
 			return nil
 		}
-		_, err = w.rec.Update(ctx, next, rec.Revision)
+		saved, err := w.rec.Update(ctx, next, rec.Revision)
 		if errors.Is(err, store.ErrConflict) {
 			continue
 		}
 		if err != nil {
 			return fmt.Errorf("faultsim: supersede %s: %w", op.id, err)
+		}
+		// Replacing the request ends the operation, which settles its
+		// open reviews, as every terminal write through the handlers
+		// does (worker.Emitter): one left open (an uncertain POST's,
+		// whose late 202 was written but its follow-up never emitted)
+		// would ask an operator about an operation that has ended.
+		em := worker.Emitter{Reviews: w.rec, Clock: w.clk, Source: review.SourceHandler}
+		if err := em.Emit(ctx, &saved, 0); err != nil {
+			return fmt.Errorf("faultsim: supersede %s: close its reviews: %w", op.id, err)
 		}
 		w.inj.note(UserSupersede)
 		w.tracef(op.id, "FAULT %s: the user replaced the request", UserSupersede)
