@@ -62,12 +62,10 @@ const (
 	qDeliver  = "genjobs-deliver"
 )
 
-// postNeed is what submit needs of its lease and deadline before a POST:
-// the POST's timeout and the budget to persist its outcome.
-var postNeed = func() time.Duration {
-	c := submit.Config{}.Defaults()
-	return c.SubmitTimeout + c.PersistBudget
-}()
+// persistBudget is what submit keeps, after a POST, to persist its
+// outcome: a POST needs its own timeout and this much more of its lease
+// and of its function's deadline (invariant h).
+var persistBudget = submit.Config{}.Defaults().PersistBudget
 
 // sweepEvery is the sweep's cadence (its schedule in the template).
 var sweepEvery = func() time.Duration {

@@ -857,7 +857,7 @@ func (g *genaceClient) Submit(ctx context.Context, req genace.SubmitRequest, tim
 	}
 	if inv := invOf(ctx); inv != nil {
 		if i := w.handling(inv, req.OperationID); i >= 0 {
-			if p := w.authorityAt(inv, i, postNeed); p != "" {
+			if p := w.authorityAt(inv, i, timeout+persistBudget); p != "" {
 				w.tracef(req.OperationID, "VIOLATION %s: %s (message %s)", InvAuthority, p, shortID(inv.records[i].MessageId))
 				w.violate(InvAuthority, req.OperationID, fmt.Sprintf("%s%s: %s", inv.fn, depthMark(inv.depth), p))
 			}
