@@ -325,8 +325,13 @@ type Result struct {
 	LivenessBound time.Duration `json:"liveness_bound"`
 	LivenessMax   time.Duration `json:"liveness_max"`
 	LivenessMaxOp string        `json:"liveness_max_operation,omitempty"`
-	StaleDeletes  int64         `json:"stale_deletes"`
-	Violations    []Violation   `json:"violations"`
+	// LivenessMaxBound is LivenessMaxOp's own bound (with its chain
+	// stops), and LivenessRatio the largest latency / own bound of any
+	// operation: at most 1 when the bound is met.
+	LivenessMaxBound time.Duration `json:"liveness_max_operation_bound,omitempty"`
+	LivenessRatio    float64       `json:"liveness_ratio"`
+	StaleDeletes     int64         `json:"stale_deletes"`
+	Violations       []Violation   `json:"violations"`
 	// Scale is the load the run put on each service (Config.Scale).
 	Scale *Scale `json:"scale,omitempty"`
 	// Histories are the traces of the operations Config.Trace named.
@@ -368,8 +373,8 @@ func (r *Result) WriteSummary(w io.Writer) {
 	fmt.Fprintf(w, "phases: %s; open reviews %d (%d of them on operations that ended terminal, %d more about a second job Genace created)\n", strings.Join(phases, ", "), r.Reviews, r.ReviewsOfTerminal, r.SecondJobReviews)
 	fmt.Fprintf(w, "operators asked: %d operations left uncertain (of %d made uncertain) per %d submissions of genuinely unknown outcome = %.2f (at most %.2f); %d open reviews on terminal operations (at most %d)\n",
 		r.LeftUncertain, r.MadeUncertain, r.UnknownSubmissions, r.UncertainPerUnknown(), float64(MaxUncertainPerUnknown), r.ReviewsOfTerminal, MaxReviewsOfTerminal)
-	fmt.Fprintf(w, "liveness: the longest from a render's end to terminal or waiting for an operator was %s (%s); bound %s plus %s per chain a fault ended\n",
-		r.LivenessMax.Round(time.Second), cmp.Or(r.LivenessMaxOp, "none"), r.LivenessBound, topology.Stack.Sweep.OverdueAfter+sweepEvery)
+	fmt.Fprintf(w, "liveness: the longest from a render's end to terminal or waiting for an operator was %s (%s, whose bound was %s); bound %s plus %s per chain a fault ended; largest latency / own bound %.2f (at most 1.00)\n",
+		r.LivenessMax.Round(time.Second), cmp.Or(r.LivenessMaxOp, "none"), r.LivenessMaxBound.Round(time.Second), r.LivenessBound, topology.Stack.Sweep.OverdueAfter+sweepEvery, r.LivenessRatio)
 	if n := len(r.UncertainBeyondUnknown); n > 0 {
 		shown := r.UncertainBeyondUnknown[:min(n, 20)]
 		more := ""

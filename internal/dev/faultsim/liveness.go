@@ -180,8 +180,12 @@ func (w *world) checkLiveness(res *Result, finals []Final) {
 		}
 		bound := timing.Bound(stops) + time.Duration(late)*sweepEvery
 		if latency > res.LivenessMax {
-			res.LivenessMax, res.LivenessMaxOp = latency, id
+			res.LivenessMax, res.LivenessMaxOp, res.LivenessMaxBound = latency, id, bound
 		}
+		if r := float64(latency) / float64(bound); r > res.LivenessRatio {
+			res.LivenessRatio = r
+		}
+
 		switch {
 		case !settled:
 			w.violate(InvLiveness, id, fmt.Sprintf("Genace finished the render (or an operator resumed it) at +%s; %s later the operation is %s, neither terminal nor waiting for an operator (bound %s with %d chain stops, %d sweep runs that died)",
