@@ -303,6 +303,36 @@ func TestPersistentReadFailureParks(t *testing.T) {
 	s.resume(t, "op-sick", operation.ActionObserve)
 }
 
+// A Genace whose 200 for the job no longer decodes (a state the contract
+// does not know): retrying gets the same answer, so observation parks
+// after worker.SuspectAttempts (3) reads instead of retrying for hours.
+// Bound: within 10 virtual minutes and 5 GETs. On the old code the drift
+// was an ordinary transient failure, with no end.
+func TestContractDriftParksQuickly(t *testing.T) {
+	t.Parallel()
+	var drift atomic.Bool
+	s := newStack(t, renders, new(atomic.Bool))
+	s.sim.SetFaultFunc(func(info genacesim.RequestInfo) genacesim.Fault {
+		if info.Kind == genacesim.KindGet && drift.Load() {
+			return genacesim.Drifted(genacesim.DriftUnknownState)
+		}
+		return genacesim.NoFault()
+	})
+	drift.Store(true)
+	s.submit(t, "op-drift")
+	took := s.run(t, 12*time.Hour, func() bool { return s.rec(t, "op-drift").Parked != nil })
+	if got := s.rec(t, "op-drift"); got.Parked == nil {
+		t.Fatalf("not parked after %s: %s, %d read failures, %d GETs", took, got.Phase, got.Counters.ReadFailures, s.gets.Load())
+	}
+	s.checkParked(t, "op-drift", "genace_contract_drift")
+	if took > 10*time.Minute || s.gets.Load() > 5 {
+		t.Fatalf("parked after %s and %d GETs; want within 10 min and 5", took, s.gets.Load())
+	}
+	t.Logf("parked after %s virtual, %d GETs", took.Round(time.Second), s.gets.Load())
+	drift.Store(false)
+	s.resume(t, "op-drift", operation.ActionObserve)
+}
+
 // A finished render whose download never matches its sha256: delivery
 // tries worker.SuspectAttempts (3) times, then parks. Bound: within 30
 // virtual minutes of the job's success and 5 downloads. On the old code
