@@ -14,7 +14,9 @@ import (
 )
 
 // cmdSoak runs the deterministic fault-injection simulation
-// (internal/dev/faultsim) and prints its figures. Any invariant violation, and
+// (internal/dev/faultsim) on the deployed timing and prints its figures,
+// the liveness bound and the longest time any operation took to reach
+// it. Any invariant violation (a missed liveness bound among them), and
 // any figure above its threshold (operations left uncertain per
 // submission of genuinely unknown outcome above 1.00, reviews left open on
 // terminal operations above 0), makes it fail, naming the seed and the
@@ -22,7 +24,7 @@ import (
 func cmdSoak(fs *pflag.FlagSet) runFunc {
 	ops := fs.Int("operations", 100000, "operations to create and drive to the end")
 	seed := fs.Uint64("seed", 1, "seed of the run: the same seed replays the same run")
-	faults := fs.String("faults", "all", "faults to inject: all, none, or a comma list of names (name=rate sets a rate; \"all,name=0\" drops one)")
+	faults := fs.String("faults", "all", "faults to inject: all (the persistent classes included), none, persistent, or a comma list of names (name=rate sets a rate; \"all,name=0\" drops one)")
 	trace := fs.String("trace", "", "comma-separated operation ids whose full history to print")
 	unrecorded := fs.Bool("unrecorded-dispatch", false, "the application sends the dispatch without recording it on the record (the old contract; strands operations whose dispatch goes stale)")
 	jsonPath := fs.String("json", "", "also write the result as JSON to this file")

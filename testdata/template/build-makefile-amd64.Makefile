@@ -101,7 +101,7 @@ SOAK_OPS    ?= 100000
 SOAK_SEED   ?= 1
 SOAK_FAULTS ?= all
 
-soak: ## fault-injection soak: SOAK_OPS operations (default 100000, ~7 min), SOAK_SEED, SOAK_FAULTS; fails on any invariant violation
+soak: ## fault-injection soak on the deployed timing: SOAK_OPS operations (default 100000, ~18 min), SOAK_SEED, SOAK_FAULTS; fails on any invariant violation or missed liveness bound
 	$(GO) run ./cmd/genjobs soak --operations $(SOAK_OPS) --seed $(SOAK_SEED) --faults $(SOAK_FAULTS)
 
 faultsim: ## replay one simulation: SEED=N [OPS=1000] [FAULTS=all]

@@ -221,6 +221,17 @@ func DeadWorkerEndsChain(wroteLatest, messageGone, terminal bool) bool {
 	return wroteLatest && messageGone && !terminal
 }
 
+// SweepBeforeRedelivery says whether a message that stays hidden for
+// hiddenFor more (its worker died holding it, or failed it) may come back
+// only after the sweep has re-armed its operation: the sweep re-arms a
+// next action overdue by overdue, and the deployed visibilities (6 × the
+// consumer's timeout: 6 to 27 minutes) outlast the 5 minute threshold. The
+// chain then goes on by the sweep's re-arm, by design, and the stale
+// redelivery is acknowledged as obsolete.
+func SweepBeforeRedelivery(hiddenFor, overdue time.Duration) bool {
+	return hiddenFor > overdue
+}
+
 // DispatchDropped says whether rec is a prepared request that waits for
 // the application: its allowance no longer covers it (a precondition of
 // the submission fails) and no dispatch is pending, since only a new
@@ -246,6 +257,11 @@ type Final struct {
 	Record operation.Record
 	// Audit counts operator decisions on the operation (audit entries).
 	Audit int
+	// AuditedWrites are the revisions the operator's audited writes
+	// produced (store.Store.UpdateWithAudit, by the recorder), and
+	// AuditRevisions the revisions of the audit entries the store holds
+	// that say they wrote the record (Revision above FromRevision).
+	AuditedWrites, AuditRevisions []int64
 	// Confirmed counts the operator's "confirmed not submitted" decisions
 	// that were true when made: Genace had no job for the operation and
 	// no POST of it was in flight. Each allows one more POST (an operator
@@ -366,6 +382,20 @@ func CheckFinal(f Final) []Violation {
 			owner = "no operation (Genace does not know the job)"
 		}
 		add(InvJobID, "the record holds job %s, which Genace created for %s", rec.RemoteJobID, owner)
+	}
+
+	// (c) An audited write and its audit entry are one transaction:
+	// every audited write left its entry, and every entry that says it
+	// wrote the record names a revision an audited write produced.
+	for _, r := range f.AuditedWrites {
+		if !slices.Contains(f.AuditRevisions, r) {
+			add(InvWrites, "the operator's audited write of r%d is in the store without its audit entry (entries for %v)", r, f.AuditRevisions)
+		}
+	}
+	for _, r := range f.AuditRevisions {
+		if !slices.Contains(f.AuditedWrites, r) {
+			add(InvWrites, "an audit entry records a write of r%d that no audited write made (audited writes %v)", r, f.AuditedWrites)
+		}
 	}
 
 	// (d) Terminal or waiting for review: nothing lost, nothing stuck. A

@@ -78,7 +78,9 @@ const (
 	ArtifactPutFailure Fault = "artifact_put_failure"
 	// StoreConflict: a concurrent writer (the application raising the
 	// budget) rewrites the record right before a handler's conditional
-	// update, which therefore conflicts.
+	// update, which therefore conflicts; or, right after a handler's
+	// write ended the operation, tries to, at its current revision, which
+	// the store's terminal guard must refuse.
 	StoreConflict Fault = "store_conflict"
 	// ReconcileFail: Genace's operators run reconcile-jobs --fail on the
 	// operation's running job (failed, charged, never refunded).
@@ -115,8 +117,10 @@ const (
 	// answer; the second worker handles it to the end first.
 	ClaimDuplicate Fault = "dispatch_dup_during_claim"
 	// ReceiveGap: time passes between the event source mapping's receive
-	// and the handler (batching window, cold start, throttled invoke:
-	// 1-45 s): the batch's visibility has run down by then, or out.
+	// and the handler (batching window or cold start, 1-45 s; a third of
+	// the time a throttled invoke, from 30 s short of the queue's
+	// visibility to 15 s beyond it): the batch's visibility has run down
+	// by then, or out.
 	ReceiveGap Fault = "receive_gap"
 	// StaleDelete: a handled message's visibility ran out before its
 	// acknowledgement; another worker received it and handles it after
@@ -166,7 +170,56 @@ const (
 	// passes inside a handler, so here none is killed, and invariant h
 	// holds each POST to that deadline instead.
 	InvocationTimeUsed Fault = "invocation_time_used"
+
+	// The persistent faults: each strikes one operation (drawn with the
+	// workload, at its rate per operation) and lasts to the end of the
+	// run, for hours of virtual time, so no retry can outlast it. Each is
+	// counted once per operation it strikes. Automation must give up on
+	// such an operation and park it with a review within LivenessBound.
+
+	// PersistentGet5xx: every GET of the operation's job answers 500.
+	PersistentGet5xx Fault = "get_5xx_persistent"
+	// UndecodableBody: every GET of the operation's job answers 200 with
+	// a body the client can never decode: a state value the contract does
+	// not list, or (one operation in three) a body over
+	// genace.MaxBodyBytes.
+	UndecodableBody Fault = "get_body_undecodable"
+	// CopyNeverVerifies: every download of the job's outputs serves bytes
+	// of the right size whose sha256 is not the one Genace's job names.
+	CopyNeverVerifies Fault = "copy_sha256_mismatch"
+	// ArtifactStoreDown: every Put under the operation's keys fails, as
+	// S3 does for a prefix a policy denies or a bucket it cannot reach.
+	ArtifactStoreDown Fault = "artifact_store_persistent"
 )
+
+// PersistentKinds are the faults that strike one operation for the
+// rest of the run, in the order the workload draws them.
+var PersistentKinds = []Fault{PersistentGet5xx, UndecodableBody, CopyNeverVerifies, ArtifactStoreDown}
+
+// persistentRates are the persistent faults' rates, per operation: a
+// thousand operations meet each a few times.
+var persistentRates = map[Fault]float64{
+	PersistentGet5xx: 0.003, UndecodableBody: 0.003, CopyNeverVerifies: 0.003, ArtifactStoreDown: 0.003,
+}
+
+// PersistentInDefault says whether DefaultFaults and "all" include the
+// persistent faults. Handlers that do not park a failure that persists
+// make every one of them a liveness violation (as on the code before
+// issue 20, see TestPersistentFaultsAreReported); with parking they are
+// on.
+const PersistentInDefault = true
+
+// rates is every fault's default rate, the persistent ones included.
+func rates() map[Fault]float64 {
+	all := make(map[Fault]float64, len(defaultRates)+len(persistentRates))
+	for k, p := range defaultRates {
+		all[k] = p
+	}
+	for k, p := range persistentRates {
+		all[k] = p
+	}
+	return all
+}
 
 // Kinds lists every fault with a knob, in report order.
 var Kinds = []Fault{
@@ -176,6 +229,7 @@ var Kinds = []Fault{
 	ReconcileFail, UserChangeSpec, UserSupersede,
 	CrashAfterClaim, H2Reset, BodyDrift, LostAck, ClaimDuplicate, ReceiveGap, StaleDelete, OperatorRace,
 	Post408, UnusableJobID, SecondJobID, ForeignObject, UnauthorizedChange, InvocationTimeUsed,
+	PersistentGet5xx, UndecodableBody, CopyNeverVerifies, ArtifactStoreDown,
 }
 
 // defaultRates are the probabilities of DefaultFaults: per opportunity
@@ -198,11 +252,17 @@ var defaultRates = map[Fault]float64{
 // Missing faults are off.
 type Faults map[Fault]float64
 
-// DefaultFaults turns every fault on at its default rate.
+// DefaultFaults turns every fault on at its default rate (the persistent
+// ones only if PersistentInDefault).
 func DefaultFaults() Faults {
 	f := Faults{}
 	for k, p := range defaultRates {
 		f[k] = p
+	}
+	if PersistentInDefault {
+		for k, p := range persistentRates {
+			f[k] = p
+		}
 	}
 	return f
 }
@@ -211,9 +271,10 @@ func DefaultFaults() Faults {
 // healthy system.
 func NoFaults() Faults { return Faults{} }
 
-// ParseFaults reads a fault selection: "all", "none", or a comma list of
-// fault names, each at its default rate or with its own as name=rate;
-// "all" may be followed by overrides ("all,dup_send=0.2,get_5xx=0").
+// ParseFaults reads a fault selection: "all" (DefaultFaults), "none",
+// "persistent" (the persistent faults), or a comma list of fault names,
+// each at its default rate or with its own as name=rate; "all" may be
+// followed by overrides ("all,dup_send=0.2,get_5xx=0", "all,persistent").
 func ParseFaults(s string) (Faults, error) {
 	s = strings.TrimSpace(s)
 	f := Faults{}
@@ -226,16 +287,22 @@ func ParseFaults(s string) (Faults, error) {
 			continue
 		}
 		if part == "all" {
-			for k, p := range defaultRates {
+			for k, p := range DefaultFaults() {
+				f[k] = p
+			}
+			continue
+		}
+		if part == "persistent" {
+			for k, p := range persistentRates {
 				f[k] = p
 			}
 			continue
 		}
 		name, rate, hasRate := strings.Cut(part, "=")
 		k := Fault(name)
-		def, known := defaultRates[k]
+		def, known := rates()[k]
 		if !known {
-			return nil, fmt.Errorf("unknown fault %q (known: all, none, %s)", name, strings.Join(faultNames(), ", "))
+			return nil, fmt.Errorf("unknown fault %q (known: all, none, persistent, %s)", name, strings.Join(faultNames(), ", "))
 		}
 		p := def
 		if hasRate {

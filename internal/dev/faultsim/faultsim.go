@@ -77,6 +77,7 @@ import (
 	"time"
 
 	"github.com/genjobs/genjobs/internal/deliver"
+	"github.com/genjobs/genjobs/internal/dev/topology"
 	"github.com/genjobs/genjobs/internal/operation"
 	"github.com/genjobs/genjobs/internal/replay"
 	"github.com/genjobs/genjobs/internal/schedule"
@@ -116,6 +117,11 @@ type Config struct {
 	Progress io.Writer
 	// Log receives the handlers' logs (nil: discarded).
 	Log *slog.Logger
+	// Store, if set, is the store the run uses instead of a fresh bbolt
+	// file: an empty one (a fresh DynamoDB Local table, say), so the
+	// deployed store's revision condition, terminal guard and audit
+	// transaction are inside the checks. The run does not close it.
+	Store store.Store
 	// WrapStore, if set, wraps the store under the write recorder. It is
 	// for tests that plant a bug (a store that ignores the revision
 	// condition, say) to prove the checks find it; never set it otherwise.
@@ -311,8 +317,21 @@ type Result struct {
 	Paths map[string]int `json:"paths"`
 	// StaleDeletes counts acknowledgements that found the message taken
 	// by another worker (the at-least-once cases the handlers must bear).
-	StaleDeletes int64       `json:"stale_deletes"`
-	Violations   []Violation `json:"violations"`
+	// LivenessBound is InvLiveness's bound for an operation no fault
+	// ended the chain of (each such fault adds one re-arm, see
+	// LivenessTiming.Bound); LivenessMax the longest any operation took,
+	// from its render's end, to end terminal or waiting for an operator
+	// (to the run's end, if it never did), and LivenessMaxOp which.
+	LivenessBound time.Duration `json:"liveness_bound"`
+	LivenessMax   time.Duration `json:"liveness_max"`
+	LivenessMaxOp string        `json:"liveness_max_operation,omitempty"`
+	// LivenessMaxBound is LivenessMaxOp's own bound (with its chain
+	// stops), and LivenessRatio the largest latency / own bound of any
+	// operation: at most 1 when the bound is met.
+	LivenessMaxBound time.Duration `json:"liveness_max_operation_bound,omitempty"`
+	LivenessRatio    float64       `json:"liveness_ratio"`
+	StaleDeletes     int64         `json:"stale_deletes"`
+	Violations       []Violation   `json:"violations"`
 	// Scale is the load the run put on each service (Config.Scale).
 	Scale *Scale `json:"scale,omitempty"`
 	// Histories are the traces of the operations Config.Trace named.
@@ -354,6 +373,8 @@ func (r *Result) WriteSummary(w io.Writer) {
 	fmt.Fprintf(w, "phases: %s; open reviews %d (%d of them on operations that ended terminal, %d more about a second job Genace created)\n", strings.Join(phases, ", "), r.Reviews, r.ReviewsOfTerminal, r.SecondJobReviews)
 	fmt.Fprintf(w, "operators asked: %d operations left uncertain (of %d made uncertain) per %d submissions of genuinely unknown outcome = %.2f (at most %.2f); %d open reviews on terminal operations (at most %d)\n",
 		r.LeftUncertain, r.MadeUncertain, r.UnknownSubmissions, r.UncertainPerUnknown(), float64(MaxUncertainPerUnknown), r.ReviewsOfTerminal, MaxReviewsOfTerminal)
+	fmt.Fprintf(w, "liveness: the longest from a render's end to terminal or waiting for an operator was %s (%s, whose bound was %s); bound %s plus %s per chain a fault ended; largest latency / own bound %.2f (at most 1.00)\n",
+		r.LivenessMax.Round(time.Second), cmp.Or(r.LivenessMaxOp, "none"), r.LivenessMaxBound.Round(time.Second), r.LivenessBound, topology.Stack.Sweep.OverdueAfter+sweepEvery, r.LivenessRatio)
 	if n := len(r.UncertainBeyondUnknown); n > 0 {
 		shown := r.UncertainBeyondUnknown[:min(n, 20)]
 		more := ""

@@ -66,7 +66,7 @@ func TestSimulation(t *testing.T) {
 		// The default run must meet every fault; another seed may miss a
 		// rare one (a storm-free quarter hour, say) and still be a fine run.
 		for _, k := range faultsim.Kinds {
-			if res.Injected[k] == 0 {
+			if cfg.Faults[k] > 0 && res.Injected[k] == 0 {
 				t.Errorf("fault %s is on but was never injected: the run does not exercise it", k)
 			}
 		}
@@ -131,7 +131,10 @@ var defaultPaths = []string{
 	"observe: observation lost the revision race",
 	"observe: job read failed; retrying later",
 	"observe: acknowledged as obsolete (stale_revision)",
-	"deliver: delivery handed on (lease)",
+	// Not "deliver: delivery handed on (lease)": with the deployed
+	// deliver visibility (720 s) a delivery renews its lease only after a
+	// receive gap used it up, and a renewal failure rarely meets one in a
+	// thousand operations; internal/deliver's tests hold that path.
 	"deliver: delivery failed; retrying later",
 	"deliver: signed URL expired; reading the job again",
 	"deliver: record moved on under this delivery; the newer state stands",
@@ -571,6 +574,12 @@ func TestPlantedBugIsFound(t *testing.T) {
 		// A Limit of 5 lets the records the sweep passes over starve it.
 		{"user_change_unauthorized: the sweep leaves a dispatch it cannot send due", faultsim.Config{SweepLimit: 5, WrapRecords: func(r faultsim.Records) faultsim.Records { return sweepLeavesDue{r} }}, "all,user_change_unauthorized=0.1", faultsim.InvSettled},
 		{"invocation_time_used: the handler's context drops the invocation's deadline", faultsim.Config{WrapContext: detachedDeadline}, "all,invocation_time_used=0.1", faultsim.InvAuthority},
+		// The persistent classes (persistent_test.go): a failure that
+		// persists must end parked, with a review, within the bound.
+		{"get_5xx_persistent: a write forgets the failure count", faultsim.Config{WrapRecords: func(r faultsim.Records) faultsim.Records { return forgetFailures{r} }}, "all,get_5xx_persistent=0.05", faultsim.InvLiveness},
+		{"get_body_undecodable: the client reads a body it cannot decode as a running job", faultsim.Config{WrapGenace: func(g faultsim.Genace) faultsim.Genace { return undecodableRuns{g} }}, "all,get_body_undecodable=0.05", faultsim.InvLiveness},
+		{"copy_sha256_mismatch: the store verifies a copy against its own hash", faultsim.Config{WrapArtifacts: func(a deliver.Artifacts) deliver.Artifacts { return selfVerifying{a} }}, "all,copy_sha256_mismatch=0.05", faultsim.InvDelivery},
+		{"artifact_store_persistent: the store does not keep a record's parking", faultsim.Config{WrapStore: func(s store.Store) store.Store { return dropsParked{s} }}, "all,artifact_store_persistent=0.05", faultsim.InvLiveness},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
@@ -615,8 +624,12 @@ func TestNoSyncBoltConformance(t *testing.T) {
 
 func TestParseFaults(t *testing.T) {
 	all, err := faultsim.ParseFaults("all")
-	if err != nil || len(all) != len(faultsim.Kinds) {
-		t.Fatalf("all: %v, %d of %d faults", err, len(all), len(faultsim.Kinds))
+	if err != nil || len(all) != len(faultsim.DefaultFaults()) {
+		t.Fatalf("all: %v, %d of %d faults", err, len(all), len(faultsim.DefaultFaults()))
+	}
+	every, err := faultsim.ParseFaults("all,persistent")
+	if err != nil || len(every) != len(faultsim.Kinds) {
+		t.Fatalf("all,persistent: %v, %d of %d faults", err, len(every), len(faultsim.Kinds))
 	}
 	if f, err := faultsim.ParseFaults("none"); err != nil || len(f) != 0 || f.String() != "none" {
 		t.Fatalf("none: %v %v", f, err)

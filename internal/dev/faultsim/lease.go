@@ -62,10 +62,14 @@ func (w *world) receiveGap(inv *invocation) {
 	if inv.depth > 0 || inv.m == nil || !w.inj.roll(ReceiveGap) {
 		return
 	}
-	// Mostly a batching window or a cold start; a third of the time a
-	// throttled invoke that outlasts the visibility.
-	gap := time.Duration(1+w.inj.intn(ReceiveGap, 45)) * time.Second
+	// Mostly a batching window or a cold start (1-45 s); a third of the
+	// time a throttled invoke that uses up the deployed visibility, to
+	// its last 30 s or 15 s beyond it.
 	vis := w.vis[inv.queueURL]
+	gap := time.Duration(1+w.inj.intn(ReceiveGap, 45)) * time.Second
+	if w.inj.intn(ReceiveGap, 3) == 0 {
+		gap = max(time.Second, vis-30*time.Second+time.Duration(w.inj.intn(ReceiveGap, 46))*time.Second)
+	}
 	hit := false
 	for i, r := range inv.records {
 		if err := w.changeVisibility(inv.queueURL, r.MessageId, r.ReceiptHandle, max(0, vis-gap)); err != nil && !errors.Is(err, localqueue.ErrNotInFlight) {

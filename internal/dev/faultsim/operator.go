@@ -89,7 +89,7 @@ func (w *world) operatorRound() error {
 	if p <= 0 {
 		return nil
 	}
-	open, err := w.bolt.OpenReviews(context.Background())
+	open, err := w.db.OpenReviews(context.Background())
 	if err != nil {
 		return err
 	}

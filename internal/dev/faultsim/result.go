@@ -52,7 +52,7 @@ func (w *world) result() (*Result, error) {
 	for _, j := range all {
 		jobs[j.OperationID] = append(jobs[j.OperationID], j)
 	}
-	reviews, err := w.bolt.OpenReviews(ctx)
+	reviews, err := w.db.OpenReviews(ctx)
 	if err != nil {
 		return nil, err
 	}
@@ -73,11 +73,11 @@ func (w *world) result() (*Result, error) {
 
 	finals := make([]Final, len(w.ops))
 	for i, op := range w.ops {
-		rec, err := w.bolt.Get(ctx, op.id)
+		rec, err := w.db.Get(ctx, op.id)
 		if err != nil {
 			return nil, fmt.Errorf("faultsim: final read of %s: %w", op.id, err)
 		}
-		audit, err := w.bolt.Audit(ctx, op.id)
+		audit, err := w.db.Audit(ctx, op.id)
 		if err != nil {
 			return nil, err
 		}
@@ -98,6 +98,14 @@ func (w *world) result() (*Result, error) {
 			Stored: map[string]string{}, Created: map[string]int{}}
 		if rec.RemoteJobID != "" {
 			f.RecordJobOperation = w.opOfJob(rec.RemoteJobID)
+		}
+		w.rec.mu.Lock()
+		f.AuditedWrites = w.rec.audited[op.id]
+		w.rec.mu.Unlock()
+		for _, e := range audit {
+			if e.Revision > e.FromRevision {
+				f.AuditRevisions = append(f.AuditRevisions, e.Revision)
+			}
 		}
 		for _, r := range byOp[op.id] {
 			if r.RemoteJobID != "" {
@@ -127,6 +135,7 @@ func (w *world) result() (*Result, error) {
 			w.violate(v.Invariant, v.OperationID, v.Detail)
 		}
 	}
+	w.checkLiveness(res, finals)
 
 	sort.SliceStable(w.violations, func(i, j int) bool { return w.violations[i].OperationID < w.violations[j].OperationID })
 	index := map[string]int{}

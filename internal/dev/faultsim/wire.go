@@ -3,12 +3,16 @@ package faultsim
 import (
 	"bufio"
 	"bytes"
+	"cmp"
 	"encoding/json"
 	"io"
 	"net"
 	"net/http"
 	"strconv"
+	"strings"
 	"sync"
+
+	"github.com/genjobs/genjobs/internal/genace"
 )
 
 // wire sits in front of the Genace simulator, on the server's side of the
@@ -97,6 +101,9 @@ func (x *wire) takeReset(op string) (uint32, bool) {
 
 // ServeHTTP passes everything but POST /api/v1/jobs straight through.
 func (x *wire) ServeHTTP(rw http.ResponseWriter, r *http.Request) {
+	if r.Method == http.MethodGet && x.persistent(rw, r) {
+		return
+	}
 	if r.Method != http.MethodPost || r.URL.Path != "/api/v1/jobs" {
 		x.next.ServeHTTP(rw, r)
 		return
@@ -262,4 +269,64 @@ func driftBody(body []byte, v int) []byte {
 func asString(v any) string {
 	s, _ := v.(string)
 	return s
+}
+
+// persistent serves a GET that a persistent fault strikes, and reports
+// whether it did: a job's 200 that never decodes (UndecodableBody), an
+// output whose bytes never match their sha256 (CopyNeverVerifies).
+func (x *wire) persistent(rw http.ResponseWriter, r *http.Request) bool {
+	var job string
+	var want Fault
+	switch parts := strings.Split(strings.Trim(r.URL.Path, "/"), "/"); {
+	case len(parts) == 4 && parts[0] == "api" && parts[2] == "jobs":
+		job, want = parts[3], UndecodableBody
+	case len(parts) == 3 && parts[0] == "files":
+		job, want = parts[1], CopyNeverVerifies
+	default:
+		return false
+	}
+	op := x.w.opOfJob(job)
+	if x.w.persistentOf(op) != want {
+		return false
+	}
+	cw := &captureWriter{ResponseWriter: rw}
+	x.next.ServeHTTP(cw, r)
+	out := cw.body.Bytes()
+	if cw.status == http.StatusOK {
+		if want == UndecodableBody {
+			out = undecodable(out, x.w.opIndex(op)%3 == 0)
+			x.w.struck(op, want, "Genace's 200 for job "+job+" no longer decodes, nor will it")
+		} else if len(out) > 0 {
+			out = append([]byte(nil), out...)
+			out[len(out)/2] ^= 0xff
+			x.w.struck(op, want, "the output of job "+job+" arrives with other bytes than its sha256 names, as it always will")
+		}
+	}
+	for k, v := range cw.Header() {
+		rw.Header()[k] = v
+	}
+	rw.Header().Set("Content-Length", strconv.Itoa(len(out)))
+	rw.WriteHeader(cmp.Or(cw.status, http.StatusOK))
+	_, _ = rw.Write(out)
+	return true
+}
+
+// undecodable makes a job's body one the client can never decode: its
+// state a value the contract does not list, or, if oversize, padded past
+// genace.MaxBodyBytes.
+func undecodable(body []byte, oversize bool) []byte {
+	var m map[string]any
+	if json.Unmarshal(body, &m) != nil {
+		return body
+	}
+	if oversize {
+		m["padding"] = strings.Repeat("x", genace.MaxBodyBytes)
+	} else {
+		m["state"] = "archived"
+	}
+	out, err := json.Marshal(m)
+	if err != nil {
+		return body
+	}
+	return out
 }

@@ -59,6 +59,9 @@ type opSpec struct {
 	created time.Duration // after the run's start
 	// Offsets after creation of the planned events; negative means none.
 	changeAt, supersedeAt, reconcileAt, unauthorizedAt time.Duration
+	// persistent is the persistent fault that strikes the operation for
+	// the whole run ("" none).
+	persistent Fault
 }
 
 // opID names operation i.
@@ -114,6 +117,13 @@ func workload(n int, interval time.Duration, rng *rand.Rand, ms map[string]genac
 				op.unauthorizedAt = 0
 			} else {
 				op.unauthorizedAt = time.Duration(1+in.intn(UnauthorizedChange, 60)) * time.Second
+			}
+		}
+		// Every persistent fault rolls on its own stream, whichever
+		// strikes, so switching one off leaves the others' operations.
+		for _, f := range PersistentKinds {
+			if in.roll(f) && op.persistent == "" {
+				op.persistent = f
 			}
 		}
 		ops[i] = op

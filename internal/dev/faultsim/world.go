@@ -43,23 +43,17 @@ import (
 // clock, which a virtual deadline in the wall clock's past would be.
 var simStart = time.Date(2030, 1, 7, 8, 0, 0, 0, time.UTC)
 
-// The simulation's time scale. Queue visibilities are short next to the
-// handlers' needs, so leases are renewed (and renewals can fail).
+// The simulation's own settings: Genace's, and the operator's. Every
+// timing of the stack itself (queue visibilities, receive counts and
+// dead-letter queues, function timeouts, the sweep's cadence, overdue
+// threshold and claim timeout) is the deployed one, from topology.Stack,
+// which a test holds against template.yaml; the handlers run their own
+// defaults, as the deployed functions do.
 const (
-	apiKey         = "faultsim-key"
-	urlTTL         = 30 * time.Second
-	refundSettle   = 20 * time.Second
-	sweepEvery     = time.Minute
-	submitTimeout  = 30 * time.Second
-	observeTimeout = 30 * time.Second
-	deliverTimeout = 30 * time.Second
-	triageTimeout  = 30 * time.Second
+	apiKey       = "faultsim-key"
+	urlTTL       = 30 * time.Second
+	refundSettle = 20 * time.Second
 )
-
-// timeouts are the functions' timeouts on the simulation's time scale.
-var timeouts = map[string]time.Duration{
-	topology.Submit: submitTimeout, topology.Observe: observeTimeout, topology.Deliver: deliverTimeout, topology.Triage: triageTimeout,
-}
 
 // The queues, named as the template names them.
 const (
@@ -68,19 +62,20 @@ const (
 	qDeliver  = "genjobs-deliver"
 )
 
-// visibilities of the three work queues. Submit needs postNeed (POST
-// timeout and persist budget) of a 30 s lease: as deployed (360 s), a
-// fresh receive covers the POST, so a worker renews only when the lease
-// has run down, by a gap between receive and handler (ReceiveGap), and
-// only a worker that knows how long its lease has left renews at all.
-// Delivery needs 30 s per output (a copy window of the 30 s function
-// timeout less the overhead, plus the overhead) of a 20 s lease, so it
-// renews every time, and renewals can fail.
-var visibilities = map[string]time.Duration{qDispatch: 30 * time.Second, qObserve: 30 * time.Second, qDeliver: 20 * time.Second}
+// persistBudget is what submit keeps, after a POST, to persist its
+// outcome: a POST needs its own timeout and this much more of its lease
+// and of its function's deadline (invariant h).
+var persistBudget = submit.Config{}.Defaults().PersistBudget
 
-// postNeed is what submit needs of its lease before a POST: the POST's
-// timeout and the budget to persist its outcome (submit.Config below).
-const postNeed = 20*time.Second + 5*time.Second
+// sweepEvery is the sweep's cadence (its schedule in the template).
+var sweepEvery = func() time.Duration {
+	f, _ := topology.Stack.Function(topology.Sweep)
+	d, ok := f.Cadence()
+	if !ok {
+		panic(fmt.Sprintf("faultsim: the sweep's schedule %q has no cadence", f.Schedule)) // topology's own tests hold it
+	}
+	return d
+}()
 
 // world is one simulation: the system under test, its fault wrappers and
 // the driver's state.
@@ -99,7 +94,8 @@ type world struct {
 	wire   *wire
 	relay  *relay
 	client *genace.Client
-	bolt   *bolt.Store
+	bolt   *bolt.Store // the store file, unless Config.Store is set
+	db     store.Store // the store itself, without the wrappers
 	rec    *recorder
 	st     *faultStore
 	arts   *artifacts
@@ -117,6 +113,8 @@ type world struct {
 	sweep    *sweep.Sweeper
 	maps     []*mapping
 
+	models   map[string]genacesim.ModelConfig
+	delays   *schedule.Observation // the observation delays the handlers use
 	ops      []opSpec
 	timeline timeline
 	seq      int
@@ -128,6 +126,7 @@ type world struct {
 	sweeps       int
 	sweepRearmed int
 	sweepClaims  int
+	sweepCrashes []time.Time // runs of the sweep that died before their end
 	sweepArmed   bool
 	opArmed      bool
 	raceReplay   bool // the application writes inside the operator's next replay
@@ -137,21 +136,26 @@ type world struct {
 	storms   map[int64]bool // storm minutes already counted
 	checking atomic.Bool
 
-	mu       sync.Mutex
-	tallies  map[string]*tally
-	stops    map[string]int  // faults that end a chain by design, per operation
-	rearms   map[string]int  // messages the sweep sent, per operation
-	inFlight map[string]int  // POSTs in flight, per operation
-	worked   map[string]bool // operations the operator took up from the review queue
+	mu      sync.Mutex
+	tallies map[string]*tally
+	stops   map[string]int // faults that end a chain by design, per operation
+	// failStops are the stops of an operation that its handlers made
+	// themselves, by failing a message (see checkLiveness).
+	failStops map[string]int
+	rearms    map[string]int  // messages the sweep sent, per operation
+	inFlight  map[string]int  // POSTs in flight, per operation
+	worked    map[string]bool // operations the operator took up from the review queue
 	// unknownSubmissions counts submissions whose outcome was genuinely
 	// unknown (Result.UnknownSubmissions).
 	unknownSubmissions int
-	unusable           int            // ids UnusableJobID handed out
-	madeUncertain      int            // writes that made an operation uncertain
-	resolvedUncertain  int            // writes of automation that took one out of uncertain
-	unknownOf          map[string]int // unknown submissions per operation
-	leftUncertain      map[string]int // uncertain episodes no evidence resolved, per operation
-	paths              map[string]int // decisions the handlers logged (Result.Paths)
+	unusable           int                  // ids UnusableJobID handed out
+	madeUncertain      int                  // writes that made an operation uncertain
+	resolvedUncertain  int                  // writes of automation that took one out of uncertain
+	unknownOf          map[string]int       // unknown submissions per operation
+	leftUncertain      map[string]int       // uncertain episodes no evidence resolved, per operation
+	paths              map[string]int       // decisions the handlers logged (Result.Paths)
+	persisting         map[string]bool      // operations a persistent fault acted on
+	reconciledAt       map[string]time.Time // when Genace's operators failed each job (ReconcileFail)
 	traceAll           bool
 	traceOps           map[string]bool
 	traces             map[string][]string
@@ -177,7 +181,7 @@ type tally struct {
 
 func newWorld(cfg Config) (w *world, err error) {
 	w = &world{
-		cfg: cfg, urlTTL: urlTTL, urls: map[string]string{}, vis: map[string]time.Duration{}, leases: map[string]leaseTruth{}, tallies: map[string]*tally{}, stops: map[string]int{}, rearms: map[string]int{}, inFlight: map[string]int{}, worked: map[string]bool{}, unknownOf: map[string]int{}, leftUncertain: map[string]int{}, paths: map[string]int{}, storms: map[int64]bool{},
+		cfg: cfg, urlTTL: urlTTL, urls: map[string]string{}, vis: map[string]time.Duration{}, leases: map[string]leaseTruth{}, tallies: map[string]*tally{}, stops: map[string]int{}, failStops: map[string]int{}, rearms: map[string]int{}, inFlight: map[string]int{}, worked: map[string]bool{}, unknownOf: map[string]int{}, leftUncertain: map[string]int{}, paths: map[string]int{}, storms: map[int64]bool{}, persisting: map[string]bool{}, reconciledAt: map[string]time.Time{},
 		traceAll: cfg.Operations <= TraceAllBelow, traceOps: map[string]bool{}, traces: map[string][]string{},
 		wallStart: time.Now(),
 	}
@@ -209,6 +213,7 @@ func newWorld(cfg Config) (w *world, err error) {
 	if len(cfg.Renders) > 0 {
 		ms = renderModels(cfg.Renders[:cfg.Operations])
 	}
+	w.models = ms
 	w.ops = workload(cfg.Operations, cfg.Interval, rand.New(rand.NewPCG(cfg.Seed, 3)), ms, w.inj, len(cfg.Renders) > 0)
 	if cfg.Scale {
 		w.scale = newScaleCounters()
@@ -230,14 +235,18 @@ func newWorld(cfg Config) (w *world, err error) {
 		return nil, err
 	}
 
-	if w.bolt, err = bolt.OpenWith(filepath.Join(dir, "genjobs.db"), bolt.Options{NoSync: true}); err != nil {
-		return nil, err
+	w.db = cfg.Store
+	if w.db == nil {
+		if w.bolt, err = bolt.OpenWith(filepath.Join(dir, "genjobs.db"), bolt.Options{NoSync: true}); err != nil {
+			return nil, err
+		}
+		w.db = w.bolt
 	}
-	var under store.Store = w.bolt
+	under := w.db
 	if cfg.WrapStore != nil {
-		under = cfg.WrapStore(w.bolt)
+		under = cfg.WrapStore(w.db)
 	}
-	w.rec = &recorder{Store: under, w: w, last: map[string]State{}, prev: map[string]State{}, hist: map[string]*revisions{}, claimOf: map[string]string{}, closedFirst: map[string]string{}, answered: map[string]string{}}
+	w.rec = &recorder{Store: under, w: w, last: map[string]State{}, prev: map[string]State{}, hist: map[string]*revisions{}, claimOf: map[string]string{}, settles: map[string][]time.Time{}, resumed: map[string]time.Time{}, audited: map[string][]int64{}, closedFirst: map[string]string{}, answered: map[string]string{}}
 	w.st = &faultStore{recorder: w.rec, w: w}
 	d, err := artifact.NewDir(filepath.Join(dir, "artifacts"))
 	if err != nil {
@@ -272,15 +281,10 @@ func newWorld(cfg Config) (w *world, err error) {
 }
 
 // wire builds the queues, the handlers and their event source mappings
-// as the template wires the functions (topology.Local), on the
-// simulation's time scale.
+// as the template wires the functions (topology.Local), with the deployed
+// timing.
 func (w *world) wireUp() error {
-	local, err := topology.Stack.Local(topology.LocalConfig{Clock: w.clk, Visibility: func(q topology.Queue) time.Duration {
-		if v, ok := visibilities[q.Name]; ok {
-			return v
-		}
-		return time.Minute // the dead-letter queues
-	}})
+	local, err := topology.Stack.Local(topology.LocalConfig{Clock: w.clk})
 	if err != nil {
 		return err
 	}
@@ -316,6 +320,7 @@ func (w *world) wireUp() error {
 	delays.DefaultBudgets = operation.Budgets{MaxObservations: 200, Polling: 6 * time.Hour, Accounting: 10 * time.Minute}
 	delays.Reads = schedule.Backoff{Base: 2 * time.Second, Cap: time.Minute, Multiplier: 2, Jitter: 0.2}
 	delays.Rand = jitter.Float64
+	w.delays = delays
 	var real Genace = w.client
 	if w.cfg.WrapGenace != nil {
 		real = w.cfg.WrapGenace(real)
@@ -327,23 +332,22 @@ func (w *world) wireUp() error {
 	}
 	log := slog.New(&traceLog{w: w, next: w.cfg.Log.Handler()})
 	sub := submit.New(submit.Deps{Store: records, Genace: g, Extender: ext, Sender: w.disp, Clock: w.clk, Log: log.With("function", "submit")}, submit.Config{
-		QueueURL: w.urls[qDispatch], Visibility: visibilities[qDispatch], SubmitTimeout: 20 * time.Second, PersistBudget: postNeed - 20*time.Second,
-		OverdueAfter: 2 * time.Minute, ConnectBackoff: 10 * time.Second, Concurrency: 1, Worker: "submit",
+		QueueURL: w.urls[qDispatch], Visibility: w.vis[w.urls[qDispatch]], Concurrency: 1, Worker: "submit",
 		// The handler draws its 429 jitter from the global source; a
 		// jitter this small never moves a whole-second Retry-After, so
 		// the delay (SQS rounds it up to whole seconds) is the seed's.
 		RetryJitter: 1e-15,
 	})
-	obs := observe.New(observe.Deps{Store: records, Genace: g, Delays: delays, Extender: ext, Sender: w.disp, Clock: w.clk, Log: log.With("function", "observe")}, observe.Config{QueueURL: w.urls[qObserve], Visibility: visibilities[qObserve], Overhead: 5 * time.Second, MaxReadFailures: 20, Concurrency: 1})
+	obs := observe.New(observe.Deps{Store: records, Genace: g, Delays: delays, Extender: ext, Sender: w.disp, Clock: w.clk, Log: log.With("function", "observe")}, observe.Config{QueueURL: w.urls[qObserve], Visibility: w.vis[w.urls[qObserve]], Concurrency: 1})
 	var arts deliver.Artifacts = w.arts
 	if w.cfg.WrapArtifacts != nil {
 		arts = w.cfg.WrapArtifacts(arts)
 	}
 	del := deliver.New(deliver.Deps{Store: records, Genace: g, Artifacts: arts, Extender: ext, Sender: w.disp, Clock: w.clk, Log: log.With("function", "deliver")}, deliver.Config{
-		QueueURL: w.urls[qDeliver], Visibility: visibilities[qDeliver], ReadTimeout: 10 * time.Second, CopyTimeout: time.Minute,
-		MinCopyWindow: 20 * time.Second, Overhead: 5 * time.Second, MaxCopyFailures: 10, Concurrency: 1,
-		// No jitter: the handler's jitter source is the global one.
-		Retry: schedule.Backoff{Base: 5 * time.Second, Cap: 5 * time.Minute, Multiplier: 2, Jitter: 0},
+		QueueURL: w.urls[qDeliver], Visibility: w.vis[w.urls[qDeliver]], Concurrency: 1,
+		// Its default retry, without the jitter: the handler draws that
+		// from the global source, which no seed controls.
+		Retry: deliverRetry(),
 	})
 	tri := triage.New(triage.Deps{Store: records, Clock: w.clk, Log: log.With("function", "triage")}, triage.Config{Concurrency: 1})
 	var opStore replay.Store = w.rec
@@ -351,10 +355,9 @@ func (w *world) wireUp() error {
 		opStore = w.cfg.WrapOperator(opStore)
 	}
 	w.replayer = &replay.Replayer{Store: operatorStore{Store: opStore, w: w}, Sender: w.disp, Clock: w.clk, Genace: w.client}
-	w.sweep = sweep.New(sweep.Deps{Store: records, Sender: w.disp, Clock: w.clk, Log: log.With("function", "sweep")}, sweep.Config{ClaimTimeout: 2 * time.Minute, OverdueAfter: 2 * time.Minute, Limit: w.cfg.SweepLimit})
+	w.sweep = sweep.New(sweep.Deps{Store: records, Sender: w.disp, Clock: w.clk, Log: log.With("function", "sweep")}, sweepConfig(w.cfg.SweepLimit))
 	local.Consume(topology.ConsumeConfig{
 		Handlers: map[string]eventsource.Handler{topology.Submit: sub.Handle, topology.Observe: obs.Handle, topology.Deliver: del.Handle, topology.Triage: tri.Handle},
-		Timeout:  func(f topology.Function) time.Duration { return timeouts[f.Name] },
 		// ReceiveGap plays the batching window (see lease.go).
 		NoBatchingWindows: true,
 		Wrap:              w.wrapHandler,
@@ -698,6 +701,9 @@ func (w *world) supersede(op *opSpec) error {
 // without a refund.
 func (w *world) reconcile(op *opSpec) {
 	if done := w.sim.Reconcile(w.sim.JobsForOperation(op.id)...); len(done) > 0 {
+		w.mu.Lock()
+		w.reconciledAt[done[0]] = w.clk.Now()
+		w.mu.Unlock()
 		w.inj.note(ReconcileFail)
 		w.tracef(op.id, "FAULT %s: Genace failed job %s without refund", ReconcileFail, done[0])
 	}
@@ -714,6 +720,7 @@ func (w *world) runSweep() error {
 				if _, ok := p.(crashPanic); !ok {
 					panic(p)
 				}
+				w.sweepCrashes = append(w.sweepCrashes, w.clk.Now())
 			}
 		}()
 		// Errors on single records are retried by the next run. What it
@@ -722,7 +729,7 @@ func (w *world) runSweep() error {
 		_, _ = w.sweep.Sweep(ctx)
 	}()
 	w.sweeps++
-	due, err := w.bolt.Due(context.Background(), simStart.Add(100*365*24*time.Hour), 1)
+	due, err := w.db.Due(context.Background(), simStart.Add(100*365*24*time.Hour), 1)
 	if err != nil {
 		return fmt.Errorf("faultsim: due: %w", err)
 	}
@@ -825,6 +832,10 @@ func (w *world) simFault(r genacesim.RequestInfo) genacesim.Fault {
 			return genacesim.NoFault().WithJobID(id)
 		}
 	case genacesim.KindGet:
+		if op := w.opOfJob(r.JobID); w.persistentOf(op) == PersistentGet5xx {
+			w.struck(op, PersistentGet5xx, "GET "+r.JobID+" answers 500, as every GET of it will")
+			return genacesim.ServerErrorNoJob(500)
+		}
 		if storm && w.inj.intn(RateLimitStorm, 10) < 3 {
 			return rateLimited()
 		}
@@ -837,6 +848,27 @@ func (w *world) simFault(r genacesim.RequestInfo) genacesim.Fault {
 		}
 	}
 	return genacesim.NoFault()
+}
+
+// persistentOf is the persistent fault that strikes op ("" none).
+func (w *world) persistentOf(op string) Fault {
+	if i := w.opIndex(op); i >= 0 && !w.checking.Load() && w.cfg.Faults[w.ops[i].persistent] > 0 {
+		return w.ops[i].persistent
+	}
+	return ""
+}
+
+// struck notes that the persistent fault f acted on op: counted once per
+// operation, traced every time.
+func (w *world) struck(op string, f Fault, what string) {
+	w.mu.Lock()
+	first := !w.persisting[op]
+	w.persisting[op] = true
+	w.mu.Unlock()
+	if first {
+		w.inj.note(f)
+	}
+	w.tracef(op, "FAULT %s: %s", f, what)
 }
 
 // storm reports whether a 429 storm is raging at t. Storms are a
@@ -942,4 +974,18 @@ func (w *world) violate(inv Invariant, op, detail string) {
 	w.mu.Lock()
 	w.violations = append(w.violations, Violation{Invariant: inv, OperationID: op, Detail: detail})
 	w.mu.Unlock()
+}
+
+// deliverRetry is deliver's default retry backoff without its jitter.
+func deliverRetry() schedule.Backoff {
+	b := deliver.Config{}.Defaults().Retry
+	b.Jitter = 0
+	return b
+}
+
+// sweepConfig is the deployed sweep's configuration with the run's Limit.
+func sweepConfig(limit int) sweep.Config {
+	c := topology.Stack.Sweep
+	c.Limit = limit
+	return c
 }

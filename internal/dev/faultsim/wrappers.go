@@ -11,6 +11,7 @@ import (
 	"net/http"
 	"net/url"
 	"path"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -21,11 +22,13 @@ import (
 	"github.com/genjobs/genjobs/internal/artifact"
 	"github.com/genjobs/genjobs/internal/dev/eventsource"
 	"github.com/genjobs/genjobs/internal/dev/localqueue"
+	"github.com/genjobs/genjobs/internal/dev/topology"
 	"github.com/genjobs/genjobs/internal/genace"
 	"github.com/genjobs/genjobs/internal/message"
 	"github.com/genjobs/genjobs/internal/operation"
 	"github.com/genjobs/genjobs/internal/review"
 	"github.com/genjobs/genjobs/internal/store"
+	"github.com/genjobs/genjobs/internal/worker"
 )
 
 // The wrappers in this file sit at the boundaries the handlers cross —
@@ -199,7 +202,17 @@ func (w *world) wrapHandler(fn string, m *eventsource.Mapping, h eventsource.Han
 		}
 		for i, r := range ev.Records {
 			if failed[r.MessageId] || err != nil {
-				w.tracef(inv.ops[i], "%s%s reports message %s failed: it stays for redelivery", fn, depthMark(inv.depth), shortID(r.MessageId))
+				w.mu.Lock()
+				l := w.leases[r.MessageId]
+				w.mu.Unlock()
+				sweepFirst := SweepBeforeRedelivery(l.until.Sub(w.clk.Now()), topology.Stack.Sweep.OverdueAfter)
+				w.tracef(inv.ops[i], "%s%s reports message %s failed: it stays for redelivery in %s (the sweep may re-arm first: %t)", fn, depthMark(inv.depth), shortID(r.MessageId), l.until.Sub(w.clk.Now()), sweepFirst)
+				if sweepFirst {
+					w.chainStop(inv.ops[i])
+					w.mu.Lock()
+					w.failStops[inv.ops[i]]++
+					w.mu.Unlock()
+				}
 			} else {
 				w.acknowledged(r.MessageId, r.ReceiptHandle)
 				w.tracef(inv.ops[i], "%s%s acknowledges message %s", fn, depthMark(inv.depth), shortID(r.MessageId))
@@ -216,10 +229,14 @@ func (w *world) wrapHandler(fn string, m *eventsource.Mapping, h eventsource.Han
 func (w *world) died(inv *invocation, i int) {
 	op, msg := inv.ops[i], inv.records[i].MessageId
 	w.mu.Lock()
-	_, queued := w.leases[msg]
+	l, queued := w.leases[msg]
 	w.mu.Unlock()
 	if queued {
-		w.tracef(op, "%s%s died: message %s stays for redelivery", inv.fn, depthMark(inv.depth), shortID(msg))
+		sweepFirst := SweepBeforeRedelivery(l.until.Sub(w.clk.Now()), topology.Stack.Sweep.OverdueAfter)
+		w.tracef(op, "%s%s died: message %s stays for redelivery in %s (the sweep may re-arm first: %t)", inv.fn, depthMark(inv.depth), shortID(msg), l.until.Sub(w.clk.Now()), sweepFirst)
+		if sweepFirst {
+			w.chainStop(op)
+		}
 		return
 	}
 	w.rec.mu.Lock()
@@ -400,16 +417,27 @@ func (s *faultStore) Update(ctx context.Context, rec operation.Record, expected 
 	}
 	saved, err := s.recorder.Update(ctx, rec, expected)
 	if err == nil {
+		if saved.Terminal() && invOf(ctx) != nil && s.w.inj.roll(StoreConflict) {
+			s.lateWrite(ctx, saved)
+		}
 		s.w.crashAfterClaim(ctx, saved)
 		s.w.maybeCrashHolding(ctx, CrashAfterWrite, rec.OperationID, saved.Phase == operation.PhaseSubmitting)
 	}
 	return saved, err
 }
 
-// deployedVisibility is how long the deployed dispatch queue hides a
-// received message: 6 × the submit function's timeout (the template's
-// rule), longer than the sweep's claim timeout.
-const deployedVisibility = 6 * submitTimeout
+// lateWrite is StoreConflict's writer meeting a record that has just
+// ended: the application raises the budget at the current revision, not
+// knowing the operation is over, and the store's terminal guard must
+// refuse it (if it does not, the write check reports a terminal record
+// written again).
+func (s *faultStore) lateWrite(ctx context.Context, saved operation.Record) {
+	late := saved.Clone()
+	late.BudgetCredits++
+	_, err := s.recorder.Update(withWriter(ctx, "concurrent-writer"), late, saved.Revision)
+	s.w.inj.note(StoreConflict)
+	s.w.tracef(saved.OperationID, "FAULT %s: the application raises the budget of r%d, which just ended %s: %v", StoreConflict, saved.Revision, saved.Phase, err)
+}
 
 // crashAfterClaim injects CrashAfterClaim after a submit worker's claim
 // write: the worker dies before its POST, and its message stays hidden as
@@ -424,7 +452,7 @@ func (w *world) crashAfterClaim(ctx context.Context, saved operation.Record) {
 	if i < 0 || !w.inj.roll(CrashAfterClaim) {
 		return
 	}
-	if err := w.changeVisibility(inv.queueURL, inv.records[i].MessageId, inv.records[i].ReceiptHandle, deployedVisibility); err != nil {
+	if err := w.changeVisibility(inv.queueURL, inv.records[i].MessageId, inv.records[i].ReceiptHandle, w.vis[inv.queueURL]); err != nil {
 		return // the message is no longer this worker's to hide
 	}
 	w.inj.note(CrashAfterClaim)
@@ -432,7 +460,7 @@ func (w *world) crashAfterClaim(ctx context.Context, saved operation.Record) {
 	// is in flight: a submission as unknown as one whose answer was lost.
 	w.unknownSubmission(saved.OperationID)
 	inv.crashed = true
-	w.tracef(saved.OperationID, "FAULT %s: %s worker dies after its claim, before the POST; message %s stays hidden %s", CrashAfterClaim, writerOf(ctx), shortID(inv.records[i].MessageId), deployedVisibility)
+	w.tracef(saved.OperationID, "FAULT %s: %s worker dies after its claim, before the POST; message %s stays hidden %s", CrashAfterClaim, writerOf(ctx), shortID(inv.records[i].MessageId), w.vis[inv.queueURL])
 	panic(crashPanic{fault: CrashAfterClaim})
 }
 
@@ -467,6 +495,16 @@ type recorder struct {
 	// POST's definite answer reached its live handler
 	// (EvidenceAfterOperator).
 	claimOf, closedFirst, answered map[string]string
+	// settles are, per operation, the virtual times its record became
+	// settled (terminal, or waiting for an operator) and unsettled again,
+	// alternately, starting with settled (LivenessOf).
+	settles map[string][]time.Time
+	// resumed is, per operation, the last time an operator's replay left
+	// it to automation again, with fresh failure budgets (LivenessOf).
+	resumed map[string]time.Time
+	// audited are, per operation, the revisions its audited writes
+	// produced (Final.AuditedWrites).
+	audited map[string][]int64
 }
 
 // revisions remembers which message wrote each of an operation's recent
@@ -510,7 +548,15 @@ func (r *recorder) Update(ctx context.Context, rec operation.Record, expected in
 
 // UpdateWithAudit is Update for an operator's audited write.
 func (r *recorder) UpdateWithAudit(ctx context.Context, rec operation.Record, expected int64, e review.AuditEntry) (operation.Record, error) {
-	return r.write(ctx, rec, expected, func() (operation.Record, error) { return r.Store.UpdateWithAudit(ctx, rec, expected, e) })
+	saved, err := r.write(ctx, rec, expected, func() (operation.Record, error) { return r.Store.UpdateWithAudit(ctx, rec, expected, e) })
+	if err == nil {
+		r.mu.Lock()
+		if !slices.Contains(r.audited[rec.OperationID], saved.Revision) {
+			r.audited[rec.OperationID] = append(r.audited[rec.OperationID], saved.Revision)
+		}
+		r.mu.Unlock()
+	}
+	return saved, err
 }
 
 // errAckLost is what a write whose every answer was lost reports: a
@@ -639,6 +685,13 @@ func (r *recorder) observe(ctx context.Context, expected int64, saved operation.
 		r.hist[id] = h
 	}
 	h.add(saved.Revision, saved.LastAppliedMessageID)
+	settled := next.Terminal() || worker.NeedsReview(&saved)
+	if settled != (len(r.settles[id])%2 == 1) {
+		r.settles[id] = append(r.settles[id], r.w.clk.Now())
+	}
+	if !settled && writerOf(ctx) == "operator" {
+		r.resumed[id] = r.w.clk.Now()
+	}
 	if inv := invOf(ctx); inv != nil && inv.wrote != nil {
 		if _, other := ctx.Value(writerKey).(string); !other {
 			inv.wrote[id] = saved.Revision
@@ -804,7 +857,7 @@ func (g *genaceClient) Submit(ctx context.Context, req genace.SubmitRequest, tim
 	}
 	if inv := invOf(ctx); inv != nil {
 		if i := w.handling(inv, req.OperationID); i >= 0 {
-			if p := w.authorityAt(inv, i, postNeed); p != "" {
+			if p := w.authorityAt(inv, i, timeout+persistBudget); p != "" {
 				w.tracef(req.OperationID, "VIOLATION %s: %s (message %s)", InvAuthority, p, shortID(inv.records[i].MessageId))
 				w.violate(InvAuthority, req.OperationID, fmt.Sprintf("%s%s: %s", inv.fn, depthMark(inv.depth), p))
 			}
@@ -1052,6 +1105,10 @@ func (a *artifacts) Put(ctx context.Context, key string, r io.Reader, size int64
 	a.mu.Unlock()
 	if armed {
 		a.plant(key, "between the delivery's Stat and its Put")
+	}
+	if op := opOfKey(key); a.w.persistentOf(op) == ArtifactStoreDown {
+		a.w.struck(op, ArtifactStoreDown, "the artifact store refuses "+key+", as it will every time")
+		return artifact.Object{}, fmt.Errorf("faultsim: injected persistent artifact store failure: access denied to %s", key)
 	}
 	if a.w.inj.hit(ArtifactPutFailure) {
 		n, _ := io.CopyN(io.Discard, r, size/2)

@@ -1,0 +1,198 @@
+package faultsim
+
+import (
+	"fmt"
+	"time"
+
+	"github.com/genjobs/genjobs/internal/deliver"
+	"github.com/genjobs/genjobs/internal/dev/genacesim"
+	"github.com/genjobs/genjobs/internal/dev/topology"
+	"github.com/genjobs/genjobs/internal/observe"
+	"github.com/genjobs/genjobs/internal/schedule"
+)
+
+// InvLiveness (design 4, with a bound): every operation whose render
+// Genace finished is terminal (delivered, failed and settled, ...) or
+// waits for an operator (parked, uncertain or stalled, which invariant d
+// holds to an open review) within LivenessTiming.Bound of the render's
+// end, or of an operator's replay that handed it back to automation
+// later (which restarts its failure budgets). A failure that persists
+// must reach a person, not loop.
+const InvLiveness Invariant = "i:liveness"
+
+// LivenessTiming is what the liveness bound is derived from: the
+// handlers' failure caps and retry delays and the sweep's timing, all as
+// deployed (the observation delays are the simulation's, see wireUp).
+type LivenessTiming struct {
+	// Look is the longest wait between two looks at a running job: the
+	// observation policy's cap (jitter stays under it).
+	Look time.Duration
+	// ReadFailures is observe's MaxReadFailures and ReadRetry its delay
+	// after each failed GET: a GET that always fails is given up after
+	// ReadFailures of them, so after ReadFailures-1 delays.
+	ReadFailures int
+	ReadRetry    schedule.Backoff
+	// CopyFailures is deliver's MaxCopyFailures and CopyRetry its delay
+	// after each failed copy.
+	CopyFailures int
+	CopyRetry    schedule.Backoff
+	// Accounting is how long a failed job's refund is re-read before the
+	// operation waits for review (the accounting budget), and
+	// AccountingRetry the longest delay between two reads.
+	Accounting      time.Duration
+	AccountingRetry time.Duration
+	// Rearm is the longest a chain that a fault ended waits for the
+	// sweep: its next action turns overdue after OverdueAfter, and the
+	// sweep runs every SweepEvery.
+	Rearm time.Duration
+}
+
+// DeployedLiveness is the liveness timing of the deployed handlers and
+// sweep, with the simulation's observation delays.
+func DeployedLiveness(delays *schedule.Observation) LivenessTiming {
+	obs, del := observe.Config{}.Defaults(), deliver.Config{}.Defaults()
+	b := delays.DefaultBudgets
+	return LivenessTiming{
+		Look:         delays.Policies.Default.Cap,
+		ReadFailures: obs.MaxReadFailures, ReadRetry: delays.Reads,
+		CopyFailures: del.MaxCopyFailures, CopyRetry: del.Retry,
+		Accounting: b.Accounting, AccountingRetry: delays.Policies.Accounting.Cap,
+		Rearm: topology.Stack.Sweep.OverdueAfter + sweepEvery,
+	}
+}
+
+// Bound is the longest an operation may take, from the end of its
+// render, to end terminal or waiting for an operator, when stops faults
+// ended its chain by design (SweepBound's count). Its terms, in order:
+//   - the next look at the job, at most Look after the render ended;
+//   - a GET that fails every time: ReadFailures GETs, the first at that
+//     look, each later one after ReadRetry's delay (at its longest);
+//   - a copy that fails every time: CopyFailures attempts, spaced by
+//     CopyRetry's delays;
+//   - a failed render's refund read for Accounting, plus one retry
+//     delay for the read that finds the budget spent;
+//   - for each chain a fault ended, one Rearm.
+//
+// A sweep run that dies before its end adds one cadence to every re-arm
+// it had not reached (checkLiveness counts those runs).
+//
+// The terms add up because one operation may meet them one after another
+// (reads that fail until the cap less one, then a copy that fails until
+// its cap); a persistent failure meets one of them in full.
+func (t LivenessTiming) Bound(stops int) time.Duration {
+	return t.Look + retries(t.ReadRetry, t.ReadFailures) + retries(t.CopyRetry, t.CopyFailures) +
+		t.Accounting + t.AccountingRetry + time.Duration(stops)*t.Rearm
+}
+
+// retries is the longest sum of the delays between n attempts.
+func retries(b schedule.Backoff, n int) time.Duration {
+	var d time.Duration
+	for i := range max(0, n-1) {
+		d += b.Delay(i, func() float64 { return 1 })
+	}
+	return d
+}
+
+// LivenessOf is how long after finished the operation first was settled
+// (terminal or waiting for an operator), given the times it became
+// settled and unsettled again, alternately, starting with settled: 0 if
+// it was settled when the render finished. ok is false if it never was
+// settled from then on.
+func LivenessOf(settles []time.Time, finished time.Time) (latency time.Duration, ok bool) {
+	for i := 0; i < len(settles); i += 2 {
+		from := settles[i]
+		if i+1 < len(settles) && !settles[i+1].After(finished) {
+			continue // settled and unsettled again before the render ended
+		}
+		if !from.After(finished) {
+			return 0, true
+		}
+		return from.Sub(finished), true
+	}
+	return 0, false
+}
+
+// finishedAt is when Genace's render of the job that counts for an
+// operation ended (the record's job, else its first job that a client's
+// POST created), by the simulator's truth: never for a job still
+// unfinished.
+func (w *world) finishedAt(f Final) (time.Time, bool) {
+	var job *genacesim.JobTruth
+	for i := range f.Jobs {
+		j := &f.Jobs[i]
+		if j.ID == f.Record.RemoteJobID || (job == nil && j.DuplicateOf == "" && f.Record.RemoteJobID == "") {
+			job = j
+		}
+	}
+	if job == nil || (job.State != genacesim.StateSucceeded && job.State != genacesim.StateFailed && job.State != genacesim.StateCanceled) {
+		return time.Time{}, false
+	}
+	w.mu.Lock()
+	at, reconciled := w.reconciledAt[job.ID]
+	w.mu.Unlock()
+	switch {
+	case reconciled:
+		return at, true
+	case job.SubmissionFailure:
+		return job.CreatedAt, true
+	}
+	mc := w.models[job.Model]
+	return job.CreatedAt.Add(mc.QueueFor + mc.RunFor), true
+}
+
+// checkLiveness holds every operation to InvLiveness and records the
+// longest latency in the result.
+func (w *world) checkLiveness(res *Result, finals []Final) {
+	timing := DeployedLiveness(w.delays)
+	res.LivenessBound = timing.Bound(0)
+	w.rec.mu.Lock()
+	defer w.rec.mu.Unlock()
+	for _, f := range finals {
+		id := f.Record.OperationID
+		finished, ok := w.finishedAt(f)
+		if !ok {
+			continue
+		}
+		// A message its handler failed is the handler's own decision,
+		// not a fault: the re-arm that follows counts against the bound,
+		// or a handler that fails its message forever would earn itself
+		// an ever larger one.
+		w.mu.Lock()
+		stops := w.stops[id] - w.failStops[id]
+		w.mu.Unlock()
+		// An operator's replay that hands the operation back to
+		// automation restarts its failure budgets: the bound runs from
+		// the later of the render's end and that replay.
+		if r := w.rec.resumed[id]; r.After(finished) {
+			finished = r
+		}
+		latency, settled := LivenessOf(w.rec.settles[id], finished)
+		if !settled {
+			latency = w.clk.Now().Sub(finished)
+		}
+		// A sweep run that died before its end re-arms nothing it had
+		// not reached: the next run, a cadence later, does.
+		late := 0
+		for _, at := range w.sweepCrashes {
+			if !at.Before(finished) && !at.After(finished.Add(latency)) {
+				late++
+			}
+		}
+		bound := timing.Bound(stops) + time.Duration(late)*sweepEvery
+		if latency > res.LivenessMax {
+			res.LivenessMax, res.LivenessMaxOp, res.LivenessMaxBound = latency, id, bound
+		}
+		if r := float64(latency) / float64(bound); r > res.LivenessRatio {
+			res.LivenessRatio = r
+		}
+
+		switch {
+		case !settled:
+			w.violate(InvLiveness, id, fmt.Sprintf("Genace finished the render (or an operator resumed it) at +%s; %s later the operation is %s, neither terminal nor waiting for an operator (bound %s with %d chain stops, %d sweep runs that died)",
+				finished.Sub(simStart).Round(time.Second), latency.Round(time.Second), f.Record.Phase, bound, stops, late))
+		case latency > bound:
+			w.violate(InvLiveness, id, fmt.Sprintf("Genace finished the render (or an operator resumed it) at +%s; the operation settled only %s later (bound %s with %d chain stops, %d sweep runs that died)",
+				finished.Sub(simStart).Round(time.Second), latency.Round(time.Second), bound, stops, late))
+		}
+	}
+}
