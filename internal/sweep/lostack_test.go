@@ -2,6 +2,7 @@ package sweep_test
 
 import (
 	"context"
+	"errors"
 	"log/slog"
 	"testing"
 	"time"
@@ -11,6 +12,7 @@ import (
 	"github.com/genjobs/genjobs/internal/metrics"
 	"github.com/genjobs/genjobs/internal/operation"
 	"github.com/genjobs/genjobs/internal/review"
+	"github.com/genjobs/genjobs/internal/store"
 	"github.com/genjobs/genjobs/internal/store/storetest"
 	"github.com/genjobs/genjobs/internal/sweep"
 )
@@ -51,5 +53,57 @@ func TestLostAckOfExpiredClaimStillOpensAReview(t *testing.T) {
 				}
 			})
 		}
+	}
+}
+
+// failingReviews fails the store's next PutReview, as a sweep that dies
+// (or loses its connection) right there would leave it.
+type failingReviews struct {
+	store.Store
+	fail bool
+}
+
+func (f *failingReviews) PutReview(ctx context.Context, r review.Record) (bool, error) {
+	if f.fail {
+		f.fail = false
+		return false, errors.New("connection reset")
+	}
+	return f.Store.PutReview(ctx, r)
+}
+
+// TestExpiredClaimIsNeverUncertainWithoutReview: the sweep's review of an
+// expired claim fails. The record must not be left uncertain (out of the
+// sweep's index) with no review: the next run must still tell an
+// operator. Before, the sweep wrote uncertain first and the review after,
+// so the failed review was never written again.
+func TestExpiredClaimIsNeverUncertainWithoutReview(t *testing.T) {
+	t.Parallel()
+	for _, kind := range handlertest.StoreKinds() {
+		t.Run(kind, func(t *testing.T) {
+			t.Parallel()
+			st := &failingReviews{Store: handlertest.OpenStore(t, kind)}
+			clk := clock.NewManual(handlertest.Start.Add(time.Hour))
+			s := sweep.New(sweep.Deps{Store: st, Sender: &handlertest.Outbox{}, Clock: clk, Log: slog.New(slog.DiscardHandler), Metrics: metrics.Discard()}, sweep.Config{})
+			r := handlertest.Prepared("op-old-claim")
+			r.Phase, r.Claim = operation.PhaseSubmitting, &operation.Claim{Owner: "gone", At: clk.Now().Add(-3 * time.Minute)}
+			handlertest.Create(t, st, r)
+
+			st.fail = true
+			if _, err := s.Sweep(context.Background()); err == nil {
+				t.Fatal("the sweep whose review failed reported no error")
+			}
+			clk.Advance(5 * time.Minute)
+			if _, err := s.Sweep(context.Background()); err != nil {
+				t.Fatal(err)
+			}
+			got := handlertest.Get(t, st, "op-old-claim")
+			open, err := st.OpenReviewsOf(context.Background(), "op-old-claim")
+			if err != nil {
+				t.Fatal(err)
+			}
+			if got.Phase != operation.PhaseUncertain || len(open) != 1 || open[0].ID != review.ParkedID("op-old-claim", got.Revision) {
+				t.Fatalf("record %s r%d with open reviews %+v; want uncertain with its one review", got.Phase, got.Revision, open)
+			}
+		})
 	}
 }

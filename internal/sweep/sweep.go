@@ -161,6 +161,18 @@ func (s *Sweeper) one(ctx context.Context, rec operation.Record, now time.Time) 
 		if err != nil {
 			return "", err
 		}
+		// The review first: the uncertain record leaves the index, so a
+		// sweep that died between the write and the review would leave
+		// it with no one told. Written first, a crash leaves the claim
+		// due, and the next run writes the record (the review once).
+		// Should the claim settle first after all (it cannot while
+		// ClaimTimeout exceeds submit's timeout), the handler's write
+		// that carries the job id or ends the operation closes it.
+		will := next
+		will.Revision = rec.Revision + 1
+		if err := s.follow.Review(ctx, &will); err != nil {
+			return "", fmt.Errorf("sweep %s: review of the expired claim: %w", rec.OperationID, err)
+		}
 		return s.write(ctx, rec, next, didExpireClaim)
 	}
 	if now.Sub(at) < s.cfg.OverdueAfter {

@@ -113,19 +113,33 @@ func (e *Emitter) Emit(ctx context.Context, rec *operation.Record, attempt int) 
 		}
 		e.Metrics.Count(metrics.Scheduled, 1, metrics.Dim{Name: "Action", Value: string(env.Action)}, metrics.Dim{Name: "Route", Value: string(route)})
 	}
-	// A terminal record leaves nothing to decide, parked or not.
-	if NeedsReview(rec) && !rec.Terminal() {
-		r := review.ForRecord(review.ParkedID(rec.OperationID, rec.Revision), e.Source, rec, now)
-		wrote, err := e.Reviews.PutReview(ctx, r)
-		if err != nil {
-			return fmt.Errorf("review for %s r%d: %w", rec.OperationID, rec.Revision, err)
-		}
-		if wrote {
-			e.Metrics.Count(metrics.Reviews, 1, metrics.Dim{Name: "Phase", Value: string(rec.Phase)})
-		}
+	if err := e.Review(ctx, rec); err != nil {
+		return err
 	}
 	if mayResolve(rec) {
 		return e.resolve(ctx, rec, now)
+	}
+	return nil
+}
+
+// Review files the review rec needs (NeedsReview), keyed by its revision,
+// so a second call writes nothing. A writer whose write takes the record
+// out of the sweep's index (an expired claim made uncertain) calls it
+// before that write too, with the record as it will be written: a crash
+// between the two then leaves the record in the index for the next run,
+// never out of it with no review.
+func (e *Emitter) Review(ctx context.Context, rec *operation.Record) error {
+	// A terminal record leaves nothing to decide, parked or not.
+	if !NeedsReview(rec) || rec.Terminal() {
+		return nil
+	}
+	r := review.ForRecord(review.ParkedID(rec.OperationID, rec.Revision), e.Source, rec, e.Clock.Now())
+	wrote, err := e.Reviews.PutReview(ctx, r)
+	if err != nil {
+		return fmt.Errorf("review for %s r%d: %w", rec.OperationID, rec.Revision, err)
+	}
+	if wrote {
+		e.Metrics.Count(metrics.Reviews, 1, metrics.Dim{Name: "Phase", Value: string(rec.Phase)})
 	}
 	return nil
 }
