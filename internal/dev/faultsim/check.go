@@ -262,6 +262,10 @@ type Final struct {
 	// AuditRevisions the revisions of the audit entries the store holds
 	// that say they wrote the record (Revision above FromRevision).
 	AuditedWrites, AuditRevisions []int64
+	// SettledOutside is the revision the operator's "settled outside
+	// Genace" decision wrote (0: none): the one settlement not on
+	// Genace's word.
+	SettledOutside int64
 	// Confirmed counts the operator's "confirmed not submitted" decisions
 	// that were true when made: Genace had no job for the operation and
 	// no POST of it was in flight. Each allows one more POST (an operator
@@ -478,8 +482,10 @@ func CheckFinal(f Final) []Violation {
 		}
 	}
 
-	// (f) A failed operation is settled only on Genace's word.
-	if rec.Phase == operation.PhaseFailed && rec.Settlement == operation.SettlementSettled {
+	// (f) A failed operation is settled only on Genace's word, or by an
+	// operator's audited settlement outside Genace that wrote the record
+	// as it ends.
+	if rec.Phase == operation.PhaseFailed && rec.Settlement == operation.SettlementSettled && f.SettledOutside != rec.Revision {
 		switch {
 		case job == nil:
 			add(InvRefund, "failed and settled, but Genace has no job %q for it", rec.RemoteJobID)

@@ -336,6 +336,16 @@ func TestCheckFinal(t *testing.T) {
 		{"settled although reconciled without refund", func() faultsim.Final {
 			return failedWith(genacesim.RefundNone, 10, operation.SettlementSettled)
 		}, []faultsim.Invariant{faultsim.InvRefund}},
+		{"settled outside Genace by the operator's audited write", func() faultsim.Final {
+			f := failedWith(genacesim.RefundNone, 10, operation.SettlementSettled)
+			f.SettledOutside = f.Record.Revision
+			return f
+		}, nil},
+		{"settled, with an outside settlement of another revision", func() faultsim.Final {
+			f := failedWith(genacesim.RefundNone, 10, operation.SettlementSettled)
+			f.SettledOutside = f.Record.Revision - 1
+			return f
+		}, []faultsim.Invariant{faultsim.InvRefund}},
 		{"unsettled without review", func() faultsim.Final {
 			return failedWith(genacesim.RefundPending, 10, operation.SettlementUnresolved)
 		}, []faultsim.Invariant{faultsim.InvSettled}},

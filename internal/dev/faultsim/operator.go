@@ -145,10 +145,16 @@ func (w *world) operate(op, when, attach string) {
 				req.JobID = jobs[0]
 			default:
 				req.ConfirmedNotSubmitted = true
+				req.Reason = "Genace shows no job for the operation"
 				w.mu.Lock()
 				informed = w.inFlight[op] == 0
 				w.mu.Unlock()
 			}
+		}
+		if req.Action == operation.ActionDispatch || req.Action == operation.ActionSettleOutside {
+			// The operator's word that replay records: why a second paid
+			// job is right, how accounting settled a refund.
+			req.Reason = "reviewed with accounting"
 		}
 		w.inj.note(OperatorRace)
 		res, err := w.replayer.Replay(ctx, req)

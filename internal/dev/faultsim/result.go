@@ -3,6 +3,7 @@ package faultsim
 import (
 	"context"
 	"fmt"
+	"github.com/genjobs/genjobs/internal/replay"
 	"sort"
 	"strings"
 	"sync"
@@ -105,6 +106,9 @@ func (w *world) result() (*Result, error) {
 		for _, e := range audit {
 			if e.Revision > e.FromRevision {
 				f.AuditRevisions = append(f.AuditRevisions, e.Revision)
+			}
+			if e.Decision == replay.DecisionSettledOutside && e.Revision > e.FromRevision {
+				f.SettledOutside = e.Revision
 			}
 		}
 		for _, r := range byOp[op.id] {
