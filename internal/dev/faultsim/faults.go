@@ -164,7 +164,7 @@ const (
 	// recorded on the record fails its precondition from then on.
 	UnauthorizedChange Fault = "user_change_unauthorized"
 	// InvocationTimeUsed: a handler reaches its record with only part of
-	// its function timeout left (1 s up to the whole timeout): the records
+	// its function timeout left (1 s up to a minute): the records
 	// before it in the batch, a slow store or a throttled call used the
 	// rest. Lambda kills the function at its deadline; no virtual time
 	// passes inside a handler, so here none is killed, and invariant h

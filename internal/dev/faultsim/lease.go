@@ -108,11 +108,15 @@ func (w *world) timeUsed(ctx context.Context, inv *invocation) context.Context {
 	if inv.depth > 0 || inv.m == nil || inv.fn == "triage" || !w.inj.roll(InvocationTimeUsed) {
 		return ctx
 	}
-	timeout := inv.m.Timeout
-	left := time.Duration(1+w.inj.intn(InvocationTimeUsed, int(timeout/time.Second)-1)) * time.Second
+	// At most a minute left: the range where each function must decide
+	// whether its step still fits (a POST and its write, a copy, a long
+	// poll); with the deployed timeouts (up to 270 s) a draw over the
+	// whole timeout would seldom land there.
+	window := min(inv.m.Timeout, time.Minute)
+	left := time.Duration(1+w.inj.intn(InvocationTimeUsed, int(window/time.Second)-1)) * time.Second
 	w.inj.note(InvocationTimeUsed)
 	for _, op := range inv.ops {
-		w.tracef(op, "FAULT %s: %s reaches its batch with %s of its %s timeout left", InvocationTimeUsed, inv.fn, left, timeout)
+		w.tracef(op, "FAULT %s: %s reaches its batch with %s of its %s timeout left", InvocationTimeUsed, inv.fn, left, inv.m.Timeout)
 	}
 	return nearDeadline{Context: ctx, at: w.clk.Now().Add(left)}
 }
