@@ -66,6 +66,7 @@ func TestAcknowledgeAndSettleOutsideAgainstDynamoDB(t *testing.T) {
 	refund.Phase, refund.RemoteJobID, refund.Settlement = operation.PhaseFailed, "job_refund", operation.SettlementUnresolved
 	refund.Remote = &operation.Snapshot{State: operation.RemoteFailed, Credits: operation.Credits{Charged: 12, RefundState: operation.RefundNone}}
 	refund.Parked = &operation.ParkedState{Reason: "refund_state none with 12 charged after the accounting budget", At: handlertest.Start}
+	refund.LastError = operation.CategoryRefundUnresolved
 	handlertest.Create(t, st, refund)
 
 	flags := []string{"--table", table, "--dynamodb-endpoint", endpoint}
