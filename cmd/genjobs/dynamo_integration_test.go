@@ -23,7 +23,8 @@ func TestOperatorCommandsAgainstDynamoDB(t *testing.T) {
 
 	flags := []string{"--table", table, "--dynamodb-endpoint", endpoint}
 	code, out, errOut := genjobs(t, append([]string{"plan", "op-cli"}, flags...)...)
-	if code != 0 || !strings.Contains(out, "next action   reconcile") || !strings.Contains(out, "--job-id ID") {
+	if code != 0 || !strings.Contains(out, "next action   reconcile") || !strings.Contains(out, "--job-id ID") ||
+		!strings.Contains(out, "--operator NAME --table "+table+" --dynamodb-endpoint "+endpoint) {
 		t.Fatalf("plan: %d %s %s", code, out, errOut)
 	}
 	url, key, c := genaceFor(t)

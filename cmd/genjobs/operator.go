@@ -116,12 +116,12 @@ func cmdPlan(fs *pflag.FlagSet) runFunc {
 		if sf.json {
 			return printJSON(stdout, plan)
 		}
-		writePlan(stdout, plan)
+		writePlan(stdout, plan, sf.addressed())
 		return nil
 	}
 }
 
-func writePlan(w io.Writer, p replay.Plan) {
+func writePlan(w io.Writer, p replay.Plan, store string) {
 	fmt.Fprintf(w, "operation     %s (revision %d)\n", p.OperationID, p.Revision)
 	fmt.Fprintf(w, "local phase   %s", p.Phase)
 	if p.Settlement != "" {
@@ -150,15 +150,18 @@ func writePlan(w io.Writer, p replay.Plan) {
 		}
 		fmt.Fprintf(w, "  %s %-16s %s\n", mark, c.Name, c.Detail)
 	}
+	// The command runs as printed on this store, whatever run is newest
+	// by then.
+	cmd := fmt.Sprintf("%s replay %s --action %s --operator NAME %s", self(), p.OperationID, p.Recommendation.Action, store)
 	switch {
 	case p.Recommendation.Action == operation.ActionAcknowledge:
-		fmt.Fprintf(w, "to acknowledge (audited; the record is not written): %s replay %s --action %s --operator NAME\n", self(), p.OperationID, p.Recommendation.Action)
+		fmt.Fprintf(w, "to acknowledge (audited; the record is not written): %s\n", cmd)
 	case !p.Ready:
 		fmt.Fprintln(w, "not ready: a check failed; replay will refuse")
 	case p.Needs != "":
-		fmt.Fprintf(w, "to replay: %s replay %s --action %s --operator NAME and %s\n", self(), p.OperationID, p.Recommendation.Action, p.Needs)
+		fmt.Fprintf(w, "to replay: %s and %s\n", cmd, p.Needs)
 	default:
-		fmt.Fprintf(w, "to replay: %s replay %s --action %s --operator NAME\n", self(), p.OperationID, p.Recommendation.Action)
+		fmt.Fprintf(w, "to replay: %s\n", cmd)
 	}
 }
 

@@ -88,6 +88,20 @@ func (s *storeFlags) localSim() (*genacesim.Simulator, string) {
 	return sim, dir
 }
 
+// addressed is the flags that name this store in a printed command: the
+// table (with its endpoint) or the embedded store's file, the default
+// resolved to the run it is now, so the command reaches this store
+// whatever run is newest by then.
+func (s *storeFlags) addressed() string {
+	switch {
+	case s.table != "":
+		return addressing("", s.table, s.endpoint).Store
+	case s.db != "":
+		return shellJoin([]string{"--db", s.db})
+	}
+	return addressing(resolved(filepath.Dir(defaultDB)), "", "").Store
+}
+
 // resumeCommand is the command that carries out what a replay left
 // scheduled on the local run whose store the flags name: that run's own
 // directory, so it runs as printed whatever run is newest by then.
