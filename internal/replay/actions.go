@@ -255,7 +255,7 @@ func reasonRefused(req Request) error {
 		return err
 	}
 	if req.Reason != "" {
-		return fmt.Errorf("%w: --reason goes with reconcile, dispatch and settle_outside only", ErrBadRequest)
+		return fmt.Errorf("%w: --reason does not go with %s: it rests on nothing the operator says", ErrBadRequest, req.Action)
 	}
 	return nil
 }
