@@ -76,18 +76,8 @@ var steps = map[operation.Action]step{
 			return out
 		},
 	},
-	operation.ActionObserve: {
-		plan:    planJobKnown,
-		request: reasonRefused,
-		apply:   resumeObservation,
-		explain: explainObservation,
-	},
-	operation.ActionInspectAccounting: {
-		plan:    planJobKnown,
-		request: reasonRefused,
-		apply:   resumeObservation,
-		explain: explainObservation,
-	},
+	operation.ActionObserve:           observing,
+	operation.ActionInspectAccounting: observing,
 	operation.ActionDeliver: {
 		plan: func(p *Plan, rec *operation.Record, _ Evidence) {
 			p.check("job_id_known", rec.RemoteJobID != "", "job "+rec.RemoteJobID)
@@ -181,22 +171,22 @@ var steps = map[operation.Action]step{
 	},
 }
 
-// planJobKnown is the plan of the actions that GET the known job.
-func planJobKnown(p *Plan, rec *operation.Record, _ Evidence) {
-	p.check("job_id_known", rec.RemoteJobID != "", "job "+rec.RemoteJobID)
-}
-
-// resumeObservation is the apply of the actions that GET the known job.
-func resumeObservation(rec operation.Record, req Request, now time.Time) (change, error) {
-	c, err := operation.ResumeObservation(rec, now)
-	if err != nil {
-		return change{}, err
-	}
-	return change{next: scheduled(c, message.ActionObserveGeneration, now), decision: string(req.Action)}, nil
-}
-
-func explainObservation(rec *operation.Record, _ Plan, _ string) []string {
-	return []string{fmt.Sprintf("Schedules observe_generation: reads job %s on Genace (GET; no charge).", rec.RemoteJobID)}
+// observing is the step of the actions that GET the known job.
+var observing = step{
+	plan: func(p *Plan, rec *operation.Record, _ Evidence) {
+		p.check("job_id_known", rec.RemoteJobID != "", "job "+rec.RemoteJobID)
+	},
+	request: reasonRefused,
+	apply: func(rec operation.Record, req Request, now time.Time) (change, error) {
+		c, err := operation.ResumeObservation(rec, now)
+		if err != nil {
+			return change{}, err
+		}
+		return change{next: scheduled(c, message.ActionObserveGeneration, now), decision: string(req.Action)}, nil
+	},
+	explain: func(rec *operation.Record, _ Plan, _ string) []string {
+		return []string{fmt.Sprintf("Schedules observe_generation: reads job %s on Genace (GET; no charge).", rec.RemoteJobID)}
+	},
 }
 
 // scheduled sets the follow-up the record expects now.
