@@ -27,6 +27,7 @@ import (
 	"github.com/genjobs/genjobs/internal/dev/testenv"
 	"github.com/genjobs/genjobs/internal/message"
 	"github.com/genjobs/genjobs/internal/operation"
+	"github.com/genjobs/genjobs/internal/operator"
 )
 
 // invokeExpectation is what one sample event must do on a fresh stack.
@@ -240,7 +241,7 @@ func TestInvokeCommandLineErrors(t *testing.T) {
 		{[]string{"--function", "sweep", "--event", filepath.Join(root, "events", "submit.json")}, false, "sweep runs on a schedule"},
 	} {
 		err := call(context.Background(), "invoke", tc.args, &bytes.Buffer{}, &bytes.Buffer{})
-		var ue *usageError
+		var ue *operator.UsageError
 		if err == nil || !strings.Contains(err.Error(), tc.want) || errors.As(err, &ue) != tc.usage {
 			t.Errorf("%q: error %v (usage error: %v), want %q (usage error: %v)", tc.args, err, errors.As(err, &ue), tc.want, tc.usage)
 		}
