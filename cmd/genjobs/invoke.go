@@ -12,6 +12,7 @@ import (
 	"strings"
 
 	"github.com/genjobs/genjobs/internal/dev/invoke"
+	"github.com/genjobs/genjobs/internal/dev/modroot"
 	"github.com/genjobs/genjobs/internal/operator"
 )
 
@@ -25,7 +26,7 @@ func cmdInvoke(fs *pflag.FlagSet) operator.RunFunc {
 	keep := fs.Bool("keep", false, "keep the emulator, table, queues, simulator and S3 until Ctrl-C, and print how to reach them")
 	asJSON := fs.Bool("json", false, "print the report as JSON")
 	return func(ctx context.Context, args []string, stdout, stderr io.Writer) error {
-		root, err := invoke.FindRoot(".")
+		root, err := modroot.Find("")
 		if err != nil {
 			return err
 		}

@@ -11,6 +11,7 @@ import (
 	"strings"
 
 	"github.com/genjobs/genjobs/internal/dev/invoke"
+	"github.com/genjobs/genjobs/internal/dev/modroot"
 	"github.com/genjobs/genjobs/internal/operator"
 )
 
@@ -31,7 +32,7 @@ func cmdSAMEnv(fs *pflag.FlagSet) operator.RunFunc {
 		if filepath.IsAbs(*out) {
 			return usagef("--out must be relative to the module root (the sam commands run there)")
 		}
-		root, err := invoke.FindRoot(".")
+		root, err := modroot.Find("")
 		if err != nil {
 			return err
 		}
