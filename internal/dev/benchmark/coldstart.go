@@ -8,7 +8,6 @@ import (
 	"maps"
 	"net/http"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"runtime"
 	"slices"
@@ -39,8 +38,6 @@ type ColdStartConfig struct {
 	Invoke []string
 	// Starts is how many fresh starts each invoked function gets.
 	Starts int
-	// Go is the go command (default: "go" on PATH).
-	Go string
 }
 
 // ColdStart is one function's figures.
@@ -85,9 +82,6 @@ func median(ds []time.Duration) time.Duration {
 // bootstrap. Without the emulator, or off linux, sizes are still
 // measured and Skipped says why starts were not.
 func MeasureColdStarts(ctx context.Context, cfg ColdStartConfig) ([]ColdStart, error) {
-	if cfg.Go == "" {
-		cfg.Go = "go"
-	}
 	if cfg.Starts <= 0 {
 		cfg.Starts = 5
 	}
@@ -153,11 +147,8 @@ func MeasureColdStarts(ctx context.Context, cfg ColdStartConfig) ([]ColdStart, e
 }
 
 func buildBootstrap(ctx context.Context, cfg ColdStartConfig, fn, arch, path string) (int64, error) {
-	cmd := exec.CommandContext(ctx, cfg.Go, "build", "-tags", "lambda.norpc", "-trimpath", "-ldflags=-s -w", "-o", path, "./functions/"+fn)
-	cmd.Dir = cfg.Root
-	cmd.Env = append(os.Environ(), "GOOS=linux", "GOARCH="+arch, "CGO_ENABLED=0")
-	if out, err := cmd.CombinedOutput(); err != nil {
-		return 0, fmt.Errorf("build %s for linux/%s: %w\n%s", fn, arch, err, out)
+	if err := emulator.Compile(ctx, cfg.Root, "./functions/"+fn, arch, path); err != nil {
+		return 0, err
 	}
 	st, err := os.Stat(path)
 	if err != nil {

@@ -81,7 +81,7 @@ func Build(ctx context.Context, root, fn string) (string, error) {
 	key := root + "\x00" + pkg
 	v, _ := builds.LoadOrStore(key, &build{})
 	b := v.(*build)
-	b.once.Do(func() { b.path, b.err = buildBootstrap(ctx, root, pkg, filepath.Join(root, BuildDir, pkg)) })
+	b.once.Do(func() { b.path, b.err = buildBootstrap(ctx, root, pkg, filepath.Join(root, BuildDir, pkg), runtime.GOARCH) })
 	if b.err != nil {
 		builds.CompareAndDelete(key, b)
 	}
@@ -92,11 +92,7 @@ func Build(ctx context.Context, root, fn string) (string, error) {
 // place, so two processes building the same function at once (go test
 // runs packages in parallel) never execute or overwrite a half-written
 // file, and dir holds one binary instead of one per run.
-func buildBootstrap(ctx context.Context, root, pkg, dir string) (string, error) {
-	goBin, err := exec.LookPath("go")
-	if err != nil {
-		return "", fmt.Errorf("build %s: go not found on PATH (it builds the bootstrap): %w", pkg, err)
-	}
+func buildBootstrap(ctx context.Context, root, pkg, dir, goarch string) (string, error) {
 	if err := os.MkdirAll(dir, 0o755); err != nil {
 		return "", fmt.Errorf("build %s: %w", pkg, err)
 	}
@@ -105,18 +101,31 @@ func buildBootstrap(ctx context.Context, root, pkg, dir string) (string, error) 
 		return "", fmt.Errorf("build %s: %w", pkg, err)
 	}
 	defer os.RemoveAll(tmp)
-	cmd := exec.CommandContext(ctx, goBin, "build", "-tags", "lambda.norpc", "-trimpath", "-ldflags=-s -w",
-		"-o", filepath.Join(tmp, "bootstrap"), pkg)
-	cmd.Dir = root
-	cmd.Env = append(os.Environ(), "GOOS=linux", "GOARCH="+runtime.GOARCH, "CGO_ENABLED=0")
-	if out, err := cmd.CombinedOutput(); err != nil {
-		return "", fmt.Errorf("build %s: %w\n%s", pkg, err, out)
+	if err := Compile(ctx, root, pkg, goarch, filepath.Join(tmp, "bootstrap")); err != nil {
+		return "", err
 	}
 	path := filepath.Join(dir, "bootstrap")
 	if err := os.Rename(filepath.Join(tmp, "bootstrap"), path); err != nil {
 		return "", fmt.Errorf("build %s: %w", pkg, err)
 	}
 	return path, nil
+}
+
+// Compile builds pkg (module-relative, "./...") under root into out as
+// deployment does (Makefile `build`: linux, no cgo, -tags lambda.norpc,
+// -trimpath, stripped), for goarch.
+func Compile(ctx context.Context, root, pkg, goarch, out string) error {
+	goBin, err := exec.LookPath("go")
+	if err != nil {
+		return fmt.Errorf("build %s: go not found on PATH (it builds the bootstrap): %w", pkg, err)
+	}
+	cmd := exec.CommandContext(ctx, goBin, "build", "-tags", "lambda.norpc", "-trimpath", "-ldflags=-s -w", "-o", out, pkg)
+	cmd.Dir = root
+	cmd.Env = append(os.Environ(), "GOOS=linux", "GOARCH="+goarch, "CGO_ENABLED=0")
+	if b, err := cmd.CombinedOutput(); err != nil {
+		return fmt.Errorf("build %s for linux/%s: %w\n%s", pkg, goarch, err, b)
+	}
+	return nil
 }
 
 // Tail keeps the last n bytes of s, for error messages and failure logs.
