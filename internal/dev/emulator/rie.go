@@ -81,7 +81,9 @@ func Build(ctx context.Context, root, fn string) (string, error) {
 	key := root + "\x00" + pkg
 	v, _ := builds.LoadOrStore(key, &build{})
 	b := v.(*build)
-	b.once.Do(func() { b.path, b.err = buildBootstrap(ctx, root, pkg, filepath.Join(root, BuildDir, pkg), runtime.GOARCH) })
+	b.once.Do(func() {
+		b.path, b.err = buildBootstrap(ctx, root, pkg, filepath.Join(root, BuildDir, pkg), runtime.GOARCH)
+	})
 	if b.err != nil {
 		builds.CompareAndDelete(key, b)
 	}
