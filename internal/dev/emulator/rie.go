@@ -81,9 +81,7 @@ func Build(ctx context.Context, root, fn string) (string, error) {
 	key := root + "\x00" + pkg
 	v, _ := builds.LoadOrStore(key, &build{})
 	b := v.(*build)
-	b.once.Do(func() {
-		b.path, b.err = buildBootstrap(ctx, root, pkg, filepath.Join(root, BuildDir, pkg), runtime.GOARCH)
-	})
+	b.once.Do(func() { b.path, b.err = buildBootstrap(ctx, root, pkg, filepath.Join(root, BuildDir, pkg)) })
 	if b.err != nil {
 		builds.CompareAndDelete(key, b)
 	}
@@ -94,7 +92,7 @@ func Build(ctx context.Context, root, fn string) (string, error) {
 // place, so two processes building the same function at once (go test
 // runs packages in parallel) never execute or overwrite a half-written
 // file, and dir holds one binary instead of one per run.
-func buildBootstrap(ctx context.Context, root, pkg, dir, goarch string) (string, error) {
+func buildBootstrap(ctx context.Context, root, pkg, dir string) (string, error) {
 	if err := os.MkdirAll(dir, 0o755); err != nil {
 		return "", fmt.Errorf("build %s: %w", pkg, err)
 	}
@@ -103,7 +101,7 @@ func buildBootstrap(ctx context.Context, root, pkg, dir, goarch string) (string,
 		return "", fmt.Errorf("build %s: %w", pkg, err)
 	}
 	defer os.RemoveAll(tmp)
-	if err := Compile(ctx, root, pkg, goarch, filepath.Join(tmp, "bootstrap")); err != nil {
+	if err := Compile(ctx, root, pkg, runtime.GOARCH, filepath.Join(tmp, "bootstrap")); err != nil {
 		return "", err
 	}
 	path := filepath.Join(dir, "bootstrap")
