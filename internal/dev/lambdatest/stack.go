@@ -104,34 +104,23 @@ func NewStack(t testing.TB, sim genacesim.Config) *Stack {
 	return s
 }
 
-// Env is the environment the function (a folder under functions/) starts
-// with on this stack: its variables in template.yaml, resolved onto the
-// stack and read back from SAM's --env-vars file (invoke.Stack.Env), and
-// what the Lambda runtime adds. Tests change a copy to break it.
-func (s *Stack) Env(t testing.TB, function string) map[string]string {
-	t.Helper()
-	for _, f := range invoke.Functions(s.Template) {
-		if f.Name == function {
-			env, err := s.Stack.Env(s.files, f.LogicalID)
-			if err != nil {
-				t.Fatalf("lambdatest: %v", err)
-			}
-			return env
-		}
-	}
-	t.Fatalf("lambdatest: no function %s in the template", function)
-	return nil
-}
-
-// Config is the emulator configuration for the function on this stack:
-// its environment (Env) and the template's timeout and memory size.
+// Config is the emulator configuration for the function (a folder under
+// functions/) on this stack: the template's timeout and memory size, and
+// its environment, which tests change a copy of to break it: its
+// variables in template.yaml, resolved onto the stack and read back from
+// SAM's --env-vars file (invoke.Stack.Env), and what the Lambda runtime
+// adds.
 func (s *Stack) Config(t testing.TB, function string) emulator.Config {
 	t.Helper()
 	f, ok := invoke.Lookup(s.Template, function)
 	if !ok {
 		t.Fatalf("lambdatest: no function %s in the template", function)
 	}
-	return emulator.Config{Function: function, Env: s.Env(t, function), Timeout: f.Timeout, MemoryMB: f.MemoryMB}
+	env, err := s.Stack.Env(s.files, f.LogicalID)
+	if err != nil {
+		t.Fatalf("lambdatest: %v", err)
+	}
+	return emulator.Config{Function: function, Env: env, Timeout: f.Timeout, MemoryMB: f.MemoryMB}
 }
 
 // Messages returns the envelopes waiting on action's queue: it long-polls
