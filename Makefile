@@ -43,6 +43,7 @@ test: ## run every test (unit, race, integration) against DynamoDB Local, starte
 	$(GO) vet -tags integration ./...
 	bash .ci/rie.sh install
 	bash .ci/chromium.sh install
+	PATH="$$PATH:$$HOME/.pyenv/shims" cfn-lint template.yaml
 	bash .ci/dynamodb-local.sh run -- bash .ci/goaws.sh run -- env GENJOBS_REQUIRE_INTEGRATION=1 \
 		$(GO) test -race -tags integration -count=1 -timeout 20m ./...
 	$(MAKE) --no-print-directory fuzz FUZZTIME=$(FUZZTIME)

@@ -168,7 +168,7 @@ func (c *checker) dlq() {
 			c.add(RuleDLQ, id, "a queue the check does not know (queues in internal/dev/templatecheck/spec.go)")
 		}
 		p := c.props(id)
-		if p["SqsManagedSseEnabled"] != true && p["KmsMasterKeyId"] == nil {
+		if !isTrue(p["SqsManagedSseEnabled"]) && p["KmsMasterKeyId"] == nil {
 			c.add(RuleDLQ, id, "not encrypted: set SqsManagedSseEnabled: true")
 		}
 	}
@@ -505,17 +505,17 @@ func (c *checker) table() {
 			c.add(RuleTable, tableID, "index %s ProjectionType %q, want %s", name, got, want.Projection.ProjectionType)
 		}
 	}
-	if mapOf(p["PointInTimeRecoverySpecification"])["PointInTimeRecoveryEnabled"] != true {
+	if !isTrue(mapOf(p["PointInTimeRecoverySpecification"])["PointInTimeRecoveryEnabled"]) {
 		c.add(RuleTable, tableID, "point-in-time recovery is off: set PointInTimeRecoverySpecification.PointInTimeRecoveryEnabled: true")
 	}
-	if mapOf(p["SSESpecification"])["SSEEnabled"] != true {
+	if !isTrue(mapOf(p["SSESpecification"])["SSEEnabled"]) {
 		c.add(RuleTable, tableID, "SSESpecification.SSEEnabled is not true")
 	}
-	if p["DeletionProtectionEnabled"] != true {
+	if !isTrue(p["DeletionProtectionEnabled"]) {
 		c.add(RuleTable, tableID, "DeletionProtectionEnabled is not true: one mistaken delete would take every operation record and job id with it")
 	}
 	ttl := mapOf(p["TimeToLiveSpecification"])
-	if str(ttl["AttributeName"]) != dynamo.AttrExpiresAt || ttl["Enabled"] != true {
+	if str(ttl["AttributeName"]) != dynamo.AttrExpiresAt || !isTrue(ttl["Enabled"]) {
 		c.add(RuleTable, tableID, "TimeToLiveSpecification %v, want AttributeName %s (dynamo.AttrExpiresAt, which the store writes on finished items), Enabled: true", ttl, dynamo.AttrExpiresAt)
 	}
 	c.retentionWiring()
@@ -1048,7 +1048,7 @@ func (c *checker) alarmTopic() {
 			c.add(RuleObservability, key, "its KeyPolicy does not allow cloudwatch.amazonaws.com %s: alarms could not publish to %s", a, alarmTopicID)
 		}
 	}
-	if c.props(key)["EnableKeyRotation"] != true {
+	if !isTrue(c.props(key)["EnableKeyRotation"]) {
 		c.add(RuleObservability, key, "EnableKeyRotation is not true")
 	}
 }
