@@ -124,7 +124,16 @@ func load(path string) (*doc, error) {
 }
 
 // ofType lists the logical ids of resources of type typ, sorted.
-func (d *doc) ofType(typ string) []string { return d.tmpl.OfType(typ) }
+func (d *doc) ofType(typ string) []string {
+	var ids []string
+	for id, r := range d.resources {
+		if str(r["Type"]) == typ {
+			ids = append(ids, id)
+		}
+	}
+	sort.Strings(ids)
+	return ids
+}
 
 // props is a resource's Properties.
 func (d *doc) props(id string) map[string]any { return mapOf(d.resources[id]["Properties"]) }
