@@ -3,7 +3,7 @@ package templatecheck
 import (
 	"encoding/json"
 	"fmt"
-	"os"
+	"os/exec"
 	"path/filepath"
 	"regexp"
 	"slices"
@@ -583,7 +583,6 @@ func mapsEqual(a, b map[string]string) bool {
 var buildLine = []string{"GOOS=linux", "GOARCH=arm64", "CGO_ENABLED=0", "go build", "-tags lambda.norpc", "-o $(ARTIFACTS_DIR)/bootstrap"}
 
 func (c *checker) build() {
-	makefiles := map[string]*makefile{}
 	for _, id := range c.sortedFunctions() {
 		spec := functions[id]
 		for key, want := range map[string]string{"Runtime": "provided.al2023", "Handler": "bootstrap"} {
@@ -614,34 +613,33 @@ func (c *checker) build() {
 			}
 			path = filepath.Join(filepath.Dir(c.path), str(codeURI), "Makefile")
 		}
-		mk, ok := makefiles[path]
-		if !ok {
-			data, err := os.ReadFile(path)
-			if err != nil {
-				c.add(RuleBuild, "Makefile", "%v", err)
-			}
-			mk = parseMakefile(string(data))
-			makefiles[path] = mk
-		}
-		c.checkTarget(id, spec.dir, mk)
+		c.checkTarget(id, spec.dir, path)
 	}
 }
 
-func (c *checker) checkTarget(id, dir string, mk *makefile) {
+// checkTarget runs `make -n build-<LogicalId>` on the Makefile, as sam
+// build would run it, and reads the command it prints.
+func (c *checker) checkTarget(id, dir, makefile string) {
 	target := "build-" + id
-	recipe, ok := mk.rules[target]
-	if !ok {
-		c.add(RuleBuild, "Makefile", "no %s target: sam build (BuildMethod: makefile) runs `make %s`", target, target)
+	const artifacts = "/artifacts"
+	makefile, err := filepath.Abs(makefile)
+	if err != nil {
+		c.add(RuleBuild, "Makefile", "%v", err)
+		return
+	}
+	out, err := exec.Command("make", "-n", "--no-print-directory", "-f", makefile, "-C", filepath.Dir(makefile),
+		target, "ARTIFACTS_DIR="+artifacts, "GO=go").CombinedOutput()
+	if err != nil {
+		c.add(RuleBuild, "Makefile", "make -n %s (sam build, BuildMethod: makefile, runs `make %s`): %v: %s", target, target, err, out)
 		return
 	}
 	pkg := regexp.MustCompile(`(^|\s)\./functions/` + regexp.QuoteMeta(dir) + `/?(\s|$)`)
-	for _, line := range recipe {
-		line = mk.expand(line)
+	for _, line := range strings.Split(string(out), "\n") {
 		if !pkg.MatchString(line) {
 			continue
 		}
 		for _, part := range buildLine {
-			if !strings.Contains(line, part) {
+			if !strings.Contains(line, strings.ReplaceAll(part, "$(ARTIFACTS_DIR)", artifacts)) {
 				c.add(RuleBuild, "Makefile", "%s builds ./functions/%s without %q", target, dir, part)
 			}
 		}

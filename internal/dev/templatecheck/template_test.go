@@ -491,36 +491,23 @@ func TestEnvNamesMatchConfig(t *testing.T) {
 	}
 }
 
-// TestMakeTargets runs the build targets as sam build does: a dry run for
-// every function, and a real build (an arm64, static ELF bootstrap in
-// ARTIFACTS_DIR) for every function whose package exists yet.
+// TestMakeTargets runs every function's build target as sam build does
+// (the build rule reads its dry run): an arm64, static ELF bootstrap in
+// ARTIFACTS_DIR.
 func TestMakeTargets(t *testing.T) {
 	t.Parallel()
 	makeBin, err := exec.LookPath("make")
 	if err != nil {
-		t.Skip("no make on PATH")
+		t.Fatal("no make on PATH")
+	}
+	if testing.Short() {
+		t.Skip("-short: the build rule's dry run only")
 	}
 	for _, id := range sortedKeys(functions) {
-		fn := functions[id]
 		t.Run(id, func(t *testing.T) {
 			t.Parallel()
 			dir := t.TempDir()
-			out, err := exec.Command(makeBin, "-n", "-C", "../../..", "--no-print-directory", "build-"+id, "ARTIFACTS_DIR="+dir).CombinedOutput()
-			if err != nil {
-				t.Fatalf("make -n build-%s: %v\n%s", id, err, out)
-			}
-			for _, want := range []string{"GOARCH=arm64", "-o " + dir + "/bootstrap", "./functions/" + fn.dir} {
-				if !strings.Contains(string(out), want) {
-					t.Errorf("make -n build-%s prints %q, which lacks %q", id, out, want)
-				}
-			}
-			if _, err := os.Stat(filepath.Join("../../../functions", fn.dir)); errors.Is(err, os.ErrNotExist) {
-				t.Skipf("functions/%s does not exist yet; dry run only", fn.dir)
-			}
-			if testing.Short() {
-				t.Skip("-short: dry run only")
-			}
-			out, err = exec.Command(makeBin, "-C", "../../..", "--no-print-directory", "build-"+id, "ARTIFACTS_DIR="+dir).CombinedOutput()
+			out, err := exec.Command(makeBin, "-C", "../../..", "--no-print-directory", "build-"+id, "ARTIFACTS_DIR="+dir).CombinedOutput()
 			if err != nil {
 				t.Fatalf("make build-%s: %v\n%s", id, err, out)
 			}
