@@ -16,13 +16,16 @@ type Rule string
 const (
 	// RuleParse: the template must load at all.
 	RuleParse Rule = "parse"
-	// RuleWiring: every function has its queue(s) or schedule, its role,
+	// RuleTopology: the queues, which function consumes which and how,
+	// redrive policies, retention, timeouts and schedules are
+	// internal/dev/topology's (topology.Check).
+	RuleTopology Rule = "topology"
+	// RuleWiring: every function has its role,
 	// its log group and environment pointing at the right resources, and
 	// RecursiveLoop Allow exactly where it feeds the queue that invokes it.
 	RuleWiring Rule = "wiring"
-	// RuleDLQ: every main queue redrives to its DLQ after 5 receives; a
-	// DLQ accepts its main queue only and keeps messages 14 days; every
-	// queue is encrypted.
+	// RuleDLQ: a DLQ accepts its main queue only, redrives nowhere and
+	// keeps messages longer than it; every queue is encrypted.
 	RuleDLQ Rule = "dlq"
 	// RuleVisibility: VisibilityTimeout >= 6 x the consuming function's
 	// Timeout (Globals merged), and QUEUE_VISIBILITY_SECONDS repeats it.
@@ -96,6 +99,7 @@ func CheckWith(path string, opts Options) []Problem {
 		return []Problem{{RuleParse, filepath.Base(path), err.Error()}}
 	}
 	c := &checker{doc: d, opts: opts}
+	c.topology()
 	c.wiring()
 	c.dlq()
 	c.visibility()
@@ -121,7 +125,7 @@ func CheckWith(path string, opts Options) []Problem {
 
 // Rules lists every rule in order.
 func Rules() []Rule {
-	return []Rule{RuleParse, RuleWiring, RuleDLQ, RuleVisibility, RuleBatchFailures, RuleLeastPrivilege,
+	return []Rule{RuleParse, RuleTopology, RuleWiring, RuleDLQ, RuleVisibility, RuleBatchFailures, RuleLeastPrivilege,
 		RuleTable, RuleBuild, RuleSecretsEnv, RuleParameters, RuleObservability}
 }
 
