@@ -41,9 +41,9 @@ build: ## compile everything, and each function as a Lambda bootstrap (linux/arm
 test: ## run every test (unit, race, integration) against DynamoDB Local, started and stopped here
 	$(GO) vet ./...
 	$(GO) vet -tags integration ./...
+	PATH="$$PATH:$$HOME/.pyenv/shims" cfn-lint template.yaml
 	bash .ci/rie.sh install
 	bash .ci/chromium.sh install
-	PATH="$$PATH:$$HOME/.pyenv/shims" cfn-lint template.yaml
 	bash .ci/dynamodb-local.sh run -- bash .ci/goaws.sh run -- env GENJOBS_REQUIRE_INTEGRATION=1 \
 		$(GO) test -race -tags integration -count=1 -timeout 20m ./...
 	$(MAKE) --no-print-directory fuzz FUZZTIME=$(FUZZTIME)
