@@ -41,6 +41,7 @@ build: ## compile everything, and each function as a Lambda bootstrap (linux/arm
 test: ## run every test (unit, race, integration) against DynamoDB Local, started and stopped here
 	$(GO) vet ./...
 	$(GO) vet -tags integration ./...
+	PATH="$$PATH:$$HOME/.pyenv/shims" cfn-lint template.yaml
 	bash .ci/rie.sh install
 	bash .ci/chromium.sh install
 	bash .ci/dynamodb-local.sh run -- bash .ci/goaws.sh run -- env GENJOBS_REQUIRE_INTEGRATION=1 \
@@ -122,7 +123,7 @@ clean: ## remove build output (keeps the download cache)
 # SAM build targets (template.yaml: Metadata: BuildMethod: makefile).
 # `sam build` runs `make build-<LogicalId>` with ARTIFACTS_DIR set; each
 # target leaves one linux/arm64 `bootstrap` there for provided.al2023.
-# internal/dev/templatecheck checks that every function in the template has one.
+# internal/dev/templatecheck runs `make -n` on each for every function in the template.
 # ---------------------------------------------------------------------------
 SAM_GO_BUILD = $(if $(ARTIFACTS_DIR),,$(error ARTIFACTS_DIR is not set (sam build sets it)))GOOS=linux GOARCH=arm64 CGO_ENABLED=0 \
 	$(GO) build -tags lambda.norpc -trimpath -ldflags='-s -w' -o $(ARTIFACTS_DIR)/bootstrap

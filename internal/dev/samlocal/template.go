@@ -1,6 +1,9 @@
-// Package samlocal reads template.yaml the way `sam local invoke` does and
-// turns each function's Environment into the values it takes on a local
-// stack: !Ref, !GetAtt and !Sub resolved against local resources and the
+// Package samlocal is the one reader of template.yaml: Parse gives the
+// whole document as plain data (Template.Doc, which
+// internal/dev/templatecheck's rules read) and each function with
+// Globals merged as SAM merges them (Template.Prop; a test holds the
+// merge against SAM's own translator). It turns each function's
+// Environment into the values it takes on a local stack: !Ref, !GetAtt and !Sub resolved against local resources and the
 // template's parameters (their defaults, or overrides), Globals merged.
 // The result is written as SAM's --env-vars file and --parameter-overrides
 // (`make sam-env`), and read back with SAM's own precedence to give the
@@ -105,6 +108,25 @@ type Template struct {
 	// Functions are the AWS::Serverless::Function resources, in the
 	// template's order.
 	Functions []Function
+	// Doc is the whole template as plain data: mappings, lists, scalars
+	// as their text, intrinsics in their long form.
+	Doc map[string]any
+	// Globals is Globals.Function.
+	Globals map[string]any
+}
+
+// Prop is a function's property with Globals.Function merged in the way
+// SAM merges them (mergeGlobal), and whether either sets it.
+func (t *Template) Prop(id, key string) (any, bool) {
+	local, hasLocal := t.Resources[id].Properties[key]
+	global, hasGlobal := t.Globals[key]
+	switch {
+	case hasLocal && hasGlobal:
+		return mergeGlobal(global, local), true
+	case hasLocal:
+		return local, true
+	}
+	return global, hasGlobal
 }
 
 // Function returns the function with the logical id.
@@ -159,7 +181,8 @@ func Parse(data []byte) (*Template, error) {
 	if !ok {
 		return nil, errors.New("the template is not a mapping")
 	}
-	t := &Template{Parameters: map[string]Parameter{}, Resources: map[string]Resource{}}
+	t := &Template{Parameters: map[string]Parameter{}, Resources: map[string]Resource{}, Doc: doc,
+		Globals: mapOf(mapOf(doc["Globals"])["Function"])}
 	for name, v := range mapOf(doc["Parameters"]) {
 		p := mapOf(v)
 		param := Parameter{Type: scalar(p["Type"])}
@@ -177,13 +200,12 @@ func Parse(data []byte) (*Template, error) {
 		r := mapOf(v)
 		t.Resources[id] = Resource{Type: scalar(r["Type"]), Properties: mapOf(r["Properties"])}
 	}
-	globals := mapOf(mapOf(doc["Globals"])["Function"])
 	t.Order = resourceOrder(root.Content[0])
 	for _, id := range t.Order {
 		if t.Resources[id].Type != FunctionType {
 			continue
 		}
-		f, err := t.function(id, t.Resources[id].Properties, globals)
+		f, err := t.function(id)
 		if err != nil {
 			return nil, fmt.Errorf("%s: %w", id, err)
 		}
@@ -208,17 +230,10 @@ func resourceOrder(doc *yaml.Node) []string {
 	return nil
 }
 
-func (t *Template) function(id string, props, globals map[string]any) (Function, error) {
+func (t *Template) function(id string) (Function, error) {
 	prop := func(key string) any {
-		local, hasLocal := props[key]
-		global, hasGlobal := globals[key]
-		switch {
-		case hasLocal && hasGlobal:
-			return MergeGlobal(global, local)
-		case hasLocal:
-			return local
-		}
-		return global
+		v, _ := t.Prop(id, key)
+		return v
 	}
 	f := Function{LogicalID: id, Env: map[string]any{}, Timeout: 3 * time.Second, MemoryMB: 128}
 	for k, v := range mapOf(mapOf(prop("Environment"))["Variables"]) {
@@ -248,7 +263,7 @@ func (t *Template) function(id string, props, globals map[string]any) (Function,
 		f.LogLevel = scalar(logging["ApplicationLogLevel"])
 	}
 	names := make([]string, 0)
-	events := mapOf(props["Events"])
+	events := mapOf(t.Resources[id].Properties["Events"])
 	for name := range events {
 		names = append(names, name)
 	}
@@ -260,11 +275,10 @@ func (t *Template) function(id string, props, globals map[string]any) (Function,
 	return f, nil
 }
 
-// MergeGlobal merges a Globals value with the function's own, the way
+// mergeGlobal merges a Globals value with the function's own, the way
 // SAM does: maps key by key, lists concatenated, anything else (and
-// mismatched kinds, and intrinsic calls) the function's. The template
-// check uses it too, so both read one merge.
-func MergeGlobal(global, local any) any {
+// mismatched kinds, and intrinsic calls) the function's.
+func mergeGlobal(global, local any) any {
 	switch g := global.(type) {
 	case map[string]any:
 		l, ok := local.(map[string]any)
@@ -277,7 +291,7 @@ func MergeGlobal(global, local any) any {
 		}
 		for k, v := range l {
 			if gv, ok := g[k]; ok {
-				v = MergeGlobal(gv, v)
+				v = mergeGlobal(gv, v)
 			}
 			out[k] = v
 		}

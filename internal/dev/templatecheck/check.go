@@ -11,21 +11,21 @@ import (
 // Rule names one property of the template that Check enforces.
 type Rule string
 
-// The rules. The schema rule checks what AWS's schemas know; the others
-// what only the Go code knows.
+// The rules: what only the Go code knows. What a valid SAM or
+// CloudFormation template is, cfn-lint and SAM's translator check.
 const (
 	// RuleParse: the template must load at all.
 	RuleParse Rule = "parse"
-	// RuleSchema: the template validates against AWS's SAM and
-	// CloudFormation resource schemas (schema.go).
-	RuleSchema Rule = "schema"
-	// RuleWiring: every function has its queue(s) or schedule, its role,
+	// RuleTopology: the queues, which function consumes which and how,
+	// redrive policies, retention, timeouts and schedules are
+	// internal/dev/topology's (topology.Check).
+	RuleTopology Rule = "topology"
+	// RuleWiring: every function has its role,
 	// its log group and environment pointing at the right resources, and
 	// RecursiveLoop Allow exactly where it feeds the queue that invokes it.
 	RuleWiring Rule = "wiring"
-	// RuleDLQ: every main queue redrives to its DLQ after 5 receives; a
-	// DLQ accepts its main queue only and keeps messages 14 days; every
-	// queue is encrypted.
+	// RuleDLQ: a DLQ accepts its main queue only, redrives nowhere and
+	// keeps messages longer than it; every queue is encrypted.
 	RuleDLQ Rule = "dlq"
 	// RuleVisibility: VisibilityTimeout >= 6 x the consuming function's
 	// Timeout (Globals merged), and QUEUE_VISIBILITY_SECONDS repeats it.
@@ -86,8 +86,6 @@ type Options struct {
 	// default it is the one in the functions' CodeUri, relative to the
 	// template, which is where `sam build` runs make.
 	Makefile string
-	// Schema is the SAM schema file (default DefaultSchema).
-	Schema string
 }
 
 // Check checks the SAM template at path and returns every problem found,
@@ -101,7 +99,7 @@ func CheckWith(path string, opts Options) []Problem {
 		return []Problem{{RuleParse, filepath.Base(path), err.Error()}}
 	}
 	c := &checker{doc: d, opts: opts}
-	c.validateSchema()
+	c.topology()
 	c.wiring()
 	c.dlq()
 	c.visibility()
@@ -127,7 +125,7 @@ func CheckWith(path string, opts Options) []Problem {
 
 // Rules lists every rule in order.
 func Rules() []Rule {
-	return []Rule{RuleParse, RuleSchema, RuleWiring, RuleDLQ, RuleVisibility, RuleBatchFailures, RuleLeastPrivilege,
+	return []Rule{RuleParse, RuleTopology, RuleWiring, RuleDLQ, RuleVisibility, RuleBatchFailures, RuleLeastPrivilege,
 		RuleTable, RuleBuild, RuleSecretsEnv, RuleParameters, RuleObservability}
 }
 

@@ -1,33 +1,26 @@
-// Package templatecheck checks what no schema can know about the SAM template
-// (template.yaml): how it meets the Go code. AWS's published SAM and
-// CloudFormation resource schemas check the rest (schema.go). The rules
-// hold the template against the code: which queue feeds which function
-// and the variables each reads, visibility timeouts against function
-// timeouts and the lease, partial batch failures, each role's actions
-// against the SDK calls its function makes, the table against
+// Package templatecheck checks what no linter can know about the SAM
+// template (template.yaml): how it meets the Go code. cfn-lint and SAM's
+// own translator check that it is valid SAM and CloudFormation (TestCfnLint,
+// TestTranslate); these rules hold it against the code: which queue feeds
+// which function and the variables each reads, visibility timeouts against
+// function timeouts and the lease, partial batch failures, each role's
+// actions against the SDK calls its function makes, the table against
 // dynamo.TableDefinition and its expiry attribute, the build targets SAM's
 // makefile build method calls, parameters against internal/config's
-// bounds, the secret, and the alarms and dashboard against the metrics
-// and log lines the code emits.
+// bounds, the secret, and the alarms and dashboard against the metrics and
+// log lines the code emits.
 //
-// The template is read twice. For the rules, goformation's intrinsics
-// processor runs with the Ref, Fn::GetAtt and Fn::Sub handlers replaced,
-// so that references survive as tokens (see Ref, GetAtt, Sub) instead of
-// being resolved to sample values. For the schema, the same processor
-// only turns short-form tags into their long form ({"Ref": ...}), which
-// is the template as CloudFormation reads it.
+// The template is read by internal/dev/samlocal, the one reader, whose
+// long-form intrinsics are turned into tokens (see Ref, GetAtt, Sub) so the
+// rules compare references as strings.
 package templatecheck
 
 import (
-	"encoding/json"
 	"fmt"
-	"github.com/genjobs/genjobs/internal/dev/samlocal"
-	"os"
 	"sort"
 	"strings"
-	"sync"
 
-	"github.com/awslabs/goformation/v7/intrinsics"
+	"github.com/genjobs/genjobs/internal/dev/samlocal"
 )
 
 // Ref is the token a `!Ref name` becomes.
@@ -41,60 +34,62 @@ func GetAtt(resource, attribute string) string { return "GetAtt(" + resource + "
 // forms of the same substitution give the same token.
 func Sub(s string) string { return "Sub(" + s + ")" }
 
-func invalid(fn string, input any) string { return fmt.Sprintf("Invalid(%s %v)", fn, input) }
-
-func refHandler(_ string, input, _ any) any {
-	if name, ok := input.(string); ok {
-		return Ref(name)
-	}
-	return invalid("Ref", input)
-}
-
-func getAttHandler(_ string, input, _ any) any {
-	switch v := input.(type) {
-	case string: // short form: !GetAtt Resource.Attribute
-		if res, attr, ok := strings.Cut(v, "."); ok {
-			return GetAtt(res, attr)
-		}
-	case []any: // long form: Fn::GetAtt: [Resource, Attribute]
-		if len(v) == 2 {
-			res, ok1 := v[0].(string)
-			attr, ok2 := v[1].(string)
-			if ok1 && ok2 {
-				return GetAtt(res, attr)
+// tokens is v with every Ref, Fn::GetAtt and Fn::Sub (samlocal's long
+// form) replaced by its token; anything malformed stays as it was, and so
+// matches no rule's expectation.
+func tokens(v any) any {
+	switch x := v.(type) {
+	case map[string]any:
+		if len(x) == 1 {
+			if t, ok := tokenOf(x); ok {
+				return t
 			}
 		}
+		out := make(map[string]any, len(x))
+		for k, e := range x {
+			out[k] = tokens(e)
+		}
+		return out
+	case []any:
+		out := make([]any, len(x))
+		for i, e := range x {
+			out[i] = tokens(e)
+		}
+		return out
 	}
-	return invalid("Fn::GetAtt", input)
+	return v
 }
 
-func subHandler(_ string, input, _ any) any {
-	switch v := input.(type) {
+func tokenOf(call map[string]any) (string, bool) {
+	if name, ok := call["Ref"].(string); ok {
+		return Ref(name), true
+	}
+	if args, ok := call["Fn::GetAtt"].([]any); ok && len(args) == 2 {
+		res, ok1 := args[0].(string)
+		attr, ok2 := args[1].(string)
+		return GetAtt(res, attr), ok1 && ok2
+	}
+	switch arg := tokens(call["Fn::Sub"]).(type) {
 	case string:
-		return Sub(v)
+		return Sub(arg), true
 	case []any:
-		if len(v) != 2 {
-			break
-		}
-		s, ok := v[0].(string)
-		vars, ok2 := v[1].(map[string]any)
-		if !ok || !ok2 {
-			break
+		s, ok := arg[0].(string)
+		vars, ok2 := arg[len(arg)-1].(map[string]any)
+		if len(arg) != 2 || !ok || !ok2 {
+			return "", false
 		}
 		for name, val := range vars {
 			repl := fmt.Sprint(val)
-			if str, ok := val.(string); ok {
-				if inner, ok := unwrap(str, "Ref"); ok {
-					repl = "${" + inner + "}"
-				} else if inner, ok := unwrap(str, "GetAtt"); ok {
-					repl = "${" + inner + "}"
-				}
+			if inner, ok := unwrap(str(val), "Ref"); ok {
+				repl = "${" + inner + "}"
+			} else if inner, ok := unwrap(str(val), "GetAtt"); ok {
+				repl = "${" + inner + "}"
 			}
 			s = strings.ReplaceAll(s, "${"+name+"}", repl)
 		}
-		return Sub(s)
+		return Sub(s), true
 	}
-	return invalid("Fn::Sub", input)
+	return "", false
 }
 
 // unwrap returns the argument of a token such as Ref(x).
@@ -105,57 +100,26 @@ func unwrap(token, fn string) (string, bool) {
 	return "", false
 }
 
-// goformationMu serialises intrinsics.ProcessYAML: it registers its YAML
-// tag resolvers in a package-level map on every call, which races.
-var goformationMu sync.Mutex
-
 // doc is one parsed template.
 type doc struct {
 	path string
-	// raw is the whole template as plain data, intrinsics as tokens.
+	tmpl *samlocal.Template
+	// raw is the whole template, intrinsics as tokens.
 	raw map[string]any
-	// plain is the template as CloudFormation reads it, intrinsics as
-	// their long-form objects ({"Ref": ...}), for the schema rule.
-	plain map[string]any
 	// resources are raw["Resources"], by logical id.
 	resources map[string]map[string]any
-	// globalFunction is Globals.Function (nil when absent).
-	globalFunction map[string]any
 }
 
 // load reads and parses the template.
 func load(path string) (*doc, error) {
-	data, err := os.ReadFile(path)
+	t, err := samlocal.Load(path)
 	if err != nil {
 		return nil, err
 	}
-	opts := &intrinsics.ProcessorOptions{IntrinsicHandlerOverrides: map[string]intrinsics.IntrinsicHandler{
-		"Ref": refHandler, "Fn::GetAtt": getAttHandler, "Fn::Sub": subHandler,
-	}}
-	goformationMu.Lock()
-	processed, err := intrinsics.ProcessYAML(data, opts)
-	var plain []byte
-	if err == nil {
-		plain, err = intrinsics.ProcessYAML(data, &intrinsics.ProcessorOptions{NoProcess: true})
-	}
-	goformationMu.Unlock()
-	if err != nil {
-		return nil, err
-	}
-	d := &doc{path: path, resources: map[string]map[string]any{}}
-	if err := json.Unmarshal(processed, &d.raw); err != nil {
-		return nil, err
-	}
-	if err := json.Unmarshal(plain, &d.plain); err != nil {
-		return nil, err
-	}
-	if len(mapOf(d.raw["Resources"])) == 0 {
-		return nil, fmt.Errorf("no Resources")
-	}
+	d := &doc{path: path, tmpl: t, raw: mapOf(tokens(t.Doc)), resources: map[string]map[string]any{}}
 	for id, v := range mapOf(d.raw["Resources"]) {
 		d.resources[id] = mapOf(v)
 	}
-	d.globalFunction = mapOf(mapOf(d.raw["Globals"])["Function"])
 	return d, nil
 }
 
@@ -171,23 +135,14 @@ func (d *doc) ofType(typ string) []string {
 	return ids
 }
 
-// props is a resource's raw Properties.
+// props is a resource's Properties.
 func (d *doc) props(id string) map[string]any { return mapOf(d.resources[id]["Properties"]) }
 
-// functionProp is a function's property merged with Globals.Function the
-// way SAM merges them: scalars (and intrinsics) and mismatched types take
-// the function's value, maps merge key by key, lists concatenate.
+// functionProp is a function's property merged with Globals.Function
+// (samlocal's merge, which TestTranslate holds against SAM's).
 func (d *doc) functionProp(id, key string) (any, bool) {
-	local, hasLocal := d.props(id)[key]
-	global, hasGlobal := d.globalFunction[key]
-	switch {
-	case hasLocal && hasGlobal:
-		return samlocal.MergeGlobal(global, local), true
-	case hasLocal:
-		return local, true
-	default:
-		return global, hasGlobal
-	}
+	v, ok := d.tmpl.Prop(id, key)
+	return tokens(v), ok
 }
 
 // env is a function's environment after the Globals merge.
@@ -196,7 +151,7 @@ func (d *doc) env(id string) map[string]any {
 	return mapOf(mapOf(e)["Variables"])
 }
 
-// event is one SAM event source of a function, from the plain tree.
+// event is one SAM event source of a function.
 type event struct {
 	name, typ string
 	props     map[string]any
@@ -212,15 +167,11 @@ func (d *doc) events(id string) []event {
 	return out
 }
 
-// timeout is a function's Timeout in seconds: its own, else Globals', else
-// SAM's default of 3.
+// timeout is a function's Timeout in seconds (Globals merged, a
+// parameter's default, SAM's default of 3).
 func (d *doc) timeout(id string) int {
-	if v, ok := d.functionProp(id, "Timeout"); ok {
-		if n, ok := d.num(v); ok {
-			return n
-		}
-	}
-	return 3
+	f, _ := d.tmpl.Function(id)
+	return int(f.Timeout.Seconds())
 }
 
 func mapOf(v any) map[string]any {
@@ -233,6 +184,9 @@ func str(v any) string {
 	return s
 }
 
+// isTrue reads a YAML boolean (samlocal keeps scalars as their text).
+func isTrue(v any) bool { return str(v) == "true" }
+
 // num reads a whole number as num does, or a parameter's default through
 // its !Ref (what a deployment without overrides takes).
 func (d *doc) num(v any) (int, bool) {
@@ -243,18 +197,13 @@ func (d *doc) num(v any) (int, bool) {
 	return num(v)
 }
 
-// num reads a whole number from a decoded JSON number or numeric string.
+// num reads a whole number from a scalar's text (or a JSON number, in a
+// policy written as a JSON string).
 func num(v any) (int, bool) {
-	switch n := v.(type) {
-	case float64:
-		if n == float64(int(n)) {
-			return int(n), true
-		}
-	case string:
-		var i int
-		if _, err := fmt.Sscanf(n, "%d", &i); err == nil && fmt.Sprint(i) == n {
-			return i, true
-		}
+	var i int
+	n := fmt.Sprint(v)
+	if _, err := fmt.Sscanf(n, "%d", &i); err == nil && fmt.Sprint(i) == n {
+		return i, true
 	}
 	return 0, false
 }

@@ -3,7 +3,7 @@ package templatecheck
 import (
 	"encoding/json"
 	"fmt"
-	"os"
+	"os/exec"
 	"path/filepath"
 	"regexp"
 	"slices"
@@ -11,8 +11,20 @@ import (
 	"strings"
 
 	"github.com/genjobs/genjobs/internal/config"
+	"github.com/genjobs/genjobs/internal/dev/topology"
 	"github.com/genjobs/genjobs/internal/store/dynamo"
 )
+
+// -------------------------------------------------------------- 0 topology
+
+// topology: the queues, event sources, timeouts and sweep thresholds are
+// the ones internal/dev/topology declares, which the local tooling wires
+// the stack from.
+func (c *checker) topology() {
+	for _, err := range topology.Stack.Check(c.tmpl) {
+		c.add(RuleTopology, "topology", "%v", err)
+	}
+}
 
 // ---------------------------------------------------------------- 1 wiring
 
@@ -29,7 +41,6 @@ func (c *checker) wiring() {
 			c.add(RuleWiring, id, "a function the check does not know: describe it in internal/dev/templatecheck/spec.go (functions, allowed)")
 			continue
 		}
-		c.wireEvents(id, spec)
 		c.wireEnv(id)
 		if role := str(c.props(id)["Role"]); role != GetAtt(spec.role, "Arn") {
 			c.add(RuleWiring, id, "Role is %q, want !GetAtt %s.Arn (its own role)", role, spec.role)
@@ -55,41 +66,6 @@ func (c *checker) wireRecursion(id string, spec function) {
 		c.add(RuleWiring, id, "sends to %s, which invokes it: RecursiveLoop is %v, want Allow (Lambda stops such a chain after 16 hops)", loop, v)
 	case loop == "" && v == "Allow":
 		c.add(RuleWiring, id, "RecursiveLoop Allow, but it sends to no queue that invokes it: keep Lambda's loop detection (set it on the looping functions, not in Globals)")
-	}
-}
-
-func (c *checker) wireEvents(id string, spec function) {
-	var consumed, schedules []string
-	for _, e := range c.events(id) {
-		switch e.typ {
-		case "SQS":
-			q, ok := c.queueOf(e)
-			if !ok {
-				c.add(RuleWiring, id, "event %s: Queue %v is not !GetAtt <queue>.Arn of a queue in this template", e.name, e.props["Queue"])
-				continue
-			}
-			consumed = append(consumed, q)
-		case "Schedule":
-			schedules = append(schedules, fmt.Sprint(e.props["Schedule"]))
-		default:
-			c.add(RuleWiring, id, "event %s: type %q; these functions are fed by SQS and Schedule events only", e.name, e.typ)
-		}
-	}
-	for _, q := range spec.consumes {
-		if n := count(consumed, q); n != 1 {
-			c.add(RuleWiring, id, "has %d SQS events on %s, want exactly 1", n, q)
-		}
-	}
-	for _, q := range consumed {
-		if !slices.Contains(spec.consumes, q) {
-			c.add(RuleWiring, id, "has an SQS event on %s, which it must not consume (it consumes %s)", q, strings.Join(spec.consumes, ", "))
-		}
-	}
-	switch {
-	case spec.schedule == "" && len(schedules) > 0:
-		c.add(RuleWiring, id, "has a Schedule event; only the sweep runs on a schedule")
-	case spec.schedule != "" && (len(schedules) != 1 || schedules[0] != spec.schedule):
-		c.add(RuleWiring, id, "Schedule events %v, want exactly one %s", schedules, spec.schedule)
 	}
 }
 
@@ -144,14 +120,6 @@ func (c *checker) dlq() {
 	known := map[string]bool{sweepFailuresID: true}
 	for _, q := range queues {
 		known[q.main], known[q.dlq] = true, true
-		for _, id := range []string{q.main, q.dlq} {
-			if !c.isQueue(id) {
-				c.add(RuleDLQ, id, "missing: the template has no such AWS::SQS::Queue")
-			}
-		}
-		if c.isQueue(q.main) {
-			c.checkRedrive(q.main, q.dlq)
-		}
 		if c.isQueue(q.dlq) {
 			c.checkDeadLetterQueue(q.dlq)
 			c.checkRedriveAllow(q.main, q.dlq)
@@ -168,20 +136,17 @@ func (c *checker) dlq() {
 			c.add(RuleDLQ, id, "a queue the check does not know (queues in internal/dev/templatecheck/spec.go)")
 		}
 		p := c.props(id)
-		if p["SqsManagedSseEnabled"] != true && p["KmsMasterKeyId"] == nil {
+		if !isTrue(p["SqsManagedSseEnabled"]) && p["KmsMasterKeyId"] == nil {
 			c.add(RuleDLQ, id, "not encrypted: set SqsManagedSseEnabled: true")
 		}
 	}
 }
 
-// checkDeadLetterQueue: messages wait there 14 days for triage and an
-// operator, and go nowhere else.
+// checkDeadLetterQueue: messages wait there for triage and an operator,
+// and go nowhere else (the topology states how long).
 func (c *checker) checkDeadLetterQueue(id string) {
 	if c.props(id)["RedrivePolicy"] != nil {
 		c.add(RuleDLQ, id, "a DLQ must not redrive anywhere: its messages wait for triage and an operator")
-	}
-	if got := c.retention(id); got != dlqRetention {
-		c.add(RuleDLQ, id, "MessageRetentionPeriod %d, want %d (14 days)", got, dlqRetention)
 	}
 }
 
@@ -213,20 +178,6 @@ func jsonMap(v any) map[string]any {
 		return m
 	}
 	return mapOf(v)
-}
-
-func (c *checker) checkRedrive(main, dlq string) {
-	rp := jsonMap(c.props(main)["RedrivePolicy"])
-	if rp == nil {
-		c.add(RuleDLQ, main, "no RedrivePolicy: a message that keeps failing would cycle until its retention ends instead of reaching %s", dlq)
-		return
-	}
-	if got, want := str(rp["deadLetterTargetArn"]), GetAtt(dlq, "Arn"); got != want {
-		c.add(RuleDLQ, main, "RedrivePolicy deadLetterTargetArn is %q, want %s", got, want)
-	}
-	if n, ok := num(rp["maxReceiveCount"]); !ok || n != maxReceiveCount {
-		c.add(RuleDLQ, main, "RedrivePolicy maxReceiveCount is %v, want %d", rp["maxReceiveCount"], maxReceiveCount)
-	}
 }
 
 // checkRedriveAllow: only its own main queue may dead-letter into a DLQ,
@@ -505,17 +456,17 @@ func (c *checker) table() {
 			c.add(RuleTable, tableID, "index %s ProjectionType %q, want %s", name, got, want.Projection.ProjectionType)
 		}
 	}
-	if mapOf(p["PointInTimeRecoverySpecification"])["PointInTimeRecoveryEnabled"] != true {
+	if !isTrue(mapOf(p["PointInTimeRecoverySpecification"])["PointInTimeRecoveryEnabled"]) {
 		c.add(RuleTable, tableID, "point-in-time recovery is off: set PointInTimeRecoverySpecification.PointInTimeRecoveryEnabled: true")
 	}
-	if mapOf(p["SSESpecification"])["SSEEnabled"] != true {
+	if !isTrue(mapOf(p["SSESpecification"])["SSEEnabled"]) {
 		c.add(RuleTable, tableID, "SSESpecification.SSEEnabled is not true")
 	}
-	if p["DeletionProtectionEnabled"] != true {
+	if !isTrue(p["DeletionProtectionEnabled"]) {
 		c.add(RuleTable, tableID, "DeletionProtectionEnabled is not true: one mistaken delete would take every operation record and job id with it")
 	}
 	ttl := mapOf(p["TimeToLiveSpecification"])
-	if str(ttl["AttributeName"]) != dynamo.AttrExpiresAt || ttl["Enabled"] != true {
+	if str(ttl["AttributeName"]) != dynamo.AttrExpiresAt || !isTrue(ttl["Enabled"]) {
 		c.add(RuleTable, tableID, "TimeToLiveSpecification %v, want AttributeName %s (dynamo.AttrExpiresAt, which the store writes on finished items), Enabled: true", ttl, dynamo.AttrExpiresAt)
 	}
 	c.retentionWiring()
@@ -583,7 +534,6 @@ func mapsEqual(a, b map[string]string) bool {
 var buildLine = []string{"GOOS=linux", "GOARCH=arm64", "CGO_ENABLED=0", "go build", "-tags lambda.norpc", "-o $(ARTIFACTS_DIR)/bootstrap"}
 
 func (c *checker) build() {
-	makefiles := map[string]*makefile{}
 	for _, id := range c.sortedFunctions() {
 		spec := functions[id]
 		for key, want := range map[string]string{"Runtime": "provided.al2023", "Handler": "bootstrap"} {
@@ -614,34 +564,33 @@ func (c *checker) build() {
 			}
 			path = filepath.Join(filepath.Dir(c.path), str(codeURI), "Makefile")
 		}
-		mk, ok := makefiles[path]
-		if !ok {
-			data, err := os.ReadFile(path)
-			if err != nil {
-				c.add(RuleBuild, "Makefile", "%v", err)
-			}
-			mk = parseMakefile(string(data))
-			makefiles[path] = mk
-		}
-		c.checkTarget(id, spec.dir, mk)
+		c.checkTarget(id, spec.dir, path)
 	}
 }
 
-func (c *checker) checkTarget(id, dir string, mk *makefile) {
+// checkTarget runs `make -n build-<LogicalId>` on the Makefile, as sam
+// build would run it, and reads the command it prints.
+func (c *checker) checkTarget(id, dir, makefile string) {
 	target := "build-" + id
-	recipe, ok := mk.rules[target]
-	if !ok {
-		c.add(RuleBuild, "Makefile", "no %s target: sam build (BuildMethod: makefile) runs `make %s`", target, target)
+	const artifacts = "/artifacts"
+	makefile, err := filepath.Abs(makefile)
+	if err != nil {
+		c.add(RuleBuild, "Makefile", "%v", err)
+		return
+	}
+	out, err := exec.Command("make", "-n", "--no-print-directory", "-f", makefile, "-C", filepath.Dir(makefile),
+		target, "ARTIFACTS_DIR="+artifacts, "GO=go").CombinedOutput()
+	if err != nil {
+		c.add(RuleBuild, "Makefile", "make -n %s (sam build, BuildMethod: makefile, runs `make %s`): %v: %s", target, target, err, out)
 		return
 	}
 	pkg := regexp.MustCompile(`(^|\s)\./functions/` + regexp.QuoteMeta(dir) + `/?(\s|$)`)
-	for _, line := range recipe {
-		line = mk.expand(line)
+	for _, line := range strings.Split(string(out), "\n") {
 		if !pkg.MatchString(line) {
 			continue
 		}
 		for _, part := range buildLine {
-			if !strings.Contains(line, part) {
+			if !strings.Contains(line, strings.ReplaceAll(part, "$(ARTIFACTS_DIR)", artifacts)) {
 				c.add(RuleBuild, "Makefile", "%s builds ./functions/%s without %q", target, dir, part)
 			}
 		}
@@ -1048,7 +997,7 @@ func (c *checker) alarmTopic() {
 			c.add(RuleObservability, key, "its KeyPolicy does not allow cloudwatch.amazonaws.com %s: alarms could not publish to %s", a, alarmTopicID)
 		}
 	}
-	if c.props(key)["EnableKeyRotation"] != true {
+	if !isTrue(c.props(key)["EnableKeyRotation"]) {
 		c.add(RuleObservability, key, "EnableKeyRotation is not true")
 	}
 }
@@ -1158,14 +1107,4 @@ func sortedKeys[V any](m map[string]V) []string {
 	}
 	sort.Strings(keys)
 	return keys
-}
-
-func count(list []string, s string) int {
-	n := 0
-	for _, e := range list {
-		if e == s {
-			n++
-		}
-	}
-	return n
 }

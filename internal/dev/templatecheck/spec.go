@@ -3,6 +3,7 @@ package templatecheck
 import (
 	"fmt"
 	"log/slog"
+	"strings"
 
 	"github.com/genjobs/genjobs/internal/coldstart"
 	"github.com/genjobs/genjobs/internal/config"
@@ -24,7 +25,6 @@ const (
 	metricsNS    = "genjobs"
 	// sweepFailuresID is where the sweep's failed invocations go.
 	sweepFailuresID = "SweepFailureQueue"
-	sweepSchedule   = "rate(5 minutes)"
 )
 
 // Parameters the checks name.
@@ -58,9 +58,7 @@ var queues = func() []struct{ main, dlq string } {
 }()
 
 const (
-	maxReceiveCount = topology.MaxReceiveCount
-	dlqRetention    = 14 * 24 * 60 * 60 // seconds
-	visibilityRatio = 6                 // VisibilityTimeout >= 6 x the consumer's Timeout
+	visibilityRatio = 6 // VisibilityTimeout >= 6 x the consumer's Timeout
 )
 
 // grant is one (action, resource) pair an Allow statement gives.
@@ -130,29 +128,28 @@ type function struct {
 	logGroup string
 	// consumes lists the queues whose SQS events feed the function.
 	consumes []string
-	// schedule is its Schedule event's expression ("" for none).
-	schedule string
 	// expires: it finishes records or closes reviews, so it needs the
 	// retention variables (dynamo.Retention) to give them an expiry.
 	expires bool
 }
 
-// functions are the template's functions by logical id. Their
-// environments are not listed here: each function's handler package
-// declares what it needs (config.Spec), and internal/dev/samlocal's tests
-// check template.yaml gives each exactly that.
-var functions = map[string]function{
-	"SubmitFunction": {dir: "submit", role: "SubmitRole", logGroup: "SubmitLogGroup",
-		consumes: []string{"DispatchQueue"}, expires: true},
-	"ObserveFunction": {dir: "observe", role: "ObserveRole", logGroup: "ObserveLogGroup",
-		consumes: []string{"ObserveQueue"}, expires: true},
-	"DeliverFunction": {dir: "deliver", role: "DeliverRole", logGroup: "DeliverLogGroup",
-		consumes: []string{"DeliverQueue"}, expires: true},
-	"TriageFunction": {dir: "triage", role: "TriageRole", logGroup: "TriageLogGroup",
-		consumes: []string{"DispatchDLQ", "ObserveDLQ", "DeliverDLQ"}},
-	"SweepFunction": {dir: "sweep", role: "SweepRole", logGroup: "SweepLogGroup",
-		schedule: sweepSchedule, expires: true},
-}
+// functions are the topology's functions by logical id, with the role
+// and log group named after each (SubmitFunction: SubmitRole,
+// SubmitLogGroup). Their environments are not listed here: each
+// function's handler package declares what it needs (config.Spec), and
+// internal/dev/samlocal's tests check template.yaml gives each exactly that.
+var functions = func() map[string]function {
+	out := map[string]function{}
+	for _, f := range topology.Stack.Functions {
+		base := strings.TrimSuffix(f.ID, "Function")
+		fn := function{dir: f.Name, role: base + "Role", logGroup: base + "LogGroup", expires: f.Name != topology.Triage}
+		for _, m := range f.Mappings {
+			fn.consumes = append(fn.consumes, m.Queue)
+		}
+		out[f.ID] = fn
+	}
+	return out
+}()
 
 // allowed is the allow-list: every role in the template and exactly the
 // grants it may hold. A grant outside it is too broad; one missing from it

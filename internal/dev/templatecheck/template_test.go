@@ -4,6 +4,7 @@ import (
 	"debug/elf"
 	"errors"
 	"flag"
+	"fmt"
 	"go/ast"
 	"go/parser"
 	"go/token"
@@ -15,10 +16,9 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/santhosh-tekuri/jsonschema/v6"
-	"gopkg.in/yaml.v3"
-
 	"github.com/genjobs/genjobs/internal/config"
+	"github.com/genjobs/genjobs/internal/dev/samlocal"
+	"github.com/genjobs/genjobs/internal/dev/testenv"
 )
 
 var update = flag.Bool("update", false, "rewrite the broken copies in testdata/template from template.yaml and the Makefile")
@@ -38,24 +38,13 @@ func TestRealTemplatePasses(t *testing.T) {
 
 func TestTemplateLoadsAsPlainYAML(t *testing.T) {
 	t.Parallel()
-	data, err := os.ReadFile(realTemplate)
+	tmpl, err := samlocal.Load(realTemplate)
 	if err != nil {
 		t.Fatal(err)
 	}
-	var root yaml.Node
-	if err := yaml.Unmarshal(data, &root); err != nil {
-		t.Fatalf("yaml.v3: %v", err)
-	}
-	if len(root.Content) != 1 || root.Content[0].Kind != yaml.MappingNode {
-		t.Fatal("template.yaml is not a YAML mapping")
-	}
-	var top []string
-	for i := 0; i < len(root.Content[0].Content); i += 2 {
-		top = append(top, root.Content[0].Content[i].Value)
-	}
 	for _, want := range []string{"Transform", "Globals", "Resources", "Outputs"} {
-		if !slices.Contains(top, want) {
-			t.Errorf("no top-level %s (have %v)", want, top)
+		if _, ok := tmpl.Doc[want]; !ok {
+			t.Errorf("no top-level %s", want)
 		}
 	}
 }
@@ -77,20 +66,22 @@ func TestParseErrorIsAProblem(t *testing.T) {
 
 func TestTokens(t *testing.T) {
 	t.Parallel()
+	ref := func(s string) map[string]any { return map[string]any{"Ref": s} }
+	getAtt := func(r, a string) map[string]any { return map[string]any{"Fn::GetAtt": []any{r, a}} }
 	for _, tc := range []struct {
-		handler func(string, any, any) any
-		input   any
-		want    string
+		input any
+		want  any
 	}{
-		{refHandler, "DispatchQueue", "Ref(DispatchQueue)"},
-		{getAttHandler, "DispatchQueue.Arn", "GetAtt(DispatchQueue.Arn)"},
-		{getAttHandler, []any{"DispatchQueue", "Arn"}, "GetAtt(DispatchQueue.Arn)"},
-		{subHandler, "${T.Arn}/index/status", "Sub(${T.Arn}/index/status)"},
-		{subHandler, []any{"${A}/x/${B}", map[string]any{"A": "GetAtt(T.Arn)", "B": "Ref(G)"}}, "Sub(${T.Arn}/x/${G})"},
-		{getAttHandler, 7, "Invalid(Fn::GetAtt 7)"},
+		{ref("DispatchQueue"), "Ref(DispatchQueue)"},
+		{getAtt("DispatchQueue", "Arn"), "GetAtt(DispatchQueue.Arn)"},
+		{map[string]any{"Fn::Sub": "${T.Arn}/index/status"}, "Sub(${T.Arn}/index/status)"},
+		{map[string]any{"Fn::Sub": []any{"${A}/x/${B}", map[string]any{"A": getAtt("T", "Arn"), "B": ref("G")}}}, "Sub(${T.Arn}/x/${G})"},
+		{[]any{ref("A"), "b"}, []any{"Ref(A)", "b"}},
+		// Malformed calls stay as they are, so they match no expectation.
+		{map[string]any{"Fn::GetAtt": "7"}, map[string]any{"Fn::GetAtt": "7"}},
 	} {
-		if got := tc.handler("", tc.input, nil); got != tc.want {
-			t.Errorf("%v -> %v, want %s", tc.input, got, tc.want)
+		if got := tokens(tc.input); fmt.Sprint(got) != fmt.Sprint(tc.want) {
+			t.Errorf("%v -> %v, want %v", tc.input, got, tc.want)
 		}
 	}
 }
@@ -99,25 +90,36 @@ func TestTokens(t *testing.T) {
 type edit struct{ old, new string }
 
 // brokenCase is one broken copy: the real template (and Makefile) with a
-// minimal edit that breaks exactly one rule.
+// minimal edit that breaks exactly one rule, and what catches it: the
+// project's rules, cfn-lint (SAM's translator included), or both.
 type brokenCase struct {
 	name string
+	// rule is the one project rule the copy breaks; "" when it breaks
+	// none (cfn-lint catches it).
 	rule Rule
-	// resource must be named by one of the problems.
+	// also is a second rule the copy breaks as well ("" for none).
+	also Rule
+	// resource must be named by one of rule's problems (for topology,
+	// where its message begins).
 	resource string
+	// cfnLint are the rules cfn-lint reports on the copy, exactly (E0001:
+	// SAM's translator refuses it); nil when cfn-lint is not relied on.
+	// Measured when the schema code went: cfn-lint passes every copy only
+	// the project's rules catch.
+	cfnLint  []string
 	template []edit
 	makefile []edit
 }
 
 var brokenCases = []brokenCase{
-	{name: "wiring-submit-reads-observe-queue", rule: RuleWiring, resource: "SubmitFunction",
+	{name: "topology-submit-reads-observe-queue", rule: RuleTopology, resource: "function SubmitFunction",
 		template: []edit{{"        Dispatch:\n          Type: SQS\n          Properties:\n            Queue: !GetAtt DispatchQueue.Arn",
 			"        Dispatch:\n          Type: SQS\n          Properties:\n            Queue: !GetAtt ObserveQueue.Arn"},
 			// Timeout and lease as the observe queue needs them, so that
 			// only the wiring breaks.
 			{"      Role: !GetAtt SubmitRole.Arn\n      Timeout: !Ref SubmitTimeoutSeconds\n", "      Role: !GetAtt SubmitRole.Arn\n      Timeout: 270\n"},
 			{"          QUEUE_VISIBILITY_SECONDS: \"360\"\n", "          QUEUE_VISIBILITY_SECONDS: \"1620\"\n"}}},
-	{name: "wiring-triage-misses-deliver-dlq", rule: RuleWiring, resource: "TriageFunction",
+	{name: "topology-triage-misses-deliver-dlq", rule: RuleTopology, resource: "function TriageFunction",
 		template: []edit{{"        DeliverDeadLetters:\n          Type: SQS\n          Properties:\n            Queue: !GetAtt DeliverDLQ.Arn\n            BatchSize: 10\n            MaximumBatchingWindowInSeconds: 5\n            FunctionResponseTypes: [ReportBatchItemFailures]\n            ScalingConfig:\n              MaximumConcurrency: 2\n", ""}}},
 	// An observation chain sends to the queue that invokes it.
 	{name: "wiring-recursive-loop-terminate", rule: RuleWiring, resource: "ObserveFunction",
@@ -126,13 +128,13 @@ var brokenCases = []brokenCase{
 	// Triage sends nothing: an accidental loop must stay detectable.
 	{name: "wiring-recursive-loop-on-triage", rule: RuleWiring, resource: "TriageFunction",
 		template: []edit{{"      Role: !GetAtt TriageRole.Arn\n", "      Role: !GetAtt TriageRole.Arn\n      RecursiveLoop: Allow\n"}}},
-	{name: "dlq-observe-queue-without-redrive", rule: RuleDLQ, resource: "ObserveQueue",
+	{name: "topology-observe-queue-without-redrive", rule: RuleTopology, resource: "queue ObserveQueue",
 		template: []edit{{"      RedrivePolicy:\n        deadLetterTargetArn: !GetAtt ObserveDLQ.Arn\n        maxReceiveCount: 5\n", ""}}},
 	{name: "dlq-redrive-allow-all", rule: RuleDLQ, resource: "DispatchDLQ",
 		template: []edit{{"        redrivePermission: byQueue\n        sourceQueueArns:\n          - !Sub \"arn:${AWS::Partition}:sqs:${AWS::Region}:${AWS::AccountId}:${AWS::StackName}-dispatch\"\n",
 			"        redrivePermission: allowAll\n"}}},
 	// Triage takes its Timeout from Globals: the check must merge them.
-	{name: "visibility-globals-timeout", rule: RuleVisibility, resource: "DeliverDLQ",
+	{name: "visibility-globals-timeout", rule: RuleVisibility, also: RuleTopology, resource: "DeliverDLQ",
 		template: []edit{{"    Timeout: 30\n", "    Timeout: 45\n"}}},
 	{name: "visibility-lease-mismatch", rule: RuleVisibility, resource: "ObserveFunction",
 		template: []edit{{"          OBSERVE_POLICIES: !Ref ObservePolicies\n          QUEUE_VISIBILITY_SECONDS: \"1620\"",
@@ -154,19 +156,27 @@ var brokenCases = []brokenCase{
 	{name: "least-privilege-triage-sends", rule: RuleLeastPrivilege, resource: "TriageRole",
 		template: []edit{{"              - Sid: ReviewRecords\n                Effect: Allow\n                Action: [dynamodb:GetItem, dynamodb:PutItem]\n                Resource: !GetAtt OperationsTable.Arn\n",
 			"              - Sid: ReviewRecords\n                Effect: Allow\n                Action: [dynamodb:GetItem, dynamodb:PutItem]\n                Resource: !GetAtt OperationsTable.Arn\n              - Sid: Replay\n                Effect: Allow\n                Action: sqs:SendMessage\n                Resource: !GetAtt DispatchQueue.Arn\n"}}},
-	// The CloudFormation resource schema.
-	{name: "schema-resource-property", rule: RuleSchema, resource: "AlarmTopic",
+	// cfn-lint's CloudFormation schemas.
+	{name: "cfnlint-resource-property", cfnLint: []string{"E3002"},
 		template: []edit{{"      DisplayName: genjobs alarms\n", "      DisplayName: genjobs alarms\n      DisplayNme: typo\n"}}},
-	// SAM's schema for SQS events (which goformation's lacks).
-	{name: "schema-sqs-event-property", rule: RuleSchema, resource: "ObserveFunction",
+	{name: "cfnlint-wrong-type", cfnLint: []string{"E3012", "E3030"},
+		template: []edit{{"-submit\"\n      RetentionInDays: 30\n", "-submit\"\n      RetentionInDays: a month\n"}}},
+	// SQS allows at most 900 s.
+	{name: "cfnlint-delay-seconds", cfnLint: []string{"E3034"},
+		template: []edit{{"      QueueName: !Sub \"${AWS::StackName}-dispatch\"\n", "      QueueName: !Sub \"${AWS::StackName}-dispatch\"\n      DelaySeconds: 1000\n"}}},
+	// Ranges and enumerations of the registry's current schemas.
+	{name: "cfnlint-log-level", cfnLint: []string{"E3030"},
+		template: []edit{{"      ApplicationLogLevel: INFO\n", "      ApplicationLogLevel: VERBOSE\n"}}},
+	{name: "cfnlint-triage-concurrency-below-2", rule: RuleTopology, resource: "function TriageFunction", cfnLint: []string{"E3034"},
+		template: []edit{{"            Queue: !GetAtt DispatchDLQ.Arn\n            BatchSize: 10\n            MaximumBatchingWindowInSeconds: 5\n            FunctionResponseTypes: [ReportBatchItemFailures]\n            ScalingConfig:\n              MaximumConcurrency: 2\n",
+			"            Queue: !GetAtt DispatchDLQ.Arn\n            BatchSize: 10\n            MaximumBatchingWindowInSeconds: 5\n            FunctionResponseTypes: [ReportBatchItemFailures]\n            ScalingConfig:\n              MaximumConcurrency: 1\n"}}},
+	// SAM's translator (cfn-lint's E0001): an SQS event's properties, and
+	// Globals.
+	{name: "cfnlint-sqs-event-property", cfnLint: []string{"E0001"},
 		template: []edit{{"            ScalingConfig:\n              MaximumConcurrency: 500\n",
 			"            ScalingConfig:\n              MaximumConcurrency: 500\n            Enabeld: true\n"}}},
-	// SAM's schema for Globals.
-	{name: "schema-globals", rule: RuleSchema, resource: "template",
+	{name: "cfnlint-globals", cfnLint: []string{"E0001"},
 		template: []edit{{"    MemorySize: 128\n", "    MemorySize: 128\n    Tracer: Active\n"}}},
-	// CloudFormation's types.
-	{name: "schema-wrong-type", rule: RuleSchema, resource: "SubmitLogGroup",
-		template: []edit{{"-submit\"\n      RetentionInDays: 30\n", "-submit\"\n      RetentionInDays: a month\n"}}},
 	{name: "table-status-index-projects-all", rule: RuleTable, resource: "OperationsTable",
 		template: []edit{{"            ProjectionType: KEYS_ONLY\n        # Who holds", "            ProjectionType: ALL\n        # Who holds"}}},
 	{name: "table-without-pitr", rule: RuleTable, resource: "OperationsTable",
@@ -310,29 +320,84 @@ func TestBrokenCopiesAreCurrent(t *testing.T) {
 	}
 }
 
-// TestEachRuleFailsOnItsBrokenCopy: each copy breaks its rule, and only it.
+// TestEachRuleFailsOnItsBrokenCopy: each copy breaks its rule, and only
+// it; a copy for cfn-lint breaks none.
 func TestEachRuleFailsOnItsBrokenCopy(t *testing.T) {
 	t.Parallel()
 	for _, bc := range brokenCases {
 		t.Run(bc.name, func(t *testing.T) {
 			t.Parallel()
+			if bc.rule == "" && bc.cfnLint == nil {
+				t.Fatal("nothing catches this copy: name its rule or its cfn-lint findings")
+			}
 			tmpl, mk := bc.files()
 			problems := CheckWith(tmpl, Options{Makefile: mk})
+			if bc.rule == "" {
+				if len(problems) > 0 {
+					t.Fatalf("breaks a project rule too; record it:\n%v", Err(problems))
+				}
+				return
+			}
 			if len(problems) == 0 {
 				t.Fatalf("%s passes every rule; it must break %s", tmpl, bc.rule)
 			}
 			named := false
 			for _, p := range problems {
-				if p.Rule != bc.rule {
+				if p.Rule != bc.rule && p.Rule != bc.also {
 					t.Errorf("breaks %s too (the copy must break only %s): %v", p.Rule, bc.rule, p)
 				}
-				named = named || strings.Contains(p.Resource, bc.resource)
+				named = named || strings.Contains(p.Resource, bc.resource) || p.Resource == "topology" && strings.HasPrefix(p.Message, bc.resource+":")
 			}
 			if !named {
 				t.Errorf("no problem names %s:\n%v", bc.resource, Err(problems))
 			}
 			t.Logf("%v", Err(problems))
 		})
+	}
+}
+
+// TestCfnLint runs cfn-lint (required: testenv.Tool) once on template.yaml
+// and on every broken copy it is relied on for. It validates after SAM's
+// transform (its E0001 is the translator's refusal) against the
+// CloudFormation registry's current schemas. template.yaml must pass
+// without a finding; each copy must get exactly its recorded rules.
+func TestCfnLint(t *testing.T) {
+	t.Parallel()
+	bin := testenv.Tool(t, "cfn-lint")
+	want := map[string][]string{realTemplate: nil}
+	args := []string{"--format", "parseable", realTemplate}
+	for _, bc := range brokenCases {
+		if bc.cfnLint != nil {
+			tmpl, _ := bc.files()
+			want[tmpl] = bc.cfnLint
+			args = append(args, tmpl)
+		}
+	}
+	out, err := exec.Command(bin, args...).Output()
+	var exit *exec.ExitError
+	if err != nil && !errors.As(err, &exit) {
+		t.Fatalf("cfn-lint: %v", err)
+	}
+	got := map[string][]string{}
+	for _, line := range strings.Split(strings.TrimSpace(string(out)), "\n") {
+		// path:line:column:endline:endcolumn:rule:message
+		f := strings.SplitN(line, ":", 7)
+		if len(f) < 7 {
+			if line != "" {
+				t.Errorf("cfn-lint printed %q", line)
+			}
+			continue
+		}
+		if !slices.Contains(got[f[0]], f[5]) {
+			got[f[0]] = append(got[f[0]], f[5])
+		}
+		t.Log(line)
+	}
+	for path, rules := range want {
+		slices.Sort(got[path])
+		if !slices.Equal(got[path], rules) {
+			t.Errorf("cfn-lint on %s reports %v, want %v", path, got[path], rules)
+		}
 	}
 }
 
@@ -429,36 +494,23 @@ func TestEnvNamesMatchConfig(t *testing.T) {
 	}
 }
 
-// TestMakeTargets runs the build targets as sam build does: a dry run for
-// every function, and a real build (an arm64, static ELF bootstrap in
-// ARTIFACTS_DIR) for every function whose package exists yet.
+// TestMakeTargets runs every function's build target as sam build does
+// (the build rule reads its dry run): an arm64, static ELF bootstrap in
+// ARTIFACTS_DIR.
 func TestMakeTargets(t *testing.T) {
 	t.Parallel()
 	makeBin, err := exec.LookPath("make")
 	if err != nil {
-		t.Skip("no make on PATH")
+		t.Fatal("no make on PATH")
+	}
+	if testing.Short() {
+		t.Skip("-short: the build rule's dry run only")
 	}
 	for _, id := range sortedKeys(functions) {
-		fn := functions[id]
 		t.Run(id, func(t *testing.T) {
 			t.Parallel()
 			dir := t.TempDir()
-			out, err := exec.Command(makeBin, "-n", "-C", "../../..", "--no-print-directory", "build-"+id, "ARTIFACTS_DIR="+dir).CombinedOutput()
-			if err != nil {
-				t.Fatalf("make -n build-%s: %v\n%s", id, err, out)
-			}
-			for _, want := range []string{"GOARCH=arm64", "-o " + dir + "/bootstrap", "./functions/" + fn.dir} {
-				if !strings.Contains(string(out), want) {
-					t.Errorf("make -n build-%s prints %q, which lacks %q", id, out, want)
-				}
-			}
-			if _, err := os.Stat(filepath.Join("../../../functions", fn.dir)); errors.Is(err, os.ErrNotExist) {
-				t.Skipf("functions/%s does not exist yet; dry run only", fn.dir)
-			}
-			if testing.Short() {
-				t.Skip("-short: dry run only")
-			}
-			out, err = exec.Command(makeBin, "-C", "../../..", "--no-print-directory", "build-"+id, "ARTIFACTS_DIR="+dir).CombinedOutput()
+			out, err := exec.Command(makeBin, "-C", "../../..", "--no-print-directory", "build-"+id, "ARTIFACTS_DIR="+dir).CombinedOutput()
 			if err != nil {
 				t.Fatalf("make build-%s: %v\n%s", id, err, out)
 			}
@@ -603,132 +655,6 @@ func TestAwsSamIgnored(t *testing.T) {
 		out, err := exec.Command(gitBin, "-C", "../../..", "check-ignore", "--no-index", "-v", path).CombinedOutput()
 		if err != nil {
 			t.Errorf("git does not ignore %s (.gitignore lacks /.aws-sam/): %v %s", path, err, out)
-		}
-	}
-}
-
-// TestPassThroughGaps keeps passThroughGaps equal to what goformation's
-// CloudFormation schema lacks: an entry whose property goformation learns
-// must go (its schema then applies), and a new gap must be named.
-func TestPassThroughGaps(t *testing.T) {
-	t.Parallel()
-	u, err := loadUnified(DefaultSchema)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if !slices.Equal(u.gaps, passThroughGaps) {
-		t.Errorf("pass-through properties without a CloudFormation schema:\n got %q\nwant %q (passThroughGaps)", u.gaps, passThroughGaps)
-	}
-	if len(u.defs) < 1000 || u.defs["AWS::Serverless::Function"] == "" || u.defs["AWS::SQS::Queue"] != "AWS::SQS::Queue" {
-		t.Errorf("the unified schema lacks resource definitions: %d of them", len(u.defs))
-	}
-}
-
-// TestIntrinsicsAreNotSchemaErrors: the published schemas do not model
-// intrinsic functions, so an error at or under one is dropped, an anyOf
-// with one alternative failing only there is satisfied, and every other
-// error stays.
-func TestIntrinsicsAreNotSchemaErrors(t *testing.T) {
-	t.Parallel()
-	schema := map[string]any{
-		"type": "object", "additionalProperties": false,
-		"properties": map[string]any{
-			"Size":  map[string]any{"type": "number"},
-			"Names": map[string]any{"type": "array", "items": map[string]any{"type": "string"}},
-			"Either": map[string]any{"anyOf": []any{
-				map[string]any{"type": "object", "properties": map[string]any{"Type": map[string]any{"enum": []any{"A"}}, "N": map[string]any{"type": "number"}}},
-				map[string]any{"type": "object", "properties": map[string]any{"Type": map[string]any{"enum": []any{"B"}}, "S": map[string]any{"type": "string"}}},
-			}},
-		},
-	}
-	c := jsonschema.NewCompiler()
-	if err := c.AddResource("file:///t.json", schema); err != nil {
-		t.Fatal(err)
-	}
-	sch, err := c.Compile("file:///t.json")
-	if err != nil {
-		t.Fatal(err)
-	}
-	ref := func(s string) map[string]any { return map[string]any{"Ref": s} }
-	for _, tt := range []struct {
-		name string
-		inst map[string]any
-		want []string // instance locations of the errors that stand
-	}{
-		{"a !Ref where a number goes", map[string]any{"Size": ref("P")}, nil},
-		{"a !GetAtt where a list goes", map[string]any{"Names": map[string]any{"Fn::GetAtt": []any{"Q", "Arn"}}}, nil},
-		{"an intrinsic inside a list", map[string]any{"Names": []any{"a", map[string]any{"Fn::Sub": "x"}}}, nil},
-		{"a wrong type", map[string]any{"Size": "big"}, []string{"/Size"}},
-		{"an unknown property", map[string]any{"Sise": 1}, []string{""}},
-		{"an alternative failing only at an intrinsic", map[string]any{"Either": map[string]any{"Type": "A", "N": ref("P")}}, nil},
-		{"the meant alternative's error, not the others' Type", map[string]any{"Either": map[string]any{"Type": "B", "S": 7}}, []string{"/Either/S"}},
-	} {
-		t.Run(tt.name, func(t *testing.T) {
-			t.Parallel()
-			var got []string
-			if err := sch.Validate(tt.inst); err != nil {
-				var ve *jsonschema.ValidationError
-				if !errors.As(err, &ve) {
-					t.Fatal(err)
-				}
-				for _, e := range relevant(ve, tt.inst) {
-					got = append(got, "/"+strings.Join(e.InstanceLocation, "/"))
-				}
-			}
-			want := make([]string, len(tt.want))
-			for i, w := range tt.want {
-				want[i] = "/" + strings.TrimPrefix(w, "/")
-			}
-			if !slices.Equal(got, want) {
-				t.Errorf("errors at %q, want %q", got, want)
-			}
-		})
-	}
-}
-
-// TestCfnLint runs cfn-lint, where installed, on the template: it
-// validates after SAM's transform against the CloudFormation registry's
-// current schemas, which know the ranges and enumerations goformation's
-// specification lacks (MaximumConcurrency 2..1000, log levels). A copy
-// breaking those shows that it looks.
-func TestCfnLint(t *testing.T) {
-	t.Parallel()
-	bin, err := exec.LookPath("cfn-lint")
-	if err != nil {
-		if os.Getenv("GENJOBS_REQUIRE_CFNLINT") != "" {
-			t.Fatal("cfn-lint is not on PATH")
-		}
-		t.Skip("no cfn-lint on PATH")
-	}
-	if testing.Short() {
-		t.Skip("-short")
-	}
-	broken := filepath.Join(t.TempDir(), "template.yaml")
-	if err := os.WriteFile(broken, []byte(apply(t, realTemplate, []edit{
-		{"      ApplicationLogLevel: INFO\n", "      ApplicationLogLevel: VERBOSE\n"},
-		{"            Queue: !GetAtt DispatchDLQ.Arn\n            BatchSize: 10\n            MaximumBatchingWindowInSeconds: 5\n            FunctionResponseTypes: [ReportBatchItemFailures]\n            ScalingConfig:\n              MaximumConcurrency: 2\n",
-			"            Queue: !GetAtt DispatchDLQ.Arn\n            BatchSize: 10\n            MaximumBatchingWindowInSeconds: 5\n            FunctionResponseTypes: [ReportBatchItemFailures]\n            ScalingConfig:\n              MaximumConcurrency: 1\n"},
-	})), 0o600); err != nil {
-		t.Fatal(err)
-	}
-	for _, tt := range []struct {
-		path string
-		want []string // rule ids it must report; none means it passes
-	}{{realTemplate, nil}, {broken, []string{"E3030", "E3034"}}} {
-		out, err := exec.Command(bin, "--format", "parseable", tt.path).CombinedOutput()
-		if len(tt.want) == 0 {
-			if err != nil {
-				t.Errorf("cfn-lint %s: %v\n%s", tt.path, err, out)
-			}
-			continue
-		}
-		if err == nil {
-			t.Errorf("cfn-lint passes %s, which breaks %v", tt.path, tt.want)
-		}
-		for _, w := range tt.want {
-			if !strings.Contains(string(out), w) {
-				t.Errorf("cfn-lint on %s does not report %s:\n%s", tt.path, w, out)
-			}
 		}
 	}
 }
