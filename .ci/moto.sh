@@ -8,7 +8,7 @@
 #   bash .ci/moto.sh stop             stop what start started (idempotent)
 #   bash .ci/moto.sh run -- CMD...    start a private instance, run CMD with
 #                                     AWS_ENDPOINT_URL_SQS, _S3 and
-#                                     _SECRETSMANAGER set to it, stop it (also
+#                                     _SECRETS_MANAGER set to it, stop it (also
 #                                     when CMD fails), exit with CMD's status
 #
 # run composes with scripts of the same shape, e.g.
@@ -204,7 +204,7 @@ run() {
   start >/dev/null
   local endpoint
   endpoint=$(cat "$STATE/endpoint")
-  export AWS_ENDPOINT_URL_SQS=$endpoint AWS_ENDPOINT_URL_S3=$endpoint AWS_ENDPOINT_URL_SECRETSMANAGER=$endpoint
+  export AWS_ENDPOINT_URL_SQS=$endpoint AWS_ENDPOINT_URL_S3=$endpoint AWS_ENDPOINT_URL_SECRETS_MANAGER=$endpoint
   "$@" || status=$?
   stop
   if [ -z "${MOTO_STATE_DIR:-}" ]; then

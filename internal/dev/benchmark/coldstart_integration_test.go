@@ -25,6 +25,7 @@ func TestColdStartUnderTheEmulator(t *testing.T) {
 	if _, err := os.Stat(filepath.Join(root, RIEPath)); err != nil {
 		testenv.Skip(t, "the emulator is not installed at "+RIEPath+"; run `bash .ci/rie.sh install`")
 	}
+	testenv.Endpoint(t, SecretsEndpoint)
 	cs, err := MeasureColdStarts(context.Background(), ColdStartConfig{Root: root, Functions: []string{"triage"}, Invoke: []string{"triage"}, Starts: 2})
 	if err != nil {
 		t.Fatal(err)
