@@ -95,7 +95,7 @@ bench: ## run the Go benchmarks (with DynamoDB Local and moto), then genjobs ben
 	bash .ci/rie.sh install
 	bash .ci/dynamodb-local.sh run -- bash .ci/moto.sh run -- \
 		$(GO) test -tags integration -run='^$$' -bench=. -benchmem -count=1 ./...
-	$(GO) run ./cmd/genjobs bench --out bench
+	bash .ci/moto.sh run -- $(GO) run ./cmd/genjobs bench --out bench
 
 SOAK_OPS    ?= 100000
 SOAK_SEED   ?= 1
