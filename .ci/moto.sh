@@ -43,11 +43,19 @@ find_moto() {
     log "moto_server not found on PATH nor in $HOME/.pyenv/shims: install moto with its server (pip install 'moto[server]') for the python on PATH"
     return 1
   fi
-  local py=python3
-  if [ "$MOTO" = "$HOME/.pyenv/shims/moto_server" ] && [ -x "$HOME/.pyenv/shims/python3" ]; then
-    py=$HOME/.pyenv/shims/python3
-  fi
-  if ! "$py" -c 'import moto.server' 2>/dev/null; then
+  # The python that runs moto_server: its shebang's, unless that is a
+  # shell (a pyenv shim), whose python3 is then the one next to it.
+  local py shebang
+  shebang=$(head -n 1 "$MOTO")
+  py=${shebang#\#!}
+  case "$py" in
+  *python*) ;;
+  *) py=$(dirname "$MOTO")/python3 ;;
+  esac
+  [ -x "${py%% *}" ] || py=python3
+  # Unquoted: a shebang may carry an argument (#!/usr/bin/env python3).
+  # shellcheck disable=SC2086
+  if ! $py -c 'import moto.server' 2>/dev/null; then
     log "$MOTO exists but '$py -c \"import moto.server\"' fails: moto's server extra (flask) is missing for that python"
     return 1
   fi
@@ -185,6 +193,8 @@ run() {
     log "usage: $0 run -- CMD..."
     return 2
   fi
+  # Before the state directory, so a machine without moto leaves none.
+  find_moto
   # A private state directory (removed afterwards unless CMD failed, when
   # the log may explain why) keeps this instance apart from `start`'s and
   # from concurrent runs'. Failed runs' directories go after a day.
