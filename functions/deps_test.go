@@ -1,5 +1,7 @@
-// Package functions_test checks what the deployed Lambdas link: the five
-// composition roots under functions/ and nothing of the developer tooling.
+// Package functions_test checks what ships: the five composition roots
+// under functions/ and the operator's commands (internal/operator) link
+// nothing of the developer tooling, and the tooling stays in proportion
+// to them (lines_test.go).
 package functions_test
 
 import (
@@ -8,36 +10,53 @@ import (
 	"testing"
 )
 
-// forbidden names what must never be in a deployed function's dependency
-// closure: the developer tooling under internal/dev (simulator, fault
-// simulation, local stack, emulator runner, template check, benchmarks),
-// the embedded store and the libraries only tooling needs.
-var forbidden = []string{
+// tooling names what never ships, in a deployed function or on the
+// operator's path to a table: the developer tooling under internal/dev
+// (simulator, fault simulation, local stack, emulator runner, template
+// check, benchmarks) and the libraries only tooling needs.
+var tooling = []string{
 	"github.com/genjobs/genjobs/internal/dev/",
-	"github.com/genjobs/genjobs/internal/store/bolt",
-	"github.com/genjobs/genjobs/internal/console",
 	"github.com/chromedp/",
-	"go.etcd.io/bbolt",
 	"gonum.org/",
 	"github.com/johannesboyne/gofakes3",
 	"testing",
 }
 
-func TestFunctionsLinkNoTooling(t *testing.T) {
+// shipped is each shipping path and what it must not link: a deployed
+// function also no embedded store and no console, which only the
+// operator runs.
+var shipped = []struct {
+	pkgs      string
+	forbidden []string
+}{
+	{"./...", append([]string{"github.com/genjobs/genjobs/internal/store/bolt", "github.com/genjobs/genjobs/internal/console", "go.etcd.io/bbolt"}, tooling...)},
+	{"../internal/operator", tooling},
+}
+
+func TestShippedCodeLinksNoTooling(t *testing.T) {
 	t.Parallel()
-	out, err := exec.Command("go", "list", "-deps", "-f", "{{.ImportPath}}", "./...").CombinedOutput()
-	if err != nil {
-		t.Fatalf("go list -deps ./functions/...: %v\n%s", err, out)
-	}
-	deps := strings.Fields(string(out))
-	if len(deps) < 50 {
-		t.Fatalf("go list -deps gave %d packages; expected the functions' whole closure", len(deps))
-	}
-	for _, d := range deps {
-		for _, f := range forbidden {
-			if d == f || strings.HasPrefix(d, f) && (strings.HasSuffix(f, "/") || strings.HasPrefix(d, f+"/")) {
-				t.Errorf("a deployed function links %s (forbidden: %s); run `go list -deps ./functions/...` and move the import behind a narrower package", d, f)
+	for _, s := range shipped {
+		deps := goList(t, s.pkgs)
+		for _, d := range deps {
+			for _, f := range s.forbidden {
+				if d == f || strings.HasPrefix(d, f) && (strings.HasSuffix(f, "/") || strings.HasPrefix(d, f+"/")) {
+					t.Errorf("%s links %s (forbidden: %s); run `go list -deps %s` and move the import behind a narrower package", s.pkgs, d, f, s.pkgs)
+				}
 			}
 		}
 	}
+}
+
+// goList is `go list -deps` of pkgs: every package they link.
+func goList(t *testing.T, pkgs string) []string {
+	t.Helper()
+	out, err := exec.Command("go", "list", "-deps", "-f", "{{.ImportPath}}", pkgs).CombinedOutput()
+	if err != nil {
+		t.Fatalf("go list -deps %s: %v\n%s", pkgs, err, out)
+	}
+	deps := strings.Fields(string(out))
+	if len(deps) < 50 {
+		t.Fatalf("go list -deps %s gave %d packages; expected a whole closure", pkgs, len(deps))
+	}
+	return deps
 }

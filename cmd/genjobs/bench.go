@@ -7,6 +7,7 @@ import (
 	"github.com/spf13/pflag"
 
 	"github.com/genjobs/genjobs/internal/dev/benchmark"
+	"github.com/genjobs/genjobs/internal/operator"
 )
 
 // cmdBench runs the comparative benchmarks (internal/dev/benchmark): the
@@ -15,7 +16,7 @@ import (
 // throughput and a real-time run through the local pipeline, and cold
 // starts under the Lambda Runtime Interface Emulator. It prints the
 // Markdown table and writes it, with its plots, under --out.
-func cmdBench(fs *pflag.FlagSet) runFunc {
+func cmdBench(fs *pflag.FlagSet) operator.RunFunc {
 	out := fs.String("out", "bench", "folder for "+benchmark.ResultsFile+", "+benchmark.PlotFile+", "+benchmark.CostLatencyFile+" and "+benchmark.GETsFloorFile)
 	renders := fs.Int("renders", 2000, "renders in the model's workload")
 	seed := fs.Uint64("seed", 1, "seed of the model's workload and jitter")

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"errors"
+	"github.com/genjobs/genjobs/internal/operator"
 	"os"
 	"path/filepath"
 	"strings"
@@ -45,7 +46,7 @@ func TestBenchQuickWritesTableAndPlot(t *testing.T) {
 func TestBenchRejectsBadFlags(t *testing.T) {
 	for _, args := range [][]string{{"--renders", "0"}, {"extra"}, {"--out", ""}, {"--seed", "x"}} {
 		err := call(context.Background(), "bench", args, &bytes.Buffer{}, &bytes.Buffer{})
-		var ue *usageError
+		var ue *operator.UsageError
 		if !errors.As(err, &ue) {
 			t.Errorf("%v: got %v, want a usage error", args, err)
 		}

@@ -19,6 +19,7 @@ import (
 	"github.com/genjobs/genjobs/internal/dev/pipeline"
 	"github.com/genjobs/genjobs/internal/message"
 	"github.com/genjobs/genjobs/internal/operation"
+	"github.com/genjobs/genjobs/internal/operator"
 	"github.com/genjobs/genjobs/internal/store/bolt"
 )
 
@@ -134,7 +135,7 @@ func TestLocalSurvivesSIGKILL(t *testing.T) {
 	}
 	t.Logf("%d next actions left by the kills were carried out on time", checked)
 
-	runDir := resolved(filepath.Join(state, latestLink))
+	runDir := operator.Resolved(filepath.Join(state, operator.LatestLink))
 	var rep pipeline.Report
 	readJSON(t, pipeline.ReportPath(runDir), &rep)
 	var sim struct {
@@ -224,7 +225,7 @@ func readTrace(t *testing.T, path string, offset int64) []pipeline.TraceEvent {
 // pendingIn lists the next actions the (killed) run's store holds.
 func pendingIn(t *testing.T, state string) []pending {
 	t.Helper()
-	st, err := bolt.OpenExisting(pipeline.DBPath(resolved(filepath.Join(state, latestLink))), true)
+	st, err := bolt.OpenExisting(pipeline.DBPath(operator.Resolved(filepath.Join(state, operator.LatestLink))), true)
 	if err != nil {
 		t.Fatal(err)
 	}

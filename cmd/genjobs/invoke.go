@@ -12,19 +12,21 @@ import (
 	"strings"
 
 	"github.com/genjobs/genjobs/internal/dev/invoke"
+	"github.com/genjobs/genjobs/internal/dev/modroot"
+	"github.com/genjobs/genjobs/internal/operator"
 )
 
 // cmdInvoke runs one function under the Lambda Runtime Interface Emulator
 // with a sample event, as `sam local invoke` does, against DynamoDB Local
 // and moto (whose endpoints `make invoke` exports) and the Genace
 // simulator. The report goes to stdout, progress to stderr.
-func cmdInvoke(fs *pflag.FlagSet) runFunc {
+func cmdInvoke(fs *pflag.FlagSet) operator.RunFunc {
 	function := fs.String("function", "", "the function to run: one of template.yaml's functions (submit, observe, deliver, triage, sweep)")
 	eventPath := fs.String("event", "", "the event file, e.g. events/submit.json")
 	keep := fs.Bool("keep", false, "keep the emulator, table, queues, bucket, secret and simulator until Ctrl-C, and print how to reach them")
 	asJSON := fs.Bool("json", false, "print the report as JSON")
 	return func(ctx context.Context, args []string, stdout, stderr io.Writer) error {
-		root, err := invoke.FindRoot(".")
+		root, err := modroot.Find("")
 		if err != nil {
 			return err
 		}

@@ -23,10 +23,13 @@ import (
 
 	"github.com/aws/aws-lambda-go/events"
 
+	"github.com/genjobs/genjobs/internal/dev/emulator"
 	"github.com/genjobs/genjobs/internal/dev/invoke"
+	"github.com/genjobs/genjobs/internal/dev/modroot"
 	"github.com/genjobs/genjobs/internal/dev/testenv"
 	"github.com/genjobs/genjobs/internal/message"
 	"github.com/genjobs/genjobs/internal/operation"
+	"github.com/genjobs/genjobs/internal/operator"
 )
 
 // invokeExpectation is what one sample event must do on a fresh stack.
@@ -208,7 +211,7 @@ func TestInvokeTextReport(t *testing.T) {
 			t.Errorf("report lacks %q:\n%s", want, out)
 		}
 	}
-	for _, want := range []string{"seeded op-sample-1: prepared r1", "built .cache/invoke/submit/bootstrap"} {
+	for _, want := range []string{"seeded op-sample-1: prepared r1", "built build/host/functions/submit/bootstrap"} {
 		if !strings.Contains(stderr.String(), want) {
 			t.Errorf("progress lacks %q:\n%s", want, stderr.String())
 		}
@@ -222,7 +225,7 @@ func TestInvokeCommandLineErrors(t *testing.T) {
 	if err := os.WriteFile(bad, []byte("{\n  \"Records\": [\n    {\"messageId\": \"x\",\n  ]\n}\n"), 0o644); err != nil {
 		t.Fatal(err)
 	}
-	root, err := invoke.FindRoot(".")
+	root, err := modroot.Find("")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -240,7 +243,7 @@ func TestInvokeCommandLineErrors(t *testing.T) {
 		{[]string{"--function", "sweep", "--event", filepath.Join(root, "events", "submit.json")}, false, "sweep runs on a schedule"},
 	} {
 		err := call(context.Background(), "invoke", tc.args, &bytes.Buffer{}, &bytes.Buffer{})
-		var ue *usageError
+		var ue *operator.UsageError
 		if err == nil || !strings.Contains(err.Error(), tc.want) || errors.As(err, &ue) != tc.usage {
 			t.Errorf("%q: error %v (usage error: %v), want %q (usage error: %v)", tc.args, err, errors.As(err, &ue), tc.want, tc.usage)
 		}
@@ -250,7 +253,7 @@ func TestInvokeCommandLineErrors(t *testing.T) {
 // TestInvokeNeedsTheServices checks the error without the endpoints that
 // `make invoke` exports.
 func TestInvokeNeedsTheServices(t *testing.T) {
-	root, err := invoke.FindRoot(".")
+	root, err := modroot.Find("")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -274,12 +277,12 @@ func invokeTestEnv(t *testing.T) string {
 	t.Helper()
 	testenv.Endpoint(t, "AWS_ENDPOINT_URL_DYNAMODB")
 	testenv.Endpoint(t, "AWS_ENDPOINT_URL_SQS")
-	root, err := invoke.FindRoot(".")
+	root, err := modroot.Find("")
 	if err != nil {
 		t.Fatal(err)
 	}
-	if _, err := os.Stat(filepath.Join(root, invoke.RIEPath)); err != nil {
-		testenv.Skip(t, "the Lambda Runtime Interface Emulator is not installed at "+invoke.RIEPath+"; run `bash .ci/rie.sh install`")
+	if _, err := emulator.Installed(root); err != nil {
+		testenv.Skip(t, err.Error())
 	}
 	return root
 }

@@ -18,13 +18,15 @@ import (
 	"github.com/genjobs/genjobs/internal/dev/genacesim"
 	"github.com/genjobs/genjobs/internal/dev/pipeline"
 	"github.com/genjobs/genjobs/internal/dev/workload"
+	"github.com/genjobs/genjobs/internal/genace"
+	"github.com/genjobs/genjobs/internal/operator"
 )
 
-func cmdLocal(fs *pflag.FlagSet) runFunc {
+func cmdLocal(fs *pflag.FlagSet) operator.RunFunc {
 	workloadPath := fs.String("workload", "", "JSON Lines workload, one operation a line (default: the built-in demo)")
 	reportPath := fs.String("report", "", "write the JSON report here (it is also kept in the run's directory)")
 	timeout := fs.Duration("timeout", 3*time.Minute, "stop after this long even if operations are still running")
-	state := fs.String("state", defaultStateRoot, "state root: each run gets its own directory runs/<run id> (store, artifacts, report, the simulator's jobs) and latest points at the newest; nothing is ever deleted")
+	state := fs.String("state", operator.DefaultStateRoot, "state root: each run gets its own directory runs/<run id> (store, artifacts, report, the simulator's jobs) and latest points at the newest; nothing is ever deleted")
 	resume := fs.Bool("resume", false, "continue the newest run (or --run) instead of starting one, however it ended (kill -9 included): its operations from its store, every next action they hold sent again for its due time, against the same simulator")
 	runDirFlag := fs.String("run", "", "with --resume: the run directory to continue (default: STATE/latest)")
 	genaceURL := fs.String("genace-url", "", "use this Genace instead of the built-in simulator")
@@ -71,7 +73,7 @@ func cmdLocal(fs *pflag.FlagSet) runFunc {
 			}
 		}
 		cfg := pipeline.Config{Timeout: *timeout, Table: *table, ProgressEvery: time.Second, LongPoll: *longPoll, Accounting: *accounting,
-			GiveUpAfter: *giveUp, Resume: *resume, Command: self()}
+			GiveUpAfter: *giveUp, Resume: *resume, Command: operator.Self()}
 		if !*quiet {
 			view := newProgressView(stdout)
 			defer view.close()
@@ -93,7 +95,7 @@ func cmdLocal(fs *pflag.FlagSet) runFunc {
 			// The run's own directory, not the link to it: what the
 			// report and the hints name must stay this run's when a newer
 			// run moves latest.
-			runDir = resolved(cmp.Or(*runDirFlag, filepath.Join(*state, latestLink)))
+			runDir = operator.Resolved(cmp.Or(*runDirFlag, filepath.Join(*state, operator.LatestLink)))
 			if _, err := os.Stat(pipeline.DBPath(runDir)); err != nil && *table == "" {
 				return fmt.Errorf("nothing to resume in %s (run genjobs local first): %w", runDir, err)
 			}
@@ -166,7 +168,7 @@ func cmdLocal(fs *pflag.FlagSet) runFunc {
 		} else {
 			fmt.Fprintf(stdout, "genjobs local: %d operations, run %s, state in %s\n", len(cfg.Workload), runID, runDir)
 		}
-		cfg.Addressing = addressing(runDir, *table, *endpoint)
+		cfg.Addressing = pipeline.Addressing(operator.Address(runDir, *table, *endpoint))
 		rep, err := pipeline.Run(ctx, cfg)
 		if saver != nil {
 			if serr := saver.save(); serr != nil && err == nil {
@@ -185,13 +187,13 @@ func cmdLocal(fs *pflag.FlagSet) runFunc {
 				}
 			}
 			fmt.Fprintf(stdout, "\nState kept in %s (%s points at the newest run).\nNext: %s reviews %s   (then plan, replay, audit with the same flags)\n",
-				runDir, filepath.Join(*state, latestLink), self(), cfg.Addressing.Store)
+				runDir, filepath.Join(*state, operator.LatestLink), operator.Self(), cfg.Addressing.Store)
 			if rep.TimedOut && err == nil {
 				err = errors.New("timed out: see the summary for the operations still running")
 			}
 		}
 		if ctx.Err() != nil {
-			return errInterrupted
+			return operator.ErrInterrupted
 		}
 		return err
 	}
@@ -272,4 +274,36 @@ func loadSim(runDir, key string) (*genacesim.Simulator, error) {
 	}
 	defer f.Close()
 	return genacesim.Restore(f, key, clock.Real{})
+}
+
+// localGenace is the operator commands' operator.LocalGenace: the
+// simulator the local run that owns the store at db saved, served on
+// loopback while the command runs, so replay and the console look job
+// ids up where the run's jobs are; nil when db is no local run's (or its
+// run used another Genace).
+func localGenace(db string) (*operator.LocalRun, error) {
+	runDir := filepath.Dir(db)
+	sim, err := loadSim(runDir, localSimKey)
+	if err != nil {
+		return nil, nil
+	}
+	base, stopSim, err := sim.Start("127.0.0.1:0")
+	if err != nil {
+		return nil, err
+	}
+	var mu sync.Mutex
+	l := &operator.LocalRun{Search: sim}
+	l.Save = func() error {
+		mu.Lock()
+		defer mu.Unlock()
+		return saveSim(runDir, sim)
+	}
+	l.Stop = func() error { stopSim(); return l.Save() }
+	c, err := genace.New(base, localSimKey, nil)
+	if err != nil {
+		_ = l.Stop()
+		return nil, err
+	}
+	l.Reader = c
+	return l, nil
 }

@@ -14,6 +14,7 @@ import (
 
 	"github.com/genjobs/genjobs/internal/clock"
 	"github.com/genjobs/genjobs/internal/dev/genacesim"
+	"github.com/genjobs/genjobs/internal/operator"
 )
 
 // fast are the local flags that make a run take seconds.
@@ -86,7 +87,7 @@ func TestLocalInterrupted(t *testing.T) {
 		t.Fatalf("exit %d\nstdout:\n%s\nstderr:\n%s", code, out.String(), errOut.String())
 	}
 	for _, f := range []string{"genjobs.db", "report.json", simStateFile} {
-		if _, err := os.Stat(filepath.Join(root, latestLink, f)); err != nil {
+		if _, err := os.Stat(filepath.Join(root, operator.LatestLink, f)); err != nil {
 			t.Errorf("state not kept: %v", err)
 		}
 	}

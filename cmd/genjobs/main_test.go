@@ -24,13 +24,13 @@ func TestEveryCommandExplainsItself(t *testing.T) {
 	t.Parallel()
 	for _, c := range commands() {
 		for _, h := range []string{"--help", "-h"} {
-			code, out, errOut := genjobs(t, c.name, h)
+			code, out, errOut := genjobs(t, c.Name, h)
 			if code != 0 || errOut != "" {
-				t.Errorf("genjobs %s %s: exit %d, stderr %q; want 0 and nothing", c.name, h, code, errOut)
+				t.Errorf("genjobs %s %s: exit %d, stderr %q; want 0 and nothing", c.Name, h, code, errOut)
 			}
-			for _, want := range []string{"Usage:", "genjobs " + c.name, "Examples:", "Flags:", "-h, --help"} {
+			for _, want := range []string{"Usage:", "genjobs " + c.Name, "Examples:", "Flags:", "-h, --help"} {
 				if !strings.Contains(out, want) {
-					t.Errorf("genjobs %s %s: output lacks %q:\n%s", c.name, h, want, out)
+					t.Errorf("genjobs %s %s: output lacks %q:\n%s", c.Name, h, want, out)
 				}
 			}
 		}

@@ -11,6 +11,8 @@ import (
 	"strings"
 
 	"github.com/genjobs/genjobs/internal/dev/invoke"
+	"github.com/genjobs/genjobs/internal/dev/modroot"
+	"github.com/genjobs/genjobs/internal/operator"
 )
 
 // cmdSAMEnv keeps a local stack up for `sam local invoke` (make sam-env):
@@ -20,7 +22,7 @@ import (
 // --env-vars file and --parameter-overrides resolved onto that stack
 // (and rewritten copies of the events that name seeded jobs), prints the
 // sam commands to run, and waits for Ctrl-C, which removes the stack.
-func cmdSAMEnv(fs *pflag.FlagSet) runFunc {
+func cmdSAMEnv(fs *pflag.FlagSet) operator.RunFunc {
 	out := fs.String("out", invoke.SAMLocalDir, "the folder for env.json, parameters and events/, relative to the module root")
 	return func(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 		pos := args
@@ -30,7 +32,7 @@ func cmdSAMEnv(fs *pflag.FlagSet) runFunc {
 		if filepath.IsAbs(*out) {
 			return usagef("--out must be relative to the module root (the sam commands run there)")
 		}
-		root, err := invoke.FindRoot(".")
+		root, err := modroot.Find("")
 		if err != nil {
 			return err
 		}

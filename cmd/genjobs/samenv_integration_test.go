@@ -14,6 +14,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/genjobs/genjobs/internal/dev/emulator"
 	"github.com/genjobs/genjobs/internal/dev/invoke"
 	"github.com/genjobs/genjobs/internal/dev/samlocal"
 )
@@ -44,7 +45,6 @@ func (s *syncBuffer) String() string {
 // names. Every function must start and answer without an error.
 func TestSAMEnvStartsEveryFunction(t *testing.T) {
 	root := invokeTestEnv(t)
-	rieBin, _ := filepath.Abs(filepath.Join(root, invoke.RIEPath))
 	tmpl, err := invoke.LoadTemplate(root)
 	if err != nil {
 		t.Fatal(err)
@@ -109,11 +109,7 @@ func TestSAMEnvStartsEveryFunction(t *testing.T) {
 			// What sam local invoke adds besides the template's
 			// variables: credentials (the shell's; any work locally).
 			maps.Copy(env, fn.Runtime("local", "local"))
-			bootstrap, err := invoke.Build(ctx, root, f.Name)
-			if err != nil {
-				t.Fatal(err)
-			}
-			emu, err := invoke.StartEmulator(invoke.EmulatorConfig{RIE: rieBin, Bootstrap: bootstrap, Name: f.Name, Env: env,
+			emu, err := emulator.Start(ctx, emulator.Config{Root: root, Function: f.Name, Env: env,
 				Timeout: f.Timeout, MemoryMB: f.MemoryMB, Region: "us-east-1"})
 			if err != nil {
 				t.Fatal(err)

@@ -11,6 +11,7 @@ import (
 
 	"github.com/genjobs/genjobs/internal/clock"
 	"github.com/genjobs/genjobs/internal/dev/genacesim"
+	"github.com/genjobs/genjobs/internal/operator"
 )
 
 // simModels are the models the simulator knows besides the default: one
@@ -100,7 +101,7 @@ func (f *simFlags) misbehave(sim *genacesim.Simulator) {
 	}
 }
 
-func cmdSim(fs *pflag.FlagSet) runFunc {
+func cmdSim(fs *pflag.FlagSet) operator.RunFunc {
 	addr := fs.String("addr", "127.0.0.1:8787", "listen address (loopback only)")
 	key := fs.String("api-key", "sim-key", "the bearer key the simulator accepts")
 	var sf simFlags

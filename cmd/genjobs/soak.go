@@ -11,6 +11,7 @@ import (
 
 	"github.com/genjobs/genjobs/internal/dev/benchmark"
 	"github.com/genjobs/genjobs/internal/dev/faultsim"
+	"github.com/genjobs/genjobs/internal/operator"
 )
 
 // cmdSoak runs the deterministic fault-injection simulation
@@ -21,7 +22,7 @@ import (
 // submission of genuinely unknown outcome above 1.00, reviews left open on
 // terminal operations above 0), makes it fail, naming the seed and the
 // command that replays the run.
-func cmdSoak(fs *pflag.FlagSet) runFunc {
+func cmdSoak(fs *pflag.FlagSet) operator.RunFunc {
 	ops := fs.Int("operations", 100000, "operations to create and drive to the end")
 	seed := fs.Uint64("seed", 1, "seed of the run: the same seed replays the same run")
 	faults := fs.String("faults", "all", "faults to inject: all (the persistent classes included), none, persistent, or a comma list of names (name=rate sets a rate; \"all,name=0\" drops one)")

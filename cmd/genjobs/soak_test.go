@@ -11,6 +11,7 @@ import (
 	"testing"
 
 	"github.com/genjobs/genjobs/internal/dev/faultsim"
+	"github.com/genjobs/genjobs/internal/operator"
 )
 
 func TestSoakPrintsTheFigures(t *testing.T) {
@@ -58,7 +59,7 @@ func TestSoakScale(t *testing.T) {
 func TestSoakRejectsBadFlags(t *testing.T) {
 	for _, args := range [][]string{{"--faults", "nonsense"}, {"--operations", "0"}, {"extra"}} {
 		err := call(context.Background(), "soak", args, &bytes.Buffer{}, &bytes.Buffer{})
-		var ue *usageError
+		var ue *operator.UsageError
 		if !errors.As(err, &ue) {
 			t.Errorf("%q: want a usage error, got %v", args, err)
 		}

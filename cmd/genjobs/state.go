@@ -6,33 +6,23 @@ import (
 	"errors"
 	"fmt"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"strconv"
 	"strings"
 	"syscall"
 	"time"
 
-	"github.com/genjobs/genjobs/internal/dev/pipeline"
+	"github.com/genjobs/genjobs/internal/operator"
 )
 
-// Local state layout under the state root (--state, default .genjobs):
-//
-//	.genjobs/runs/<run id>/   one `genjobs local` run: genjobs.db, artifacts/, report.json
-//	.genjobs/latest           a symlink to the newest run; operator commands default to it
-//
-// A run never reuses or deletes another run's directory: the demo's
+// Local state layout: operator.DefaultStateRoot and its runs (runsDir)
+// and latest link (operator.LatestLink). A run never reuses or deletes another run's directory: the demo's
 // operation ids repeat, and a reused store would mix two runs' records,
 // artifacts and audit trails.
 const (
-	defaultStateRoot = ".genjobs"
-	runsDir          = "runs"
-	latestLink       = "latest"
-	lockFile         = ".lock"
+	runsDir  = "runs"
+	lockFile = ".lock"
 )
-
-// defaultDB is the embedded store of the newest local run.
-var defaultDB = filepath.Join(defaultStateRoot, latestLink, "genjobs.db")
 
 // newRunDir makes a new, empty run directory under root and returns it
 // with its id (UTC time and a random suffix, so ids sort by start).
@@ -61,14 +51,14 @@ func newRunDir(root string, now time.Time) (dir, id string, err error) {
 // pointLatest makes root/latest name the run id, atomically (a new link
 // renamed over the old one), so a reader never sees it missing.
 func pointLatest(root, id string) error {
-	tmp := filepath.Join(root, fmt.Sprintf(".%s.%d", latestLink, os.Getpid()))
+	tmp := filepath.Join(root, fmt.Sprintf(".%s.%d", operator.LatestLink, os.Getpid()))
 	_ = os.Remove(tmp)
 	if err := os.Symlink(filepath.Join(runsDir, id), tmp); err != nil {
-		return fmt.Errorf("point %s at run %s: %w", latestLink, id, err)
+		return fmt.Errorf("point %s at run %s: %w", operator.LatestLink, id, err)
 	}
-	if err := os.Rename(tmp, filepath.Join(root, latestLink)); err != nil {
+	if err := os.Rename(tmp, filepath.Join(root, operator.LatestLink)); err != nil {
 		_ = os.Remove(tmp)
-		return fmt.Errorf("point %s at run %s: %w", latestLink, id, err)
+		return fmt.Errorf("point %s at run %s: %w", operator.LatestLink, id, err)
 	}
 	return nil
 }
@@ -101,65 +91,4 @@ func lockState(dir string) (unlock func(), err error) {
 	_ = f.Truncate(0)
 	_, _ = f.WriteAt([]byte("pid "+strconv.Itoa(os.Getpid())+"\n"), 0)
 	return func() { _ = syscall.Flock(int(f.Fd()), syscall.LOCK_UN); f.Close() }, nil
-}
-
-// self is how to run this binary again, for hints that must run as
-// printed: `genjobs` when that is what the PATH finds, `go run
-// ./cmd/genjobs` under go run, else the executable's path.
-func self() string {
-	exe, err := os.Executable()
-	if err != nil {
-		return "genjobs"
-	}
-	if onPath, err := exec.LookPath("genjobs"); err == nil {
-		if a, b := resolved(onPath), resolved(exe); a == b {
-			return "genjobs"
-		}
-	}
-	if strings.Contains(exe, string(filepath.Separator)+"go-build") {
-		return "go run ./cmd/genjobs"
-	}
-	return exe
-}
-
-func resolved(p string) string {
-	if r, err := filepath.EvalSymlinks(p); err == nil {
-		return r
-	}
-	return p
-}
-
-// addressing is what the hints of the local run in runDir add so that
-// each runs as printed whatever run is newest by then: the run's own
-// store (--db, or --table with its endpoint) for the operator commands,
-// and for `local --resume` the run's directory (under the --state root
-// it was given, so that flag is not needed again) with the --table.
-func addressing(runDir, table, endpoint string) pipeline.Addressing {
-	var storeArgs []string
-	if table != "" {
-		storeArgs = append(storeArgs, "--table", table)
-		if endpoint != "" {
-			storeArgs = append(storeArgs, "--dynamodb-endpoint", endpoint)
-		}
-	} else {
-		storeArgs = append(storeArgs, "--db", pipeline.DBPath(runDir))
-	}
-	resume := []string{"--run", runDir}
-	if table != "" {
-		resume = append(resume, storeArgs...)
-	}
-	return pipeline.Addressing{Store: shellJoin(storeArgs), Resume: shellJoin(resume)}
-}
-
-// shellJoin joins args for a POSIX shell, quoting those that need it.
-func shellJoin(args []string) string {
-	out := make([]string, len(args))
-	for i, a := range args {
-		if a != "" && strings.Trim(a, "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789-_./:=@+,") == "" {
-			out[i] = a
-		} else {
-			out[i] = "'" + strings.ReplaceAll(a, "'", `'\''`) + "'"
-		}
-	}
-	return strings.Join(out, " ")
 }

@@ -2,6 +2,7 @@ package main
 
 import (
 	"errors"
+	"github.com/genjobs/genjobs/internal/operator"
 	"os"
 	"path/filepath"
 	"strings"
@@ -22,7 +23,7 @@ func TestLocalKeepsEveryRun(t *testing.T) {
 		if code != 0 {
 			t.Fatalf("exit %d\n%s\n%s", code, out, errOut)
 		}
-		latest, err := os.Readlink(filepath.Join(root, latestLink))
+		latest, err := os.Readlink(filepath.Join(root, operator.LatestLink))
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -46,7 +47,7 @@ func TestLocalKeepsEveryRun(t *testing.T) {
 			t.Errorf("run %s lost its store: %v", dir, err)
 		}
 	}
-	code, out, errOut := genjobs(t, "reviews", "--db", filepath.Join(root, latestLink, "genjobs.db"))
+	code, out, errOut := genjobs(t, "reviews", "--db", filepath.Join(root, operator.LatestLink, "genjobs.db"))
 	if code != 0 {
 		t.Errorf("reviews on latest: exit %d %s %s", code, out, errOut)
 	}
@@ -99,7 +100,7 @@ func TestNewRunDirs(t *testing.T) {
 	if err := pointLatest(root, "x"); err != nil {
 		t.Fatal(err)
 	}
-	if l, _ := os.Readlink(filepath.Join(root, latestLink)); l != filepath.Join(runsDir, "x") {
+	if l, _ := os.Readlink(filepath.Join(root, operator.LatestLink)); l != filepath.Join(runsDir, "x") {
 		t.Fatalf("latest -> %q", l)
 	}
 }

@@ -22,6 +22,7 @@ import (
 	"github.com/aws/aws-lambda-go/events"
 
 	"github.com/genjobs/genjobs/internal/config"
+	"github.com/genjobs/genjobs/internal/dev/emulator"
 	"github.com/genjobs/genjobs/internal/dev/genacesim"
 	"github.com/genjobs/genjobs/internal/dev/handlertest"
 	"github.com/genjobs/genjobs/internal/dev/lambdatest"
@@ -39,7 +40,7 @@ const (
 // env is one test's stack, its prepared operation and the function.
 type env struct {
 	stack *lambdatest.Stack
-	fn    *lambdatest.Function
+	fn    *emulator.Emulator
 }
 
 // setup stands up a private stack, stores op-sample-1 as prepared (the
@@ -110,7 +111,7 @@ func (e env) assertSubmittedOnce(t *testing.T) {
 
 // assertLog checks what CloudWatch Logs would receive: EMF metric lines,
 // and never the API key.
-func assertLog(t *testing.T, fn *lambdatest.Function) {
+func assertLog(t *testing.T, fn *emulator.Emulator) {
 	t.Helper()
 	if !fn.WaitStdout(`"_aws"`, 5*time.Second) {
 		t.Errorf("no EMF line in the function's output:\n%s", fn.Stdout())

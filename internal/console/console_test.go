@@ -160,6 +160,13 @@ func TestForgedReplayRefused(t *testing.T) {
 		t.Errorf("another host name: %d, want 421", resp.StatusCode)
 	}
 	unchanged(t, st, id, 1)
+	// A reason forged onto the form of an action that takes none goes to
+	// replay, which refuses it: the console decides nothing itself.
+	if status, body := post(t, c, at(ts, srv, "op/"+id+"/replay"), origin, with("reason", "trust me")); status != http.StatusBadRequest ||
+		!strings.Contains(body, "Nothing was changed") || !strings.Contains(body, "--reason does not go with observe") {
+		t.Errorf("a forged reason: %d\n%s", status, body)
+	}
+	unchanged(t, st, id, 1)
 	// The good form, unaltered, does replay: the refusals above were the checks'.
 	if status, body := post(t, c, at(ts, srv, "op/"+id+"/replay"), origin, good); status != 200 || !strings.Contains(body, "Replay done") {
 		t.Fatalf("the genuine form: %d\n%s", status, body)

@@ -238,35 +238,11 @@ func (s *Server) load(ctx context.Context, id string) (opPage, error) {
 }
 
 // effects says what a replay of the plan's action reads, copies or
-// submits, in the operator's terms.
+// submits, in the operator's terms (replay.Explain), and how it is
+// written and followed up.
 func (s *Server) effects(rec *operation.Record, p replay.Plan) []string {
-	var out []string
-	switch p.Recommendation.Action {
-	case operation.ActionDispatch:
-		out = append(out, fmt.Sprintf("Schedules submit_generation: one POST to Genace for model %s, which creates a job and charges up to %d credits (estimate; budget %d).",
-			rec.Model, rec.EstimatedCredits, rec.BudgetCredits))
-	case operation.ActionObserve, operation.ActionInspectAccounting:
-		out = append(out, fmt.Sprintf("Schedules observe_generation: reads job %s on Genace (GET; no charge).", rec.RemoteJobID))
-	case operation.ActionDeliver:
-		n := 0
-		if rec.Remote != nil {
-			n = len(rec.Remote.Outputs)
-		}
-		out = append(out, fmt.Sprintf("Schedules deliver_artifacts: copies the %d outputs of job %s from Genace into storage (see Outputs), checking each sha256.", n, rec.RemoteJobID))
-	case operation.ActionReconcile:
-		out = append(out,
-			"With a job id: looks the job up on Genace first (GET; it must exist and name this operation, and no other operation may hold it), then attaches it and schedules observe_generation.",
-			"Confirmed not submitted: records that Genace has no job for this operation and puts it back to prepared. Nothing is sent to Genace; a dispatch stays a separate decision.")
-	case operation.ActionSettleOutside:
-		out = append(out, "Records that accounting settled the refund outside Genace: the record becomes failed and settled (final) and its reviews close. Nothing is sent to Genace.")
-	case operation.ActionAcknowledge:
-		out = append(out, fmt.Sprintf("Changes nothing on the record (it is final); closes its open reviews under the name %s.", s.cfg.Operator))
-	}
-	if p.Cost != "" && (p.Recommendation.Action != operation.ActionDispatch || p.ReasonRequired) {
-		// What the operator's word costs, as the command line's plan says it.
-		out = append(out, "Cost: "+p.Cost+".")
-	}
-	if p.Recommendation.Action != operation.ActionAcknowledge {
+	out := replay.Explain(rec, p, s.cfg.Operator)
+	if p.WritesRecord() {
 		out = append(out, fmt.Sprintf("The record update and its audit entry are written in one transaction, only if the record is still at revision %d.", p.Revision))
 		if s.cfg.Replayer.Sender == nil {
 			out = append(out, "No queue is configured: the follow-up is scheduled on the record. "+s.cfg.ScheduledHint)
@@ -318,7 +294,10 @@ func (s *Server) replay(w http.ResponseWriter, r *http.Request) {
 	}
 	// The operator is the launch's: a form's field, if any, is ignored.
 	req := replay.Request{OperationID: id, Action: action, Operator: s.cfg.Operator}
-	if action == operation.ActionReconcile {
+	switch action {
+	case operation.ActionReconcile:
+		// The one action that takes evidence: a job id, or the
+		// confirmation with its reason.
 		switch p.Form.Mode {
 		case "job":
 			req.JobID = p.Form.JobID
@@ -329,8 +308,9 @@ func (s *Server) replay(w http.ResponseWriter, r *http.Request) {
 			refuse(http.StatusBadRequest, "reconcile needs a job id or the not-submitted confirmation.")
 			return
 		}
-	}
-	if action == operation.ActionSettleOutside || action == operation.ActionDispatch {
+	default:
+		// Replay says whether the action takes the operator's word,
+		// and refuses it where it does not.
 		req.Reason = p.Form.Reason
 	}
 	res, err := s.cfg.Replayer.Replay(ctx, req)

@@ -495,8 +495,8 @@ func TestRecommendCoversEveryPhaseAndMatrixRow(t *testing.T) {
 		}
 	}
 	// An action no row selects is one no operator can ever replay; the
-	// replay package's fixture tests then check each is planned and
-	// carried out (TestFixturesSelectTheirAction, TestReplayEachFixture).
+	// replay package's tests then check each has a step, a fixture, and
+	// is carried out (TestEveryActionIsCovered, TestReplayEachFixture).
 	for _, a := range Actions {
 		if !rows[a] {
 			t.Errorf("action %s is selected by no recovery case", a)

@@ -199,62 +199,21 @@ func PlanFor(rec *operation.Record, ev Evidence) Plan {
 	if rec.Remote != nil {
 		p.RemoteState = rec.Remote.State
 	}
-	check := func(name string, ok bool, detail string) {
-		p.Checks = append(p.Checks, operation.Check{Name: name, OK: ok, Detail: detail})
-	}
-	switch p.Recommendation.Action {
-	case operation.ActionDispatch:
-		// The only action that can create (and pay for) work: the full
-		// allowance review.
-		p.Checks = operation.SubmitChecks(rec)
-		accounted, posts := PostsAccounted(rec, ev.Audit)
-		check("never_submitted", len(p.KnownJobs) == 0 && rec.Claim == nil && accounted,
-			fmt.Sprintf("known jobs %v, claim %v; %s", jobIDs(p.KnownJobs), rec.Claim != nil, posts))
-		p.Credits = rec.EstimatedCredits
-		p.Cost = "dispatch " + dispatchCost(rec)
-		if n := confirmations(ev.Audit); n > 0 {
-			// The never_submitted check rests on the operator's word:
-			// a wrong confirmation makes this the second paid job.
-			p.ReasonRequired = true
-			p.Cost += fmt.Sprintf("; it rests on %d operator confirmation(s) that a POST created nothing: if one was wrong, this is a second paid job", n)
-			p.Needs = "--reason TEXT (why dispatching again is right; kept in the audit entry)"
-		}
-	case operation.ActionObserve, operation.ActionInspectAccounting:
-		check("job_id_known", rec.RemoteJobID != "", "job "+rec.RemoteJobID)
-	case operation.ActionDeliver:
-		check("job_id_known", rec.RemoteJobID != "", "job "+rec.RemoteJobID)
-		want := 0
-		if rec.Remote != nil {
-			want = len(rec.Remote.Outputs)
-		}
-		check("outputs_described", want > 0, fmt.Sprintf("%d outputs, %d stored", want, len(rec.Deliveries)))
-	case operation.ActionReconcile:
-		check("uncertain", rec.Phase == operation.PhaseUncertain,
-			fmt.Sprintf("phase %s (a submitting claim may still be mid-POST: wait for the sweep to mark it uncertain)", rec.Phase))
-		p.Needs = "--job-id ID (the job exists on Genace) or --confirmed-not-submitted --reason TEXT (Genace has no job for this operation, and how you know)"
-		p.Credits = rec.EstimatedCredits
-		p.Cost = "--confirmed-not-submitted claims that none of the record's POSTs created a job on Genace (Genace cannot be searched: " +
-			"say in --reason how you confirmed it); the dispatch that follows " + dispatchCost(rec)
-		if len(p.KnownJobs) > 0 {
-			p.Cost = ""
-			p.Needs = fmt.Sprintf("--job-id ID: job %s is recorded for this operation (see known jobs); "+
-				"--confirmed-not-submitted is refused while a job id is known", strings.Join(jobIDs(p.KnownJobs), ", "))
-		}
-	case operation.ActionSettleOutside:
-		check("refund_unresolved", rec.Phase == operation.PhaseFailed && rec.Settlement != operation.SettlementSettled,
-			fmt.Sprintf("phase %s, settlement %s", rec.Phase, rec.Settlement))
-		p.Credits = rec.Outstanding()
-		p.ReasonRequired = true
-		p.Cost = fmt.Sprintf("claims that accounting settled the %d credits Genace did not refund, outside Genace; the record becomes failed and settled (final) and its reviews close", p.Credits)
-		p.Needs = "--reason TEXT (how accounting settled it: a ticket or reference; kept in the audit entry)"
-	case operation.ActionAcknowledge:
-		check("terminal", rec.Terminal(), string(rec.Phase))
+	if s, ok := steps[p.Recommendation.Action]; ok {
+		s.plan(&p, rec, ev)
+	} else {
+		p.check("replayable", false, "replay has no step for action "+string(p.Recommendation.Action))
 	}
 	p.Ready = true
 	for _, c := range p.Checks {
 		p.Ready = p.Ready && c.OK
 	}
 	return p
+}
+
+// check adds a precondition and its result.
+func (p *Plan) check(name string, ok bool, detail string) {
+	p.Checks = append(p.Checks, operation.Check{Name: name, OK: ok, Detail: detail})
 }
 
 // Request is one operator decision.
@@ -433,28 +392,16 @@ func checkRequest(req Request) error {
 	if !message.ValidOperationID(req.OperationID) {
 		return fmt.Errorf("%w: %q is not an operation id", ErrBadRequest, req.OperationID)
 	}
-	switch req.Action {
-	case operation.ActionReconcile:
-	case operation.ActionSettleOutside:
-		if req.JobID != "" || req.ConfirmedNotSubmitted || req.ForceUnverified {
-			return fmt.Errorf("%w: --job-id, --confirmed-not-submitted and --force-unverified go with --action reconcile only", ErrBadRequest)
-		}
-		if strings.TrimSpace(req.Reason) == "" {
-			return fmt.Errorf("%w: settle_outside needs --reason saying how accounting settled it (a ticket or reference)", ErrBadRequest)
-		}
-		return checkReason(req.Reason)
-	default:
-		if req.JobID != "" || req.ConfirmedNotSubmitted || req.ForceUnverified {
-			return fmt.Errorf("%w: --job-id, --confirmed-not-submitted and --force-unverified go with --action reconcile only", ErrBadRequest)
-		}
-		if req.Reason != "" && req.Action != operation.ActionDispatch {
-			return fmt.Errorf("%w: --reason goes with reconcile, dispatch and settle_outside only", ErrBadRequest)
-		}
-		if req.Reason != "" {
-			return checkReason(req.Reason)
-		}
-		return nil
+	s, ok := steps[req.Action]
+	if !ok {
+		return fmt.Errorf("%w: action %s cannot be replayed", ErrBadRequest, req.Action)
 	}
+	return s.request(req)
+}
+
+// checkReconcile is the request rule of a reconciliation: exactly one
+// piece of evidence, and a reason where it rests on the operator's word.
+func checkReconcile(req Request) error {
 	if (req.JobID == "") == !req.ConfirmedNotSubmitted {
 		return fmt.Errorf("%w: reconcile needs exactly one of --job-id or --confirmed-not-submitted", ErrBadRequest)
 	}
@@ -534,36 +481,28 @@ func (r *Replayer) Replay(ctx context.Context, req Request) (Result, error) {
 	}
 	now := r.Clock.Now()
 	res := Result{Before: rec}
-	if req.Action == operation.ActionAcknowledge {
-		// Nothing to change on a terminal record (it is never written
-		// again): the entry is appended at its revision, conditioned on
-		// the record still standing there.
-		entry := review.AuditEntry{
-			OperationID: rec.OperationID, Operator: req.Operator, Action: req.Action, Decision: DecisionAcknowledged,
-			FromPhase: rec.Phase, ToPhase: rec.Phase, FromRevision: rec.Revision, Revision: rec.Revision, At: now,
-		}
-		if err := r.Store.AppendAudit(ctx, entry); err != nil {
-			return Result{}, fmt.Errorf("replay %s: audit the acknowledgement: %w", req.OperationID, err)
-		}
-		res.After, res.Entry, res.Decision = rec, entry, DecisionAcknowledged
-		res.Closed, res.Kept, err = r.closeResolved(ctx, ev.Reviews, rec, req.Operator, now)
-		return res, err
-	}
-	next, decision, err := apply(rec, req, now)
+	s := steps[req.Action] // checkRequest refused an action without one
+	ch, err := s.apply(rec, req, now)
 	if err != nil {
 		return Result{}, fmt.Errorf("replay %s: %w", req.OperationID, err)
 	}
+	next := ch.next
 	entry := review.AuditEntry{
-		OperationID: rec.OperationID, Operator: req.Operator, Action: req.Action, Decision: decision,
+		OperationID: rec.OperationID, Operator: req.Operator, Action: req.Action, Decision: ch.decision,
 		FromPhase: rec.Phase, ToPhase: next.Phase, FromRevision: rec.Revision, Revision: rec.Revision + 1, At: now,
-		RemoteJobID: req.JobID, Verification: verification,
+		RemoteJobID: req.JobID, Verification: verification, Reason: req.Reason, Credits: ch.credits,
 	}
-	entry.Reason = req.Reason
-	switch req.Action {
-	case operation.ActionDispatch:
-		entry.Credits = rec.EstimatedCredits
-	case operation.ActionSettleOutside:
-		entry.Credits = rec.Outstanding()
+	if s.auditOnly {
+		// Nothing to change on a terminal record (it is never written
+		// again): the entry is appended at its revision, conditioned on
+		// the record still standing there.
+		entry.Revision = rec.Revision
+		if err := r.Store.AppendAudit(ctx, entry); err != nil {
+			return Result{}, fmt.Errorf("replay %s: audit the acknowledgement: %w", req.OperationID, err)
+		}
+		res.After, res.Entry, res.Decision = rec, entry, ch.decision
+		res.Closed, res.Kept, err = r.closeResolved(ctx, ev.Reviews, rec, req.Operator, now)
+		return res, err
 	}
 	next.LastAppliedMessageID = ""
 	saved, err := r.Store.UpdateWithAudit(ctx, next, rec.Revision, entry)
@@ -573,7 +512,7 @@ func (r *Replayer) Replay(ctx context.Context, req Request) (Result, error) {
 	if err != nil {
 		return Result{}, fmt.Errorf("replay %s: %w", req.OperationID, err)
 	}
-	res.After, res.Entry, res.Changed, res.Decision = saved, entry, true, decision
+	res.After, res.Entry, res.Changed, res.Decision = saved, entry, true, ch.decision
 	if env, _, ok := worker.FollowUpOf(&saved, 0, now); ok {
 		res.Sent = &env
 		if r.Sender != nil {
@@ -638,47 +577,6 @@ func (r *Replayer) lookUp(ctx context.Context, operationID, jobID string) (strin
 	default:
 		return "unverified: the job names operation " + named, fmt.Errorf("job %s names operation %s on Genace, not %s", jobID, named, operationID)
 	}
-}
-
-// apply computes the record an action produces.
-func apply(rec operation.Record, req Request, now time.Time) (operation.Record, string, error) {
-	schedule := func(r operation.Record, a message.Action) operation.Record {
-		r.Schedule = &operation.NextAction{Action: string(a), Due: now}
-		return r
-	}
-	switch req.Action {
-	case operation.ActionDispatch:
-		c := rec.Clone()
-		c.Timestamps.Updated = now
-		return schedule(c, message.ActionSubmitGeneration), "dispatch", nil
-	case operation.ActionObserve, operation.ActionInspectAccounting:
-		c, err := operation.ResumeObservation(rec, now)
-		if err != nil {
-			return operation.Record{}, "", err
-		}
-		return schedule(c, message.ActionObserveGeneration), string(req.Action), nil
-	case operation.ActionDeliver:
-		c := rec.Clone()
-		c.Timestamps.Updated = now
-		c.Parked = nil
-		c.Counters.ReadFailures = 0
-		return schedule(c, message.ActionDeliverArtifacts), "deliver", nil
-	case operation.ActionSettleOutside:
-		c, err := operation.SettleOutside(rec, now)
-		return c, DecisionSettledOutside, err
-	case operation.ActionReconcile:
-		if req.ConfirmedNotSubmitted {
-			c, err := operation.ConfirmNotSubmitted(rec, now)
-			// Dispatch stays a separate decision that passes the allowance review.
-			return c, DecisionConfirmedNotSubmitted, err
-		}
-		c, err := operation.Accept(rec, req.JobID, nil, now)
-		if err != nil {
-			return operation.Record{}, "", err
-		}
-		return schedule(c, message.ActionObserveGeneration), DecisionAttachJob, nil
-	}
-	return operation.Record{}, "", fmt.Errorf("%w: action %s cannot be replayed", ErrBadRequest, req.Action)
 }
 
 // unresolved says why a replay that left the record as after does not

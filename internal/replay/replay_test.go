@@ -57,10 +57,8 @@ func fixtures(t *testing.T) []fixture {
 
 func TestFixturesSelectTheirAction(t *testing.T) {
 	t.Parallel()
-	actions := map[operation.Action]bool{}
 	phases := map[operation.Phase]bool{}
 	for _, f := range fixtures(t) {
-		actions[f.ExpectedAction] = true
 		phases[f.Record.Phase] = true
 		plan := replay.PlanFor(&f.Record, replay.Evidence{Audit: f.Audit})
 		if plan.Recommendation.Action != f.ExpectedAction {
@@ -71,11 +69,6 @@ func TestFixturesSelectTheirAction(t *testing.T) {
 		}
 		if len(plan.Checks) == 0 {
 			t.Errorf("%s: plan lists no checks", f.Name)
-		}
-	}
-	for _, a := range operation.Actions {
-		if !actions[a] {
-			t.Errorf("no fixture selects %s", a)
 		}
 	}
 	for _, p := range operation.Phases {

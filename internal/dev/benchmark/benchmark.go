@@ -14,6 +14,7 @@ import (
 	"time"
 
 	"github.com/genjobs/genjobs/internal/dev/faultsim"
+	"github.com/genjobs/genjobs/internal/dev/modroot"
 	"github.com/genjobs/genjobs/internal/genace"
 	"github.com/genjobs/genjobs/internal/schedule"
 	"github.com/genjobs/genjobs/internal/store"
@@ -188,7 +189,7 @@ func Run(ctx context.Context, opts Options, stdout io.Writer) (*Results, error) 
 		opts.Out = "bench"
 	}
 	if opts.Root == "" {
-		root, err := ModuleRoot()
+		root, err := modroot.Find("")
 		if err != nil {
 			return nil, fmt.Errorf("run it inside a clone of genjobs, whose template.yaml gives the functions' memory: %w", err)
 		}

@@ -8,7 +8,6 @@ import (
 	"maps"
 	"net/http"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"runtime"
 	"slices"
@@ -24,10 +23,6 @@ import (
 	"github.com/genjobs/genjobs/internal/dev/samlocal"
 )
 
-// RIEPath is where `bash .ci/rie.sh install` puts the Lambda Runtime
-// Interface Emulator, relative to the module root.
-const RIEPath = emulator.Path
-
 // SecretsEndpoint is the SDK's Secrets Manager endpoint variable: cold
 // starts read the Genace key from a secret there (.ci/moto.sh sets it).
 const SecretsEndpoint = samlocal.EndpointPrefix + "SECRETS_MANAGER"
@@ -42,7 +37,7 @@ var emptySQSEvent = []byte(`{"Records":[]}`)
 
 // ColdStartConfig says which functions to build and start.
 type ColdStartConfig struct {
-	// Root is the module root (ModuleRoot finds it).
+	// Root is the module root (modroot.Find).
 	Root string
 	// Functions are folders under functions/ whose bootstrap is built for
 	// DeployArch and the host, and measured.
@@ -51,8 +46,6 @@ type ColdStartConfig struct {
 	Invoke []string
 	// Starts is how many fresh starts each invoked function gets.
 	Starts int
-	// Go is the go command (default: "go" on PATH).
-	Go string
 }
 
 // ColdStart is one function's figures.
@@ -90,16 +83,6 @@ func median(ds []time.Duration) time.Duration {
 	return (s[len(s)/2-1] + s[len(s)/2]) / 2
 }
 
-// ModuleRoot returns the nearest folder with a go.mod, from the working
-// directory up.
-func ModuleRoot() (string, error) {
-	dir, err := os.Getwd()
-	if err != nil {
-		return "", err
-	}
-	return emulator.FindRoot(dir)
-}
-
 // MeasureColdStarts builds each function twice (deploy and host
 // architecture, as the Makefile's build does: linux, no cgo,
 // -tags lambda.norpc, -trimpath, stripped) and starts the Invoke ones
@@ -107,9 +90,6 @@ func ModuleRoot() (string, error) {
 // bootstrap. Without the emulator, or off linux, sizes are still
 // measured and Skipped says why starts were not.
 func MeasureColdStarts(ctx context.Context, cfg ColdStartConfig) ([]ColdStart, error) {
-	if cfg.Go == "" {
-		cfg.Go = "go"
-	}
 	if cfg.Starts <= 0 {
 		cfg.Starts = 5
 	}
@@ -118,12 +98,11 @@ func MeasureColdStarts(ctx context.Context, cfg ColdStartConfig) ([]ColdStart, e
 		return nil, err
 	}
 	defer os.RemoveAll(tmp)
-	rieBin := filepath.Join(cfg.Root, RIEPath)
 	skip := ""
 	if runtime.GOOS != "linux" {
 		skip = "not on linux"
-	} else if _, err := os.Stat(rieBin); err != nil {
-		skip = "emulator not installed (bash .ci/rie.sh install)"
+	} else if _, err := emulator.Installed(cfg.Root); err != nil {
+		skip = err.Error()
 	} else if os.Getenv(SecretsEndpoint) == "" {
 		skip = SecretsEndpoint + " not set (run under bash .ci/moto.sh run)"
 	}
@@ -156,7 +135,7 @@ func MeasureColdStarts(ctx context.Context, cfg ColdStartConfig) ([]ColdStart, e
 				// A port found free may be taken before the emulator binds
 				// it: start again.
 				for attempt := 0; ; attempt++ {
-					if first, rss, err = firstInvoke(ctx, rieBin, host, fn, envs[fn]); err == nil || attempt == 2 {
+					if first, rss, err = firstInvoke(ctx, cfg.Root, host, fn, envs[fn]); err == nil || attempt == 2 {
 						break
 					}
 				}
@@ -175,11 +154,8 @@ func MeasureColdStarts(ctx context.Context, cfg ColdStartConfig) ([]ColdStart, e
 }
 
 func buildBootstrap(ctx context.Context, cfg ColdStartConfig, fn, arch, path string) (int64, error) {
-	cmd := exec.CommandContext(ctx, cfg.Go, "build", "-tags", "lambda.norpc", "-trimpath", "-ldflags=-s -w", "-o", path, "./functions/"+fn)
-	cmd.Dir = cfg.Root
-	cmd.Env = append(os.Environ(), "GOOS=linux", "GOARCH="+arch, "CGO_ENABLED=0")
-	if out, err := cmd.CombinedOutput(); err != nil {
-		return 0, fmt.Errorf("build %s for linux/%s: %w\n%s", fn, arch, err, out)
+	if err := emulator.Compile(ctx, cfg.Root, "./functions/"+fn, arch, path); err != nil {
+		return 0, err
 	}
 	st, err := os.Stat(path)
 	if err != nil {
@@ -237,8 +213,8 @@ func functionEnvs(ctx context.Context, root, secretsURL string) (map[string]map[
 // firstInvoke starts one emulator with a fresh bootstrap, sends the
 // empty batch, times the answer and reads the bootstrap's peak RSS (0
 // where /proc does not tell it).
-func firstInvoke(ctx context.Context, rieBin, bootstrap, name string, env map[string]string) (time.Duration, int64, error) {
-	emu, err := emulator.Start(emulator.Config{RIE: rieBin, Bootstrap: bootstrap, Name: name, Env: env,
+func firstInvoke(ctx context.Context, root, bootstrap, name string, env map[string]string) (time.Duration, int64, error) {
+	emu, err := emulator.Start(ctx, emulator.Config{Root: root, Bootstrap: bootstrap, Function: name, Env: env,
 		Timeout: time.Minute, MemoryMB: 256, Region: "us-east-1"})
 	if err != nil {
 		return 0, 0, err

@@ -4,26 +4,26 @@ package benchmark
 
 import (
 	"context"
-	"os"
-	"path/filepath"
 	"runtime"
 	"testing"
 
+	"github.com/genjobs/genjobs/internal/dev/emulator"
+	"github.com/genjobs/genjobs/internal/dev/modroot"
 	"github.com/genjobs/genjobs/internal/dev/testenv"
 )
 
 // One fresh start of the triage function under the emulator: the figure
 // `genjobs bench` reports for every SQS-fed function.
 func TestColdStartUnderTheEmulator(t *testing.T) {
-	root, err := ModuleRoot()
+	root, err := modroot.Find("")
 	if err != nil {
 		t.Fatal(err)
 	}
 	if runtime.GOOS != "linux" {
 		testenv.Skip(t, "cold starts are measured on linux")
 	}
-	if _, err := os.Stat(filepath.Join(root, RIEPath)); err != nil {
-		testenv.Skip(t, "the emulator is not installed at "+RIEPath+"; run `bash .ci/rie.sh install`")
+	if _, err := emulator.Installed(root); err != nil {
+		testenv.Skip(t, err.Error())
 	}
 	testenv.Endpoint(t, SecretsEndpoint)
 	cs, err := MeasureColdStarts(context.Background(), ColdStartConfig{Root: root, Functions: []string{"triage"}, Invoke: []string{"triage"}, Starts: 2})

@@ -7,6 +7,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/genjobs/genjobs/internal/dev/modroot"
 )
 
 const ms = time.Millisecond
@@ -359,7 +361,7 @@ func TestMedian(t *testing.T) {
 // templateFunctions are the module's template.yaml memory sizes.
 func templateFunctions(t *testing.T) Functions {
 	t.Helper()
-	root, err := ModuleRoot()
+	root, err := modroot.Find("")
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -2,6 +2,7 @@ package emulator
 
 import (
 	"bytes"
+	"cmp"
 	"context"
 	"crypto/rand"
 	"errors"
@@ -29,12 +30,26 @@ const readyTimeout = 20 * time.Second
 // after a successful answer, so the output it leaves is complete.
 const endLineWait = 2 * time.Second
 
+// Defaults for Config's zero fields. The timeout is the template's (a
+// submit must keep 25 s in hand before it POSTs), the memory size
+// Lambda's smallest.
+const (
+	DefaultTimeout  = 60 * time.Second
+	DefaultMemoryMB = 128
+	DefaultRegion   = "us-east-1"
+)
+
 // Config describes one function under the emulator.
 type Config struct {
-	// RIE is the emulator executable; Bootstrap the function's binary.
-	RIE, Bootstrap string
-	// Name is AWS_LAMBDA_FUNCTION_NAME.
-	Name string
+	// Root is the module root: where the emulator is installed (Path)
+	// and Function is built.
+	Root string
+	// Function is a folder under functions/ (or a "./"-prefixed package
+	// path); its base name is AWS_LAMBDA_FUNCTION_NAME.
+	Function string
+	// Bootstrap is the function's executable; empty, Start builds
+	// Function (Build).
+	Bootstrap string
 	// Env is the function's environment: the variables template.yaml
 	// would set, endpoints and credentials. Nothing of this process's own
 	// environment reaches the function, so a variable missing here is
@@ -43,12 +58,14 @@ type Config struct {
 	// not let a template set them either.
 	Env map[string]string
 	// Timeout is AWS_LAMBDA_FUNCTION_TIMEOUT (rounded up to whole
-	// seconds); the emulator turns it into each invocation's deadline.
+	// seconds; DefaultTimeout when zero); the emulator turns it into each
+	// invocation's deadline.
 	Timeout time.Duration
-	// MemoryMB is AWS_LAMBDA_FUNCTION_MEMORY_SIZE. The emulator does not
-	// enforce it; the function may read it.
+	// MemoryMB is AWS_LAMBDA_FUNCTION_MEMORY_SIZE (DefaultMemoryMB when
+	// zero). The emulator does not enforce it; the function may read it.
 	MemoryMB int
-	// Region is AWS_REGION and AWS_DEFAULT_REGION.
+	// Region is AWS_REGION and AWS_DEFAULT_REGION (DefaultRegion when
+	// empty).
 	Region string
 }
 
@@ -71,12 +88,24 @@ type Emulator struct {
 // Start starts the emulator on two free loopback ports, with exactly the
 // environment cfg describes, and waits until it accepts invocations. The
 // bootstrap itself starts on the first invocation, as Lambda's init does.
-// Stop ends both.
-func Start(cfg Config) (*Emulator, error) {
+// Stop ends both. Without the emulator the error is ErrNotInstalled.
+func Start(ctx context.Context, cfg Config) (*Emulator, error) {
+	rie, err := Installed(cfg.Root)
+	if err != nil {
+		return nil, err
+	}
+	if cfg.Bootstrap == "" {
+		if cfg.Bootstrap, err = Build(ctx, cfg.Root, cfg.Function); err != nil {
+			return nil, err
+		}
+	}
+	cfg.Timeout = cmp.Or(cfg.Timeout, DefaultTimeout)
+	cfg.MemoryMB = cmp.Or(cfg.MemoryMB, DefaultMemoryMB)
+	cfg.Region = cmp.Or(cfg.Region, DefaultRegion)
 	env := environment(cfg)
 	var lastErr error
 	for range startAttempts {
-		e, err := launch(cfg, env)
+		e, err := launch(rie, cfg, env)
 		if err == nil {
 			return e, nil
 		}
@@ -85,7 +114,7 @@ func Start(cfg Config) (*Emulator, error) {
 			break
 		}
 	}
-	return nil, fmt.Errorf("start the emulator for %s: %w", cfg.Name, lastErr)
+	return nil, fmt.Errorf("start the emulator for %s: %w", cfg.Function, lastErr)
 }
 
 // environment is the emulator's environment, which it hands on to the
@@ -101,11 +130,11 @@ func environment(cfg Config) []string {
 		"TZ":                              ":UTC",
 		"LANG":                            "en_US.UTF-8",
 		"LAMBDA_TASK_ROOT":                filepath.Dir(cfg.Bootstrap),
-		"AWS_LAMBDA_FUNCTION_NAME":        cfg.Name,
+		"AWS_LAMBDA_FUNCTION_NAME":        filepath.Base(cfg.Function),
 		"AWS_LAMBDA_FUNCTION_TIMEOUT":     strconv.Itoa(int((cfg.Timeout + time.Second - 1) / time.Second)),
 		"AWS_LAMBDA_FUNCTION_MEMORY_SIZE": strconv.Itoa(cfg.MemoryMB),
 		"AWS_LAMBDA_FUNCTION_VERSION":     "$LATEST",
-		"AWS_LAMBDA_LOG_GROUP_NAME":       "/aws/lambda/" + cfg.Name,
+		"AWS_LAMBDA_LOG_GROUP_NAME":       "/aws/lambda/" + filepath.Base(cfg.Function),
 		"AWS_REGION":                      cfg.Region,
 		"AWS_DEFAULT_REGION":              cfg.Region,
 	} {
@@ -123,7 +152,7 @@ func environment(cfg Config) []string {
 var errPortTaken = errors.New("port taken")
 
 // launch starts one emulator and waits until it listens.
-func launch(cfg Config, env []string) (*Emulator, error) {
+func launch(rie string, cfg Config, env []string) (*Emulator, error) {
 	apiAddr, err := freeAddr()
 	if err != nil {
 		return nil, err
@@ -133,7 +162,7 @@ func launch(cfg Config, env []string) (*Emulator, error) {
 		return nil, err
 	}
 	e := &Emulator{
-		name:   cfg.Name,
+		name:   filepath.Base(cfg.Function),
 		addr:   addr,
 		exited: make(chan struct{}),
 		stdout: &syncBuffer{},
@@ -144,7 +173,7 @@ func launch(cfg Config, env []string) (*Emulator, error) {
 	// The emulator relays the bootstrap's stdout and stderr on its own
 	// stdout, framed by START/END/REPORT lines as in CloudWatch Logs; its
 	// own log goes to stderr.
-	cmd := exec.Command(cfg.RIE,
+	cmd := exec.Command(rie,
 		"--runtime-interface-emulator-address", addr,
 		"--runtime-api-address", apiAddr,
 		cfg.Bootstrap)
@@ -157,7 +186,7 @@ func launch(cfg Config, env []string) (*Emulator, error) {
 	// open; Wait then gives up on them instead of hanging Stop.
 	cmd.WaitDelay = 2 * time.Second
 	if err := cmd.Start(); err != nil {
-		return nil, fmt.Errorf("start %s: %w", cfg.RIE, err)
+		return nil, fmt.Errorf("start %s: %w", rie, err)
 	}
 	e.cmd = cmd
 	go func() { _ = cmd.Wait(); close(e.exited) }()
@@ -243,8 +272,9 @@ func (e *Emulator) URL() string { return "http://" + e.addr }
 // "errorMessage"} for a returned error (still status 200), or a 502 when
 // the runtime crashed or failed its init. err is set only when no answer
 // arrived. After a 200 it also waits (briefly) for the emulator to log
-// the invocation's END line, so Stdout then holds what the invocation
-// wrote.
+// the invocation's END line, and after any other answer until the output
+// has been quiet for a moment, so Stdout and Stderr then hold what the
+// invocation wrote.
 func (e *Emulator) Invoke(ctx context.Context, payload []byte) (status int, body []byte, err error) {
 	e.mu.Lock()
 	e.invokes++
@@ -279,6 +309,11 @@ func (e *Emulator) Invoke(ctx context.Context, payload []byte) (status int, body
 	}
 	if resp.StatusCode == http.StatusOK {
 		e.stdout.waitFor("END RequestId: "+requestID, endLineWait)
+	} else {
+		// A crashed runtime's last words arrive through pipes after the
+		// answer, and no END line marks their end.
+		e.stdout.waitQuiet(300*time.Millisecond, endLineWait)
+		e.stderr.waitQuiet(300*time.Millisecond, endLineWait)
 	}
 	return resp.StatusCode, body, nil
 }
@@ -322,14 +357,6 @@ func (e *Emulator) WaitStdout(s string, timeout time.Duration) bool {
 // whether it did.
 func (e *Emulator) WaitStderr(s string, timeout time.Duration) bool {
 	return e.stderr.waitFor(s, timeout)
-}
-
-// WaitQuiet waits until neither Stdout nor Stderr has grown for quiet,
-// each for at most limit. A crashed runtime's last words arrive through
-// pipes after the answer, and no END line marks their end.
-func (e *Emulator) WaitQuiet(quiet, limit time.Duration) {
-	e.stdout.waitQuiet(quiet, limit)
-	e.stderr.waitQuiet(quiet, limit)
 }
 
 // syncBuffer is a bytes.Buffer the process writers and readers may use at

@@ -10,8 +10,9 @@
 //
 // Every emulator gets two free loopback ports of its own, so several may
 // run at once, and exactly the environment its Config describes. It is
-// the one runner behind internal/dev/lambdatest (tests) and internal/dev/invoke
-// (`genjobs invoke`), and it depends on no testing package.
+// the one runner behind `genjobs invoke` and `sam-env`, the function
+// tests (internal/dev/lambdatest ties it to a test) and the cold-start
+// benchmark, and it depends on no testing package.
 package emulator
 
 import (
@@ -22,6 +23,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"runtime"
+	"strings"
 	"sync"
 )
 
@@ -33,39 +35,27 @@ const InvokePath = "/2015-03-31/functions/function/invocations"
 // the module root.
 const Path = ".cache/bin/aws-lambda-rie"
 
-// ErrNoModule is FindRoot's answer outside the module.
-var ErrNoModule = errors.New("no go.mod above the working directory")
+// BuildDir is where Build puts bootstraps, relative to the module root:
+// in the checkout's own ignored build/ folder, since .cache may be shared
+// by several checkouts whose functions differ.
+const BuildDir = "build/host"
 
-// FindRoot returns the module root: the nearest folder with a go.mod,
-// from dir upwards.
-func FindRoot(dir string) (string, error) {
-	dir, err := filepath.Abs(dir)
-	if err != nil {
-		return "", err
-	}
-	for {
-		if _, err := os.Stat(filepath.Join(dir, "go.mod")); err == nil {
-			return dir, nil
-		}
-		parent := filepath.Dir(dir)
-		if parent == dir {
-			return "", ErrNoModule
-		}
-		dir = parent
-	}
-}
+// ErrNotInstalled is Installed's (and Start's) answer when the emulator
+// is missing.
+var ErrNotInstalled = errors.New("the Lambda Runtime Interface Emulator is not installed at " + Path + ": run `bash .ci/rie.sh install`")
 
-// Installed returns where the emulator belongs under root (Path) and
-// whether it is there.
-func Installed(root string) (string, bool) {
+// Installed returns the emulator under root, or ErrNotInstalled.
+func Installed(root string) (string, error) {
 	p := filepath.Join(root, Path)
-	_, err := os.Stat(p)
-	return p, err == nil
+	if _, err := os.Stat(p); err != nil {
+		return p, ErrNotInstalled
+	}
+	return p, nil
 }
 
 // builds makes concurrent callers in one process (tests in parallel, or
-// every sample event at once) share one build per package and folder.
-var builds sync.Map // pkg NUL dir -> *build
+// every sample event at once) share one build per package.
+var builds sync.Map // root NUL pkg -> *build
 
 type build struct {
 	once sync.Once
@@ -73,18 +63,25 @@ type build struct {
 	err  error
 }
 
-// Build compiles pkg (a module-relative package path, "./functions/NAME")
-// into dir/bootstrap and returns its path: deployment's flags (Makefile
-// `build`), but GOARCH stays the host's, since the emulator executes the
-// binary on this machine. Each process builds a package into a folder
-// once; go's build cache keeps a rebuild in another process cheap. A
-// failed build is not remembered, so a later call may succeed (a
-// cancelled build, a fixed source).
-func Build(ctx context.Context, root, pkg, dir string) (string, error) {
-	key := pkg + "\x00" + dir
+// Build compiles fn (a folder under functions/, or a module-relative
+// package path starting with "./") into BuildDir/PKG/bootstrap under root
+// and returns its path: deployment's flags (Makefile `build`), but GOARCH
+// stays the host's, since the emulator executes the binary on this
+// machine. Each process builds a package once; go's build cache keeps a
+// rebuild in another process cheap. A failed build is not remembered, so
+// a later call may succeed (a cancelled build, a fixed source).
+func Build(ctx context.Context, root, fn string) (string, error) {
+	pkg := fn
+	if !strings.HasPrefix(pkg, "./") {
+		pkg = "./functions/" + fn
+		if _, err := os.Stat(filepath.Join(root, "functions", fn)); err != nil {
+			return "", fmt.Errorf("build %s: functions/%s does not exist in %s", fn, fn, root)
+		}
+	}
+	key := root + "\x00" + pkg
 	v, _ := builds.LoadOrStore(key, &build{})
 	b := v.(*build)
-	b.once.Do(func() { b.path, b.err = buildBootstrap(ctx, root, pkg, dir) })
+	b.once.Do(func() { b.path, b.err = buildBootstrap(ctx, root, pkg, filepath.Join(root, BuildDir, pkg)) })
 	if b.err != nil {
 		builds.CompareAndDelete(key, b)
 	}
@@ -96,10 +93,6 @@ func Build(ctx context.Context, root, pkg, dir string) (string, error) {
 // runs packages in parallel) never execute or overwrite a half-written
 // file, and dir holds one binary instead of one per run.
 func buildBootstrap(ctx context.Context, root, pkg, dir string) (string, error) {
-	goBin, err := exec.LookPath("go")
-	if err != nil {
-		return "", fmt.Errorf("build %s: go not found on PATH (it builds the bootstrap): %w", pkg, err)
-	}
 	if err := os.MkdirAll(dir, 0o755); err != nil {
 		return "", fmt.Errorf("build %s: %w", pkg, err)
 	}
@@ -108,18 +101,31 @@ func buildBootstrap(ctx context.Context, root, pkg, dir string) (string, error) 
 		return "", fmt.Errorf("build %s: %w", pkg, err)
 	}
 	defer os.RemoveAll(tmp)
-	cmd := exec.CommandContext(ctx, goBin, "build", "-tags", "lambda.norpc", "-trimpath", "-ldflags=-s -w",
-		"-o", filepath.Join(tmp, "bootstrap"), pkg)
-	cmd.Dir = root
-	cmd.Env = append(os.Environ(), "GOOS=linux", "GOARCH="+runtime.GOARCH, "CGO_ENABLED=0")
-	if out, err := cmd.CombinedOutput(); err != nil {
-		return "", fmt.Errorf("build %s: %w\n%s", pkg, err, out)
+	if err := Compile(ctx, root, pkg, runtime.GOARCH, filepath.Join(tmp, "bootstrap")); err != nil {
+		return "", err
 	}
 	path := filepath.Join(dir, "bootstrap")
 	if err := os.Rename(filepath.Join(tmp, "bootstrap"), path); err != nil {
 		return "", fmt.Errorf("build %s: %w", pkg, err)
 	}
 	return path, nil
+}
+
+// Compile builds pkg (module-relative, "./...") under root into out as
+// deployment does (Makefile `build`: linux, no cgo, -tags lambda.norpc,
+// -trimpath, stripped), for goarch.
+func Compile(ctx context.Context, root, pkg, goarch, out string) error {
+	goBin, err := exec.LookPath("go")
+	if err != nil {
+		return fmt.Errorf("build %s: go not found on PATH (it builds the bootstrap): %w", pkg, err)
+	}
+	cmd := exec.CommandContext(ctx, goBin, "build", "-tags", "lambda.norpc", "-trimpath", "-ldflags=-s -w", "-o", out, pkg)
+	cmd.Dir = root
+	cmd.Env = append(os.Environ(), "GOOS=linux", "GOARCH="+goarch, "CGO_ENABLED=0")
+	if b, err := cmd.CombinedOutput(); err != nil {
+		return fmt.Errorf("build %s for linux/%s: %w\n%s", pkg, goarch, err, b)
+	}
+	return nil
 }
 
 // Tail keeps the last n bytes of s, for error messages and failure logs.

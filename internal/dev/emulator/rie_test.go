@@ -1,9 +1,6 @@
 package emulator
 
 import (
-	"errors"
-	"os"
-	"path/filepath"
 	"slices"
 	"testing"
 	"time"
@@ -12,7 +9,7 @@ import (
 func TestEnvironmentIsExplicit(t *testing.T) {
 	t.Setenv("RIE_LEAK", "from this process")
 	env := environment(Config{
-		Bootstrap: "/b/submit/bootstrap", Name: "submit", Timeout: 1500 * time.Millisecond, MemoryMB: 256, Region: "eu-west-1",
+		Bootstrap: "/b/submit/bootstrap", Function: "submit", Timeout: 1500 * time.Millisecond, MemoryMB: 256, Region: "eu-west-1",
 		Env: map[string]string{"FOO": "bar", "AWS_REGION": "overridden"},
 	})
 	for _, want := range []string{
@@ -26,18 +23,5 @@ func TestEnvironmentIsExplicit(t *testing.T) {
 	}
 	if len(env) != 12 || !slices.IsSorted(env) {
 		t.Errorf("environment %v: want the 11 reserved variables and FOO, sorted", env)
-	}
-}
-
-func TestFindRoot(t *testing.T) {
-	root, err := FindRoot(".")
-	if err != nil {
-		t.Fatal(err)
-	}
-	if _, err := os.Stat(filepath.Join(root, "go.mod")); err != nil {
-		t.Fatal(err)
-	}
-	if _, err := FindRoot(t.TempDir()); !errors.Is(err, ErrNoModule) {
-		t.Fatalf("outside the module: %v", err)
 	}
 }

@@ -3,12 +3,14 @@ package faultsim
 import (
 	"crypto/tls"
 	"crypto/x509"
-	"encoding/binary"
+	"fmt"
 	"io"
 	"net"
 	"net/http"
 	"net/http/httptest"
 	"sync"
+
+	"golang.org/x/net/http2"
 )
 
 // The Genace client reaches the simulator as production reaches Genace:
@@ -23,32 +25,11 @@ import (
 // http2shouldRetryRequest): the fault meets the real transport's rules,
 // not a model of them.
 //
-// The relay never decodes headers. To drop an answer's header block
+// The relay reads and writes frames with x/net/http2's Framer and never
+// decodes headers. To drop an answer's header block
 // without breaking the connection's header compression, it asks the
 // server to index nothing: it adds SETTINGS_HEADER_TABLE_SIZE = 0 to the
 // client's settings, so every header block the server sends stands alone.
-
-// HTTP/2 frame types, flags, settings and error codes the relay uses
-// (RFC 9113).
-const (
-	h2Data         = 0x0
-	h2Headers      = 0x1
-	h2RSTStream    = 0x3
-	h2Settings     = 0x4
-	h2WindowUpdate = 0x8
-	h2Continuation = 0x9
-
-	h2FlagEndStream = 0x1
-	h2FlagAck       = 0x1
-	h2FlagPadded    = 0x8
-
-	h2SettingHeaderTableSize = 0x1
-
-	h2ErrProtocol      uint32 = 0x1
-	h2ErrRefusedStream uint32 = 0x7
-)
-
-const h2Preface = "PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n"
 
 // relay is the HTTP/2 proxy in front of the simulator's TLS server.
 type relay struct {
@@ -153,23 +134,27 @@ func (r *relay) serve(raw net.Conn) {
 		return
 	}
 	defer out.Close()
-	c := &h2conn{relay: r, in: in, out: out, posts: map[uint32]*h2post{}, dropped: map[uint32]bool{}}
+	c := &h2conn{relay: r, fromIn: newFramer(nil, in), toIn: newFramer(in, nil), fromOut: newFramer(nil, out), toOut: newFramer(out, nil),
+		posts: map[uint32]*h2post{}, dropped: map[uint32]bool{}}
 	done := make(chan struct{})
 	go func() {
 		defer close(done)
 		c.fromServer()
 		_ = in.Close()
 	}()
-	c.fromClient()
+	c.fromClient(in, out)
 	_ = out.Close()
 	<-done
 }
 
-// h2conn is one relayed connection.
+// h2conn is one relayed connection. Frames are read and written with
+// x/net/http2's Framer: one per direction and end, since a Framer is
+// not safe for concurrent use.
 type h2conn struct {
-	relay   *relay
-	in, out net.Conn
-	outMu   sync.Mutex // both directions write to the server
+	relay          *relay
+	fromIn, toIn   *http2.Framer
+	fromOut, toOut *http2.Framer
+	outMu          sync.Mutex // both directions write to the server
 
 	mu      sync.Mutex
 	posts   map[uint32]*h2post // request streams with a body, by stream id
@@ -183,69 +168,89 @@ type h2post struct {
 	done bool
 }
 
-func readFrame(r io.Reader) (hdr [9]byte, payload []byte, err error) {
-	if _, err = io.ReadFull(r, hdr[:]); err != nil {
-		return hdr, nil, err
+// newFramer reads and writes frames of any size a peer may announce.
+func newFramer(w io.Writer, r io.Reader) *http2.Framer {
+	f := http2.NewFramer(w, r)
+	f.SetMaxReadFrameSize(1<<24 - 1)
+	return f
+}
+
+// forward writes f to w unchanged (a DATA frame's padding aside, which
+// Go's transport never sends).
+func forward(w *http2.Framer, f http2.Frame) error {
+	h := f.Header()
+	switch f := f.(type) {
+	case *http2.DataFrame:
+		return w.WriteData(h.StreamID, f.StreamEnded(), f.Data())
+	case *http2.HeadersFrame:
+		return w.WriteHeaders(http2.HeadersFrameParam{StreamID: h.StreamID, BlockFragment: f.HeaderBlockFragment(),
+			EndStream: f.StreamEnded(), EndHeaders: f.HeadersEnded(), Priority: f.Priority})
+	case *http2.ContinuationFrame:
+		return w.WriteContinuation(h.StreamID, f.HeadersEnded(), f.HeaderBlockFragment())
+	case *http2.SettingsFrame:
+		if f.IsAck() {
+			return w.WriteSettingsAck()
+		}
+		var settings []http2.Setting
+		_ = f.ForeachSetting(func(s http2.Setting) error { settings = append(settings, s); return nil })
+		return w.WriteSettings(settings...)
+	case *http2.WindowUpdateFrame:
+		return w.WriteWindowUpdate(h.StreamID, f.Increment)
+	case *http2.PingFrame:
+		return w.WritePing(f.IsAck(), f.Data)
+	case *http2.RSTStreamFrame:
+		return w.WriteRSTStream(h.StreamID, f.ErrCode)
+	case *http2.GoAwayFrame:
+		return w.WriteGoAway(f.LastStreamID, f.ErrCode, f.DebugData())
+	case *http2.PriorityFrame:
+		return w.WritePriority(h.StreamID, f.PriorityParam)
+	case *http2.UnknownFrame:
+		return w.WriteRawFrame(h.Type, h.Flags, h.StreamID, f.Payload())
 	}
-	n := int(hdr[0])<<16 | int(hdr[1])<<8 | int(hdr[2])
-	payload = make([]byte, n)
-	_, err = io.ReadFull(r, payload)
-	return hdr, payload, err
+	return fmt.Errorf("relay: cannot forward %v", h)
 }
 
-func frame(typ, flags byte, stream uint32, payload []byte) []byte {
-	b := make([]byte, 9, 9+len(payload))
-	b[0], b[1], b[2] = byte(len(payload)>>16), byte(len(payload)>>8), byte(len(payload))
-	b[3], b[4] = typ, flags
-	binary.BigEndian.PutUint32(b[5:], stream&0x7fffffff)
-	return append(b, payload...)
-}
-
-func (c *h2conn) toServer(b []byte) error {
+func (c *h2conn) toServer(f http2.Frame) error {
 	c.outMu.Lock()
 	defer c.outMu.Unlock()
-	_, err := c.out.Write(b)
-	return err
+	return forward(c.toOut, f)
 }
 
 // fromClient passes the client's frames to the server, asking the server
 // to index no headers and noting each request body's operation.
-func (c *h2conn) fromClient() {
-	preface := make([]byte, len(h2Preface))
-	if _, err := io.ReadFull(c.in, preface); err != nil || string(preface) != h2Preface {
+func (c *h2conn) fromClient(in, out net.Conn) {
+	preface := make([]byte, len(http2.ClientPreface))
+	if _, err := io.ReadFull(in, preface); err != nil || string(preface) != http2.ClientPreface {
 		return
 	}
-	if c.toServer(preface) != nil {
+	if _, err := out.Write(preface); err != nil {
 		return
 	}
 	for {
-		hdr, payload, err := readFrame(c.in)
+		f, err := c.fromIn.ReadFrame()
 		if err != nil {
 			return
 		}
-		typ, flags, stream := hdr[3], hdr[4], binary.BigEndian.Uint32(hdr[5:])&0x7fffffff
-		switch typ {
-		case h2Settings:
-			if flags&h2FlagAck == 0 {
-				payload = noHeaderTable(payload)
+		stream := f.Header().StreamID
+		switch fr := f.(type) {
+		case *http2.SettingsFrame:
+			if !fr.IsAck() {
+				if c.noHeaderTable(fr) != nil {
+					return
+				}
+				continue
 			}
-		case h2Headers:
-			if flags&h2FlagEndStream == 0 {
+		case *http2.HeadersFrame:
+			if !fr.StreamEnded() {
 				c.mu.Lock()
 				c.posts[stream] = &h2post{}
 				c.mu.Unlock()
 			}
-		case h2Data:
+		case *http2.DataFrame:
 			c.mu.Lock()
 			if p := c.posts[stream]; p != nil && !p.done {
-				data := payload
-				if flags&h2FlagPadded != 0 && len(data) > 0 {
-					pad := int(data[0])
-					data = data[1:]
-					data = data[:max(0, len(data)-pad)]
-				}
-				p.body = append(p.body, data...)
-				if flags&h2FlagEndStream != 0 {
+				p.body = append(p.body, fr.Data()...)
+				if fr.StreamEnded() {
 					// Noted before the frame reaches the server, so the
 					// answer, which can only follow, finds it.
 					p.done, p.op, p.body = true, opOfPost(p.body), nil
@@ -253,22 +258,26 @@ func (c *h2conn) fromClient() {
 			}
 			c.mu.Unlock()
 		}
-		if c.toServer(frame(typ, flags, stream, payload)) != nil {
+		if c.toServer(f) != nil {
 			return
 		}
 	}
 }
 
-// noHeaderTable sets SETTINGS_HEADER_TABLE_SIZE to 0 in a SETTINGS
-// payload.
-func noHeaderTable(p []byte) []byte {
-	out := make([]byte, 0, len(p)+6)
-	for i := 0; i+6 <= len(p); i += 6 {
-		if binary.BigEndian.Uint16(p[i:]) != h2SettingHeaderTableSize {
-			out = append(out, p[i:i+6]...)
+// noHeaderTable passes the client's SETTINGS on with
+// SETTINGS_HEADER_TABLE_SIZE set to 0.
+func (c *h2conn) noHeaderTable(f *http2.SettingsFrame) error {
+	var settings []http2.Setting
+	_ = f.ForeachSetting(func(s http2.Setting) error {
+		if s.ID != http2.SettingHeaderTableSize {
+			settings = append(settings, s)
 		}
-	}
-	return append(out, 0, h2SettingHeaderTableSize, 0, 0, 0, 0)
+		return nil
+	})
+	settings = append(settings, http2.Setting{ID: http2.SettingHeaderTableSize, Val: 0})
+	c.outMu.Lock()
+	defer c.outMu.Unlock()
+	return c.toOut.WriteSettings(settings...)
 }
 
 // fromServer passes the server's frames to the client, except the answer
@@ -276,48 +285,51 @@ func noHeaderTable(p []byte) []byte {
 // server's connection window given back) and the client gets RST_STREAM.
 func (c *h2conn) fromServer() {
 	for {
-		hdr, payload, err := readFrame(c.out)
+		f, err := c.fromOut.ReadFrame()
 		if err != nil {
 			return
 		}
-		typ, flags, stream := hdr[3], hdr[4], binary.BigEndian.Uint32(hdr[5:])&0x7fffffff
+		h := f.Header()
+		stream := h.StreamID
+		_, isHeaders := f.(*http2.HeadersFrame)
+		_, isReset := f.(*http2.RSTStreamFrame)
+		_, isData := f.(*http2.DataFrame)
 		c.mu.Lock()
 		drop := c.dropped[stream]
-		if typ == h2Headers && !drop {
+		if isHeaders && !drop {
 			if p := c.posts[stream]; p != nil && p.done {
 				if code, ok := c.relay.wire.takeReset(p.op); ok {
 					c.dropped[stream] = true
 					delete(c.posts, stream)
 					c.mu.Unlock()
-					var b [4]byte
-					binary.BigEndian.PutUint32(b[:], code)
-					if _, err := c.in.Write(frame(h2RSTStream, 0, stream, b[:])); err != nil {
+					if c.toIn.WriteRSTStream(stream, http2.ErrCode(code)) != nil {
 						return
 					}
 					continue
 				}
 			}
 		}
-		if typ == h2Headers || typ == h2RSTStream {
+		if isHeaders || isReset {
 			delete(c.posts, stream)
 		}
-		if drop && (flags&h2FlagEndStream != 0 && (typ == h2Data || typ == h2Headers) || typ == h2RSTStream) {
+		if drop && (h.Flags.Has(http2.FlagDataEndStream) && (isData || isHeaders) || isReset) {
 			delete(c.dropped, stream)
 		}
 		c.mu.Unlock()
 		if drop {
-			if typ == h2Data && len(payload) > 0 {
+			if isData && h.Length > 0 {
 				// The client never sees these bytes, so it never gives the
 				// server its window back for them: the relay does.
-				var inc [4]byte
-				binary.BigEndian.PutUint32(inc[:], uint32(len(payload)))
-				if c.toServer(frame(h2WindowUpdate, 0, 0, inc[:])) != nil {
+				c.outMu.Lock()
+				err := c.toOut.WriteWindowUpdate(0, h.Length)
+				c.outMu.Unlock()
+				if err != nil {
 					return
 				}
 			}
 			continue // the rest of the swallowed answer (or the server's reset of it)
 		}
-		if _, err := c.in.Write(frame(typ, flags, stream, payload)); err != nil {
+		if forward(c.toIn, f) != nil {
 			return
 		}
 	}

@@ -15,6 +15,8 @@ import (
 	"sync/atomic"
 	"time"
 
+	"golang.org/x/net/http2"
+
 	"github.com/genjobs/genjobs/internal/artifact"
 	"github.com/genjobs/genjobs/internal/clock"
 	"github.com/genjobs/genjobs/internal/deliver"
@@ -809,12 +811,12 @@ func (w *world) simFault(r genacesim.RequestInfo) genacesim.Fault {
 		case w.inj.hit(H2Reset):
 			// The job is created and answered; the relay swallows the
 			// answer and resets the stream.
-			code, name := h2ErrRefusedStream, "REFUSED_STREAM"
+			code := http2.ErrCodeRefusedStream
 			if w.inj.intn(H2Reset, 2) == 1 {
-				code, name = h2ErrProtocol, "PROTOCOL_ERROR"
+				code = http2.ErrCodeProtocol
 			}
-			w.wire.resetNext(r.OperationID, code)
-			w.tracef(r.OperationID, "FAULT %s: Genace read the POST, created the job and reset the stream (%s)", H2Reset, name)
+			w.wire.resetNext(r.OperationID, uint32(code))
+			w.tracef(r.OperationID, "FAULT %s: Genace read the POST, created the job and reset the stream (%s)", H2Reset, code)
 			return genacesim.NoFault()
 		case w.inj.hit(BodyDrift):
 			v := w.inj.intn(BodyDrift, len(driftNames))

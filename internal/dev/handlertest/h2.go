@@ -4,13 +4,15 @@ import (
 	"bytes"
 	"crypto/tls"
 	"crypto/x509"
-	"encoding/binary"
 	"io"
 	"net/http"
 	"net/http/httptest"
 	"strconv"
 	"sync"
 	"testing"
+
+	"golang.org/x/net/http2"
+	"golang.org/x/net/http2/hpack"
 )
 
 // H2Server speaks just enough raw HTTP/2, over real TLS with ALPN h2, to
@@ -20,7 +22,7 @@ import (
 // answers net/http's HTTP/2 transport retries a request after
 // (h2_bundle.go: http2canRetryError, http2shouldRetryRequest), body and
 // all if Request.GetBody can rewind it. It answers nothing else of the
-// protocol than a client needs to get there.
+// protocol than a client needs to get there; the frames are x/net/http2's.
 type H2Server struct {
 	// URL is the server's https base URL.
 	URL string
@@ -33,9 +35,7 @@ type H2Server struct {
 	answer func(n int, r H2Request) H2Answer
 }
 
-// H2Request is one complete request as the server saw it. The method is
-// told by framing alone (no HPACK decoding): a request that ends its
-// stream on HEADERS is a GET, one that carries DATA a POST.
+// H2Request is one complete request as the server saw it.
 type H2Request struct {
 	Method string
 	Body   []byte
@@ -53,8 +53,8 @@ type H2Answer struct {
 
 // HTTP/2 error codes (RFC 9113 section 7) the transport retries after.
 const (
-	H2ProtocolError uint32 = 0x1
-	H2RefusedStream uint32 = 0x7
+	H2ProtocolError = uint32(http2.ErrCodeProtocol)
+	H2RefusedStream = uint32(http2.ErrCodeRefusedStream)
 )
 
 // NewH2Server starts a server that answers the n-th (1-based) complete
@@ -106,94 +106,75 @@ func (s *H2Server) record(r H2Request) H2Answer {
 	return s.answer(n, r)
 }
 
-// Frame types and flags used (RFC 9113 section 6).
-const (
-	h2Data          = 0x0
-	h2Headers       = 0x1
-	h2RSTStream     = 0x3
-	h2Settings      = 0x4
-	h2Ping          = 0x6
-	h2GoAway        = 0x7
-	h2FlagEndStream = 0x1
-	h2FlagAck       = 0x1
-	h2FlagEndHeader = 0x4
-	h2Preface       = "PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n"
-)
-
-// serve runs one connection until the client closes it.
+// serve runs one connection until the client closes it, reading and
+// writing frames with x/net/http2's Framer.
 func (s *H2Server) serve(t testing.TB, c *tls.Conn) {
 	defer c.Close()
-	preface := make([]byte, len(h2Preface))
-	if _, err := io.ReadFull(c, preface); err != nil || string(preface) != h2Preface {
+	preface := make([]byte, len(http2.ClientPreface))
+	if _, err := io.ReadFull(c, preface); err != nil || string(preface) != http2.ClientPreface {
 		return
 	}
-	var wmu sync.Mutex
-	write := func(typ, flags byte, stream uint32, payload []byte) {
-		wmu.Lock()
-		defer wmu.Unlock()
-		frame := make([]byte, 9, 9+len(payload))
-		frame[0], frame[1], frame[2] = byte(len(payload)>>16), byte(len(payload)>>8), byte(len(payload))
-		frame[3], frame[4] = typ, flags
-		binary.BigEndian.PutUint32(frame[5:], stream&0x7fffffff)
-		_, _ = c.Write(append(frame, payload...))
+	fr := http2.NewFramer(c, c)
+	fr.ReadMetaHeaders = hpack.NewDecoder(4096, nil)
+	var block bytes.Buffer
+	enc := hpack.NewEncoder(&block)
+	if fr.WriteSettings() != nil {
+		return
 	}
-	write(h2Settings, 0, 0, nil)
-	bodies := map[uint32]*bytes.Buffer{}
-	hdr := make([]byte, 9)
+	requests := map[uint32]*H2Request{}
 	for {
-		if _, err := io.ReadFull(c, hdr); err != nil {
+		f, err := fr.ReadFrame()
+		if err != nil {
 			return
 		}
-		typ, flags := hdr[3], hdr[4]
-		stream := binary.BigEndian.Uint32(hdr[5:]) & 0x7fffffff
-		payload := make([]byte, int(hdr[0])<<16|int(hdr[1])<<8|int(hdr[2]))
-		if _, err := io.ReadFull(c, payload); err != nil {
-			return
-		}
+		id := f.Header().StreamID
 		var done *H2Request
-		switch typ {
-		case h2Settings:
-			if flags&h2FlagAck == 0 {
-				write(h2Settings, h2FlagAck, 0, nil)
+		switch f := f.(type) {
+		case *http2.SettingsFrame:
+			if !f.IsAck() {
+				err = fr.WriteSettingsAck()
 			}
-		case h2Ping:
-			if flags&h2FlagAck == 0 {
-				write(h2Ping, h2FlagAck, 0, payload)
+		case *http2.PingFrame:
+			if !f.IsAck() {
+				err = fr.WritePing(true, f.Data)
 			}
-		case h2Headers:
-			if flags&h2FlagEndHeader == 0 {
-				t.Error("handlertest.H2Server: CONTINUATION frames are not supported")
-				return
+		case *http2.MetaHeadersFrame:
+			requests[id] = &H2Request{Method: f.PseudoValue("method")}
+			if f.StreamEnded() {
+				done = requests[id]
 			}
-			bodies[stream] = &bytes.Buffer{}
-			if flags&h2FlagEndStream != 0 {
-				done = &H2Request{Method: http.MethodGet}
-			}
-		case h2Data:
-			if b := bodies[stream]; b != nil {
-				b.Write(payload)
-				if flags&h2FlagEndStream != 0 {
-					done = &H2Request{Method: http.MethodPost, Body: b.Bytes()}
+		case *http2.DataFrame:
+			if r := requests[id]; r != nil {
+				r.Body = append(r.Body, f.Data()...)
+				if f.StreamEnded() {
+					done = r
 				}
 			}
+		}
+		if err != nil {
+			t.Errorf("handlertest.H2Server: %v", err)
+			return
 		}
 		if done == nil {
 			continue
 		}
-		delete(bodies, stream)
+		delete(requests, id)
 		switch a := s.record(*done); {
 		case a.Reset != 0:
-			write(h2RSTStream, 0, stream, binary.BigEndian.AppendUint32(nil, a.Reset))
+			err = fr.WriteRSTStream(id, http2.ErrCode(a.Reset))
 		case a.GoAway:
 			// Last-Stream-ID 0 and NO_ERROR: "no stream was processed", so
 			// the client may retry every open stream on a new connection.
-			write(h2GoAway, 0, 0, make([]byte, 8))
+			err = fr.WriteGoAway(0, http2.ErrCodeNo, nil)
 		default:
-			// HPACK: ":status" as a literal without indexing, name from
-			// static table index 8.
-			st := strconv.Itoa(a.Status)
-			write(h2Headers, h2FlagEndHeader, stream, append([]byte{0x08, byte(len(st))}, st...))
-			write(h2Data, h2FlagEndStream, stream, a.Body)
+			block.Reset()
+			_ = enc.WriteField(hpack.HeaderField{Name: ":status", Value: strconv.Itoa(a.Status)})
+			if err = fr.WriteHeaders(http2.HeadersFrameParam{StreamID: id, BlockFragment: block.Bytes(), EndHeaders: true}); err == nil {
+				err = fr.WriteData(id, true, a.Body)
+			}
+		}
+		if err != nil {
+			return
 		}
 	}
 }

@@ -7,6 +7,7 @@ import (
 	"path/filepath"
 	"testing"
 
+	"github.com/genjobs/genjobs/internal/dev/modroot"
 	"github.com/genjobs/genjobs/internal/operation"
 	"github.com/genjobs/genjobs/internal/review"
 	"github.com/genjobs/genjobs/internal/store"
@@ -17,7 +18,11 @@ import (
 // each parked record, as automation would have left them.
 func SeedRecovery(t testing.TB, st store.Store) {
 	t.Helper()
-	files, _ := filepath.Glob(filepath.Join(moduleRoot(t), "testdata", "recovery", "*.json"))
+	root, err := modroot.Find("")
+	if err != nil {
+		t.Fatal(err)
+	}
+	files, _ := filepath.Glob(filepath.Join(root, "testdata", "recovery", "*.json"))
 	if len(files) < 10 {
 		t.Fatalf("only %d recovery fixtures", len(files))
 	}
@@ -43,24 +48,5 @@ func SeedRecovery(t testing.TB, st store.Store) {
 				t.Fatal(err)
 			}
 		}
-	}
-}
-
-// moduleRoot is the folder holding go.mod, above the test's own.
-func moduleRoot(t testing.TB) string {
-	t.Helper()
-	dir, err := os.Getwd()
-	if err != nil {
-		t.Fatal(err)
-	}
-	for {
-		if _, err := os.Stat(filepath.Join(dir, "go.mod")); err == nil {
-			return dir
-		}
-		parent := filepath.Dir(dir)
-		if parent == dir {
-			t.Fatal("no go.mod above the test's folder")
-		}
-		dir = parent
 	}
 }

@@ -98,7 +98,7 @@ func Lookup(t *samlocal.Template, name string) (Spec, bool) {
 
 // Options are one invocation's inputs.
 type Options struct {
-	// Root is the module root (FindRoot).
+	// Root is the module root (modroot.Find).
 	Root string
 	// Template is the module's template (LoadTemplate).
 	Template *samlocal.Template
@@ -120,7 +120,7 @@ type Session struct {
 	event   *Event
 	payload []byte
 	stack   *Stack
-	emu     *Emulator
+	emu     *emulator.Emulator
 	watch   []string
 	seeded  map[string]operation.Record
 	notes   []string
@@ -148,9 +148,8 @@ func Prepare(ctx context.Context, opts Options) (*Session, error) {
 	if err := opts.Endpoints.Check(); err != nil {
 		return nil, err
 	}
-	rieBin, installed := emulator.Installed(opts.Root)
-	if !installed {
-		return nil, fmt.Errorf("the Lambda Runtime Interface Emulator is not installed at %s: run `bash .ci/rie.sh install` (make invoke does)", RIEPath)
+	if _, err := emulator.Installed(opts.Root); err != nil {
+		return nil, err
 	}
 	if opts.Progress == nil {
 		opts.Progress = io.Discard
@@ -170,7 +169,7 @@ func Prepare(ctx context.Context, opts Options) (*Session, error) {
 	}
 	buildDone := make(chan built, 1)
 	go func() {
-		p, err := Build(ctx, opts.Root, spec.Name)
+		p, err := emulator.Build(ctx, opts.Root, spec.Name)
 		buildDone <- built{p, err}
 	}()
 	fail := func(err error) (*Session, error) {
@@ -229,8 +228,8 @@ func Prepare(ctx context.Context, opts Options) (*Session, error) {
 		return nil, b.err
 	}
 	s.progress("built %s", relative(opts.Root, b.path))
-	s.emu, err = StartEmulator(EmulatorConfig{
-		RIE: rieBin, Bootstrap: b.path, Name: spec.Name, Env: env,
+	s.emu, err = emulator.Start(ctx, emulator.Config{
+		Root: opts.Root, Function: spec.Name, Bootstrap: b.path, Env: env,
 		Timeout: spec.Timeout, MemoryMB: spec.MemoryMB, Region: opts.Endpoints.Region,
 	})
 	if err != nil {
@@ -405,14 +404,13 @@ func (s *Session) Invoke(ctx context.Context) (*Result, error) {
 
 // WriteKeep tells how to reach what the session runs, for --keep.
 func (s *Session) WriteKeep(w io.Writer) error {
-	dir := filepath.Join(s.opts.Root, BuildDir, s.spec.Name)
-	eventFile := filepath.Join(dir, "event.json")
+	eventFile := filepath.Join(s.dir, "event.json")
 	if err := os.WriteFile(eventFile, s.payload, 0o644); err != nil {
 		return err
 	}
 	st, ep := s.stack, s.opts.Endpoints
 	fmt.Fprintf(w, "\nKept running until Ctrl-C (then everything is removed):\n")
-	fmt.Fprintf(w, "  invoke again   curl -s -XPOST %s%s -d @%s\n", s.emu.URL(), InvokePath, relative(s.opts.Root, eventFile))
+	fmt.Fprintf(w, "  invoke again   curl -s -XPOST %s%s -d @%s\n", s.emu.URL(), emulator.InvokePath, relative(s.opts.Root, eventFile))
 	fmt.Fprintf(w, "  records        aws dynamodb scan --endpoint-url %s --region %s --table-name %s\n", ep.DynamoDB, ep.Region, st.Table)
 	fmt.Fprintf(w, "                 go run ./cmd/genjobs reviews --table %s --dynamodb-endpoint %s\n", st.Table, ep.DynamoDB)
 	for _, q := range st.Queues {

@@ -10,6 +10,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/genjobs/genjobs/internal/dev/modroot"
 	"github.com/genjobs/genjobs/internal/dev/samlocal"
 	"github.com/genjobs/genjobs/internal/message"
 	"github.com/genjobs/genjobs/internal/operation"
@@ -17,7 +18,7 @@ import (
 
 func root(t *testing.T) string {
 	t.Helper()
-	r, err := FindRoot(".")
+	r, err := modroot.Find("")
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -7,8 +7,10 @@ import (
 	"testing"
 	"time"
 
+	"github.com/genjobs/genjobs/internal/dev/emulator"
 	"github.com/genjobs/genjobs/internal/dev/genacesim"
 	"github.com/genjobs/genjobs/internal/dev/invoke"
+	"github.com/genjobs/genjobs/internal/dev/modroot"
 	"github.com/genjobs/genjobs/internal/dev/samlocal"
 	"github.com/genjobs/genjobs/internal/dev/testenv"
 	"github.com/genjobs/genjobs/internal/dev/topology"
@@ -44,7 +46,7 @@ type Stack struct {
 func Template(t testing.TB) *samlocal.Template {
 	t.Helper()
 	loadTemplate.once.Do(func() {
-		root, err := findRoot()
+		root, err := modroot.Find("")
 		if err == nil {
 			loadTemplate.t, err = invoke.LoadTemplate(root)
 		}
@@ -75,7 +77,7 @@ func NewStack(t testing.TB, sim genacesim.Config) *Stack {
 		SQS:            testenv.Endpoint(t, "AWS_ENDPOINT_URL_SQS"),
 		S3:             testenv.Endpoint(t, "AWS_ENDPOINT_URL_S3"),
 		SecretsManager: testenv.Endpoint(t, "AWS_ENDPOINT_URL_SECRETS_MANAGER"),
-		Region:         envOr("AWS_REGION", DefaultRegion),
+		Region:         envOr("AWS_REGION", emulator.DefaultRegion),
 		AccessKey:      envOr("AWS_ACCESS_KEY_ID", "local"),
 		SecretKey:      envOr("AWS_SECRET_ACCESS_KEY", "local"),
 	}
@@ -104,34 +106,23 @@ func NewStack(t testing.TB, sim genacesim.Config) *Stack {
 	return s
 }
 
-// Env is the environment the function (a folder under functions/) starts
-// with on this stack: its variables in template.yaml, resolved onto the
-// stack and read back from SAM's --env-vars file (invoke.Stack.Env), and
-// what the Lambda runtime adds. Tests change a copy to break it.
-func (s *Stack) Env(t testing.TB, function string) map[string]string {
-	t.Helper()
-	for _, f := range invoke.Functions(s.Template) {
-		if f.Name == function {
-			env, err := s.Stack.Env(s.files, f.LogicalID)
-			if err != nil {
-				t.Fatalf("lambdatest: %v", err)
-			}
-			return env
-		}
-	}
-	t.Fatalf("lambdatest: no function %s in the template", function)
-	return nil
-}
-
-// Config is the emulator configuration for the function on this stack:
-// its environment (Env) and the template's timeout and memory size.
-func (s *Stack) Config(t testing.TB, function string) Config {
+// Config is the emulator configuration for the function (a folder under
+// functions/) on this stack: the template's timeout and memory size, and
+// its environment, which tests change a copy of to break it: its
+// variables in template.yaml, resolved onto the stack and read back from
+// SAM's --env-vars file (invoke.Stack.Env), and what the Lambda runtime
+// adds.
+func (s *Stack) Config(t testing.TB, function string) emulator.Config {
 	t.Helper()
 	f, ok := invoke.Lookup(s.Template, function)
 	if !ok {
 		t.Fatalf("lambdatest: no function %s in the template", function)
 	}
-	return Config{Function: function, Env: s.Env(t, function), Timeout: f.Timeout, MemoryMB: f.MemoryMB}
+	env, err := s.Stack.Env(s.files, f.LogicalID)
+	if err != nil {
+		t.Fatalf("lambdatest: %v", err)
+	}
+	return emulator.Config{Function: function, Env: env, Timeout: f.Timeout, MemoryMB: f.MemoryMB}
 }
 
 // Messages returns the envelopes waiting on action's queue: it long-polls

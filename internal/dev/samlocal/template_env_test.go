@@ -10,6 +10,7 @@ import (
 
 	"github.com/genjobs/genjobs/internal/config"
 	"github.com/genjobs/genjobs/internal/dev/invoke"
+	"github.com/genjobs/genjobs/internal/dev/modroot"
 	"github.com/genjobs/genjobs/internal/dev/samlocal"
 	"github.com/genjobs/genjobs/internal/dev/topology"
 	"github.com/genjobs/genjobs/internal/schedule"
@@ -35,7 +36,7 @@ var endpoints = map[string]string{
 
 func loadTemplate(t *testing.T) *samlocal.Template {
 	t.Helper()
-	root, err := invoke.FindRoot(".")
+	root, err := modroot.Find("")
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -22,6 +22,7 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/genjobs/genjobs/internal/dev/modroot"
 	"github.com/genjobs/genjobs/internal/dev/mutation"
 )
 
@@ -69,7 +70,7 @@ func run(args []string, stdout, stderr io.Writer) int {
 		fmt.Fprintln(stderr, "mutants: -min-sim needs the faultsim layer")
 		return exitUsage
 	}
-	root, err := moduleRoot()
+	root, err := modroot.Find("")
 	if err != nil {
 		fmt.Fprintln(stderr, "mutants:", err)
 		return exitUsage
@@ -250,23 +251,4 @@ func runAll(ctx context.Context, root string, ms []mutation.Mutant, layers []mut
 		return nil, fmt.Errorf("interrupted: %w", err)
 	}
 	return results, nil
-}
-
-// moduleRoot is the nearest folder with a go.mod, from the working
-// directory up.
-func moduleRoot() (string, error) {
-	dir, err := os.Getwd()
-	if err != nil {
-		return "", err
-	}
-	for {
-		if _, err := os.Stat(filepath.Join(dir, "go.mod")); err == nil {
-			return dir, nil
-		}
-		parent := filepath.Dir(dir)
-		if parent == dir {
-			return "", errors.New("no go.mod above the working directory")
-		}
-		dir = parent
-	}
 }

@@ -1,4 +1,4 @@
-package main
+package operator
 
 import (
 	"context"
@@ -35,13 +35,13 @@ func printJSON(w io.Writer, v any) error {
 	return enc.Encode(v)
 }
 
-func cmdReviews(fs *pflag.FlagSet) runFunc {
+func cmdReviews(fs *pflag.FlagSet) RunFunc {
 	var sf storeFlags
 	sf.register(fs)
 	return func(ctx context.Context, args []string, stdout, _ io.Writer) error {
 		pos := args
 		if len(pos) != 0 {
-			return usagef("reviews takes no arguments, got %q", pos)
+			return Usagef("reviews takes no arguments, got %q", pos)
 		}
 		st, err := sf.open(ctx)
 		if err != nil {
@@ -81,7 +81,7 @@ func dash(s string) string {
 
 func oneOperation(pos []string) (string, error) {
 	if len(pos) != 1 {
-		return "", usagef("want exactly one OPERATION_ID, got %d arguments", len(pos))
+		return "", Usagef("want exactly one OPERATION_ID, got %d arguments", len(pos))
 	}
 	return pos[0], nil
 }
@@ -100,7 +100,7 @@ func openOne(ctx context.Context, sf *storeFlags, args []string) (string, store.
 	return id, st, nil
 }
 
-func cmdPlan(fs *pflag.FlagSet) runFunc {
+func cmdPlan(fs *pflag.FlagSet) RunFunc {
 	var sf storeFlags
 	sf.register(fs)
 	return func(ctx context.Context, args []string, stdout, _ io.Writer) error {
@@ -152,7 +152,7 @@ func writePlan(w io.Writer, p replay.Plan, store string) {
 	}
 	// The command runs as printed on this store, whatever run is newest
 	// by then.
-	cmd := fmt.Sprintf("%s replay %s --action %s --operator NAME %s", self(), p.OperationID, p.Recommendation.Action, store)
+	cmd := fmt.Sprintf("%s replay %s --action %s --operator NAME %s", Self(), p.OperationID, p.Recommendation.Action, store)
 	switch {
 	case p.Recommendation.Action == operation.ActionAcknowledge:
 		fmt.Fprintf(w, "to acknowledge (audited; the record is not written): %s\n", cmd)
@@ -165,120 +165,126 @@ func writePlan(w io.Writer, p replay.Plan, store string) {
 	}
 }
 
-func cmdReplay(fs *pflag.FlagSet) runFunc {
-	var sf storeFlags
-	sf.register(fs)
-	action := fs.String("action", "", "the action the plan computes (required)")
-	operator := fs.String("operator", "", "who decides (required)")
-	jobID := fs.String("job-id", "", "reconcile: attach this Genace job (looked up on Genace first) and observe it")
-	notSubmitted := fs.Bool("confirmed-not-submitted", false, "reconcile: Genace has no job for this operation; back to prepared")
-	force := fs.Bool("force-unverified", false, "reconcile --job-id: attach although Genace does not confirm the job names this operation (audited; needs --reason)")
-	reason := fs.String("reason", "", "how you know, for a decision on your word (one line, kept in the audit entry; no URLs): required with --force-unverified, --confirmed-not-submitted, settle_outside and a dispatch after a confirmation")
-	var gf genaceFlags
-	gf.register(fs)
-	return func(ctx context.Context, args []string, stdout, _ io.Writer) error {
-		id, err := oneOperation(args)
-		if err != nil {
-			return err
-		}
-		if *action == "" {
-			return usagef("--action is required (run %s plan %s to see it)", self(), id)
-		}
-		a, err := operation.ParseAction(*action)
-		if err != nil {
-			return usagef("%v", err)
-		}
-		if *operator == "" {
-			return usagef("--operator is required: every replay is audited")
-		}
-		if err := replay.CheckOperator(*operator); err != nil {
-			return usagef("--operator: %v", err)
-		}
-		var reader replay.JobReader
-		if *jobID != "" {
-			c, key, err := gf.client(ctx)
+func cmdReplay(local LocalGenace) func(*pflag.FlagSet) RunFunc {
+	return func(fs *pflag.FlagSet) RunFunc {
+		var sf storeFlags
+		sf.register(fs)
+		action := fs.String("action", "", "the action the plan computes (required)")
+		operator := fs.String("operator", "", "who decides (required)")
+		jobID := fs.String("job-id", "", "reconcile: attach this Genace job (looked up on Genace first) and observe it")
+		notSubmitted := fs.Bool("confirmed-not-submitted", false, "reconcile: Genace has no job for this operation; back to prepared")
+		force := fs.Bool("force-unverified", false, "reconcile --job-id: attach although Genace does not confirm the job names this operation (audited; needs --reason)")
+		reason := fs.String("reason", "", "how you know, for a decision on your word (one line, kept in the audit entry; no URLs): required with --force-unverified, --confirmed-not-submitted, settle_outside and a dispatch after a confirmation")
+		var gf genaceFlags
+		gf.register(fs)
+		return func(ctx context.Context, args []string, stdout, _ io.Writer) error {
+			id, err := oneOperation(args)
 			if err != nil {
 				return err
 			}
-			if key != "" && strings.Contains(*reason, key) {
-				return usagef("--reason contains the Genace API key; it would be kept in the audit trail")
+			if *action == "" {
+				return Usagef("--action is required (run %s plan %s to see it)", Self(), id)
 			}
-			if c != nil {
-				reader = c
-			} else if lg, err := sf.localGenace(); err != nil {
+			a, err := operation.ParseAction(*action)
+			if err != nil {
+				return Usagef("%v", err)
+			}
+			if *operator == "" {
+				return Usagef("--operator is required: every replay is audited")
+			}
+			if err := replay.CheckOperator(*operator); err != nil {
+				return Usagef("--operator: %v", err)
+			}
+			var reader replay.JobReader
+			var search replay.JobSearcher
+			if *jobID != "" {
+				c, key, err := gf.client(ctx)
+				if err != nil {
+					return err
+				}
+				if key != "" && strings.Contains(*reason, key) {
+					return Usagef("--reason contains the Genace API key; it would be kept in the audit trail")
+				}
+				if c != nil {
+					reader = c
+				}
+			}
+			if reader == nil && (*jobID != "" || *notSubmitted) {
+				// A local run's Genace is the simulator it saved: look the
+				// job up there, and keep what the lookup changed; it can be
+				// searched, so "not submitted" is checked against it.
+				lr, err := sf.localRun(local)
+				if err != nil {
+					return err
+				}
+				if lr != nil {
+					defer func() { _ = lr.Stop() }()
+					if *jobID != "" {
+						reader = lr.Reader
+					} else {
+						search = lr.Search
+					}
+				}
+			}
+			sf.write = true
+			st, err := sf.open(ctx)
+			if err != nil {
 				return err
-			} else if lg != nil {
-				// A local run's Genace is the simulator it saved: look
-				// the job up there, and keep what the lookup changed.
-				defer func() { _ = lg.stop() }()
-				reader = lg.Client
 			}
-		}
-		sf.write = true
-		st, err := sf.open(ctx)
-		if err != nil {
-			return err
-		}
-		defer st.Close()
-		sender, err := replaySender(ctx)
-		if err != nil {
-			return err
-		}
-		r := &replay.Replayer{Store: st, Sender: sender, Genace: reader, Clock: clock.Real{}}
-		if *notSubmitted {
-			// A local run's Genace is its saved simulator, which can be
-			// searched: "not submitted" is checked against it.
-			if sim, _ := sf.localSim(); sim != nil {
-				r.Search = sim
+			defer st.Close()
+			sender, err := replaySender(ctx)
+			if err != nil {
+				return err
 			}
-		}
-		req := replay.Request{OperationID: id, Action: a, Operator: *operator, JobID: *jobID,
-			ConfirmedNotSubmitted: *notSubmitted, ForceUnverified: *force, Reason: *reason}
-		res, err := r.Replay(ctx, req)
-		if err != nil {
-			return err
-		}
-		if sf.json {
-			return printJSON(stdout, struct {
-				replay.Result
-				Phase    operation.Phase `json:"phase"`
-				Revision int64           `json:"revision"`
-			}{res, res.After.Phase, res.After.Revision})
-		}
-		if !res.Changed {
-			fmt.Fprintf(stdout, "%s: %s by %s at revision %d; nothing changed on the record (audited)\n", id, res.Decision, res.Entry.Operator, res.After.Revision)
-		} else {
-			fmt.Fprintf(stdout, "%s: %s by %s: %s r%d → %s r%d (audited)\n", id, res.Decision, res.Entry.Operator,
-				res.Before.Phase, res.Before.Revision, res.After.Phase, res.After.Revision)
-		}
-		switch {
-		case res.Sent != nil && res.SendErr != "":
-			fmt.Fprintf(stdout, "follow-up %s not sent (%s); it stays scheduled on the record\n", res.Sent.Action, res.SendErr)
-		case res.Sent != nil && sender == nil && sf.table == "":
-			fmt.Fprintf(stdout, "follow-up %s scheduled on the record; to carry it out on this local run: %s\n", res.Sent.Action, sf.resumeCommand())
-		case res.Sent != nil && sender == nil:
-			fmt.Fprintf(stdout, "follow-up %s scheduled on the record (no queue configured to send it now)\n", res.Sent.Action)
-		case res.Sent != nil:
-			fmt.Fprintf(stdout, "follow-up %s sent via %s\n", res.Sent.Action, res.Route)
-		}
-		if res.Entry.Verification != "" && res.Entry.Verification != replay.Verified {
-			fmt.Fprintf(stdout, "job %s attached UNVERIFIED (%s); reason audited: %s\n", res.Entry.RemoteJobID, res.Entry.Verification, res.Entry.Reason)
-		}
-		if res.Decision == replay.DecisionConfirmedNotSubmitted {
-			if next, err := r.Plan(ctx, id); err == nil && next.Cost != "" {
-				fmt.Fprintf(stdout, "next: %s plan %s: %s\n", self(), id, next.Cost)
+			r := &replay.Replayer{Store: st, Sender: sender, Genace: reader, Search: search, Clock: clock.Real{}}
+			req := replay.Request{OperationID: id, Action: a, Operator: *operator, JobID: *jobID,
+				ConfirmedNotSubmitted: *notSubmitted, ForceUnverified: *force, Reason: *reason}
+			res, err := r.Replay(ctx, req)
+			if err != nil {
+				return err
 			}
+			if sf.json {
+				return printJSON(stdout, struct {
+					replay.Result
+					Phase    operation.Phase `json:"phase"`
+					Revision int64           `json:"revision"`
+				}{res, res.After.Phase, res.After.Revision})
+			}
+			if !res.Changed {
+				fmt.Fprintf(stdout, "%s: %s by %s at revision %d; nothing changed on the record (audited)\n", id, res.Decision, res.Entry.Operator, res.After.Revision)
+			} else {
+				fmt.Fprintf(stdout, "%s: %s by %s: %s r%d → %s r%d (audited)\n", id, res.Decision, res.Entry.Operator,
+					res.Before.Phase, res.Before.Revision, res.After.Phase, res.After.Revision)
+			}
+			switch {
+			case res.Sent != nil && res.SendErr != "":
+				fmt.Fprintf(stdout, "follow-up %s not sent (%s); it stays scheduled on the record\n", res.Sent.Action, res.SendErr)
+			case res.Sent != nil && sender == nil && sf.table == "":
+				fmt.Fprintf(stdout, "follow-up %s scheduled on the record; to carry it out on this local run: %s\n", res.Sent.Action, sf.resumeCommand())
+			case res.Sent != nil && sender == nil:
+				fmt.Fprintf(stdout, "follow-up %s scheduled on the record (no queue configured to send it now)\n", res.Sent.Action)
+			case res.Sent != nil:
+				fmt.Fprintf(stdout, "follow-up %s sent via %s\n", res.Sent.Action, res.Route)
+			}
+			if res.Entry.Verification != "" && res.Entry.Verification != replay.Verified {
+				fmt.Fprintf(stdout, "job %s attached UNVERIFIED (%s); reason audited: %s\n", res.Entry.RemoteJobID, res.Entry.Verification, res.Entry.Reason)
+			}
+			if res.Decision == replay.DecisionConfirmedNotSubmitted {
+				if next, err := r.Plan(ctx, id); err == nil && next.Cost != "" {
+					fmt.Fprintf(stdout, "next: %s plan %s: %s\n", Self(), id, next.Cost)
+				}
+			}
+			if res.Entry.Credits != 0 {
+				fmt.Fprintf(stdout, "audited: %d credits, reason: %s\n", res.Entry.Credits, dash(res.Entry.Reason))
+			}
+			if len(res.Closed) > 0 {
+				fmt.Fprintf(stdout, "closed reviews: %s\n", strings.Join(res.Closed, ", "))
+			}
+			for _, k := range res.Kept {
+				fmt.Fprintf(stdout, "left open: review %s (%s)\n", k.ID, k.Why)
+			}
+			return nil
 		}
-		if res.Entry.Credits != 0 {
-			fmt.Fprintf(stdout, "audited: %d credits, reason: %s\n", res.Entry.Credits, dash(res.Entry.Reason))
-		}
-		if len(res.Closed) > 0 {
-			fmt.Fprintf(stdout, "closed reviews: %s\n", strings.Join(res.Closed, ", "))
-		}
-		for _, k := range res.Kept {
-			fmt.Fprintf(stdout, "left open: review %s (%s)\n", k.ID, k.Why)
-		}
-		return nil
 	}
 }
 
@@ -302,7 +308,7 @@ func (g *genaceFlags) client(ctx context.Context) (*genace.Client, string, error
 	if key == "" {
 		secretID := os.Getenv(appconfig.EnvGenaceKeySecret)
 		if secretID == "" {
-			return nil, "", usagef("--genace-url needs --genace-key (or %s, or %s)", appconfig.EnvGenaceKey, appconfig.EnvGenaceKeySecret)
+			return nil, "", Usagef("--genace-url needs --genace-key (or %s, or %s)", appconfig.EnvGenaceKey, appconfig.EnvGenaceKeySecret)
 		}
 		awsCfg, err := config.LoadDefaultConfig(ctx)
 		if err != nil {
@@ -338,7 +344,7 @@ func replaySender(ctx context.Context) (replay.Sender, error) {
 	return schedule.NewDispatcher(cfg.DispatchConfig(), queue.NewSQS(sqs.NewFromConfig(awsCfg)), nil, clock.Real{})
 }
 
-func cmdAudit(fs *pflag.FlagSet) runFunc {
+func cmdAudit(fs *pflag.FlagSet) RunFunc {
 	var sf storeFlags
 	sf.register(fs)
 	return func(ctx context.Context, args []string, stdout, _ io.Writer) error {

@@ -1,19 +1,43 @@
 //go:build integration
 
-package lambdatest
+package emulator
 
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"os"
 	"strconv"
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/genjobs/genjobs/internal/dev/modroot"
+	"github.com/genjobs/genjobs/internal/dev/testenv"
 )
 
 // echo is the harness's own test function (testdata/echo).
-const echo = "./internal/dev/lambdatest/testdata/echo"
+const echo = "./internal/dev/emulator/testdata/echo"
+
+// start starts cfg (the echo function in the module) for one test, as
+// lambdatest.Start does for the functions.
+func start(t *testing.T, cfg Config) *Emulator {
+	t.Helper()
+	root, err := modroot.Find("")
+	if err != nil {
+		t.Fatal(err)
+	}
+	cfg.Root, cfg.Function = root, echo
+	e, err := Start(context.Background(), cfg)
+	if errors.Is(err, ErrNotInstalled) {
+		testenv.Skip(t, err.Error())
+	}
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(e.Stop)
+	return e
+}
 
 type echoAnswer struct {
 	Payload  json.RawMessage   `json:"payload"`
@@ -22,7 +46,7 @@ type echoAnswer struct {
 	Deadline bool              `json:"deadline"`
 }
 
-func invokeEcho(t *testing.T, f *Function, req string) echoAnswer {
+func invokeEcho(t *testing.T, f *Emulator, req string) echoAnswer {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
@@ -46,7 +70,7 @@ func invokeEcho(t *testing.T, f *Function, req string) echoAnswer {
 // missing under the emulator too.
 func TestEnvironmentIsExactlyTheConfig(t *testing.T) {
 	t.Setenv("LAMBDATEST_LEAK", "from the test process")
-	f := Start(t, Config{Function: echo, Env: map[string]string{"FOO": "bar"}, Timeout: 7 * time.Second, MemoryMB: 256})
+	f := start(t, Config{Env: map[string]string{"FOO": "bar"}, Timeout: 7 * time.Second, MemoryMB: 256})
 	a := invokeEcho(t, f, `{"env":["FOO","LAMBDATEST_LEAK","HOME","AWS_LAMBDA_FUNCTION_NAME","AWS_LAMBDA_FUNCTION_TIMEOUT","AWS_LAMBDA_FUNCTION_MEMORY_SIZE","AWS_REGION","AWS_LAMBDA_RUNTIME_API"]}`)
 	want := map[string]string{
 		"FOO": "bar", "AWS_LAMBDA_FUNCTION_NAME": "echo", "AWS_LAMBDA_FUNCTION_TIMEOUT": "7",
@@ -73,7 +97,7 @@ func TestEnvironmentIsExactlyTheConfig(t *testing.T) {
 // TestInvokeOutputAndTiming checks the answer, the captured output and
 // the first-invoke timing.
 func TestInvokeOutputAndTiming(t *testing.T) {
-	f := Start(t, Config{Function: echo})
+	f := start(t, Config{})
 	if f.FirstInvoke() != 0 {
 		t.Fatal("FirstInvoke set before any invocation")
 	}
@@ -112,7 +136,7 @@ func TestInvokeOutputAndTiming(t *testing.T) {
 // TestReturnedErrorAnswers200 pins down how a handler error comes back,
 // which the function tests rely on: status 200 with Lambda's error object.
 func TestReturnedErrorAnswers200(t *testing.T) {
-	f := Start(t, Config{Function: echo})
+	f := start(t, Config{})
 	status, body, err := f.Invoke(context.Background(), []byte(`{"fail":"boom"}`))
 	if err != nil {
 		t.Fatal(err)
@@ -129,7 +153,7 @@ func TestParallelEmulators(t *testing.T) {
 	for i := range 3 {
 		t.Run(strconv.Itoa(i), func(t *testing.T) {
 			t.Parallel()
-			f := Start(t, Config{Function: echo, Env: map[string]string{"INSTANCE": strconv.Itoa(i)}})
+			f := start(t, Config{Env: map[string]string{"INSTANCE": strconv.Itoa(i)}})
 			a := invokeEcho(t, f, `{"env":["INSTANCE"]}`)
 			if a.Env["INSTANCE"] != strconv.Itoa(i) {
 				t.Errorf("instance %d answered as %q", i, a.Env["INSTANCE"])
@@ -144,9 +168,9 @@ func TestParallelEmulators(t *testing.T) {
 func TestCleanupKillsEverything(t *testing.T) {
 	var rie, bootstrap int
 	t.Run("run", func(t *testing.T) {
-		f := Start(t, Config{Function: echo})
+		f := start(t, Config{})
 		bootstrap = invokeEcho(t, f, `{}`).PID
-		rie = f.emu.PID()
+		rie = f.PID()
 		// Leave the bootstrap busy in a handler when cleanup comes.
 		go func() { _, _, _ = f.Invoke(context.Background(), []byte(`{"sleep":"30s"}`)) }()
 		time.Sleep(200 * time.Millisecond)
