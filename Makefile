@@ -38,13 +38,13 @@ build: ## compile everything, and each function as a Lambda bootstrap (linux/arm
 			-o build/$$fn/bootstrap ./functions/$$fn; \
 	done
 
-test: ## run every test (unit, race, integration) against DynamoDB Local, started and stopped here
+test: ## run every test (unit, race, integration) against DynamoDB Local and moto, started and stopped here
 	$(GO) vet ./...
 	$(GO) vet -tags integration ./...
 	PATH="$$PATH:$$HOME/.pyenv/shims" cfn-lint template.yaml
 	bash .ci/rie.sh install
 	bash .ci/chromium.sh install
-	bash .ci/dynamodb-local.sh run -- bash .ci/goaws.sh run -- env GENJOBS_REQUIRE_INTEGRATION=1 \
+	bash .ci/dynamodb-local.sh run -- bash .ci/moto.sh run -- env GENJOBS_REQUIRE_INTEGRATION=1 \
 		$(GO) test -race -tags integration -count=1 -timeout 20m ./...
 	$(MAKE) --no-print-directory fuzz FUZZTIME=$(FUZZTIME)
 
@@ -58,10 +58,10 @@ screenshots: ## redraw docs/console-*.png from the console's browser test (headl
 invoke: ## run one function under the Lambda runtime emulator with a sample event: make invoke FN=submit EVENT=events/submit.json
 	@test -n "$(FN)" -a -n "$(EVENT)" || { echo "usage: make invoke FN=submit|observe|deliver|triage|sweep EVENT=events/FILE.json"; exit 2; }
 	bash .ci/rie.sh install
-	bash .ci/dynamodb-local.sh run -- bash .ci/goaws.sh run -- $(GO) run ./cmd/genjobs invoke --function $(FN) --event $(EVENT)
+	bash .ci/dynamodb-local.sh run -- bash .ci/moto.sh run -- $(GO) run ./cmd/genjobs invoke --function $(FN) --event $(EVENT)
 
 sam-env: ## keep local services up for `sam local invoke`: writes .cache/sam-local/{env.json,parameters}, prints the sam commands, Ctrl-C ends
-	bash .ci/dynamodb-local.sh run -- bash .ci/goaws.sh run -- $(GO) run ./cmd/genjobs sam-env
+	bash .ci/dynamodb-local.sh run -- bash .ci/moto.sh run -- $(GO) run ./cmd/genjobs sam-env
 
 unit: ## run the tests that need no local service (integration tests skip)
 	$(GO) test -race -count=1 ./...
@@ -92,11 +92,11 @@ $(BIN)/staticcheck:
 fmt: ## format the code
 	gofmt -w $$(git ls-files '*.go')
 
-bench: ## run the Go benchmarks (with DynamoDB Local and goaws), then genjobs bench (bench/results.md and its plots)
+bench: ## run the Go benchmarks (with DynamoDB Local and moto), then genjobs bench (bench/results.md and its plots)
 	bash .ci/rie.sh install
-	bash .ci/dynamodb-local.sh run -- bash .ci/goaws.sh run -- \
+	bash .ci/dynamodb-local.sh run -- bash .ci/moto.sh run -- \
 		$(GO) test -tags integration -run='^$$' -bench=. -benchmem -count=1 ./...
-	$(GO) run ./cmd/genjobs bench --out bench
+	bash .ci/moto.sh run -- $(GO) run ./cmd/genjobs bench --out bench
 
 SOAK_OPS    ?= 100000
 SOAK_SEED   ?= 1

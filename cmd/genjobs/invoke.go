@@ -18,12 +18,12 @@ import (
 
 // cmdInvoke runs one function under the Lambda Runtime Interface Emulator
 // with a sample event, as `sam local invoke` does, against DynamoDB Local
-// and goaws (whose endpoints `make invoke` exports), the Genace simulator
-// and an in-process S3. The report goes to stdout, progress to stderr.
+// and moto (whose endpoints `make invoke` exports) and the Genace
+// simulator. The report goes to stdout, progress to stderr.
 func cmdInvoke(fs *pflag.FlagSet) operator.RunFunc {
 	function := fs.String("function", "", "the function to run: one of template.yaml's functions (submit, observe, deliver, triage, sweep)")
 	eventPath := fs.String("event", "", "the event file, e.g. events/submit.json")
-	keep := fs.Bool("keep", false, "keep the emulator, table, queues, simulator and S3 until Ctrl-C, and print how to reach them")
+	keep := fs.Bool("keep", false, "keep the emulator, table, queues, bucket, secret and simulator until Ctrl-C, and print how to reach them")
 	asJSON := fs.Bool("json", false, "print the report as JSON")
 	return func(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 		root, err := modroot.Find("")

@@ -1,7 +1,7 @@
 //go:build integration
 
 // These tests run `genjobs invoke` in-process for every sample event in
-// events/, against the DynamoDB Local and goaws that `make test` starts
+// events/, against the DynamoDB Local and moto that `make test` starts
 // and the emulator `bash .ci/rie.sh install` installs: each event must
 // still do what it was written to show. A new event file without an
 // expectation below fails the test, so events/ and this table stay in

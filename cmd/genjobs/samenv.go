@@ -16,9 +16,9 @@ import (
 )
 
 // cmdSAMEnv keeps a local stack up for `sam local invoke` (make sam-env):
-// the template's table and queues in DynamoDB Local and goaws (whose
-// endpoints make sam-env exports), its bucket and secret in this process,
-// the Genace simulator, every sample operation seeded. It writes the
+// the template's table in DynamoDB Local, its queues, bucket and secret in
+// moto (whose endpoints make sam-env exports), the Genace simulator, every
+// sample operation seeded. It writes the
 // --env-vars file and --parameter-overrides resolved onto that stack
 // (and rewritten copies of the events that name seeded jobs), prints the
 // sam commands to run, and waits for Ctrl-C, which removes the stack.

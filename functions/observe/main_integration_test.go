@@ -2,7 +2,7 @@
 
 // These tests run the observe function as Lambda runs it: the deployment
 // build of this package under the Runtime Interface Emulator, fed
-// events/observe.json, talking to DynamoDB Local, goaws and the Genace
+// events/observe.json, talking to DynamoDB Local, moto and the Genace
 // simulator through nothing but its environment.
 package main_test
 

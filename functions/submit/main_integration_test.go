@@ -3,7 +3,7 @@
 // These tests run the submit function as Lambda runs it: the deployment
 // build of this package, started by the Runtime Interface Emulator, fed
 // the sample events in events/ over the emulator's invoke API, talking to
-// DynamoDB Local, goaws and the Genace simulator through nothing but its
+// DynamoDB Local, moto and the Genace simulator through nothing but its
 // environment. They cover what the handler tests cannot: the composition
 // root, environment parsing, JSON in and out of lambda.Start, and what
 // the function writes to its log.

@@ -57,8 +57,8 @@ var kinds = []kind{
 		}
 	}},
 	{"s3", func(t testing.TB) (store, func() []string) {
-		c := artifacttest.FakeS3(t)
-		return artifact.NewS3(c, artifacttest.Bucket), func() []string { return listBucket(t, c) }
+		c, bucket := artifacttest.S3(t)
+		return artifact.NewS3(c, bucket), func() []string { return listBucket(t, c, bucket) }
 	}},
 }
 
@@ -82,9 +82,9 @@ func listDir(t testing.TB, root string) []string {
 	return out
 }
 
-func listBucket(t testing.TB, c *s3.Client) []string {
+func listBucket(t testing.TB, c *s3.Client, bucket string) []string {
 	t.Helper()
-	out, err := c.ListObjectsV2(context.Background(), &s3.ListObjectsV2Input{Bucket: aws.String(artifacttest.Bucket)})
+	out, err := c.ListObjectsV2(context.Background(), &s3.ListObjectsV2Input{Bucket: aws.String(bucket)})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -331,13 +331,13 @@ func TestLargeObjectRoundTrip(t *testing.T) {
 
 func TestS3KeepsTheChecksumInMetadata(t *testing.T) {
 	t.Parallel()
-	c := artifacttest.FakeS3(t)
-	s := artifact.NewS3(c, artifacttest.Bucket)
+	c, bucket := artifacttest.S3(t)
+	s := artifact.NewS3(c, bucket)
 	data := content(1000)
 	if _, err := s.Put(context.Background(), key, bytes.NewReader(data), int64(len(data)), sum(data), "image/png"); err != nil {
 		t.Fatal(err)
 	}
-	out, err := c.GetObject(context.Background(), &s3.GetObjectInput{Bucket: aws.String(artifacttest.Bucket), Key: aws.String(key)})
+	out, err := c.GetObject(context.Background(), &s3.GetObjectInput{Bucket: aws.String(bucket), Key: aws.String(key)})
 	if err != nil {
 		t.Fatal(err)
 	}

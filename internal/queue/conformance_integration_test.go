@@ -15,26 +15,16 @@ import (
 )
 
 // TestSQSIntegrationConformance runs the queue conformance suite on the
-// SQS adapter against goaws, in real time, with goaws's known differences
-// from SQS declared (see /work/shared/local-aws.md for where they were
-// first noticed; the suite confirms each one).
+// SQS adapter against moto, in real time, with no declared differences:
+// the adapter passes SQS's limits through (its own argument checks reject
+// what SQS rejects) and moto behaves as SQS is documented to on every
+// point the suite checks.
 func TestSQSIntegrationConformance(t *testing.T) {
 	t.Parallel()
 	c := newIntegrationClient(t)
 	queuetest.Run(t, func(*testing.T) queuetest.Backend {
 		return &sqsBackend{SQS: queue.NewSQS(c), c: c}
-	}, goawsFeatures)
-}
-
-// goawsFeatures are goaws v0.5.4's differences from SQS, as the suite finds
-// them. The adapter itself adds none: it passes SQS's limits through (its
-// own argument checks reject what SQS rejects).
-var goawsFeatures = queuetest.Features{
-	ReceiveCountStuckAtOne:        true,
-	SentTimestampIsReceiveTime:    true,
-	FirstReceiveTimestampIsLatest: true,
-	StaleDeleteFails:              true,
-	ExpiryLag:                     time.Second,
+	}, queuetest.Features{})
 }
 
 // sqsBackend adapts the SQS adapter to the suite.
@@ -56,7 +46,7 @@ func (b *sqsBackend) NewQueue(t *testing.T, cfg queuetest.QueueConfig) (string, 
 	return url, dlq
 }
 
-// Receive does not wait: goaws answers from one process, so what is
+// Receive does not wait: moto answers from one process, so what is
 // visible is returned (real SQS's short poll samples servers and would
 // need a long poll here).
 func (b *sqsBackend) Receive(ctx context.Context, url string, max int, visibility time.Duration) ([]queuetest.Message, error) {

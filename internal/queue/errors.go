@@ -11,13 +11,11 @@ import (
 	"github.com/aws/smithy-go"
 )
 
-// Error codes are compared after normalise: lower case (goaws spells
-// MessageNotInFlight where SQS spells MessageNotInflight) and without the
-// query-protocol prefix (SQS's JSON protocol reports QueueDoesNotExist as
-// AWS.SimpleQueueService.NonExistentQueue through x-amzn-query-error, and
-// goaws puts the prefixed form in the body). The codes are matched as
-// strings because goaws produces no typed SDK errors, and string codes work
-// the same for real SQS, goaws and EventBridge Scheduler.
+// Error codes are compared after normalise, without the query-protocol
+// prefix (SQS's JSON protocol reports QueueDoesNotExist as
+// AWS.SimpleQueueService.NonExistentQueue through x-amzn-query-error).
+// The codes are matched as strings so one list serves SQS and EventBridge
+// Scheduler alike.
 var (
 	// permanentCodes fail the same way however often they are retried: the
 	// request or the configuration is wrong.
@@ -51,15 +49,14 @@ var (
 func codeSet(codes ...string) map[string]struct{} {
 	m := make(map[string]struct{}, len(codes))
 	for _, c := range codes {
-		m[normalise(c)] = struct{}{}
+		m[c] = struct{}{}
 	}
 	return m
 }
 
 func normalise(code string) string {
 	code = strings.TrimPrefix(code, "AWS.SimpleQueueService.")
-	code = strings.TrimPrefix(code, "AWS.SimpleNotificationService.")
-	return strings.ToLower(code)
+	return strings.TrimPrefix(code, "AWS.SimpleNotificationService.")
 }
 
 // sdkRetryables is the SDK's own judgement (connection resets, refused

@@ -2,15 +2,14 @@
 
 package queue_test
 
-// These tests run against goaws (bash .ci/goaws.sh run -- go test -tags
+// These tests run against moto (bash .ci/moto.sh run -- go test -tags
 // integration ...), which the SDK reaches through AWS_ENDPOINT_URL_SQS on
 // its own. The SQS semantics (visibility, redelivery, receive counts,
 // delays, redrive, deletes) are the conformance suite's
-// (conformance_integration_test.go), with goaws's differences declared;
-// the tests here cover what is the adapter's own: rounding, long polls,
-// URLs from ARNs and error classification. Receive counts, sent
-// timestamps, typed errors and stale receipt handles as real SQS reports
-// them are covered by sqs_test.go against SQS's wire format.
+// (conformance_integration_test.go); the tests here cover what is the
+// adapter's own: rounding, long polls, URLs from ARNs and error
+// classification. Error codes as real SQS spells them are covered by
+// sqs_test.go against SQS's wire format.
 
 import (
 	"context"
@@ -34,7 +33,7 @@ import (
 	"github.com/genjobs/genjobs/internal/queue"
 )
 
-// newIntegrationClient returns a client for goaws, or skips (fails under
+// newIntegrationClient returns a client for moto, or skips (fails under
 // GENJOBS_REQUIRE_INTEGRATION=1) when AWS_ENDPOINT_URL_SQS is unset — the
 // guard that keeps these tests off a real account.
 func newIntegrationClient(t *testing.T) *sqs.Client {
@@ -56,7 +55,7 @@ func newIntegrationClient(t *testing.T) *sqs.Client {
 
 var unsafeQueueChars = regexp.MustCompile(`[^A-Za-z0-9_-]+`)
 
-// queueName is unique per test and run, so tests can share one goaws and
+// queueName is unique per test and run, so tests can share one moto and
 // run in parallel.
 func queueName(t *testing.T, suffix string) string {
 	base := unsafeQueueChars.ReplaceAllString(t.Name(), "-")

@@ -1,9 +1,11 @@
 package queue_test
 
 // These tests run the real SDK client against an httptest server that
-// speaks SQS's JSON protocol the way real SQS does. They cover what goaws
-// gets wrong (receive counts, sent timestamps, typed and query-compatible
-// error codes) and what needs no server at all (argument checks).
+// speaks SQS's JSON protocol the way real SQS does. They cover what the
+// integration tests on moto cannot show is real SQS's (the attribute
+// parsing, typed and query-compatible error codes as SQS spells them, a
+// stale receipt handle's delete) and what needs no server at all
+// (argument checks).
 
 import (
 	"context"
@@ -212,9 +214,8 @@ func TestArgumentChecksNeedNoCall(t *testing.T) {
 	}
 }
 
-// TestReceiveParsesAttributes covers what goaws reports wrongly: the
-// receive count, the sent time and the first receive time, as real SQS
-// reports them.
+// TestReceiveParsesAttributes parses the receive count, the sent time and
+// the first receive time as real SQS reports them.
 func TestReceiveParsesAttributes(t *testing.T) {
 	t.Parallel()
 	f, s := newFake(t, func(string, map[string]any) (int, http.Header, any) {
@@ -268,7 +269,7 @@ func TestReceiveParsesAttributes(t *testing.T) {
 }
 
 // TestDeleteStaleReceiptHandle: real SQS answers 200 to a delete with a
-// receipt handle from an earlier receive (goaws errors), so Delete
+// receipt handle from an earlier receive, so Delete
 // succeeds and a redelivered message is acknowledged without fuss.
 func TestDeleteStaleReceiptHandle(t *testing.T) {
 	t.Parallel()
@@ -278,10 +279,9 @@ func TestDeleteStaleReceiptHandle(t *testing.T) {
 	}
 }
 
-// TestErrorsFromTheWire drives real error responses through the SDK: the
-// spelling of real SQS (a __type plus the query-compatible code header)
-// and goaws's (the code in the body), so Retryable sees what it will see
-// in production and in local runs.
+// TestErrorsFromTheWire drives real error responses through the SDK in
+// real SQS's spelling (a __type plus the query-compatible code header),
+// so Retryable sees what it will see in production.
 func TestErrorsFromTheWire(t *testing.T) {
 	t.Parallel()
 	cases := []struct {
@@ -294,8 +294,6 @@ func TestErrorsFromTheWire(t *testing.T) {
 		{"sqs missing queue", 400,
 			http.Header{"X-Amzn-Query-Error": {"AWS.SimpleQueueService.NonExistentQueue;Sender"}},
 			map[string]string{"__type": "com.amazonaws.sqs#QueueDoesNotExist", "message": "The specified queue does not exist."}, false},
-		{"goaws missing queue", 400, nil,
-			map[string]string{"Type": "Not Found", "Code": "AWS.SimpleQueueService.NonExistentQueue", "Message": "The specified queue does not exist for this wsdl version."}, false},
 		{"invalid parameter", 400, nil,
 			map[string]string{"__type": "com.amazonaws.sqs#InvalidParameterValue", "message": "bad"}, false},
 		{"sqs throttled", 400,
@@ -357,7 +355,7 @@ func TestRetryable(t *testing.T) {
 		{"invalid parameter", api("InvalidParameterValue"), false},
 		{"non-existent queue", api("AWS.SimpleQueueService.NonExistentQueue"), false},
 		{"typed missing queue", &types.QueueDoesNotExist{ErrorCodeOverride: &override}, false},
-		{"goaws not in flight", api("AWS.SimpleQueueService.MessageNotInFlight"), false},
+		{"not in flight", api("AWS.SimpleQueueService.MessageNotInflight"), false},
 		{"invalid receipt handle", api("ReceiptHandleIsInvalid"), false},
 		{"access denied", api("AccessDenied"), false},
 		{"wrapped throttling", fmt.Errorf("sqs send: %w", api("Throttling")), true},

@@ -15,9 +15,17 @@ import (
 	"strings"
 	"time"
 
+	"github.com/aws/aws-sdk-go-v2/aws"
+	"github.com/aws/aws-sdk-go-v2/credentials"
+	"github.com/aws/aws-sdk-go-v2/service/secretsmanager"
+
 	"github.com/genjobs/genjobs/internal/dev/emulator"
 	"github.com/genjobs/genjobs/internal/dev/samlocal"
 )
+
+// SecretsEndpoint is the SDK's Secrets Manager endpoint variable: cold
+// starts read the Genace key from a secret there (.ci/moto.sh sets it).
+const SecretsEndpoint = samlocal.EndpointPrefix + "SECRETS_MANAGER"
 
 // DeployArch is the architecture the functions deploy on.
 const DeployArch = "arm64"
@@ -95,15 +103,14 @@ func MeasureColdStarts(ctx context.Context, cfg ColdStartConfig) ([]ColdStart, e
 		skip = "not on linux"
 	} else if _, err := emulator.Installed(cfg.Root); err != nil {
 		skip = err.Error()
+	} else if os.Getenv(SecretsEndpoint) == "" {
+		skip = SecretsEndpoint + " not set (run under bash .ci/moto.sh run)"
 	}
-	secrets, err := samlocal.StartServices("127.0.0.1")
-	if err != nil {
-		return nil, err
-	}
-	defer secrets.Close()
-	envs, err := functionEnvs(cfg.Root, secrets)
-	if err != nil {
-		return nil, err
+	var envs map[string]map[string]string
+	if skip == "" {
+		if envs, err = functionEnvs(ctx, cfg.Root, os.Getenv(SecretsEndpoint)); err != nil {
+			return nil, err
+		}
 	}
 	var out []ColdStart
 	for _, fn := range cfg.Functions {
@@ -162,9 +169,9 @@ func buildBootstrap(ctx context.Context, cfg ColdStartConfig, fn, arch, path str
 // --env-vars file, plus what the Lambda runtime adds), by folder under
 // functions/, with every AWS endpoint and Genace on a closed port: init
 // only builds clients, and an empty batch calls nothing. The Genace key's
-// secret is the exception, served by secrets: reading it is part of a real
-// cold start.
-func functionEnvs(root string, secrets *samlocal.Services) (map[string]map[string]string, error) {
+// secret is the exception, a real one in the Secrets Manager at
+// secretsURL (moto's): reading it is part of a real cold start.
+func functionEnvs(ctx context.Context, root, secretsURL string) (map[string]map[string]string, error) {
 	t, err := samlocal.Load(filepath.Join(root, samlocal.TemplateFile))
 	if err != nil {
 		return nil, err
@@ -178,10 +185,12 @@ func functionEnvs(root string, secrets *samlocal.Services) (map[string]map[strin
 			}
 		}
 	}
-	endpoints[samlocal.EndpointPrefix+"SECRETS_MANAGER"] = secrets.URL()
-	site := samlocal.Site{Region: "us-east-1", AccountID: "000000000000", Prefix: "genjobs-bench", SQS: dead}
+	endpoints[SecretsEndpoint] = secretsURL
+	sm := secretsmanager.New(secretsmanager.Options{Region: "us-east-1", BaseEndpoint: aws.String(secretsURL),
+		Credentials: credentials.NewStaticCredentialsProvider("bench", "bench", "")})
+	site := samlocal.Site{Region: "us-east-1", AccountID: "123456789012", Prefix: "genjobs-bench", SQS: dead}
 	l := t.Names(site)
-	err = t.Wire(l, site, samlocal.Wiring{GenaceURL: dead, APIKey: "bench-key", Secrets: secrets, Endpoints: endpoints})
+	err = t.Wire(ctx, l, site, samlocal.Wiring{GenaceURL: dead, APIKey: "bench-key", Secrets: &samlocal.Secrets{Client: sm}, Endpoints: endpoints})
 	if err != nil {
 		return nil, err
 	}

@@ -25,6 +25,7 @@ func TestColdStartUnderTheEmulator(t *testing.T) {
 	if _, err := emulator.Installed(root); err != nil {
 		testenv.Skip(t, err.Error())
 	}
+	testenv.Endpoint(t, SecretsEndpoint)
 	cs, err := MeasureColdStarts(context.Background(), ColdStartConfig{Root: root, Functions: []string{"triage"}, Invoke: []string{"triage"}, Starts: 2})
 	if err != nil {
 		t.Fatal(err)

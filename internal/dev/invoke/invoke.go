@@ -3,8 +3,8 @@
 // deployment, under the AWS Lambda Runtime Interface Emulator, invoked
 // once with a sample event. Instead of the deployed resources it talks to
 // the template's resources on this machine (Stack): its table in DynamoDB
-// Local, its queues in goaws, its bucket in an in-process S3 (gofakes3),
-// its secret in a local secret source, and the Genace simulator. The
+// Local, its queues, bucket and secret in moto, and the Genace simulator
+// (EventBridge Scheduler is refused: see samlocal.Unavailable). The
 // function's environment is the template's, resolved onto that stack and
 // read back from SAM's --env-vars file (internal/dev/samlocal). Before the
 // invocation it seeds the operations the event names (see Samples);
@@ -181,9 +181,9 @@ func Prepare(ctx context.Context, opts Options) (*Session, error) {
 	if s.stack, err = NewStack(ctx, StackConfig{Template: opts.Template, Endpoints: opts.Endpoints}); err != nil {
 		return fail(err)
 	}
-	s.progress("table %s in DynamoDB Local at %s; queues %s-* in goaws at %s",
-		s.stack.Table, opts.Endpoints.DynamoDB, s.stack.Prefix, opts.Endpoints.SQS)
-	s.progress("Genace simulator at %s; S3 (gofakes3) at %s, buckets %s", s.stack.SimURL, s.stack.S3URL, strings.Join(s.stack.Buckets, ", "))
+	s.progress("table %s in DynamoDB Local at %s; queues %s-*, buckets %s and the Genace key's secret in moto at %s",
+		s.stack.Table, opts.Endpoints.DynamoDB, s.stack.Prefix, strings.Join(s.stack.Buckets, ", "), opts.Endpoints.SQS)
+	s.progress("Genace simulator at %s", s.stack.SimURL)
 	if s.dir, err = os.MkdirTemp("", s.stack.Prefix+"-"); err != nil {
 		return fail(err)
 	}

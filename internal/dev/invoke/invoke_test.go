@@ -140,15 +140,20 @@ func TestRewrite(t *testing.T) {
 }
 
 func TestEndpointsCheck(t *testing.T) {
+	local := Endpoints{DynamoDB: "http://127.0.0.1:8000", SQS: "http://localhost:4200", S3: "http://127.0.0.1:4200", SecretsManager: "http://127.0.0.1:4200"}
+	with := func(f func(*Endpoints)) Endpoints { e := local; f(&e); return e }
 	for _, tc := range []struct {
 		ep   Endpoints
 		want string
 	}{
-		{Endpoints{DynamoDB: "http://127.0.0.1:8000", SQS: "http://localhost:4100"}, ""},
-		{Endpoints{SQS: "http://127.0.0.1:4100"}, "AWS_ENDPOINT_URL_DYNAMODB is not set: run `make invoke"},
-		{Endpoints{DynamoDB: "http://127.0.0.1:8000"}, "AWS_ENDPOINT_URL_SQS is not set"},
-		{Endpoints{DynamoDB: "https://dynamodb.us-east-1.amazonaws.com", SQS: "http://127.0.0.1:4100"}, "is not on this machine"},
-		{Endpoints{DynamoDB: "127.0.0.1:8000", SQS: "http://127.0.0.1:4100"}, "is not a URL"},
+		{local, ""},
+		{with(func(e *Endpoints) { e.DynamoDB = "" }), "AWS_ENDPOINT_URL_DYNAMODB is not set: run `make invoke"},
+		{with(func(e *Endpoints) { e.SQS = "" }), "AWS_ENDPOINT_URL_SQS is not set"},
+		{with(func(e *Endpoints) { e.S3 = "" }), "AWS_ENDPOINT_URL_S3 is not set"},
+		{with(func(e *Endpoints) { e.SecretsManager = "" }), "AWS_ENDPOINT_URL_SECRETS_MANAGER is not set"},
+		{with(func(e *Endpoints) { e.DynamoDB = "https://dynamodb.us-east-1.amazonaws.com" }), "is not on this machine"},
+		{with(func(e *Endpoints) { e.SecretsManager = "https://secretsmanager.us-east-1.amazonaws.com" }), "is not on this machine"},
+		{with(func(e *Endpoints) { e.DynamoDB = "127.0.0.1:8000" }), "is not a URL"},
 	} {
 		err := tc.ep.Check()
 		if (tc.want == "") != (err == nil) || (err != nil && !strings.Contains(err.Error(), tc.want)) {

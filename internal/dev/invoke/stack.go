@@ -23,10 +23,10 @@ import (
 	"github.com/aws/aws-sdk-go-v2/credentials"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
 	"github.com/aws/aws-sdk-go-v2/service/s3"
+	s3types "github.com/aws/aws-sdk-go-v2/service/s3/types"
+	"github.com/aws/aws-sdk-go-v2/service/secretsmanager"
 	"github.com/aws/aws-sdk-go-v2/service/sqs"
 	sqstypes "github.com/aws/aws-sdk-go-v2/service/sqs/types"
-	"github.com/johannesboyne/gofakes3"
-	"github.com/johannesboyne/gofakes3/backend/s3mem"
 
 	"github.com/genjobs/genjobs/internal/clock"
 	"github.com/genjobs/genjobs/internal/config"
@@ -37,23 +37,24 @@ import (
 	"github.com/genjobs/genjobs/internal/store/dynamo"
 )
 
-// APIKey is the simulator's API key, which the functions read from the
-// local secret source. It guards nothing: the simulator listens on
+// APIKey is the simulator's API key, which the functions read from their
+// secret in Secrets Manager (moto's). It guards nothing: the simulator listens on
 // loopback for one stack.
 const APIKey = "genjobs-invoke-local-key"
 
 // Endpoints are the local AWS services and the credentials for them.
 type Endpoints struct {
-	// DynamoDB and SQS are AWS_ENDPOINT_URL_DYNAMODB (DynamoDB Local) and
-	// AWS_ENDPOINT_URL_SQS (goaws). Both must be loopback URLs.
-	DynamoDB, SQS string
+	// DynamoDB is AWS_ENDPOINT_URL_DYNAMODB (DynamoDB Local); SQS, S3 and
+	// SecretsManager are AWS_ENDPOINT_URL_SQS, AWS_ENDPOINT_URL_S3 and
+	// AWS_ENDPOINT_URL_SECRETS_MANAGER (moto). All must be loopback URLs.
+	DynamoDB, SQS, S3, SecretsManager string
 	// Region, AccessKey and SecretKey are used by this process's clients
 	// and handed to the function.
 	Region, AccessKey, SecretKey string
 }
 
 // EndpointsFromEnv reads the endpoints from the SDK's standard variables
-// (AWS_ENDPOINT_URL_DYNAMODB, AWS_ENDPOINT_URL_SQS, AWS_REGION or
+// (AWS_ENDPOINT_URL_DYNAMODB, _SQS, _S3, _SECRETS_MANAGER, AWS_REGION or
 // AWS_DEFAULT_REGION, the access keys), with a local region and dummy
 // credentials where they are unset. Check them before use.
 func EndpointsFromEnv() Endpoints {
@@ -64,29 +65,32 @@ func EndpointsFromEnv() Endpoints {
 		return fallback
 	}
 	return Endpoints{
-		DynamoDB:  os.Getenv("AWS_ENDPOINT_URL_DYNAMODB"),
-		SQS:       os.Getenv("AWS_ENDPOINT_URL_SQS"),
-		Region:    or("AWS_REGION", or("AWS_DEFAULT_REGION", "us-east-1")),
-		AccessKey: or("AWS_ACCESS_KEY_ID", "local"),
-		SecretKey: or("AWS_SECRET_ACCESS_KEY", "local"),
+		DynamoDB:       os.Getenv("AWS_ENDPOINT_URL_DYNAMODB"),
+		SQS:            os.Getenv("AWS_ENDPOINT_URL_SQS"),
+		S3:             os.Getenv("AWS_ENDPOINT_URL_S3"),
+		SecretsManager: os.Getenv("AWS_ENDPOINT_URL_SECRETS_MANAGER"),
+		Region:         or("AWS_REGION", or("AWS_DEFAULT_REGION", "us-east-1")),
+		AccessKey:      or("AWS_ACCESS_KEY_ID", "local"),
+		SecretKey:      or("AWS_SECRET_ACCESS_KEY", "local"),
 	}
 }
 
 // Check reports a missing or non-local endpoint: invoke creates tables
-// and queues, and must never do so in a real account.
+// queues, buckets and secrets, and must never do so in a real account.
 func (e Endpoints) Check() error {
 	for _, v := range []struct{ name, value string }{
 		{"AWS_ENDPOINT_URL_DYNAMODB", e.DynamoDB}, {"AWS_ENDPOINT_URL_SQS", e.SQS},
+		{"AWS_ENDPOINT_URL_S3", e.S3}, {"AWS_ENDPOINT_URL_SECRETS_MANAGER", e.SecretsManager},
 	} {
 		if v.value == "" {
-			return fmt.Errorf("%s is not set: run `make invoke FN=... EVENT=...`, which starts DynamoDB Local and goaws and sets both endpoints", v.name)
+			return fmt.Errorf("%s is not set: run `make invoke FN=... EVENT=...`, which starts DynamoDB Local and moto and sets the endpoints", v.name)
 		}
 		u, err := url.Parse(v.value)
 		if err != nil || u.Host == "" {
 			return fmt.Errorf("%s=%q is not a URL", v.name, v.value)
 		}
 		if !loopback(u.Hostname()) {
-			return fmt.Errorf("%s=%s is not on this machine; invoke only runs against DynamoDB Local and goaws on loopback (make invoke starts them)", v.name, v.value)
+			return fmt.Errorf("%s=%s is not on this machine; invoke only runs against DynamoDB Local and moto on loopback (make invoke starts them)", v.name, v.value)
 		}
 	}
 	return nil
@@ -107,7 +111,7 @@ type Queue struct {
 	Kind string `json:"kind"`
 	// LogicalID is the template's resource.
 	LogicalID string `json:"logical_id"`
-	// Name, URL and ARN are goaws's.
+	// Name, URL and ARN are moto's.
 	Name string `json:"name"`
 	URL  string `json:"url"`
 	ARN  string `json:"arn"`
@@ -121,15 +125,15 @@ func LoadTemplate(root string) (*samlocal.Template, error) {
 	return samlocal.Load(filepath.Join(root, TemplateFile))
 }
 
-// goawsAccount is the account id in goaws's queue URLs and ARNs
-// (.ci/goaws.sh).
-const goawsAccount = "000000000000"
+// motoAccount is the account id in moto's queue URLs and ARNs: its
+// default, which .ci/moto.sh keeps (it sets no MOTO_ACCOUNT_ID).
+const motoAccount = "123456789012"
 
 // StackConfig says what to stand up.
 type StackConfig struct {
 	// Template is the SAM template whose resources the stack holds.
 	Template *samlocal.Template
-	// Endpoints are DynamoDB Local's and goaws's.
+	// Endpoints are DynamoDB Local's and moto's.
 	Endpoints Endpoints
 	// Sim configures the Genace simulator (its APIKey is replaced by
 	// APIKey); nil: the samples' (every job done at once, one output).
@@ -146,10 +150,9 @@ type StackConfig struct {
 
 // Stack is what the functions talk to, stood up for one run: the
 // template's table in DynamoDB Local, its queues (with their visibility
-// timeouts and redrive policies) in goaws, its buckets in an S3 (gofakes3)
-// and its secrets in a local secret source, on loopback ports of this
-// process, and the Genace simulator in Genace's place. Nothing is shared,
-// so stacks may run at once. Locals says what each of the template's
+// timeouts and redrive policies), buckets and secrets in moto, and the
+// Genace simulator in Genace's place. Every name starts with the stack's
+// prefix, so stacks may run at once on the same services. Locals says what each of the template's
 // references means here; every function's environment is resolved from
 // the template onto it (EnvFile).
 type Stack struct {
@@ -171,19 +174,20 @@ type Stack struct {
 	SimURL string
 	// Genace is a client on the simulator, for seeding jobs.
 	Genace *genace.Client
-	// S3URL is the in-process S3's endpoint (AWS_ENDPOINT_URL_S3);
-	// Buckets are the template's buckets there.
+	// S3URL is S3's endpoint (AWS_ENDPOINT_URL_S3, moto); Buckets are the
+	// template's buckets there.
 	S3URL   string
 	Buckets []string
 	// APIKey is the simulator's key and every secret's value.
 	APIKey string
 
-	endpoints Endpoints
-	services  *samlocal.Services
-	ddb       *dynamodb.Client
-	sqs       *sqs.Client
-	s3        *s3.Client
-	cleanup   []func(context.Context)
+	endpoints   Endpoints
+	unavailable *samlocal.Unavailable
+	ddb         *dynamodb.Client
+	sqs         *sqs.Client
+	s3          *s3.Client
+	secrets     *secretsmanager.Client
+	cleanup     []func(context.Context)
 }
 
 // NewStack stands up the stack. On error, whatever was started is removed.
@@ -212,7 +216,7 @@ func NewStack(ctx context.Context, cfg StackConfig) (_ *Stack, err error) {
 	if st.APIKey == "" {
 		st.APIKey = APIKey
 	}
-	site := samlocal.Site{Region: ep.Region, AccountID: goawsAccount, Prefix: st.Prefix, SQS: ep.SQS}
+	site := samlocal.Site{Region: ep.Region, AccountID: motoAccount, Prefix: st.Prefix, SQS: ep.SQS}
 	st.Locals = t.Names(site)
 	creds := credentials.NewStaticCredentialsProvider(ep.AccessKey, ep.SecretKey, "")
 	opts := []func(*awsconfig.LoadOptions) error{awsconfig.WithRegion(ep.Region), awsconfig.WithCredentialsProvider(creds)}
@@ -232,7 +236,7 @@ func NewStack(ctx context.Context, cfg StackConfig) (_ *Stack, err error) {
 	}
 	st.sqs = sqs.NewFromConfig(awsCfg, func(o *sqs.Options) { o.BaseEndpoint = aws.String(ep.SQS) })
 	if err := st.createQueues(ctx); err != nil {
-		return nil, fmt.Errorf("goaws at %s: %w", ep.SQS, err)
+		return nil, fmt.Errorf("SQS at %s: %w", ep.SQS, err)
 	}
 
 	sim := genacesim.Config{DefaultModel: genacesim.ModelConfig{Price: samplePrice, QueueFor: 0, RunFor: 0, OutputCount: sampleOutputs}}
@@ -251,21 +255,24 @@ func NewStack(ctx context.Context, cfg StackConfig) (_ *Stack, err error) {
 		return nil, err
 	}
 
-	if err := st.startS3(awsCfg); err != nil {
+	if err := st.createBuckets(ctx, awsCfg); err != nil {
 		return nil, err
 	}
-	if st.services, err = samlocal.StartServices("127.0.0.1"); err != nil {
+	if st.unavailable, err = samlocal.StartUnavailable("127.0.0.1"); err != nil {
 		return nil, err
 	}
-	st.cleanup = append(st.cleanup, func(context.Context) { _ = st.services.Close() })
-	err = t.Wire(st.Locals, site, samlocal.Wiring{
-		GenaceURL: st.SimURL, APIKey: st.APIKey, Secrets: st.services,
+	st.cleanup = append(st.cleanup, func(context.Context) { _ = st.unavailable.Close() })
+	st.secrets = secretsmanager.NewFromConfig(awsCfg, func(o *secretsmanager.Options) { o.BaseEndpoint = aws.String(ep.SecretsManager) })
+	// Registered before Wire runs, so a half-wired stack leaves no secret behind.
+	st.cleanup = append(st.cleanup, st.deleteSecrets)
+	err = t.Wire(ctx, st.Locals, site, samlocal.Wiring{
+		GenaceURL: st.SimURL, APIKey: st.APIKey, Secrets: &samlocal.Secrets{Client: st.secrets},
 		Endpoints: map[string]string{
 			"AWS_ENDPOINT_URL_DYNAMODB":        ep.DynamoDB,
 			"AWS_ENDPOINT_URL_SQS":             ep.SQS,
-			"AWS_ENDPOINT_URL_S3":              st.S3URL,
-			"AWS_ENDPOINT_URL_SECRETS_MANAGER": st.services.URL(),
-			"AWS_ENDPOINT_URL_SCHEDULER":       st.services.URL(),
+			"AWS_ENDPOINT_URL_S3":              ep.S3,
+			"AWS_ENDPOINT_URL_SECRETS_MANAGER": ep.SecretsManager,
+			"AWS_ENDPOINT_URL_SCHEDULER":       st.unavailable.URL(),
 		},
 		Parameters: localParameters(t),
 	})
@@ -358,7 +365,7 @@ func (st *Stack) createQueues(ctx context.Context) error {
 	return nil
 }
 
-// createQueue creates one queue under its local name, and keeps goaws's
+// createQueue creates one queue under its local name, and keeps moto's
 // URL and ARN as the queue's local values.
 func (st *Stack) createQueue(ctx context.Context, id string, attrs map[string]string) (Queue, error) {
 	local := st.Locals.Resources[id]
@@ -379,42 +386,72 @@ func (st *Stack) createQueue(ctx context.Context, id string, attrs map[string]st
 	}
 	q.ARN = a.Attributes[string(sqstypes.QueueAttributeNameQueueArn)]
 	if q.ARN == "" {
-		return Queue{}, fmt.Errorf("queue %s: goaws reported no ARN", name)
+		return Queue{}, fmt.Errorf("queue %s: SQS reported no ARN", name)
 	}
 	local["Ref"], local["QueueUrl"], local["Arn"] = q.URL, q.URL, q.ARN
 	return q, nil
 }
 
-// startS3 serves gofakes3 on a loopback port with the template's buckets
-// created. An IP endpoint makes the SDK address buckets path-style by
-// itself, so the function's default client needs nothing but
-// AWS_ENDPOINT_URL_S3.
-func (st *Stack) startS3(cfg aws.Config) error {
-	backend := s3mem.New()
-	for _, id := range st.Template.OfType("AWS::S3::Bucket") {
-		name := st.Locals.Resources[id]["Ref"]
-		if err := backend.CreateBucket(name); err != nil {
-			return fmt.Errorf("s3: %w", err)
-		}
-		st.Buckets = append(st.Buckets, name)
-	}
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		return fmt.Errorf("s3: %w", err)
-	}
-	srv := &http.Server{Handler: gofakes3.New(backend).Server(), ReadHeaderTimeout: 10 * time.Second}
-	go func() { _ = srv.Serve(ln) }()
-	st.cleanup = append(st.cleanup, func(context.Context) { _ = srv.Close() })
-	st.S3URL = "http://" + ln.Addr().String()
+// createBuckets creates the template's buckets in S3 (moto's). An IP
+// endpoint makes the SDK address buckets path-style by itself, so the
+// function's default client needs nothing but AWS_ENDPOINT_URL_S3; moto
+// then checks what S3 checks of the function's writes (If-None-Match: *,
+// the SHA-256 checksum).
+func (st *Stack) createBuckets(ctx context.Context, cfg aws.Config) error {
+	st.S3URL = st.endpoints.S3
 	st.s3 = s3.NewFromConfig(cfg, func(o *s3.Options) {
 		o.BaseEndpoint = aws.String(st.S3URL)
 		o.UsePathStyle = true
 	})
+	for _, id := range st.Template.OfType("AWS::S3::Bucket") {
+		name := st.Locals.Resources[id]["Ref"]
+		in := &s3.CreateBucketInput{Bucket: aws.String(name)}
+		if st.endpoints.Region != "us-east-1" { // the one region S3 refuses a location constraint for
+			in.CreateBucketConfiguration = &s3types.CreateBucketConfiguration{LocationConstraint: s3types.BucketLocationConstraint(st.endpoints.Region)}
+		}
+		if _, err := st.s3.CreateBucket(ctx, in); err != nil {
+			return fmt.Errorf("S3 at %s: create bucket %s: %w", st.S3URL, name, err)
+		}
+		st.Buckets = append(st.Buckets, name)
+		st.cleanup = append(st.cleanup, func(ctx context.Context) { st.deleteBucket(ctx, name) })
+	}
 	return nil
 }
 
-// Close removes the table and queues and stops the simulator and S3, in
-// reverse order of creation. It is safe to call more than once.
+// deleteBucket empties a bucket and deletes it, as far as it can.
+func (st *Stack) deleteBucket(ctx context.Context, name string) {
+	p := s3.NewListObjectsV2Paginator(st.s3, &s3.ListObjectsV2Input{Bucket: aws.String(name)})
+	for p.HasMorePages() {
+		page, err := p.NextPage(ctx)
+		if err != nil {
+			break
+		}
+		for _, o := range page.Contents {
+			_, _ = st.s3.DeleteObject(ctx, &s3.DeleteObjectInput{Bucket: aws.String(name), Key: o.Key})
+		}
+	}
+	_, _ = st.s3.DeleteBucket(ctx, &s3.DeleteBucketInput{Bucket: aws.String(name)})
+}
+
+// deleteSecrets deletes the secrets Wire created (their ARNs are in
+// Locals), without a recovery window.
+func (st *Stack) deleteSecrets(ctx context.Context) {
+	var arns []string
+	for _, id := range st.Template.OfType("AWS::SecretsManager::Secret") {
+		arns = append(arns, st.Locals.Resources[id]["Ref"])
+	}
+	for _, p := range st.Template.ParametersOf(config.EnvGenaceKeySecret) {
+		arns = append(arns, st.Locals.Parameters[p])
+	}
+	for _, arn := range arns {
+		if arn != "" {
+			_, _ = st.secrets.DeleteSecret(ctx, &secretsmanager.DeleteSecretInput{SecretId: aws.String(arn), ForceDeleteWithoutRecovery: aws.Bool(true)})
+		}
+	}
+}
+
+// Close removes the table, queues, buckets and secrets and stops the
+// simulator, in reverse order of creation. It is safe to call more than once.
 func (st *Stack) Close() {
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
@@ -434,7 +471,7 @@ func (st *Stack) QueueOf(kind string) Queue {
 	return Queue{}
 }
 
-// SQS is the stack's client on goaws.
+// SQS is the stack's client on moto's SQS.
 func (st *Stack) SQS() *sqs.Client { return st.sqs }
 
 // QueueFor maps a record's eventSourceARN to the stack's queue of the same
@@ -460,8 +497,8 @@ type QueuedMessage struct {
 // QueueContents is what a queue holds.
 type QueueContents struct {
 	Queue
-	// Count is ApproximateNumberOfMessages (goaws counts delayed and
-	// in-flight messages too).
+	// Count is ApproximateNumberOfMessages: the messages available now,
+	// not the delayed or in-flight ones.
 	Count int `json:"count"`
 	// Messages are those receivable now; delayed ones are only counted.
 	Messages []QueuedMessage `json:"messages"`

@@ -28,10 +28,9 @@ const Visibility = 3 * time.Minute
 
 // Stack is what a function talks to, stood up locally for one test from
 // template.yaml (invoke.Stack): the template's table in DynamoDB Local,
-// its queues in goaws, its bucket in an in-process S3, its secret in a
-// local secret source, and the Genace simulator. Nothing is shared
-// between tests, so they may run in parallel and a test's assertions see
-// only its own writes and messages.
+// its queues, bucket and secret in moto, and the Genace simulator. Every
+// test has its own resources, so tests may run in parallel and a test's
+// assertions see only its own writes and messages.
 type Stack struct {
 	*invoke.Stack
 	// Queue reads the queues.
@@ -67,17 +66,20 @@ var loadTemplate struct {
 
 // NewStack stands up the stack; sim configures the simulator (its APIKey
 // is replaced by APIKey). The endpoints come from AWS_ENDPOINT_URL_DYNAMODB
-// and AWS_ENDPOINT_URL_SQS, set by .ci/dynamodb-local.sh and .ci/goaws.sh;
-// without them the test skips (fails under GENJOBS_REQUIRE_INTEGRATION=1).
+// (.ci/dynamodb-local.sh) and AWS_ENDPOINT_URL_SQS, _S3 and
+// _SECRETS_MANAGER (.ci/moto.sh); without them the test skips (fails
+// under GENJOBS_REQUIRE_INTEGRATION=1).
 // Everything is removed on t.Cleanup.
 func NewStack(t testing.TB, sim genacesim.Config) *Stack {
 	t.Helper()
 	ep := invoke.Endpoints{
-		DynamoDB:  testenv.Endpoint(t, "AWS_ENDPOINT_URL_DYNAMODB"),
-		SQS:       testenv.Endpoint(t, "AWS_ENDPOINT_URL_SQS"),
-		Region:    envOr("AWS_REGION", emulator.DefaultRegion),
-		AccessKey: envOr("AWS_ACCESS_KEY_ID", "local"),
-		SecretKey: envOr("AWS_SECRET_ACCESS_KEY", "local"),
+		DynamoDB:       testenv.Endpoint(t, "AWS_ENDPOINT_URL_DYNAMODB"),
+		SQS:            testenv.Endpoint(t, "AWS_ENDPOINT_URL_SQS"),
+		S3:             testenv.Endpoint(t, "AWS_ENDPOINT_URL_S3"),
+		SecretsManager: testenv.Endpoint(t, "AWS_ENDPOINT_URL_SECRETS_MANAGER"),
+		Region:         envOr("AWS_REGION", emulator.DefaultRegion),
+		AccessKey:      envOr("AWS_ACCESS_KEY_ID", "local"),
+		SecretKey:      envOr("AWS_SECRET_ACCESS_KEY", "local"),
 	}
 	st, err := invoke.NewStack(context.Background(), invoke.StackConfig{
 		Template: Template(t), Endpoints: ep, Sim: &sim, APIKey: APIKey, Stem: "genjobs-rie",
@@ -154,7 +156,7 @@ func (s *Stack) Messages(t testing.TB, action message.Action, wait time.Duration
 
 // Received returns event (a sample SQS event) with each record passed
 // through its queue of this stack, as the event source mapping hands
-// records over: with a receipt handle goaws issued, which a function can
+// records over: with a receipt handle SQS (moto) issued, which a function can
 // renew (submit does before every POST; the samples' handles are made up,
 // as `sam local invoke` ones are). The records stay in flight; the
 // function's answer decides nothing about them here.

@@ -12,7 +12,7 @@ type Site struct {
 	// Prefix starts every local resource's name (and is the stack name).
 	Prefix string
 	// SQS is the SQS endpoint: a queue's URL is SQS/AccountID/name, as
-	// goaws (and SQS) form it.
+	// SQS (and moto) form it.
 	SQS string
 }
 
@@ -66,10 +66,9 @@ func (t *Template) Names(s Site) Locals {
 		case "AWS::S3::Bucket":
 			v = map[string]string{"Ref": name, "Arn": "arn:" + l.Partition + ":s3:::" + name}
 		case "AWS::SecretsManager::Secret":
-			// Secrets Manager appends six random characters to a
-			// secret's ARN; a fixed suffix keeps the local one stable.
-			v = map[string]string{"Ref": arn("secretsmanager", s.Region, "secret:"+name+"-local0"), "Name": name}
-			v["Id"] = v["Ref"]
+			// Its ARN (Ref, Id) is Secrets Manager's, with a random
+			// suffix: Wire fills it in when it creates the secret.
+			v = map[string]string{"Name": name}
 		case "AWS::IAM::Role":
 			v = map[string]string{"Ref": name, "Arn": arn("iam", "", "role/"+name), "RoleId": "AROA" + strings.ToUpper(Slug(id, r.Type))}
 		case "AWS::Scheduler::ScheduleGroup":

@@ -271,49 +271,68 @@ func TestSlug(t *testing.T) {
 	}
 }
 
-// TestServicesThroughTheSDK talks to the local services with the SDK's
-// own clients, as the functions do: the secret comes back, an unknown one
-// is Secrets Manager's ResourceNotFoundException, and EventBridge
-// Scheduler is refused with a message that says why.
-func TestServicesThroughTheSDK(t *testing.T) {
+// TestUnavailableThroughTheSDK: EventBridge Scheduler, called with the
+// SDK's own client as the functions do, is refused with a message that
+// says why.
+func TestUnavailableThroughTheSDK(t *testing.T) {
 	t.Parallel()
-	s, err := StartServices("127.0.0.1")
+	u, err := StartUnavailable("127.0.0.1")
 	if err != nil {
 		t.Fatal(err)
 	}
-	t.Cleanup(func() { _ = s.Close() })
-	arn := "arn:aws:secretsmanager:us-east-1:000000000000:secret:stk-genace-api-key-secret-local0"
-	s.PutSecret(arn, "the-key")
+	t.Cleanup(func() { _ = u.Close() })
 	cfg := aws.Config{Region: "us-east-1", Credentials: credentials.NewStaticCredentialsProvider("a", "b", "")}
-	sm := secretsmanager.NewFromConfig(cfg, func(o *secretsmanager.Options) { o.BaseEndpoint = aws.String(s.URL()) })
-	ctx := context.Background()
-	for _, id := range []string{arn, "stk-genace-api-key-secret"} {
-		out, err := sm.GetSecretValue(ctx, &secretsmanager.GetSecretValueInput{SecretId: aws.String(id)})
-		if err != nil || aws.ToString(out.SecretString) != "the-key" || aws.ToString(out.ARN) != arn {
-			t.Errorf("GetSecretValue(%s): %+v, %v", id, out, err)
-		}
-	}
-	_, err = sm.GetSecretValue(ctx, &secretsmanager.GetSecretValueInput{SecretId: aws.String("other")})
-	var nf *smtypes.ResourceNotFoundException
-	if !errors.As(err, &nf) {
-		t.Errorf("unknown secret: %v, want ResourceNotFoundException", err)
-	}
-	sc := scheduler.NewFromConfig(cfg, func(o *scheduler.Options) { o.BaseEndpoint = aws.String(s.URL()) })
-	_, err = sc.CreateSchedule(ctx, &scheduler.CreateScheduleInput{
+	sc := scheduler.NewFromConfig(cfg, func(o *scheduler.Options) { o.BaseEndpoint = aws.String(u.URL()) })
+	_, err = sc.CreateSchedule(context.Background(), &scheduler.CreateScheduleInput{
 		Name: aws.String("x"), ScheduleExpression: aws.String("at(2030-01-01T00:00:00)"),
 		FlexibleTimeWindow: &schedulertypes.FlexibleTimeWindow{Mode: schedulertypes.FlexibleTimeWindowModeOff},
 		Target:             &schedulertypes.Target{Arn: aws.String("arn:q"), RoleArn: aws.String("arn:r")},
 	})
-	if err == nil || !strings.Contains(err.Error(), "not available in a local run") {
+	if err == nil || !strings.Contains(err.Error(), "POST /schedules/x is not available in a local run") {
 		t.Errorf("CreateSchedule: %v, want a refusal", err)
+	}
+}
+
+// TestSecretsPut: a secret put under a name reads back through the SDK by
+// its ARN (Secrets Manager's) and by its name; putting it again (a stack
+// of the same name before) gives it the new value, under the same ARN.
+func TestSecretsPut(t *testing.T) {
+	t.Parallel()
+	s := MotoSecrets(t, "us-east-1")
+	ctx := context.Background()
+	name := "genjobs-samlocal-test-" + time.Now().Format("150405.000000000")
+	t.Cleanup(func() {
+		_, _ = s.Client.DeleteSecret(context.Background(), &secretsmanager.DeleteSecretInput{SecretId: aws.String(name), ForceDeleteWithoutRecovery: aws.Bool(true)})
+	})
+	arn, err := s.Put(ctx, name, "first")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !strings.HasPrefix(arn, "arn:aws:secretsmanager:us-east-1:") || !strings.Contains(arn, ":secret:"+name+"-") {
+		t.Errorf("ARN %s, want Secrets Manager's for %s", arn, name)
+	}
+	again, err := s.Put(ctx, name, "second")
+	if err != nil || again != arn {
+		t.Fatalf("put again: %s, %v; want %s", again, err, arn)
+	}
+	for _, id := range []string{arn, name} {
+		out, err := s.Client.GetSecretValue(ctx, &secretsmanager.GetSecretValueInput{SecretId: aws.String(id)})
+		if err != nil || aws.ToString(out.SecretString) != "second" || aws.ToString(out.ARN) != arn {
+			t.Errorf("GetSecretValue(%s): %+v, %v", id, out, err)
+		}
+	}
+	_, err = s.Client.GetSecretValue(ctx, &secretsmanager.GetSecretValueInput{SecretId: aws.String(name + "-other")})
+	var nf *smtypes.ResourceNotFoundException
+	if !errors.As(err, &nf) {
+		t.Errorf("unknown secret: %v, want ResourceNotFoundException", err)
 	}
 }
 
 // TestWire covers both ways a template can hand a function the Genace
 // key's secret (a secret resource, or a parameter passing an existing
-// secret's ARN): either way the variable resolves to a local secret the
-// local source serves with the key. And the endpoint variables must match
-// the local services both ways.
+// secret's ARN): either way the variable resolves to the ARN of a secret
+// in Secrets Manager (moto's) holding the key. And the endpoint variables
+// must match the local services both ways.
 func TestWire(t *testing.T) {
 	t.Parallel()
 	const tmplText = `
@@ -347,18 +366,20 @@ Resources:
           GENACE_API_KEY_SECRET_ID: !Ref KeyArn
 `
 	tmpl := parse(t, tmplText)
-	s, err := StartServices("127.0.0.1")
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = s.Close() })
-	l := tmpl.Names(site())
-	if err := tmpl.Wire(l, site(), Wiring{GenaceURL: "http://sim", APIKey: "the-key", Secrets: s,
+	s := MotoSecrets(t, site().Region)
+	ctx := context.Background()
+	st := site()
+	st.Prefix = "genjobs-samlocal-wire-" + time.Now().Format("150405.000000000")
+	l := tmpl.Names(st)
+	if err := tmpl.Wire(ctx, l, st, Wiring{GenaceURL: "http://sim", APIKey: "the-key", Secrets: s,
 		Endpoints: map[string]string{"AWS_ENDPOINT_URL_SQS": "http://sqs"}}); err != nil {
 		t.Fatal(err)
 	}
-	sm := secretsmanager.NewFromConfig(aws.Config{Region: "us-east-1", Credentials: credentials.NewStaticCredentialsProvider("a", "b", "")},
-		func(o *secretsmanager.Options) { o.BaseEndpoint = aws.String(s.URL()) })
+	for _, arn := range []string{l.Resources["Key"]["Ref"], l.Parameters["KeyArn"]} {
+		t.Cleanup(func() {
+			_, _ = s.Client.DeleteSecret(context.Background(), &secretsmanager.DeleteSecretInput{SecretId: aws.String(arn), ForceDeleteWithoutRecovery: aws.Bool(true)})
+		})
+	}
 	for _, id := range []string{"ByResource", "ByParameter"} {
 		env, err := tmpl.Environment(id, l)
 		if err != nil {
@@ -367,7 +388,7 @@ Resources:
 		if env["GENACE_BASE_URL"] != "http://sim" || env["AWS_ENDPOINT_URL_SQS"] != "http://sqs" {
 			t.Errorf("%s: %v", id, env)
 		}
-		out, err := sm.GetSecretValue(context.Background(), &secretsmanager.GetSecretValueInput{SecretId: aws.String(env["GENACE_API_KEY_SECRET_ID"])})
+		out, err := s.Client.GetSecretValue(ctx, &secretsmanager.GetSecretValueInput{SecretId: aws.String(env["GENACE_API_KEY_SECRET_ID"])})
 		if err != nil || aws.ToString(out.SecretString) != "the-key" {
 			t.Errorf("%s: secret %s: %+v, %v", id, env["GENACE_API_KEY_SECRET_ID"], out, err)
 		}
@@ -383,14 +404,14 @@ Resources:
 		{"an endpoint without a local service", map[string]string{},
 			"the template declares AWS_ENDPOINT_URL_SQS, and the local stack has no service for it"},
 	} {
-		l := tmpl.Names(site())
-		err := tmpl.Wire(l, site(), Wiring{GenaceURL: "http://sim", Secrets: s, Endpoints: tc.endpoints})
+		l := tmpl.Names(st)
+		err := tmpl.Wire(ctx, l, st, Wiring{GenaceURL: "http://sim", Secrets: s, Endpoints: tc.endpoints})
 		if err == nil || !strings.Contains(err.Error(), tc.want) {
 			t.Errorf("%s: %v, want %q", tc.name, err, tc.want)
 		}
 	}
-	if err := tmpl.Wire(tmpl.Names(site()), site(), Wiring{GenaceURL: "http://sim", Endpoints: map[string]string{"AWS_ENDPOINT_URL_SQS": "x"}}); err == nil ||
-		!strings.Contains(err.Error(), "no local secret source") {
+	if err := tmpl.Wire(ctx, tmpl.Names(st), st, Wiring{GenaceURL: "http://sim", Endpoints: map[string]string{"AWS_ENDPOINT_URL_SQS": "x"}}); err == nil ||
+		!strings.Contains(err.Error(), "no Secrets Manager") {
 		t.Errorf("secrets without a source: %v", err)
 	}
 }

@@ -1,101 +1,91 @@
 package samlocal
 
 import (
+	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"net"
 	"net/http"
-	"strings"
-	"sync"
 	"time"
+
+	"github.com/aws/aws-sdk-go-v2/aws"
+	"github.com/aws/aws-sdk-go-v2/service/secretsmanager"
+	smtypes "github.com/aws/aws-sdk-go-v2/service/secretsmanager/types"
 )
 
-// Services answers, on one loopback port, the AWS APIs a local stack has
-// no emulator for, so that a function started with its template's
-// environment reads its secrets through the SDK's own client and never
-// reaches AWS:
-//   - Secrets Manager's GetSecretValue (JSON 1.1 protocol), from the
-//     secrets put here (AWS_ENDPOINT_URL_SECRETS_MANAGER);
-//   - anything else, EventBridge Scheduler included
-//     (AWS_ENDPOINT_URL_SCHEDULER), a ValidationException saying it is
-//     not available locally: a delay longer than SQS allows fails loudly
-//     in a local run instead of creating a schedule somewhere.
-type Services struct {
-	mu      sync.Mutex
-	secrets map[string]secretValue // by ARN and by name
-	srv     *http.Server
-	url     string
+// SecretStore keeps a local stack's secrets: Secrets does, in Secrets
+// Manager.
+type SecretStore interface {
+	// Put makes name a secret holding value and returns its ARN.
+	Put(ctx context.Context, name, value string) (arn string, err error)
 }
 
-type secretValue struct{ arn, name, value string }
+// Secrets creates a local stack's secrets in Secrets Manager (moto's, in
+// local runs), so a function reads its Genace key through the SDK's own
+// client from a real secret, as deployed.
+type Secrets struct {
+	// Client is a Secrets Manager client on the local endpoint.
+	Client *secretsmanager.Client
+}
 
-// StartServices listens on host (an IP; a port is picked) and serves
+// Put makes name a secret holding value and returns its ARN (Secrets
+// Manager's, with its random suffix). A secret of that name left from an
+// earlier run is given the value.
+func (s Secrets) Put(ctx context.Context, name, value string) (string, error) {
+	out, err := s.Client.CreateSecret(ctx, &secretsmanager.CreateSecretInput{Name: aws.String(name), SecretString: aws.String(value)})
+	if err == nil {
+		return aws.ToString(out.ARN), nil
+	}
+	var exists *smtypes.ResourceExistsException
+	if !errors.As(err, &exists) {
+		return "", fmt.Errorf("secret %s: %w", name, err)
+	}
+	put, err := s.Client.PutSecretValue(ctx, &secretsmanager.PutSecretValueInput{SecretId: aws.String(name), SecretString: aws.String(value)})
+	if err != nil {
+		return "", fmt.Errorf("secret %s: %w", name, err)
+	}
+	return aws.ToString(put.ARN), nil
+}
+
+// Unavailable answers, on one loopback port, the AWS APIs a local stack
+// must not reach: EventBridge Scheduler (AWS_ENDPOINT_URL_SCHEDULER) and
+// anything else, with a ValidationException saying it is not available
+// locally. A delay longer than SQS allows then fails loudly in a local
+// run instead of creating a schedule that never fires (moto's) or one in
+// an account.
+type Unavailable struct {
+	srv *http.Server
+	url string
+}
+
+// StartUnavailable listens on host (an IP; a port is picked) and serves
 // until Close.
-func StartServices(host string) (*Services, error) {
+func StartUnavailable(host string) (*Unavailable, error) {
 	ln, err := net.Listen("tcp", net.JoinHostPort(host, "0"))
 	if err != nil {
-		return nil, fmt.Errorf("local AWS services: %w", err)
+		return nil, fmt.Errorf("local refusal endpoint: %w", err)
 	}
-	s := &Services{secrets: map[string]secretValue{}, url: "http://" + ln.Addr().String()}
-	s.srv = &http.Server{Handler: s, ReadHeaderTimeout: 10 * time.Second}
-	go func() { _ = s.srv.Serve(ln) }()
-	return s, nil
+	u := &Unavailable{url: "http://" + ln.Addr().String()}
+	u.srv = &http.Server{Handler: u, ReadHeaderTimeout: 10 * time.Second}
+	go func() { _ = u.srv.Serve(ln) }()
+	return u, nil
 }
 
 // URL is the endpoint (http://HOST:PORT).
-func (s *Services) URL() string { return s.url }
+func (u *Unavailable) URL() string { return u.url }
 
 // Close stops serving.
-func (s *Services) Close() error { return s.srv.Close() }
+func (u *Unavailable) Close() error { return u.srv.Close() }
 
-// PutSecret stores value as the secret with the ARN arn (and its name,
-// the ARN's resource part without Secrets Manager's suffix).
-func (s *Services) PutSecret(arn, value string) {
-	name := arn
-	if i := strings.Index(arn, ":secret:"); i >= 0 {
-		name = arn[i+len(":secret:"):]
-		if j := strings.LastIndexByte(name, '-'); j > 0 {
-			name = name[:j]
-		}
-	}
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	v := secretValue{arn: arn, name: name, value: value}
-	s.secrets[arn], s.secrets[name] = v, v
-}
-
-func (s *Services) ServeHTTP(w http.ResponseWriter, r *http.Request) {
-	target := r.Header.Get("X-Amz-Target")
-	if target != "secretsmanager.GetSecretValue" {
-		what := target
-		if what == "" {
-			what = r.Method + " " + r.URL.Path
-		}
-		fail(w, "ValidationException", fmt.Sprintf("%s is not available in a local run (only Secrets Manager's GetSecretValue is)", what))
-		return
-	}
-	var in struct{ SecretId string }
-	if err := json.NewDecoder(r.Body).Decode(&in); err != nil {
-		fail(w, "InvalidRequestException", "request body: "+err.Error())
-		return
-	}
-	s.mu.Lock()
-	v, ok := s.secrets[in.SecretId]
-	s.mu.Unlock()
-	if !ok {
-		fail(w, "ResourceNotFoundException", "Secrets Manager can't find the specified secret.")
-		return
+func (u *Unavailable) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	what := r.Header.Get("X-Amz-Target")
+	if what == "" {
+		what = r.Method + " " + r.URL.Path
 	}
 	w.Header().Set("Content-Type", "application/x-amz-json-1.1")
-	_ = json.NewEncoder(w).Encode(map[string]any{
-		"ARN": v.arn, "Name": v.name, "SecretString": v.value, "VersionId": "00000000-0000-0000-0000-000000000001",
-		"VersionStages": []string{"AWSCURRENT"}, "CreatedDate": 0,
-	})
-}
-
-func fail(w http.ResponseWriter, typ, msg string) {
-	w.Header().Set("Content-Type", "application/x-amz-json-1.1")
-	w.Header().Set("X-Amzn-Errortype", typ)
+	w.Header().Set("X-Amzn-Errortype", "ValidationException")
 	w.WriteHeader(http.StatusBadRequest)
-	_ = json.NewEncoder(w).Encode(map[string]string{"__type": typ, "message": msg})
+	_ = json.NewEncoder(w).Encode(map[string]string{"__type": "ValidationException",
+		"message": fmt.Sprintf("%s is not available in a local run", what)})
 }

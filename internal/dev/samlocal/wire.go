@@ -1,6 +1,7 @@
 package samlocal
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"maps"
@@ -24,8 +25,8 @@ type Wiring struct {
 	// APIKey is the value of every secret the functions are given: the
 	// simulator's key.
 	APIKey string
-	// Secrets serves those secrets to the functions.
-	Secrets *Services
+	// Secrets keeps those secrets, where the functions read them.
+	Secrets SecretStore
 	// Endpoints are the local values of the SDK's endpoint variables
 	// (AWS_ENDPOINT_URL_DYNAMODB, ...), which the template declares empty
 	// for every function so that `sam local invoke --env-vars` can set
@@ -41,33 +42,39 @@ type Wiring struct {
 //   - every Secrets Manager secret a function is given, generically: each
 //     AWS::SecretsManager::Secret resource, and each parameter that
 //     GENACE_API_KEY_SECRET_ID is a !Ref of (a secret's ARN passed in), is
-//     a local secret holding APIKey;
+//     a secret put in w.Secrets holding APIKey, under its local name, and
+//     resolves to the ARN Secrets Manager gave it;
 //   - each endpoint variable, which every function must declare; and the
 //     template may declare none the wiring has no service for.
 //
 // Every problem is reported at once, each naming what is missing.
-func (t *Template) Wire(l Locals, site Site, w Wiring) error {
+func (t *Template) Wire(ctx context.Context, l Locals, site Site, w Wiring) error {
 	var errs []error
 	if !t.Override(l, config.EnvGenaceURL, w.GenaceURL) {
 		errs = append(errs, fmt.Errorf("%s is not a !Ref of a parameter in any function: the local run cannot point it at the simulator", config.EnvGenaceURL))
 	}
-	var secrets []string
-	for _, id := range t.OfType("AWS::SecretsManager::Secret") {
-		if v, ok := l.Resources[id]["Ref"]; ok {
-			secrets = append(secrets, v)
+	secretIDs := append(t.OfType("AWS::SecretsManager::Secret"), t.ParametersOf(config.EnvGenaceKeySecret)...)
+	if len(secretIDs) > 0 && w.Secrets == nil {
+		errs = append(errs, errors.New("the template gives the functions secrets, and the wiring has no Secrets Manager to keep them"))
+	}
+	for _, id := range secretIDs {
+		if w.Secrets == nil {
+			break
 		}
-	}
-	for _, p := range t.ParametersOf(config.EnvGenaceKeySecret) {
-		arn := "arn:" + l.Partition + ":secretsmanager:" + site.Region + ":" + site.AccountID + ":secret:" + site.Name(p, "") + "-local0"
-		l.Parameters[p] = arn
-		secrets = append(secrets, arn)
-	}
-	if len(secrets) > 0 && w.Secrets == nil {
-		errs = append(errs, errors.New("the template gives the functions secrets, and no local secret source serves them"))
-	}
-	for _, arn := range secrets {
-		if w.Secrets != nil {
-			w.Secrets.PutSecret(arn, w.APIKey)
+		r, isResource := l.Resources[id]
+		name := site.Name(id, "")
+		if isResource {
+			name = r["Name"]
+		}
+		arn, err := w.Secrets.Put(ctx, name, w.APIKey)
+		if err != nil {
+			errs = append(errs, err)
+			continue
+		}
+		if isResource {
+			r["Ref"], r["Id"] = arn, arn
+		} else {
+			l.Parameters[id] = arn
 		}
 	}
 	names := make([]string, 0, len(w.Endpoints))
