@@ -4,6 +4,8 @@ package functions_test
 
 import (
 	"os/exec"
+	"path"
+	"slices"
 	"strings"
 	"testing"
 )
@@ -23,20 +25,38 @@ var forbidden = []string{
 	"testing",
 }
 
+// localOnly names, by their last path element wherever they live, the
+// local-only stores: the artifact pack of local runs and the group commit
+// behind it and the embedded store. A deployed deliver writes to S3 only.
+var localOnly = []string{"groupcommit", "localpack"}
+
 func TestFunctionsLinkNoTooling(t *testing.T) {
 	t.Parallel()
-	out, err := exec.Command("go", "list", "-deps", "-f", "{{.ImportPath}}", "./...").CombinedOutput()
+	// One line per function: its import path, then its whole closure.
+	out, err := exec.Command("go", "list", "-f", `{{.ImportPath}} {{join .Deps " "}}`, "./...").CombinedOutput()
 	if err != nil {
-		t.Fatalf("go list -deps ./functions/...: %v\n%s", err, out)
+		t.Fatalf("go list ./functions/...: %v\n%s", err, out)
 	}
-	deps := strings.Fields(string(out))
-	if len(deps) < 50 {
-		t.Fatalf("go list -deps gave %d packages; expected the functions' whole closure", len(deps))
+	lines := strings.Split(strings.TrimSpace(string(out)), "\n")
+	if len(lines) < 5 {
+		t.Fatalf("go list gave %d functions; expected one line per function:\n%s", len(lines), out)
 	}
-	for _, d := range deps {
-		for _, f := range forbidden {
-			if d == f || strings.HasPrefix(d, f) && (strings.HasSuffix(f, "/") || strings.HasPrefix(d, f+"/")) {
-				t.Errorf("a deployed function links %s (forbidden: %s); run `go list -deps ./functions/...` and move the import behind a narrower package", d, f)
+	for _, line := range lines {
+		fn, deps, _ := strings.Cut(line, " ")
+		if !strings.HasPrefix(fn, "github.com/genjobs/genjobs/functions/") {
+			continue
+		}
+		if n := len(strings.Fields(deps)); n < 50 {
+			t.Errorf("%s links %d packages; expected its whole closure", fn, n)
+		}
+		for _, d := range strings.Fields(deps) {
+			for _, f := range forbidden {
+				if d == f || strings.HasPrefix(d, f) && (strings.HasSuffix(f, "/") || strings.HasPrefix(d, f+"/")) {
+					t.Errorf("%s links %s (forbidden: %s); run `go list -deps ./%s` and move the import behind a narrower package", fn, d, f, strings.TrimPrefix(fn, "github.com/genjobs/genjobs/"))
+				}
+			}
+			if slices.Contains(localOnly, path.Base(d)) {
+				t.Errorf("%s links %s, a local-only store: the deployed functions use S3 and DynamoDB", fn, d)
 			}
 		}
 	}

@@ -22,16 +22,8 @@ func main() {
 	if err != nil {
 		coldstart.Fatal("deliver", err)
 	}
-	var artifacts deliver.Artifacts
-	if d.Config.ArtifactDir != "" {
-		// Local runs only (the emulator has no S3).
-		if artifacts, err = artifact.NewDir(d.Config.ArtifactDir); err != nil {
-			coldstart.Fatal("deliver", err)
-		}
-	} else {
-		// The endpoint comes from the SDK's AWS_ENDPOINT_URL_S3, like every client.
-		artifacts = artifact.NewS3(s3.NewFromConfig(d.AWS), d.Config.ArtifactBucket)
-	}
+	// The endpoint comes from the SDK's AWS_ENDPOINT_URL_S3, like every client.
+	artifacts := artifact.NewS3(s3.NewFromConfig(d.AWS), d.Config.ArtifactBucket)
 	h := deliver.New(deliver.Deps{
 		Store: d.Store, Genace: d.Genace, Artifacts: artifacts, Extender: d.Queue, Sender: d.Dispatcher, Clock: d.Clock, Log: d.Log, Metrics: d.Metrics,
 	}, deliver.Config{

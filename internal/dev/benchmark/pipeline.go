@@ -13,11 +13,11 @@ import (
 	"sync/atomic"
 	"time"
 
-	"github.com/genjobs/genjobs/internal/artifact"
 	"github.com/genjobs/genjobs/internal/clock"
 	"github.com/genjobs/genjobs/internal/deliver"
 	"github.com/genjobs/genjobs/internal/dev/eventsource"
 	"github.com/genjobs/genjobs/internal/dev/genacesim"
+	"github.com/genjobs/genjobs/internal/dev/localpack"
 	"github.com/genjobs/genjobs/internal/dev/pipeline"
 	"github.com/genjobs/genjobs/internal/dev/topology"
 	"github.com/genjobs/genjobs/internal/genace"
@@ -205,7 +205,7 @@ func RunPipeline(ctx context.Context, cfg PipelineConfig) (*PipelineResult, erro
 			return nil, err
 		}
 	}
-	dir, err := artifact.NewDir(filepath.Join(cfg.Dir, "artifacts"))
+	dir, err := localpack.New(filepath.Join(cfg.Dir, "artifacts"))
 	if err != nil {
 		return nil, err
 	}

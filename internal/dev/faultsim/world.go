@@ -15,11 +15,11 @@ import (
 	"sync/atomic"
 	"time"
 
-	"github.com/genjobs/genjobs/internal/artifact"
 	"github.com/genjobs/genjobs/internal/clock"
 	"github.com/genjobs/genjobs/internal/deliver"
 	"github.com/genjobs/genjobs/internal/dev/eventsource"
 	"github.com/genjobs/genjobs/internal/dev/genacesim"
+	"github.com/genjobs/genjobs/internal/dev/localpack"
 	"github.com/genjobs/genjobs/internal/dev/localqueue"
 	"github.com/genjobs/genjobs/internal/dev/topology"
 	"github.com/genjobs/genjobs/internal/genace"
@@ -248,7 +248,7 @@ func newWorld(cfg Config) (w *world, err error) {
 	}
 	w.rec = &recorder{Store: under, w: w, last: map[string]State{}, prev: map[string]State{}, hist: map[string]*revisions{}, claimOf: map[string]string{}, settles: map[string][]time.Time{}, resumed: map[string]time.Time{}, audited: map[string][]int64{}, closedFirst: map[string]string{}, answered: map[string]string{}}
 	w.st = &faultStore{recorder: w.rec, w: w}
-	d, err := artifact.NewDir(filepath.Join(dir, "artifacts"))
+	d, err := localpack.New(filepath.Join(dir, "artifacts"))
 	if err != nil {
 		return nil, err
 	}

@@ -19,12 +19,12 @@ import (
 	"testing"
 	"time"
 
-	"github.com/genjobs/genjobs/internal/artifact"
 	"github.com/genjobs/genjobs/internal/clock"
 	"github.com/genjobs/genjobs/internal/deliver"
 	"github.com/genjobs/genjobs/internal/dev/eventsource"
 	"github.com/genjobs/genjobs/internal/dev/genacesim"
 	"github.com/genjobs/genjobs/internal/dev/handlertest"
+	"github.com/genjobs/genjobs/internal/dev/localpack"
 	"github.com/genjobs/genjobs/internal/dev/topology"
 	"github.com/genjobs/genjobs/internal/genace"
 	"github.com/genjobs/genjobs/internal/message"
@@ -119,7 +119,7 @@ func newStack(t *testing.T, simCfg genacesim.Config, corrupt *atomic.Bool) *stac
 	_, delURL, delVis := s.local.Consumed(topology.Deliver)
 	sub := submit.New(submit.Deps{Store: s.store, Genace: s.client, Extender: s.local.Broker, Sender: s.disp, Clock: s.clk, Log: log, Metrics: m("submit")}, submit.Config{QueueURL: subURL, Visibility: subVis})
 	obs := observe.New(observe.Deps{Store: s.store, Genace: g, Delays: delays, Extender: s.local.Broker, Sender: s.disp, Clock: s.clk, Log: log, Metrics: m("observe")}, observe.Config{QueueURL: obsURL, Visibility: obsVis, OverdueAfter: topology.Stack.Sweep.OverdueAfter})
-	dir, err := artifact.NewDir(t.TempDir())
+	dir, err := localpack.New(t.TempDir())
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -19,11 +19,11 @@ import (
 	"sync"
 	"time"
 
-	"github.com/genjobs/genjobs/internal/artifact"
 	"github.com/genjobs/genjobs/internal/clock"
 	"github.com/genjobs/genjobs/internal/deliver"
 	"github.com/genjobs/genjobs/internal/dev/eventsource"
 	"github.com/genjobs/genjobs/internal/dev/genacesim"
+	"github.com/genjobs/genjobs/internal/dev/localpack"
 	"github.com/genjobs/genjobs/internal/dev/topology"
 	"github.com/genjobs/genjobs/internal/dev/workload"
 	"github.com/genjobs/genjobs/internal/genace"
@@ -139,7 +139,7 @@ type stack struct {
 	clk   clock.Clock
 	store store.Store
 	// artifacts is the delivered outputs' store, open while the run is.
-	artifacts *artifact.Dir
+	artifacts *localpack.Dir
 	local     *topology.Local
 	sweeper   *sweep.Sweeper
 	resumer   *sweep.Sweeper
@@ -305,7 +305,7 @@ func (s *stack) wire(g *genace.Client, sandbox context.Context) error {
 		return err
 	}
 	sender := s.trace.sender(disp, "send")
-	dir, err := artifact.NewDir(ArtifactDir(s.cfg.StateDir))
+	dir, err := localpack.New(ArtifactDir(s.cfg.StateDir))
 	if err != nil {
 		return err
 	}

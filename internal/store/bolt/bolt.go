@@ -16,7 +16,7 @@ import (
 	"go.etcd.io/bbolt"
 	bbolterrors "go.etcd.io/bbolt/errors"
 
-	"github.com/genjobs/genjobs/internal/groupcommit"
+	"github.com/genjobs/genjobs/internal/dev/groupcommit"
 	"github.com/genjobs/genjobs/internal/operation"
 	"github.com/genjobs/genjobs/internal/review"
 	"github.com/genjobs/genjobs/internal/store"

@@ -8,7 +8,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/genjobs/genjobs/internal/groupcommit"
+	"github.com/genjobs/genjobs/internal/dev/groupcommit"
 )
 
 // Items that arrive during a step share the next one, each caller hears
