@@ -1,13 +1,17 @@
-// Package functions_test checks what the deployed Lambdas link: the five
-// composition roots under functions/ and nothing of the developer tooling.
+// Package functions_test checks what the deployed Lambdas link: the
+// composition roots under functions/, one per function of the table
+// (internal/stack), and nothing of the developer tooling.
 package functions_test
 
 import (
+	"os"
 	"os/exec"
 	"path"
 	"slices"
 	"strings"
 	"testing"
+
+	"github.com/genjobs/genjobs/internal/stack"
 )
 
 // forbidden names what must never be in a deployed function's dependency
@@ -37,15 +41,13 @@ func TestFunctionsLinkNoTooling(t *testing.T) {
 	if err != nil {
 		t.Fatalf("go list ./functions/...: %v\n%s", err, out)
 	}
-	lines := strings.Split(strings.TrimSpace(string(out)), "\n")
-	if len(lines) < 5 {
-		t.Fatalf("go list gave %d functions; expected one line per function:\n%s", len(lines), out)
-	}
-	for _, line := range lines {
+	var listed []string
+	for _, line := range strings.Split(strings.TrimSpace(string(out)), "\n") {
 		fn, deps, _ := strings.Cut(line, " ")
 		if !strings.HasPrefix(fn, "github.com/genjobs/genjobs/functions/") {
 			continue
 		}
+		listed = append(listed, path.Base(fn))
 		if n := len(strings.Fields(deps)); n < 50 {
 			t.Errorf("%s links %d packages; expected its whole closure", fn, n)
 		}
@@ -60,4 +62,36 @@ func TestFunctionsLinkNoTooling(t *testing.T) {
 			}
 		}
 	}
+	if want := tableNames(); !slices.Equal(slices.Sorted(slices.Values(listed)), want) {
+		t.Errorf("go list found the functions %v, the table (internal/stack) has %v", listed, want)
+	}
+}
+
+// TestEachFolderIsInTheTable: functions/ holds one folder per function of
+// the composition table, the one list of functions (the Makefile builds
+// every folder; the topology and template.yaml are held to the table).
+func TestEachFolderIsInTheTable(t *testing.T) {
+	t.Parallel()
+	entries, err := os.ReadDir(".")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var dirs []string
+	for _, e := range entries {
+		if e.IsDir() {
+			dirs = append(dirs, e.Name())
+		}
+	}
+	if want := tableNames(); !slices.Equal(dirs, want) {
+		t.Errorf("functions/ holds %v, the table (internal/stack) lists %v", dirs, want)
+	}
+}
+
+// tableNames are the table's functions, sorted.
+func tableNames() []string {
+	var out []string
+	for _, f := range stack.Functions {
+		out = append(out, f.Name)
+	}
+	return slices.Sorted(slices.Values(out))
 }

@@ -12,6 +12,7 @@ import (
 	"strings"
 
 	"github.com/genjobs/genjobs/internal/dev/invoke"
+	"github.com/genjobs/genjobs/internal/stack"
 )
 
 // cmdInvoke runs one function under the Lambda Runtime Interface Emulator
@@ -19,7 +20,11 @@ import (
 // and goaws (whose endpoints `make invoke` exports), the Genace simulator
 // and an in-process S3. The report goes to stdout, progress to stderr.
 func cmdInvoke(fs *pflag.FlagSet) runFunc {
-	function := fs.String("function", "", "the function to run: one of template.yaml's functions (submit, observe, deliver, triage, sweep)")
+	var fns []string
+	for _, f := range stack.Functions {
+		fns = append(fns, f.Name)
+	}
+	function := fs.String("function", "", "the function to run: one of template.yaml's functions ("+strings.Join(fns, ", ")+")")
 	eventPath := fs.String("event", "", "the event file, e.g. events/submit.json")
 	keep := fs.Bool("keep", false, "keep the emulator, table, queues, simulator and S3 until Ctrl-C, and print how to reach them")
 	asJSON := fs.Bool("json", false, "print the report as JSON")

@@ -16,6 +16,7 @@ import (
 	"time"
 
 	"github.com/genjobs/genjobs/internal/clock"
+	"github.com/genjobs/genjobs/internal/config"
 	"github.com/genjobs/genjobs/internal/deliver"
 	"github.com/genjobs/genjobs/internal/dev/eventsource"
 	"github.com/genjobs/genjobs/internal/dev/genacesim"
@@ -24,16 +25,15 @@ import (
 	"github.com/genjobs/genjobs/internal/dev/topology"
 	"github.com/genjobs/genjobs/internal/genace"
 	"github.com/genjobs/genjobs/internal/message"
-	"github.com/genjobs/genjobs/internal/observe"
 	"github.com/genjobs/genjobs/internal/operation"
 	"github.com/genjobs/genjobs/internal/replay"
 	"github.com/genjobs/genjobs/internal/review"
 	"github.com/genjobs/genjobs/internal/schedule"
+	"github.com/genjobs/genjobs/internal/stack"
 	"github.com/genjobs/genjobs/internal/store"
 	"github.com/genjobs/genjobs/internal/store/bolt"
 	"github.com/genjobs/genjobs/internal/submit"
 	"github.com/genjobs/genjobs/internal/sweep"
-	"github.com/genjobs/genjobs/internal/triage"
 	"github.com/genjobs/genjobs/internal/worker"
 )
 
@@ -110,7 +110,7 @@ type world struct {
 	disp   *schedule.Dispatcher
 	// replayer is the operator's replay (OperatorRace).
 	replayer *replay.Replayer
-	sweep    *sweep.Sweeper
+	sweep    func(context.Context) error
 	maps     []*mapping
 
 	models   map[string]genacesim.ModelConfig
@@ -331,33 +331,42 @@ func (w *world) wireUp() error {
 		ext = w.cfg.WrapExtender(ext)
 	}
 	log := slog.New(&traceLog{w: w, next: w.cfg.Log.Handler()})
-	sub := submit.New(submit.Deps{Store: records, Genace: g, Extender: ext, Sender: w.disp, Clock: w.clk, Log: log.With("function", "submit")}, submit.Config{
-		QueueURL: w.urls[qDispatch], Visibility: w.vis[w.urls[qDispatch]], Concurrency: 1, Worker: "submit",
-		// The handler draws its 429 jitter from the global source; a
-		// jitter this small never moves a whole-second Retry-After, so
-		// the delay (SQS rounds it up to whole seconds) is the seed's.
-		RetryJitter: 1e-15,
-	})
-	obs := observe.New(observe.Deps{Store: records, Genace: g, Delays: delays, Extender: ext, Sender: w.disp, Clock: w.clk, Log: log.With("function", "observe")}, observe.Config{QueueURL: w.urls[qObserve], Visibility: w.vis[w.urls[qObserve]], Concurrency: 1})
 	var arts deliver.Artifacts = w.arts
 	if w.cfg.WrapArtifacts != nil {
 		arts = w.cfg.WrapArtifacts(arts)
 	}
-	del := deliver.New(deliver.Deps{Store: records, Genace: g, Artifacts: arts, Extender: ext, Sender: w.disp, Clock: w.clk, Log: log.With("function", "deliver")}, deliver.Config{
-		QueueURL: w.urls[qDeliver], Visibility: w.vis[w.urls[qDeliver]], Concurrency: 1,
-		// Its default retry, without the jitter: the handler draws that
-		// from the global source, which no seed controls.
-		Retry: deliverRetry(),
+	hs, err := local.Handlers(func(f topology.Function) (stack.Deps, bool) {
+		return stack.Deps{
+			// No overdue threshold in the handlers, as the simulation was
+			// measured with; the sweep's is topology.Stack's (sweepConfig).
+			Config: config.Config{Concurrency: 1},
+			Store:  records, Genace: g, Artifacts: arts, Extender: ext, Sender: w.disp, Delays: delays, Clock: w.clk, Log: log.With("function", f.Name),
+			Tune: []stack.Option{
+				stack.Tune(func(c *submit.Config) {
+					c.Worker = "submit"
+					// The handler draws its 429 jitter from the global source; a
+					// jitter this small never moves a whole-second Retry-After, so
+					// the delay (SQS rounds it up to whole seconds) is the seed's.
+					c.RetryJitter = 1e-15
+				}),
+				// Its default retry, without the jitter: the handler draws that
+				// from the global source, which no seed controls.
+				stack.Tune(func(c *deliver.Config) { c.Retry = deliverRetry() }),
+				stack.Tune(func(c *sweep.Config) { *c = sweepConfig(w.cfg.SweepLimit) }),
+			},
+		}, true
 	})
-	tri := triage.New(triage.Deps{Store: records, Clock: w.clk, Log: log.With("function", "triage")}, triage.Config{Concurrency: 1})
+	if err != nil {
+		return err
+	}
 	var opStore replay.Store = w.rec
 	if w.cfg.WrapOperator != nil {
 		opStore = w.cfg.WrapOperator(opStore)
 	}
 	w.replayer = &replay.Replayer{Store: operatorStore{Store: opStore, w: w}, Sender: w.disp, Clock: w.clk, Genace: w.client}
-	w.sweep = sweep.New(sweep.Deps{Store: records, Sender: w.disp, Clock: w.clk, Log: log.With("function", "sweep")}, sweepConfig(w.cfg.SweepLimit))
+	w.sweep = hs[topology.Sweep].Scheduled
 	local.Consume(topology.ConsumeConfig{
-		Handlers: map[string]eventsource.Handler{topology.Submit: sub.Handle, topology.Observe: obs.Handle, topology.Deliver: del.Handle, topology.Triage: tri.Handle},
+		Handlers: topology.Batches(hs),
 		// ReceiveGap plays the batching window (see lease.go).
 		NoBatchingWindows: true,
 		Wrap:              w.wrapHandler,
@@ -726,7 +735,7 @@ func (w *world) runSweep() error {
 		// Errors on single records are retried by the next run. What it
 		// did is counted from its writes (recorder.observe), which a
 		// crash in the middle of the run does not lose.
-		_, _ = w.sweep.Sweep(ctx)
+		_ = w.sweep(ctx)
 	}()
 	w.sweeps++
 	due, err := w.db.Due(context.Background(), simStart.Add(100*365*24*time.Hour), 1)
