@@ -95,3 +95,19 @@ func tableNames() []string {
 	}
 	return slices.Sorted(slices.Values(out))
 }
+
+// TestMakeBuildsTheTable: `make build` builds a bootstrap for each
+// function of the table and for nothing else (functions/ holds this test
+// file too, which the Makefile's list once took for a function).
+func TestMakeBuildsTheTable(t *testing.T) {
+	t.Parallel()
+	out, err := exec.Command("make", "-s", "-n", "-C", "..", "build").CombinedOutput()
+	if err != nil {
+		t.Fatalf("make -n build: %v\n%s", err, out)
+	}
+	_, loop, ok := strings.Cut(string(out), "for fn in ")
+	list, _, _ := strings.Cut(loop, ";")
+	if got := strings.Fields(list); !ok || !slices.Equal(slices.Sorted(slices.Values(got)), tableNames()) {
+		t.Errorf("make build builds %q, the table (internal/stack) lists %v", list, tableNames())
+	}
+}

@@ -9,7 +9,7 @@ GO        ?= go
 CACHE     := $(CURDIR)/.cache
 BIN       := $(CACHE)/bin
 STATICCHECK_VERSION := v0.8.2
-FUNCTIONS := $(notdir $(wildcard functions/*))
+FUNCTIONS := $(notdir $(patsubst %/,%,$(wildcard functions/*/)))
 GOARCH_DEPLOY ?= arm64
 FUZZTIME  ?= 10s
 
@@ -55,7 +55,7 @@ screenshots: ## redraw docs/console-*.png from the console's browser test (headl
 	GENJOBS_REQUIRE_INTEGRATION=1 GENJOBS_UPDATE_SCREENSHOTS=1 $(GO) test -tags integration -run 'TestConsoleInBrowser$$' -count=1 ./internal/console
 
 invoke: ## run one function under the Lambda runtime emulator with a sample event: make invoke FN=submit EVENT=events/submit.json
-	@test -n "$(FN)" -a -n "$(EVENT)" || { echo "usage: make invoke FN=submit|observe|deliver|triage|sweep EVENT=events/FILE.json"; exit 2; }
+	@test -n "$(FN)" -a -n "$(EVENT)" || { echo "usage: make invoke FN=NAME EVENT=events/FILE.json (NAME: one of $(FUNCTIONS))"; exit 2; }
 	bash .ci/rie.sh install
 	bash .ci/dynamodb-local.sh run -- bash .ci/goaws.sh run -- $(GO) run ./cmd/genjobs invoke --function $(FN) --event $(EVENT)
 
