@@ -127,19 +127,10 @@ clean: ## remove build output (keeps the download cache)
 SAM_GO_BUILD = $(if $(ARTIFACTS_DIR),,$(error ARTIFACTS_DIR is not set (sam build sets it)))GOOS=linux GOARCH=arm64 CGO_ENABLED=0 \
 	$(GO) build -tags lambda.norpc -trimpath -ldflags='-s -w' -o $(ARTIFACTS_DIR)/bootstrap
 
-.PHONY: build-SubmitFunction build-ObserveFunction build-DeliverFunction build-TriageFunction build-SweepFunction
+# One rule for every function: build-<Name>Function builds ./functions/<name>
+# (the logical id lowercased without "Function"; the topology test holds
+# each function's folder to its logical id).
+lower = $(shell echo '$(1)' | tr A-Z a-z)
 
-build-SubmitFunction:
-	$(SAM_GO_BUILD) ./functions/submit
-
-build-ObserveFunction:
-	$(SAM_GO_BUILD) ./functions/observe
-
-build-DeliverFunction:
-	$(SAM_GO_BUILD) ./functions/deliver
-
-build-TriageFunction:
-	$(SAM_GO_BUILD) ./functions/triage
-
-build-SweepFunction:
-	$(SAM_GO_BUILD) ./functions/sweep
+build-%Function:
+	$(SAM_GO_BUILD) ./functions/$(call lower,$*)

@@ -54,6 +54,29 @@ func parseMakefile(text string) *makefile {
 	return mk
 }
 
+// recipe is target's recipe: its own rule's, or else a pattern rule's
+// ("build-%Function") with $* the stem and $(call lower,$*) the stem in
+// lower case, the one function the Makefile's build rule calls.
+func (mk *makefile) recipe(target string) ([]string, bool) {
+	if r, ok := mk.rules[target]; ok {
+		return r, true
+	}
+	for pattern, r := range mk.rules {
+		prefix, suffix, ok := strings.Cut(pattern, "%")
+		if !ok || len(target) <= len(prefix)+len(suffix) || !strings.HasPrefix(target, prefix) || !strings.HasSuffix(target, suffix) {
+			continue
+		}
+		stem := target[len(prefix) : len(target)-len(suffix)]
+		out := make([]string, len(r))
+		for i, line := range r {
+			line = strings.ReplaceAll(line, "$(call lower,$*)", strings.ToLower(stem))
+			out[i] = strings.ReplaceAll(line, "$*", stem)
+		}
+		return out, true
+	}
+	return nil, false
+}
+
 // expand replaces $(VAR) and ${VAR} by the variables' values, repeatedly;
 // references to variables the Makefile does not set (ARTIFACTS_DIR, set by
 // sam build) and function calls stay as written.

@@ -629,7 +629,7 @@ func (c *checker) build() {
 
 func (c *checker) checkTarget(id, dir string, mk *makefile) {
 	target := "build-" + id
-	recipe, ok := mk.rules[target]
+	recipe, ok := mk.recipe(target)
 	if !ok {
 		c.add(RuleBuild, "Makefile", "no %s target: sam build (BuildMethod: makefile) runs `make %s`", target, target)
 		return
