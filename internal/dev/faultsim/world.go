@@ -55,13 +55,6 @@ const (
 	refundSettle = 20 * time.Second
 )
 
-// The queues, named as the template names them.
-const (
-	qDispatch = "genjobs-dispatch"
-	qObserve  = "genjobs-observe"
-	qDeliver  = "genjobs-deliver"
-)
-
 // persistBudget is what submit keeps, after a POST, to persist its
 // outcome: a POST needs its own timeout and this much more of its lease
 // and of its function's deadline (invariant h).
@@ -101,7 +94,6 @@ type world struct {
 	arts   *artifacts
 	local  *topology.Local
 	broker *localqueue.Broker
-	urls   map[string]string        // by queue name
 	vis    map[string]time.Duration // each queue's visibility, by URL
 	// leases is the queue's truth about each received message: its
 	// current receipt handle and until when it stays hidden, kept from
@@ -181,7 +173,7 @@ type tally struct {
 
 func newWorld(cfg Config) (w *world, err error) {
 	w = &world{
-		cfg: cfg, urlTTL: urlTTL, urls: map[string]string{}, vis: map[string]time.Duration{}, leases: map[string]leaseTruth{}, tallies: map[string]*tally{}, stops: map[string]int{}, failStops: map[string]int{}, rearms: map[string]int{}, inFlight: map[string]int{}, worked: map[string]bool{}, unknownOf: map[string]int{}, leftUncertain: map[string]int{}, paths: map[string]int{}, storms: map[int64]bool{}, persisting: map[string]bool{}, reconciledAt: map[string]time.Time{},
+		cfg: cfg, urlTTL: urlTTL, vis: map[string]time.Duration{}, leases: map[string]leaseTruth{}, tallies: map[string]*tally{}, stops: map[string]int{}, failStops: map[string]int{}, rearms: map[string]int{}, inFlight: map[string]int{}, worked: map[string]bool{}, unknownOf: map[string]int{}, leftUncertain: map[string]int{}, paths: map[string]int{}, storms: map[int64]bool{}, persisting: map[string]bool{}, reconciledAt: map[string]time.Time{},
 		traceAll: cfg.Operations <= TraceAllBelow, traceOps: map[string]bool{}, traces: map[string][]string{},
 		wallStart: time.Now(),
 	}
@@ -290,7 +282,6 @@ func (w *world) wireUp() error {
 	}
 	w.local, w.broker = local, local.Broker
 	for _, q := range topology.Stack.Queues {
-		w.urls[q.Name] = local.URL(q.ID)
 		w.vis[local.URL(q.ID)] = local.Visibility(q.ID)
 	}
 	var queue schedule.QueueSender = &sender{w: w}
