@@ -5,15 +5,17 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"github.com/spf13/pflag"
 	"io"
 	"os"
 	"path/filepath"
 	"strings"
 
+	"github.com/spf13/pflag"
+
 	"github.com/genjobs/genjobs/internal/dev/invoke"
 	"github.com/genjobs/genjobs/internal/dev/modroot"
 	"github.com/genjobs/genjobs/internal/operator"
+	"github.com/genjobs/genjobs/internal/stack"
 )
 
 // cmdInvoke runs one function under the Lambda Runtime Interface Emulator
@@ -21,7 +23,11 @@ import (
 // and moto (whose endpoints `make invoke` exports) and the Genace
 // simulator. The report goes to stdout, progress to stderr.
 func cmdInvoke(fs *pflag.FlagSet) operator.RunFunc {
-	function := fs.String("function", "", "the function to run: one of template.yaml's functions (submit, observe, deliver, triage, sweep)")
+	var fns []string
+	for _, f := range stack.Functions {
+		fns = append(fns, f.Name)
+	}
+	function := fs.String("function", "", "the function to run: one of template.yaml's functions ("+strings.Join(fns, ", ")+")")
 	eventPath := fs.String("event", "", "the event file, e.g. events/submit.json")
 	keep := fs.Bool("keep", false, "keep the emulator, table, queues, bucket, secret and simulator until Ctrl-C, and print how to reach them")
 	asJSON := fs.Bool("json", false, "print the report as JSON")

@@ -1,6 +1,7 @@
 // Command triage is the DLQ-fed function: one review record per
-// dead-lettered message, never an action. This file is the composition
-// root only.
+// dead-lettered message, never an action.
+// This file is the composition root only: environment and clients
+// (coldstart), the handler from the table (internal/stack), lambda.Start.
 package main
 
 import (
@@ -9,13 +10,12 @@ import (
 	"github.com/aws/aws-lambda-go/lambda"
 
 	"github.com/genjobs/genjobs/internal/coldstart"
-	"github.com/genjobs/genjobs/internal/triage"
 )
 
 func main() {
-	d, err := coldstart.Load(context.Background(), "triage", triage.Needs)
+	fn, d, err := coldstart.Load(context.Background(), "triage")
 	if err != nil {
 		coldstart.Fatal("triage", err)
 	}
-	lambda.Start(triage.New(triage.Deps{Store: d.Store, Clock: d.Clock, Log: d.Log, Metrics: d.Metrics}, triage.Config{Concurrency: d.Config.Concurrency}).Handle)
+	lambda.Start(fn.Build(d).Lambda)
 }

@@ -70,11 +70,11 @@ func ValidSHA256(s string) bool {
 	return true
 }
 
-// checkKey accepts relative, slash-separated keys whose every segment is a
+// CheckKey accepts relative, slash-separated keys whose every segment is a
 // real name: no empty, "." or ".." segment, no backslash, no NUL, valid
 // UTF-8. Both stores apply it, so a key that works locally works in S3 and
 // no key can escape a directory store's root.
-func checkKey(key string) error {
+func CheckKey(key string) error {
 	switch {
 	case key == "":
 		return fmt.Errorf("%w: empty key", ErrInvalid)
@@ -95,9 +95,9 @@ func checkKey(key string) error {
 	return nil
 }
 
-// checkPut validates Put's arguments before anything is read or sent.
-func checkPut(key string, size int64, sum string) error {
-	if err := checkKey(key); err != nil {
+// CheckPut validates Put's arguments before anything is read or sent.
+func CheckPut(key string, size int64, sum string) error {
+	if err := CheckKey(key); err != nil {
 		return err
 	}
 	if size < 0 {
@@ -178,14 +178,14 @@ func extensionFor(contentType string) string {
 	return ".bin"
 }
 
-// verifier passes a source through while hashing it, and refuses to hand
+// Verifier passes a source through while hashing it, and refuses to hand
 // over the source's last byte until it has proved the whole content right:
 // exactly size bytes, then end of stream, with the declared sha256. A
 // consumer (an HTTP request body, a temp file) therefore never receives a
 // complete copy of wrong content: a short, long or corrupt source always
 // ends in an error with at least one byte still missing, and a store that
 // commits only complete bodies (S3 with Content-Length) commits nothing.
-type verifier struct {
+type Verifier struct {
 	src  io.Reader
 	size int64
 	want string
@@ -196,13 +196,14 @@ type verifier struct {
 	ok  bool
 }
 
-func newVerifier(src io.Reader, size int64, sum string) *verifier {
-	return &verifier{src: src, size: size, want: sum, h: sha256.New()}
+// NewVerifier verifies src against the declared size and sha256.
+func NewVerifier(src io.Reader, size int64, sum string) *Verifier {
+	return &Verifier{src: src, size: size, want: sum, h: sha256.New()}
 }
 
 // Read implements io.Reader. It never reads more than size bytes into p,
 // then probes the source for its end before releasing the last chunk.
-func (v *verifier) Read(p []byte) (int, error) {
+func (v *Verifier) Read(p []byte) (int, error) {
 	switch {
 	case v.ok:
 		return 0, io.EOF
@@ -247,7 +248,7 @@ const maxEmptyReads = 100
 // source returned with the final chunk: io.EOF proves the end; nil needs a
 // probe read, since a source with more data than declared is wrong too.
 // It returns io.EOF when the content is verified, else the failure.
-func (v *verifier) finish(lastErr error) error {
+func (v *Verifier) finish(lastErr error) error {
 	switch {
 	case lastErr == nil:
 		var one [1]byte
@@ -281,5 +282,8 @@ func (v *verifier) finish(lastErr error) error {
 	return io.EOF
 }
 
-// same reports whether a stored object is the content Put was asked for.
-func same(o Object, size int64, sum string) bool { return o.Size == size && o.SHA256 == sum }
+// Verified reports whether every byte was read and proved right.
+func (v *Verifier) Verified() bool { return v.ok }
+
+// Same reports whether a stored object is the content Put was asked for.
+func Same(o Object, size int64, sum string) bool { return o.Size == size && o.SHA256 == sum }

@@ -18,6 +18,7 @@ import (
 
 	"github.com/genjobs/genjobs/internal/artifact"
 	"github.com/genjobs/genjobs/internal/artifact/artifacttest"
+	"github.com/genjobs/genjobs/internal/dev/localpack"
 )
 
 // store is the contract both implementations share (the deliver handler
@@ -36,7 +37,7 @@ type kind struct {
 
 var kinds = []kind{
 	{"dir", func(t testing.TB) (store, func() []string) {
-		d, err := artifact.NewDir(filepath.Join(t.TempDir(), "artifacts"))
+		d, err := localpack.New(filepath.Join(t.TempDir(), "artifacts"))
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -44,12 +45,12 @@ var kinds = []kind{
 		return d, func() []string {
 			// The keys the index file holds, and any file besides the
 			// store's two.
-			out, err := artifact.DurableKeys(d.Root())
+			out, err := localpack.DurableKeys(d.Root())
 			if err != nil {
 				t.Fatal(err)
 			}
 			for _, f := range listDir(t, d.Root()) {
-				if f != artifact.PackName && f != artifact.IndexName {
+				if f != localpack.PackName && f != localpack.IndexName {
 					out = append(out, "file "+f)
 				}
 			}
@@ -374,7 +375,7 @@ func TestKey(t *testing.T) {
 	// both stores accept.
 	ids := []string{"a:b", "a_b", "a~3ab", "a~b", ".a", "~2ea", "a.", "", "~", "a/b", "a~2fb", "é", "~c3~a9"}
 	seen := map[string]string{}
-	d, err := artifact.NewDir(t.TempDir())
+	d, err := localpack.New(t.TempDir())
 	if err != nil {
 		t.Fatal(err)
 	}

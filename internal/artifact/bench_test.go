@@ -16,6 +16,7 @@ import (
 
 	"github.com/genjobs/genjobs/internal/artifact"
 	"github.com/genjobs/genjobs/internal/artifact/artifacttest"
+	"github.com/genjobs/genjobs/internal/dev/localpack"
 )
 
 // sinkS3 answers PutObject like S3 but keeps nothing: it hashes the body
@@ -56,7 +57,7 @@ func BenchmarkPutLarge(b *testing.B) {
 		open func(b *testing.B) (store, func(i int) string)
 	}{
 		{"dir", func(b *testing.B) (store, func(int) string) {
-			d, err := artifact.NewDir(filepath.Join(b.TempDir(), "artifacts"))
+			d, err := localpack.New(filepath.Join(b.TempDir(), "artifacts"))
 			if err != nil {
 				b.Fatal(err)
 			}

@@ -66,7 +66,7 @@ func (s *S3) Bucket() string { return s.bucket }
 // Stat HEADs the object: its size and the sha256 it was stored with, or
 // false when the key holds nothing.
 func (s *S3) Stat(ctx context.Context, key string) (Object, bool, error) {
-	if err := checkKey(key); err != nil {
+	if err := CheckKey(key); err != nil {
 		return Object{}, false, err
 	}
 	out, err := s.client.HeadObject(ctx, &s3.HeadObjectInput{
@@ -108,13 +108,13 @@ func fullObjectSHA256(b64 *string) (string, bool) {
 // streams (see S3). When the key already holds the same content it returns
 // that object; different content is ErrConflict.
 func (s *S3) Put(ctx context.Context, key string, r io.Reader, size int64, sum, contentType string) (Object, error) {
-	if err := checkPut(key, size, sum); err != nil {
+	if err := CheckPut(key, size, sum); err != nil {
 		return Object{}, err
 	}
 	if size > MaxS3PutSize {
 		return Object{}, fmt.Errorf("%w: %d bytes is over the single-PUT limit of %d", ErrInvalid, size, MaxS3PutSize)
 	}
-	v := newVerifier(r, size, sum)
+	v := NewVerifier(r, size, sum)
 	if size == 0 {
 		// An empty body has no last byte to withhold: prove it before
 		// sending anything.
@@ -157,7 +157,7 @@ func (s *S3) Put(ctx context.Context, key string, r io.Reader, size int64, sum, 
 		if !ok {
 			return Object{}, fmt.Errorf("artifact: s3 put %s: create-only PUT refused, yet no object is there: %w", key, err)
 		}
-		if same(o, size, sum) {
+		if Same(o, size, sum) {
 			return o, nil
 		}
 		return Object{}, fmt.Errorf("%w: %s holds %d bytes with sha256 %q, not %d bytes with %s", ErrConflict, key, o.Size, o.SHA256, size, sum)

@@ -1,8 +1,9 @@
-// Package coldstart builds, once per Lambda cold start, the clients every
-// function shares: AWS SDK clients (endpoints from the SDK's standard
+// Package coldstart builds, once per Lambda cold start, a deployed
+// function's clients into the composition table's dependency set
+// (internal/stack): AWS SDK clients (endpoints from the SDK's standard
 // AWS_ENDPOINT_URL_* variables, so local runs need no code path of their
-// own), the operation store, the Genace client and the follow-up
-// dispatcher.
+// own), the operation store, the artifact store, the Genace client and the
+// follow-up dispatcher.
 package coldstart
 
 import (
@@ -15,12 +16,13 @@ import (
 	"slices"
 
 	"github.com/aws/aws-lambda-go/lambdacontext"
-	"github.com/aws/aws-sdk-go-v2/aws"
 	awsconfig "github.com/aws/aws-sdk-go-v2/config"
+	"github.com/aws/aws-sdk-go-v2/service/s3"
 	"github.com/aws/aws-sdk-go-v2/service/scheduler"
 	"github.com/aws/aws-sdk-go-v2/service/secretsmanager"
 	"github.com/aws/aws-sdk-go-v2/service/sqs"
 
+	"github.com/genjobs/genjobs/internal/artifact"
 	"github.com/genjobs/genjobs/internal/clock"
 	"github.com/genjobs/genjobs/internal/config"
 	"github.com/genjobs/genjobs/internal/genace"
@@ -28,78 +30,74 @@ import (
 	"github.com/genjobs/genjobs/internal/queue"
 	"github.com/genjobs/genjobs/internal/schedule"
 	"github.com/genjobs/genjobs/internal/secret"
+	"github.com/genjobs/genjobs/internal/stack"
 	"github.com/genjobs/genjobs/internal/store/dynamo"
 )
 
-// Deps are a function's shared clients.
-type Deps struct {
-	Config     config.Config
-	AWS        aws.Config
-	Store      *dynamo.Store
-	Queue      *queue.SQS
-	Dispatcher *schedule.Dispatcher
-	Genace     *genace.Client
-	Clock      clock.Clock
-	Log        *slog.Logger
-	Metrics    *metrics.Emitter
-}
-
-// Load reads the environment as spec says and builds the clients for
-// function name: the Genace client when the spec needs Genace, the
-// follow-up dispatcher when it sends follow-ups (with EventBridge
-// Scheduler only when one of them can be delayed beyond SQS's limit).
-func Load(ctx context.Context, name string, spec config.Spec) (*Deps, error) {
+// Load reads the environment as the named function of the table needs
+// it and builds its clients into the table's dependency set: the store,
+// the queue, the Genace client when the function needs Genace, the S3
+// artifact store when it needs artifacts, and the follow-up dispatcher
+// when it sends follow-ups (with EventBridge Scheduler only when one of
+// them can be delayed beyond SQS's limit).
+func Load(ctx context.Context, name string) (stack.Function, stack.Deps, error) {
+	fn, ok := stack.Lookup(name)
+	if !ok {
+		return fn, stack.Deps{}, fmt.Errorf("no function %q in the table (internal/stack)", name)
+	}
+	spec := fn.Needs
 	cfg, err := config.Load(os.Getenv, spec)
 	if err != nil {
-		return nil, err
+		return fn, stack.Deps{}, err
 	}
-	d := &Deps{Config: cfg, Clock: clock.Real{}, Metrics: metrics.New(os.Stdout, name, clock.Real{})}
 	// Level and format come from the function's logging configuration
 	// (AWS_LAMBDA_LOG_LEVEL, AWS_LAMBDA_LOG_FORMAT).
-	d.Log = lambdacontext.NewLogger()
-	d.AWS, err = awsconfig.LoadDefaultConfig(ctx)
+	d := stack.Deps{Config: cfg, Clock: clock.Real{}, Metrics: metrics.New(os.Stdout, name, clock.Real{}), Log: lambdacontext.NewLogger()}
+	// Every endpoint comes from the SDK's AWS_ENDPOINT_URL_* variables.
+	awsCfg, err := awsconfig.LoadDefaultConfig(ctx)
 	if err != nil {
-		return nil, fmt.Errorf("aws config: %w", err)
+		return fn, stack.Deps{}, fmt.Errorf("aws config: %w", err)
 	}
 	if cfg.Table != "" {
 		client, err := dynamo.NewClient(ctx)
 		if err != nil {
-			return nil, err
+			return fn, stack.Deps{}, err
 		}
 		d.Store = dynamo.New(client, cfg.Table).WithRetention(dynamo.Retention{Records: cfg.RecordRetention, Audit: cfg.AuditRetention}, nil)
 	}
-	d.Queue = queue.NewSQS(sqs.NewFromConfig(d.AWS))
+	q := queue.NewSQS(sqs.NewFromConfig(awsCfg))
+	d.Extender = q
 	// Only functions that send follow-ups get a dispatcher: triage is
 	// deployed with nothing but its table.
 	if spec.FollowUps != nil {
 		dc := cfg.DispatchConfig()
 		var sched schedule.ScheduleCreator
 		if len(dc.Scheduled()) > 0 {
-			sched = schedule.NewEventBridgeScheduler(scheduler.NewFromConfig(d.AWS), cfg.ScheduleDLQ)
+			sched = schedule.NewEventBridgeScheduler(scheduler.NewFromConfig(awsCfg), cfg.ScheduleDLQ)
 		}
-		d.Dispatcher, err = schedule.NewDispatcher(dc, d.Queue, sched, d.Clock)
-		if err != nil {
-			return nil, err
+		if d.Sender, err = schedule.NewDispatcher(dc, q, sched, d.Clock); err != nil {
+			return fn, stack.Deps{}, err
 		}
 	}
-	withGenace := slices.Contains(spec.Needs, config.NeedGenace)
-	if withGenace {
+	if slices.Contains(spec.Needs, config.NeedArtifacts) {
+		d.Artifacts = artifact.NewS3(s3.NewFromConfig(awsCfg), cfg.ArtifactBucket)
+	}
+	if slices.Contains(spec.Needs, config.NeedGenace) {
 		var sm secret.Getter
 		if cfg.GenaceKey == "" {
-			sm = secretsmanager.NewFromConfig(d.AWS)
+			sm = secretsmanager.NewFromConfig(awsCfg)
 		}
 		key, err := secret.APIKey(ctx, cfg.GenaceKey, cfg.GenaceKeySecret, sm)
 		if err != nil {
-			return nil, err
+			return fn, stack.Deps{}, err
 		}
 		// Per-call timeouts bound every request; the transport is shared
 		// across warm invocations so connections are reused.
-		d.Genace, err = genace.New(cfg.GenaceURL, key, &http.Client{Transport: http.DefaultTransport})
-		if err != nil {
-			return nil, err
+		if d.Genace, err = genace.New(cfg.GenaceURL, key, &http.Client{Transport: http.DefaultTransport}); err != nil {
+			return fn, stack.Deps{}, err
 		}
 	}
-	return d, nil
+	return fn, d, nil
 }
 
 // InitFailed is the message of the line Fatal writes, and FunctionKey

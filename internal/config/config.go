@@ -35,7 +35,6 @@ const (
 	EnvPolicies         = "OBSERVE_POLICIES"
 	EnvConcurrency      = "BATCH_CONCURRENCY"
 	EnvArtifactBucket   = "ARTIFACT_BUCKET"
-	EnvArtifactDir      = "ARTIFACT_DIR" // local runs only: a Lambda's disk does not last
 	EnvSweepClaim       = "SWEEP_CLAIM_TIMEOUT_SECONDS"
 	EnvSweepOverdue     = "SWEEP_OVERDUE_SECONDS"
 	// EnvSubmitTimeout is the submit function's timeout, which the sweep's
@@ -123,7 +122,6 @@ type Config struct {
 	// need it).
 	Concurrency    int
 	ArtifactBucket string
-	ArtifactDir    string
 	// SweepClaimTimeout and SweepOverdue are the sweep's thresholds.
 	SweepClaimTimeout time.Duration
 	SweepOverdue      time.Duration
@@ -153,7 +151,7 @@ const (
 	NeedGenace
 	// NeedVisibility is QUEUE_VISIBILITY_SECONDS.
 	NeedVisibility
-	// NeedArtifacts is ARTIFACT_BUCKET (or ARTIFACT_DIR for local runs).
+	// NeedArtifacts is ARTIFACT_BUCKET.
 	NeedArtifacts
 	// NeedConcurrency is BATCH_CONCURRENCY.
 	NeedConcurrency
@@ -231,15 +229,7 @@ func Load(getenv func(string) string, spec Spec) (Config, error) {
 		case NeedVisibility:
 			require(EnvVisibility, getenv(EnvVisibility), "")
 		case NeedArtifacts:
-			// Exactly one, so a deployment never writes outputs to an
-			// instance's disk by accident.
-			bucket, dir := strings.TrimSpace(getenv(EnvArtifactBucket)), strings.TrimSpace(getenv(EnvArtifactDir))
-			switch {
-			case bucket != "" && dir != "":
-				errs = append(errs, fmt.Errorf("set %s or %s, not both", EnvArtifactBucket, EnvArtifactDir))
-			case bucket == "" && dir == "":
-				errs = append(errs, fmt.Errorf("%s is required", EnvArtifactBucket))
-			}
+			require(EnvArtifactBucket, getenv(EnvArtifactBucket), "")
 		case NeedConcurrency:
 			require(EnvConcurrency, getenv(EnvConcurrency), "")
 		case NeedPolicies:
@@ -280,7 +270,6 @@ func Load(getenv func(string) string, spec Spec) (Config, error) {
 		errs = append(errs, fmt.Errorf("%s is required with %s: a schedule whose delivery fails would be dropped silently", EnvScheduleDLQ, EnvSchedulerRole))
 	}
 	c.ArtifactBucket = strings.TrimSpace(getenv(EnvArtifactBucket))
-	c.ArtifactDir = strings.TrimSpace(getenv(EnvArtifactDir))
 	ps, perr := schedule.ParsePolicies(getenv(EnvPolicies))
 	if perr != nil {
 		errs = append(errs, fmt.Errorf("%s: %w", EnvPolicies, perr))

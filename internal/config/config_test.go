@@ -63,7 +63,7 @@ func TestLoad(t *testing.T) {
 			[]string{EnvSchedulerRole + " is required: observe_generation", EnvScheduleGroup + " is required: observe_generation"}},
 		{"bad numbers", every, nil, map[string]string{EnvVisibility: "soon", EnvConcurrency: "0", EnvSweepOverdue: "-1"},
 			[]string{EnvVisibility, EnvConcurrency, EnvSweepOverdue}},
-		{"two artifact stores", every, nil, map[string]string{EnvArtifactBucket: "b", EnvArtifactDir: "/tmp/x"}, []string{EnvArtifactBucket, EnvArtifactDir}},
+		{"the artifact bucket", every, []string{EnvArtifactBucket}, nil, []string{EnvArtifactBucket + " is required"}},
 		{"bad policy", every, nil, map[string]string{EnvPolicies: `{"default":{"longpoll":"5s"}}`}, []string{EnvPolicies, "longpoll"}},
 		{"an action without queue variables", Spec{FollowUps: func(Config) map[message.Action]time.Duration {
 			return map[message.Action]time.Duration{"render": 0}

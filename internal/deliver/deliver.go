@@ -48,8 +48,8 @@ type Genace interface {
 	Download(ctx context.Context, u genace.SignedURL, timeout time.Duration) (io.ReadCloser, int64, error)
 }
 
-// Artifacts is our artifact store (artifact.S3 deployed, artifact.Dir
-// locally). Put streams and verifies, never replaces an object, and
+// Artifacts is our artifact store (artifact.S3 deployed, localpack.Dir
+// on local runs). Put streams and verifies, never replaces an object, and
 // reuses one with the same content; Stat reports size and sha256.
 type Artifacts interface {
 	Stat(ctx context.Context, key string) (artifact.Object, bool, error)

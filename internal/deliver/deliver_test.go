@@ -22,6 +22,7 @@ import (
 	"github.com/genjobs/genjobs/internal/deliver"
 	"github.com/genjobs/genjobs/internal/dev/genacesim"
 	"github.com/genjobs/genjobs/internal/dev/handlertest"
+	"github.com/genjobs/genjobs/internal/dev/localpack"
 	"github.com/genjobs/genjobs/internal/genace"
 	"github.com/genjobs/genjobs/internal/message"
 	"github.com/genjobs/genjobs/internal/metrics"
@@ -36,7 +37,7 @@ import (
 // The production stores satisfy the handler's interfaces.
 var (
 	_ deliver.Artifacts = (*artifact.S3)(nil)
-	_ deliver.Artifacts = (*artifact.Dir)(nil)
+	_ deliver.Artifacts = (*localpack.Dir)(nil)
 	_ deliver.Genace    = (*genace.Client)(nil)
 	_ deliver.Store     = (store.Store)(nil)
 )
@@ -184,7 +185,7 @@ type env struct {
 	ext   *handlertest.Extender
 	logs  *handlertest.Buffer
 	mets  *handlertest.Buffer
-	dir   *artifact.Dir
+	dir   *localpack.Dir
 	s3    *s3.Client
 	art   *counting
 	del   *deliver.Handler
@@ -221,7 +222,7 @@ func newEnv(t testing.TB, kind string, o options) *env {
 		e.s3 = artifacttest.FakeS3(t)
 		inner = artifact.NewS3(e.s3, artifacttest.Bucket)
 	} else {
-		d, err := artifact.NewDir(t.TempDir())
+		d, err := localpack.New(t.TempDir())
 		if err != nil {
 			t.Fatal(err)
 		}

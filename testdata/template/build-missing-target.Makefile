@@ -9,7 +9,7 @@ GO        ?= go
 CACHE     := $(CURDIR)/.cache
 BIN       := $(CACHE)/bin
 STATICCHECK_VERSION := v0.8.2
-FUNCTIONS := $(notdir $(wildcard functions/*))
+FUNCTIONS := $(notdir $(patsubst %/,%,$(wildcard functions/*/)))
 GOARCH_DEPLOY ?= arm64
 FUZZTIME  ?= 10s
 
@@ -56,7 +56,7 @@ screenshots: ## redraw docs/console-*.png from the console's browser test (headl
 	GENJOBS_REQUIRE_INTEGRATION=1 GENJOBS_UPDATE_SCREENSHOTS=1 $(GO) test -tags integration -run 'TestConsoleInBrowser$$' -count=1 ./internal/console
 
 invoke: ## run one function under the Lambda runtime emulator with a sample event: make invoke FN=submit EVENT=events/submit.json
-	@test -n "$(FN)" -a -n "$(EVENT)" || { echo "usage: make invoke FN=submit|observe|deliver|triage|sweep EVENT=events/FILE.json"; exit 2; }
+	@test -n "$(FN)" -a -n "$(EVENT)" || { echo "usage: make invoke FN=NAME EVENT=events/FILE.json (NAME: one of $(FUNCTIONS))"; exit 2; }
 	bash .ci/rie.sh install
 	bash .ci/dynamodb-local.sh run -- bash .ci/moto.sh run -- $(GO) run ./cmd/genjobs invoke --function $(FN) --event $(EVENT)
 
@@ -128,16 +128,8 @@ clean: ## remove build output (keeps the download cache)
 SAM_GO_BUILD = $(if $(ARTIFACTS_DIR),,$(error ARTIFACTS_DIR is not set (sam build sets it)))GOOS=linux GOARCH=arm64 CGO_ENABLED=0 \
 	$(GO) build -tags lambda.norpc -trimpath -ldflags='-s -w' -o $(ARTIFACTS_DIR)/bootstrap
 
-.PHONY: build-SubmitFunction build-ObserveFunction build-DeliverFunction build-TriageFunction build-SweepFunction
+# One rule for every function: build-<Name>Function builds ./functions/<name>
+# (the logical id lowercased without "Function"; the topology test holds
+# each function's folder to its logical id).
+lower = $(shell echo '$(1)' | tr A-Z a-z)
 
-build-SubmitFunction:
-	$(SAM_GO_BUILD) ./functions/submit
-
-build-DeliverFunction:
-	$(SAM_GO_BUILD) ./functions/deliver
-
-build-TriageFunction:
-	$(SAM_GO_BUILD) ./functions/triage
-
-build-SweepFunction:
-	$(SAM_GO_BUILD) ./functions/sweep

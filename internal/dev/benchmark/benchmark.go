@@ -15,6 +15,7 @@ import (
 
 	"github.com/genjobs/genjobs/internal/dev/faultsim"
 	"github.com/genjobs/genjobs/internal/dev/modroot"
+	"github.com/genjobs/genjobs/internal/dev/topology"
 	"github.com/genjobs/genjobs/internal/genace"
 	"github.com/genjobs/genjobs/internal/schedule"
 	"github.com/genjobs/genjobs/internal/store"
@@ -251,8 +252,15 @@ func Run(ctx context.Context, opts Options, stdout io.Writer) (*Results, error) 
 	default:
 		res.Load["cold starts"] = loadAverage()
 		opts.progress("cold starts: building the bootstraps and starting them under the emulator (load average %s)", res.Load["cold starts"])
-		cs, err := MeasureColdStarts(ctx, ColdStartConfig{Root: root, Functions: []string{"submit", "observe", "deliver", "triage", "sweep"},
-			Invoke: []string{"submit", "observe", "deliver", "triage"}, Starts: 5})
+		// Every function; the SQS-fed ones are invoked with an empty batch.
+		var fns, sqsFed []string
+		for _, f := range topology.Stack.Functions {
+			fns = append(fns, f.Name)
+			if len(f.Mappings) > 0 {
+				sqsFed = append(sqsFed, f.Name)
+			}
+		}
+		cs, err := MeasureColdStarts(ctx, ColdStartConfig{Root: root, Functions: fns, Invoke: sqsFed, Starts: 5})
 		if err != nil {
 			return nil, err
 		}

@@ -13,22 +13,20 @@ import (
 	"sync/atomic"
 	"time"
 
-	"github.com/genjobs/genjobs/internal/artifact"
 	"github.com/genjobs/genjobs/internal/clock"
-	"github.com/genjobs/genjobs/internal/deliver"
-	"github.com/genjobs/genjobs/internal/dev/eventsource"
+	"github.com/genjobs/genjobs/internal/config"
 	"github.com/genjobs/genjobs/internal/dev/genacesim"
+	"github.com/genjobs/genjobs/internal/dev/localpack"
 	"github.com/genjobs/genjobs/internal/dev/pipeline"
 	"github.com/genjobs/genjobs/internal/dev/topology"
 	"github.com/genjobs/genjobs/internal/genace"
 	"github.com/genjobs/genjobs/internal/message"
 	"github.com/genjobs/genjobs/internal/metrics"
-	"github.com/genjobs/genjobs/internal/observe"
 	"github.com/genjobs/genjobs/internal/operation"
 	"github.com/genjobs/genjobs/internal/schedule"
+	"github.com/genjobs/genjobs/internal/stack"
 	"github.com/genjobs/genjobs/internal/store"
 	"github.com/genjobs/genjobs/internal/store/bolt"
-	"github.com/genjobs/genjobs/internal/submit"
 )
 
 // The functions of the pipeline, as the counts name them.
@@ -205,7 +203,7 @@ func RunPipeline(ctx context.Context, cfg PipelineConfig) (*PipelineResult, erro
 			return nil, err
 		}
 	}
-	dir, err := artifact.NewDir(filepath.Join(cfg.Dir, "artifacts"))
+	dir, err := localpack.New(filepath.Join(cfg.Dir, "artifacts"))
 	if err != nil {
 		return nil, err
 	}
@@ -213,15 +211,19 @@ func RunPipeline(ctx context.Context, cfg PipelineConfig) (*PipelineResult, erro
 	delays := schedule.NewObservation(cfg.Policies)
 	log := slog.New(slog.DiscardHandler)
 	m := func(fn string) *metrics.Emitter { return metrics.New(io.Discard, fn, clk) }
-	ext := func(fn string) countingExtender { return countingExtender{next: broker, c: counters[fn]} }
-	sub := submit.New(submit.Deps{Store: stores[FnSubmit], Genace: g, Extender: ext(FnSubmit), Sender: disps[FnSubmit], Clock: clk, Log: log, Metrics: m(FnSubmit)},
-		submit.Config{QueueURL: urls[FnSubmit], Visibility: vis[FnSubmit], Concurrency: pipelineConcurrency})
-	obs := observe.New(observe.Deps{Store: stores[FnObserve], Genace: g, Delays: delays, Extender: ext(FnObserve), Sender: disps[FnObserve], Clock: clk, Log: log, Metrics: m(FnObserve)},
-		observe.Config{QueueURL: urls[FnObserve], Visibility: vis[FnObserve], Concurrency: pipelineConcurrency})
-	del := deliver.New(deliver.Deps{Store: stores[FnDeliver], Genace: g, Artifacts: countingArtifacts{next: dir, c: counters[FnDeliver]}, Extender: ext(FnDeliver), Sender: disps[FnDeliver], Clock: clk, Log: log, Metrics: m(FnDeliver)},
-		deliver.Config{QueueURL: urls[FnDeliver], Visibility: vis[FnDeliver], Concurrency: pipelineConcurrency})
+	hs, err := local.Handlers(func(f topology.Function) (stack.Deps, bool) {
+		c, ok := counters[f.Name]
+		return stack.Deps{
+			Config: config.Config{Concurrency: pipelineConcurrency},
+			Store:  stores[f.Name], Genace: g, Artifacts: countingArtifacts{next: dir, c: c}, Extender: countingExtender{next: broker, c: c},
+			Sender: disps[f.Name], Delays: delays, Clock: clk, Log: log, Metrics: m(f.Name),
+		}, ok
+	})
+	if err != nil {
+		return nil, err
+	}
 	local.Consume(topology.ConsumeConfig{
-		Handlers:          map[string]eventsource.Handler{FnSubmit: sub.Handle, FnObserve: obs.Handle, FnDeliver: del.Handle},
+		Handlers:          topology.Batches(hs),
 		Workers:           func(_ topology.Function, m topology.Mapping) int { return m.MaxConcurrency * max(cfg.WorkerScale, 1) },
 		NoBatchingWindows: true,
 	})

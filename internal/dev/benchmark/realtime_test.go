@@ -3,6 +3,8 @@ package benchmark
 import (
 	"testing"
 	"time"
+
+	"github.com/genjobs/genjobs/internal/dev/topology"
 )
 
 func TestLocalRunFloor(t *testing.T) {
@@ -34,9 +36,9 @@ func TestLocalRunFloor(t *testing.T) {
 func TestTemplateFunctions(t *testing.T) {
 	t.Parallel()
 	f := templateFunctions(t)
-	for _, fn := range []string{"submit", "observe", "deliver", "triage", "sweep"} {
-		if f.memoryMB(fn) < 128 {
-			t.Errorf("%s: %d MB", fn, f.memoryMB(fn))
+	for _, fn := range topology.Stack.Functions {
+		if f.memoryMB(fn.Name) < 128 {
+			t.Errorf("%s: %d MB", fn.Name, f.memoryMB(fn.Name))
 		}
 	}
 	if f.ObserveMB != f.memoryMB("observe") || f.DeliverMB != f.memoryMB("deliver") {

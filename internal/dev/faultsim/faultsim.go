@@ -4,7 +4,7 @@
 // (package eventsource), on the embedded bbolt store, against the Genace simulator over
 // loopback HTTP/2 over TLS (through Go's own transport and a frame relay
 // that can reset streams, see relay.go), with outputs copied into an
-// artifact.Dir — all on ONE
+// localpack.Dir — all on ONE
 // virtual clock — and injects, with seeded probabilities, the faults a
 // queue-driven Lambda system meets at each of its boundaries (see Fault).
 // When the queues are drained it checks design invariants 1–6 against the

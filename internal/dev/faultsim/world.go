@@ -17,25 +17,25 @@ import (
 
 	"golang.org/x/net/http2"
 
-	"github.com/genjobs/genjobs/internal/artifact"
 	"github.com/genjobs/genjobs/internal/clock"
+	"github.com/genjobs/genjobs/internal/config"
 	"github.com/genjobs/genjobs/internal/deliver"
 	"github.com/genjobs/genjobs/internal/dev/eventsource"
 	"github.com/genjobs/genjobs/internal/dev/genacesim"
+	"github.com/genjobs/genjobs/internal/dev/localpack"
 	"github.com/genjobs/genjobs/internal/dev/localqueue"
 	"github.com/genjobs/genjobs/internal/dev/topology"
 	"github.com/genjobs/genjobs/internal/genace"
 	"github.com/genjobs/genjobs/internal/message"
-	"github.com/genjobs/genjobs/internal/observe"
 	"github.com/genjobs/genjobs/internal/operation"
 	"github.com/genjobs/genjobs/internal/replay"
 	"github.com/genjobs/genjobs/internal/review"
 	"github.com/genjobs/genjobs/internal/schedule"
+	"github.com/genjobs/genjobs/internal/stack"
 	"github.com/genjobs/genjobs/internal/store"
 	"github.com/genjobs/genjobs/internal/store/bolt"
 	"github.com/genjobs/genjobs/internal/submit"
 	"github.com/genjobs/genjobs/internal/sweep"
-	"github.com/genjobs/genjobs/internal/triage"
 	"github.com/genjobs/genjobs/internal/worker"
 )
 
@@ -55,13 +55,6 @@ const (
 	apiKey       = "faultsim-key"
 	urlTTL       = 30 * time.Second
 	refundSettle = 20 * time.Second
-)
-
-// The queues, named as the template names them.
-const (
-	qDispatch = "genjobs-dispatch"
-	qObserve  = "genjobs-observe"
-	qDeliver  = "genjobs-deliver"
 )
 
 // persistBudget is what submit keeps, after a POST, to persist its
@@ -103,7 +96,6 @@ type world struct {
 	arts   *artifacts
 	local  *topology.Local
 	broker *localqueue.Broker
-	urls   map[string]string        // by queue name
 	vis    map[string]time.Duration // each queue's visibility, by URL
 	// leases is the queue's truth about each received message: its
 	// current receipt handle and until when it stays hidden, kept from
@@ -112,7 +104,7 @@ type world struct {
 	disp   *schedule.Dispatcher
 	// replayer is the operator's replay (OperatorRace).
 	replayer *replay.Replayer
-	sweep    *sweep.Sweeper
+	sweep    func(context.Context) error
 	maps     []*mapping
 
 	models   map[string]genacesim.ModelConfig
@@ -183,7 +175,7 @@ type tally struct {
 
 func newWorld(cfg Config) (w *world, err error) {
 	w = &world{
-		cfg: cfg, urlTTL: urlTTL, urls: map[string]string{}, vis: map[string]time.Duration{}, leases: map[string]leaseTruth{}, tallies: map[string]*tally{}, stops: map[string]int{}, failStops: map[string]int{}, rearms: map[string]int{}, inFlight: map[string]int{}, worked: map[string]bool{}, unknownOf: map[string]int{}, leftUncertain: map[string]int{}, paths: map[string]int{}, storms: map[int64]bool{}, persisting: map[string]bool{}, reconciledAt: map[string]time.Time{},
+		cfg: cfg, urlTTL: urlTTL, vis: map[string]time.Duration{}, leases: map[string]leaseTruth{}, tallies: map[string]*tally{}, stops: map[string]int{}, failStops: map[string]int{}, rearms: map[string]int{}, inFlight: map[string]int{}, worked: map[string]bool{}, unknownOf: map[string]int{}, leftUncertain: map[string]int{}, paths: map[string]int{}, storms: map[int64]bool{}, persisting: map[string]bool{}, reconciledAt: map[string]time.Time{},
 		traceAll: cfg.Operations <= TraceAllBelow, traceOps: map[string]bool{}, traces: map[string][]string{},
 		wallStart: time.Now(),
 	}
@@ -250,7 +242,7 @@ func newWorld(cfg Config) (w *world, err error) {
 	}
 	w.rec = &recorder{Store: under, w: w, last: map[string]State{}, prev: map[string]State{}, hist: map[string]*revisions{}, claimOf: map[string]string{}, settles: map[string][]time.Time{}, resumed: map[string]time.Time{}, audited: map[string][]int64{}, closedFirst: map[string]string{}, answered: map[string]string{}}
 	w.st = &faultStore{recorder: w.rec, w: w}
-	d, err := artifact.NewDir(filepath.Join(dir, "artifacts"))
+	d, err := localpack.New(filepath.Join(dir, "artifacts"))
 	if err != nil {
 		return nil, err
 	}
@@ -292,7 +284,6 @@ func (w *world) wireUp() error {
 	}
 	w.local, w.broker = local, local.Broker
 	for _, q := range topology.Stack.Queues {
-		w.urls[q.Name] = local.URL(q.ID)
 		w.vis[local.URL(q.ID)] = local.Visibility(q.ID)
 	}
 	var queue schedule.QueueSender = &sender{w: w}
@@ -333,33 +324,42 @@ func (w *world) wireUp() error {
 		ext = w.cfg.WrapExtender(ext)
 	}
 	log := slog.New(&traceLog{w: w, next: w.cfg.Log.Handler()})
-	sub := submit.New(submit.Deps{Store: records, Genace: g, Extender: ext, Sender: w.disp, Clock: w.clk, Log: log.With("function", "submit")}, submit.Config{
-		QueueURL: w.urls[qDispatch], Visibility: w.vis[w.urls[qDispatch]], Concurrency: 1, Worker: "submit",
-		// The handler draws its 429 jitter from the global source; a
-		// jitter this small never moves a whole-second Retry-After, so
-		// the delay (SQS rounds it up to whole seconds) is the seed's.
-		RetryJitter: 1e-15,
-	})
-	obs := observe.New(observe.Deps{Store: records, Genace: g, Delays: delays, Extender: ext, Sender: w.disp, Clock: w.clk, Log: log.With("function", "observe")}, observe.Config{QueueURL: w.urls[qObserve], Visibility: w.vis[w.urls[qObserve]], Concurrency: 1})
 	var arts deliver.Artifacts = w.arts
 	if w.cfg.WrapArtifacts != nil {
 		arts = w.cfg.WrapArtifacts(arts)
 	}
-	del := deliver.New(deliver.Deps{Store: records, Genace: g, Artifacts: arts, Extender: ext, Sender: w.disp, Clock: w.clk, Log: log.With("function", "deliver")}, deliver.Config{
-		QueueURL: w.urls[qDeliver], Visibility: w.vis[w.urls[qDeliver]], Concurrency: 1,
-		// Its default retry, without the jitter: the handler draws that
-		// from the global source, which no seed controls.
-		Retry: deliverRetry(),
+	hs, err := local.Handlers(func(f topology.Function) (stack.Deps, bool) {
+		return stack.Deps{
+			// No overdue threshold in the handlers, as the simulation was
+			// measured with; the sweep's is topology.Stack's (sweepConfig).
+			Config: config.Config{Concurrency: 1},
+			Store:  records, Genace: g, Artifacts: arts, Extender: ext, Sender: w.disp, Delays: delays, Clock: w.clk, Log: log.With("function", f.Name),
+			Tune: []stack.Option{
+				stack.Tune(func(c *submit.Config) {
+					c.Worker = "submit"
+					// The handler draws its 429 jitter from the global source; a
+					// jitter this small never moves a whole-second Retry-After, so
+					// the delay (SQS rounds it up to whole seconds) is the seed's.
+					c.RetryJitter = 1e-15
+				}),
+				// Its default retry, without the jitter: the handler draws that
+				// from the global source, which no seed controls.
+				stack.Tune(func(c *deliver.Config) { c.Retry = deliverRetry() }),
+				stack.Tune(func(c *sweep.Config) { *c = sweepConfig(w.cfg.SweepLimit) }),
+			},
+		}, true
 	})
-	tri := triage.New(triage.Deps{Store: records, Clock: w.clk, Log: log.With("function", "triage")}, triage.Config{Concurrency: 1})
+	if err != nil {
+		return err
+	}
 	var opStore replay.Store = w.rec
 	if w.cfg.WrapOperator != nil {
 		opStore = w.cfg.WrapOperator(opStore)
 	}
 	w.replayer = &replay.Replayer{Store: operatorStore{Store: opStore, w: w}, Sender: w.disp, Clock: w.clk, Genace: w.client}
-	w.sweep = sweep.New(sweep.Deps{Store: records, Sender: w.disp, Clock: w.clk, Log: log.With("function", "sweep")}, sweepConfig(w.cfg.SweepLimit))
+	w.sweep = hs[topology.Sweep].Scheduled
 	local.Consume(topology.ConsumeConfig{
-		Handlers: map[string]eventsource.Handler{topology.Submit: sub.Handle, topology.Observe: obs.Handle, topology.Deliver: del.Handle, topology.Triage: tri.Handle},
+		Handlers: topology.Batches(hs),
 		// ReceiveGap plays the batching window (see lease.go).
 		NoBatchingWindows: true,
 		Wrap:              w.wrapHandler,
@@ -728,7 +728,7 @@ func (w *world) runSweep() error {
 		// Errors on single records are retried by the next run. What it
 		// did is counted from its writes (recorder.observe), which a
 		// crash in the middle of the run does not lose.
-		_, _ = w.sweep.Sweep(ctx)
+		_ = w.sweep(ctx)
 	}()
 	w.sweeps++
 	due, err := w.db.Due(context.Background(), simStart.Add(100*365*24*time.Hour), 1)

@@ -21,6 +21,7 @@ import (
 
 	"github.com/genjobs/genjobs/internal/artifact"
 	"github.com/genjobs/genjobs/internal/dev/eventsource"
+	"github.com/genjobs/genjobs/internal/dev/localpack"
 	"github.com/genjobs/genjobs/internal/dev/localqueue"
 	"github.com/genjobs/genjobs/internal/dev/topology"
 	"github.com/genjobs/genjobs/internal/genace"
@@ -1033,12 +1034,12 @@ func jobOfURL(u genace.SignedURL) string {
 	return ""
 }
 
-// artifacts is the artifact store the deliver handler sees: artifact.Dir,
+// artifacts is the artifact store the deliver handler sees: localpack.Dir,
 // failing mid-copy now and then, with foreign objects appearing under
 // output keys, and counting what is stored per key.
 type artifacts struct {
 	w       *world
-	d       *artifact.Dir
+	d       *localpack.Dir
 	mu      sync.Mutex
 	puts    map[string]int  // successful Puts
 	created map[string]int  // Puts that found the key empty and filled it
@@ -1095,7 +1096,7 @@ func (a *artifacts) plant(key, when string) {
 }
 
 // Put injects ArtifactPutFailure mid-stream, or stores through
-// artifact.Dir and counts what it stored per key; a foreign object armed
+// localpack.Dir and counts what it stored per key; a foreign object armed
 // for the key lands first.
 func (a *artifacts) Put(ctx context.Context, key string, r io.Reader, size int64, sum, contentType string) (artifact.Object, error) {
 	a.w.alive(ctx)

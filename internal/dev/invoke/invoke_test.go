@@ -12,6 +12,7 @@ import (
 
 	"github.com/genjobs/genjobs/internal/dev/modroot"
 	"github.com/genjobs/genjobs/internal/dev/samlocal"
+	"github.com/genjobs/genjobs/internal/dev/topology"
 	"github.com/genjobs/genjobs/internal/message"
 	"github.com/genjobs/genjobs/internal/operation"
 )
@@ -219,12 +220,22 @@ func TestFunctionsFromTheTemplate(t *testing.T) {
 	for _, f := range fs {
 		got = append(got, fmt.Sprintf("%s %s %s %v %v %d", f.LogicalID, f.Name, f.Kind, f.Consumes, f.Timeout, f.MemoryMB))
 	}
-	want := []string{
-		"SubmitFunction submit sqs [dispatch] 1m0s 128",
-		"ObserveFunction observe sqs [observe] 4m30s 128",
-		"DeliverFunction deliver sqs [deliver] 2m0s 512",
-		"TriageFunction triage sqs [deliver-dlq dispatch-dlq observe-dlq] 30s 128",
-		"SweepFunction sweep scheduled [] 1m0s 128",
+	// The topology's functions, in order (it is held to the template and to
+	// the composition table); the memory is the Globals' 128 MB but for
+	// deliver's own 512.
+	var want []string
+	for _, f := range topology.Stack.Functions {
+		kind, consumes, mb := KindScheduled, []string{}, 128
+		for _, m := range f.Mappings {
+			kind = KindSQS
+			q, _ := topology.Stack.Queue(m.Queue)
+			consumes = append(consumes, strings.TrimPrefix(q.Name, "genjobs-"))
+		}
+		slices.Sort(consumes)
+		if f.Name == topology.Deliver {
+			mb = 512
+		}
+		want = append(want, fmt.Sprintf("%s %s %s %v %v %d", f.ID, f.Name, kind, consumes, f.Timeout, mb))
 	}
 	if !slices.Equal(got, want) {
 		t.Errorf("functions:\n%s\nwant\n%s", strings.Join(got, "\n"), strings.Join(want, "\n"))

@@ -19,35 +19,31 @@ import (
 	"testing"
 	"time"
 
-	"github.com/genjobs/genjobs/internal/artifact"
 	"github.com/genjobs/genjobs/internal/clock"
-	"github.com/genjobs/genjobs/internal/deliver"
-	"github.com/genjobs/genjobs/internal/dev/eventsource"
+	"github.com/genjobs/genjobs/internal/config"
 	"github.com/genjobs/genjobs/internal/dev/genacesim"
 	"github.com/genjobs/genjobs/internal/dev/handlertest"
+	"github.com/genjobs/genjobs/internal/dev/localpack"
 	"github.com/genjobs/genjobs/internal/dev/topology"
 	"github.com/genjobs/genjobs/internal/genace"
 	"github.com/genjobs/genjobs/internal/message"
 	"github.com/genjobs/genjobs/internal/metrics"
-	"github.com/genjobs/genjobs/internal/observe"
 	"github.com/genjobs/genjobs/internal/operation"
 	"github.com/genjobs/genjobs/internal/replay"
 	"github.com/genjobs/genjobs/internal/schedule"
+	"github.com/genjobs/genjobs/internal/stack"
 	"github.com/genjobs/genjobs/internal/store"
-	"github.com/genjobs/genjobs/internal/submit"
-	"github.com/genjobs/genjobs/internal/sweep"
-	"github.com/genjobs/genjobs/internal/triage"
 )
 
-// stack is the deployed stack on one machine and a virtual clock.
-type stack struct {
+// harness is the deployed stack on one machine and a virtual clock.
+type harness struct {
 	clk     *clock.Manual
 	local   *topology.Local
 	store   store.Store
 	sim     *genacesim.Simulator
 	client  *genace.Client
 	disp    *schedule.Dispatcher
-	sweeper *sweep.Sweeper
+	sweeper func(context.Context) error
 	every   time.Duration // the sweep's cadence
 	metrics *handlertest.Buffer
 	logs    *handlertest.Buffer
@@ -81,7 +77,7 @@ func (c corrupting) Download(ctx context.Context, u genace.SignedURL, timeout ti
 // counting counts GETs of the job.
 type counting struct {
 	corrupting
-	s *stack
+	s *harness
 }
 
 func (c counting) Get(ctx context.Context, id string, wait, timeout time.Duration) (*genace.Job, error) {
@@ -92,9 +88,9 @@ func (c counting) Get(ctx context.Context, id string, wait, timeout time.Duratio
 // renders are quick: the failures, not the renders, take the time.
 var renders = genacesim.Config{DefaultModel: genacesim.ModelConfig{Price: 10, QueueFor: time.Minute, RunFor: 2 * time.Minute, OutputCount: 1}}
 
-func newStack(t *testing.T, simCfg genacesim.Config, corrupt *atomic.Bool) *stack {
+func newStack(t *testing.T, simCfg genacesim.Config, corrupt *atomic.Bool) *harness {
 	t.Helper()
-	s := &stack{clk: clock.NewManual(handlertest.Start), metrics: &handlertest.Buffer{}, logs: &handlertest.Buffer{}}
+	s := &harness{clk: clock.NewManual(handlertest.Start), metrics: &handlertest.Buffer{}, logs: &handlertest.Buffer{}}
 	var err error
 	s.local, err = topology.Stack.Local(topology.LocalConfig{Clock: s.clk})
 	if err != nil {
@@ -114,35 +110,40 @@ func newStack(t *testing.T, simCfg genacesim.Config, corrupt *atomic.Bool) *stac
 	ps := schedule.DefaultPolicies()
 	ps.Default.LongPoll, ps.Default.Immediate = 0, 0
 	delays := schedule.NewObservation(ps)
-	_, subURL, subVis := s.local.Consumed(topology.Submit)
-	_, obsURL, obsVis := s.local.Consumed(topology.Observe)
-	_, delURL, delVis := s.local.Consumed(topology.Deliver)
-	sub := submit.New(submit.Deps{Store: s.store, Genace: s.client, Extender: s.local.Broker, Sender: s.disp, Clock: s.clk, Log: log, Metrics: m("submit")}, submit.Config{QueueURL: subURL, Visibility: subVis})
-	obs := observe.New(observe.Deps{Store: s.store, Genace: g, Delays: delays, Extender: s.local.Broker, Sender: s.disp, Clock: s.clk, Log: log, Metrics: m("observe")}, observe.Config{QueueURL: obsURL, Visibility: obsVis, OverdueAfter: topology.Stack.Sweep.OverdueAfter})
-	dir, err := artifact.NewDir(t.TempDir())
+	dir, err := localpack.New(t.TempDir())
 	if err != nil {
 		t.Fatal(err)
 	}
-	del := deliver.New(deliver.Deps{Store: s.store, Genace: g, Artifacts: dir, Extender: s.local.Broker, Sender: s.disp, Clock: s.clk, Log: log, Metrics: m("deliver")}, deliver.Config{QueueURL: delURL, Visibility: delVis, OverdueAfter: topology.Stack.Sweep.OverdueAfter})
-	tri := triage.New(triage.Deps{Store: s.store, Clock: s.clk, Log: log, Metrics: m("triage")}, triage.Config{})
+	hs, err := s.local.Handlers(func(f topology.Function) (stack.Deps, bool) {
+		var gen stack.Genace = g
+		if f.Name == topology.Submit {
+			gen = s.client // the POSTs are not the reads this test counts
+		}
+		// The sweep's thresholds as deployed (topology holds them against
+		// the template's parameter defaults).
+		c := config.Config{SweepClaimTimeout: topology.Stack.Sweep.ClaimTimeout, SweepOverdue: topology.Stack.Sweep.OverdueAfter}
+		return stack.Deps{Config: c, Store: s.store, Genace: gen, Artifacts: dir, Extender: s.local.Broker, Sender: s.disp, Delays: delays,
+			Clock: s.clk, Log: log, Metrics: m(f.Name)}, true
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
 	fn, _ := topology.Stack.Function(topology.Sweep)
 	every, ok := fn.Cadence()
 	if !ok {
 		t.Fatalf("sweep schedule %q: want rate(N minutes)", fn.Schedule)
 	}
 	s.every = every
-	// The sweep's thresholds as deployed (topology holds them against the
-	// template's parameter defaults).
-	s.sweeper = sweep.New(sweep.Deps{Store: s.store, Sender: s.disp, Clock: s.clk, Log: log, Metrics: m("sweep")}, topology.Stack.Sweep)
+	s.sweeper = hs[topology.Sweep].Scheduled
 	s.local.Consume(topology.ConsumeConfig{
-		Handlers:          map[string]eventsource.Handler{topology.Submit: sub.Handle, topology.Observe: obs.Handle, topology.Deliver: del.Handle, topology.Triage: tri.Handle},
+		Handlers:          topology.Batches(hs),
 		NoBatchingWindows: true,
 	})
 	return s
 }
 
 // submit creates an operation and puts its dispatch on the queue.
-func (s *stack) submit(t *testing.T, id string) {
+func (s *harness) submit(t *testing.T, id string) {
 	t.Helper()
 	rec := handlertest.Create(t, s.store, handlertest.Prepared(id))
 	body, err := handlertest.Dispatch(rec).Env.Encode()
@@ -158,7 +159,7 @@ func (s *stack) submit(t *testing.T, id string) {
 // run drives the stack until done says so or the virtual time limit:
 // every mapping polled until idle, the sweep at its cadence, the clock
 // moved to the next event. It returns the virtual time taken.
-func (s *stack) run(t *testing.T, limit time.Duration, done func() bool) time.Duration {
+func (s *harness) run(t *testing.T, limit time.Duration, done func() bool) time.Duration {
 	t.Helper()
 	start := s.clk.Now()
 	nextSweep := start.Add(s.every)
@@ -180,7 +181,7 @@ func (s *stack) run(t *testing.T, limit time.Duration, done func() bool) time.Du
 		}
 		s.clk.Set(next)
 		if !s.clk.Now().Before(nextSweep) {
-			if _, err := s.sweeper.Sweep(context.Background()); err != nil {
+			if err := s.sweeper(context.Background()); err != nil {
 				t.Fatalf("sweep: %v", err)
 			}
 			s.sweeps++
@@ -190,14 +191,16 @@ func (s *stack) run(t *testing.T, limit time.Duration, done func() bool) time.Du
 	return s.clk.Now().Sub(start)
 }
 
-func (s *stack) rec(t *testing.T, id string) operation.Record { return handlertest.Get(t, s.store, id) }
+func (s *harness) rec(t *testing.T, id string) operation.Record {
+	return handlertest.Get(t, s.store, id)
+}
 
 // parkedCount is how many operations OperationsParked counted.
-func (s *stack) parkedCount() int { return strings.Count(s.metrics.String(), `"OperationsParked":1`) }
+func (s *harness) parkedCount() int { return strings.Count(s.metrics.String(), `"OperationsParked":1`) }
 
 // checkParked asserts one open review naming the job and the category,
 // and one park counted.
-func (s *stack) checkParked(t *testing.T, id, category string) operation.Record {
+func (s *harness) checkParked(t *testing.T, id, category string) operation.Record {
 	t.Helper()
 	got := s.rec(t, id)
 	if got.Parked == nil || got.Active() || got.LastError != category {
@@ -221,7 +224,7 @@ func (s *stack) checkParked(t *testing.T, id, category string) operation.Record 
 
 // resume plans and replays the parked operation as an operator would,
 // and runs the stack until it is delivered.
-func (s *stack) resume(t *testing.T, id string, want operation.Action) {
+func (s *harness) resume(t *testing.T, id string, want operation.Action) {
 	t.Helper()
 	r := &replay.Replayer{Store: s.store, Sender: s.disp, Clock: s.clk, Genace: s.client}
 	plan, err := r.Plan(context.Background(), id)

@@ -19,11 +19,10 @@ import (
 	"sync"
 	"time"
 
-	"github.com/genjobs/genjobs/internal/artifact"
 	"github.com/genjobs/genjobs/internal/clock"
-	"github.com/genjobs/genjobs/internal/deliver"
-	"github.com/genjobs/genjobs/internal/dev/eventsource"
+	"github.com/genjobs/genjobs/internal/config"
 	"github.com/genjobs/genjobs/internal/dev/genacesim"
+	"github.com/genjobs/genjobs/internal/dev/localpack"
 	"github.com/genjobs/genjobs/internal/dev/topology"
 	"github.com/genjobs/genjobs/internal/dev/workload"
 	"github.com/genjobs/genjobs/internal/genace"
@@ -33,12 +32,11 @@ import (
 	"github.com/genjobs/genjobs/internal/operation"
 	"github.com/genjobs/genjobs/internal/review"
 	"github.com/genjobs/genjobs/internal/schedule"
+	"github.com/genjobs/genjobs/internal/stack"
 	"github.com/genjobs/genjobs/internal/store"
 	"github.com/genjobs/genjobs/internal/store/bolt"
 	"github.com/genjobs/genjobs/internal/store/dynamo"
-	"github.com/genjobs/genjobs/internal/submit"
 	"github.com/genjobs/genjobs/internal/sweep"
-	"github.com/genjobs/genjobs/internal/triage"
 	"github.com/genjobs/genjobs/internal/worker"
 )
 
@@ -131,18 +129,20 @@ func localPolicies(longPoll time.Duration) schedule.Policies {
 	return ps
 }
 
-// stack is one running pipeline.
-type stack struct {
+// localRun is one running pipeline.
+type localRun struct {
 	cfg   Config
 	start time.Time
 	wire2 *wireWatch
 	clk   clock.Clock
 	store store.Store
 	// artifacts is the delivered outputs' store, open while the run is.
-	artifacts *artifact.Dir
+	artifacts *localpack.Dir
 	local     *topology.Local
-	sweeper   *sweep.Sweeper
-	resumer   *sweep.Sweeper
+	// sweeper and resumer run the sweep: on the run's time scale, and once
+	// when a run resumes.
+	sweeper func(context.Context) error
+	resumer func(context.Context) error
 	// follow sends a record's next action as the handlers do (a resume).
 	follow *worker.Emitter
 	// unseeded are a resumed run's operations its store lacks.
@@ -178,7 +178,7 @@ func Run(ctx context.Context, cfg Config) (*Report, error) {
 		return nil, errors.New("local: the workload is empty")
 	}
 	defer RaiseProcs()()
-	s := &stack{cfg: cfg, clk: clock.Real{}, start: start, wire2: &wireWatch{}, trace: newTracer(cfg.Trace)}
+	s := &localRun{cfg: cfg, clk: clock.Real{}, start: start, wire2: &wireWatch{}, trace: newTracer(cfg.Trace)}
 	if err := s.openState(ctx); err != nil {
 		return nil, err
 	}
@@ -233,7 +233,7 @@ func Run(ctx context.Context, cfg Config) (*Report, error) {
 	return rep, nil
 }
 
-func (s *stack) openState(ctx context.Context) error {
+func (s *localRun) openState(ctx context.Context) error {
 	if err := os.MkdirAll(s.cfg.StateDir, 0o755); err != nil {
 		return fmt.Errorf("local: state dir: %w", err)
 	}
@@ -270,7 +270,7 @@ func (s *stack) openState(ctx context.Context) error {
 	return nil
 }
 
-func (s *stack) genace() (*genace.Client, func(), error) {
+func (s *localRun) genace() (*genace.Client, func(), error) {
 	url, key, stop := s.cfg.GenaceURL, s.cfg.GenaceKey, func() {}
 	if s.cfg.Sim != nil {
 		base, stopSim, err := s.cfg.Sim.Start("127.0.0.1:0")
@@ -290,7 +290,7 @@ func (s *stack) genace() (*genace.Client, func(), error) {
 // wire builds the queues, the handlers and their event source mappings
 // as the template wires the functions (topology.Local), the invocations
 // running until sandbox ends.
-func (s *stack) wire(g *genace.Client, sandbox context.Context) error {
+func (s *localRun) wire(g *genace.Client, sandbox context.Context) error {
 	local, err := topology.Stack.Local(topology.LocalConfig{Clock: s.clk})
 	if err != nil {
 		return err
@@ -305,7 +305,7 @@ func (s *stack) wire(g *genace.Client, sandbox context.Context) error {
 		return err
 	}
 	sender := s.trace.sender(disp, "send")
-	dir, err := artifact.NewDir(ArtifactDir(s.cfg.StateDir))
+	dir, err := localpack.New(ArtifactDir(s.cfg.StateDir))
 	if err != nil {
 		return err
 	}
@@ -314,32 +314,49 @@ func (s *stack) wire(g *genace.Client, sandbox context.Context) error {
 	delays.DefaultBudgets = operation.Budgets{MaxObservations: 200, Polling: 30 * time.Minute, Accounting: s.cfg.Accounting}
 	m := func(fn string) *metrics.Emitter { return metrics.New(io.Discard, fn, s.clk) }
 	log := s.cfg.Log
-	_, subURL, subVis := local.Consumed(topology.Submit)
-	_, obsURL, obsVis := local.Consumed(topology.Observe)
-	_, delURL, delVis := local.Consumed(topology.Deliver)
-	sub := submit.New(submit.Deps{Store: s.store, Genace: g, Extender: local.Broker, Sender: sender, Clock: s.clk, Log: log.With("function", "submit"), Metrics: m("submit")}, submit.Config{QueueURL: subURL, Visibility: subVis})
-	obs := observe.New(observe.Deps{Store: s.store, Genace: g, Delays: delays, Extender: local.Broker, Sender: sender, Clock: s.clk, Log: log.With("function", "observe"), Metrics: m("observe")}, observe.Config{QueueURL: obsURL, Visibility: obsVis, Chain: localChain(s.cfg.LongPoll), OverdueAfter: sweepConfig(localChain(s.cfg.LongPoll)).OverdueAfter})
-	del := deliver.New(deliver.Deps{Store: s.store, Genace: g, Artifacts: dir, Extender: local.Broker, Sender: sender, Clock: s.clk, Log: log.With("function", "deliver"), Metrics: m("deliver")}, deliver.Config{QueueURL: delURL, Visibility: delVis})
-	tri := triage.New(triage.Deps{Store: s.store, Clock: s.clk, Log: log.With("function", "triage"), Metrics: m("triage")}, triage.Config{Concurrency: 4})
-	sweepDeps := sweep.Deps{Store: s.store, Sender: sender, Clock: s.clk, Log: log.With("function", "sweep"), Metrics: m("sweep")}
-	s.sweeper = sweep.New(sweepDeps, sweepConfig(localChain(s.cfg.LongPoll)))
+	chain := localChain(s.cfg.LongPoll)
+	sw := sweepConfig(chain)
+	deps := func(f topology.Function, tune ...stack.Option) stack.Deps {
+		return stack.Deps{
+			Config: config.Config{SweepClaimTimeout: sw.ClaimTimeout, SweepOverdue: sw.OverdueAfter},
+			Store:  s.store, Genace: g, Artifacts: dir, Extender: local.Broker, Sender: sender, Delays: delays,
+			Clock: s.clk, Log: log.With("function", f.Name), Metrics: m(f.Name),
+			Tune: append(tune, stack.Tune(func(c *observe.Config) { c.Chain = chain })),
+		}
+	}
+	hs, err := local.Handlers(func(f topology.Function) (stack.Deps, bool) { return deps(f), true })
+	if err != nil {
+		return err
+	}
+	s.sweeper = hs[topology.Sweep].Scheduled
 	// A resumed run's first sweep takes every claim as dead (no worker
 	// outlived the run before it) and re-arms nothing: rearm re-creates
 	// each next action for its own due time instead.
-	s.resumer = sweep.New(sweepDeps, sweep.Config{ClaimTimeout: time.Nanosecond, OverdueAfter: 100 * 365 * 24 * time.Hour})
+	resume, err := local.Handlers(func(f topology.Function) (stack.Deps, bool) {
+		return deps(f, stack.Tune(func(c *sweep.Config) {
+			*c = sweep.Config{ClaimTimeout: time.Nanosecond, OverdueAfter: 100 * 365 * 24 * time.Hour}
+		})), f.Name == topology.Sweep
+	})
+	if err != nil {
+		return err
+	}
+	s.resumer = resume[topology.Sweep].Scheduled
 	s.follow = &worker.Emitter{Sender: s.trace.sender(disp, "resend"), Reviews: s.store, Clock: s.clk, Metrics: m("sweep"), Source: review.SourceSweep}
+	batches := topology.Batches(hs)
+	for fn, h := range batches {
+		batches[fn] = s.trace.handler(fn, h)
+	}
 	local.Consume(topology.ConsumeConfig{
-		Handlers: map[string]eventsource.Handler{topology.Submit: s.trace.handler(topology.Submit, sub.Handle), topology.Observe: s.trace.handler(topology.Observe, obs.Handle),
-			topology.Deliver: s.trace.handler(topology.Deliver, del.Handle), topology.Triage: tri.Handle},
-		Log:     log,
-		Sandbox: sandbox,
+		Handlers: batches,
+		Log:      log,
+		Sandbox:  sandbox,
 	})
 	return nil
 }
 
 // seed creates the operations and dispatches them, scripting the demo's
 // scenarios into the simulator.
-func (s *stack) seed(ctx context.Context) error {
+func (s *localRun) seed(ctx context.Context) error {
 	if err := writeWorkload(s.cfg.StateDir, s.cfg.Workload); err != nil {
 		return err
 	}
@@ -347,7 +364,7 @@ func (s *stack) seed(ctx context.Context) error {
 }
 
 // create writes each item's record and sends its dispatch.
-func (s *stack) create(ctx context.Context, items []workload.Item) error {
+func (s *localRun) create(ctx context.Context, items []workload.Item) error {
 	now := s.clk.Now()
 	for _, it := range items {
 		rec := operation.Record{
@@ -376,7 +393,7 @@ func (s *stack) create(ctx context.Context, items []workload.Item) error {
 
 // script tells the simulator what its demo scenario does to an
 // operation's POST.
-func (s *stack) script(it workload.Item) {
+func (s *localRun) script(it workload.Item) {
 	if s.cfg.Sim == nil {
 		return
 	}
@@ -399,7 +416,7 @@ func settled(rec *operation.Record) bool {
 // the sweep on a timer and the progress display, until every operation is
 // settled or the context ends. It reports whether all settled, and why it
 // stopped early when Genace refuses our credentials or stays unreachable.
-func (s *stack) wait(ctx context.Context) (bool, error) {
+func (s *localRun) wait(ctx context.Context) (bool, error) {
 	tick := time.NewTicker(200 * time.Millisecond)
 	defer tick.Stop()
 	reconciled := map[string]bool{}
@@ -434,7 +451,7 @@ func (s *stack) wait(ctx context.Context) (bool, error) {
 			return true, nil
 		}
 		if time.Since(lastSweep) >= 5*time.Second {
-			if _, err := s.sweeper.Sweep(ctx); err == nil {
+			if err := s.sweeper(ctx); err == nil {
 				s.sweeps++
 			}
 			lastSweep = time.Now()
@@ -447,7 +464,7 @@ func (s *stack) wait(ctx context.Context) (bool, error) {
 	}
 }
 
-func (s *stack) records(ctx context.Context) map[string]operation.Record {
+func (s *localRun) records(ctx context.Context) map[string]operation.Record {
 	out := make(map[string]operation.Record, len(s.cfg.Workload))
 	for _, it := range s.cfg.Workload {
 		if rec, err := s.store.Get(ctx, it.OperationID); err == nil {
@@ -457,9 +474,9 @@ func (s *stack) records(ctx context.Context) map[string]operation.Record {
 	return out
 }
 
-func (s *stack) dlqDepth() int { return s.local.DeadLetterDepth() }
+func (s *localRun) dlqDepth() int { return s.local.DeadLetterDepth() }
 
-func (s *stack) status(recs map[string]operation.Record) Status {
+func (s *localRun) status(recs map[string]operation.Record) Status {
 	st := Status{Elapsed: time.Since(s.start), Total: len(s.cfg.Workload), Done: map[operation.Phase]int{}, Pending: map[operation.Phase]int{}, Blocked: map[string]string{},
 		Posts: -1, Gets: -1, DLQ: s.dlqDepth(), Genace: s.wire2.problem()}
 	for id, r := range recs {
@@ -482,7 +499,7 @@ func (s *stack) status(recs map[string]operation.Record) Status {
 	return st
 }
 
-func (s *stack) report(ctx context.Context, elapsed time.Duration, timedOut bool) (*Report, error) {
+func (s *localRun) report(ctx context.Context, elapsed time.Duration, timedOut bool) (*Report, error) {
 	rep := &Report{Elapsed: elapsed.Round(time.Millisecond).String(), TimedOut: timedOut, StateDir: s.cfg.StateDir, Command: s.cfg.Command, Addressing: s.cfg.Addressing,
 		Totals: Totals{Invocations: map[string]int64{}, Records: map[string]int64{}, Sweeps: s.sweeps, DLQDepth: s.dlqDepth()}}
 	if s.cfg.Sim != nil {

@@ -58,7 +58,7 @@ type OpReport struct {
 // Artifact is one delivered output.
 type Artifact struct {
 	// Path is the plain copy the run exported when it ended; the durable
-	// copy is in the artifact store's pack (artifact.Dir).
+	// copy is in the artifact store's pack (localpack.Dir).
 	Path      string `json:"path"`
 	SizeBytes int64  `json:"size_bytes"`
 	SHA256    string `json:"sha256"`

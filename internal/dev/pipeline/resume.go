@@ -25,7 +25,7 @@ type operationLister interface {
 // seed wrote before its first record adds the demo's scenarios, and the
 // operations a run killed while seeding never created (rearm creates
 // them).
-func (s *stack) operations(ctx context.Context) error {
+func (s *localRun) operations(ctx context.Context) error {
 	l, ok := s.store.(operationLister)
 	if !ok {
 		return fmt.Errorf("local: the store %T cannot list its operations", s.store)
@@ -80,7 +80,7 @@ func notIn(ids []string, byID map[string]workload.Item) []string {
 	return out
 }
 
-func (s *stack) where() string {
+func (s *localRun) where() string {
 	if s.cfg.Table != "" {
 		return "table " + s.cfg.Table
 	}
@@ -152,7 +152,7 @@ func readWorkload(dir string) ([]workload.Item, error) {
 // that survived after all would collapse with it). A scenario's POST fault
 // is scripted again for an operation Genace has no job for, and an
 // operation the run never created is created now.
-func (s *stack) rearm(ctx context.Context) error {
+func (s *localRun) rearm(ctx context.Context) error {
 	if s.cfg.Sim != nil {
 		for _, it := range s.cfg.Workload {
 			if len(s.cfg.Sim.JobsForOperation(it.OperationID)) == 0 {
@@ -163,7 +163,7 @@ func (s *stack) rearm(ctx context.Context) error {
 	// A claim is taken as dead once it is older than ClaimTimeout by the
 	// clock: let that nanosecond pass.
 	time.Sleep(time.Millisecond)
-	if _, err := s.resumer.Sweep(ctx); err != nil {
+	if err := s.resumer(ctx); err != nil {
 		return err
 	}
 	// Operations a run killed while seeding never created: nothing was

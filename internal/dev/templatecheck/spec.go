@@ -231,7 +231,7 @@ var configEnv = []string{
 const localEndpointPrefix = samlocal.EndpointPrefix
 
 // localOnlyEnv are config's variables a template must never set.
-var localOnlyEnv = []string{"GENACE_API_KEY", "ARTIFACT_DIR"}
+var localOnlyEnv = []string{"GENACE_API_KEY"}
 
 // emitted lists, per genjobs metric, the dimension sets the code emits
 // (internal/metrics adds Function to every point). An alarm or a SEARCH

@@ -195,7 +195,7 @@ var brokenCases = []brokenCase{
 	{name: "build-x86", rule: RuleBuild, resource: "SweepFunction",
 		template: []edit{{"    Architectures: [arm64]", "    Architectures: [x86_64]"}}},
 	{name: "build-missing-target", rule: RuleBuild, resource: "Makefile",
-		makefile: []edit{{"build-ObserveFunction:\n\t$(SAM_GO_BUILD) ./functions/observe\n\n", ""}}},
+		makefile: []edit{{"build-%Function:\n\t$(SAM_GO_BUILD) ./functions/$(call lower,$*)\n", ""}}},
 	{name: "build-makefile-amd64", rule: RuleBuild, resource: "Makefile",
 		makefile: []edit{{"GOOS=linux GOARCH=arm64 CGO_ENABLED=0", "GOOS=linux GOARCH=amd64 CGO_ENABLED=0"}}},
 	{name: "secrets-plain-api-key", rule: RuleSecretsEnv, resource: "GenaceApiKey",

@@ -12,6 +12,7 @@ import (
 	"github.com/genjobs/genjobs/internal/dev/localqueue"
 	"github.com/genjobs/genjobs/internal/message"
 	"github.com/genjobs/genjobs/internal/schedule"
+	"github.com/genjobs/genjobs/internal/stack"
 )
 
 // LocalConfig says how to stand a topology up on an embedded queue.
@@ -106,6 +107,45 @@ func (l *Local) Consumed(function string) (q Queue, url string, visibility time.
 	}
 	q, _ = l.Topology.Queue(f.Mappings[0].Queue)
 	return q, l.urls[q.ID], l.vis[q.ID]
+}
+
+// Handlers builds, through the composition table (internal/stack), the
+// handler of each function of the topology for which deps says yes, from
+// the dependency set deps gives it. Its Config gets the topology's queues
+// (Targets, unless deps set them) and the visibility of the queue the
+// function consumes; the rest is deps'. A function the table lacks is an
+// error.
+func (l *Local) Handlers(deps func(Function) (stack.Deps, bool)) (map[string]stack.Handler, error) {
+	out := map[string]stack.Handler{}
+	for _, f := range l.Topology.Functions {
+		d, ok := deps(f)
+		if !ok {
+			continue
+		}
+		fn, ok := stack.Lookup(f.Name)
+		if !ok {
+			return nil, fmt.Errorf("topology: function %s is not in the table (internal/stack)", f.Name)
+		}
+		if d.Config.Queues == nil {
+			d.Config.Queues = l.Targets()
+		}
+		if _, _, vis := l.Consumed(f.Name); vis > 0 {
+			d.Config.Visibility = vis
+		}
+		out[f.Name] = fn.Build(d)
+	}
+	return out, nil
+}
+
+// Batches are the SQS handlers of hs, for ConsumeConfig.Handlers.
+func Batches(hs map[string]stack.Handler) map[string]eventsource.Handler {
+	out := map[string]eventsource.Handler{}
+	for name, h := range hs {
+		if h.Batch != nil {
+			out[name] = h.Batch
+		}
+	}
+	return out
 }
 
 // Targets are the dispatcher's queues: each action's queue.

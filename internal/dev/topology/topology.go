@@ -15,25 +15,22 @@ import (
 	"time"
 
 	"github.com/genjobs/genjobs/internal/config"
-	"github.com/genjobs/genjobs/internal/deliver"
 	"github.com/genjobs/genjobs/internal/message"
-	"github.com/genjobs/genjobs/internal/observe"
-	"github.com/genjobs/genjobs/internal/submit"
+	"github.com/genjobs/genjobs/internal/stack"
 	"github.com/genjobs/genjobs/internal/sweep"
-	"github.com/genjobs/genjobs/internal/triage"
 )
 
 // MaxReceiveCount is every main queue's redrive policy: a message received
 // this many times without being deleted goes to the dead-letter queue.
 const MaxReceiveCount = 5
 
-// Function names: each function's folder under functions/.
+// Function names: the composition table's (internal/stack).
 const (
-	Submit  = "submit"
-	Observe = "observe"
-	Deliver = "deliver"
-	Triage  = "triage"
-	Sweep   = "sweep"
+	Submit  = stack.Submit
+	Observe = stack.Observe
+	Deliver = stack.Deliver
+	Triage  = stack.Triage
+	Sweep   = stack.Sweep
 )
 
 // Queue is one SQS queue of the stack.
@@ -82,8 +79,9 @@ type Function struct {
 	Mappings []Mapping
 	// Schedule is its Schedule event's expression ("" for none).
 	Schedule string
-	// Env is what its handler reads of the environment: the template must
-	// give it exactly these variables (internal/dev/samlocal's tests).
+	// Env is what its handler reads of the environment, the table's
+	// (stack.Function.Needs): the template must give it exactly these
+	// variables (internal/dev/samlocal's tests).
 	Env config.Spec
 }
 
@@ -104,8 +102,9 @@ const (
 	dlqRetention  = 14 * 24 * time.Hour
 )
 
-// Stack is the deployed stack's shape, as template.yaml declares it.
-var Stack = Topology{
+// Stack is the deployed stack's shape, as template.yaml declares it; each
+// function's Env comes from the composition table.
+var Stack = withEnv(Topology{
 	Queues: []Queue{
 		{ID: "DispatchQueue", Name: "genjobs-dispatch", Action: message.ActionSubmitGeneration, Visibility: 6 * time.Minute, Retention: mainRetention, DeadLetter: "DispatchDLQ", MaxReceiveCount: MaxReceiveCount},
 		{ID: "DispatchDLQ", Name: "genjobs-dispatch-dlq", Visibility: 3 * time.Minute, Retention: dlqRetention},
@@ -115,21 +114,32 @@ var Stack = Topology{
 		{ID: "DeliverDLQ", Name: "genjobs-deliver-dlq", Visibility: 3 * time.Minute, Retention: dlqRetention},
 	},
 	Functions: []Function{
-		{ID: "SubmitFunction", Name: Submit, Timeout: time.Minute, Env: submit.Needs,
+		{ID: "SubmitFunction", Name: Submit, Timeout: time.Minute,
 			Mappings: []Mapping{{Queue: "DispatchQueue", BatchSize: 10, BatchingWindow: time.Second, MaxConcurrency: 5}}},
-		{ID: "ObserveFunction", Name: Observe, Timeout: 270 * time.Second, Env: observe.Needs,
+		{ID: "ObserveFunction", Name: Observe, Timeout: 270 * time.Second,
 			Mappings: []Mapping{{Queue: "ObserveQueue", BatchSize: 10, BatchingWindow: 0, MaxConcurrency: 500}}},
-		{ID: "DeliverFunction", Name: Deliver, Timeout: 2 * time.Minute, Env: deliver.Needs,
+		{ID: "DeliverFunction", Name: Deliver, Timeout: 2 * time.Minute,
 			Mappings: []Mapping{{Queue: "DeliverQueue", BatchSize: 10, BatchingWindow: time.Second, MaxConcurrency: 20}}},
-		{ID: "TriageFunction", Name: Triage, Timeout: 30 * time.Second, Env: triage.Needs,
+		{ID: "TriageFunction", Name: Triage, Timeout: 30 * time.Second,
 			Mappings: []Mapping{
 				{Queue: "DispatchDLQ", BatchSize: 10, BatchingWindow: 5 * time.Second, MaxConcurrency: 2},
 				{Queue: "ObserveDLQ", BatchSize: 10, BatchingWindow: 5 * time.Second, MaxConcurrency: 2},
 				{Queue: "DeliverDLQ", BatchSize: 10, BatchingWindow: 5 * time.Second, MaxConcurrency: 2},
 			}},
-		{ID: "SweepFunction", Name: Sweep, Timeout: time.Minute, Schedule: "rate(5 minutes)", Env: sweep.Needs},
+		{ID: "SweepFunction", Name: Sweep, Timeout: time.Minute, Schedule: "rate(5 minutes)"},
 	},
 	Sweep: sweep.Config{ClaimTimeout: 2 * time.Minute, OverdueAfter: 5 * time.Minute},
+})
+
+// withEnv fills each function's Env from the table (a function the table
+// lacks keeps none, and TestFunctionsAreTheTable names it).
+func withEnv(t Topology) Topology {
+	for i, f := range t.Functions {
+		if fn, ok := stack.Lookup(f.Name); ok {
+			t.Functions[i].Env = fn.Needs
+		}
+	}
+	return t
 }
 
 // Cadence is how often the function's Schedule, a rate expression

@@ -10,6 +10,7 @@ import (
 	"github.com/genjobs/genjobs/internal/dev/samlocal"
 	"github.com/genjobs/genjobs/internal/dev/topology"
 	"github.com/genjobs/genjobs/internal/observe"
+	"github.com/genjobs/genjobs/internal/stack"
 )
 
 func template(t *testing.T) *samlocal.Template {
@@ -26,6 +27,27 @@ func TestStackMatchesTemplate(t *testing.T) {
 	t.Parallel()
 	for _, err := range topology.Stack.Check(template(t)) {
 		t.Error(err)
+	}
+}
+
+// TestFunctionsAreTheTable: the topology gives each function of the
+// composition table (internal/stack), in its order, its deployed shape,
+// and nothing else; so the table is the one list of functions, and
+// TestStackMatchesTemplate holds both to template.yaml.
+func TestFunctionsAreTheTable(t *testing.T) {
+	t.Parallel()
+	var table, topo []string
+	for _, f := range stack.Functions {
+		table = append(table, f.Name)
+	}
+	for _, f := range topology.Stack.Functions {
+		topo = append(topo, f.Name)
+		if fn, ok := stack.Lookup(f.Name); !ok || f.Env.Needs == nil || !slices.Equal(f.Env.Needs, fn.Needs.Needs) {
+			t.Errorf("function %s: Env %v, the table's %v", f.Name, f.Env.Needs, fn.Needs.Needs)
+		}
+	}
+	if !slices.Equal(table, topo) {
+		t.Errorf("functions: %v in the table, %v in the topology", table, topo)
 	}
 }
 

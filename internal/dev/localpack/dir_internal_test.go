@@ -1,4 +1,4 @@
-package artifact
+package localpack
 
 import (
 	"bufio"
@@ -18,6 +18,8 @@ import (
 	"sync"
 	"testing"
 	"time"
+
+	"github.com/genjobs/genjobs/internal/artifact"
 )
 
 func content(s string) (*bytes.Reader, int64, string) {
@@ -35,7 +37,7 @@ func put(t *testing.T, d *Dir, key, s string) {
 
 func openDir(t *testing.T, root string) *Dir {
 	t.Helper()
-	d, err := NewDir(root)
+	d, err := New(root)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -87,7 +89,7 @@ func TestDirPutsShareCommits(t *testing.T) {
 		wg.Go(func() { put(t, d, keyN(i), strings.Repeat("x", i)) })
 	}
 	wg.Wait()
-	if p, ix := s.n[packName], s.n[indexName]; p != ix || p == 0 || p >= n {
+	if p, ix := s.n[PackName], s.n[IndexName]; p != ix || p == 0 || p >= n {
 		t.Errorf("%d Puts: %d pack and %d index fsyncs, want as many of each, fewer than the Puts", n, p, ix)
 	}
 	d.Close()
@@ -111,7 +113,7 @@ func TestDirFailedFsyncWritesNoLineAndStopsTheStore(t *testing.T) {
 	root := t.TempDir()
 	d := openDir(t, root)
 	d.syncFile = func(f *os.File) error {
-		if filepath.Base(f.Name()) == packName {
+		if filepath.Base(f.Name()) == PackName {
 			return errors.New("EIO")
 		}
 		return f.Sync()
@@ -125,7 +127,7 @@ func TestDirFailedFsyncWritesNoLineAndStopsTheStore(t *testing.T) {
 	if _, err := d.Put(context.Background(), "ops/b/j/0.bin", r, n, sum, ""); err == nil {
 		t.Fatal("a put after a failed fsync succeeded")
 	}
-	if b, _ := os.ReadFile(filepath.Join(root, indexName)); len(b) != 0 {
+	if b, _ := os.ReadFile(filepath.Join(root, IndexName)); len(b) != 0 {
 		t.Errorf("index after the failure: %q", b)
 	}
 	if _, ok, err := d.Stat(context.Background(), "ops/a/j/0.bin"); ok || err != nil {
@@ -150,7 +152,7 @@ func TestDirDropsATornCommit(t *testing.T) {
 			d := openDir(t, root)
 			put(t, d, "ops/kept/j/0.bin", "kept")
 			d.Close()
-			idx := filepath.Join(root, indexName)
+			idx := filepath.Join(root, IndexName)
 			good, err := os.ReadFile(idx)
 			if err != nil {
 				t.Fatal(err)
@@ -195,7 +197,7 @@ func TestDirRefusesADamagedIndex(t *testing.T) {
 	put(t, d, "ops/a/j/0.bin", "first")
 	put(t, d, "ops/b/j/0.bin", "second")
 	d.Close()
-	idx := filepath.Join(root, indexName)
+	idx := filepath.Join(root, IndexName)
 	b, err := os.ReadFile(idx)
 	if err != nil {
 		t.Fatal(err)
@@ -204,7 +206,7 @@ func TestDirRefusesADamagedIndex(t *testing.T) {
 	if err := os.WriteFile(idx, b, 0o644); err != nil {
 		t.Fatal(err)
 	}
-	if d, err := NewDir(root); err == nil || !strings.Contains(err.Error(), "damaged") {
+	if d, err := New(root); err == nil || !strings.Contains(err.Error(), "damaged") {
 		if d != nil {
 			d.Close()
 		}
@@ -217,11 +219,11 @@ func TestDirRefusesADamagedIndex(t *testing.T) {
 func TestDirIsExclusive(t *testing.T) {
 	t.Parallel()
 	root := t.TempDir()
-	d, err := NewDir(root)
+	d, err := New(root)
 	if err != nil {
 		t.Fatal(err)
 	}
-	if _, err := NewDir(root); err == nil || !strings.Contains(err.Error(), "in use") {
+	if _, err := New(root); err == nil || !strings.Contains(err.Error(), "in use") {
 		t.Fatalf("second open: %v", err)
 	}
 	d.Close()
@@ -247,8 +249,8 @@ func TestDirExport(t *testing.T) {
 		t.Errorf("export of a missing object: %v", err)
 	}
 	r, n, sum := content("x")
-	for _, key := range []string{packName, indexName} {
-		if _, err := d.Put(context.Background(), key, r, n, sum, ""); !errors.Is(err, ErrInvalid) {
+	for _, key := range []string{PackName, IndexName} {
+		if _, err := d.Put(context.Background(), key, r, n, sum, ""); !errors.Is(err, artifact.ErrInvalid) {
 			t.Errorf("put %s: %v", key, err)
 		}
 	}
@@ -316,7 +318,7 @@ func TestDirSurvivesAKilledWriter(t *testing.T) {
 // killedWriter Puts from 8 goroutines until it is killed, printing each
 // acknowledged key and sha256.
 func killedWriter(root string) {
-	d, err := NewDir(root)
+	d, err := New(root)
 	if err != nil {
 		fmt.Println("error", err)
 		os.Exit(1)
@@ -364,11 +366,11 @@ func TestDirCrashPoints(t *testing.T) {
 	d.syncFile = func(f *os.File) error {
 		mu.Lock()
 		defer mu.Unlock()
-		pack, err := os.ReadFile(filepath.Join(d.root, packName))
+		pack, err := os.ReadFile(filepath.Join(d.root, PackName))
 		if err != nil {
 			return err
 		}
-		index, err := os.ReadFile(filepath.Join(d.root, indexName))
+		index, err := os.ReadFile(filepath.Join(d.root, IndexName))
 		if err != nil {
 			return err
 		}
@@ -409,7 +411,7 @@ func TestDirCrashPoints(t *testing.T) {
 	for k := range len(fsyncs) + 1 {
 		var pack, synced []byte
 		for _, f := range fsyncs[:k] {
-			if f.file == packName {
+			if f.file == PackName {
 				pack = f.pack
 			} else {
 				synced = f.index
@@ -428,12 +430,12 @@ func TestDirCrashPoints(t *testing.T) {
 func crashed(t *testing.T, k int, pack, index []byte, acked map[string]int, sums map[string]string) {
 	t.Helper()
 	root := t.TempDir()
-	for name, b := range map[string][]byte{packName: pack, indexName: index} {
+	for name, b := range map[string][]byte{PackName: pack, IndexName: index} {
 		if err := os.WriteFile(filepath.Join(root, name), b, 0o644); err != nil {
 			t.Fatal(err)
 		}
 	}
-	c, err := NewDir(root)
+	c, err := New(root)
 	if err != nil {
 		t.Fatalf("crash after fsync %d: %v", k, err)
 	}
@@ -454,7 +456,7 @@ func crashed(t *testing.T, k int, pack, index []byte, acked map[string]int, sums
 }
 
 // Two Puts of one key at once: the same content gives both the one
-// object; other content gives one of them ErrConflict, never two objects.
+// object; other content gives one of them artifact.ErrConflict, never two objects.
 func TestDirConcurrentPutsOfOneKey(t *testing.T) {
 	t.Parallel()
 	for _, same := range []bool{true, false} {
@@ -475,13 +477,13 @@ func TestDirConcurrentPutsOfOneKey(t *testing.T) {
 		conflicts := 0
 		for _, err := range errs {
 			switch {
-			case errors.Is(err, ErrConflict):
+			case errors.Is(err, artifact.ErrConflict):
 				conflicts++
 			case err != nil:
 				t.Errorf("same %v: %v", same, err)
 			}
 		}
-		idx, _ := os.ReadFile(filepath.Join(d.Root(), indexName))
+		idx, _ := os.ReadFile(filepath.Join(d.Root(), IndexName))
 		if want := map[bool]int{true: 0, false: 1}[same]; conflicts != want || strings.Count(string(idx), `"ops/a/j/0.bin"`) != 1 {
 			t.Errorf("same content %v: %d conflicts, index %q", same, conflicts, idx)
 		}
@@ -496,7 +498,7 @@ func TestDirEmptyObjectAfterAnUnwrittenRegion(t *testing.T) {
 	root := t.TempDir()
 	d := openDir(t, root)
 	_, _, sum := content(strings.Repeat("z", 100))
-	if _, err := d.Put(context.Background(), "ops/a/j/0.bin", strings.NewReader("short"), 100, sum, ""); !errors.Is(err, ErrMismatch) {
+	if _, err := d.Put(context.Background(), "ops/a/j/0.bin", strings.NewReader("short"), 100, sum, ""); !errors.Is(err, artifact.ErrMismatch) {
 		t.Fatalf("short source: %v", err)
 	}
 	put(t, d, "ops/b/j/0.bin", "")
@@ -515,12 +517,12 @@ func TestDirRefusesAPackThatLostContent(t *testing.T) {
 	d := openDir(t, root)
 	put(t, d, "ops/a/j/0.bin", "content")
 	d.Close()
-	idx := filepath.Join(root, indexName)
+	idx := filepath.Join(root, IndexName)
 	before, _ := os.ReadFile(idx)
-	if err := os.Truncate(filepath.Join(root, packName), 2); err != nil {
+	if err := os.Truncate(filepath.Join(root, PackName), 2); err != nil {
 		t.Fatal(err)
 	}
-	if d, err := NewDir(root); err == nil || !strings.Contains(err.Error(), "lost content") {
+	if d, err := New(root); err == nil || !strings.Contains(err.Error(), "lost content") {
 		if d != nil {
 			d.Close()
 		}
@@ -537,7 +539,7 @@ func TestDirStatRecomputes(t *testing.T) {
 	root := t.TempDir()
 	d := openDir(t, root)
 	put(t, d, "ops/a/j/0.bin", "content")
-	f, err := os.OpenFile(filepath.Join(root, packName), os.O_RDWR, 0)
+	f, err := os.OpenFile(filepath.Join(root, PackName), os.O_RDWR, 0)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -556,7 +558,7 @@ func TestDirFailedIndexFsync(t *testing.T) {
 	t.Parallel()
 	d := openDir(t, t.TempDir())
 	d.syncFile = func(f *os.File) error {
-		if filepath.Base(f.Name()) == indexName {
+		if filepath.Base(f.Name()) == IndexName {
 			return errors.New("EIO")
 		}
 		return f.Sync()

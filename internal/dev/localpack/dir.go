@@ -1,4 +1,7 @@
-package artifact
+// Package localpack is the artifact store of local runs and tests, where
+// no S3 exists: one pack file and its index in a directory. Nothing
+// deployed links it (functions/deps_test.go).
+package localpack
 
 import (
 	"bytes"
@@ -12,20 +15,22 @@ import (
 	"io/fs"
 	"os"
 	"path/filepath"
+	"sort"
 	"strconv"
 	"strings"
 	"sync"
 	"syscall"
 	"time"
 
+	"github.com/genjobs/genjobs/internal/artifact"
 	"github.com/genjobs/genjobs/internal/groupcommit"
 )
 
 // The two files of a directory store. A key never names them: every key
 // Key makes starts with "ops/", and Export refuses these names.
 const (
-	packName  = "artifacts.pack"
-	indexName = "artifacts.index"
+	PackName  = "artifacts.pack"
+	IndexName = "artifacts.index"
 )
 
 // Dir stores artifacts in a directory, for local runs and tests where no S3
@@ -104,11 +109,11 @@ type pending struct {
 // downloading the output; a Put after a quiet spell commits at once.
 const CommitSpacing = 5 * time.Millisecond
 
-// NewDir opens (creating if needed) a directory store rooted at root. It
+// New opens (creating if needed) a directory store rooted at root. It
 // fails when another Dir, in this process or another, has it open.
-func NewDir(root string) (*Dir, error) {
+func New(root string) (*Dir, error) {
 	if root == "" {
-		return nil, fmt.Errorf("%w: empty artifact directory", ErrInvalid)
+		return nil, fmt.Errorf("%w: empty artifact directory", artifact.ErrInvalid)
 	}
 	abs, err := filepath.Abs(root)
 	if err != nil {
@@ -129,16 +134,16 @@ func NewDir(root string) (*Dir, error) {
 // open opens both files, locks the index, loads it and cuts a torn tail.
 func (d *Dir) open() error {
 	var err error
-	if d.index, err = os.OpenFile(filepath.Join(d.root, indexName), os.O_RDWR|os.O_CREATE, 0o644); err != nil {
+	if d.index, err = os.OpenFile(filepath.Join(d.root, IndexName), os.O_RDWR|os.O_CREATE, 0o644); err != nil {
 		return err
 	}
 	if err := syscall.Flock(int(d.index.Fd()), syscall.LOCK_EX|syscall.LOCK_NB); err != nil {
 		if errors.Is(err, syscall.EWOULDBLOCK) {
 			return errors.New("in use: another process (or another store in this one) has it open")
 		}
-		return fmt.Errorf("lock %s: %w", indexName, err)
+		return fmt.Errorf("lock %s: %w", IndexName, err)
 	}
-	if d.pack, err = os.OpenFile(filepath.Join(d.root, packName), os.O_RDWR|os.O_CREATE, 0o644); err != nil {
+	if d.pack, err = os.OpenFile(filepath.Join(d.root, PackName), os.O_RDWR|os.O_CREATE, 0o644); err != nil {
 		return err
 	}
 	// Either file may be new: make their entries durable before any line
@@ -203,7 +208,7 @@ func (d *Dir) Root() string { return d.root }
 // Path is the file Export writes key to. checkKey guarantees it lies
 // under the root: no absolute key, no ".." segment.
 func (d *Dir) Path(key string) (string, error) {
-	if err := checkKey(key); err != nil {
+	if err := artifact.CheckKey(key); err != nil {
 		return "", err
 	}
 	if err := notOwnFile(key); err != nil {
@@ -215,8 +220,8 @@ func (d *Dir) Path(key string) (string, error) {
 // notOwnFile refuses the keys whose plain copies would overwrite the
 // store's own files.
 func notOwnFile(key string) error {
-	if key == packName || key == indexName {
-		return fmt.Errorf("%w: key %q names one of the store's own files", ErrInvalid, key)
+	if key == PackName || key == IndexName {
+		return fmt.Errorf("%w: key %q names one of the store's own files", artifact.ErrInvalid, key)
 	}
 	return nil
 }
@@ -232,7 +237,7 @@ func (d *Dir) lookup(key string) (entry, bool) {
 // Open reads an object's stored bytes; fs.ErrNotExist when no object has
 // the key.
 func (d *Dir) Open(key string) (*io.SectionReader, error) {
-	if err := checkKey(key); err != nil {
+	if err := artifact.CheckKey(key); err != nil {
 		return nil, err
 	}
 	e, ok := d.lookup(key)
@@ -244,51 +249,51 @@ func (d *Dir) Open(key string) (*io.SectionReader, error) {
 
 // Stat reports the object's size and sha256 (recomputed from the pack), or
 // false when no object has key.
-func (d *Dir) Stat(ctx context.Context, key string) (Object, bool, error) {
-	if err := checkKey(key); err != nil {
-		return Object{}, false, err
+func (d *Dir) Stat(ctx context.Context, key string) (artifact.Object, bool, error) {
+	if err := artifact.CheckKey(key); err != nil {
+		return artifact.Object{}, false, err
 	}
 	e, ok := d.lookup(key)
 	if !ok {
-		return Object{}, false, nil
+		return artifact.Object{}, false, nil
 	}
 	o, err := d.stat(ctx, key, e)
 	return o, err == nil, err
 }
 
 // stat hashes the bytes of e, key's region.
-func (d *Dir) stat(ctx context.Context, key string, e entry) (Object, error) {
+func (d *Dir) stat(ctx context.Context, key string, e entry) (artifact.Object, error) {
 	h := sha256.New()
 	n, err := io.Copy(h, ctxReader{ctx: ctx, r: io.NewSectionReader(d.pack, e.off, e.size)})
 	if err != nil {
-		return Object{}, fmt.Errorf("artifact: dir stat %s: %w", key, err)
+		return artifact.Object{}, fmt.Errorf("artifact: dir stat %s: %w", key, err)
 	}
-	return Object{Key: key, Size: n, SHA256: hex.EncodeToString(h.Sum(nil))}, nil
+	return artifact.Object{Key: key, Size: n, SHA256: hex.EncodeToString(h.Sum(nil))}, nil
 }
 
 // Put streams r into the pack for key, verifying that it is exactly size
 // bytes with the given sha256, and returns once the object is durable.
 // When the key already holds the same content it returns that object
-// without reading r; different content is ErrConflict. contentType is not
+// without reading r; different content is artifact.ErrConflict. contentType is not
 // kept: the key's extension carries it.
-func (d *Dir) Put(ctx context.Context, key string, r io.Reader, size int64, sum, contentType string) (Object, error) {
-	if err := checkPut(key, size, sum); err != nil {
-		return Object{}, err
+func (d *Dir) Put(ctx context.Context, key string, r io.Reader, size int64, sum, contentType string) (artifact.Object, error) {
+	if err := artifact.CheckPut(key, size, sum); err != nil {
+		return artifact.Object{}, err
 	}
 	if err := notOwnFile(key); err != nil {
-		return Object{}, err
+		return artifact.Object{}, err
 	}
 	if e, ok := d.lookup(key); ok {
 		o, err := d.stat(ctx, key, e)
 		if err != nil {
-			return Object{}, err
+			return artifact.Object{}, err
 		}
 		return d.existing(o, key, size, sum)
 	}
 	d.mu.Lock()
 	if err := d.broken; err != nil {
 		d.mu.Unlock()
-		return Object{}, fmt.Errorf("artifact: dir put %s: %w", key, err)
+		return artifact.Object{}, fmt.Errorf("artifact: dir put %s: %w", key, err)
 	}
 	d.writing.Add(1)
 	defer d.writing.Done()
@@ -302,24 +307,24 @@ func (d *Dir) Put(ctx context.Context, key string, r io.Reader, size int64, sum,
 		d.end += size
 	}
 	d.mu.Unlock()
-	v := newVerifier(ctxReader{ctx: ctx, r: r}, size, sum)
+	v := artifact.NewVerifier(ctxReader{ctx: ctx, r: r}, size, sum)
 	if _, err := io.Copy(io.NewOffsetWriter(d.pack, off), v); err != nil {
-		return Object{}, fmt.Errorf("artifact: dir put %s: %w", key, err)
+		return artifact.Object{}, fmt.Errorf("artifact: dir put %s: %w", key, err)
 	}
-	if !v.ok {
-		return Object{}, fmt.Errorf("artifact: dir put %s: %w: copy ended before verification", key, ErrMismatch)
+	if !v.Verified() {
+		return artifact.Object{}, fmt.Errorf("artifact: dir put %s: %w: copy ended before verification", key, artifact.ErrMismatch)
 	}
 	if err := d.commits.Do(&pending{key: key, entry: entry{off: off, size: size, sum: sum}}, d.commit); err != nil {
-		return Object{}, fmt.Errorf("artifact: dir put %s: %w", key, err)
+		return artifact.Object{}, fmt.Errorf("artifact: dir put %s: %w", key, err)
 	}
-	return Object{Key: key, Size: size, SHA256: sum}, nil
+	return artifact.Object{Key: key, Size: size, SHA256: sum}, nil
 }
 
 // commit makes a group of written Puts durable: one pack fsync, then
 // their index lines and a commit line in one write, then one index fsync.
 // A key that an earlier commit (or an earlier Put of this one) already
 // holds gets no second line: the same content is that object, other
-// content is ErrConflict.
+// content is artifact.ErrConflict.
 func (d *Dir) commit(puts []*pending) []error {
 	errs := make([]error, len(puts))
 	fail := func(err error) []error {
@@ -340,7 +345,7 @@ func (d *Dir) commit(puts []*pending) []error {
 		return fail(broken)
 	}
 	if err := d.syncFile(d.pack); err != nil {
-		return fail(fmt.Errorf("fsync %s: %w", packName, err))
+		return fail(fmt.Errorf("fsync %s: %w", PackName, err))
 	}
 	fresh := map[string]entry{}
 	var lines []byte
@@ -367,10 +372,10 @@ func (d *Dir) commit(puts []*pending) []error {
 	}
 	lines = fmt.Appendf(lines, "commit %d %08x\n", n, crc32.Checksum(lines, castagnoli))
 	if _, err := d.index.Write(lines); err != nil {
-		return fail(fmt.Errorf("write %s: %w", indexName, err))
+		return fail(fmt.Errorf("write %s: %w", IndexName, err))
 	}
 	if err := d.syncFile(d.index); err != nil {
-		return fail(fmt.Errorf("fsync %s: %w", indexName, err))
+		return fail(fmt.Errorf("fsync %s: %w", IndexName, err))
 	}
 	d.mu.Lock()
 	for k, e := range fresh {
@@ -406,12 +411,12 @@ func parseIndex(raw []byte, packSize int64) (map[string]entry, int64, error) {
 	for pos := 0; pos < len(raw); {
 		batch, next, err := parseCommit(raw, pos, packSize)
 		if err != nil {
-			return nil, 0, fmt.Errorf("%s damaged at byte %d: %w", indexName, pos, err)
+			return nil, 0, fmt.Errorf("%s damaged at byte %d: %w", IndexName, pos, err)
 		}
 		if batch == nil {
 			for s := nextLine(raw, pos); s < len(raw); s = nextLine(raw, s) {
 				if b, _, err := parseCommit(raw, s, packSize); b != nil || err != nil {
-					return nil, 0, fmt.Errorf("%s damaged at byte %d: a complete commit follows a broken one", indexName, pos)
+					return nil, 0, fmt.Errorf("%s damaged at byte %d: a complete commit follows a broken one", IndexName, pos)
 				}
 			}
 			return objects, int64(pos), nil
@@ -480,12 +485,12 @@ func parseLine(line string, packSize int64) (string, entry, error) {
 	size, err2 := strconv.ParseInt(f[1], 10, 64)
 	key, err3 := strconv.Unquote(f[3])
 	switch {
-	case err1 != nil || err2 != nil || err3 != nil || off < 0 || size < 0 || !ValidSHA256(f[2]):
+	case err1 != nil || err2 != nil || err3 != nil || off < 0 || size < 0 || !artifact.ValidSHA256(f[2]):
 		return "", entry{}, fmt.Errorf("line %.100q is not an object", line)
-	case checkKey(key) != nil:
-		return "", entry{}, fmt.Errorf("line %.100q: %w", line, checkKey(key))
+	case artifact.CheckKey(key) != nil:
+		return "", entry{}, fmt.Errorf("line %.100q: %w", line, artifact.CheckKey(key))
 	case off > packSize || size > packSize-off:
-		return "", entry{}, fmt.Errorf("%s holds %d bytes, but %s is %d bytes at %d: the pack lost content", packName, packSize, key, size, off)
+		return "", entry{}, fmt.Errorf("%s holds %d bytes, but %s is %d bytes at %d: the pack lost content", PackName, packSize, key, size, off)
 	}
 	return key, entry{off: off, size: size, sum: f[2]}, nil
 }
@@ -512,12 +517,12 @@ func (d *Dir) Export(ctx context.Context, key string) (string, error) {
 	}
 	defer os.Remove(tmp.Name())
 	defer tmp.Close()
-	v := newVerifier(ctxReader{ctx: ctx, r: io.NewSectionReader(d.pack, e.off, e.size)}, e.size, e.sum)
+	v := artifact.NewVerifier(ctxReader{ctx: ctx, r: io.NewSectionReader(d.pack, e.off, e.size)}, e.size, e.sum)
 	if _, err := io.Copy(tmp, v); err != nil {
 		return "", fmt.Errorf("artifact: dir export %s: %w", key, err)
 	}
-	if !v.ok {
-		return "", fmt.Errorf("artifact: dir export %s: %w: copy ended before verification", key, ErrMismatch)
+	if !v.Verified() {
+		return "", fmt.Errorf("artifact: dir export %s: %w: copy ended before verification", key, artifact.ErrMismatch)
 	}
 	if err := tmp.Chmod(0o644); err != nil {
 		return "", fmt.Errorf("artifact: dir export %s: %w", key, err)
@@ -529,22 +534,22 @@ func (d *Dir) Export(ctx context.Context, key string) (string, error) {
 }
 
 // existing resolves a Put onto a key that is already taken.
-func (d *Dir) existing(o Object, key string, size int64, sum string) (Object, error) {
-	if same(o, size, sum) {
+func (d *Dir) existing(o artifact.Object, key string, size int64, sum string) (artifact.Object, error) {
+	if artifact.Same(o, size, sum) {
 		return o, nil
 	}
-	return Object{}, conflict(key, o.Size, o.SHA256, size, sum)
+	return artifact.Object{}, conflict(key, o.Size, o.SHA256, size, sum)
 }
 
-// conflict is ErrConflict for key, which holds other content than a Put's.
+// conflict is artifact.ErrConflict for key, which holds other content than a Put's.
 func conflict(key string, heldSize int64, heldSum string, size int64, sum string) error {
-	return fmt.Errorf("%w: %s holds %d bytes with sha256 %s, not %d bytes with %s", ErrConflict, key, heldSize, heldSum, size, sum)
+	return fmt.Errorf("%w: %s holds %d bytes with sha256 %s, not %d bytes with %s", artifact.ErrConflict, key, heldSize, heldSum, size, sum)
 }
 
 // keepCut saves the bytes cut from the index's tail as
 // artifacts.index.cut-<unix nanoseconds>, durably, before the cut.
 func (d *Dir) keepCut(b []byte) error {
-	name := filepath.Join(d.root, fmt.Sprintf("%s.cut-%d", indexName, time.Now().UnixNano()))
+	name := filepath.Join(d.root, fmt.Sprintf("%s.cut-%d", IndexName, time.Now().UnixNano()))
 	f, err := os.OpenFile(name, os.O_WRONLY|os.O_CREATE|os.O_EXCL, 0o644)
 	if err != nil {
 		return err
@@ -599,4 +604,28 @@ func (c ctxReader) Read(p []byte) (int, error) {
 		return 0, err
 	}
 	return c.r.Read(p)
+}
+
+// DurableKeys lists, sorted, the keys the index file under root names in
+// complete commits: what a reopened store would hold, not what this
+// process remembers.
+func DurableKeys(root string) ([]string, error) {
+	raw, err := os.ReadFile(filepath.Join(root, IndexName))
+	if err != nil {
+		return nil, err
+	}
+	st, err := os.Stat(filepath.Join(root, PackName))
+	if err != nil {
+		return nil, err
+	}
+	objects, _, err := parseIndex(raw, st.Size())
+	if err != nil {
+		return nil, err
+	}
+	out := make([]string, 0, len(objects))
+	for k := range objects {
+		out = append(out, k)
+	}
+	sort.Strings(out)
+	return out, nil
 }

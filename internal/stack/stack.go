@@ -1,0 +1,163 @@
+// Package stack is the composition table: the one list of genjobs'
+// Lambda functions, each with what it reads of its environment and how
+// its handler is built from one dependency set. The deployed functions
+// (functions/*/main.go, through internal/coldstart) and the local tooling
+// (the local pipeline, the benchmarks, the fault simulation) build their
+// handlers here, each with its own clients.
+package stack
+
+import (
+	"context"
+	"log/slog"
+
+	"github.com/aws/aws-lambda-go/events"
+
+	"github.com/genjobs/genjobs/internal/clock"
+	"github.com/genjobs/genjobs/internal/config"
+	"github.com/genjobs/genjobs/internal/deliver"
+	"github.com/genjobs/genjobs/internal/message"
+	"github.com/genjobs/genjobs/internal/metrics"
+	"github.com/genjobs/genjobs/internal/observe"
+	"github.com/genjobs/genjobs/internal/schedule"
+	"github.com/genjobs/genjobs/internal/submit"
+	"github.com/genjobs/genjobs/internal/sweep"
+	"github.com/genjobs/genjobs/internal/triage"
+	"github.com/genjobs/genjobs/internal/worker"
+)
+
+// Function names: each function's folder under functions/.
+const (
+	Submit  = "submit"
+	Observe = "observe"
+	Deliver = "deliver"
+	Triage  = "triage"
+	Sweep   = "sweep"
+)
+
+// Functions is the table, in template.yaml's order.
+var Functions = []Function{
+	{Name: Submit, Needs: submit.Needs, build: func(d Deps) Handler {
+		c := tuned(d, submit.Config{QueueURL: d.Config.Queues[message.ActionSubmitGeneration].URL, Visibility: d.Config.Visibility,
+			Concurrency: d.Config.Concurrency, OverdueAfter: d.Config.SweepOverdue})
+		return batch(submit.New(submit.Deps{Store: d.Store, Genace: d.Genace, Extender: d.Extender, Sender: d.Sender, Clock: d.Clock, Log: d.Log, Metrics: d.Metrics}, c).Handle)
+	}},
+	{Name: Observe, Needs: observe.Needs, build: func(d Deps) Handler {
+		delays := d.Delays
+		if delays == nil {
+			delays = schedule.NewObservation(d.Config.Policies)
+		}
+		return batch(observe.New(observe.Deps{Store: d.Store, Genace: d.Genace, Delays: delays, Extender: d.Extender, Sender: d.Sender, Clock: d.Clock, Log: d.Log, Metrics: d.Metrics},
+			tuned(d, observe.Configured(d.Config))).Handle)
+	}},
+	{Name: Deliver, Needs: deliver.Needs, build: func(d Deps) Handler {
+		c := tuned(d, deliver.Config{QueueURL: d.Config.Queues[message.ActionDeliverArtifacts].URL, Visibility: d.Config.Visibility,
+			Concurrency: d.Config.Concurrency, OverdueAfter: d.Config.SweepOverdue})
+		return batch(deliver.New(deliver.Deps{Store: d.Store, Genace: d.Genace, Artifacts: d.Artifacts, Extender: d.Extender, Sender: d.Sender, Clock: d.Clock, Log: d.Log, Metrics: d.Metrics}, c).Handle)
+	}},
+	{Name: Triage, Needs: triage.Needs, build: func(d Deps) Handler {
+		return batch(triage.New(triage.Deps{Store: d.Store, Clock: d.Clock, Log: d.Log, Metrics: d.Metrics}, tuned(d, triage.Config{Concurrency: d.Config.Concurrency})).Handle)
+	}},
+	{Name: Sweep, Needs: sweep.Needs, build: func(d Deps) Handler {
+		s := sweep.New(sweep.Deps{Store: d.Store, Sender: d.Sender, Clock: d.Clock, Log: d.Log, Metrics: d.Metrics}, tuned(d, sweep.Configured(d.Config)))
+		return Handler{Lambda: s.Handle, Scheduled: func(ctx context.Context) error { _, err := s.Sweep(ctx); return err }}
+	}},
+}
+
+// Function is one Lambda function of the table.
+type Function struct {
+	// Name is its folder under functions/.
+	Name string
+	// Needs is what it reads of its environment (config.Load's spec).
+	Needs config.Spec
+	build func(Deps) Handler
+}
+
+// Build builds the function's handler from d.
+func (f Function) Build(d Deps) Handler { return f.build(d) }
+
+// Lookup returns the function with the name.
+func Lookup(name string) (Function, bool) {
+	for _, f := range Functions {
+		if f.Name == name {
+			return f, true
+		}
+	}
+	return Function{}, false
+}
+
+// Store is what the handlers need of persistence, all of them together.
+type Store interface {
+	submit.Store
+	observe.Store
+	deliver.Store
+	triage.Store
+	sweep.Store
+}
+
+// Genace is what the handlers need of the Genace client.
+type Genace interface {
+	submit.Genace
+	observe.Genace
+	deliver.Genace
+}
+
+// Deps is the one dependency set every handler is built from. A function
+// uses the part it needs: triage has no Genace and no Sender, only
+// deliver has Artifacts.
+type Deps struct {
+	// Config is the function's settings: read from its environment when
+	// deployed, written by a local tool from the topology otherwise. Each
+	// handler's Config is derived from it (Visibility and Concurrency are
+	// the function's own).
+	Config    config.Config
+	Store     Store
+	Genace    Genace
+	Artifacts deliver.Artifacts
+	// Extender renews message visibility; Sender sends follow-ups.
+	Extender worker.Extender
+	Sender   worker.Sender
+	// Delays is observe's delay policy (nil: Config.Policies').
+	Delays  observe.Delays
+	Clock   clock.Clock
+	Log     *slog.Logger
+	Metrics *metrics.Emitter
+	// Tune changes a handler's Config after it is derived from Config.
+	Tune []Option
+}
+
+// Option changes one handler's Config: a local tool's setting that no
+// environment variable carries (a shorter observation chain, a jitter
+// the seed controls). Tune makes one.
+type Option func(cfg any)
+
+// Tune is the Option that applies f to the handler Config of type C
+// (submit.Config, observe.Config, ...); the other handlers ignore it.
+func Tune[C any](f func(*C)) Option {
+	return func(cfg any) {
+		if c, ok := cfg.(*C); ok {
+			f(c)
+		}
+	}
+}
+
+// tuned is c with d's options applied.
+func tuned[C any](d Deps, c C) C {
+	for _, o := range d.Tune {
+		o(&c)
+	}
+	return c
+}
+
+// Handler is one built function.
+type Handler struct {
+	// Lambda is what lambda.Start serves: the handler's Handle method.
+	Lambda any
+	// Batch handles one SQS batch (nil for a scheduled function).
+	Batch func(context.Context, events.SQSEvent) (events.SQSEventResponse, error)
+	// Scheduled runs a scheduled function once (nil for a queue consumer).
+	Scheduled func(context.Context) error
+}
+
+func batch(h func(context.Context, events.SQSEvent) (events.SQSEventResponse, error)) Handler {
+	return Handler{Lambda: h, Batch: h}
+}
