@@ -383,7 +383,7 @@ func (d *delivery) yield(ctx context.Context, why handOn) worker.Decision {
 	if d.stored == 0 {
 		delay = d.h.cfg.Retry.Delay(0, nil)
 	}
-	d.h.log.InfoContext(ctx, "delivery handing on", "operation_id", d.cur.OperationID, "reason", string(why), "revision", d.cur.Revision)
+	d.h.log.InfoContext(ctx, "delivery handed on", "operation_id", d.cur.OperationID, "reason", string(why), "revision", d.cur.Revision)
 	return worker.Send{Env: next, Delay: delay, Outcome: why.outcome(), What: "hand on after " + string(why)}
 }
 

@@ -178,7 +178,7 @@ func (h *Handler) ensureObservation(ctx context.Context, env message.Envelope, r
 	// collapse on the revision check in the observer.
 	next := message.Envelope{Action: action, OperationID: rec.OperationID, ExpectedRevision: rec.Revision,
 		ExpectedRemoteJobID: rec.RemoteJobID, Attempt: env.Attempt + 1}
-	h.log.InfoContext(ctx, "job id known: re-arming observation instead of submitting", "operation_id", rec.OperationID, "job_id", rec.RemoteJobID)
+	h.log.InfoContext(ctx, "job id known: re-armed observation instead of submitting", "operation_id", rec.OperationID, "job_id", rec.RemoteJobID)
 	return worker.Send{Env: next, Outcome: worker.OutcomeRearmed, What: "re-arm " + string(action)}
 }
 

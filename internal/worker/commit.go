@@ -257,7 +257,7 @@ func (w *Worker) park(t *Turn, d Park) Decision {
 	return Write{Next: next, Outcome: OutcomeParked, Attempt: d.Attempt, What: "park (" + d.Reason + ")",
 		counted: func(ctx context.Context, saved operation.Record) {
 			w.metrics.Count(metrics.Parked, 1, metrics.Dim{Name: "Reason", Value: d.Category})
-			w.log.WarnContext(ctx, "cannot continue; parked for review", "operation_id", saved.OperationID, "revision", saved.Revision, "reason", d.Reason)
+			w.log.WarnContext(ctx, "cannot continue; parked for review", "operation_id", saved.OperationID, "revision", saved.Revision, "cause", d.Reason)
 		}}
 }
 

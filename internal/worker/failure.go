@@ -190,7 +190,7 @@ func (w *Worker) retry(ctx context.Context, t *Turn, d Retry) Decision {
 		next, terr = operation.ReadThrottled(rec, now)
 		delay = d.Throttled(f.Wait)
 	case f.Parks(failures, rec.LastError, d.Budget):
-		w.log.WarnContext(ctx, "step failed beyond its budget", "operation_id", rec.OperationID, "category", f.Category,
+		w.log.WarnContext(ctx, "failed beyond its budget", "operation_id", rec.OperationID, "category", f.Category,
 			"failures", failures, "error", d.Err.Error())
 		return Park{Reason: d.Park(failures), Category: f.Category, Attempt: d.Attempt}
 	default:
@@ -206,7 +206,7 @@ func (w *Worker) retry(ctx context.Context, t *Turn, d Retry) Decision {
 			return Done{Outcome: d.Failed, Err: fmt.Errorf("%s %s: record the failure: %w (after %w)", w.name, rec.OperationID, err, d.Err)}
 		},
 		counted: func(ctx context.Context, saved operation.Record) {
-			w.log.WarnContext(ctx, "step failed; retrying later", "operation_id", rec.OperationID, "category", f.Category,
+			w.log.WarnContext(ctx, "failed; retrying later", "operation_id", rec.OperationID, "category", f.Category,
 				"failures", saved.Counters.ReadFailures, "retry_at", saved.Schedule.Due, "error", d.Err.Error())
 		}}
 }
