@@ -139,8 +139,7 @@ func (h *Handler) handleRecord(ctx context.Context, m events.SQSMessage) error {
 	}
 	// A review keyed by the message: a redelivered DLQ message files it
 	// once (and counts it once).
-	if _, err := h.w.Commit(ctx, worker.Turn{Msg: m}, worker.File{Review: r, What: "write review",
-		Dims: []metrics.Dim{{Name: "Reason", Value: r.ErrorCategory}}}); err != nil {
+	if _, err := h.w.Commit(ctx, worker.Turn{Msg: m}, worker.File{Review: r, What: "write review", ByReason: true}); err != nil {
 		return err
 	}
 	h.log.InfoContext(ctx, "dead-lettered message reviewed", "review_id", r.ID, "operation_id", r.OperationID, "phase", string(r.Phase),

@@ -93,12 +93,13 @@ type Park struct {
 }
 
 // File files a review (twice is a no-op), counted in ReviewsOpened by
-// phase and Dims when new, then goes on with Then (nil: done).
+// phase (and by its ErrorCategory with ByReason: triage's dead letters)
+// when new, then goes on with Then (nil: done).
 type File struct {
-	Review review.Record
-	Dims   []metrics.Dim
-	What   string
-	Then   Decision
+	Review   review.Record
+	ByReason bool
+	What     string
+	Then     Decision
 }
 
 // Emit does what the record as it stands expects next (Emitter.Emit):
@@ -266,8 +267,11 @@ func (w *Worker) file(ctx context.Context, t *Turn, d File) Decision {
 	if err != nil {
 		return w.failed(t, cmp.Or(d.What, "write review"), err)
 	}
-	if wrote {
-		w.metrics.Count(metrics.Reviews, 1, append([]metrics.Dim{{Name: "Phase", Value: string(d.Review.Phase)}}, d.Dims...)...)
+	switch phase := string(d.Review.Phase); {
+	case wrote && d.ByReason:
+		w.metrics.Count(metrics.Reviews, 1, metrics.Dim{Name: "Phase", Value: phase}, metrics.Dim{Name: "Reason", Value: d.Review.ErrorCategory})
+	case wrote:
+		w.metrics.Count(metrics.Reviews, 1, metrics.Dim{Name: "Phase", Value: phase})
 	}
 	if d.Then == nil {
 		return Done{}
