@@ -175,11 +175,7 @@ func (s *Sweeper) one(ctx context.Context, rec operation.Record, now time.Time) 
 		// Should the claim settle first after all (it cannot while
 		// ClaimTimeout exceeds submit's timeout), the handler's write
 		// that carries the job id or ends the operation closes it.
-		will := next
-		will.Revision = rec.Revision + 1
-		return s.commit(ctx, rec, didExpireClaim, worker.File{What: "review of the expired claim",
-			Review: review.ForRecord(review.ParkedID(will.OperationID, will.Revision), review.SourceSweep, &will, now),
-			Then:   worker.Write{Next: next}})
+		return s.commit(ctx, rec, didExpireClaim, worker.Write{Next: next, ReviewFirst: true})
 	}
 	if now.Sub(at) < s.cfg.OverdueAfter {
 		return didSkip, nil
@@ -216,7 +212,7 @@ func (s *Sweeper) dropDispatch(ctx context.Context, rec operation.Record, failed
 	next.Schedule = nil // the dispatch it named is obsolete: out of the index
 	next.Timestamps.Updated = now
 	done, err := s.commit(ctx, rec, didDropDispatch, worker.File{Review: r, What: "review of the dropped dispatch",
-		Then: worker.Write{Next: next, What: "drop dispatch"}})
+		Then: worker.Write{Next: next, Once: true, What: "drop dispatch"}})
 	if done == didDropDispatch {
 		s.log.WarnContext(ctx, "sweep dropped a dispatch the allowance no longer covers", "operation_id", rec.OperationID,
 			"precondition", failed.Name, "review_id", r.ID)

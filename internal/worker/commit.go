@@ -39,8 +39,13 @@ type Write struct {
 	Mutate Mutation
 	// Once writes Next once, as it is: no re-send after an error without
 	// a verdict and no stale write counted (a claim, whose loss is its
-	// answer).
+	// answer; the sweep's dropped dispatch, which its next run judges
+	// again).
 	Once bool
+	// ReviewFirst files the review Next will need before writing it
+	// (Emitter.Review): for a write that takes the record out of the
+	// sweep's index (an expired claim made uncertain).
+	ReviewFirst bool
 	// Then, when set, goes on from the record as written, nothing sent;
 	// otherwise the follow-up the record expects is emitted with Attempt
 	// and the handling ends with Outcome.
@@ -196,6 +201,13 @@ func lostRace(err error, reapplied bool) bool {
 
 func (w *Worker) write(ctx context.Context, t *Turn, d Write) Decision {
 	from := t.Rec
+	if d.ReviewFirst {
+		will := d.Next
+		will.Revision = from.Revision + 1
+		if err := w.emitter.Review(ctx, &will); err != nil {
+			return w.failed(t, "review before the write", err)
+		}
+	}
 	var (
 		saved operation.Record
 		err   error
