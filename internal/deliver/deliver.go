@@ -34,7 +34,6 @@ import (
 	"github.com/genjobs/genjobs/internal/metrics"
 	"github.com/genjobs/genjobs/internal/operation"
 	"github.com/genjobs/genjobs/internal/schedule"
-	"github.com/genjobs/genjobs/internal/store"
 	"github.com/genjobs/genjobs/internal/worker"
 )
 
@@ -150,13 +149,14 @@ func (h *Handler) Handle(ctx context.Context, ev events.SQSEvent) (events.SQSEve
 }
 
 // decide runs one message's delivery on its record.
-func (h *Handler) decide(ctx context.Context, m events.SQSMessage, env message.Envelope, rec operation.Record, l *worker.Lease) (worker.Outcome, error) {
-	run := &delivery{h: h, m: m, env: env, lease: l, cur: rec}
+func (h *Handler) decide(ctx context.Context, t worker.Turn) worker.Decision {
+	run := &delivery{h: h, m: t.Msg, env: t.Env, lease: t.Lease, cur: t.Rec}
 	return run.decide(ctx)
 }
 
 // delivery is one message's work on one record. cur is the record as this
-// worker last read or wrote it.
+// worker last read or wrote it; job is the job as last read (nil before
+// the first read).
 type delivery struct {
 	h     *Handler
 	m     events.SQSMessage
@@ -170,23 +170,18 @@ type delivery struct {
 	stored     int
 }
 
-// obsolete acknowledges a message that the record makes pointless.
-func (d *delivery) obsolete(ctx context.Context, why worker.Reason) (worker.Outcome, error) {
-	return d.h.w.Obsolete(ctx, d.env, &d.cur, why)
-}
-
 // decide checks the message against the record, then delivers.
-func (d *delivery) decide(ctx context.Context) (worker.Outcome, error) {
+func (d *delivery) decide(ctx context.Context) worker.Decision {
 	rec := &d.cur
 	if rec.RemoteJobID != d.env.ExpectedRemoteJobID {
-		return d.obsolete(ctx, worker.ReasonJobIDMismatch)
+		return worker.Obsolete{Why: worker.ReasonJobIDMismatch}
 	}
 	if rec.Phase == operation.PhaseDelivered {
-		return d.obsolete(ctx, worker.ReasonAlreadyDelivered)
+		return worker.Obsolete{Why: worker.ReasonAlreadyDelivered}
 	}
 	if rec.Revision != d.env.ExpectedRevision {
 		if rec.LastAppliedMessageID != d.m.MessageId {
-			return d.obsolete(ctx, worker.ReasonStaleRevision)
+			return worker.Obsolete{Why: worker.ReasonStaleRevision}
 		}
 		// The newer revision is this message's own work (a redelivery
 		// after a crash, a timeout or an unacknowledged batch).
@@ -195,23 +190,23 @@ func (d *delivery) decide(ctx context.Context) (worker.Outcome, error) {
 			// 429, which counts no failure; progress is due at once); the
 			// retry message may not have left. Send it (duplicates
 			// collapse on the revision) instead of retrying early.
-			return worker.OutcomeReemitted, d.h.w.Emit(ctx, rec, d.env.Attempt+1)
+			return worker.Emit{Outcome: worker.OutcomeReemitted, Attempt: d.env.Attempt + 1}
 		}
 		// Otherwise its last writes were progress: continue from them.
 	}
 	if rec.Phase != operation.PhaseSucceeded {
-		return d.obsolete(ctx, worker.ReasonPhase(rec.Phase))
+		return worker.Obsolete{Why: worker.ReasonPhase(rec.Phase)}
 	}
 	if rec.Parked != nil {
 		if rec.LastAppliedMessageID == d.m.MessageId {
 			// This message parked it; its review may not have been
 			// written (the worker died, the write failed): write it.
-			return worker.OutcomeReemitted, d.h.w.Emit(ctx, rec, d.env.Attempt+1)
+			return worker.Emit{Outcome: worker.OutcomeReemitted, Attempt: d.env.Attempt + 1}
 		}
-		return d.obsolete(ctx, worker.ReasonParked)
+		return worker.Obsolete{Why: worker.ReasonParked}
 	}
 	if rec.Remote == nil {
-		return d.park(ctx, errors.New("succeeded without a remote snapshot"))
+		return d.park(errors.New("succeeded without a remote snapshot"))
 	}
 	if pending(rec) > 0 {
 		// The first write is the first output's: after the job's read and
@@ -220,32 +215,36 @@ func (d *delivery) decide(ctx context.Context) (worker.Outcome, error) {
 		if dl, ok := ctx.Deadline(); ok && dl.Before(lands) {
 			lands = dl
 		}
-		cur, err := d.h.w.KeepDue(ctx, d.cur, d.m.MessageId, lands, d.h.cfg.OverdueAfter)
-		if errors.Is(err, worker.ErrMovedOn) || errors.Is(err, store.ErrConflict) {
-			return worker.OutcomeLostRace, nil // another worker drives the delivery now
-		}
-		if err != nil {
-			return worker.OutcomeFailed, fmt.Errorf("deliver %s: keep the sweep informed: %w", d.cur.OperationID, err)
-		}
-		d.cur = cur
+		// A lost race: another worker drives the delivery now.
+		return worker.KeepDue{Lands: lands, OverdueAfter: d.h.cfg.OverdueAfter, Then: d.next,
+			Failed: func(err error) worker.Decision {
+				return worker.Done{Outcome: worker.OutcomeFailed, Err: fmt.Errorf("deliver %s: keep the sweep informed: %w", d.cur.OperationID, err)}
+			}}
 	}
 	return d.deliver(ctx)
 }
 
-// deliver stores every output not yet recorded, then completes.
-func (d *delivery) deliver(ctx context.Context) (worker.Outcome, error) {
+// next goes on with the delivery from the record as written.
+func (d *delivery) next(ctx context.Context, saved operation.Record) worker.Decision {
+	d.cur = saved
+	return d.deliver(ctx)
+}
+
+// deliver stores the next output not yet recorded and goes on from its
+// write, until every output is recorded; then it completes.
+func (d *delivery) deliver(ctx context.Context) worker.Decision {
 	h := d.h
 	descs := d.cur.Remote.Outputs
 	for i, desc := range descs {
 		if !artifact.ValidSHA256(desc.SHA256) || desc.SizeBytes < 0 {
-			return d.park(ctx, fmt.Errorf("output %d: the snapshot holds no usable sha256 or size to verify a copy against", i))
+			return d.park(fmt.Errorf("output %d: the snapshot holds no usable sha256 or size to verify a copy against", i))
 		}
 	}
-	if pending(&d.cur) > 0 {
+	if pending(&d.cur) > 0 && d.job == nil {
 		// Fresh signed URLs: the snapshot never keeps them, and any URL an
 		// earlier read saw may have expired.
 		if st := d.fetch(ctx); st != nil {
-			return st.outcome, st.err
+			return st
 		}
 	}
 	for i, desc := range descs {
@@ -258,31 +257,29 @@ func (d *delivery) deliver(ctx context.Context) (worker.Outcome, error) {
 		key := artifact.Key(d.cur.OperationID, d.cur.RemoteJobID, i, desc.ContentType)
 		obj, how, err := d.store(ctx, i, desc, key)
 		if err != nil {
-			return d.failed(ctx, err)
+			return d.failed(err)
 		}
 		rec := operation.Delivery{Index: i, Key: obj.Key, SizeBytes: obj.Size, SHA256: obj.SHA256, StoredAt: h.clk.Now()}
-		if st := d.record(ctx, rec); st != nil {
-			return st.outcome, st.err
-		}
-		d.stored++
-		h.metrics.Count(metrics.Deliveries, 1, metrics.Dim{Name: "Outcome", Value: how})
-		h.log.InfoContext(ctx, "output stored", "operation_id", d.cur.OperationID, "index", i, "key", obj.Key,
-			"size_bytes", obj.Size, "outcome", how, "revision", d.cur.Revision)
+		return d.record(rec, func(ctx context.Context, saved operation.Record) worker.Decision {
+			d.stored++
+			h.metrics.Count(metrics.Deliveries, 1, metrics.Dim{Name: "Outcome", Value: how})
+			h.log.InfoContext(ctx, "output stored", "operation_id", saved.OperationID, "index", i, "key", obj.Key,
+				"size_bytes", obj.Size, "outcome", how, "revision", saved.Revision)
+			return d.next(ctx, saved)
+		})
 	}
 	if d.cur.Phase == operation.PhaseSucceeded {
 		// Every output was recorded before this message (a crash between
 		// the last output and the completion): complete now.
-		if st := d.persist(ctx, func(r operation.Record) (operation.Record, error) {
+		return d.persist(func(r operation.Record) (operation.Record, error) {
 			if r.Phase != operation.PhaseSucceeded {
 				return r, worker.ErrMovedOn
 			}
 			return operation.CompleteDelivery(r, h.clk.Now())
-		}); st != nil {
-			return st.outcome, st.err
-		}
+		}, d.next)
 	}
 	h.log.InfoContext(ctx, "operation delivered", "operation_id", d.cur.OperationID, "revision", d.cur.Revision, "outputs", len(descs))
-	return worker.OutcomeDelivered, h.w.Emit(ctx, &d.cur, d.env.Attempt+1)
+	return worker.Emit{Outcome: worker.OutcomeDelivered, Attempt: d.env.Attempt + 1}
 }
 
 func pending(r *operation.Record) int {
@@ -295,27 +292,19 @@ func pending(r *operation.Record) int {
 	return n
 }
 
-// stop is how a message's handling ends early: the outcome for metrics
-// and the error for the batch (nil acknowledges the message).
-type stop struct {
-	outcome worker.Outcome
-	err     error
-}
-
 // fetch GETs the job (no long poll) for freshly signed URLs and checks the
-// outputs against the snapshot's descriptors.
-func (d *delivery) fetch(ctx context.Context) *stop {
+// outputs against the snapshot's descriptors. It returns nil when the
+// delivery can go on, or how it ends.
+func (d *delivery) fetch(ctx context.Context) worker.Decision {
 	job, err := d.h.genace.Get(ctx, d.cur.RemoteJobID, 0, d.h.cfg.ReadTimeout)
 	if err != nil {
-		outcome, err := d.failed(ctx, &readError{err: err})
-		return &stop{outcome, err}
+		return d.failed(&readError{err: err})
 	}
 	if err := matches(d.cur.Remote.Outputs, job); err != nil {
 		// The outputs we would copy are not the ones observation saw. A
 		// copy could not be verified against the record; a person must
 		// look.
-		outcome, err := d.park(ctx, fmt.Errorf("job %s: %w", d.cur.RemoteJobID, err))
-		return &stop{outcome, err}
+		return d.park(fmt.Errorf("job %s: %w", d.cur.RemoteJobID, err))
 	}
 	d.job = job
 	return nil
@@ -384,7 +373,7 @@ func (d *delivery) authority(ctx context.Context) handOn {
 // revision, instead of copying past the lease or the deadline. Nothing is
 // lost: recorded outputs stay recorded, and a stored but unrecorded one
 // is found by the next attempt's Stat.
-func (d *delivery) yield(ctx context.Context, why handOn) (worker.Outcome, error) {
+func (d *delivery) yield(ctx context.Context, why handOn) worker.Decision {
 	next := message.Envelope{Action: message.ActionDeliverArtifacts, OperationID: d.cur.OperationID, ExpectedRevision: d.cur.Revision,
 		ExpectedRemoteJobID: d.cur.RemoteJobID, Attempt: d.env.Attempt + 1}
 	// Handing on at once is right after progress; without any, an
@@ -394,11 +383,8 @@ func (d *delivery) yield(ctx context.Context, why handOn) (worker.Outcome, error
 	if d.stored == 0 {
 		delay = d.h.cfg.Retry.Delay(0, nil)
 	}
-	if _, err := d.h.w.Send(ctx, next, delay); err != nil {
-		return worker.OutcomeError, fmt.Errorf("deliver %s: hand on after %s: %w", d.cur.OperationID, why, err)
-	}
 	d.h.log.InfoContext(ctx, "delivery handed on", "operation_id", d.cur.OperationID, "reason", string(why), "revision", d.cur.Revision)
-	return why.outcome(), nil
+	return worker.Send{Env: next, Delay: delay, Outcome: why.outcome(), What: "hand on after " + string(why)}
 }
 
 // store puts output i under key, or finds it already there. how is
@@ -448,40 +434,19 @@ func (d *delivery) copy(ctx context.Context, u genace.SignedURL, key string, des
 
 // park stops automation on a delivery that no retry can complete (an
 // object of other content under an output's key, outputs that differ
-// from the snapshot, a job Genace no longer knows): the record keeps its
-// phase, is parked with the cause, which takes it out of the sweep's
-// index, and one review asks an operator, whose replay clears the park.
-// The message is acknowledged. Failed towards the DLQ instead, it left
-// the record's delivery due, and every sweep run re-armed it: five
+// from the snapshot, a job Genace no longer knows): worker.Park with the
+// cause, and the message acknowledged. Failed towards the DLQ instead, it
+// left the record's delivery due, and every sweep run re-armed it: five
 // receives, the DLQ and one more review each time, forever.
-func (d *delivery) park(ctx context.Context, cause error) (worker.Outcome, error) {
-	return d.parkAs(ctx, cause.Error(), "delivery_blocked")
-}
-
-// parkAs is park with the review's reason and the failure's category
-// (the record's LastError and the OperationsParked metric's Reason).
-func (d *delivery) parkAs(ctx context.Context, cause, category string) (worker.Outcome, error) {
-	h := d.h
-	parked, outcome, err := h.w.Park(ctx, d.cur, d.m.MessageId, "delivery cannot complete: "+cause, category, d.env.Attempt+1)
-	switch outcome {
-	case worker.OutcomeLostRace:
-		// Another worker moved the record: it drives the delivery now,
-		// and parks it too should it meet the same cause.
-		h.log.InfoContext(ctx, "record moved on under this delivery; the newer state stands", "operation_id", d.cur.OperationID, "cause", cause)
-		return outcome, nil
-	case worker.OutcomeError:
-		return outcome, fmt.Errorf("deliver %s: park after %s: %w", d.cur.OperationID, cause, err)
-	}
-	d.cur = parked
-	h.log.WarnContext(ctx, "delivery cannot complete; parked for review", "operation_id", parked.OperationID, "revision", parked.Revision, "cause", cause)
-	return outcome, err
+func (d *delivery) park(cause error) worker.Decision {
+	return worker.Park{Reason: "delivery cannot complete: " + cause.Error(), Category: "delivery_blocked", Attempt: d.env.Attempt + 1}
 }
 
 // record notes one stored output with a conditional write, completing the
-// operation when it was the last.
-func (d *delivery) record(ctx context.Context, del operation.Delivery) *stop {
+// operation when it was the last, and goes on with then.
+func (d *delivery) record(del operation.Delivery, then worker.Then) worker.Decision {
 	now := d.h.clk.Now()
-	return d.persist(ctx, func(r operation.Record) (operation.Record, error) {
+	return d.persist(func(r operation.Record) (operation.Record, error) {
 		if r.Phase != operation.PhaseSucceeded {
 			return r, worker.ErrMovedOn // another worker completed the delivery
 		}
@@ -501,39 +466,31 @@ func (d *delivery) record(ctx context.Context, del operation.Delivery) *stop {
 		// re-arms it only if progress stops for its grace period.
 		n.Schedule = &operation.NextAction{Action: string(message.ActionDeliverArtifacts), Due: now}
 		return n, nil
-	})
+	}, then)
 }
 
-// persist writes mutate's record through the worker (worker.Persist),
-// from the record as this worker last read or wrote it, and keeps the
-// record as written, or as it now stands, as d.cur. A record that left
-// succeeded (worker.ErrMovedOn) ends the message: the newer state stands.
-// mutate's own error (an output recorded with another checksum or key)
-// is permanent.
-func (d *delivery) persist(ctx context.Context, mutate worker.Mutation) *stop {
+// persist writes mutate's record, re-applied to the record as it stands
+// on a conflict, and goes on with then. A record that left succeeded
+// (worker.ErrMovedOn) ends the message: the newer state stands. mutate's
+// own error (an output recorded with another checksum or key) parks the
+// operation: no retry can reconcile the two; a person must look.
+func (d *delivery) persist(mutate worker.Mutation, then worker.Then) worker.Decision {
 	var refused error
-	saved, err := d.h.w.Persist(ctx, d.cur, d.m.MessageId, func(r operation.Record) (operation.Record, error) {
-		n, err := mutate(r)
-		if err != nil && !errors.Is(err, worker.ErrMovedOn) && !errors.Is(err, worker.ErrNothingToWrite) {
-			refused = err
-		}
-		return n, err
-	})
-	d.cur = saved
-	switch {
-	case err == nil:
-		return nil
-	case errors.Is(err, worker.ErrMovedOn):
-		d.h.log.InfoContext(ctx, "record moved on under this delivery; the newer state stands", "operation_id", d.cur.OperationID,
-			"revision", d.cur.Revision, "phase", string(d.cur.Phase))
-		return &stop{worker.OutcomeMovedOn, nil}
-	case refused != nil:
-		// An output recorded with another checksum or key: no retry
-		// can reconcile the two; a person must look.
-		outcome, err := d.park(ctx, refused)
-		return &stop{outcome, err}
-	}
-	return &stop{worker.OutcomeError, fmt.Errorf("deliver %s: write: %w", d.cur.OperationID, err)}
+	return worker.Write{Then: then,
+		Mutate: func(r operation.Record) (operation.Record, error) {
+			n, err := mutate(r)
+			if err != nil && !errors.Is(err, worker.ErrMovedOn) && !errors.Is(err, worker.ErrNothingToWrite) {
+				refused = err
+			}
+			return n, err
+		},
+		Lost: worker.Done{Outcome: worker.OutcomeMovedOn},
+		Failed: func(err error) worker.Decision {
+			if refused != nil {
+				return d.park(refused)
+			}
+			return worker.Done{Outcome: worker.OutcomeError, Err: fmt.Errorf("deliver %s: write: %w", d.cur.OperationID, err)}
+		}}
 }
 
 // readError is a failed GET of the job.
@@ -549,16 +506,10 @@ func (e *copyError) Error() string { return e.err.Error() }
 func (e *copyError) Unwrap() error { return e.err }
 
 // handled carries an end already decided deeper down (a re-read that
-// failed and was recorded, or found the outputs changed).
-type handled struct{ *stop }
+// failed, or found the outputs changed).
+type handled struct{ worker.Decision }
 
-func (e *handled) Error() string {
-	if e.err == nil {
-		return string(e.outcome)
-	}
-	return e.err.Error()
-}
-func (e *handled) Unwrap() error { return e.err }
+func (e *handled) Error() string { return "decided: the job's re-read" }
 
 // judge is worker.Judge for a failed read or copy of this delivery.
 func judge(err error) worker.Failure {
@@ -569,66 +520,28 @@ func judge(err error) worker.Failure {
 	return worker.Judge(err, "artifact_copy_failed")
 }
 
-// failed handles a failed read or copy, as worker.Judge decides (the one
-// place that does). A 429 is waited out for its Retry-After and counts
-// for nothing. Any other failure is recorded on the record (phase
-// unchanged, failure counted, retry scheduled with backoff) so delivery
-// rides out an outage without burning the message's receive count, until
-// the failure's budget runs out (MaxCopyFailures for a 5xx, a timeout or
-// a store error; worker.SuspectAttempts for a copy that does not verify or
-// a body that no longer decodes; at once for a conflict or a 4xx): then
-// the operation is parked with one review (park). Failed towards the DLQ
-// instead, the message would never get there: the sweep re-arms the due
-// record first and the old message comes back obsolete. A refused key
-// fails the message (retryable) and leaves the record as it is.
-func (d *delivery) failed(ctx context.Context, err error) (worker.Outcome, error) {
+// failed hands a failed read or copy to the worker's failure policy
+// (worker.Retry), with deliver's budgets: a 429 is waited out for its
+// Retry-After (schedule.WaitOut); any other failure is retried after
+// Config.Retry until its budget runs out (MaxCopyFailures for a 5xx, a
+// timeout or a store error; worker.SuspectAttempts for a copy that does
+// not verify or a body that no longer decodes; at once for a conflict or
+// a 4xx), and then the operation is parked with one review.
+func (d *delivery) failed(err error) worker.Decision {
 	h := d.h
 	var done *handled
 	if errors.As(err, &done) {
-		return done.outcome, done.err
+		return done.Decision
 	}
 	f := judge(err)
 	rec := d.cur
-	now := h.clk.Now()
-	var (
-		next  operation.Record
-		terr  error
-		delay time.Duration
-	)
-	switch failures := rec.Counters.ReadFailures + 1; {
-	case f.Verdict == worker.VerdictKey:
-		// Our key, not the job or its outputs: nothing to record against
-		// them. The message comes back after its visibility timeout (or
-		// the sweep re-arms the record first); GenaceUnauthorizedAlarm,
-		// not a dead letter, tells a person that the key is wrong.
-		h.metrics.Count(metrics.GenaceUnauthorized, 1)
-		return worker.OutcomeFailed, fmt.Errorf("deliver %s: %w: check GENACE_API_KEY", d.cur.OperationID, err)
-	case f.Verdict == worker.VerdictWait:
-		h.metrics.Count(metrics.GenaceThrottled, 1)
-		next, terr = operation.ReadThrottled(rec, now)
-		delay = schedule.WaitOut(f.Wait, h.cfg.Retry.Jitter, h.cfg.Retry.Cap, h.rnd)
-	case f.Parks(failures, rec.LastError, h.cfg.MaxCopyFailures):
-		h.log.WarnContext(ctx, "delivery failed beyond its budget", "operation_id", rec.OperationID, "category", f.Category,
-			"failures", failures, "error", err.Error())
-		return d.parkAs(ctx, fmt.Sprintf("job %s: %s, %d failed attempt(s) in a row", rec.RemoteJobID, f.Category, failures), f.Category)
-	default:
-		next, terr = operation.ReadFailed(rec, f.Category, now)
-		delay = h.cfg.Retry.Delay(next.Counters.ReadFailures-1, h.rnd)
-	}
-	if terr != nil {
-		return worker.OutcomeFailed, fmt.Errorf("deliver %s: %w (after %w)", rec.OperationID, terr, err)
-	}
-	next.Schedule = &operation.NextAction{Action: string(message.ActionDeliverArtifacts), Due: now.Add(delay)}
-	saved, uerr := h.w.Persist(ctx, rec, d.m.MessageId, worker.OnlyAt(rec.Revision, next))
-	if errors.Is(uerr, worker.ErrMovedOn) || errors.Is(uerr, store.ErrConflict) {
-		// Another worker moved the record: it drives the delivery now.
-		return worker.OutcomeLostRace, nil
-	}
-	if uerr != nil {
-		return worker.OutcomeFailed, fmt.Errorf("deliver %s: record failure: %w (after %w)", rec.OperationID, uerr, err)
-	}
-	d.cur = saved
-	h.log.WarnContext(ctx, "delivery failed; retrying later", "operation_id", rec.OperationID, "category", f.Category,
-		"failures", saved.Counters.ReadFailures, "retry_at", saved.Schedule.Due, "error", err.Error())
-	return worker.OutcomeOfRetry(f.Category), h.w.Emit(ctx, &saved, d.env.Attempt+1)
+	return worker.Retry{Err: err, Failure: f, Action: message.ActionDeliverArtifacts, Budget: h.cfg.MaxCopyFailures,
+		Throttled: func(retryAfter time.Duration) time.Duration {
+			return schedule.WaitOut(retryAfter, h.cfg.Retry.Jitter, h.cfg.Retry.Cap, h.rnd)
+		},
+		Backoff: func(failures int) time.Duration { return h.cfg.Retry.Delay(failures-1, h.rnd) },
+		Park: func(failures int) string {
+			return fmt.Sprintf("delivery cannot complete: job %s: %s, %d failed attempt(s) in a row", rec.RemoteJobID, f.Category, failures)
+		},
+		Attempt: d.env.Attempt + 1, Failed: worker.OutcomeFailed, Retried: worker.OutcomeOfRetry(f.Category)}
 }

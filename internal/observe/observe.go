@@ -15,7 +15,6 @@ package observe
 import (
 	"cmp"
 	"context"
-	"errors"
 	"fmt"
 	"log/slog"
 	"sync"
@@ -28,7 +27,6 @@ import (
 	"github.com/genjobs/genjobs/internal/message"
 	"github.com/genjobs/genjobs/internal/metrics"
 	"github.com/genjobs/genjobs/internal/operation"
-	"github.com/genjobs/genjobs/internal/store"
 	"github.com/genjobs/genjobs/internal/worker"
 )
 
@@ -163,11 +161,6 @@ func (h *Handler) Handle(ctx context.Context, ev events.SQSEvent) (events.SQSEve
 	return h.w.Handle(ctx, ev, h.decide), nil
 }
 
-// obsolete acknowledges a message that the record makes pointless.
-func (h *Handler) obsolete(ctx context.Context, env message.Envelope, rec *operation.Record, why worker.Reason) (worker.Outcome, error) {
-	return h.w.Obsolete(ctx, env, rec, why)
-}
-
 func observable(rec *operation.Record) bool {
 	if rec.Parked != nil {
 		return false
@@ -175,22 +168,23 @@ func observable(rec *operation.Record) bool {
 	return rec.Phase == operation.PhaseAccepted || (rec.Phase == operation.PhaseFailed && rec.Settlement == operation.SettlementUnresolved)
 }
 
-func (h *Handler) decide(ctx context.Context, m events.SQSMessage, env message.Envelope, rec operation.Record, l *worker.Lease) (worker.Outcome, error) {
+func (h *Handler) decide(ctx context.Context, t worker.Turn) worker.Decision {
+	rec, env := t.Rec, t.Env
 	if rec.RemoteJobID != env.ExpectedRemoteJobID {
-		return h.obsolete(ctx, env, &rec, worker.ReasonJobIDMismatch)
+		return worker.Obsolete{Why: worker.ReasonJobIDMismatch}
 	}
 	if rec.Revision != env.ExpectedRevision {
-		if rec.LastAppliedMessageID == m.MessageId {
+		if rec.LastAppliedMessageID == t.Msg.MessageId {
 			// Our own write landed before a crash: the follow-up may not
 			// have left. Send it (duplicates collapse downstream).
-			return worker.OutcomeReemitted, h.w.Emit(ctx, &rec, env.Attempt+1)
+			return worker.Emit{Outcome: worker.OutcomeReemitted, Attempt: env.Attempt + 1}
 		}
-		return h.obsolete(ctx, env, &rec, worker.ReasonStaleRevision)
+		return worker.Obsolete{Why: worker.ReasonStaleRevision}
 	}
 	if !observable(&rec) {
-		return h.obsolete(ctx, env, &rec, worker.ReasonPhase(rec.Phase))
+		return worker.Obsolete{Why: worker.ReasonPhase(rec.Phase)}
 	}
-	return h.chain(ctx, m, env, rec, l)
+	return h.chain(ctx, t)
 }
 
 // chain observes the job with long polls back to back, as long as the
@@ -212,50 +206,72 @@ func (h *Handler) decide(ctx context.Context, m events.SQSMessage, env message.E
 // mid-chain loses only unwritten looks: the message comes back (or the
 // sweep re-arms it) and reads again; a write of its own that landed is
 // found and its follow-up re-sent.
-func (h *Handler) chain(ctx context.Context, m events.SQSMessage, env message.Envelope, rec operation.Record, l *worker.Lease) (worker.Outcome, error) {
-	end := h.clk.Now().Add(h.cfg.Chain)
-	if dl, ok := ctx.Deadline(); ok && dl.Add(-h.cfg.Overhead).Before(end) {
-		end = dl.Add(-h.cfg.Overhead)
+//
+// The chain first keeps the sweep informed (worker.KeepDue): its last
+// write lands at its end plus Overhead. Chain + Overhead below
+// OverdueAfter, which the function checks at start-up, makes one write
+// enough.
+func (h *Handler) chain(ctx context.Context, t worker.Turn) worker.Decision {
+	c := &chain{h: h, t: t, f: &flight{}, end: h.clk.Now().Add(h.cfg.Chain)}
+	if dl, ok := ctx.Deadline(); ok && dl.Add(-h.cfg.Overhead).Before(c.end) {
+		c.end = dl.Add(-h.cfg.Overhead)
 	}
-	rec, err := h.inform(ctx, m, rec, end)
-	if errors.Is(err, worker.ErrMovedOn) || errors.Is(err, store.ErrConflict) {
-		h.log.InfoContext(ctx, "observation lost the revision race", "operation_id", rec.OperationID, "expected_revision", rec.Revision)
-		return worker.OutcomeLostRace, nil
+	return worker.KeepDue{Lands: c.end.Add(h.cfg.Overhead), OverdueAfter: h.cfg.OverdueAfter,
+		Then: func(ctx context.Context, rec operation.Record) worker.Decision {
+			c.poll = h.delays.LongPoll(rec.Model)
+			// A clock that does not move with the polls must still end the
+			// chain, and so must polls shorter than Genace's window: the
+			// chain holds as many looks as full windows fit in Config.Chain,
+			// whatever each wait.
+			c.maxPolls = 1
+			if c.poll > 0 {
+				c.maxPolls += int(h.cfg.Chain / max(c.poll, genace.MaxWait))
+			}
+			return worker.Finally{Do: c.f.stop, Then: c.look(ctx, rec)}
+		}}
+}
+
+// chain is one message's chain of looks.
+type chain struct {
+	h        *Handler
+	t        worker.Turn
+	f        *flight
+	end      time.Time
+	poll     time.Duration
+	maxPolls int
+	looks    int
+}
+
+// goesOn is whether the chain, with r its last look, will want another
+// poll at at, when the newest poll's window runs out: the conditions of
+// more in look, foreseen.
+func (c *chain) goesOn(r *operation.Record, at time.Time) bool {
+	return r.Phase == operation.PhaseAccepted && r.Parked == nil && c.poll > 0 && c.f.sent < c.maxPolls &&
+		c.h.delays.Next(r, at) == 0 && !at.Add(c.poll).After(c.end) && !c.t.Lease.Lost()
+}
+
+// send starts a poll, with r the last look; since is the last time the
+// job is known to have held still (see window).
+func (c *chain) send(ctx context.Context, r *operation.Record, since time.Time) {
+	h := c.h
+	wait := h.window(ctx, c.t.Lease, r, since)
+	now := h.clk.Now()
+	var overlap <-chan time.Time
+	if h.cfg.Overlap > 0 && wait > h.cfg.Overlap && c.goesOn(r, now.Add(wait)) {
+		overlap = h.clk.After(wait - h.cfg.Overlap)
 	}
-	if err != nil {
-		return worker.OutcomeError, fmt.Errorf("observe %s: keep the sweep informed: %w", rec.OperationID, err)
-	}
-	poll := h.delays.LongPoll(rec.Model)
-	// A clock that does not move with the polls must still end the chain,
-	// and so must polls shorter than Genace's window: the chain holds as
-	// many looks as full windows fit in Config.Chain, whatever each wait.
-	maxPolls := 1
-	if poll > 0 {
-		maxPolls += int(h.cfg.Chain / max(poll, genace.MaxWait))
-	}
-	f := &flight{}
-	defer f.stop()
-	// goesOn is whether the chain, with r its last look, will want
-	// another poll at at, when the newest poll's window runs out: the
-	// conditions of more below, foreseen.
-	goesOn := func(r *operation.Record, at time.Time) bool {
-		return r.Phase == operation.PhaseAccepted && r.Parked == nil && poll > 0 && f.sent < maxPolls &&
-			h.delays.Next(r, at) == 0 && !at.Add(poll).After(end) && !l.Lost()
-	}
-	// send starts a poll, with r the last look; since is the last time
-	// the job is known to have held still (see window).
-	send := func(r *operation.Record, since time.Time) {
-		wait := h.window(ctx, l, r, since)
-		now := h.clk.Now()
-		var overlap <-chan time.Time
-		if h.cfg.Overlap > 0 && wait > h.cfg.Overlap && goesOn(r, now.Add(wait)) {
-			overlap = h.clk.After(wait - h.cfg.Overlap)
-		}
-		f.start(ctx, h.genace, h.clk, r.RemoteJobID, wait, wait+h.cfg.Overhead, overlap)
-	}
-	for looks := 1; ; looks++ {
+	c.f.start(ctx, h.genace, h.clk, r.RemoteJobID, wait, wait+h.cfg.Overhead, overlap)
+}
+
+// look takes the chain's answers from rec on, until one is to be
+// written: it returns that write, which goes on with the next look when
+// the chain does.
+func (c *chain) look(ctx context.Context, rec operation.Record) worker.Decision {
+	h, f := c.h, c.f
+	for {
+		c.looks++
 		if len(f.polls) == 0 {
-			send(&rec, lastLook(&rec))
+			c.send(ctx, &rec, lastLook(&rec))
 		}
 		head := f.polls[0]
 		for waiting := true; waiting; {
@@ -269,10 +285,10 @@ func (h *Handler) chain(ctx context.Context, m events.SQSMessage, env message.En
 				// stalled process, a virtual clock that jumped) sends
 				// nothing: the answer is due, and the chain goes on from it.
 				windowEnd := newest.sent.Add(newest.wait)
-				if fired.Before(windowEnd) && goesOn(&rec, windowEnd) {
+				if fired.Before(windowEnd) && c.goesOn(&rec, windowEnd) {
 					// The newest poll still holds: the job has not changed
 					// since it arrived.
-					send(&rec, newest.sent)
+					c.send(ctx, &rec, newest.sent)
 				}
 			}
 		}
@@ -280,7 +296,7 @@ func (h *Handler) chain(ctx context.Context, m events.SQSMessage, env message.En
 		head.cancel()
 		if head.err != nil {
 			f.stop()
-			return h.readFailed(ctx, m, rec, head.err)
+			return h.readFailed(ctx, c.t, rec, head.err)
 		}
 		job := head.job
 		now := h.clk.Now()
@@ -290,8 +306,7 @@ func (h *Handler) chain(ctx context.Context, m events.SQSMessage, env message.En
 		}
 		next, follow, err := operation.Observe(rec, snap, now, h.delays.BudgetsFor(rec.Model))
 		if err != nil {
-			f.stop()
-			return h.obsolete(ctx, env, &rec, worker.ReasonNotApplicable)
+			return worker.Obsolete{Why: worker.ReasonNotApplicable}
 		}
 		delay := time.Duration(0)
 		switch follow {
@@ -306,52 +321,36 @@ func (h *Handler) chain(ctx context.Context, m events.SQSMessage, env message.En
 		default:
 			next.Schedule = nil
 		}
-		more := follow == operation.FollowObserve && delay == 0 && poll > 0 && looks < maxPolls &&
-			!now.Add(poll).After(end) && !l.Lost()
+		more := follow == operation.FollowObserve && delay == 0 && c.poll > 0 && c.looks < c.maxPolls &&
+			!now.Add(c.poll).After(c.end) && !c.t.Lease.Lost()
 		if more && !changed(&rec, &next) {
 			rec = next // same revision: the look is kept in memory only
 			continue
 		}
 		if !more {
 			f.stop()
-		} else if n := len(f.polls); (n == 0 || f.polls[n-1].sent.Before(head.at)) && f.sent < maxPolls {
+		} else if n := len(f.polls); (n == 0 || f.polls[n-1].sent.Before(head.at)) && f.sent < c.maxPolls {
 			// Every poll in flight left before this change reached us, so
 			// may have arrived before it and come back at once with it.
 			// The poll that waits for the next change leaves now, not
 			// after the write.
-			send(&next, now)
+			c.send(ctx, &next, now)
 		}
-		saved, err := h.w.Persist(ctx, rec, m.MessageId, worker.OnlyAt(rec.Revision, next))
-		if errors.Is(err, worker.ErrMovedOn) || errors.Is(err, store.ErrConflict) {
-			// Another observer (or the user) wrote first: this worker's view is
-			// stale. It writes nothing and schedules nothing.
-			f.stop()
-			h.log.InfoContext(ctx, "observation lost the revision race", "operation_id", rec.OperationID, "expected_revision", rec.Revision)
-			return worker.OutcomeLostRace, nil
-		}
-		if err != nil {
-			f.stop()
-			return worker.OutcomeError, fmt.Errorf("observe %s: save snapshot: %w", rec.OperationID, err)
-		}
-		h.log.InfoContext(ctx, "observation saved", "operation_id", saved.OperationID, "revision", saved.Revision,
-			"phase", string(saved.Phase), "remote_state", string(snap.State), "follow", string(follow), "polls", f.sent, "chained", more)
-		if more {
-			rec = saved
-			continue
-		}
-		if follow != operation.FollowObserve {
-			h.metrics.Count(metrics.ObservationsPerOp, float64(saved.Counters.Observations), metrics.Dim{Name: "Phase", Value: string(saved.Phase)})
-		}
-		return worker.OutcomeOfObservation(follow), h.w.Emit(ctx, &saved, env.Attempt+1)
+		// Written only while the record stands where this look read it:
+		// another observer (or the user) that wrote first wins, and this
+		// chain writes and schedules nothing more.
+		return worker.Write{Next: next, What: "save snapshot", Then: func(ctx context.Context, saved operation.Record) worker.Decision {
+			h.log.InfoContext(ctx, "observation saved", "operation_id", saved.OperationID, "revision", saved.Revision,
+				"phase", string(saved.Phase), "remote_state", string(snap.State), "follow", string(follow), "polls", f.sent, "chained", more)
+			if more {
+				return c.look(ctx, saved)
+			}
+			if follow != operation.FollowObserve {
+				h.metrics.Count(metrics.ObservationsPerOp, float64(saved.Counters.Observations), metrics.Dim{Name: "Phase", Value: string(saved.Phase)})
+			}
+			return worker.Emit{Outcome: worker.OutcomeOfObservation(follow), Attempt: c.t.Env.Attempt + 1}
+		}}
 	}
-}
-
-// inform keeps the sweep from taking a live chain for lost
-// (worker.KeepDue): the chain's last write lands at end plus Overhead.
-// Chain + Overhead below OverdueAfter, which the function checks at
-// start-up, makes one write enough.
-func (h *Handler) inform(ctx context.Context, m events.SQSMessage, rec operation.Record, end time.Time) (operation.Record, error) {
-	return h.w.KeepDue(ctx, rec, m.MessageId, end.Add(h.cfg.Overhead), h.cfg.OverdueAfter)
 }
 
 // lastLook is when the record last saw the job (zero if never).
@@ -445,82 +444,26 @@ func (h *Handler) window(ctx context.Context, l *worker.Lease, rec *operation.Re
 	return max(0, wait.Truncate(time.Second))
 }
 
-// readFailed handles a failed GET, as worker.Judge decides (the one
-// place that does). A 429 is waited out for its Retry-After and counts
-// for nothing; any other failure is counted on the record
-// (Counters.ReadFailures) with the next attempt scheduled after backoff,
-// so the chain rides out an outage without burning the message's receive
-// count, until the failure's budget runs out (MaxReadFailures for a 5xx,
-// a timeout or a broken connection; worker.SuspectAttempts for a 200 that
-// no longer decodes; at once for a 404): then the operation is parked with
-// one review. Failing the message towards the DLQ instead would loop
-// forever: the sweep re-arms the due record with a new revision before the
-// message comes back, so the old one is obsolete and never dead-letters.
-// A refused key fails the message (retryable) and leaves the record as it
-// is.
-func (h *Handler) readFailed(ctx context.Context, m events.SQSMessage, rec operation.Record, err error) (worker.Outcome, error) {
+// readFailed hands a failed GET to the worker's failure policy
+// (worker.Retry), with observe's budgets: a 429 is waited out for its
+// Retry-After (Delays.Throttled); any other failure is retried after
+// Delays.ReadRetry until its budget runs out (MaxReadFailures for a 5xx,
+// a timeout or a broken connection; worker.SuspectAttempts for a 200
+// that no longer decodes; at once for a 404), and then the operation is
+// parked with one review naming the job, the failure's category and how
+// many reads failed in a row. The review carries no error text: the
+// category is a fixed word, while the log line has the detail.
+func (h *Handler) readFailed(ctx context.Context, t worker.Turn, rec operation.Record, err error) worker.Decision {
 	if ctx.Err() != nil {
 		// The invocation is ending (its sandbox stops): neither the job's
 		// fault nor Genace's. Nothing is recorded; the message comes back.
-		return worker.OutcomeReadError, fmt.Errorf("observe %s: invocation ended during the read: %w", rec.OperationID, err)
+		return worker.Done{Outcome: worker.OutcomeReadError, Err: fmt.Errorf("observe %s: invocation ended during the read: %w", rec.OperationID, err)}
 	}
 	f := worker.Judge(err, "genace_read_failed")
-	now := h.clk.Now()
-	var (
-		next  operation.Record
-		terr  error
-		delay time.Duration
-	)
-	switch failures := rec.Counters.ReadFailures + 1; {
-	case f.Verdict == worker.VerdictKey:
-		// Our key, not the job: nothing to record against the job. The
-		// message comes back after its visibility timeout (or the sweep
-		// re-arms the record first); GenaceUnauthorizedAlarm, not a dead
-		// letter, tells a person that the key is wrong.
-		h.metrics.Count(metrics.GenaceUnauthorized, 1)
-		return worker.OutcomeReadError, fmt.Errorf("observe %s: %w: check GENACE_API_KEY", rec.OperationID, err)
-	case f.Verdict == worker.VerdictWait:
-		h.metrics.Count(metrics.GenaceThrottled, 1)
-		next, terr = operation.ReadThrottled(rec, now)
-		delay = h.delays.Throttled(f.Wait)
-	case f.Parks(failures, rec.LastError, h.cfg.MaxReadFailures):
-		h.log.WarnContext(ctx, "job read failed beyond its budget", "operation_id", rec.OperationID, "category", f.Category,
-			"failures", failures, "error", err.Error())
-		return h.park(ctx, m, rec, f.Category, failures)
-	default:
-		next, terr = operation.ReadFailed(rec, f.Category, now)
-		delay = h.delays.ReadRetry(next.Counters.ReadFailures)
-	}
-	if terr != nil {
-		return worker.OutcomeReadError, fmt.Errorf("observe %s: %w (after %w)", rec.OperationID, terr, err)
-	}
-	next.Schedule = &operation.NextAction{Action: string(message.ActionObserveGeneration), Due: now.Add(delay)}
-	saved, uerr := h.w.Persist(ctx, rec, m.MessageId, worker.OnlyAt(rec.Revision, next))
-	if errors.Is(uerr, worker.ErrMovedOn) || errors.Is(uerr, store.ErrConflict) {
-		return worker.OutcomeLostRace, nil
-	}
-	if uerr != nil {
-		return worker.OutcomeReadError, fmt.Errorf("observe %s: record read failure: %w (after %w)", rec.OperationID, uerr, err)
-	}
-	h.log.WarnContext(ctx, "job read failed; retrying later", "operation_id", rec.OperationID, "category", f.Category,
-		"failures", saved.Counters.ReadFailures, "retry_in", delay, "error", err.Error())
-	return worker.OutcomeReadRetry, h.w.Emit(ctx, &saved, rec.Counters.Observations+1)
-}
-
-// park stops automation on an observation no retry will complete:
-// worker.Park, with one review naming the job, the failure's category and
-// how many reads failed in a row, and the message acknowledged. The
-// review carries no error text: the category is a fixed word, while the
-// log line above has the detail.
-func (h *Handler) park(ctx context.Context, m events.SQSMessage, rec operation.Record, category string, failures int) (worker.Outcome, error) {
-	reason := fmt.Sprintf("observation cannot continue: job %s: %s, %d failed read(s) in a row", rec.RemoteJobID, category, failures)
-	parked, outcome, err := h.w.Park(ctx, rec, m.MessageId, reason, category, rec.Counters.Observations+1)
-	switch outcome {
-	case worker.OutcomeLostRace:
-		return outcome, nil
-	case worker.OutcomeError:
-		return outcome, fmt.Errorf("observe %s: park (%s): %w", rec.OperationID, reason, err)
-	}
-	h.log.WarnContext(ctx, "observation cannot continue; parked for review", "operation_id", parked.OperationID, "revision", parked.Revision, "reason", reason)
-	return outcome, err
+	return worker.Retry{Err: err, Failure: f, Rec: &rec, Action: message.ActionObserveGeneration, Budget: h.cfg.MaxReadFailures,
+		Throttled: h.delays.Throttled, Backoff: h.delays.ReadRetry,
+		Park: func(failures int) string {
+			return fmt.Sprintf("observation cannot continue: job %s: %s, %d failed read(s) in a row", rec.RemoteJobID, f.Category, failures)
+		},
+		Attempt: rec.Counters.Observations + 1, Failed: worker.OutcomeReadError, Retried: worker.OutcomeReadRetry}
 }

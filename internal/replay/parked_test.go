@@ -4,6 +4,8 @@ import (
 	"context"
 	"testing"
 
+	"github.com/aws/aws-lambda-go/events"
+
 	"github.com/genjobs/genjobs/internal/dev/handlertest"
 	"github.com/genjobs/genjobs/internal/message"
 	"github.com/genjobs/genjobs/internal/metrics"
@@ -47,10 +49,12 @@ func TestReplayResumesAFailureParkedOperation(t *testing.T) {
 			rec.LastError = c.category
 			rec = handlertest.Create(t, e.store, rec)
 			w := worker.New(worker.Deps{Store: e.store, Sender: e.out, Clock: e.clk, Metrics: metrics.Discard()}, worker.Config{Name: "test"})
-			parked, outcome, err := w.Park(context.Background(), rec, "m-1", "job "+rec.RemoteJobID+": "+c.category+", 80 failed attempt(s) in a row", c.category, 1)
+			outcome, err := w.Commit(context.Background(), worker.Turn{Msg: events.SQSMessage{MessageId: "m-1"}, Rec: rec},
+				worker.Park{Reason: "job " + rec.RemoteJobID + ": " + c.category + ", 80 failed attempt(s) in a row", Category: c.category, Attempt: 1})
 			if err != nil || outcome != worker.OutcomeParked {
 				t.Fatalf("park: %s %v", outcome, err)
 			}
+			parked := handlertest.Get(t, e.store, id)
 			plan, err := e.r.Plan(context.Background(), id)
 			if err != nil {
 				t.Fatal(err)

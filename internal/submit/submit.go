@@ -23,7 +23,6 @@ import (
 	"github.com/genjobs/genjobs/internal/metrics"
 	"github.com/genjobs/genjobs/internal/operation"
 	"github.com/genjobs/genjobs/internal/review"
-	"github.com/genjobs/genjobs/internal/store"
 	"github.com/genjobs/genjobs/internal/worker"
 )
 
@@ -107,7 +106,8 @@ func New(d Deps, cfg Config) *Handler {
 		store: d.Store, genace: d.Genace, clk: d.Clock, log: d.Log, metrics: d.Metrics, cfg: cfg,
 		w: worker.New(worker.Deps{Store: d.Store, Extender: d.Extender, Sender: d.Sender, Clock: d.Clock, Log: d.Log, Metrics: d.Metrics},
 			worker.Config{Action: message.ActionSubmitGeneration, Name: "submit", Queue: "dispatch", QueueURL: cfg.QueueURL,
-				Visibility: cfg.Visibility, Concurrency: cfg.Concurrency, StaleWriteAction: "submit", RetryUnknown: true}),
+				Visibility: cfg.Visibility, Concurrency: cfg.Concurrency, StaleWriteAction: "submit",
+				Resends: resends, ResendBackoff: 100 * time.Millisecond}),
 		rnd: rand.Float64,
 	}
 }
@@ -117,22 +117,24 @@ func (h *Handler) Handle(ctx context.Context, ev events.SQSEvent) (events.SQSEve
 	return h.w.Handle(ctx, ev, h.decide), nil
 }
 
-// decide acts on the record. It returns the outcome for metrics.
-func (h *Handler) decide(ctx context.Context, m events.SQSMessage, env message.Envelope, rec operation.Record, l *worker.Lease) (worker.Outcome, error) {
+// decide acts on the record: it returns what it decided, which the
+// worker commits.
+func (h *Handler) decide(ctx context.Context, t worker.Turn) worker.Decision {
+	rec, m, env := t.Rec, t.Msg, t.Env
 	switch {
 	case rec.Terminal():
-		return h.obsolete(ctx, env, &rec, worker.ReasonTerminal)
+		return worker.Obsolete{Why: worker.ReasonTerminal}
 	case rec.Phase == operation.PhaseSubmitting && (rec.Claim == nil || rec.Claim.MessageID == m.MessageId):
 		// The claiming message came back: its worker died or ran out of
 		// time, maybe after POSTing, and redelivery is no proof that it did
 		// not. Reconcile, never POST again. (A claimant still alive applies
 		// its definite answer all the same.)
-		return worker.OutcomeUncertain, h.markUncertain(ctx, rec, m, "redelivered_while_submitting")
+		return h.markUncertain(rec, "redelivered_while_submitting", worker.OutcomeUncertain)
 	case rec.Phase == operation.PhaseSubmitting:
 		// Another message holds the claim (this one is an SQS duplicate, a
 		// re-emit, a sweep re-arm): the claimant settles it, or, should it
 		// die, its own message's redelivery or the sweep marks it uncertain.
-		return h.obsolete(ctx, env, &rec, worker.ReasonClaimedByAnotherMessage)
+		return worker.Obsolete{Why: worker.ReasonClaimedByAnotherMessage}
 	case rec.LastAppliedMessageID == m.MessageId && rec.Phase == operation.PhasePrepared && rec.LastError == operation.LastErrorUnauthorized:
 		// This message's own POST had our key refused: it put its claim
 		// back and failed so as to come back, and nothing wrote since (its
@@ -142,36 +144,31 @@ func (h *Handler) decide(ctx context.Context, m events.SQSMessage, env message.E
 	case rec.LastAppliedMessageID == m.MessageId && rec.Revision > env.ExpectedRevision:
 		// This message's own write landed and the worker died before the
 		// follow-up left: send it now.
-		return worker.OutcomeReemitted, h.w.Emit(ctx, &rec, env.Attempt+1)
+		return worker.Emit{Outcome: worker.OutcomeReemitted, Attempt: env.Attempt + 1}
 	case rec.RemoteJobID != "":
 		return h.ensureObservation(ctx, env, &rec)
 	case rec.Phase == operation.PhaseUncertain:
-		return h.obsolete(ctx, env, &rec, worker.ReasonAwaitingReconciliation)
+		return worker.Obsolete{Why: worker.ReasonAwaitingReconciliation}
 	case rec.Phase != operation.PhasePrepared:
-		return h.obsolete(ctx, env, &rec, worker.ReasonPhase(rec.Phase))
+		return worker.Obsolete{Why: worker.ReasonPhase(rec.Phase)}
 	case rec.Revision != env.ExpectedRevision:
-		return h.obsolete(ctx, env, &rec, worker.ReasonStaleRevision)
+		return worker.Obsolete{Why: worker.ReasonStaleRevision}
 	}
 	if c, bad := operation.FailedCheck(operation.SubmitChecks(&rec)); bad {
-		return h.obsolete(ctx, env, &rec, worker.ReasonPrecondition(c.Name))
+		return worker.Obsolete{Why: worker.ReasonPrecondition(c.Name)}
 	}
-	return h.submit(ctx, m, env, rec, l)
-}
-
-// obsolete acknowledges a message that the record makes pointless.
-func (h *Handler) obsolete(ctx context.Context, env message.Envelope, rec *operation.Record, why worker.Reason) (worker.Outcome, error) {
-	return h.w.Obsolete(ctx, env, rec, why)
+	return h.claim(ctx, t)
 }
 
 // ensureObservation answers a dispatch for an operation whose job id is
 // known: make sure an observation (or delivery) is pending, never POST.
-func (h *Handler) ensureObservation(ctx context.Context, env message.Envelope, rec *operation.Record) (worker.Outcome, error) {
+func (h *Handler) ensureObservation(ctx context.Context, env message.Envelope, rec *operation.Record) worker.Decision {
 	if worker.NeedsReview(rec) {
-		return h.obsolete(ctx, env, rec, worker.ReasonAwaitingReview)
+		return worker.Obsolete{Why: worker.ReasonAwaitingReview}
 	}
 	now := h.clk.Now()
 	if rec.Schedule != nil && now.Before(rec.Schedule.Due.Add(h.cfg.OverdueAfter)) {
-		return h.obsolete(ctx, env, rec, worker.ReasonFollowUpPending)
+		return worker.Obsolete{Why: worker.ReasonFollowUpPending}
 	}
 	action := message.ActionObserveGeneration
 	if rec.Phase == operation.PhaseSucceeded {
@@ -181,11 +178,8 @@ func (h *Handler) ensureObservation(ctx context.Context, env message.Envelope, r
 	// collapse on the revision check in the observer.
 	next := message.Envelope{Action: action, OperationID: rec.OperationID, ExpectedRevision: rec.Revision,
 		ExpectedRemoteJobID: rec.RemoteJobID, Attempt: env.Attempt + 1}
-	if _, err := h.w.Send(ctx, next, 0); err != nil {
-		return worker.OutcomeError, fmt.Errorf("submit %s: re-arm %s: %w", rec.OperationID, action, err)
-	}
 	h.log.InfoContext(ctx, "job id known: re-armed observation instead of submitting", "operation_id", rec.OperationID, "job_id", rec.RemoteJobID)
-	return worker.OutcomeRearmed, nil
+	return worker.Send{Env: next, Outcome: worker.OutcomeRearmed, What: "re-arm " + string(action)}
 }
 
 func (h *Handler) owner(ctx context.Context) string {
@@ -195,27 +189,28 @@ func (h *Handler) owner(ctx context.Context) string {
 	return h.cfg.Worker
 }
 
-// submit claims the operation, confirms the lease, POSTs once and
-// persists the outcome.
-func (h *Handler) submit(ctx context.Context, m events.SQSMessage, env message.Envelope, rec operation.Record, l *worker.Lease) (worker.Outcome, error) {
-	claimed, err := operation.ClaimSubmission(rec, h.owner(ctx), m.MessageId, h.clk.Now())
+// claim claims the operation with one conditional write; the POST
+// follows only once the claim is written.
+func (h *Handler) claim(ctx context.Context, t worker.Turn) worker.Decision {
+	claimed, err := operation.ClaimSubmission(t.Rec, h.owner(ctx), t.Msg.MessageId, h.clk.Now())
 	if err != nil {
-		return h.obsolete(ctx, env, &rec, worker.ReasonClaimRefused)
+		return worker.Obsolete{Why: worker.ReasonClaimRefused}
 	}
-	claimed.LastAppliedMessageID = m.MessageId
-	saved, err := h.store.Update(ctx, claimed, rec.Revision)
-	if errors.Is(err, store.ErrConflict) {
-		return h.obsolete(ctx, env, &rec, worker.ReasonClaimConflict)
-	}
-	if err != nil {
-		return worker.OutcomeError, fmt.Errorf("submit %s: claim: %w", rec.OperationID, err)
-	}
-	timeout, err := h.authority(ctx, l)
+	return worker.Write{Next: claimed, Once: true, What: "claim",
+		// Another worker claimed first: it POSTs, never this one.
+		Lost: worker.Obsolete{Why: worker.ReasonClaimConflict},
+		Then: func(ctx context.Context, saved operation.Record) worker.Decision { return h.submit(ctx, t, saved) }}
+}
+
+// submit confirms the lease, POSTs once and settles the outcome.
+func (h *Handler) submit(ctx context.Context, t worker.Turn, saved operation.Record) worker.Decision {
+	rec := saved
+	timeout, err := h.authority(ctx, t.Lease)
 	if err != nil {
 		// No POST without authority. Nothing was sent, so the claim can
 		// honestly go back to prepared with a fresh dispatch.
 		h.log.WarnContext(ctx, "no authority to POST; releasing the claim", "operation_id", rec.OperationID, "error", err.Error())
-		return worker.OutcomeReleased, h.release(ctx, m, saved, 0)
+		return h.release(saved, 0, worker.OutcomeReleased)
 	}
 	res := h.genace.Submit(ctx, genace.SubmitRequest{OperationID: rec.OperationID, Model: rec.Model, Input: rec.Input}, timeout)
 	h.metrics.Count(metrics.PostOutcomes, 1, metrics.Dim{Name: "Outcome", Value: string(res.Outcome)}, metrics.Dim{Name: "Model", Value: rec.Model})
@@ -223,7 +218,7 @@ func (h *Handler) submit(ctx context.Context, m events.SQSMessage, env message.E
 		h.metrics.Count(metrics.GenaceUnauthorized, 1)
 	}
 	h.log.InfoContext(ctx, "POST classified", "operation_id", rec.OperationID, "result", res)
-	return worker.OutcomeOfPost(res.Outcome), h.settle(ctx, m, saved, res)
+	return h.settle(ctx, t.Msg, saved, res)
 }
 
 // authority sizes the POST's timeout and renews the message's visibility
@@ -249,32 +244,33 @@ func (h *Handler) authority(ctx context.Context, l *worker.Lease) (time.Duration
 
 // release puts an unused claim back and schedules a fresh dispatch, also
 // when the claim's own redelivery marked it uncertain meanwhile.
-func (h *Handler) release(ctx context.Context, m events.SQSMessage, claimed operation.Record, delay time.Duration) error {
+func (h *Handler) release(claimed operation.Record, delay time.Duration, outcome worker.Outcome) worker.Decision {
 	now := h.clk.Now()
 	claim := *claimed.Claim
-	saved, err := h.w.Persist(ctx, claimed, m.MessageId, func(r operation.Record) (operation.Record, error) {
-		n, err := claim.Release(r, now)
-		n.Schedule = &operation.NextAction{Action: string(message.ActionSubmitGeneration), Due: now.Add(delay)}
-		return n, err
-	})
-	if errors.Is(err, operation.ErrIllegalTransition) {
-		// The claim is gone (an operator reconciled the operation, or
-		// another claim followed): what the record says now stands.
-		h.log.WarnContext(ctx, "claim gone before release; this worker sent no POST", "operation_id", claimed.OperationID, "error", err.Error())
-		return nil
-	}
-	if err != nil {
-		return fmt.Errorf("submit %s: release claim: %w", claimed.OperationID, err)
-	}
-	return h.w.Emit(ctx, &saved, 1)
+	return worker.Write{Outcome: outcome, Attempt: 1,
+		Mutate: func(r operation.Record) (operation.Record, error) {
+			n, err := claim.Release(r, now)
+			n.Schedule = &operation.NextAction{Action: string(message.ActionSubmitGeneration), Due: now.Add(delay)}
+			return n, err
+		},
+		Failed: func(err error) worker.Decision {
+			if errors.Is(err, operation.ErrIllegalTransition) {
+				// The claim is gone (an operator reconciled the operation, or
+				// another claim followed): what the record says now stands.
+				h.log.Warn("claim gone before release; this worker sent no POST", "operation_id", claimed.OperationID, "error", err.Error())
+				return worker.Done{Outcome: outcome}
+			}
+			return worker.Done{Outcome: outcome, Err: fmt.Errorf("submit %s: release claim: %w", claimed.OperationID, err)}
+		}}
 }
 
 // settle persists the POST's outcome. A job id is persisted even when the
-// revision moved meanwhile (invariant 2): Persist re-applies the outcome
+// revision moved meanwhile (invariant 2): the write re-applies the outcome
 // to whatever the record now is, as long as it still carries this claim
 // (or no claim, for a job id); one refused keeps its job id in a review.
-func (h *Handler) settle(ctx context.Context, m events.SQSMessage, claimed operation.Record, res genace.SubmitResult) error {
+func (h *Handler) settle(ctx context.Context, m events.SQSMessage, claimed operation.Record, res genace.SubmitResult) worker.Decision {
 	now := h.clk.Now()
+	outcome := worker.OutcomeOfPost(res.Outcome)
 	// The outcome is this claim's: it applies while the record carries it,
 	// uncertain meanwhile or not (operation.Claim).
 	claim := *claimed.Claim
@@ -322,41 +318,43 @@ func (h *Handler) settle(ctx context.Context, m events.SQSMessage, claimed opera
 	default:
 		if !res.RequestSent {
 			// No connection was ever made: proof that nothing was POSTed.
-			return h.release(ctx, m, claimed, h.cfg.ConnectBackoff)
+			return h.release(claimed, h.cfg.ConnectBackoff, outcome)
 		}
 		h.metrics.Count(metrics.UncertainSubmissions, 1)
 		if res.UnusableJobID != "" {
 			h.keepUnusableJobID(ctx, claimed, res.UnusableJobID)
-			return h.markUncertain(ctx, claimed, m, "unusable_job_id")
+			return h.markUncertain(claimed, "unusable_job_id", outcome)
 		}
-		return h.markUncertain(ctx, claimed, m, "post_outcome_unknown")
+		return h.markUncertain(claimed, "post_outcome_unknown", outcome)
 	}
-	saved, err := h.w.Persist(ctx, claimed, m.MessageId, mutate)
-	if errors.Is(err, errAlreadyRecorded) {
-		h.log.InfoContext(ctx, "the record already holds the job this POST created", "operation_id", claimed.OperationID, "job_id", res.JobID)
-		return nil
-	}
-	if err != nil {
-		if res.JobID != "" {
-			// The job id could not be attached. Keep it where an operator
-			// will find it rather than lose it.
-			return h.keepJobID(ctx, claimed, res.JobID, err)
-		}
-		if errors.Is(err, operation.ErrIllegalTransition) {
-			h.log.WarnContext(ctx, "outcome no longer applies", "operation_id", claimed.OperationID, "error", err.Error())
-			return nil
-		}
-		return fmt.Errorf("submit %s: persist %s: %w", claimed.OperationID, res.Outcome, err)
-	}
+	w := worker.Write{Mutate: mutate, Outcome: outcome, Attempt: 1,
+		Failed: func(err error) worker.Decision {
+			if errors.Is(err, errAlreadyRecorded) {
+				h.log.InfoContext(ctx, "the record already holds the job this POST created", "operation_id", claimed.OperationID, "job_id", res.JobID)
+				return worker.Done{Outcome: outcome}
+			}
+			if res.JobID != "" {
+				// The job id could not be attached. Keep it where an operator
+				// will find it rather than lose it.
+				return worker.Done{Outcome: outcome, Err: h.keepJobID(ctx, claimed, res.JobID, err)}
+			}
+			if errors.Is(err, operation.ErrIllegalTransition) {
+				h.log.WarnContext(ctx, "outcome no longer applies", "operation_id", claimed.OperationID, "error", err.Error())
+				return worker.Done{Outcome: outcome}
+			}
+			return worker.Done{Outcome: outcome, Err: fmt.Errorf("submit %s: persist %s: %w", claimed.OperationID, res.Outcome, err)}
+		}}
 	if res.Outcome == genace.OutcomeUnauthorized {
 		// No follow-up: the message fails, and SQS brings it back after its
 		// visibility timeout until the key is fixed or its receives run out
 		// (the DLQ's review then names genace_unauthorized). Retrying a
 		// refused key sooner would only be refused again.
-		h.log.ErrorContext(ctx, "Genace refused the API key; the operation waits, prepared", "operation_id", claimed.OperationID, "status", res.StatusCode)
-		return fmt.Errorf("submit %s: %w: check GENACE_API_KEY", claimed.OperationID, res.Err)
+		w.Then = func(ctx context.Context, _ operation.Record) worker.Decision {
+			h.log.ErrorContext(ctx, "Genace refused the API key; the operation waits, prepared", "operation_id", claimed.OperationID, "status", res.StatusCode)
+			return worker.Done{Outcome: outcome, Err: fmt.Errorf("submit %s: %w: check GENACE_API_KEY", claimed.OperationID, res.Err)}
+		}
 	}
-	return h.w.Emit(ctx, &saved, 1)
+	return w
 }
 
 // errAlreadyRecorded is a claimant's 202 for the job that a record past
@@ -368,6 +366,10 @@ func (h *Handler) settle(ctx context.Context, m events.SQSMessage, claimed opera
 // carries. (The claimant's own write is its own: the store reports it as
 // written, and its follow-up is still owed.)
 var errAlreadyRecorded = errors.New("the job is already on the record")
+
+// resends is how often a write of the POST's outcome that failed without
+// a verdict is sent again: the outcome (a job id above all) must land.
+const resends = 7
 
 // maxRetryDelay is SQS's longest DelaySeconds.
 const maxRetryDelay = 15 * time.Minute
@@ -406,24 +408,27 @@ func (h *Handler) keepUnusableJobID(ctx context.Context, rec operation.Record, e
 
 // markUncertain parks a claimed operation whose POST outcome is unknown,
 // as long as the record still carries rec's claim.
-func (h *Handler) markUncertain(ctx context.Context, rec operation.Record, m events.SQSMessage, reason string) error {
+func (h *Handler) markUncertain(rec operation.Record, reason string, outcome worker.Outcome) worker.Decision {
 	// One time for every attempt: a re-sent write must be the same write
 	// for the store to know it as its own (store.Update).
 	now := h.clk.Now()
-	saved, err := h.w.Persist(ctx, rec, m.MessageId, func(r operation.Record) (operation.Record, error) {
-		if rec.Claim == nil {
-			return operation.MarkUncertain(r, reason, now)
-		}
-		return rec.Claim.MarkUncertain(r, reason, now)
-	})
-	if errors.Is(err, operation.ErrIllegalTransition) {
-		return nil // evidence or a release came first; nothing uncertain any more
-	}
-	if err != nil {
-		return fmt.Errorf("submit %s: mark uncertain: %w", rec.OperationID, err)
-	}
-	h.log.WarnContext(ctx, "submission outcome unknown: left for reconciliation", "operation_id", rec.OperationID, "reason", reason)
-	return h.w.Emit(ctx, &saved, 1)
+	return worker.Write{
+		Mutate: func(r operation.Record) (operation.Record, error) {
+			if rec.Claim == nil {
+				return operation.MarkUncertain(r, reason, now)
+			}
+			return rec.Claim.MarkUncertain(r, reason, now)
+		},
+		Then: func(ctx context.Context, _ operation.Record) worker.Decision {
+			h.log.WarnContext(ctx, "submission outcome unknown: left for reconciliation", "operation_id", rec.OperationID, "reason", reason)
+			return worker.Emit{Outcome: outcome, Attempt: 1}
+		},
+		Failed: func(err error) worker.Decision {
+			if errors.Is(err, operation.ErrIllegalTransition) {
+				return worker.Done{Outcome: outcome} // evidence or a release came first; nothing uncertain any more
+			}
+			return worker.Done{Outcome: outcome, Err: fmt.Errorf("submit %s: mark uncertain: %w", rec.OperationID, err)}
+		}}
 }
 
 func safeCode(code, fallback string) string {

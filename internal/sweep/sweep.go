@@ -12,6 +12,8 @@ import (
 	"log/slog"
 	"time"
 
+	"github.com/aws/aws-lambda-go/events"
+
 	"github.com/genjobs/genjobs/internal/clock"
 	"github.com/genjobs/genjobs/internal/metrics"
 	"github.com/genjobs/genjobs/internal/operation"
@@ -84,7 +86,7 @@ const (
 // Sweeper runs sweeps.
 type Sweeper struct {
 	store   Store
-	follow  *worker.Emitter
+	w       *worker.Worker
 	clk     clock.Clock
 	log     *slog.Logger
 	metrics *metrics.Emitter
@@ -94,7 +96,12 @@ type Sweeper struct {
 // New wires a sweeper.
 func New(d Deps, cfg Config) *Sweeper {
 	return &Sweeper{store: d.Store, clk: d.Clock, log: d.Log, metrics: d.Metrics, cfg: cfg.Defaults(),
-		follow: &worker.Emitter{Sender: d.Sender, Reviews: d.Store, Clock: d.Clock, Metrics: d.Metrics, Source: review.SourceSweep}}
+		// A write without a verdict is sent again once, at once: it may
+		// have been applied, and sent again it is written or known as this
+		// run's (store.Update), so a record that leaves the index with it
+		// (uncertain) still gets its review from this sweep.
+		w: worker.New(worker.Deps{Store: d.Store, Sender: d.Sender, Clock: d.Clock, Log: d.Log, Metrics: d.Metrics},
+			worker.Config{Name: "sweep", StaleWriteAction: "sweep", Resends: 1, Source: review.SourceSweep})}
 }
 
 // Handle is the Lambda entry point for the scheduled event (its content
@@ -168,12 +175,7 @@ func (s *Sweeper) one(ctx context.Context, rec operation.Record, now time.Time) 
 		// Should the claim settle first after all (it cannot while
 		// ClaimTimeout exceeds submit's timeout), the handler's write
 		// that carries the job id or ends the operation closes it.
-		will := next
-		will.Revision = rec.Revision + 1
-		if err := s.follow.Review(ctx, &will); err != nil {
-			return "", fmt.Errorf("sweep %s: review of the expired claim: %w", rec.OperationID, err)
-		}
-		return s.write(ctx, rec, next, didExpireClaim)
+		return s.commit(ctx, rec, didExpireClaim, worker.Write{Next: next, ReviewFirst: true})
 	}
 	if now.Sub(at) < s.cfg.OverdueAfter {
 		return didSkip, nil
@@ -188,7 +190,7 @@ func (s *Sweeper) one(ctx context.Context, rec operation.Record, now time.Time) 
 	next := rec.Clone()
 	next.Schedule.Due = now
 	next.Timestamps.Updated = now
-	return s.write(ctx, rec, next, didRearm)
+	return s.commit(ctx, rec, didRearm, worker.Write{Next: next})
 }
 
 // dropDispatch takes a dispatch the allowance no longer covers (the user
@@ -206,27 +208,16 @@ func (s *Sweeper) dropDispatch(ctx context.Context, rec operation.Record, failed
 	r := review.ForRecord(DroppedDispatchID(rec.OperationID, rec.Revision), review.SourceSweep, &rec, now)
 	r.ErrorCategory = "precondition_" + failed.Name
 	r.Reason = fmt.Sprintf("dispatch dropped by the sweep: precondition %s failed (%s); re-authorize the request, then dispatch", failed.Name, failed.Detail)
-	wrote, err := s.store.PutReview(ctx, r)
-	if err != nil {
-		return "", fmt.Errorf("sweep %s: review of the dropped dispatch: %w", rec.OperationID, err)
-	}
-	if wrote {
-		s.metrics.Count(metrics.Reviews, 1, metrics.Dim{Name: "Phase", Value: string(rec.Phase)})
-	}
 	next := rec.Clone()
 	next.Schedule = nil // the dispatch it named is obsolete: out of the index
 	next.Timestamps.Updated = now
-	next.LastAppliedMessageID = "sweep"
-	saved, err := s.store.Update(ctx, next, rec.Revision)
-	if errors.Is(err, store.ErrConflict) {
-		return didSkip, nil // it moved on; the next run judges what it is now
+	done, err := s.commit(ctx, rec, didDropDispatch, worker.File{Review: r, What: "review of the dropped dispatch",
+		Then: worker.Write{Next: next, Once: true, What: "drop dispatch"}})
+	if done == didDropDispatch {
+		s.log.WarnContext(ctx, "sweep dropped a dispatch the allowance no longer covers", "operation_id", rec.OperationID,
+			"precondition", failed.Name, "review_id", r.ID)
 	}
-	if err != nil {
-		return "", fmt.Errorf("sweep %s: drop dispatch: %w", rec.OperationID, err)
-	}
-	s.log.WarnContext(ctx, "sweep dropped a dispatch the allowance no longer covers", "operation_id", rec.OperationID,
-		"precondition", failed.Name, "revision", saved.Revision, "review_id", r.ID)
-	return didDropDispatch, nil
+	return done, err
 }
 
 // DroppedDispatchID is the review id for the dispatch the sweep dropped
@@ -235,25 +226,18 @@ func DroppedDispatchID(operationID string, revision int64) string {
 	return fmt.Sprintf("dispatch:%s:r%d", operationID, revision)
 }
 
-func (s *Sweeper) write(ctx context.Context, rec, next operation.Record, done did) (did, error) {
-	next.LastAppliedMessageID = "sweep"
-	saved, err := s.store.Update(ctx, next, rec.Revision)
-	if err != nil && !errors.Is(err, store.ErrConflict) && ctx.Err() == nil {
-		// No verdict: the write may have been applied and its answer
-		// lost. Sent again, it is written or known as this write
-		// (store.Update), so a record that leaves the index with this
-		// write (uncertain) still gets its review from this sweep.
-		saved, err = s.store.Update(ctx, next, rec.Revision)
-	}
-	if errors.Is(err, store.ErrConflict) {
-		return didSkip, nil // it moved on by itself
-	}
+// commit has the worker carry out the sweep's decision on rec, as the
+// sweep's message ("sweep" is the writes' LastAppliedMessageID). A record
+// that moved on by itself meanwhile is skipped (a lost race): the next
+// run judges what it is now.
+func (s *Sweeper) commit(ctx context.Context, rec operation.Record, done did, d worker.Decision) (did, error) {
+	outcome, err := s.w.Commit(ctx, worker.Turn{Msg: events.SQSMessage{MessageId: "sweep"}, Rec: rec}, d)
 	if err != nil {
-		return "", fmt.Errorf("sweep %s: %w", rec.OperationID, err)
-	}
-	s.log.WarnContext(ctx, "sweep acted", "operation_id", rec.OperationID, "did", string(done), "phase", string(saved.Phase), "revision", saved.Revision)
-	if err := s.follow.Emit(ctx, &saved, 0); err != nil {
 		return "", err
 	}
+	if outcome == worker.OutcomeLostRace {
+		return didSkip, nil
+	}
+	s.log.WarnContext(ctx, "sweep acted", "operation_id", rec.OperationID, "did", string(done), "revision", rec.Revision+1)
 	return done, nil
 }

@@ -28,19 +28,17 @@ import (
 	"github.com/genjobs/genjobs/internal/worker"
 )
 
-// Store is what triage needs of persistence.
-type Store interface {
-	Get(ctx context.Context, operationID string) (operation.Record, error)
-	PutReview(ctx context.Context, r review.Record) (bool, error)
-}
+// Store is what triage needs of persistence: every SQS handler's
+// (worker.RecordStore), since its reviews are filed through the worker.
+type Store = worker.RecordStore
 
 // Handler handles DLQ batches.
 type Handler struct {
-	store   Store
-	clk     clock.Clock
-	log     *slog.Logger
-	metrics *metrics.Emitter
-	runner  worker.Runner
+	store  Store
+	clk    clock.Clock
+	log    *slog.Logger
+	w      *worker.Worker
+	runner worker.Runner
 }
 
 // Deps is what the handler works with.
@@ -59,7 +57,8 @@ type Config struct {
 
 // New wires a handler.
 func New(d Deps, cfg Config) *Handler {
-	return &Handler{store: d.Store, clk: d.Clock, log: d.Log, metrics: d.Metrics,
+	return &Handler{store: d.Store, clk: d.Clock, log: d.Log,
+		w:      worker.New(worker.Deps{Store: d.Store, Clock: d.Clock, Log: d.Log, Metrics: d.Metrics}, worker.Config{Name: "triage", Source: review.SourceDLQ}),
 		runner: worker.Runner{Action: "triage", Concurrency: cfg.Concurrency, Log: d.Log, Metrics: d.Metrics, Clock: d.Clock}}
 }
 
@@ -138,15 +137,13 @@ func (h *Handler) handleRecord(ctx context.Context, m events.SQSMessage) error {
 			}
 		}
 	}
-	wrote, err := h.store.PutReview(ctx, r)
-	if err != nil {
-		return fmt.Errorf("triage %s: write review: %w", m.MessageId, err)
-	}
-	if wrote {
-		h.metrics.Count(metrics.Reviews, 1, metrics.Dim{Name: "Phase", Value: string(r.Phase)}, metrics.Dim{Name: "Reason", Value: r.ErrorCategory})
+	// A review keyed by the message: a redelivered DLQ message files it
+	// once (and counts it once).
+	if _, err := h.w.Commit(ctx, worker.Turn{Msg: m}, worker.File{Review: r, What: "write review", ByReason: true}); err != nil {
+		return err
 	}
 	h.log.InfoContext(ctx, "dead-lettered message reviewed", "review_id", r.ID, "operation_id", r.OperationID, "phase", string(r.Phase),
-		"remote_state", string(r.RemoteState), "recommended", string(r.Recommended), "open", r.Open, "new", wrote)
+		"remote_state", string(r.RemoteState), "recommended", string(r.Recommended), "open", r.Open)
 	return nil
 }
 

@@ -1,16 +1,21 @@
 // The failure policy: the one place that decides, for a failed step of
 // observe (its GET) or deliver (its GET, a download, a store), whether
-// to wait, retry, or park the operation for a person. The handlers only
-// carry the verdict out.
+// to wait, retry, or park the operation for a person (Judge), and that
+// carries the verdict out (Retry). The handlers only say what failed.
 
 package worker
 
 import (
+	"context"
 	"errors"
+	"fmt"
 	"time"
 
 	"github.com/genjobs/genjobs/internal/artifact"
 	"github.com/genjobs/genjobs/internal/genace"
+	"github.com/genjobs/genjobs/internal/message"
+	"github.com/genjobs/genjobs/internal/metrics"
+	"github.com/genjobs/genjobs/internal/operation"
 )
 
 // Verdict is what a failed step calls for.
@@ -130,4 +135,78 @@ func Judge(err error, transient string) Failure {
 		return Failure{Category: "genace_refused", Verdict: VerdictPark}
 	}
 	return Failure{Category: transient, Verdict: VerdictRetry}
+}
+
+// Retry is the decision on a failed step: Err, judged as Failure (Judge).
+// A refused key fails the message (retryable) and records nothing against
+// the job: GenaceUnauthorizedAlarm, not a dead letter, tells a person. A
+// 429 is waited out for its Retry-After and counts for nothing. Any other
+// failure is recorded on the record (phase unchanged, failure counted in
+// Counters.ReadFailures, Action scheduled after Backoff), so the step
+// rides out an outage without burning the message's receive count, until
+// the failure's budget runs out (Failure.Parks): then the operation is
+// parked with one review. Failed towards the DLQ instead, the message
+// would never get there: the sweep re-arms the due record with a new
+// revision first and the old message comes back obsolete.
+type Retry struct {
+	Err     error
+	Failure Failure
+	// Rec is the record the step failed on, at the turn's revision (an
+	// observation chain's looks kept in memory); nil: the turn's.
+	Rec *operation.Record
+	// Action is the step's, scheduled for the retry.
+	Action message.Action
+	// Budget is the handler's budget for VerdictRetry.
+	Budget int
+	// Throttled is the delay after a 429 with this Retry-After; Backoff
+	// the delay after the failures-th consecutive failure.
+	Throttled func(retryAfter time.Duration) time.Duration
+	Backoff   func(failures int) time.Duration
+	// Park gives the park's reason after failures in a row.
+	Park func(failures int) string
+	// Attempt is the retry's (and the park's review's) follow-up attempt.
+	Attempt int
+	// Failed is the outcome of a failure not ridden out; Retried that of
+	// a retry scheduled.
+	Failed, Retried Outcome
+}
+
+func (w *Worker) retry(ctx context.Context, t *Turn, d Retry) Decision {
+	if d.Rec != nil {
+		t.Rec = *d.Rec
+	}
+	rec, f, now := t.Rec, d.Failure, w.clock.Now()
+	var (
+		next  operation.Record
+		terr  error
+		delay time.Duration
+	)
+	switch failures := rec.Counters.ReadFailures + 1; {
+	case f.Verdict == VerdictKey:
+		w.metrics.Count(metrics.GenaceUnauthorized, 1)
+		return Done{Outcome: d.Failed, Err: fmt.Errorf("%s %s: %w: check GENACE_API_KEY", w.name, rec.OperationID, d.Err)}
+	case f.Verdict == VerdictWait:
+		w.metrics.Count(metrics.GenaceThrottled, 1)
+		next, terr = operation.ReadThrottled(rec, now)
+		delay = d.Throttled(f.Wait)
+	case f.Parks(failures, rec.LastError, d.Budget):
+		w.log.WarnContext(ctx, "failed beyond its budget", "operation_id", rec.OperationID, "category", f.Category,
+			"failures", failures, "error", d.Err.Error())
+		return Park{Reason: d.Park(failures), Category: f.Category, Attempt: d.Attempt}
+	default:
+		next, terr = operation.ReadFailed(rec, f.Category, now)
+		delay = d.Backoff(next.Counters.ReadFailures)
+	}
+	if terr != nil {
+		return Done{Outcome: d.Failed, Err: fmt.Errorf("%s %s: %w (after %w)", w.name, rec.OperationID, terr, d.Err)}
+	}
+	next.Schedule = &operation.NextAction{Action: string(d.Action), Due: now.Add(delay)}
+	return Write{Next: next, Outcome: d.Retried, Attempt: d.Attempt,
+		Failed: func(err error) Decision {
+			return Done{Outcome: d.Failed, Err: fmt.Errorf("%s %s: record the failure: %w (after %w)", w.name, rec.OperationID, err, d.Err)}
+		},
+		counted: func(ctx context.Context, saved operation.Record) {
+			w.log.WarnContext(ctx, "failed; retrying later", "operation_id", rec.OperationID, "category", f.Category,
+				"failures", saved.Counters.ReadFailures, "retry_at", saved.Schedule.Due, "error", d.Err.Error())
+		}}
 }

@@ -47,10 +47,13 @@ type Persister struct {
 	Metrics *metrics.Emitter
 	// Action is the Action dimension of the StaleWritesRejected count.
 	Action string
-	// RetryUnknown sends a write again, after a short backoff, when it
-	// failed without a verdict (a store error other than a conflict); off,
-	// such an error ends Persist at once.
-	RetryUnknown bool
+	// Resends is how many times a write that failed without a verdict (a
+	// store error other than a conflict) is sent again, each after
+	// Backoff times its attempt (at once when Backoff is 0); 0: such an
+	// error ends Persist at once. Sent again, an applied write is known
+	// as its own (store.Update).
+	Resends int
+	Backoff time.Duration
 }
 
 // Persist applies mutate to cur and writes the result conditionally on
@@ -65,6 +68,7 @@ type Persister struct {
 // conflict.
 func (p Persister) Persist(ctx context.Context, cur operation.Record, messageID string, mutate Mutation) (operation.Record, error) {
 	var lastErr error
+	resent := 0
 	for attempt := range persistAttempts {
 		next, err := mutate(cur)
 		if errors.Is(err, ErrNothingToWrite) {
@@ -85,15 +89,18 @@ func (p Persister) Persist(ctx context.Context, cur operation.Record, messageID 
 			cur = *ce.Current
 			continue
 		}
-		if !p.RetryUnknown {
+		if resent >= p.Resends {
 			return cur, err
 		}
+		resent++
 		if ctx.Err() != nil {
 			break
 		}
-		select {
-		case <-p.Clock.After(time.Duration(attempt+1) * 100 * time.Millisecond):
-		case <-ctx.Done():
+		if p.Backoff > 0 {
+			select {
+			case <-p.Clock.After(time.Duration(attempt+1) * p.Backoff):
+			case <-ctx.Done():
+			}
 		}
 	}
 	if errors.Is(lastErr, store.ErrConflict) {

@@ -67,31 +67,32 @@ func TestPersist(t *testing.T) {
 	}
 	throttled := errors.New("throttled")
 	for _, tc := range []struct {
-		name         string
-		answers      []any
-		retryUnknown bool
-		mutate       worker.Mutation
-		wantRev      int64
-		wantModel    string
-		wantErr      error
-		wantWrites   int
-		wantStale    int
+		name       string
+		answers    []any
+		resends    int
+		mutate     worker.Mutation
+		wantRev    int64
+		wantModel  string
+		wantErr    error
+		wantWrites int
+		wantStale  int
 	}{
-		{"written", nil, false, setModel("b"), 4, "b", nil, 1, 0},
-		{"conflict: re-applied to the record as it stands", []any{at(5, "c")}, false, setModel("b"), 6, "b", nil, 2, 1},
-		{"conflict: nothing left to write", []any{at(5, "b")}, false, setModel("b"), 5, "b", nil, 1, 1},
-		{"conflict: a decision for one revision is dropped", []any{at(5, "c")}, false, worker.OnlyAt(3, at(3, "b")), 5, "c", worker.ErrMovedOn, 1, 1},
-		{"no verdict, no retry", []any{throttled}, false, setModel("b"), 3, "a", throttled, 1, 0},
-		{"no verdict, retried", []any{throttled, throttled}, true, setModel("b"), 4, "b", nil, 3, 0},
+		{"written", nil, 0, setModel("b"), 4, "b", nil, 1, 0},
+		{"conflict: re-applied to the record as it stands", []any{at(5, "c")}, 0, setModel("b"), 6, "b", nil, 2, 1},
+		{"conflict: nothing left to write", []any{at(5, "b")}, 0, setModel("b"), 5, "b", nil, 1, 1},
+		{"conflict: a decision for one revision is dropped", []any{at(5, "c")}, 0, worker.OnlyAt(3, at(3, "b")), 5, "c", worker.ErrMovedOn, 1, 1},
+		{"no verdict, no retry", []any{throttled}, 0, setModel("b"), 3, "a", throttled, 1, 0},
+		{"no verdict, retried", []any{throttled, throttled}, 7, setModel("b"), 4, "b", nil, 3, 0},
+		{"no verdict, sent again once", []any{throttled, throttled}, 1, setModel("b"), 3, "a", throttled, 2, 0},
 		{"conflicts beyond the attempts", []any{at(4, "c"), at(5, "c"), at(6, "c"), at(7, "c"), at(8, "c"), at(9, "c"), at(10, "c"), at(11, "c")},
-			false, setModel("b"), 11, "c", store.ErrConflict, 8, 8},
+			0, setModel("b"), 11, "c", store.ErrConflict, 8, 8},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			t.Parallel()
 			st := &scripted{answers: tc.answers}
 			var mout bytes.Buffer
 			clk := clock.NewManual(handlertest.Start)
-			p := worker.Persister{Store: st, Clock: instant{clk}, Metrics: metrics.New(&mout, "test", clk), Action: "act", RetryUnknown: tc.retryUnknown}
+			p := worker.Persister{Store: st, Clock: instant{clk}, Metrics: metrics.New(&mout, "test", clk), Action: "act", Resends: tc.resends, Backoff: 100 * time.Millisecond}
 			got, err := p.Persist(context.Background(), at(3, "a"), "m-1", tc.mutate)
 			if !errors.Is(err, tc.wantErr) || (tc.wantErr == nil) != (err == nil) {
 				t.Fatalf("err = %v, want %v", err, tc.wantErr)

@@ -41,9 +41,9 @@ type RecordStore interface {
 	ResolveReview(ctx context.Context, id, by, reason string, at time.Time) error
 }
 
-// Decision acts on one message's record, under the message's lease. It
+// Act acts on one message's record, under the message's lease. It
 // returns the outcome for metrics.
-type Decision func(ctx context.Context, m events.SQSMessage, env message.Envelope, rec operation.Record, l *Lease) (Outcome, error)
+type Act func(ctx context.Context, m events.SQSMessage, env message.Envelope, rec operation.Record, l *Lease) (Outcome, error)
 
 // Consumer is one queue's consumer.
 type Consumer struct {
@@ -73,7 +73,7 @@ type Consumer struct {
 // (the batching window, a cold start, throttling and the records before it
 // in the batch come first), so it errs long: a decision that needs the
 // message for sure renews it with the queue (Lease.Renew).
-func (c *Consumer) Record(decide Decision) Func {
+func (c *Consumer) Record(decide Act) Func {
 	return func(ctx context.Context, m events.SQSMessage) error {
 		start := c.Clock.Now()
 		env, err := message.Decode([]byte(m.Body))

@@ -3,7 +3,6 @@ package worker
 import (
 	"cmp"
 	"context"
-	"errors"
 	"log/slog"
 	"time"
 
@@ -14,8 +13,6 @@ import (
 	"github.com/genjobs/genjobs/internal/metrics"
 	"github.com/genjobs/genjobs/internal/operation"
 	"github.com/genjobs/genjobs/internal/review"
-	"github.com/genjobs/genjobs/internal/schedule"
-	"github.com/genjobs/genjobs/internal/store"
 )
 
 // Deps is what a worker works with.
@@ -31,7 +28,7 @@ type Deps struct {
 	Metrics *metrics.Emitter
 }
 
-// Config describes one SQS handler's queue.
+// Config describes one handler's queue and writes.
 type Config struct {
 	// Action is the only action the queue carries.
 	Action message.Action
@@ -47,117 +44,65 @@ type Config struct {
 	// StaleWriteAction is the Action dimension of StaleWritesRejected
 	// (default: Action).
 	StaleWriteAction string
-	// RetryUnknown: see Persister.
-	RetryUnknown bool
+	// Resends and ResendBackoff: see Persister.
+	Resends       int
+	ResendBackoff time.Duration
 	// Source marks the reviews its follow-ups write (default
 	// review.SourceHandler).
 	Source review.Source
 }
 
-// Worker is one SQS handler's path for each record of a batch: Handle
-// runs the batch, each record through decode, load and lease to the
-// handler's Decision; the decision persists through Persist and sends
-// what the persisted record expects through Emit.
+// Worker is one handler's write path. For an SQS handler, Handle runs
+// the batch, each record through decode, load and lease to the handler's
+// Step; whatever the step decides, Commit carries out: the conditional
+// write, a lost race, the follow-up, the outcome.
 type Worker struct {
+	name      string
 	runner    Runner
 	consumer  Consumer
 	persister Persister
 	emitter   *Emitter
 	sender    Sender
+	store     RecordStore
+	clock     clock.Clock
+	log       *slog.Logger
+	metrics   *metrics.Emitter
 }
 
 // New wires a worker.
 func New(d Deps, c Config) *Worker {
 	log := cmp.Or(d.Log, slog.New(slog.DiscardHandler))
 	return &Worker{
+		name:   c.Name,
 		runner: Runner{Action: string(c.Action), Concurrency: c.Concurrency, Log: log, Metrics: d.Metrics, Clock: d.Clock},
 		consumer: Consumer{Action: c.Action, Name: c.Name, Queue: c.Queue, Store: d.Store,
 			Extender: d.Extender, QueueURL: c.QueueURL, Visibility: c.Visibility, Clock: d.Clock, Log: log, Metrics: d.Metrics},
 		persister: Persister{Store: d.Store, Clock: d.Clock, Metrics: d.Metrics,
-			Action: cmp.Or(c.StaleWriteAction, string(c.Action)), RetryUnknown: c.RetryUnknown},
+			Action: cmp.Or(c.StaleWriteAction, string(c.Action)), Resends: c.Resends, Backoff: c.ResendBackoff},
 		emitter: &Emitter{Sender: d.Sender, Reviews: d.Store, Clock: d.Clock, Metrics: d.Metrics,
 			Source: cmp.Or(c.Source, review.SourceHandler)},
-		sender: d.Sender,
+		sender: d.Sender, store: d.Store, clock: d.Clock, log: log, metrics: d.Metrics,
 	}
 }
 
-// Handle runs a batch: each record to decide, and the failed ones
-// reported back.
-func (w *Worker) Handle(ctx context.Context, ev events.SQSEvent, decide Decision) events.SQSEventResponse {
-	return w.runner.Run(ctx, ev, w.consumer.Record(decide))
+// Turn is one message's handling as a step sees it: the message, its
+// envelope, its lease and the record as last read or written.
+type Turn struct {
+	Msg   events.SQSMessage
+	Env   message.Envelope
+	Rec   operation.Record
+	Lease *Lease
 }
 
-// Persist writes a decision (Persister.Persist).
-func (w *Worker) Persist(ctx context.Context, cur operation.Record, messageID string, mutate Mutation) (operation.Record, error) {
-	return w.persister.Persist(ctx, cur, messageID, mutate)
-}
+// Step is a handler's decision on one message's record. It returns what
+// it decided; the worker commits it.
+type Step func(ctx context.Context, t Turn) Decision
 
-// KeepDue keeps the sweep from taking live work for lost. The sweep
-// measures lateness from Schedule.Due, which work that writes nothing
-// until it ends (a quiet observation chain, a delivery's first copy)
-// leaves where the hand-over put it; work that starts late (its message
-// waited in the queue, or for a slot of the batch) and whose next write
-// could land only once the record looks overdue (lands not before Due +
-// overdueAfter) first moves Due to now with one conditional write,
-// counted in DueRefreshes. Any other work writes nothing here, and with
-// overdueAfter 0 (not configured) nothing is written either. Work that
-// dies after this write is re-armed overdueAfter after it, plus the
-// sweep's cadence. It returns the record to carry on from; ErrMovedOn
-// or a conflict when another writer moved it first.
-func (w *Worker) KeepDue(ctx context.Context, rec operation.Record, messageID string, lands time.Time, overdueAfter time.Duration) (operation.Record, error) {
-	if overdueAfter <= 0 || rec.Schedule == nil || lands.Before(rec.Schedule.Due.Add(overdueAfter)) {
-		return rec, nil
-	}
-	now := w.persister.Clock.Now()
-	next := rec.Clone()
-	next.Schedule.Due = now
-	next.Timestamps.Updated = now
-	saved, err := w.Persist(ctx, rec, messageID, OnlyAt(rec.Revision, next))
-	if err == nil {
-		w.persister.Metrics.Count(metrics.DueRefreshes, 1)
-	}
-	return saved, err
-}
-
-// Emit does what the persisted record expects next (Emitter.Emit).
-func (w *Worker) Emit(ctx context.Context, rec *operation.Record, attempt int) error {
-	return w.emitter.Emit(ctx, rec, attempt)
-}
-
-// Park stops automation on an operation no retry can move on (the job
-// is unknown to Genace, a delivery cannot be verified): the record keeps
-// its phase, is parked with reason, which takes it out of the sweep's
-// index, and Emit files one review; an operator's replay clears the park.
-// Failed towards the DLQ instead, the record would stay due and the sweep
-// re-arm it every run. Each park is counted in OperationsParked by
-// lastError, its category. When another writer moved the record first, its
-// state stands: nothing is written (OutcomeLostRace).
-func (w *Worker) Park(ctx context.Context, cur operation.Record, messageID, reason, lastError string, attempt int) (operation.Record, Outcome, error) {
-	now := w.persister.Clock.Now()
-	next := cur.Clone()
-	next.Parked = &operation.ParkedState{Reason: reason, At: now}
-	next.Schedule = nil
-	next.LastError = lastError
-	next.Timestamps.Updated = now
-	saved, err := w.Persist(ctx, cur, messageID, OnlyAt(cur.Revision, next))
-	if errors.Is(err, ErrMovedOn) || errors.Is(err, store.ErrConflict) {
-		return cur, OutcomeLostRace, nil
-	}
-	if err != nil {
-		return cur, OutcomeError, err
-	}
-	w.persister.Metrics.Count(metrics.Parked, 1, metrics.Dim{Name: "Reason", Value: lastError})
-	return saved, OutcomeParked, w.Emit(ctx, &saved, attempt)
-}
-
-// Send sends one message the record does not schedule itself (a re-arm,
-// a hand-over), after delay.
-func (w *Worker) Send(ctx context.Context, env message.Envelope, delay time.Duration) (schedule.Route, error) {
-	return w.sender.Send(ctx, env, delay)
-}
-
-// Obsolete acknowledges a message that the record makes pointless
-// (Consumer.Obsolete).
-func (w *Worker) Obsolete(ctx context.Context, env message.Envelope, rec *operation.Record, why Reason) (Outcome, error) {
-	return w.consumer.Obsolete(ctx, env, rec, why)
+// Handle runs a batch: each record to the step, its decision committed,
+// and the failed ones reported back.
+func (w *Worker) Handle(ctx context.Context, ev events.SQSEvent, step Step) events.SQSEventResponse {
+	return w.runner.Run(ctx, ev, w.consumer.Record(func(ctx context.Context, m events.SQSMessage, env message.Envelope, rec operation.Record, l *Lease) (Outcome, error) {
+		t := Turn{Msg: m, Env: env, Rec: rec, Lease: l}
+		return w.Commit(ctx, t, step(ctx, t))
+	}))
 }

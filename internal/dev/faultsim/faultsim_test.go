@@ -128,16 +128,16 @@ var defaultPaths = []string{
 	"submit: acknowledged as obsolete (follow_up_pending)",
 	"submit: acknowledged as obsolete (awaiting_reconciliation)",
 	"submit: acknowledged as obsolete (terminal)",
-	"observe: observation lost the revision race",
-	"observe: job read failed; retrying later",
+	"observe: lost the revision race; the newer state stands",
+	"observe: failed; retrying later",
 	"observe: acknowledged as obsolete (stale_revision)",
 	// Not "deliver: delivery handed on (lease)": with the deployed
 	// deliver visibility (720 s) a delivery renews its lease only after a
 	// receive gap used it up, and a renewal failure rarely meets one in a
 	// thousand operations; internal/deliver's tests hold that path.
-	"deliver: delivery failed; retrying later",
+	"deliver: failed; retrying later",
 	"deliver: signed URL expired; reading the job again",
-	"deliver: record moved on under this delivery; the newer state stands",
+	"deliver: lost the revision race; the newer state stands",
 	"deliver: acknowledged as obsolete (already_delivered)",
 	"sweep: sweep acted (rearmed)",
 	// The operator replays every kind of decision, racing the handlers.
@@ -161,7 +161,7 @@ var defaultPaths = []string{
 	// (post_unusable_job_id), and a late answer's second job id kept in a
 	// review (genace_second_job).
 	"sweep: sweep dropped a dispatch the allowance no longer covers",
-	"deliver: delivery cannot complete; parked for review",
+	"deliver: cannot continue; parked for review",
 	"deliver: delivery handed on (deadline)",
 	"submit: submission outcome unknown: left for reconciliation (unusable_job_id)",
 	"submit: job id could not be persisted on the record",
