@@ -23,7 +23,6 @@ var tooling = []string{
 	"github.com/genjobs/genjobs/internal/dev/",
 	"github.com/chromedp/",
 	"gonum.org/",
-	"github.com/johannesboyne/gofakes3",
 	"testing",
 }
 

@@ -187,10 +187,12 @@ type env struct {
 	mets  *handlertest.Buffer
 	dir   *localpack.Dir
 	s3    *s3.Client
-	art   *counting
-	del   *deliver.Handler
-	obs   *observe.Handler
-	sub   *submit.Handler
+	// bucket is s3's bucket, one of the test's own in moto's S3.
+	bucket string
+	art    *counting
+	del    *deliver.Handler
+	obs    *observe.Handler
+	sub    *submit.Handler
 }
 
 type options struct {
@@ -219,8 +221,8 @@ func newEnv(t testing.TB, kind string, o options) *env {
 	e.st = &flaky{Store: e.store, failAt: map[int]bool{}}
 	var inner deliver.Artifacts
 	if o.s3 {
-		e.s3 = artifacttest.FakeS3(t)
-		inner = artifact.NewS3(e.s3, artifacttest.Bucket)
+		e.s3, e.bucket = artifacttest.S3(t)
+		inner = artifact.NewS3(e.s3, e.bucket)
 	} else {
 		d, err := localpack.New(t.TempDir())
 		if err != nil {
@@ -297,7 +299,7 @@ func (e *env) stored(t *testing.T, key string) string {
 			t.Fatal(err)
 		}
 	} else {
-		out, err := e.s3.GetObject(context.Background(), &s3.GetObjectInput{Bucket: aws.String(artifacttest.Bucket), Key: aws.String(key)})
+		out, err := e.s3.GetObject(context.Background(), &s3.GetObjectInput{Bucket: aws.String(e.bucket), Key: aws.String(key)})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -782,7 +784,7 @@ func TestDeliversToS3(t *testing.T) {
 	e.checkDelivered(t, "op-s3")
 	// A replay after delivery copies nothing; a fresh store Stat agrees.
 	rec := handlertest.Get(t, e.store, "op-s3")
-	s := artifact.NewS3(e.s3, artifacttest.Bucket)
+	s := artifact.NewS3(e.s3, e.bucket)
 	for i, desc := range rec.Remote.Outputs {
 		obj, ok, err := s.Stat(context.Background(), keyOf(rec, i))
 		if err != nil || !ok || obj.SHA256 != desc.SHA256 || obj.Size != desc.SizeBytes {

@@ -1,21 +1,17 @@
 // Package artifacttest gives tests a real aws-sdk-go-v2 S3 client,
 // configured as production code would be apart from the endpoint
 // (path-style addressing, static credentials, us-east-1), on a fresh
-// bucket: in moto's S3 (S3), or in an in-memory gofakes3 (FakeS3) for
-// handler tests that need no local service.
+// bucket of its own in moto's S3.
 package artifacttest
 
 import (
 	"context"
 	"crypto/rand"
 	"encoding/hex"
-	"net/http/httptest"
 	"testing"
 
 	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/service/s3"
-	"github.com/johannesboyne/gofakes3"
-	"github.com/johannesboyne/gofakes3/backend/s3mem"
 
 	"github.com/genjobs/genjobs/internal/dev/testenv"
 )
@@ -47,23 +43,6 @@ func S3(t testing.TB) (*s3.Client, string) {
 		_, _ = c.DeleteBucket(ctx, &s3.DeleteBucketInput{Bucket: aws.String(bucket)})
 	})
 	return c, bucket
-}
-
-// Bucket is the bucket FakeS3 creates.
-const Bucket = "genjobs-artifacts-test"
-
-// FakeS3 starts gofakes3 with Bucket created and returns a client for it.
-// The server stops when the test ends. It is for tests of the deliver
-// handler's decisions; the S3 adapter itself is tested on moto (S3).
-func FakeS3(t testing.TB) *s3.Client {
-	t.Helper()
-	backend := s3mem.New()
-	if err := backend.CreateBucket(Bucket); err != nil {
-		t.Fatal(err)
-	}
-	srv := httptest.NewServer(gofakes3.New(backend).Server())
-	t.Cleanup(srv.Close)
-	return Client(srv.URL)
 }
 
 // Client returns an S3 client for an S3-compatible endpoint with static
