@@ -24,7 +24,7 @@ set -euo pipefail
 ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 STATE=${MOTO_STATE_DIR:-$ROOT/.cache/moto}
 FIRST_PORT=4200
-READY_TIMEOUT=30
+READY_TIMEOUT=90 # about 2 s idle; 10-20 s measured on a loaded 2-core machine
 DETACH=1
 MOTO=
 
