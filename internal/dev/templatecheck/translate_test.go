@@ -53,7 +53,7 @@ json.dump(transform(tmpl, {}, NoManagedPolicies()), sys.stdout)
 // into CloudFormation, every scalar as its text (as samlocal reads them).
 func translate(t *testing.T, path string) map[string]any {
 	t.Helper()
-	python := testenv.Tool(t, "python3")
+	python := testenv.Python(t, "samtranslator")
 	script := filepath.Join(t.TempDir(), "translate.py")
 	if err := os.WriteFile(script, []byte(translateScript), 0o600); err != nil {
 		t.Fatal(err)

@@ -34,3 +34,23 @@ func lookTool(name string) (string, error) {
 	}
 	return "", err
 }
+
+// Python returns a python3 that can import module: the one on PATH, else
+// pyenv's. The system python3 often comes first on a PATH without the
+// shims and lacks the machine image's packages, so the first python3
+// found is not enough. None skips the test, or fails it under RequireVar.
+func Python(t testing.TB, module string) string {
+	t.Helper()
+	candidates := []string{"python3"}
+	if home, err := os.UserHomeDir(); err == nil {
+		candidates = append(candidates, filepath.Join(home, ".pyenv", "shims", "python3"))
+	}
+	for _, c := range candidates {
+		p, err := exec.LookPath(c)
+		if err == nil && exec.Command(p, "-c", "import "+module).Run() == nil {
+			return p
+		}
+	}
+	Skip(t, "no python3 on PATH or in $HOME/.pyenv/shims can import "+module)
+	return ""
+}
