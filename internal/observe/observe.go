@@ -306,6 +306,7 @@ func (c *chain) look(ctx context.Context, rec operation.Record) worker.Decision 
 		}
 		next, follow, err := operation.Observe(rec, snap, now, h.delays.BudgetsFor(rec.Model))
 		if err != nil {
+			f.stop() // before the acknowledgement, not after it
 			return worker.Obsolete{Why: worker.ReasonNotApplicable}
 		}
 		delay := time.Duration(0)

@@ -202,6 +202,12 @@ func lostRace(err error, reapplied bool) bool {
 func (w *Worker) write(ctx context.Context, t *Turn, d Write) Decision {
 	from := t.Rec
 	if d.ReviewFirst {
+		if d.Mutate != nil || d.Once {
+			// The review is built from Next at the next revision: a
+			// mutation (or a write that may land at another revision)
+			// has no Next to build it from.
+			return w.failed(t, "review before the write", errors.New("ReviewFirst needs Next, without Mutate or Once"))
+		}
 		will := d.Next
 		will.Revision = from.Revision + 1
 		if err := w.emitter.Review(ctx, &will); err != nil {

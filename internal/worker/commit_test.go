@@ -150,3 +150,24 @@ func TestRetryCarriesTheVerdictOut(t *testing.T) {
 		}
 	}
 }
+
+// TestReviewFirstNeedsNext: ReviewFirst builds its review from Next at the
+// next revision, so with a mutation (no Next) it would file a review of an
+// empty record. The worker refuses the decision and writes nothing.
+func TestReviewFirstNeedsNext(t *testing.T) {
+	t.Parallel()
+	e := newCommitEnv(t, "bolt")
+	rec := handlertest.Create(t, e.st, handlertest.Prepared("op-review-first"))
+	mutate := func(r operation.Record) (operation.Record, error) { r.Model = "other"; return r, nil }
+	_, err := e.w.Commit(context.Background(), e.turn(rec), worker.Write{Mutate: mutate, ReviewFirst: true})
+	if err == nil || !strings.Contains(err.Error(), "ReviewFirst needs Next") {
+		t.Fatalf("err = %v, want the ReviewFirst refusal", err)
+	}
+	got, err := e.st.Get(context.Background(), rec.OperationID)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got.Revision != rec.Revision || got.Model != rec.Model {
+		t.Errorf("record written (revision %d → %d, model %q): want nothing written", rec.Revision, got.Revision, got.Model)
+	}
+}
