@@ -781,7 +781,7 @@ func (s *sender) Send(ctx context.Context, queueURL string, body []byte, delay t
 	if err != nil {
 		return id, err
 	}
-	w.scale.sqs(false, w.since())
+	w.scale.count(func(s *Scale) *int64 { return &s.SQSSend }, secSQS, w.since())
 	if writerOf(ctx) == "sweep" {
 		w.mu.Lock()
 		w.rearms[env.OperationID]++
@@ -817,7 +817,7 @@ func (e *extender) ChangeVisibility(ctx context.Context, queueURL, receiptHandle
 		return errors.New("faultsim: injected ChangeMessageVisibility failure")
 	}
 	err := e.w.broker.ChangeVisibility(ctx, queueURL, receiptHandle, timeout)
-	e.w.scale.sqs(true, e.w.since())
+	e.w.scale.count(func(s *Scale) *int64 { return &s.SQSChangeVisibility }, secSQS, e.w.since())
 	if inv := invOf(ctx); err == nil && inv != nil {
 		for _, r := range inv.records {
 			if r.ReceiptHandle == receiptHandle {
@@ -867,7 +867,7 @@ func (g *genaceClient) Submit(ctx context.Context, req genace.SubmitRequest, tim
 	sent := w.wire.count(req.OperationID)
 	w.posting(req.OperationID, true)
 	defer w.posting(req.OperationID, false)
-	w.scale.genace(true, w.since())
+	w.scale.count(func(s *Scale) *int64 { return &s.Posts }, secPosts, w.since())
 	res := g.c.Submit(ctx, req, timeout)
 	// A submission whose outcome is genuinely unknown: no answer reached
 	// the client, or the one that did is unknown by the contract, or the
@@ -984,7 +984,7 @@ func (g *genaceClient) Get(ctx context.Context, jobID string, wait, timeout time
 		w.tracef(op, "FAULT %s: GET %s by %s timed out: %v", GetTimeout, jobID, writerOf(ctx), err)
 		return nil, err
 	}
-	w.scale.genace(false, w.since())
+	w.scale.count(func(s *Scale) *int64 { return &s.Gets }, secGets, w.since())
 	job, err := g.c.Get(ctx, jobID, wait, timeout)
 	if w.traced(op) {
 		if err != nil {
