@@ -24,25 +24,13 @@ const plotBins = 16
 // latency (renders never seen finished are left out, so their curve
 // stays below 1).
 func WritePlot(w io.Writer, outcomes []Outcome) error {
-	gets := plot.New()
-	gets.Title.Text = "Observation cost by render time"
-	gets.X.Label.Text = "render time (s, log)"
-	gets.Y.Label.Text = "GETs per render (mean per bin, log)"
-	gets.X.Scale, gets.Y.Scale = plot.LogScale{}, plot.LogScale{}
-	gets.X.Tick.Marker, gets.Y.Tick.Marker = plot.LogTicks{Prec: -1}, plot.LogTicks{Prec: -1}
+	gets := logPlot("Observation cost by render time", "render time (s, log)", "GETs per render (mean per bin, log)", true)
 	gets.Legend.Top, gets.Legend.Left = true, true
-	gets.Add(plotter.NewGrid())
 
-	cdf := plot.New()
-	cdf.Title.Text = "Detection latency (remote finish → local record)"
-	cdf.X.Label.Text = "detection latency (s, log)"
-	cdf.Y.Label.Text = "fraction of renders detected"
-	cdf.X.Scale = plot.LogScale{}
-	cdf.X.Tick.Marker = plot.LogTicks{Prec: -1}
+	cdf := logPlot("Detection latency (remote finish → local record)", "detection latency (s, log)", "fraction of renders detected", false)
 	cdf.Y.Min, cdf.Y.Max = 0, 1
 	cdf.Legend.Top, cdf.Legend.Left = false, false
 	cdf.Legend.XOffs, cdf.Legend.YOffs = -vg.Millimeter, vg.Centimeter
-	cdf.Add(plotter.NewGrid())
 
 	for i, o := range outcomes {
 		binned, err := getsByRenderTime(o)
@@ -140,13 +128,7 @@ type CostPoint struct {
 // WriteCostLatency draws cost per 1,000 renders against p99 detection
 // latency, one labelled point per design (log x axis).
 func WriteCostLatency(w io.Writer, pts []CostPoint) error {
-	p := plot.New()
-	p.Title.Text = "Cost against detection latency, same renders"
-	p.X.Label.Text = "p99 detection latency (s, log)"
-	p.Y.Label.Text = "$ per 1,000 renders (one record per invocation)"
-	p.X.Scale = plot.LogScale{}
-	p.X.Tick.Marker = plot.LogTicks{Prec: -1}
-	p.Add(plotter.NewGrid())
+	p := logPlot("Cost against detection latency, same renders", "p99 detection latency (s, log)", "$ per 1,000 renders (one record per invocation)", false)
 	for i, c := range pts {
 		if c.P99 == Never {
 			continue
@@ -170,13 +152,7 @@ func WriteGETsFloor(w io.Writer, genjobs Outcome, queueFor time.Duration) error 
 	if err != nil {
 		return err
 	}
-	p := plot.New()
-	p.Title.Text = "GETs per render against render time"
-	p.X.Label.Text = "render time (s, log)"
-	p.Y.Label.Text = "GETs per render (log)"
-	p.X.Scale, p.Y.Scale = plot.LogScale{}, plot.LogScale{}
-	p.X.Tick.Marker, p.Y.Tick.Marker = plot.LogTicks{Prec: -1}, plot.LogTicks{Prec: -1}
-	p.Add(plotter.NewGrid())
+	p := logPlot("GETs per render against render time", "render time (s, log)", "GETs per render (log)", true)
 	lo, hi := binned[0].X, binned[len(binned)-1].X
 	var floor plotter.XYs
 	for x := lo; x <= hi*1.0001; x *= 1.02 {
@@ -197,6 +173,18 @@ func WriteGETsFloor(w io.Writer, genjobs Outcome, queueFor time.Duration) error 
 	p.Legend.Add(genjobs.Strategy+" (mean per bin)", l, pts)
 	p.Legend.Top, p.Legend.Left = true, true
 	return writePNG(w, p, 20*vg.Centimeter, 13*vg.Centimeter)
+}
+
+// logPlot is a gridded plot with a logarithmic x axis, and y axis if logY.
+func logPlot(title, x, y string, logY bool) *plot.Plot {
+	p := plot.New()
+	p.Title.Text, p.X.Label.Text, p.Y.Label.Text = title, x, y
+	p.X.Scale, p.X.Tick.Marker = plot.LogScale{}, plot.LogTicks{Prec: -1}
+	if logY {
+		p.Y.Scale, p.Y.Tick.Marker = plot.LogScale{}, plot.LogTicks{Prec: -1}
+	}
+	p.Add(plotter.NewGrid())
+	return p
 }
 
 func writePNG(w io.Writer, p *plot.Plot, width, height vg.Length) error {

@@ -242,21 +242,18 @@ func (s *countingStore) Get(ctx context.Context, id string) (operation.Record, e
 func (s *countingStore) Update(ctx context.Context, rec operation.Record, expected int64) (operation.Record, error) {
 	rec.Revision = expected + 1
 	s.charge(rec, false)
-	out, err := s.Store.Update(ctx, rec, expected)
-	if err == nil {
-		s.cache.put(out)
-		if s.onWritten != nil {
-			s.onWritten(out)
-		}
-	}
-	return out, err
+	return s.written(s.Store.Update(ctx, rec, expected))
 }
 
 // UpdateWithAudit is a TransactWriteItems of the record and the entry.
 func (s *countingStore) UpdateWithAudit(ctx context.Context, rec operation.Record, expected int64, e review.AuditEntry) (operation.Record, error) {
 	rec.Revision = expected + 1
 	s.charge(rec, true)
-	out, err := s.Store.UpdateWithAudit(ctx, rec, expected, e)
+	return s.written(s.Store.UpdateWithAudit(ctx, rec, expected, e))
+}
+
+// written caches a successful update's record and hands it to onWritten.
+func (s *countingStore) written(out operation.Record, err error) (operation.Record, error) {
 	if err == nil {
 		s.cache.put(out)
 		if s.onWritten != nil {

@@ -267,10 +267,6 @@ func DefaultFaults() Faults {
 	return f
 }
 
-// NoFaults turns every fault off: the run checks the invariants on a
-// healthy system.
-func NoFaults() Faults { return Faults{} }
-
 // ParseFaults reads a fault selection: "all" (DefaultFaults), "none",
 // "persistent" (the persistent faults), or a comma list of fault names,
 // each at its default rate or with its own as name=rate; "all" may be

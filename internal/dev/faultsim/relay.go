@@ -11,6 +11,8 @@ import (
 	"sync"
 
 	"golang.org/x/net/http2"
+
+	"github.com/genjobs/genjobs/internal/dev/genacesim"
 )
 
 // The Genace client reaches the simulator as production reaches Genace:
@@ -253,7 +255,7 @@ func (c *h2conn) fromClient(in, out net.Conn) {
 				if fr.StreamEnded() {
 					// Noted before the frame reaches the server, so the
 					// answer, which can only follow, finds it.
-					p.done, p.op, p.body = true, opOfPost(p.body), nil
+					p.done, p.op, p.body = true, genacesim.OperationID(p.body), nil
 				}
 			}
 			c.mu.Unlock()

@@ -167,33 +167,16 @@ func (c *scaleCounters) invocation(fn string, records int, acked bool, at time.D
 	}
 }
 
-func (c *scaleCounters) sqs(changeVisibility bool, at time.Duration) {
+// count adds one to the figure field picks and ticks kind at virtual
+// offset at.
+func (c *scaleCounters) count(field func(*Scale) *int64, kind int, at time.Duration) {
 	if c == nil {
 		return
 	}
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	if changeVisibility {
-		c.s.SQSChangeVisibility++
-	} else {
-		c.s.SQSSend++
-	}
-	c.tick(secSQS, at)
-}
-
-func (c *scaleCounters) genace(post bool, at time.Duration) {
-	if c == nil {
-		return
-	}
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	if post {
-		c.s.Posts++
-		c.tick(secPosts, at)
-	} else {
-		c.s.Gets++
-		c.tick(secGets, at)
-	}
+	*field(&c.s)++
+	c.tick(kind, at)
 }
 
 // observing reports whether a record is one a deployed observe chain

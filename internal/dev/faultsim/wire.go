@@ -12,6 +12,7 @@ import (
 	"strings"
 	"sync"
 
+	"github.com/genjobs/genjobs/internal/dev/genacesim"
 	"github.com/genjobs/genjobs/internal/genace"
 )
 
@@ -110,7 +111,7 @@ func (x *wire) ServeHTTP(rw http.ResponseWriter, r *http.Request) {
 	}
 	body, _ := io.ReadAll(r.Body)
 	r.Body = io.NopCloser(bytes.NewReader(body))
-	op := opOfPost(body)
+	op := genacesim.OperationID(body)
 	cw := &captureWriter{ResponseWriter: rw}
 	post := wirePost{lost: true}
 	defer func() {
@@ -177,18 +178,6 @@ func (c *captureWriter) Hijack() (net.Conn, *bufio.ReadWriter, error) {
 		c.hijacked = true
 	}
 	return conn, brw, err
-}
-
-// opOfPost reads metadata.operation_id out of a POST body.
-func opOfPost(body []byte) string {
-	var probe struct {
-		Metadata map[string]any `json:"metadata"`
-	}
-	if json.Unmarshal(body, &probe) != nil {
-		return ""
-	}
-	id, _ := probe.Metadata["operation_id"].(string)
-	return id
 }
 
 // namedJob is the job id an answer names, read leniently: a 2xx body's

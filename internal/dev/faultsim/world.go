@@ -611,28 +611,46 @@ func (w *world) dispatch(ctx context.Context, rec operation.Record) error {
 // the new revision. Earlier dispatches become stale.
 func (w *world) changeSpec(op *opSpec) error {
 	ctx := withWriter(context.Background(), "user")
-	for range 3 {
-		rec, err := w.rec.Get(ctx, op.id)
-		if err != nil || rec.Phase != operation.PhasePrepared || rec.RemoteJobID != "" {
-			return nil
+	saved, ok, err := w.userWrite(ctx, op, func(rec operation.Record) (operation.Record, bool) {
+		if rec.Phase != operation.PhasePrepared || rec.RemoteJobID != "" {
+			return rec, false
 		}
 		next, err := operation.ChangeSpec(rec, w.clk.Now())
-		if err != nil {
-			return nil
-		}
 		next.AuthorizedSpecRevision = next.SpecRevision
+		return next, err == nil
+	})
+	if !ok {
+		return err
+	}
+	w.inj.note(UserChangeSpec)
+	w.tracef(op.id, "FAULT %s: the user changed the request (spec r%d)", UserChangeSpec, saved.SpecRevision)
+	return w.dispatch(ctx, saved)
+}
+
+// userWrite is the user's read-modify-write of op's record, tried again
+// on a conflict, three times at most. change returns the next record, or
+// false when the request is no longer one the user changes so. It
+// reports whether it wrote, and a failed write's error.
+func (w *world) userWrite(ctx context.Context, op *opSpec, change func(operation.Record) (operation.Record, bool)) (operation.Record, bool, error) {
+	for range 3 {
+		rec, err := w.rec.Get(ctx, op.id)
+		if err != nil {
+			return rec, false, nil
+		}
+		next, ok := change(rec)
+		if !ok {
+			return rec, false, nil
+		}
 		saved, err := w.rec.Update(ctx, next, rec.Revision)
 		if errors.Is(err, store.ErrConflict) {
 			continue
 		}
 		if err != nil {
-			return fmt.Errorf("faultsim: change %s: %w", op.id, err)
+			return saved, false, fmt.Errorf("faultsim: user write to %s: %w", op.id, err)
 		}
-		w.inj.note(UserChangeSpec)
-		w.tracef(op.id, "FAULT %s: the user changed the request (spec r%d)", UserChangeSpec, saved.SpecRevision)
-		return w.dispatch(ctx, saved)
+		return saved, true, nil
 	}
-	return nil
+	return operation.Record{}, false, nil
 }
 
 // changeUnauthorized is the user changing a prepared request whose
@@ -641,61 +659,43 @@ func (w *world) changeSpec(op *opSpec) error {
 // precondition from then on. Only a request with a dispatch pending is
 // changed (one without waits for the operator already).
 func (w *world) changeUnauthorized(op *opSpec) {
-	ctx := withWriter(context.Background(), "user")
-	for range 3 {
-		rec, err := w.rec.Get(ctx, op.id)
-		if err != nil || rec.Phase != operation.PhasePrepared || rec.RemoteJobID != "" || rec.Schedule == nil {
-			return
+	saved, ok, _ := w.userWrite(withWriter(context.Background(), "user"), op, func(rec operation.Record) (operation.Record, bool) {
+		if rec.Phase != operation.PhasePrepared || rec.RemoteJobID != "" || rec.Schedule == nil {
+			return rec, false
 		}
 		next, err := operation.ChangeSpec(rec, w.clk.Now())
-		if err != nil {
-			return
-		}
-		saved, err := w.rec.Update(ctx, next, rec.Revision)
-		if errors.Is(err, store.ErrConflict) {
-			continue
-		}
-		if err != nil {
-			return
-		}
+		return next, err == nil
+	})
+	if ok {
 		w.inj.note(UnauthorizedChange)
 		w.tracef(op.id, "FAULT %s: the user changed the request (spec r%d); no re-authorization follows", UnauthorizedChange, saved.SpecRevision)
-		return
 	}
 }
 
 // supersede is the user replacing an accepted request.
 func (w *world) supersede(op *opSpec) error {
 	ctx := withWriter(context.Background(), "user")
-	for range 3 {
-		rec, err := w.rec.Get(ctx, op.id)
-		if err != nil || rec.Phase != operation.PhaseAccepted {
-			return nil
+	saved, ok, err := w.userWrite(ctx, op, func(rec operation.Record) (operation.Record, bool) {
+		if rec.Phase != operation.PhaseAccepted {
+			return rec, false
 		}
 		next, err := operation.Supersede(rec, w.clk.Now())
-		if err != nil {
-			return nil
-		}
-		saved, err := w.rec.Update(ctx, next, rec.Revision)
-		if errors.Is(err, store.ErrConflict) {
-			continue
-		}
-		if err != nil {
-			return fmt.Errorf("faultsim: supersede %s: %w", op.id, err)
-		}
-		// Replacing the request ends the operation, which settles its
-		// open reviews, as every terminal write through the handlers
-		// does (worker.Emitter): one left open (an uncertain POST's,
-		// whose late 202 was written but its follow-up never emitted)
-		// would ask an operator about an operation that has ended.
-		em := worker.Emitter{Reviews: w.rec, Clock: w.clk, Source: review.SourceHandler}
-		if err := em.Emit(ctx, &saved, 0); err != nil {
-			return fmt.Errorf("faultsim: supersede %s: close its reviews: %w", op.id, err)
-		}
-		w.inj.note(UserSupersede)
-		w.tracef(op.id, "FAULT %s: the user replaced the request", UserSupersede)
-		return nil
+		return next, err == nil
+	})
+	if !ok {
+		return err
 	}
+	// Replacing the request ends the operation, which settles its
+	// open reviews, as every terminal write through the handlers
+	// does (worker.Emitter): one left open (an uncertain POST's,
+	// whose late 202 was written but its follow-up never emitted)
+	// would ask an operator about an operation that has ended.
+	em := worker.Emitter{Reviews: w.rec, Clock: w.clk, Source: review.SourceHandler}
+	if err := em.Emit(ctx, &saved, 0); err != nil {
+		return fmt.Errorf("faultsim: supersede %s: close its reviews: %w", op.id, err)
+	}
+	w.inj.note(UserSupersede)
+	w.tracef(op.id, "FAULT %s: the user replaced the request", UserSupersede)
 	return nil
 }
 

@@ -194,10 +194,7 @@ func (w *world) wrapHandler(fn string, m *eventsource.Mapping, h eventsource.Han
 			}
 			return events.SQSEventResponse{}, errCrashed
 		}
-		failed := map[string]bool{}
-		for _, f := range resp.BatchItemFailures {
-			failed[f.ItemIdentifier] = true
-		}
+		failed := failedIDs(resp)
 		if inv.depth == 0 {
 			w.scale.invocation(fn, len(ev.Records), err == nil && len(failed) < len(ev.Records), w.since())
 		}
@@ -206,10 +203,7 @@ func (w *world) wrapHandler(fn string, m *eventsource.Mapping, h eventsource.Han
 				w.mu.Lock()
 				l := w.leases[r.MessageId]
 				w.mu.Unlock()
-				sweepFirst := SweepBeforeRedelivery(l.until.Sub(w.clk.Now()), topology.Stack.Sweep.OverdueAfter)
-				w.tracef(inv.ops[i], "%s%s reports message %s failed: it stays for redelivery in %s (the sweep may re-arm first: %t)", fn, depthMark(inv.depth), shortID(r.MessageId), l.until.Sub(w.clk.Now()), sweepFirst)
-				if sweepFirst {
-					w.chainStop(inv.ops[i])
+				if w.stays(inv, i, l, "reports message %s failed: it stays") {
 					w.mu.Lock()
 					w.failStops[inv.ops[i]]++
 					w.mu.Unlock()
@@ -233,11 +227,7 @@ func (w *world) died(inv *invocation, i int) {
 	l, queued := w.leases[msg]
 	w.mu.Unlock()
 	if queued {
-		sweepFirst := SweepBeforeRedelivery(l.until.Sub(w.clk.Now()), topology.Stack.Sweep.OverdueAfter)
-		w.tracef(op, "%s%s died: message %s stays for redelivery in %s (the sweep may re-arm first: %t)", inv.fn, depthMark(inv.depth), shortID(msg), l.until.Sub(w.clk.Now()), sweepFirst)
-		if sweepFirst {
-			w.chainStop(op)
-		}
+		w.stays(inv, i, l, "died: message %s stays")
 		return
 	}
 	w.rec.mu.Lock()
@@ -251,6 +241,29 @@ func (w *world) died(inv *invocation, i int) {
 	}
 }
 
+// stays traces that record i of inv stays queued for redelivery under
+// lease l (how: what its worker did, with a %s for the message) and ends
+// its chain when the sweep may re-arm the operation first, which it
+// reports.
+func (w *world) stays(inv *invocation, i int, l leaseTruth, how string) bool {
+	in := l.until.Sub(w.clk.Now())
+	sweepFirst := SweepBeforeRedelivery(in, topology.Stack.Sweep.OverdueAfter)
+	w.tracef(inv.ops[i], "%s%s "+how+" for redelivery in %s (the sweep may re-arm first: %t)", inv.fn, depthMark(inv.depth), shortID(inv.records[i].MessageId), in, sweepFirst)
+	if sweepFirst {
+		w.chainStop(inv.ops[i])
+	}
+	return sweepFirst
+}
+
+// failedIDs are the message ids a batch response reports failed.
+func failedIDs(resp events.SQSEventResponse) map[string]bool {
+	failed := map[string]bool{}
+	for _, f := range resp.BatchItemFailures {
+		failed[f.ItemIdentifier] = true
+	}
+	return failed
+}
+
 // staleDelete injects StaleDelete into a finished invocation: one record
 // it acknowledged outlived its visibility before the delete, and another
 // worker received it and handles it now, to the end. The first worker's
@@ -260,10 +273,7 @@ func (w *world) died(inv *invocation, i int) {
 // would a success): an acknowledged message comes back with its own id,
 // after its worker's writes and follow-ups.
 func (w *world) staleDelete(inv *invocation, resp events.SQSEventResponse) {
-	failed := map[string]bool{}
-	for _, f := range resp.BatchItemFailures {
-		failed[f.ItemIdentifier] = true
-	}
+	failed := failedIDs(resp)
 	for i, r := range inv.records {
 		if failed[r.MessageId] || !w.inj.roll(StaleDelete) {
 			continue
@@ -781,7 +791,7 @@ func (s *sender) Send(ctx context.Context, queueURL string, body []byte, delay t
 	if err != nil {
 		return id, err
 	}
-	w.scale.sqs(false, w.since())
+	w.scale.count(func(s *Scale) *int64 { return &s.SQSSend }, secSQS, w.since())
 	if writerOf(ctx) == "sweep" {
 		w.mu.Lock()
 		w.rearms[env.OperationID]++
@@ -817,7 +827,7 @@ func (e *extender) ChangeVisibility(ctx context.Context, queueURL, receiptHandle
 		return errors.New("faultsim: injected ChangeMessageVisibility failure")
 	}
 	err := e.w.broker.ChangeVisibility(ctx, queueURL, receiptHandle, timeout)
-	e.w.scale.sqs(true, e.w.since())
+	e.w.scale.count(func(s *Scale) *int64 { return &s.SQSChangeVisibility }, secSQS, e.w.since())
 	if inv := invOf(ctx); err == nil && inv != nil {
 		for _, r := range inv.records {
 			if r.ReceiptHandle == receiptHandle {
@@ -867,7 +877,7 @@ func (g *genaceClient) Submit(ctx context.Context, req genace.SubmitRequest, tim
 	sent := w.wire.count(req.OperationID)
 	w.posting(req.OperationID, true)
 	defer w.posting(req.OperationID, false)
-	w.scale.genace(true, w.since())
+	w.scale.count(func(s *Scale) *int64 { return &s.Posts }, secPosts, w.since())
 	res := g.c.Submit(ctx, req, timeout)
 	// A submission whose outcome is genuinely unknown: no answer reached
 	// the client, or the one that did is unknown by the contract, or the
@@ -984,7 +994,7 @@ func (g *genaceClient) Get(ctx context.Context, jobID string, wait, timeout time
 		w.tracef(op, "FAULT %s: GET %s by %s timed out: %v", GetTimeout, jobID, writerOf(ctx), err)
 		return nil, err
 	}
-	w.scale.genace(false, w.since())
+	w.scale.count(func(s *Scale) *int64 { return &s.Gets }, secGets, w.since())
 	job, err := g.c.Get(ctx, jobID, wait, timeout)
 	if w.traced(op) {
 		if err != nil {

@@ -160,9 +160,9 @@ type createRequest struct {
 	Metadata map[string]string `json:"metadata"`
 }
 
-// operationID extracts metadata.operation_id best-effort, for counting
-// and fault matching even when the body is otherwise invalid.
-func operationID(body []byte) string {
+// OperationID extracts a POST body's metadata.operation_id best-effort,
+// for counting and fault matching even when the body is otherwise invalid.
+func OperationID(body []byte) string {
 	var probe struct {
 		Metadata map[string]any `json:"metadata"`
 	}
@@ -192,14 +192,20 @@ func parseCreate(body []byte) (createRequest, string) {
 	return req, ""
 }
 
+// count notes one more request, in all and for key, and returns key's
+// count: the request's attempt number.
+func (s *Simulator) count(total *int, per map[string]int, key string) int {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	*total++
+	per[key]++
+	return per[key]
+}
+
 func (s *Simulator) handlePost(w http.ResponseWriter, r *http.Request) {
 	body, readErr := io.ReadAll(io.LimitReader(r.Body, maxRequestBody+1))
-	opID := operationID(body)
-	s.mu.Lock()
-	s.totalPosts++
-	s.postCount[opID]++
-	attempt := s.postCount[opID]
-	s.mu.Unlock()
+	opID := OperationID(body)
+	attempt := s.count(&s.totalPosts, s.postCount, opID)
 
 	if !s.authorized(r) {
 		writeError(w, http.StatusUnauthorized, "unauthorized", "missing or wrong API key", "", 0)
@@ -367,11 +373,7 @@ func (s *Simulator) applyReadFault(w http.ResponseWriter, r *http.Request, f Fau
 
 func (s *Simulator) handleGet(w http.ResponseWriter, r *http.Request) {
 	id := r.PathValue("id")
-	s.mu.Lock()
-	s.totalGets++
-	s.getCount[id]++
-	attempt := s.getCount[id]
-	s.mu.Unlock()
+	attempt := s.count(&s.totalGets, s.getCount, id)
 
 	if !s.authorized(r) {
 		writeError(w, http.StatusUnauthorized, "unauthorized", "missing or wrong API key", "", 0)
@@ -460,11 +462,7 @@ func (s *Simulator) poll(r *http.Request, id string, wait time.Duration) (wireJo
 
 func (s *Simulator) handleFile(w http.ResponseWriter, r *http.Request) {
 	id := r.PathValue("job")
-	s.mu.Lock()
-	s.fileGets++
-	s.fileCount[id]++
-	attempt := s.fileCount[id]
-	s.mu.Unlock()
+	attempt := s.count(&s.fileGets, s.fileCount, id)
 
 	f := s.pickFault(s.fileScripts, id, RequestInfo{Method: r.Method, Kind: KindFile, JobID: id, Attempt: attempt})
 	s.logFault(r, f)

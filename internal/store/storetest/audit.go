@@ -38,9 +38,7 @@ func ackEntry(id string, phase operation.Phase, rev int64, at time.Time) review.
 // without writing the record, after the entry that produced its revision
 // and before the next revision's; the same entry twice is one entry.
 func (s *suite) appendAuditTerminal(t *testing.T) {
-	t.Parallel()
-	st := s.store(t)
-	id := s.id(t, "op")
+	st, id := s.parallel(t)
 	v1 := mustCreate(t, st, newRecord(id))
 	next := v1.Clone()
 	next.Phase = operation.PhaseSuperseded
@@ -83,9 +81,7 @@ func (s *suite) appendAuditTerminal(t *testing.T) {
 // appendAuditStale: an entry about a revision the record has left, or
 // of a record that does not exist, is refused with the current record.
 func (s *suite) appendAuditStale(t *testing.T) {
-	t.Parallel()
-	st := s.store(t)
-	id := s.id(t, "op")
+	st, id := s.parallel(t)
 	v1 := mustCreate(t, st, newRecord(id))
 	next := v1.Clone()
 	next.LastAppliedMessageID = "msg-2"
@@ -105,9 +101,7 @@ func (s *suite) appendAuditStale(t *testing.T) {
 }
 
 func (s *suite) auditWritesBoth(t *testing.T) {
-	t.Parallel()
-	st := s.store(t)
-	id := s.id(t, "op")
+	st, id := s.parallel(t)
 	v1 := mustCreate(t, st, newRecord(id))
 	next := v1.Clone()
 	next.Phase = operation.PhaseSuperseded
@@ -130,9 +124,7 @@ func (s *suite) auditWritesBoth(t *testing.T) {
 }
 
 func (s *suite) auditStale(t *testing.T) {
-	t.Parallel()
-	st := s.store(t)
-	id := s.id(t, "op")
+	st, id := s.parallel(t)
 	v1 := mustCreate(t, st, newRecord(id))
 	next := v1.Clone()
 	next.LastAppliedMessageID = "msg-2"
@@ -148,9 +140,7 @@ func (s *suite) auditStale(t *testing.T) {
 }
 
 func (s *suite) oneAuditPerRevision(t *testing.T) {
-	t.Parallel()
-	st := s.store(t)
-	id := s.id(t, "op")
+	st, id := s.parallel(t)
 	v1 := mustCreate(t, st, newRecord(id))
 	first := v1.Clone()
 	first.LastAppliedMessageID = "replay-1"
@@ -174,9 +164,7 @@ func (s *suite) oneAuditPerRevision(t *testing.T) {
 }
 
 func (s *suite) auditConcurrent(t *testing.T) {
-	t.Parallel()
-	st := s.store(t)
-	id := s.id(t, "op")
+	st, id := s.parallel(t)
 	v1 := mustCreate(t, st, newRecord(id))
 
 	const operators = 8
@@ -216,9 +204,7 @@ func (s *suite) auditConcurrent(t *testing.T) {
 }
 
 func (s *suite) auditMismatch(t *testing.T) {
-	t.Parallel()
-	st := s.store(t)
-	id := s.id(t, "op")
+	st, id := s.parallel(t)
 	v1 := mustCreate(t, st, newRecord(id))
 	next := v1.Clone()
 	next.Phase = operation.PhaseSuperseded
@@ -240,9 +226,7 @@ func (s *suite) auditMismatch(t *testing.T) {
 }
 
 func (s *suite) auditOrder(t *testing.T) {
-	t.Parallel()
-	st := s.store(t)
-	id := s.id(t, "op")
+	st, id := s.parallel(t)
 	cur := mustCreate(t, st, newRecord(id))
 	// 12 entries: revisions 2..13 cross from one digit to two, where a
 	// store sorting unpadded strings would put 10 before 2.

@@ -219,9 +219,7 @@ func (s *suite) ownWriteResent(t *testing.T) {
 		{"anonymous", false, false, true},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			t.Parallel()
-			st := s.store(t)
-			id := s.id(t, "op")
+			st, id := s.parallel(t)
 			mustCreate(t, st, newRecord(id))
 			next := fullRecord(id)
 			if tc.terminal {
@@ -282,9 +280,7 @@ func (s *suite) otherWriteConflicts(t *testing.T) {
 		{"audit time", func(_ *operation.Record, e *review.AuditEntry) { e.At = e.At.Add(1) }, true},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			t.Parallel()
-			st := s.store(t)
-			id := s.id(t, "op")
+			st, id := s.parallel(t)
 			mustCreate(t, st, newRecord(id))
 			first, firstEntry := fullRecord(id), auditEntry(id, operation.PhasePrepared, operation.PhaseAccepted, 1)
 			other, otherEntry := first.Clone(), firstEntry

@@ -27,9 +27,7 @@ func (s *suite) runRecords(t *testing.T) {
 }
 
 func (s *suite) createIfAbsent(t *testing.T) {
-	t.Parallel()
-	st := s.store(t)
-	id := s.id(t, "op")
+	st, id := s.parallel(t)
 	rec := newRecord(id)
 	got := mustCreate(t, st, rec)
 	if got.Revision != 1 {
@@ -57,9 +55,7 @@ func (s *suite) createIfAbsent(t *testing.T) {
 }
 
 func (s *suite) createRejectsBadInput(t *testing.T) {
-	t.Parallel()
-	st := s.store(t)
-	id := s.id(t, "op")
+	st, id := s.parallel(t)
 	rec := newRecord(id)
 	rec.Revision = 5
 	if _, err := st.Create(t.Context(), rec); err == nil {
@@ -83,9 +79,7 @@ func (s *suite) getMissing(t *testing.T) {
 }
 
 func (s *suite) updateRoundTrips(t *testing.T) {
-	t.Parallel()
-	st := s.store(t)
-	id := s.id(t, "op")
+	st, id := s.parallel(t)
 	mustCreate(t, st, newRecord(id))
 
 	full := fullRecord(id)
@@ -116,9 +110,7 @@ func (s *suite) updateRoundTrips(t *testing.T) {
 }
 
 func (s *suite) updateRejectsBadInput(t *testing.T) {
-	t.Parallel()
-	st := s.store(t)
-	id := s.id(t, "op")
+	st, id := s.parallel(t)
 	created := mustCreate(t, st, newRecord(id))
 	for name, tc := range map[string]struct {
 		rec      operation.Record
@@ -149,9 +141,7 @@ func (s *suite) updateMissing(t *testing.T) {
 }
 
 func (s *suite) staleRevision(t *testing.T) {
-	t.Parallel()
-	st := s.store(t)
-	id := s.id(t, "op")
+	st, id := s.parallel(t)
 	v1 := mustCreate(t, st, newRecord(id))
 	next := v1.Clone()
 	next.Phase = operation.PhaseSubmitting
@@ -169,9 +159,7 @@ func (s *suite) staleRevision(t *testing.T) {
 }
 
 func (s *suite) concurrentWriters(t *testing.T) {
-	t.Parallel()
-	st := s.store(t)
-	id := s.id(t, "op")
+	st, id := s.parallel(t)
 	mustCreate(t, st, newRecord(id))
 
 	const writers = 16
@@ -227,9 +215,7 @@ func (s *suite) concurrentWriters(t *testing.T) {
 }
 
 func (s *suite) noLostUpdates(t *testing.T) {
-	t.Parallel()
-	st := s.store(t)
-	id := s.id(t, "op")
+	st, id := s.parallel(t)
 	mustCreate(t, st, newRecord(id))
 
 	const goroutines, increments = 8, 20
@@ -290,9 +276,7 @@ func (s *suite) terminal(t *testing.T) {
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
-			t.Parallel()
-			st := s.store(t)
-			id := s.id(t, "op")
+			st, id := s.parallel(t)
 			v1 := mustCreate(t, st, scheduled(id, base))
 			end := v1.Clone()
 			end.Phase, end.Settlement = tc.phase, tc.settl
@@ -320,9 +304,7 @@ func (s *suite) terminal(t *testing.T) {
 	// The control: failed but unresolved is not terminal, and must stay
 	// writable (the refund is still being chased).
 	t.Run("failed-unresolved-stays-writable", func(t *testing.T) {
-		t.Parallel()
-		st := s.store(t)
-		id := s.id(t, "op")
+		st, id := s.parallel(t)
 		v1 := mustCreate(t, st, scheduled(id, base))
 		failed := v1.Clone()
 		failed.Phase, failed.Settlement = operation.PhaseFailed, operation.SettlementUnresolved

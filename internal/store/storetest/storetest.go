@@ -65,6 +65,13 @@ func (s *suite) store(t *testing.T) store.Store {
 	return st
 }
 
+// parallel starts a parallel subtest on its own store and operation id.
+func (s *suite) parallel(t *testing.T) (store.Store, string) {
+	t.Helper()
+	t.Parallel()
+	return s.store(t), s.id(t, "op")
+}
+
 // id is unique to this run, subtest and suffix, so subtests can share a
 // table and runs can share nothing by accident.
 func (s *suite) id(t *testing.T, suffix string) string {
