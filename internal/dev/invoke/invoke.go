@@ -274,12 +274,6 @@ func (s *Session) progress(format string, args ...any) {
 	fmt.Fprintf(s.opts.Progress, "invoke: "+format+"\n", args...)
 }
 
-// Payload is the event as it is sent (placeholders replaced).
-func (s *Session) Payload() []byte { return s.payload }
-
-// Stack is the session's stack.
-func (s *Session) Stack() *Stack { return s.stack }
-
 // Close stops the emulator and removes the stack. It is safe to call more
 // than once and on a half-prepared session.
 func (s *Session) Close() {

@@ -461,16 +461,6 @@ func (st *Stack) Close() {
 	st.cleanup = nil
 }
 
-// QueueOf returns the queue of a kind.
-func (st *Stack) QueueOf(kind string) Queue {
-	for _, q := range st.Queues {
-		if q.Kind == kind {
-			return q
-		}
-	}
-	return Queue{}
-}
-
 // SQS is the stack's client on moto's SQS.
 func (st *Stack) SQS() *sqs.Client { return st.sqs }
 
