@@ -207,7 +207,7 @@ func Prepare(ctx context.Context, opts Options) (*Session, error) {
 		rec, ok := s.seeded[id]
 		switch {
 		case ok:
-			s.progress("seeded %s: %s (%s)", id, describe(&rec), Samples[id].State)
+			s.progress("seeded %s: %s (%s)", id, stateOf(&rec), Samples[id].State)
 		default:
 			s.progress("not seeded: %s is not a sample operation, so the function finds no record", id)
 		}
@@ -459,11 +459,6 @@ func stateOf(rec *operation.Record) *OperationState {
 		s.Parked = rec.Parked.Reason
 	}
 	return s
-}
-
-// describe is one record in a few words, for progress lines.
-func describe(rec *operation.Record) string {
-	return stateOf(rec).String()
 }
 
 // String is the state in a few words: "accepted r3 (job j, remote
