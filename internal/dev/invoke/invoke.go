@@ -34,7 +34,6 @@ import (
 	"github.com/genjobs/genjobs/internal/dev/emulator"
 	"github.com/genjobs/genjobs/internal/dev/samlocal"
 	"github.com/genjobs/genjobs/internal/operation"
-	"github.com/genjobs/genjobs/internal/queue"
 	"github.com/genjobs/genjobs/internal/review"
 	"github.com/genjobs/genjobs/internal/store"
 )
@@ -336,7 +335,7 @@ func (s *Session) Invoke(ctx context.Context) (*Result, error) {
 	// The records go through their queues first, for receipt handles the
 	// function can renew; afterwards they leave the queues whatever the
 	// answer, so the report shows only what the function sent.
-	q := queue.NewSQS(s.stack.sqs)
+	q := s.stack.Queue
 	payload, received, err := PassThrough(ictx, q, s.payload, s.stack.QueueFor)
 	drop := func() {
 		for _, r := range received {

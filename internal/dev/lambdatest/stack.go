@@ -29,8 +29,6 @@ const Visibility = 3 * time.Minute
 // assertions see only its own writes and messages.
 type Stack struct {
 	*invoke.Stack
-	// Queue reads the queues.
-	Queue *queue.SQS
 	// QueueURLs maps each action to its queue's URL (the topology's
 	// queue for the action, as the stack created it).
 	QueueURLs map[message.Action]string
@@ -74,7 +72,6 @@ func NewStack(t testing.TB, sim genacesim.Config) *Stack {
 			t.Fatalf("lambdatest: the stack has no queue for %s", action)
 		}
 	}
-	s.Queue = queue.NewSQS(st.SQS())
 	return s
 }
 
