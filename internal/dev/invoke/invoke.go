@@ -22,11 +22,11 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"maps"
 	"net/http"
 	"os"
 	"path/filepath"
 	"slices"
-	"sort"
 	"strconv"
 	"strings"
 	"time"
@@ -369,14 +369,10 @@ func (s *Session) Invoke(ctx context.Context) (*Result, error) {
 	for _, id := range s.watch {
 		res.Operations = append(res.Operations, OperationChange{ID: id, Before: before.ops[id], After: after.ops[id]})
 	}
-	ids := make([]string, 0, len(after.reviews))
-	for id := range after.reviews {
-		if _, ok := before.reviews[id]; !ok {
-			ids = append(ids, id)
+	for _, id := range slices.Sorted(maps.Keys(after.reviews)) {
+		if _, ok := before.reviews[id]; ok {
+			continue
 		}
-	}
-	sort.Strings(ids)
-	for _, id := range ids {
 		r := after.reviews[id]
 		res.ReviewsOpened = append(res.ReviewsOpened, ReviewSummary{
 			ID: r.ID, Source: string(r.Source), OperationID: r.OperationID, Queue: r.Queue,
