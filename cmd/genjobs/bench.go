@@ -23,11 +23,10 @@ func cmdBench(fs *pflag.FlagSet) operator.RunFunc {
 	quick := fs.Bool("quick", false, "small pipeline runs, a small scale simulation, no real-time run and no cold starts (for tests)")
 	scaleSim := fs.Int("scale-sim", benchmark.DefaultScaleSim, "renders in flight in the virtual-time simulation that backs the scale table (100000 takes ~13 min and ~2 GB)")
 	return func(ctx context.Context, args []string, stdout, stderr io.Writer) error {
-		pos := args
 		var err error
 		switch {
-		case len(pos) > 0:
-			return usagef("unexpected argument %q", pos[0])
+		case len(args) > 0:
+			return usagef("unexpected argument %q", args[0])
 		case *renders < 1:
 			return usagef("--renders must be at least 1")
 		case *out == "":

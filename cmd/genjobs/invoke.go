@@ -41,9 +41,8 @@ func cmdInvoke(fs *pflag.FlagSet) operator.RunFunc {
 			return err
 		}
 		names := strings.Join(invoke.FunctionNames(tmpl), ", ")
-		pos := args
-		if len(pos) != 0 {
-			return usagef("invoke takes no arguments, got %q", pos)
+		if len(args) != 0 {
+			return usagef("invoke takes no arguments, got %q", args)
 		}
 		switch {
 		case *function == "":
@@ -51,8 +50,7 @@ func cmdInvoke(fs *pflag.FlagSet) operator.RunFunc {
 		case *eventPath == "":
 			return usagef("--event is required, e.g. --event events/%s.json", *function)
 		}
-		spec, ok := invoke.Lookup(tmpl, *function)
-		if !ok {
+		if _, ok := invoke.Lookup(tmpl, *function); !ok {
 			return usagef("unknown function %q: want one of %s", *function, names)
 		}
 		path := *eventPath
@@ -62,21 +60,9 @@ func cmdInvoke(fs *pflag.FlagSet) operator.RunFunc {
 				path = filepath.Join(root, path)
 			}
 		}
-		// The event is checked before the services: a typo in a file name
-		// deserves its own error, whatever else is missing.
-		ev, err := invoke.ReadEvent(path)
-		if err != nil {
-			return err
-		}
-		if err := invoke.CheckPairing(spec, ev); err != nil {
-			return err
-		}
-		ep := invoke.EndpointsFromEnv()
-		if err := ep.Check(); err != nil {
-			return err
-		}
-
-		sess, err := invoke.Prepare(ctx, invoke.Options{Root: root, Template: tmpl, Function: *function, EventPath: path, Endpoints: ep, Progress: stderr})
+		// Prepare checks the event before the services: a typo in a file
+		// name deserves its own error, whatever else is missing.
+		sess, err := invoke.Prepare(ctx, invoke.Options{Root: root, Template: tmpl, Function: *function, EventPath: path, Endpoints: invoke.EndpointsFromEnv(), Progress: stderr})
 		if err != nil {
 			return err
 		}

@@ -42,9 +42,8 @@ func cmdLocal(fs *pflag.FlagSet) operator.RunFunc {
 	var sf simFlags
 	sf.register(fs)
 	return func(ctx context.Context, args []string, stdout, stderr io.Writer) error {
-		pos := args
-		if len(pos) != 0 {
-			return usagef("local takes no arguments, got %q", pos)
+		if len(args) != 0 {
+			return usagef("local takes no arguments, got %q", args)
 		}
 		if *timeout <= 0 || *giveUp <= 0 {
 			return usagef("--timeout and --give-up-after must be positive")

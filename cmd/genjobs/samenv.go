@@ -25,9 +25,8 @@ import (
 func cmdSAMEnv(fs *pflag.FlagSet) operator.RunFunc {
 	out := fs.String("out", invoke.SAMLocalDir, "the folder for env.json, parameters and events/, relative to the module root")
 	return func(ctx context.Context, args []string, stdout, stderr io.Writer) error {
-		pos := args
-		if len(pos) != 0 {
-			return usagef("sam-env takes no arguments, got %q", pos)
+		if len(args) != 0 {
+			return usagef("sam-env takes no arguments, got %q", args)
 		}
 		if filepath.IsAbs(*out) {
 			return usagef("--out must be relative to the module root (the sam commands run there)")
@@ -40,12 +39,8 @@ func cmdSAMEnv(fs *pflag.FlagSet) operator.RunFunc {
 		if err != nil {
 			return err
 		}
-		ep := invoke.EndpointsFromEnv()
-		if err := ep.Check(); err != nil {
-			return err
-		}
 		dir := filepath.ToSlash(filepath.Clean(*out))
-		s, err := invoke.PrepareSAMLocal(ctx, root, tmpl, ep, dir)
+		s, err := invoke.PrepareSAMLocal(ctx, root, tmpl, invoke.EndpointsFromEnv(), dir)
 		if err != nil {
 			return err
 		}

@@ -107,9 +107,8 @@ func cmdSim(fs *pflag.FlagSet) operator.RunFunc {
 	var sf simFlags
 	sf.register(fs)
 	return func(ctx context.Context, args []string, stdout, _ io.Writer) error {
-		pos := args
-		if len(pos) != 0 {
-			return usagef("sim takes no arguments, got %q", pos)
+		if len(args) != 0 {
+			return usagef("sim takes no arguments, got %q", args)
 		}
 		if err := sf.validate(); err != nil {
 			return err

@@ -32,9 +32,8 @@ func cmdSoak(fs *pflag.FlagSet) operator.RunFunc {
 	quiet := fs.Bool("quiet", false, "no progress lines")
 	scale := fs.Bool("scale", false, "scale run: the benchmark's standard render times, every operation dispatched at once, no faults unless --faults says; prints the load per service (genjobs bench prints the scale table on paper)")
 	return func(ctx context.Context, args []string, stdout, _ io.Writer) error {
-		pos := args
-		if len(pos) != 0 {
-			return usagef("soak takes no arguments, got %q", pos)
+		if len(args) != 0 {
+			return usagef("soak takes no arguments, got %q", args)
 		}
 		if *ops <= 0 {
 			return usagef("--operations must be positive")

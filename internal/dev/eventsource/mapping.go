@@ -11,6 +11,7 @@
 package eventsource
 
 import (
+	"cmp"
 	"context"
 	"crypto/md5"
 	"encoding/hex"
@@ -469,26 +470,9 @@ func (m *Mapping) check() error {
 	return nil
 }
 
-func (m *Mapping) batchSize() int {
-	if m.BatchSize == 0 {
-		return DefaultBatchSize
-	}
-	return m.BatchSize
-}
-
-func (m *Mapping) timeout() time.Duration {
-	if m.Timeout == 0 {
-		return DefaultTimeout
-	}
-	return m.Timeout
-}
-
-func (m *Mapping) clock() clock.Clock {
-	if m.Clock == nil {
-		return clock.Real{}
-	}
-	return m.Clock
-}
+func (m *Mapping) batchSize() int         { return cmp.Or(m.BatchSize, DefaultBatchSize) }
+func (m *Mapping) timeout() time.Duration { return cmp.Or(m.Timeout, DefaultTimeout) }
+func (m *Mapping) clock() clock.Clock     { return cmp.Or[clock.Clock](m.Clock, clock.Real{}) }
 
 // region is Region, or the region field of the queue's ARN.
 func (m *Mapping) region(arn string) string {

@@ -22,11 +22,11 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"maps"
 	"net/http"
 	"os"
 	"path/filepath"
 	"slices"
-	"sort"
 	"strconv"
 	"strings"
 	"time"
@@ -34,7 +34,6 @@ import (
 	"github.com/genjobs/genjobs/internal/dev/emulator"
 	"github.com/genjobs/genjobs/internal/dev/samlocal"
 	"github.com/genjobs/genjobs/internal/operation"
-	"github.com/genjobs/genjobs/internal/queue"
 	"github.com/genjobs/genjobs/internal/review"
 	"github.com/genjobs/genjobs/internal/store"
 )
@@ -207,7 +206,7 @@ func Prepare(ctx context.Context, opts Options) (*Session, error) {
 		rec, ok := s.seeded[id]
 		switch {
 		case ok:
-			s.progress("seeded %s: %s (%s)", id, describe(&rec), Samples[id].State)
+			s.progress("seeded %s: %s (%s)", id, stateOf(&rec), Samples[id].State)
 		default:
 			s.progress("not seeded: %s is not a sample operation, so the function finds no record", id)
 		}
@@ -274,12 +273,6 @@ func (s *Session) progress(format string, args ...any) {
 	fmt.Fprintf(s.opts.Progress, "invoke: "+format+"\n", args...)
 }
 
-// Payload is the event as it is sent (placeholders replaced).
-func (s *Session) Payload() []byte { return s.payload }
-
-// Stack is the session's stack.
-func (s *Session) Stack() *Stack { return s.stack }
-
 // Close stops the emulator and removes the stack. It is safe to call more
 // than once and on a half-prepared session.
 func (s *Session) Close() {
@@ -342,7 +335,7 @@ func (s *Session) Invoke(ctx context.Context) (*Result, error) {
 	// The records go through their queues first, for receipt handles the
 	// function can renew; afterwards they leave the queues whatever the
 	// answer, so the report shows only what the function sent.
-	q := queue.NewSQS(s.stack.sqs)
+	q := s.stack.Queue
 	payload, received, err := PassThrough(ictx, q, s.payload, s.stack.QueueFor)
 	drop := func() {
 		for _, r := range received {
@@ -376,14 +369,10 @@ func (s *Session) Invoke(ctx context.Context) (*Result, error) {
 	for _, id := range s.watch {
 		res.Operations = append(res.Operations, OperationChange{ID: id, Before: before.ops[id], After: after.ops[id]})
 	}
-	ids := make([]string, 0, len(after.reviews))
-	for id := range after.reviews {
-		if _, ok := before.reviews[id]; !ok {
-			ids = append(ids, id)
+	for _, id := range slices.Sorted(maps.Keys(after.reviews)) {
+		if _, ok := before.reviews[id]; ok {
+			continue
 		}
-	}
-	sort.Strings(ids)
-	for _, id := range ids {
 		r := after.reviews[id]
 		res.ReviewsOpened = append(res.ReviewsOpened, ReviewSummary{
 			ID: r.ID, Source: string(r.Source), OperationID: r.OperationID, Queue: r.Queue,
@@ -465,11 +454,6 @@ func stateOf(rec *operation.Record) *OperationState {
 		s.Parked = rec.Parked.Reason
 	}
 	return s
-}
-
-// describe is one record in a few words, for progress lines.
-func describe(rec *operation.Record) string {
-	return stateOf(rec).String()
 }
 
 // String is the state in a few words: "accepted r3 (job j, remote

@@ -3,10 +3,10 @@ package invoke
 import (
 	"context"
 	"fmt"
+	"maps"
 	"os"
 	"path/filepath"
 	"slices"
-	"sort"
 	"time"
 
 	"github.com/genjobs/genjobs/internal/dev/samlocal"
@@ -48,11 +48,7 @@ func PrepareSAMLocal(ctx context.Context, root string, tmpl *samlocal.Template, 
 			s.Close()
 		}
 	}()
-	ids := make([]string, 0, len(Samples))
-	for id := range Samples {
-		ids = append(ids, id)
-	}
-	sort.Strings(ids)
+	ids := slices.Sorted(maps.Keys(Samples))
 	seeded, err := Seed(ctx, s.Stack, ids, time.Now().UTC())
 	if err != nil {
 		return nil, err

@@ -4,7 +4,8 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
-	"sort"
+	"maps"
+	"slices"
 	"strings"
 	"time"
 
@@ -234,11 +235,7 @@ func Rewrite(ev *Event, seeded map[string]operation.Record) ([]byte, []string, e
 		if !ok {
 			continue
 		}
-		placeholders := make([]string, 0, len(repl))
-		for p := range repl {
-			placeholders = append(placeholders, p)
-		}
-		sort.Strings(placeholders)
+		placeholders := slices.Sorted(maps.Keys(repl))
 		nb := body
 		for _, p := range placeholders {
 			quoted := `"` + p + `"`

@@ -34,6 +34,7 @@ import (
 	"github.com/genjobs/genjobs/internal/dev/samlocal"
 	"github.com/genjobs/genjobs/internal/genace"
 	"github.com/genjobs/genjobs/internal/message"
+	"github.com/genjobs/genjobs/internal/queue"
 	"github.com/genjobs/genjobs/internal/store/dynamo"
 )
 
@@ -180,6 +181,8 @@ type Stack struct {
 	Buckets []string
 	// APIKey is the simulator's key and every secret's value.
 	APIKey string
+	// Queue is a client on the stack's SQS (moto's).
+	Queue *queue.SQS
 
 	endpoints   Endpoints
 	unavailable *samlocal.Unavailable
@@ -235,6 +238,7 @@ func NewStack(ctx context.Context, cfg StackConfig) (_ *Stack, err error) {
 		return nil, err
 	}
 	st.sqs = sqs.NewFromConfig(awsCfg, func(o *sqs.Options) { o.BaseEndpoint = aws.String(ep.SQS) })
+	st.Queue = queue.NewSQS(st.sqs)
 	if err := st.createQueues(ctx); err != nil {
 		return nil, fmt.Errorf("SQS at %s: %w", ep.SQS, err)
 	}
@@ -461,19 +465,6 @@ func (st *Stack) Close() {
 	st.cleanup = nil
 }
 
-// QueueOf returns the queue of a kind.
-func (st *Stack) QueueOf(kind string) Queue {
-	for _, q := range st.Queues {
-		if q.Kind == kind {
-			return q
-		}
-	}
-	return Queue{}
-}
-
-// SQS is the stack's client on moto's SQS.
-func (st *Stack) SQS() *sqs.Client { return st.sqs }
-
 // QueueFor maps a record's eventSourceARN to the stack's queue of the same
 // kind (a sample's genjobs-dispatch to this stack's ...-dispatch).
 func (st *Stack) QueueFor(arn string) (string, bool) {
@@ -519,30 +510,25 @@ func (st *Stack) Peek(ctx context.Context) ([]QueueContents, error) {
 		qc.Count, _ = strconv.Atoi(a.Attributes[string(sqstypes.QueueAttributeNameApproximateNumberOfMessages)])
 		var handles []string
 		for range 10 { // at most 100 messages: more is not a sample
-			r, err := st.sqs.ReceiveMessage(ctx, &sqs.ReceiveMessageInput{
-				QueueUrl: aws.String(q.URL), MaxNumberOfMessages: 10, VisibilityTimeout: 30,
-			})
+			msgs, err := st.Queue.Receive(ctx, q.URL, queue.MaxReceive, 0, 30*time.Second)
 			if err != nil {
-				return nil, fmt.Errorf("queue %s: %w", q.Name, err)
+				return nil, err
 			}
-			if len(r.Messages) == 0 {
+			if len(msgs) == 0 {
 				break
 			}
-			for _, m := range r.Messages {
-				qm := QueuedMessage{Body: aws.ToString(m.Body)}
-				if env, err := message.Decode([]byte(qm.Body)); err == nil {
+			for _, m := range msgs {
+				qm := QueuedMessage{Body: string(m.Body)}
+				if env, err := message.Decode(m.Body); err == nil {
 					qm.Envelope = &env
 				}
 				qc.Messages = append(qc.Messages, qm)
-				handles = append(handles, aws.ToString(m.ReceiptHandle))
+				handles = append(handles, m.ReceiptHandle)
 			}
 		}
 		var errs []error
 		for _, h := range handles {
-			_, err := st.sqs.ChangeMessageVisibility(ctx, &sqs.ChangeMessageVisibilityInput{
-				QueueUrl: aws.String(q.URL), ReceiptHandle: aws.String(h), VisibilityTimeout: 0,
-			})
-			errs = append(errs, err)
+			errs = append(errs, st.Queue.ChangeVisibility(ctx, q.URL, h, 0))
 		}
 		if err := errors.Join(errs...); err != nil {
 			return nil, fmt.Errorf("queue %s: put messages back: %w", q.Name, err)

@@ -2,16 +2,12 @@ package lambdatest
 
 import (
 	"context"
-	"os"
-	"sync"
 	"testing"
 	"time"
 
 	"github.com/genjobs/genjobs/internal/dev/emulator"
 	"github.com/genjobs/genjobs/internal/dev/genacesim"
 	"github.com/genjobs/genjobs/internal/dev/invoke"
-	"github.com/genjobs/genjobs/internal/dev/modroot"
-	"github.com/genjobs/genjobs/internal/dev/samlocal"
 	"github.com/genjobs/genjobs/internal/dev/testenv"
 	"github.com/genjobs/genjobs/internal/dev/topology"
 	"github.com/genjobs/genjobs/internal/message"
@@ -33,35 +29,11 @@ const Visibility = 3 * time.Minute
 // assertions see only its own writes and messages.
 type Stack struct {
 	*invoke.Stack
-	// Queue reads the queues.
-	Queue *queue.SQS
 	// QueueURLs maps each action to its queue's URL (the topology's
 	// queue for the action, as the stack created it).
 	QueueURLs map[message.Action]string
 
 	files invoke.SAMFiles
-}
-
-// Template is the module's template.yaml, read once per test binary.
-func Template(t testing.TB) *samlocal.Template {
-	t.Helper()
-	loadTemplate.once.Do(func() {
-		root, err := modroot.Find("")
-		if err == nil {
-			loadTemplate.t, err = invoke.LoadTemplate(root)
-		}
-		loadTemplate.err = err
-	})
-	if loadTemplate.err != nil {
-		t.Fatalf("lambdatest: %v", loadTemplate.err)
-	}
-	return loadTemplate.t
-}
-
-var loadTemplate struct {
-	once sync.Once
-	t    *samlocal.Template
-	err  error
 }
 
 // NewStack stands up the stack; sim configures the simulator (its APIKey
@@ -72,17 +44,15 @@ var loadTemplate struct {
 // Everything is removed on t.Cleanup.
 func NewStack(t testing.TB, sim genacesim.Config) *Stack {
 	t.Helper()
-	ep := invoke.Endpoints{
-		DynamoDB:       testenv.Endpoint(t, "AWS_ENDPOINT_URL_DYNAMODB"),
-		SQS:            testenv.Endpoint(t, "AWS_ENDPOINT_URL_SQS"),
-		S3:             testenv.Endpoint(t, "AWS_ENDPOINT_URL_S3"),
-		SecretsManager: testenv.Endpoint(t, "AWS_ENDPOINT_URL_SECRETS_MANAGER"),
-		Region:         envOr("AWS_REGION", emulator.DefaultRegion),
-		AccessKey:      envOr("AWS_ACCESS_KEY_ID", "local"),
-		SecretKey:      envOr("AWS_SECRET_ACCESS_KEY", "local"),
+	for _, v := range []string{"AWS_ENDPOINT_URL_DYNAMODB", "AWS_ENDPOINT_URL_SQS", "AWS_ENDPOINT_URL_S3", "AWS_ENDPOINT_URL_SECRETS_MANAGER"} {
+		testenv.Endpoint(t, v)
+	}
+	tmpl, err := invoke.LoadTemplate(Root(t))
+	if err != nil {
+		t.Fatalf("lambdatest: %v", err)
 	}
 	st, err := invoke.NewStack(context.Background(), invoke.StackConfig{
-		Template: Template(t), Endpoints: ep, Sim: &sim, APIKey: APIKey, Stem: "genjobs-rie",
+		Template: tmpl, Endpoints: invoke.EndpointsFromEnv(), Sim: &sim, APIKey: APIKey, Stem: "genjobs-rie",
 	})
 	if err != nil {
 		t.Fatalf("lambdatest: %v", err)
@@ -102,7 +72,6 @@ func NewStack(t testing.TB, sim genacesim.Config) *Stack {
 			t.Fatalf("lambdatest: the stack has no queue for %s", action)
 		}
 	}
-	s.Queue = queue.NewSQS(st.SQS())
 	return s
 }
 
@@ -167,11 +136,4 @@ func (s *Stack) Received(t testing.TB, event []byte) []byte {
 		t.Fatal(err)
 	}
 	return out
-}
-
-func envOr(name, fallback string) string {
-	if v := os.Getenv(name); v != "" {
-		return v
-	}
-	return fallback
 }

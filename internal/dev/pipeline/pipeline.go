@@ -474,11 +474,9 @@ func (s *localRun) records(ctx context.Context) map[string]operation.Record {
 	return out
 }
 
-func (s *localRun) dlqDepth() int { return s.local.DeadLetterDepth() }
-
 func (s *localRun) status(recs map[string]operation.Record) Status {
 	st := Status{Elapsed: time.Since(s.start), Total: len(s.cfg.Workload), Done: map[operation.Phase]int{}, Pending: map[operation.Phase]int{}, Blocked: map[string]string{},
-		Posts: -1, Gets: -1, DLQ: s.dlqDepth(), Genace: s.wire2.problem()}
+		Posts: -1, Gets: -1, DLQ: s.local.DeadLetterDepth(), Genace: s.wire2.problem()}
 	for id, r := range recs {
 		if settled(&r) {
 			st.Settled++
@@ -501,7 +499,7 @@ func (s *localRun) status(recs map[string]operation.Record) Status {
 
 func (s *localRun) report(ctx context.Context, elapsed time.Duration, timedOut bool) (*Report, error) {
 	rep := &Report{Elapsed: elapsed.Round(time.Millisecond).String(), TimedOut: timedOut, StateDir: s.cfg.StateDir, Command: s.cfg.Command, Addressing: s.cfg.Addressing,
-		Totals: Totals{Invocations: map[string]int64{}, Records: map[string]int64{}, Sweeps: s.sweeps, DLQDepth: s.dlqDepth()}}
+		Totals: Totals{Invocations: map[string]int64{}, Records: map[string]int64{}, Sweeps: s.sweeps, DLQDepth: s.local.DeadLetterDepth()}}
 	if s.cfg.Sim != nil {
 		rep.Totals.Posts, rep.Totals.Gets, rep.Totals.Downloads = s.cfg.Sim.TotalPosts(), s.cfg.Sim.TotalGets(), s.cfg.Sim.FileGets()
 		rep.Totals.GenaceJobs = len(s.cfg.Sim.Jobs())

@@ -3,7 +3,9 @@ package pipeline
 import (
 	"errors"
 	"fmt"
+	"maps"
 	"net/http"
+	"slices"
 	"sort"
 	"strings"
 	"sync"
@@ -76,12 +78,7 @@ func (s Status) Line() string {
 	if s.DLQ > 0 {
 		fmt.Fprintf(&b, " | DLQ %d", s.DLQ)
 	}
-	ids := make([]string, 0, len(s.Blocked))
-	for id := range s.Blocked {
-		ids = append(ids, id)
-	}
-	sort.Strings(ids)
-	for _, id := range ids {
+	for _, id := range slices.Sorted(maps.Keys(s.Blocked)) {
 		fmt.Fprintf(&b, " | %s waits for review: %s", id, s.Blocked[id])
 	}
 	if s.Genace != "" {

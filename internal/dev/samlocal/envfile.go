@@ -5,7 +5,8 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"sort"
+	"maps"
+	"slices"
 	"strings"
 )
 
@@ -142,11 +143,7 @@ func (t *Template) Apply(f EnvFile, id string) (map[string]string, error) {
 // unquotes it). A value with a backslash or a line break cannot be
 // written so that SAM reads it back unchanged, and is refused.
 func FormatParameterOverrides(params map[string]string) (string, error) {
-	keys := make([]string, 0, len(params))
-	for k := range params {
-		keys = append(keys, k)
-	}
-	sort.Strings(keys)
+	keys := slices.Sorted(maps.Keys(params))
 	parts := make([]string, 0, len(keys))
 	for _, k := range keys {
 		v := params[k]

@@ -15,7 +15,9 @@ package samlocal
 import (
 	"errors"
 	"fmt"
+	"maps"
 	"os"
+	"slices"
 	"sort"
 	"strconv"
 	"strings"
@@ -76,12 +78,7 @@ func (f Function) Dir() string { return strings.ToLower(strings.TrimSuffix(f.Log
 
 // Names returns the function's variable names, sorted.
 func (f Function) Names() []string {
-	out := make([]string, 0, len(f.Env))
-	for k := range f.Env {
-		out = append(out, k)
-	}
-	sort.Strings(out)
-	return out
+	return slices.Sorted(maps.Keys(f.Env))
 }
 
 // LambdaVars are the variables Lambda itself derives from the function's
@@ -262,13 +259,8 @@ func (t *Template) function(id string) (Function, error) {
 		// Lambda applies ApplicationLogLevel to JSON logs only.
 		f.LogLevel = scalar(logging["ApplicationLogLevel"])
 	}
-	names := make([]string, 0)
 	events := mapOf(t.Resources[id].Properties["Events"])
-	for name := range events {
-		names = append(names, name)
-	}
-	sort.Strings(names)
-	for _, name := range names {
+	for _, name := range slices.Sorted(maps.Keys(events)) {
 		e := mapOf(events[name])
 		f.Events = append(f.Events, Event{Name: name, Type: scalar(e["Type"]), Properties: mapOf(e["Properties"])})
 	}

@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"maps"
 	"slices"
-	"sort"
 	"strings"
 
 	"github.com/genjobs/genjobs/internal/config"
@@ -77,11 +76,7 @@ func (t *Template) Wire(ctx context.Context, l Locals, site Site, w Wiring) erro
 			l.Parameters[id] = arn
 		}
 	}
-	names := make([]string, 0, len(w.Endpoints))
-	for name := range w.Endpoints {
-		names = append(names, name)
-	}
-	sort.Strings(names)
+	names := slices.Sorted(maps.Keys(w.Endpoints))
 	if l.Variables == nil && len(names) > 0 {
 		errs = append(errs, errors.New("Locals.Variables is nil (make Locals with Names)"))
 	}
