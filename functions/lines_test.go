@@ -12,10 +12,12 @@ import (
 
 // maxToolingRatio bounds the tooling's lines against what ships. The
 // tooling is there to prove what ships; past a bound it is the bigger
-// maintenance burden. Issue 21's target is 1.5; this branch measured
-// 1.70 (25,734 against 15,100) before the template schema and the
-// composition wiring went, so the bound stands just above that until
-// those cuts land, and only ever moves down.
+// maintenance burden. Issue 21's target is 1.5; after its cuts (the
+// template schema, the composition wiring, the operator's split, one
+// emulator and framer, the repeated lines of the simulation and the
+// local stacks) it measured 1.72 (25,658 against 14,937), so the bound
+// stands there: tooling may not grow faster than what ships, and the
+// bound only ever moves down.
 const maxToolingRatio = 1.72
 
 // TestToolingInProportion counts the non-test Go lines of what ships
