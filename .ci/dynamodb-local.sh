@@ -77,7 +77,7 @@ fetch() (
 is_ours() {
 	[[ "$1" =~ ^[0-9]+$ ]] && kill -0 "$1" 2>/dev/null || return 1
 	if [[ -r "/proc/$1/cmdline" ]]; then
-		tr '\0' ' ' <"/proc/$1/cmdline" | grep -q DynamoDBLocal.jar
+		{ tr '\0' ' ' <"/proc/$1/cmdline"; } 2>/dev/null | grep -q DynamoDBLocal.jar
 	elif command -v ps >/dev/null 2>&1; then
 		ps -o args= -p "$1" 2>/dev/null | grep -q DynamoDBLocal.jar
 	fi

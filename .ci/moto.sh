@@ -83,7 +83,7 @@ ours() {
   local pid=$1
   [ -n "$pid" ] && kill -0 "$pid" 2>/dev/null || return 1
   [ -r "/proc/$pid/cmdline" ] || return 0 # no /proc: trust kill -0
-  tr '\0' ' ' <"/proc/$pid/cmdline" | grep -qF -- "moto_server"
+  { tr '\0' ' ' <"/proc/$pid/cmdline"; } 2>/dev/null | grep -qF -- "moto_server" # it may exit between the checks
 }
 
 running_pid() {
