@@ -217,8 +217,8 @@ func (s *Simulator) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 }
 
 // Start serves the simulator on addr, which must be a loopback address
-// like "127.0.0.1:0". stop closes the listener and every open connection
-// (so held long polls end) and waits for nothing else.
+// like "127.0.0.1:0". stop releases held long polls, closes the listener
+// and every open connection, and returns once no request is in flight.
 func (s *Simulator) Start(addr string) (baseURL string, stop func(), err error) {
 	host, _, err := net.SplitHostPort(addr)
 	if err != nil {
@@ -231,13 +231,36 @@ func (s *Simulator) Start(addr string) (baseURL string, stop func(), err error) 
 	if err != nil {
 		return "", nil, fmt.Errorf("genacesim: listen: %w", err)
 	}
-	srv := &http.Server{Handler: s, ReadHeaderTimeout: 10 * time.Second}
+	// stop waits for the requests in flight: a handler left running
+	// would call OnChange and the logger after its caller's run ended.
+	var (
+		mu      sync.Mutex
+		stopped bool
+		active  sync.WaitGroup
+	)
+	handler := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		mu.Lock()
+		if stopped {
+			mu.Unlock()
+			http.Error(w, "genacesim: stopped", http.StatusServiceUnavailable)
+			return
+		}
+		active.Add(1)
+		mu.Unlock()
+		defer active.Done()
+		s.ServeHTTP(w, r)
+	})
+	srv := &http.Server{Handler: handler, ReadHeaderTimeout: 10 * time.Second}
 	go func() { _ = srv.Serve(ln) }()
 	var once sync.Once
 	stop = func() {
 		once.Do(func() {
+			mu.Lock()
+			stopped = true
+			mu.Unlock()
 			s.Close()
 			_ = srv.Close()
+			active.Wait()
 		})
 	}
 	return "http://" + ln.Addr().String(), stop, nil

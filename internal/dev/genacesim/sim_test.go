@@ -12,6 +12,7 @@ import (
 	"net/http/httptest"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -637,5 +638,45 @@ func TestDuplicateAndOutputTruth(t *testing.T) {
 	}
 	if n := len(h.sim.Jobs()); n != 2 {
 		t.Fatalf("%d jobs after a 408 GET", n)
+	}
+}
+
+// TestStopWaitsForHandlers: stop returns only after every request in
+// flight has left the simulator, so nothing it calls (OnChange, the
+// logger) runs after the run that started it has ended. Before, stop
+// closed the connections and returned at once; the local run's
+// OnChange then wrote to its caller's stderr while the caller read it
+// (a data race CI caught in TestLocalInterrupted).
+func TestStopWaitsForHandlers(t *testing.T) {
+	t.Parallel()
+	sim := New(Config{APIKey: key, DefaultModel: ModelConfig{Price: 1}}, clock.Real{})
+	base, stop, err := sim.Start("127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	entered := make(chan struct{})
+	var finished atomic.Bool
+	var once sync.Once
+	sim.OnChange(func() {
+		once.Do(func() { close(entered) })
+		time.Sleep(300 * time.Millisecond)
+		finished.Store(true)
+	})
+	go func() {
+		req, _ := http.NewRequest("POST", base+"/api/v1/jobs", strings.NewReader(`{"model":"m","input":{"p":1},"metadata":{"operation_id":"a"}}`))
+		req.Header.Set("Authorization", "Bearer "+key)
+		req.Header.Set("Content-Type", "application/json")
+		if resp, err := http.DefaultClient.Do(req); err == nil {
+			resp.Body.Close()
+		}
+	}()
+	select {
+	case <-entered:
+	case <-time.After(10 * time.Second):
+		t.Fatal("the POST never reached OnChange")
+	}
+	stop()
+	if !finished.Load() {
+		t.Fatal("stop returned while a handler was still running")
 	}
 }
