@@ -35,6 +35,7 @@ import (
 	"math/rand/v2"
 	"net"
 	"net/http"
+	"net/http/httptest"
 	"sync"
 	"time"
 
@@ -231,36 +232,19 @@ func (s *Simulator) Start(addr string) (baseURL string, stop func(), err error) 
 	if err != nil {
 		return "", nil, fmt.Errorf("genacesim: listen: %w", err)
 	}
-	// stop waits for the requests in flight: a handler left running
-	// would call OnChange and the logger after its caller's run ended.
-	var (
-		mu      sync.Mutex
-		stopped bool
-		active  sync.WaitGroup
-	)
-	handler := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		mu.Lock()
-		if stopped {
-			mu.Unlock()
-			http.Error(w, "genacesim: stopped", http.StatusServiceUnavailable)
-			return
-		}
-		active.Add(1)
-		mu.Unlock()
-		defer active.Done()
-		s.ServeHTTP(w, r)
-	})
-	srv := &http.Server{Handler: handler, ReadHeaderTimeout: 10 * time.Second}
-	go func() { _ = srv.Serve(ln) }()
+	// httptest's Close waits for the requests in flight: a handler left
+	// running would call OnChange and the logger after its caller's run
+	// ended.
+	srv := httptest.NewUnstartedServer(s)
+	srv.Listener.Close()
+	srv.Listener = ln
+	srv.Config.ReadHeaderTimeout = 10 * time.Second
+	srv.Start()
 	var once sync.Once
 	stop = func() {
 		once.Do(func() {
-			mu.Lock()
-			stopped = true
-			mu.Unlock()
 			s.Close()
-			_ = srv.Close()
-			active.Wait()
+			srv.Close()
 		})
 	}
 	return "http://" + ln.Addr().String(), stop, nil
