@@ -35,7 +35,6 @@ import (
 	"math/rand/v2"
 	"net"
 	"net/http"
-	"net/http/httptest"
 	"sync"
 	"time"
 
@@ -232,19 +231,36 @@ func (s *Simulator) Start(addr string) (baseURL string, stop func(), err error) 
 	if err != nil {
 		return "", nil, fmt.Errorf("genacesim: listen: %w", err)
 	}
-	// httptest's Close waits for the requests in flight: a handler left
-	// running would call OnChange and the logger after its caller's run
-	// ended.
-	srv := httptest.NewUnstartedServer(s)
-	srv.Listener.Close()
-	srv.Listener = ln
-	srv.Config.ReadHeaderTimeout = 10 * time.Second
-	srv.Start()
+	// stop waits for the requests in flight: a handler left running
+	// would call OnChange and the logger after its caller's run ended.
+	var (
+		mu      sync.Mutex
+		stopped bool
+		active  sync.WaitGroup
+	)
+	handler := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		mu.Lock()
+		if stopped {
+			mu.Unlock()
+			http.Error(w, "genacesim: stopped", http.StatusServiceUnavailable)
+			return
+		}
+		active.Add(1)
+		mu.Unlock()
+		defer active.Done()
+		s.ServeHTTP(w, r)
+	})
+	srv := &http.Server{Handler: handler, ReadHeaderTimeout: 10 * time.Second}
+	go func() { _ = srv.Serve(ln) }()
 	var once sync.Once
 	stop = func() {
 		once.Do(func() {
+			mu.Lock()
+			stopped = true
+			mu.Unlock()
 			s.Close()
-			srv.Close()
+			_ = srv.Close()
+			active.Wait()
 		})
 	}
 	return "http://" + ln.Addr().String(), stop, nil
