@@ -73,7 +73,14 @@ func TestResumeCarriesOutEveryNextActionOnTime(t *testing.T) {
 		t.Fatal(err)
 	}
 	later := 0
+	// A submission claimed at the cut may have had its POST on the wire:
+	// no one can know whether Genace made a job, so the resume rightly
+	// takes it to uncertain, for a person to reconcile.
+	claimed := map[string]bool{}
 	for _, rec := range due {
+		if rec.Phase == operation.PhaseSubmitting && rec.Claim != nil {
+			claimed[rec.OperationID] = true
+		}
 		if rec.Schedule != nil && time.Until(rec.Schedule.Due) > 500*time.Millisecond {
 			later++
 		}
@@ -123,7 +130,14 @@ func TestResumeCarriesOutEveryNextActionOnTime(t *testing.T) {
 		}
 	}
 	for _, op := range rep.Operations {
-		if js := sim.JobsForOperation(op.OperationID); !op.Terminal || len(js) != 1 || js[0] != op.RemoteJobID {
+		js := sim.JobsForOperation(op.OperationID)
+		if claimed[op.OperationID] && op.Phase == operation.PhaseUncertain {
+			if len(js) > 1 || len(op.Reviews) == 0 {
+				t.Errorf("%s: claimed at the cut, uncertain with Genace jobs %v and open reviews %v (want at most one job, and a review)", op.OperationID, js, op.Reviews)
+			}
+			continue
+		}
+		if !op.Terminal || len(js) != 1 || js[0] != op.RemoteJobID {
 			t.Errorf("%s: %s holding %q, Genace made %v", op.OperationID, op.Phase, op.RemoteJobID, js)
 		}
 	}
