@@ -3,6 +3,7 @@ package main
 import (
 	"bytes"
 	"context"
+	"encoding/json"
 	"net"
 	"net/http/httptest"
 	"os"
@@ -14,6 +15,8 @@ import (
 
 	"github.com/genjobs/genjobs/internal/clock"
 	"github.com/genjobs/genjobs/internal/dev/genacesim"
+	"github.com/genjobs/genjobs/internal/dev/pipeline"
+	"github.com/genjobs/genjobs/internal/dev/workload"
 	"github.com/genjobs/genjobs/internal/operator"
 )
 
@@ -62,34 +65,56 @@ func TestLocalUnreachableGenace(t *testing.T) {
 	}
 }
 
-// TestLocalInterrupted: Ctrl-C prints "interrupted", keeps the state and
-// exits 130. (Before: "TIMED OUT", "context canceled" and exit 1.)
+// TestLocalInterrupted: Ctrl-C prints "interrupted", keeps the state (the
+// store, the simulator's jobs and a report of every operation) and exits
+// 130, whenever it comes. (Before: "TIMED OUT", "context canceled" and exit
+// 1; and an interrupt while seeding wrote no report.)
 func TestLocalInterrupted(t *testing.T) {
 	t.Parallel()
-	root := filepath.Join(t.TempDir(), "state")
-	ctx, cancel := context.WithTimeout(context.Background(), 1500*time.Millisecond)
-	defer cancel()
-	var out, errOut bytes.Buffer
-	// Renders of a minute: still running when the interrupt comes, their
-	// observations holding 30 s long polls.
-	begin := time.Now()
-	code := run(ctx, []string{"local", "--state", root, "--quiet", "--run-for", "60s"}, &out, &errOut)
-	// The chains in flight die with the run; before, it waited them out
-	// (about 90 s).
-	if took := time.Since(begin); took > 15*time.Second {
-		t.Errorf("the interrupted run took %s to stop", took.Round(time.Second))
-	}
-	if strings.Contains(out.String(), "genace_read_failed") {
-		t.Errorf("the interrupt was recorded as a failed read of Genace:\n%s", out.String())
-	}
-	if code != 130 || !strings.Contains(errOut.String(), "interrupted") || strings.Contains(out.String()+errOut.String(), "TIMED OUT") ||
-		strings.Contains(errOut.String(), "context canceled") {
-		t.Fatalf("exit %d\nstdout:\n%s\nstderr:\n%s", code, out.String(), errOut.String())
-	}
-	for _, f := range []string{"genjobs.db", "report.json", simStateFile} {
-		if _, err := os.Stat(filepath.Join(root, operator.LatestLink, f)); err != nil {
-			t.Errorf("state not kept: %v", err)
-		}
+	for _, tc := range []struct {
+		name  string
+		after time.Duration
+	}{
+		// While the records are being created.
+		{"seeding", time.Millisecond},
+		// Renders of a minute: still running when the interrupt comes,
+		// their observations holding 30 s long polls.
+		{"running", 1500 * time.Millisecond},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			root := filepath.Join(t.TempDir(), "state")
+			ctx, cancel := context.WithTimeout(context.Background(), tc.after)
+			defer cancel()
+			var out, errOut bytes.Buffer
+			begin := time.Now()
+			code := run(ctx, []string{"local", "--state", root, "--quiet", "--run-for", "60s"}, &out, &errOut)
+			// The chains in flight die with the run; before, it waited them
+			// out (about 90 s).
+			if took := time.Since(begin); took > 15*time.Second {
+				t.Errorf("the interrupted run took %s to stop", took.Round(time.Second))
+			}
+			if strings.Contains(out.String(), "genace_read_failed") {
+				t.Errorf("the interrupt was recorded as a failed read of Genace:\n%s", out.String())
+			}
+			if code != 130 || !strings.Contains(errOut.String(), "interrupted") || strings.Contains(out.String()+errOut.String(), "TIMED OUT") ||
+				strings.Contains(errOut.String(), "context canceled") || !strings.Contains(out.String(), "local --resume") {
+				t.Fatalf("exit %d\nstdout:\n%s\nstderr:\n%s", code, out.String(), errOut.String())
+			}
+			for _, f := range []string{"genjobs.db", "report.json", simStateFile} {
+				if _, err := os.Stat(filepath.Join(root, operator.LatestLink, f)); err != nil {
+					t.Errorf("state not kept: %v", err)
+				}
+			}
+			b, err := os.ReadFile(filepath.Join(root, operator.LatestLink, "report.json"))
+			if err != nil {
+				t.Fatal(err)
+			}
+			var rep pipeline.Report
+			if err := json.Unmarshal(b, &rep); err != nil || len(rep.Operations) != len(workload.Demo()) || !rep.Interrupted {
+				t.Errorf("report (%v): %d operations, interrupted %v; want all %d, interrupted", err, len(rep.Operations), rep.Interrupted, len(workload.Demo()))
+			}
+		})
 	}
 }
 

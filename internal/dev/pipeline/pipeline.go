@@ -209,11 +209,13 @@ func Run(ctx context.Context, cfg Config) (*Report, error) {
 	if cfg.Resume {
 		seed = s.rearm
 	}
-	if err := seed(runCtx); err != nil {
+	if err := seed(runCtx); err != nil && ctx.Err() == nil {
 		stopPolling()
 		wg.Wait()
 		return nil, err
 	}
+	// Interrupted while seeding: the report below says what was created,
+	// and a resume creates the rest from the workload kept.
 	finished, stopErr := s.wait(runCtx)
 	stopPolling()
 	wg.Wait()
@@ -518,6 +520,12 @@ func (s *localRun) report(ctx context.Context, elapsed time.Duration, timedOut b
 	}
 	for _, it := range s.cfg.Workload {
 		rec, err := s.store.Get(ctx, it.OperationID)
+		if errors.Is(err, store.ErrNotFound) {
+			// Interrupted while seeding: never created, nothing sent.
+			rep.Operations = append(rep.Operations, OpReport{OperationID: it.OperationID, Scenario: string(it.Scenario), Model: it.Model, NotCreated: true})
+			rep.Totals.NotCreated++
+			continue
+		}
 		if err != nil {
 			return nil, err
 		}

@@ -36,10 +36,13 @@ type Report struct {
 // OpReport is one operation's outcome: the local phase and the remote
 // state side by side, never merged.
 type OpReport struct {
-	OperationID string                `json:"operation_id"`
-	Scenario    string                `json:"scenario,omitempty"`
-	Model       string                `json:"model"`
-	Phase       operation.Phase       `json:"phase"`
+	OperationID string          `json:"operation_id"`
+	Scenario    string          `json:"scenario,omitempty"`
+	Model       string          `json:"model"`
+	Phase       operation.Phase `json:"phase"`
+	// NotCreated: the run was interrupted before it wrote this
+	// operation's record (so nothing was sent for it); --resume creates it.
+	NotCreated  bool                  `json:"not_created,omitempty"`
 	Revision    int64                 `json:"revision"`
 	Terminal    bool                  `json:"terminal"`
 	RemoteJobID string                `json:"remote_job_id,omitempty"`
@@ -77,6 +80,7 @@ type ReviewRef struct {
 // Totals are the run's counts.
 type Totals struct {
 	Phases      map[operation.Phase]int `json:"phases"`
+	NotCreated  int                     `json:"not_created,omitempty"`
 	Posts       int                     `json:"posts"`
 	Gets        int                     `json:"gets"`
 	Downloads   int                     `json:"downloads"`
@@ -126,7 +130,11 @@ func (r *Report) WriteSummary(w io.Writer) {
 				rv += " (" + c + ")"
 			}
 		}
-		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%d\t%d\t%s\n", op.OperationID, op.Phase, dash(string(op.RemoteState)), dash(string(op.Settlement)), op.Posts, len(op.Artifacts), rv)
+		phase := string(op.Phase)
+		if op.NotCreated {
+			phase = "not created"
+		}
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%d\t%d\t%s\n", op.OperationID, phase, dash(string(op.RemoteState)), dash(string(op.Settlement)), op.Posts, len(op.Artifacts), rv)
 	}
 	_ = tw.Flush()
 	var phases []string
@@ -134,6 +142,9 @@ func (r *Report) WriteSummary(w io.Writer) {
 		phases = append(phases, fmt.Sprintf("%s %d", p, n))
 	}
 	sort.Strings(phases)
+	if r.Totals.NotCreated > 0 {
+		phases = append(phases, fmt.Sprintf("not created %d", r.Totals.NotCreated))
+	}
 	fmt.Fprintf(w, "\n%d operations in %s: %s\n", len(r.Operations), r.Elapsed, strings.Join(phases, ", "))
 	fmt.Fprintf(w, "Genace: %d POSTs, %d jobs, %d GETs, %d downloads; invocations: submit %d, observe %d, deliver %d, triage %d; DLQ %d\n",
 		r.Totals.Posts, r.Totals.GenaceJobs, r.Totals.Gets, r.Totals.Downloads, r.Totals.Invocations["submit"], r.Totals.Invocations["observe"],
@@ -151,7 +162,8 @@ func (r *Report) WriteSummary(w io.Writer) {
 	}
 	switch {
 	case r.Interrupted:
-		fmt.Fprintln(w, "interrupted before every operation was terminal or waiting for review; the state is kept")
+		fmt.Fprintf(w, "interrupted before every operation was terminal or waiting for review; the state is kept. Carry it on with:\n  %s\n",
+			withFlags(cmp.Or(r.Command, "genjobs")+" local --resume", r.Addressing.Resume))
 	case r.Stopped != "":
 		fmt.Fprintf(w, "stopped early: %s\n", r.Stopped)
 	case r.TimedOut:
