@@ -21,6 +21,7 @@ import (
 
 	"github.com/genjobs/genjobs/internal/clock"
 	"github.com/genjobs/genjobs/internal/config"
+	"github.com/genjobs/genjobs/internal/deliver"
 	"github.com/genjobs/genjobs/internal/dev/genacesim"
 	"github.com/genjobs/genjobs/internal/dev/localpack"
 	"github.com/genjobs/genjobs/internal/dev/topology"
@@ -128,6 +129,12 @@ func localPolicies(longPoll time.Duration) schedule.Policies {
 	ps.Accounting = schedule.Backoff{Base: time.Second, Cap: 4 * time.Second, Multiplier: 2, Jitter: 0.2}
 	return ps
 }
+
+// localDeliverRetry is the delivery's backoff between failed copies on a
+// local time scale: the deployed one (10 s doubling to 15 min) put four
+// failed downloads in a row 150 s apart, longer than a run with read
+// faults has.
+var localDeliverRetry = schedule.Backoff{Base: time.Second, Cap: 10 * time.Second, Multiplier: 2, Jitter: 0.2}
 
 // localRun is one running pipeline.
 type localRun struct {
@@ -323,7 +330,8 @@ func (s *localRun) wire(g *genace.Client, sandbox context.Context) error {
 			Config: config.Config{SweepClaimTimeout: sw.ClaimTimeout, SweepOverdue: sw.OverdueAfter},
 			Store:  s.store, Genace: g, Artifacts: dir, Extender: local.Broker, Sender: sender, Delays: delays,
 			Clock: s.clk, Log: log.With("function", f.Name), Metrics: m(f.Name),
-			Tune: append(tune, stack.Tune(func(c *observe.Config) { c.Chain = chain })),
+			Tune: append(tune, stack.Tune(func(c *observe.Config) { c.Chain = chain }),
+				stack.Tune(func(c *deliver.Config) { c.Retry = localDeliverRetry })),
 		}
 	}
 	hs, err := local.Handlers(func(f topology.Function) (stack.Deps, bool) { return deps(f), true })

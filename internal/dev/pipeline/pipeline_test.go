@@ -102,3 +102,21 @@ func TestDemoEndToEnd(t *testing.T) {
 		t.Fatalf("open reviews %d, %v; want 2 (uncertain, inspect accounting)", len(open), err)
 	}
 }
+
+// Downloads that fail several times in a row (a flaky Genace file host)
+// are retried on the run's time scale: the deployed backoff (10 s
+// doubling) put three failures 70 s apart, past a local run's timeout,
+// and the crash test's resumes timed out on it.
+func TestFailedDownloadsRetryOnTheRunsTimeScale(t *testing.T) {
+	t.Parallel()
+	sim := genacesim.New(genacesim.Config{APIKey: "k", DefaultModel: genacesim.ModelConfig{Price: 10, RunFor: 200 * time.Millisecond, OutputCount: 1}}, clock.Real{})
+	down := genacesim.Fault{Kind: genacesim.FaultServerErrorNoJob, Status: 503}
+	sim.ScriptFile("", down, down, down)
+	rep, err := pipeline.Run(context.Background(), pipeline.Config{
+		StateDir: t.TempDir(), Sim: sim, GenaceKey: "k", Timeout: 40 * time.Second, LongPoll: time.Second,
+		Workload: []workload.Item{{OperationID: "op-a", UserID: "u", Model: "m", Input: []byte(`{"prompt":"x"}`), BudgetCredits: 50}},
+	})
+	if err != nil || rep.TimedOut || rep.Operations[0].Phase != operation.PhaseDelivered || sim.FileGets() < 4 {
+		t.Fatalf("%v: timed out %t, %+v after %d downloads", err, rep != nil && rep.TimedOut, rep, sim.FileGets())
+	}
+}
