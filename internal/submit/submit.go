@@ -89,7 +89,6 @@ type Deps struct {
 
 // Handler handles dispatch batches.
 type Handler struct {
-	store   Store
 	genace  Genace
 	w       *worker.Worker
 	clk     clock.Clock
@@ -103,7 +102,7 @@ type Handler struct {
 func New(d Deps, cfg Config) *Handler {
 	cfg = cfg.Defaults()
 	return &Handler{
-		store: d.Store, genace: d.Genace, clk: d.Clock, log: d.Log, metrics: d.Metrics, cfg: cfg,
+		genace: d.Genace, clk: d.Clock, log: d.Log, metrics: d.Metrics, cfg: cfg,
 		w: worker.New(worker.Deps{Store: d.Store, Extender: d.Extender, Sender: d.Sender, Clock: d.Clock, Log: d.Log, Metrics: d.Metrics},
 			worker.Config{Action: message.ActionSubmitGeneration, Name: "submit", Queue: "dispatch", QueueURL: cfg.QueueURL,
 				Visibility: cfg.Visibility, Concurrency: cfg.Concurrency, StaleWriteAction: "submit",
@@ -322,8 +321,7 @@ func (h *Handler) settle(ctx context.Context, m events.SQSMessage, claimed opera
 		}
 		h.metrics.Count(metrics.UncertainSubmissions, 1)
 		if res.UnusableJobID != "" {
-			h.keepUnusableJobID(ctx, claimed, res.UnusableJobID)
-			return h.markUncertain(claimed, "unusable_job_id", outcome)
+			return h.keepUnusableJobID(ctx, claimed, res.UnusableJobID, h.markUncertain(claimed, "unusable_job_id", outcome))
 		}
 		return h.markUncertain(claimed, "post_outcome_unknown", outcome)
 	}
@@ -336,7 +334,7 @@ func (h *Handler) settle(ctx context.Context, m events.SQSMessage, claimed opera
 			if res.JobID != "" {
 				// The job id could not be attached. Keep it where an operator
 				// will find it rather than lose it.
-				return worker.Done{Outcome: outcome, Err: h.keepJobID(ctx, claimed, res.JobID, err)}
+				return h.keepJobID(ctx, claimed, res.JobID, err, outcome)
 			}
 			if errors.Is(err, operation.ErrIllegalTransition) {
 				h.log.WarnContext(ctx, "outcome no longer applies", "operation_id", claimed.OperationID, "error", err.Error())
@@ -377,33 +375,34 @@ const maxRetryDelay = 15 * time.Minute
 // keepJobID is the last resort when a job id cannot be attached: a review
 // that carries it, and an error log line with it (job ids are not
 // secrets), so reconciliation can find it.
-func (h *Handler) keepJobID(ctx context.Context, rec operation.Record, jobID string, cause error) error {
+func (h *Handler) keepJobID(ctx context.Context, rec operation.Record, jobID string, cause error, outcome worker.Outcome) worker.Decision {
 	h.log.ErrorContext(ctx, "job id could not be persisted on the record", "operation_id", rec.OperationID, "job_id", jobID, "error", cause.Error())
 	r := review.ForRecord("job:"+jobID, review.SourceHandler, &rec, h.clk.Now())
 	r.RemoteJobID = jobID
 	r.ErrorCategory = "job_id_not_attached"
 	r.Recommended = operation.ActionReconcile
-	if _, err := h.store.PutReview(ctx, r); err != nil {
-		return fmt.Errorf("submit %s: keep job id %s: %w (after %w)", rec.OperationID, jobID, err, cause)
-	}
-	return nil
+	return worker.File{Review: r, Then: worker.Done{Outcome: outcome}, Failed: func(err error) worker.Decision {
+		return worker.Done{Outcome: outcome, Err: fmt.Errorf("submit %s: keep job id %s: %w (after %w)", rec.OperationID, jobID, err, cause)}
+	}}
 }
 
 // keepUnusableJobID keeps the evidence of a job Genace named by an id that
 // no record or message may carry, in a review for the reconciliation the
-// operation now waits for. It is written before the operation is parked:
-// a redelivery would find it uncertain and write nothing more.
-func (h *Handler) keepUnusableJobID(ctx context.Context, rec operation.Record, evidence string) {
+// operation now waits for, then goes on with then (the park). It is
+// written before the operation is parked: a redelivery would find it
+// uncertain and write nothing more.
+func (h *Handler) keepUnusableJobID(ctx context.Context, rec operation.Record, evidence string, then worker.Decision) worker.Decision {
 	r := review.ForRecord("evidence:"+review.ParkedID(rec.OperationID, rec.Revision), review.SourceHandler, &rec, h.clk.Now())
 	r.ErrorCategory = "unusable_job_id"
 	r.Recommended = operation.ActionReconcile
 	r.Reason = "Genace named the job by an id outside the job id definition: " + evidence +
 		"; find the job on Genace and reconcile the operation with it"
-	if _, err := h.store.PutReview(ctx, r); err != nil {
+	return worker.File{Review: r, Then: then, Failed: func(err error) worker.Decision {
 		// The log line is then the only copy; job ids are not secrets and
 		// the evidence is quoted, capped and stripped of any URL query.
 		h.log.ErrorContext(ctx, "evidence of a job id could not be kept in a review", "operation_id", rec.OperationID, "unusable_job_id", evidence, "error", err.Error())
-	}
+		return then
+	}}
 }
 
 // markUncertain parks a claimed operation whose POST outcome is unknown,

@@ -99,12 +99,14 @@ type Park struct {
 
 // File files a review (twice is a no-op), counted in ReviewsOpened by
 // phase (and by its ErrorCategory with ByReason: triage's dead letters)
-// when new, then goes on with Then (nil: done).
+// when new, then goes on with Then (nil: done). Failed is what a failed
+// write leads to (default: OutcomeError, the error naming What).
 type File struct {
 	Review   review.Record
 	ByReason bool
 	What     string
 	Then     Decision
+	Failed   func(err error) Decision
 }
 
 // Emit does what the record as it stands expects next (Emitter.Emit):
@@ -282,6 +284,9 @@ func (w *Worker) park(t *Turn, d Park) Decision {
 
 func (w *Worker) file(ctx context.Context, t *Turn, d File) Decision {
 	wrote, err := w.store.PutReview(ctx, d.Review)
+	if err != nil && d.Failed != nil {
+		return d.Failed(err)
+	}
 	if err != nil {
 		return w.failed(t, cmp.Or(d.What, "write review"), err)
 	}

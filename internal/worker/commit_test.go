@@ -17,6 +17,7 @@ import (
 	"github.com/genjobs/genjobs/internal/message"
 	"github.com/genjobs/genjobs/internal/metrics"
 	"github.com/genjobs/genjobs/internal/operation"
+	"github.com/genjobs/genjobs/internal/review"
 	"github.com/genjobs/genjobs/internal/store"
 	"github.com/genjobs/genjobs/internal/worker"
 )
@@ -169,5 +170,44 @@ func TestReviewFirstNeedsNext(t *testing.T) {
 	}
 	if got.Revision != rec.Revision || got.Model != rec.Model {
 		t.Errorf("record written (revision %d → %d, model %q): want nothing written", rec.Revision, got.Revision, got.Model)
+	}
+}
+
+// failingReviews is a real store whose review writes fail.
+type failingReviews struct{ store.Store }
+
+func (failingReviews) PutReview(context.Context, review.Record) (bool, error) {
+	return false, errors.New("review table unavailable")
+}
+
+// TestFileFailedGoesOnAsTold: a review that cannot be written ends the
+// handling with the error, or goes where the decision's Failed says (submit
+// parks an operation with an unusable job id all the same, its evidence
+// in a log line); a written one goes on with Then.
+func TestFileFailedGoesOnAsTold(t *testing.T) {
+	t.Parallel()
+	e := newCommitEnv(t, "bolt")
+	rec := handlertest.Create(t, e.st, handlertest.Prepared("op-file"))
+	rv := review.ForRecord("evidence:op-file", review.SourceHandler, &rec, e.clk.Now())
+	w := worker.New(worker.Deps{Store: failingReviews{e.st}, Sender: e.out, Clock: e.clk, Metrics: metrics.New(e.m, "test", e.clk)}, worker.Config{Name: "test"})
+	var told error
+	for _, tc := range []struct {
+		name    string
+		w       *worker.Worker
+		failed  func(error) worker.Decision
+		outcome worker.Outcome
+		err     bool
+	}{
+		{"written", e.w, nil, worker.OutcomeDelivered, false},
+		{"failed", w, nil, worker.OutcomeError, true},
+		{"failed, told", w, func(err error) worker.Decision { told = err; return worker.Done{Outcome: worker.OutcomeObsolete} }, worker.OutcomeObsolete, false},
+	} {
+		outcome, err := tc.w.Commit(context.Background(), e.turn(rec), worker.File{Review: rv, Then: worker.Done{Outcome: worker.OutcomeDelivered}, Failed: tc.failed})
+		if outcome != tc.outcome || (err != nil) != tc.err {
+			t.Errorf("%s: outcome %s, %v; want %s, error %t", tc.name, outcome, err, tc.outcome, tc.err)
+		}
+	}
+	if told == nil {
+		t.Error("Failed was not given the review's error")
 	}
 }
