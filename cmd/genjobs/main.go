@@ -30,7 +30,7 @@ func commands() []operator.Command {
 			Example: "make sam-env", Define: cmdSAMEnv, Dev: true},
 		{Name: "soak", Summary: "run the deterministic fault-injection simulation and check the invariants (exit 1 on any violation)",
 			Example: "genjobs soak --operations 10000 --seed 42", Define: cmdSoak, Dev: true},
-		{Name: "bench", Summary: "run the comparative benchmarks: print the table, write DIR/results.md and its plots",
+		{Name: "bench", Summary: "run the benchmarks measured on the real code (requests, throughput, a real-time run, cold starts): print the table and write DIR/results.md",
 			Example: "genjobs bench --out bench", Define: cmdBench, Dev: true},
 		{Name: "sim", Summary: "serve the Genace simulator over HTTP until Ctrl-C", Example: "genjobs sim --addr 127.0.0.1:8787 --api-key sim-key", Define: cmdSim, Dev: true},
 	}...)

@@ -4,12 +4,15 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
-	"github.com/spf13/pflag"
 	"io"
+	"math"
+	"math/rand/v2"
 	"os"
 	"strings"
+	"time"
 
-	"github.com/genjobs/genjobs/internal/dev/benchmark"
+	"github.com/spf13/pflag"
+
 	"github.com/genjobs/genjobs/internal/dev/faultsim"
 	"github.com/genjobs/genjobs/internal/operator"
 )
@@ -30,7 +33,7 @@ func cmdSoak(fs *pflag.FlagSet) operator.RunFunc {
 	unrecorded := fs.Bool("unrecorded-dispatch", false, "the application sends the dispatch without recording it on the record (the old contract; strands operations whose dispatch goes stale)")
 	jsonPath := fs.String("json", "", "also write the result as JSON to this file")
 	quiet := fs.Bool("quiet", false, "no progress lines")
-	scale := fs.Bool("scale", false, "scale run: the benchmark's standard render times, every operation dispatched at once, no faults unless --faults says; prints the load per service (genjobs bench prints the scale table on paper)")
+	scale := fs.Bool("scale", false, "scale run: standard render times (log-normal, median 60 s, 5 % over 10 min), every operation dispatched at once, no faults unless --faults says; prints the load per service")
 	return func(ctx context.Context, args []string, stdout, _ io.Writer) error {
 		if len(args) != 0 {
 			return usagef("soak takes no arguments, got %q", args)
@@ -44,7 +47,7 @@ func cmdSoak(fs *pflag.FlagSet) operator.RunFunc {
 		}
 		cfg := faultsim.Config{Seed: *seed, Operations: *ops, Faults: selected, UnrecordedDispatch: *unrecorded}
 		if *scale {
-			cfg = benchmark.ScaleSimConfig(*ops, *seed)
+			cfg = scaleConfig(*ops, *seed)
 			if fs.Changed("faults") {
 				cfg.Faults = selected
 			}
@@ -91,4 +94,27 @@ func verdict(res *faultsim.Result) error {
 		return nil
 	}
 	return fmt.Errorf("seed %d: %s; replay: %s", res.Seed, strings.Join(fails, "; "), res.Replay())
+}
+
+// scaleConfig is the fault simulation of inFlight standard renders
+// dispatched at once, with no faults, counting the load
+// (faultsim.Config.Scale).
+func scaleConfig(inFlight int, seed uint64) faultsim.Config {
+	return faultsim.Config{Seed: seed, Operations: inFlight, Renders: standardRenders(inFlight, seed), Faults: faultsim.Faults{}, Scale: true,
+		Interval: time.Nanosecond} // every creation falls on the first virtual second
+}
+
+// standardRenderSigma puts 5 % of renders over ten times the median:
+// ln(10) over the standard normal's 95th percentile.
+var standardRenderSigma = math.Log(10) / 1.6448536269514722
+
+// standardRenders are n log-normal render times, median 60 s and 5 %
+// over 10 minutes, the same for a seed.
+func standardRenders(n int, seed uint64) []time.Duration {
+	rng := rand.New(rand.NewPCG(seed, 0x6a0b5e))
+	out := make([]time.Duration, n)
+	for i := range out {
+		out[i] = time.Duration(float64(time.Minute) * math.Exp(standardRenderSigma*rng.NormFloat64()))
+	}
+	return out
 }

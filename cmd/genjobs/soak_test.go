@@ -5,12 +5,17 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"math"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/genjobs/genjobs/internal/dev/faultsim"
+	"github.com/genjobs/genjobs/internal/dev/topology"
+	"github.com/genjobs/genjobs/internal/operation"
 	"github.com/genjobs/genjobs/internal/operator"
 )
 
@@ -99,5 +104,80 @@ func TestSoakVerdict(t *testing.T) {
 				}
 			}
 		})
+	}
+}
+
+// TestScaleSimulationCounts runs the scale simulation at 500 renders in
+// flight and holds its counters to what must be true: every render
+// delivered once with one POST, submit's batches full (all dispatched at
+// once), observe batching many records per invocation, all renders under
+// observation at once.
+func TestScaleSimulationCounts(t *testing.T) {
+	t.Parallel()
+	const n = 500
+	res, err := faultsim.RunContext(context.Background(), scaleConfig(n, 3))
+	if err != nil {
+		t.Fatal(err)
+	}
+	s := res.Scale
+	if s == nil {
+		t.Fatal("no scale figures")
+	}
+	if len(res.Violations) > 0 || res.Phases[operation.PhaseDelivered] != n || s.Delivered != n {
+		t.Fatalf("delivered %d (phases %v, counted %d), violations %v", res.Phases[operation.PhaseDelivered], res.Phases, s.Delivered, res.Violations)
+	}
+	if s.Posts != n || res.Posts != n {
+		t.Errorf("%d POSTs counted, %d at Genace, want %d", s.Posts, res.Posts, n)
+	}
+	if s.Gets != int64(res.Gets) || s.Gets < 2*n {
+		t.Errorf("%d GETs counted, %d at Genace", s.Gets, res.Gets)
+	}
+	sub, _ := topology.Stack.Function(topology.Submit)
+	if got := s.Functions[topology.Submit]; got.Quantile(0.5) != sub.Mappings[0].BatchSize || got.Records != n {
+		t.Errorf("submit: p50 %d records per invocation, %d records; want full batches of %d", got.Quantile(0.5), got.Records, sub.Mappings[0].BatchSize)
+	}
+	if obs := s.Functions[topology.Observe]; obs.Mean() <= 1 || obs.Quantile(0.99) < 2 {
+		t.Errorf("observe: %.2f records per invocation (p99 %d) with %d in flight", obs.Mean(), obs.Quantile(0.99), n)
+	}
+	if s.PeakObserving != n {
+		t.Errorf("peak renders under observation %d, want all %d (accepted at once)", s.PeakObserving, n)
+	}
+	if s.Writes != res.Writes || s.Writes < 5*n {
+		t.Errorf("%d writes counted, %d recorded", s.Writes, res.Writes)
+	}
+	if sqs := s.SQSSend + s.SQSReceive + s.SQSDelete; s.SQSReceive != res.Invocations[topology.Submit]+res.Invocations[topology.Observe]+res.Invocations[topology.Deliver] || sqs < 3*n {
+		t.Errorf("SQS: %d receives for invocations %v, %d requests", s.SQSReceive, res.Invocations, sqs)
+	}
+	if s.PeakPostsPerSec != n {
+		t.Errorf("peak %d POSTs/s, want all %d in the first second", s.PeakPostsPerSec, n)
+	}
+	if s.LastDelivered <= 0 || s.DeliveredP50 > s.DeliveredP99 || s.DeliveredP99 > s.LastDelivered {
+		t.Errorf("delivery times p50 %s p99 %s last %s", s.DeliveredP50, s.DeliveredP99, s.LastDelivered)
+	}
+}
+
+// The standard render times' median and 95th percentile are 60 s and
+// 10 min on a large seeded sample, and a seed replays exactly.
+func TestStandardRenders(t *testing.T) {
+	t.Parallel()
+	if math.Abs(standardRenderSigma-math.Log(10)/1.645) > 1e-3 {
+		t.Errorf("sigma = %v, want ln(10)/1.645", standardRenderSigma)
+	}
+	got := standardRenders(200000, 42)
+	if !slices.Equal(got, standardRenders(200000, 42)) {
+		t.Fatal("the same seed gave another sample")
+	}
+	if slices.Equal(got[:100], standardRenders(100, 43)) {
+		t.Fatal("another seed gave the same sample")
+	}
+	s := slices.Clone(got)
+	slices.Sort(s)
+	// Nearest rank: the ⌈q·n⌉-th smallest.
+	rank := func(q float64) time.Duration { return s[int(math.Ceil(q*float64(len(s))))-1] }
+	if med := rank(0.5); math.Abs(med.Seconds()-60)/60 > 0.01 {
+		t.Errorf("median %v, want 60 s ±1 %%", med)
+	}
+	if p95 := rank(0.95); math.Abs(p95.Seconds()-600)/600 > 0.03 {
+		t.Errorf("p95 %v, want 600 s ±3 %%", p95)
 	}
 }

@@ -92,7 +92,7 @@ $(BIN)/staticcheck:
 fmt: ## format the code
 	gofmt -w $$(git ls-files '*.go')
 
-bench: ## run the Go benchmarks (with DynamoDB Local and moto), then genjobs bench (bench/results.md and its plots)
+bench: ## run the Go benchmarks (with DynamoDB Local and moto), then genjobs bench (bench/results.md: requests, throughput, a real-time run, cold starts)
 	bash .ci/rie.sh install
 	bash .ci/dynamodb-local.sh run -- bash .ci/moto.sh run -- \
 		$(GO) test -tags integration -run='^$$' -bench=. -benchmem -count=1 ./...

@@ -1,8 +1,13 @@
+// Package benchmark produces genjobs' figures measured on the real code
+// (`genjobs bench`, `make bench`): AWS requests per render counted on the
+// real handlers, throughput of the local pipeline, a real-time run
+// through `genjobs local`, and cold starts and peak memory of the real
+// function binaries under the Lambda Runtime Interface Emulator. Every
+// figure is a measurement of this machine.
 package benchmark
 
 import (
 	"bytes"
-	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -13,10 +18,9 @@ import (
 	"strings"
 	"time"
 
-	"github.com/genjobs/genjobs/internal/dev/faultsim"
 	"github.com/genjobs/genjobs/internal/dev/modroot"
+	"github.com/genjobs/genjobs/internal/dev/samlocal"
 	"github.com/genjobs/genjobs/internal/dev/topology"
-	"github.com/genjobs/genjobs/internal/genace"
 	"github.com/genjobs/genjobs/internal/schedule"
 	"github.com/genjobs/genjobs/internal/store"
 	"github.com/genjobs/genjobs/internal/store/bolt"
@@ -24,32 +28,20 @@ import (
 
 // Options are `genjobs bench`'s flags.
 type Options struct {
-	// Out is the folder results.md and the plots go to.
+	// Out is the folder results.md goes to.
 	Out string
-	// Renders is the model workload's size.
-	Renders int
-	// Seed makes the model deterministic.
-	Seed uint64
-	// Quick shrinks the measurements (small pipeline runs, no cold
-	// starts) for tests; the model runs in full.
+	// Quick shrinks the measurements (small pipeline runs, no real-time
+	// run, no cold starts) for tests.
 	Quick bool
 	// Root is the module root, for building the functions ("" finds it
 	// from the working directory).
 	Root string
-	// ScaleSim is how many renders in flight the virtual-time simulation
-	// behind the scale table runs (0: DefaultScaleSim; --quick: 500).
-	ScaleSim int
 	// Progress receives a line per step (nil: none).
 	Progress io.Writer
 }
 
-// Files the benchmark writes under Options.Out.
-const (
-	ResultsFile     = "results.md"
-	PlotFile        = "observation.png"
-	CostLatencyFile = "cost-latency.png"
-	GETsFloorFile   = "gets-floor.png"
-)
+// ResultsFile is the file the benchmark writes under Options.Out.
+const ResultsFile = "results.md"
 
 // ThroughputRun is one measured pipeline run with instant renders.
 type ThroughputRun struct {
@@ -101,35 +93,13 @@ func (t ThroughputRun) CPUPerAction() time.Duration {
 type Results struct {
 	// Options are the run's options, with defaults filled in.
 	Options Options
-	// Workload, Latencies, Prices and Functions are the model's inputs.
-	Workload  Workload
-	Latencies Latencies
-	Prices    Prices
-	Functions Functions
-	// Genjobs is the observe handler's outcome, NoOverlap the same
-	// without overlapping polls, Floor the floor's.
-	Genjobs, NoOverlap, Floor Outcome
-	// Standard and PerPoll are Step Functions loops calling the observe
-	// Lambda for a chain and for a single poll per invocation (Express
-	// runs the chain one); Fixed5 the fixed 5 s poller and FixedMatch the
-	// longest interval whose p99 reaches genjobs' (or 1 s, when none
-	// does: MatchReached false).
-	Standard, PerPoll, Fixed5, FixedMatch Outcome
-	MatchReached                          bool
-	// Sensitivity holds genjobs over the round-trip × pickup grid.
-	Sensitivity []Sensitivity
-	// Count is the pipeline run the per-action requests and the batch
-	// occupancy come from.
+	// Memory is template.yaml's MemorySize per function, by folder name.
+	Memory map[string]int
+	// Count is the pipeline run whose AWS requests per render and records
+	// per invocation the report gives.
 	Count *PipelineResult
-	// Designs are the priced designs, side by side; Designs[0] is
-	// genjobs, the last one the floor.
-	Designs []Design
 	// Throughput holds the instant-render runs.
 	Throughput []ThroughputRun
-	// Scale is the scale table on paper, ScaleSim the simulation behind
-	// it.
-	Scale    []ScaleRow
-	ScaleSim *faultsim.Result
 	// Local is the real-time `genjobs local` run, or LocalSkipped says
 	// why there is none.
 	Local        *LocalRun
@@ -146,46 +116,16 @@ type Results struct {
 	Elapsed time.Duration
 }
 
-// Sensitivity is genjobs' outcome at one round-trip and pickup median.
-type Sensitivity struct {
-	RoundTrip, Pickup time.Duration
-	Outcome           Outcome
-}
-
-// Design is one observation design priced per render: Low at one record
-// per invocation, Busy at the counting run's batch occupancy (the same
-// for designs that do not batch).
-type Design struct {
-	Name      string
-	Outcome   Outcome
-	Low, Busy Requests
-}
-
-// Grid of the sensitivity table.
-var (
-	sensitivityRTT    = []time.Duration{50 * time.Millisecond, 200 * time.Millisecond, 500 * time.Millisecond}
-	sensitivityPickup = []time.Duration{20 * time.Millisecond, 500 * time.Millisecond, time.Second}
-)
-
-// The target's conditions: detection p99 at this round trip and pickup.
-const (
-	targetRTT    = 200 * time.Millisecond
-	targetPickup = 500 * time.Millisecond
-)
-
 func (o Options) progress(format string, args ...any) {
 	if o.Progress != nil {
 		fmt.Fprintf(o.Progress, "bench: "+format+"\n", args...)
 	}
 }
 
-// Run runs the benchmark, writes Options.Out/results.md and
-// Options.Out/observation.png, and prints the Markdown table to stdout.
+// Run runs the benchmark, writes Options.Out/results.md and prints it to
+// stdout.
 func Run(ctx context.Context, opts Options, stdout io.Writer) (*Results, error) {
 	begin := time.Now()
-	if opts.Renders <= 0 {
-		opts.Renders = DefaultWorkload().Renders
-	}
 	if opts.Out == "" {
 		opts.Out = "bench"
 	}
@@ -196,30 +136,15 @@ func Run(ctx context.Context, opts Options, stdout io.Writer) (*Results, error) 
 		}
 		opts.Root = root
 	}
-	fns, err := TemplateFunctions(opts.Root)
+	mem, err := templateMemory(opts.Root)
 	if err != nil {
 		return nil, err
 	}
-	res := &Results{Options: opts, Workload: DefaultWorkload(), Latencies: DefaultLatencies(), Prices: ListPrices(), Functions: fns}
-	res.Workload.Renders = opts.Renders
+	res := &Results{Options: opts, Memory: mem}
 
-	opts.progress("model: %d renders, seed %d", opts.Renders, opts.Seed)
-	res.model()
-
-	opts.progress("pipeline: counting AWS requests per action")
+	opts.progress("pipeline: counting AWS requests per render")
 	if err := res.count(ctx); err != nil {
 		return nil, err
-	}
-	res.price()
-
-	res.Scale = ScaleTable(DefaultScaleInputs(res.Functions, res.Designs[0].Low), scaleInFlight...)
-	n := cmp.Or(opts.ScaleSim, DefaultScaleSim)
-	if opts.Quick {
-		n = 500
-	}
-	opts.progress("scale: the virtual-time simulation with %d renders in flight", n)
-	if res.ScaleSim, err = RunScaleSimulation(ctx, n, opts.Seed, nil); err != nil {
-		return nil, fmt.Errorf("scale simulation: %w", err)
 	}
 
 	res.Load = map[string]string{"throughput": loadAverage()}
@@ -279,92 +204,11 @@ func Run(ctx context.Context, opts Options, stdout io.Writer) (*Results, error) 
 	if err := os.WriteFile(filepath.Join(opts.Out, ResultsFile), md.Bytes(), 0o644); err != nil {
 		return nil, err
 	}
-	for _, p := range []struct {
-		file string
-		draw func(io.Writer) error
-	}{
-		{PlotFile, func(w io.Writer) error { return WritePlot(w, res.Plotted()) }},
-		{CostLatencyFile, func(w io.Writer) error { return WriteCostLatency(w, res.CostPoints()) }},
-		{GETsFloorFile, func(w io.Writer) error { return WriteGETsFloor(w, res.Genjobs, res.Workload.QueueFor) }},
-	} {
-		var png bytes.Buffer
-		if err := p.draw(&png); err != nil {
-			return nil, err
-		}
-		if err := os.WriteFile(filepath.Join(opts.Out, p.file), png.Bytes(), 0o644); err != nil {
-			return nil, err
-		}
-	}
 	if _, err := stdout.Write(md.Bytes()); err != nil {
 		return nil, err
 	}
-	opts.progress("wrote %s and the plots in %s", filepath.Join(opts.Out, ResultsFile), res.Elapsed.Round(time.Second))
+	opts.progress("wrote %s in %s", filepath.Join(opts.Out, ResultsFile), res.Elapsed.Round(time.Second))
 	return res, nil
-}
-
-// Plotted are the outcomes the detection figure shows.
-func (r *Results) Plotted() []Outcome {
-	return []Outcome{r.Genjobs, r.NoOverlap, r.Standard, r.Fixed5}
-}
-
-// CostPoints are the designs' cost per 1,000 renders (at one record per
-// invocation) against their p99 detection latency.
-func (r *Results) CostPoints() []CostPoint {
-	out := make([]CostPoint, len(r.Designs))
-	for i, d := range r.Designs {
-		out[i] = CostPoint{Name: d.Name, Dollars: r.per1000(d.Low), P99: d.Outcome.P99}
-	}
-	return out
-}
-
-// matchIntervals are the fixed pollers' intervals tried against genjobs'
-// p99, longest first: SQS delays come in whole seconds.
-var matchIntervals = []time.Duration{30 * time.Second, 10 * time.Second, 5 * time.Second, 2 * time.Second, time.Second}
-
-// model plays every design over the same seeded workload and latencies.
-func (r *Results) model() {
-	times := r.Workload.Sample(r.Options.Seed)
-	seed, q, lat := r.Options.Seed, r.Workload.QueueFor, r.Latencies
-	g := GenjobsChains()
-	r.Genjobs = Simulate(g, times, q, lat, seed)
-	no := g
-	no.Label, no.Overlap = "genjobs without overlap", 0
-	r.NoOverlap = Simulate(no, times, q, lat, seed)
-	r.Floor = Floor(times, q, lat, seed)
-	sfn := g
-	sfn.Label, sfn.Orchestrated = "Step Functions loop, a chain per task", true
-	r.Standard = Simulate(sfn, times, q, lat, seed)
-	poll := sfn
-	poll.Label, poll.Chain = "Step Functions loop, one poll per task", genace.MaxWait
-	r.PerPoll = Simulate(poll, times, q, lat, seed)
-	r.Fixed5 = Simulate(Fixed{Interval: 5 * time.Second}, times, q, lat, seed)
-	r.MatchReached = false
-	for _, iv := range matchIntervals {
-		o := Simulate(Fixed{Interval: iv}, times, q, lat, seed)
-		r.FixedMatch = o
-		if o.P99 <= r.Genjobs.P99 {
-			r.MatchReached = true
-			break
-		}
-	}
-	r.Sensitivity = nil
-	for _, rtt := range sensitivityRTT {
-		for _, pick := range sensitivityPickup {
-			l := lat
-			l.RoundTrip.Median, l.Pickup.Median = rtt, pick
-			r.Sensitivity = append(r.Sensitivity, Sensitivity{RoundTrip: rtt, Pickup: pick, Outcome: Simulate(g, times, q, l, seed)})
-		}
-	}
-}
-
-// AtTarget is genjobs' outcome at the target's round trip and pickup.
-func (r *Results) AtTarget() (Outcome, bool) {
-	for _, s := range r.Sensitivity {
-		if s.RoundTrip == targetRTT && s.Pickup == targetPickup {
-			return s.Outcome, true
-		}
-	}
-	return Outcome{}, false
 }
 
 // The counting run's render: queued long enough that the first long poll
@@ -376,8 +220,8 @@ const (
 
 // count runs the pipeline on short renders (queued then running, so each
 // render has one observation that finds it active and one that finds it
-// finished), trickling the dispatches so that actions come one per batch
-// as at low traffic.
+// finished), trickling the dispatches so that actions come about one per
+// batch as at low traffic.
 func (r *Results) count(ctx context.Context) error {
 	n := 200
 	if r.Options.Quick {
@@ -394,34 +238,6 @@ func (r *Results) count(ctx context.Context) error {
 		return fmt.Errorf("counting run: %w", err)
 	}
 	return nil
-}
-
-// price turns counts and model into requests per render, design by
-// design.
-func (r *Results) price() {
-	pr, fns, occ := r.Count, r.Functions, r.Count.Measured()
-	through := func(o Outcome) Design {
-		return Design{Name: o.Strategy, Outcome: o, Low: PerRender(pr, o, fns, OneRecord), Busy: PerRender(pr, o, fns, occ)}
-	}
-	same := func(name string, o Outcome, req Requests) Design {
-		return Design{Name: name, Outcome: o, Low: req, Busy: req}
-	}
-	match := "fixed poller reaching genjobs' p99: " + r.FixedMatch.Strategy
-	if !r.MatchReached {
-		match = "fixed poller at SQS's shortest delay (none reaches genjobs' p99): " + r.FixedMatch.Strategy
-	}
-	fixedMatch := through(r.FixedMatch)
-	fixedMatch.Name = match
-	times := r.Workload.Sample(r.Options.Seed)
-	r.Designs = []Design{
-		through(r.Genjobs),
-		same("Step Functions Standard, a 4 min chain per task", r.Standard, StandardPerRender(pr, r.Standard, fns)),
-		same("Step Functions Standard, one 30 s poll per task", r.PerPoll, StandardPerRender(pr, r.PerPoll, fns)),
-		same("Step Functions Express, a 4 min chain per execution", r.Standard, ExpressPerRender(pr, r.Standard, fns)),
-		through(r.Fixed5),
-		fixedMatch,
-		same("floor", r.Floor, FloorPerRender(times, fns)),
-	}
 }
 
 // instantPolicy reads at once: with renders that finish on acceptance
@@ -532,4 +348,18 @@ func loadAverage() string {
 func isDir(p string) bool {
 	st, err := os.Stat(p)
 	return err == nil && st.IsDir()
+}
+
+// templateMemory is the MemorySize template.yaml under root gives each
+// function, by folder name: the bound a cold start's peak RSS must fit.
+func templateMemory(root string) (map[string]int, error) {
+	t, err := samlocal.Load(filepath.Join(root, samlocal.TemplateFile))
+	if err != nil {
+		return nil, err
+	}
+	mb := map[string]int{}
+	for _, fn := range t.Functions {
+		mb[fn.Dir()] = fn.MemoryMB
+	}
+	return mb, nil
 }

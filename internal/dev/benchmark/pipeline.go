@@ -116,6 +116,26 @@ func (r *PipelineResult) PerAction(fn string) Requests {
 	return f.Requests.Times(1 / float64(f.Actions))
 }
 
+// PerRender is every request of the run (the application's record and
+// dispatch, and each function's) per dispatched render.
+func (r *PipelineResult) PerRender() Requests {
+	total := r.App
+	for _, f := range r.Functions {
+		total = total.Plus(f.Requests)
+	}
+	return total.Times(1 / float64(max(r.Operations, 1)))
+}
+
+// RecordsPerInvocation is a function's mean batch: records handled per
+// invocation (0 when it was not invoked).
+func (r *PipelineResult) RecordsPerInvocation(fn string) float64 {
+	f := r.Functions[fn]
+	if f.Batches == 0 {
+		return 0
+	}
+	return float64(f.Actions) / float64(f.Batches)
+}
+
 const (
 	// pipelineConcurrency is the template's BATCH_CONCURRENCY default.
 	pipelineConcurrency = 10
@@ -195,8 +215,7 @@ func RunPipeline(ctx context.Context, cfg PipelineConfig) (*PipelineResult, erro
 		stores[fn] = &countingStore{Store: st, c: c, cache: cache, onWritten: onWritten}
 		disps[fn], err = schedule.NewDispatcher(schedule.Config{
 			Queues: local.Targets(),
-			// The embedded queue carries any delay; countingSender
-			// counts the ones that would need a schedule.
+			// The embedded queue carries any delay.
 			MaxQueueDelay: 365 * 24 * time.Hour,
 		}, countingSender{next: broker, c: c}, nil, clk)
 		if err != nil {

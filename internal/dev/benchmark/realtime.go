@@ -3,12 +3,14 @@ package benchmark
 import (
 	"context"
 	"fmt"
+	"math"
 	"time"
 
 	"github.com/genjobs/genjobs/internal/clock"
 	"github.com/genjobs/genjobs/internal/dev/genacesim"
 	"github.com/genjobs/genjobs/internal/dev/pipeline"
 	"github.com/genjobs/genjobs/internal/dev/workload"
+	"github.com/genjobs/genjobs/internal/genace"
 	"github.com/genjobs/genjobs/internal/operation"
 )
 
@@ -41,6 +43,15 @@ func (l LocalRun) GETsPerRender() float64 {
 // fresh output URLs.
 func (l LocalRun) Floor() float64 {
 	return max(FloorGETs(l.QueueFor+l.RunFor, l.QueueFor), 2) + 1
+}
+
+// FloorGETs is the fewest GETs any client of this API needs for a render
+// of renderTime queued for queueFor: a long poll outstanding at every
+// change, each waiting the full window, and the queued→running change
+// ending one of them early: 1 + ⌈(T − q)/window⌉.
+func FloorGETs(renderTime, queueFor time.Duration) float64 {
+	q := min(queueFor, renderTime)
+	return 1 + math.Ceil(float64(renderTime-q)/float64(genace.MaxWait))
 }
 
 // The real-time renders: the issue's own measurement, a 95 s render

@@ -4,6 +4,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/genjobs/genjobs/internal/dev/modroot"
 	"github.com/genjobs/genjobs/internal/dev/topology"
 )
 
@@ -33,15 +34,48 @@ func TestLocalRunFloor(t *testing.T) {
 
 // Every function's memory comes from template.yaml, the triage and sweep
 // functions' too (the report once said "the template's 0 MB" for them).
-func TestTemplateFunctions(t *testing.T) {
+func TestTemplateMemory(t *testing.T) {
 	t.Parallel()
-	f := templateFunctions(t)
+	root, err := modroot.Find("")
+	if err != nil {
+		t.Fatal(err)
+	}
+	mb, err := templateMemory(root)
+	if err != nil {
+		t.Fatal(err)
+	}
 	for _, fn := range topology.Stack.Functions {
-		if f.memoryMB(fn.Name) < 128 {
-			t.Errorf("%s: %d MB", fn.Name, f.memoryMB(fn.Name))
+		if mb[fn.Name] < 128 {
+			t.Errorf("%s: %d MB", fn.Name, mb[fn.Name])
 		}
 	}
-	if f.ObserveMB != f.memoryMB("observe") || f.DeliverMB != f.memoryMB("deliver") {
-		t.Errorf("observe %d / %d MB, deliver %d / %d MB", f.ObserveMB, f.memoryMB("observe"), f.DeliverMB, f.memoryMB("deliver"))
+}
+
+// The floor on hand-computed renders (q = 2 s): 1 + ⌈(T − q)/30 s⌉.
+func TestFloorGETs(t *testing.T) {
+	t.Parallel()
+	const ms = time.Millisecond
+	for _, c := range []struct {
+		render time.Duration
+		want   float64
+	}{
+		{time.Second, 1}, {2 * time.Second, 1}, {10 * time.Second, 2}, {32 * time.Second, 2},
+		{32*time.Second + ms, 3}, {60 * time.Second, 3}, {100 * time.Second, 5}, {300 * time.Second, 11},
+	} {
+		if got := FloorGETs(c.render, 2*time.Second); got != c.want {
+			t.Errorf("FloorGETs(%v) = %v, want %v", c.render, got, c.want)
+		}
+	}
+}
+
+func TestMedian(t *testing.T) {
+	if m := median([]time.Duration{3, 1, 2}); m != 2 {
+		t.Errorf("median %v", m)
+	}
+	if m := median([]time.Duration{4, 1, 2, 3}); m != 2 {
+		t.Errorf("median of four %v", m)
+	}
+	if median(nil) != 0 {
+		t.Error("median of none")
 	}
 }

@@ -19,8 +19,7 @@ import (
 )
 
 // Requests counts the AWS requests and capacity that some work costs.
-// Fields are float64 so that per-render means and scaled sums share the
-// type.
+// Fields are float64 so that per-render means and sums share the type.
 type Requests struct {
 	// SQS API requests. Receive and Delete count the event source
 	// mapping's batches (one ReceiveMessage and one DeleteMessageBatch per
@@ -36,22 +35,10 @@ type Requests struct {
 	// IndexWRU is the share of WRU written to the status index (its
 	// shards are partition keys with their own limit).
 	IndexWRU float64
-	// ItemBytes sums the sizes of the operation items written, for their
-	// mean size.
-	ItemBytes float64
-	// S3 requests of the artifact store (HeadObject, PutObject): counted,
-	// not priced — both designs copy the same outputs.
+	// S3 requests of the artifact store (HeadObject, PutObject).
 	S3Head, S3Put float64
-	// Schedules counts EventBridge Scheduler schedules (delays over SQS's
-	// 900 s), each invoked once.
-	Schedules float64
-	// Lambda invocations and GB-seconds.
-	LambdaInvocations, LambdaGBSeconds float64
-	// SFNTransitions counts Step Functions Standard state transitions.
-	SFNTransitions float64
-	// ExpressRequests counts Step Functions Express executions started,
-	// ExpressGBSeconds their billed duration × memory.
-	ExpressRequests, ExpressGBSeconds float64
+	// LambdaInvocations counts the event source mappings' invocations.
+	LambdaInvocations float64
 }
 
 // Plus returns r+o field by field.
@@ -61,10 +48,9 @@ func (r Requests) Plus(o Requests) Requests {
 		SQSChangeVisibility: r.SQSChangeVisibility + o.SQSChangeVisibility,
 		DynamoGet:           r.DynamoGet + o.DynamoGet, DynamoPut: r.DynamoPut + o.DynamoPut,
 		DynamoTransact: r.DynamoTransact + o.DynamoTransact, DynamoQuery: r.DynamoQuery + o.DynamoQuery,
-		RRU: r.RRU + o.RRU, WRU: r.WRU + o.WRU, IndexWRU: r.IndexWRU + o.IndexWRU, ItemBytes: r.ItemBytes + o.ItemBytes, S3Head: r.S3Head + o.S3Head, S3Put: r.S3Put + o.S3Put,
-		Schedules: r.Schedules + o.Schedules, LambdaInvocations: r.LambdaInvocations + o.LambdaInvocations,
-		LambdaGBSeconds: r.LambdaGBSeconds + o.LambdaGBSeconds, SFNTransitions: r.SFNTransitions + o.SFNTransitions,
-		ExpressRequests: r.ExpressRequests + o.ExpressRequests, ExpressGBSeconds: r.ExpressGBSeconds + o.ExpressGBSeconds,
+		RRU: r.RRU + o.RRU, WRU: r.WRU + o.WRU, IndexWRU: r.IndexWRU + o.IndexWRU,
+		S3Head: r.S3Head + o.S3Head, S3Put: r.S3Put + o.S3Put,
+		LambdaInvocations: r.LambdaInvocations + o.LambdaInvocations,
 	}
 }
 
@@ -73,15 +59,9 @@ func (r Requests) Times(f float64) Requests {
 	return Requests{
 		SQSSend: r.SQSSend * f, SQSReceive: r.SQSReceive * f, SQSDelete: r.SQSDelete * f, SQSChangeVisibility: r.SQSChangeVisibility * f,
 		DynamoGet: r.DynamoGet * f, DynamoPut: r.DynamoPut * f, DynamoTransact: r.DynamoTransact * f, DynamoQuery: r.DynamoQuery * f,
-		RRU: r.RRU * f, WRU: r.WRU * f, IndexWRU: r.IndexWRU * f, ItemBytes: r.ItemBytes * f, S3Head: r.S3Head * f, S3Put: r.S3Put * f, Schedules: r.Schedules * f,
-		LambdaInvocations: r.LambdaInvocations * f, LambdaGBSeconds: r.LambdaGBSeconds * f, SFNTransitions: r.SFNTransitions * f,
-		ExpressRequests: r.ExpressRequests * f, ExpressGBSeconds: r.ExpressGBSeconds * f,
+		RRU: r.RRU * f, WRU: r.WRU * f, IndexWRU: r.IndexWRU * f, S3Head: r.S3Head * f, S3Put: r.S3Put * f,
+		LambdaInvocations: r.LambdaInvocations * f,
 	}
-}
-
-// SQS is the SQS requests in total.
-func (r Requests) SQS() float64 {
-	return r.SQSSend + r.SQSReceive + r.SQSDelete + r.SQSChangeVisibility
 }
 
 // counter accumulates Requests from concurrent handlers.
@@ -201,7 +181,6 @@ func (s *countingStore) charge(rec operation.Record, transact bool) {
 	idx := float64(dynamo.IndexWriteUnits(oldItem, item))
 	w := float64(dynamo.WriteUnits(oldSize, size)) + idx
 	s.c.add(func(r *Requests) {
-		r.ItemBytes += float64(size)
 		if transact {
 			// A transaction's writes cost twice their units, the audit
 			// entry's included.
@@ -320,21 +299,15 @@ func (s *countingStore) Due(ctx context.Context, t time.Time, limit int) ([]oper
 	return recs, err
 }
 
-// countingSender is the SQS sender of one function: SendMessage, and a
-// schedule for a delay SQS could not carry.
+// countingSender counts one function's SendMessage.
 type countingSender struct {
 	next schedule.QueueSender
 	c    *counter
 }
 
-// Send is one SendMessage, and a schedule past SQS's longest delay.
+// Send is one SendMessage.
 func (s countingSender) Send(ctx context.Context, url string, body []byte, delay time.Duration) (string, error) {
-	s.c.add(func(r *Requests) {
-		r.SQSSend++
-		if delay > schedule.DefaultMaxQueueDelay {
-			r.Schedules++
-		}
-	})
+	s.c.add(func(r *Requests) { r.SQSSend++ })
 	return s.next.Send(ctx, url, body, delay)
 }
 

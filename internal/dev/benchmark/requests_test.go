@@ -12,6 +12,9 @@ import (
 	"github.com/genjobs/genjobs/internal/store/dynamo"
 )
 
+// epoch anchors the test records; only differences from it matter.
+var epoch = time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
+
 // observed is an accepted record with the job's snapshot, one output and
 // its next observation due at due.
 func observed(due time.Time, observations int) operation.Record {
