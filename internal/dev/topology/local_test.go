@@ -3,6 +3,7 @@ package topology_test
 import (
 	"context"
 	"errors"
+	"slices"
 	"testing"
 	"time"
 
@@ -41,10 +42,11 @@ func TestLocalRedrivesAsDeclared(t *testing.T) {
 			l.Consume(topology.ConsumeConfig{NoBatchingWindows: true, Handlers: map[string]eventsource.Handler{
 				topology.Submit: fail, topology.Observe: fail, topology.Deliver: fail, topology.Triage: triage,
 			}})
-			main, ok := topology.Stack.QueueFor(a)
-			if !ok {
+			i := slices.IndexFunc(topology.Stack.Queues, func(q topology.Queue) bool { return q.Action == a })
+			if i < 0 {
 				t.Fatalf("no queue carries %s", a)
 			}
+			main := topology.Stack.Queues[i]
 			if got := l.Targets()[a].URL; got != l.URL(main.ID) || got == "" {
 				t.Fatalf("target of %s is %q, want %s's URL %q", a, got, main.ID, l.URL(main.ID))
 			}
@@ -59,25 +61,16 @@ func TestLocalRedrivesAsDeclared(t *testing.T) {
 				}
 				clk.Advance(main.Visibility)
 			}
-			dlqARN, err := l.Broker.ARN(topology.Stack.Queues[indexOf(main.DeadLetter)].Name)
+			dlq, err := l.Broker.Info(l.URL(main.DeadLetter))
 			if err != nil {
 				t.Fatal(err)
 			}
-			want := dlqARN + " 6"
+			want := dlq.ARN + " 6"
 			if len(triaged) != 1 || triaged[0] != want {
 				t.Fatalf("triage saw %q, want [%s]", triaged, want)
 			}
 		})
 	}
-}
-
-func indexOf(id string) int {
-	for i, q := range topology.Stack.Queues {
-		if q.ID == id {
-			return i
-		}
-	}
-	return -1
 }
 
 // TestConsumeTakesTheTopology: the mappings get the topology's batch
