@@ -86,17 +86,15 @@ func TestConsumeTakesTheTopology(t *testing.T) {
 		name    string
 		cfg     topology.ConsumeConfig
 		workers func(topology.Mapping) int
-		timeout func(topology.Function) time.Duration
 		window  func(topology.Mapping) time.Duration
 	}{
 		{"as declared", topology.ConsumeConfig{Handlers: handlers},
-			func(m topology.Mapping) int { return m.MaxConcurrency }, func(f topology.Function) time.Duration { return f.Timeout },
+			func(m topology.Mapping) int { return m.MaxConcurrency },
 			func(m topology.Mapping) time.Duration { return m.BatchingWindow }},
 		{"overridden", topology.ConsumeConfig{Handlers: handlers,
 			Workers:           func(topology.Function, topology.Mapping) int { return 1 },
-			Timeout:           func(topology.Function) time.Duration { return 7 * time.Second },
 			NoBatchingWindows: true},
-			func(topology.Mapping) int { return 1 }, func(topology.Function) time.Duration { return 7 * time.Second },
+			func(topology.Mapping) int { return 1 },
 			func(topology.Mapping) time.Duration { return 0 }},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
@@ -115,10 +113,10 @@ func TestConsumeTakesTheTopology(t *testing.T) {
 					got := l.Mappings[i]
 					i++
 					if got.Function.Name != f.Name || got.Queue.ID != mp.Queue || got.Mapping.Queue != l.URL(mp.Queue) ||
-						got.BatchSize != mp.BatchSize || got.Workers != tc.workers(mp) || got.Timeout != tc.timeout(f) || got.BatchingWindow != tc.window(mp) {
+						got.BatchSize != mp.BatchSize || got.Workers != tc.workers(mp) || got.Timeout != f.Timeout || got.BatchingWindow != tc.window(mp) {
 						t.Errorf("mapping %d: %s on %s batch %d window %v workers %d timeout %v; want %s on %s batch %d window %v workers %d timeout %v",
 							i, got.Function.Name, got.Queue.ID, got.BatchSize, got.BatchingWindow, got.Workers, got.Timeout,
-							f.Name, mp.Queue, mp.BatchSize, tc.window(mp), tc.workers(mp), tc.timeout(f))
+							f.Name, mp.Queue, mp.BatchSize, tc.window(mp), tc.workers(mp), f.Timeout)
 					}
 				}
 			}
