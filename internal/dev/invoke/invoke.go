@@ -585,23 +585,3 @@ func (r *Result) Err() error {
 	}
 	return nil
 }
-
-// Queue returns the contents of the queue of a kind.
-func (r *Result) Queue(kind string) QueueContents {
-	for _, q := range r.Queues {
-		if q.Kind == kind {
-			return q
-		}
-	}
-	return QueueContents{}
-}
-
-// Operation returns the change of one watched operation.
-func (r *Result) Operation(id string) (OperationChange, bool) {
-	for _, o := range r.Operations {
-		if o.ID == id {
-			return o, true
-		}
-	}
-	return OperationChange{}, false
-}
