@@ -169,18 +169,16 @@ func TestEventFields(t *testing.T) {
 	t.Parallel()
 	for _, tc := range []struct {
 		name       string
-		region     string
 		wantRegion string
 	}{
-		{"region from the ARN", "", "local"},
-		{"region set", "eu-west-1", "eu-west-1"},
+		{"the local region", "local"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			t.Parallel()
 			f := newFixture(t, 5)
 			ids := f.send(t, `{"k":"v"}`)
 			var got []events.SQSMessage
-			m := &Mapping{Broker: f.b, Queue: f.url, Clock: f.clk, Region: tc.region,
+			m := &Mapping{Broker: f.b, Queue: f.url, Clock: f.clk,
 				Handler: func(_ context.Context, ev events.SQSEvent) (events.SQSEventResponse, error) {
 					got = append(got, ev.Records...)
 					// Fail it, so it comes back with a higher count.

@@ -216,7 +216,7 @@ func (l *Local) Consume(cfg ConsumeConfig) {
 				workers = cfg.Workers(f, mp)
 			}
 			m := &eventsource.Mapping{Broker: l.Broker, Queue: l.urls[q.ID], Handler: h, BatchSize: mp.BatchSize,
-				Timeout: f.Timeout, Clock: l.clk, Region: "local", Workers: workers, Log: cfg.Log, Sandbox: cfg.Sandbox}
+				Timeout: f.Timeout, Clock: l.clk, Workers: workers, Log: cfg.Log, Sandbox: cfg.Sandbox}
 			if !cfg.NoBatchingWindows {
 				m.BatchingWindow = mp.BatchingWindow
 			}
