@@ -123,7 +123,6 @@ type Session struct {
 	watch   []string
 	seeded  map[string]operation.Record
 	notes   []string
-	now     func() time.Time
 	// dir holds the stack's SAM files (files), removed on Close.
 	dir   string
 	files SAMFiles
@@ -153,7 +152,7 @@ func Prepare(ctx context.Context, opts Options) (*Session, error) {
 	if opts.Progress == nil {
 		opts.Progress = io.Discard
 	}
-	s := &Session{spec: spec, opts: opts, event: ev, now: func() time.Time { return time.Now().UTC() }}
+	s := &Session{spec: spec, opts: opts, event: ev}
 	for _, w := range ev.Warnings {
 		s.progress("warning: %s: %s", ev.Path, w)
 	}
@@ -199,7 +198,7 @@ func Prepare(ctx context.Context, opts Options) (*Session, error) {
 	if spec.Name == "sweep" {
 		ids = append(ids, SweepSamples...)
 	}
-	if s.seeded, err = Seed(ctx, s.stack, ids, s.now()); err != nil {
+	if s.seeded, err = Seed(ctx, s.stack, ids, time.Now().UTC()); err != nil {
 		return fail(err)
 	}
 	for _, id := range ids {
