@@ -4,8 +4,9 @@
 // handler acknowledged, following Lambda's rules for partial batch
 // responses (ReportBatchItemFailures, which every genjobs mapping enables).
 //
-// PollOnce is one step, non-blocking unless the mapping has a
-// BatchingWindow, for a simulation that drives the queue and the handlers itself on a virtual
+// PollOnce is one step, non-blocking unless the mapping has a Gap or a
+// BatchingWindow, for a
+// simulation that drives the queue and the handlers itself on a virtual
 // clock; Run loops it for the local stack.
 package eventsource
 
@@ -87,14 +88,20 @@ type Mapping struct {
 	// Workers is how many pollers Run runs in parallel, as Lambda scales
 	// out concurrent invocations on a backlog; 0 means 1.
 	Workers int
+	// Gap is the time between receiving a batch and invoking the handler:
+	// in Lambda the batching window, a cold start and throttled
+	// invocations retried all fall there, and the records' visibility
+	// timeouts run meanwhile, so a handler may start with little of its
+	// lease left, or none. PollOnce waits it out on Clock; on a manual
+	// clock someone else must advance the clock past it (NextWaiter shows
+	// the waiter). 0 invokes at once.
+	Gap time.Duration
 	// BatchingWindow is Lambda's MaximumBatchingWindowInSeconds: after a
 	// receive that leaves the batch short of BatchSize, the mapping goes
 	// on receiving for up to this long, and invokes once the batch is
 	// full or the window has passed. The first records' visibility
-	// timeouts run meanwhile, so a handler may start with little of its
-	// lease left, or none. It waits on Clock; on a manual clock someone
-	// else must advance the clock past it (NextWaiter shows the waiter).
-	// 0 invokes with what the first receive returned.
+	// timeouts run meanwhile. It waits on Clock, like Gap. 0 invokes with
+	// what the first receive returned.
 	BatchingWindow time.Duration
 	// Log, if set, receives Run's reports of failed invocations.
 	Log *slog.Logger
@@ -144,10 +151,10 @@ func (m *Mapping) Stats() Stats {
 
 // PollOnce is one turn of the mapping: it receives up to BatchSize records
 // visible now (never waiting), and if there are any gathers more for up to
-// BatchingWindow while the batch is short, invokes the handler, and
-// deletes every record the handler did not report in BatchItemFailures.
-// handled is the number of records in the batch (0: nothing was visible,
-// or the receive failed).
+// BatchingWindow while the batch is short, invokes the handler once Gap
+// later, and deletes every record the handler did not report in
+// BatchItemFailures. handled is the number of records in the batch (0:
+// nothing was visible, or the receive failed).
 //
 // As in Lambda, an invocation that fails as a whole deletes nothing: the
 // handler returned an error, panicked (recovered here; Lambda would see
@@ -163,9 +170,9 @@ func (m *Mapping) PollOnce(ctx context.Context) (handled int, err error) {
 	return m.pollOnce(ctx, ctx)
 }
 
-// pollOnce is PollOnce with the receive side (the batching window) on ctx
-// and the invocation on invokeCtx, so Run can stop gathering without
-// cutting an invocation short.
+// pollOnce is PollOnce with the receive side (the batching window and the
+// gap) on ctx and the invocation on invokeCtx, so Run can stop gathering
+// without cutting an invocation short.
 func (m *Mapping) pollOnce(ctx, invokeCtx context.Context) (handled int, err error) {
 	if err := m.check(); err != nil {
 		return 0, err
@@ -186,6 +193,13 @@ func (m *Mapping) pollOnce(ctx, invokeCtx context.Context) (handled int, err err
 	// stops.
 	if msgs, err = m.gather(ctx, msgs); err != nil {
 		return 0, fmt.Errorf("event source mapping %s: %w", info.Name, err)
+	}
+	if m.Gap > 0 {
+		select {
+		case <-m.clock().After(m.Gap):
+		case <-ctx.Done():
+			return 0, fmt.Errorf("event source mapping %s: %w", info.Name, ctx.Err())
+		}
 	}
 	n := len(msgs)
 	m.invocations.Add(1)
@@ -444,6 +458,8 @@ func (m *Mapping) check() error {
 		return fmt.Errorf("event source mapping: negative Timeout %v", m.Timeout)
 	case m.Workers < 0:
 		return fmt.Errorf("event source mapping: negative Workers %d", m.Workers)
+	case m.Gap < 0:
+		return fmt.Errorf("event source mapping: negative Gap %v", m.Gap)
 	case m.BatchingWindow < 0:
 		return fmt.Errorf("event source mapping: negative BatchingWindow %v", m.BatchingWindow)
 	}

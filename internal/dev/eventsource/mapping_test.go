@@ -401,9 +401,6 @@ func TestStaleDeleteIsCounted(t *testing.T) {
 	}
 }
 
-// TestGapBetweenReceiveAndInvoke: a batching window is time between the
-// receive and the invocation, where the records' visibility runs and the
-// function's timeout does not.
 func TestGapBetweenReceiveAndInvoke(t *testing.T) {
 	t.Parallel()
 	const gap = 25 * time.Second
@@ -423,7 +420,7 @@ func TestGapBetweenReceiveAndInvoke(t *testing.T) {
 			f.send(t, "x")
 			var invokedAt, deadline time.Time
 			var renewErr error
-			m := &Mapping{Broker: f.b, Queue: f.url, Clock: f.clk, Timeout: time.Minute, BatchingWindow: gap,
+			m := &Mapping{Broker: f.b, Queue: f.url, Clock: f.clk, Timeout: time.Minute, Gap: gap,
 				Handler: func(ctx context.Context, ev events.SQSEvent) (events.SQSEventResponse, error) {
 					invokedAt = f.clk.Now()
 					deadline, _ = ctx.Deadline()
@@ -433,9 +430,9 @@ func TestGapBetweenReceiveAndInvoke(t *testing.T) {
 				}}
 			done := make(chan error, 1)
 			go func() { _, err := m.PollOnce(context.Background()); done <- err }()
-			// The batch is received at t0 and gathers for the window.
+			// The batch is received at t0 and waits out the gap.
 			for {
-				if _, ok := f.clk.NextWaiter(); ok {
+				if at, ok := f.clk.NextWaiter(); ok && at.Equal(t0.Add(gap)) {
 					break
 				}
 				select {
@@ -621,7 +618,7 @@ func TestMisconfiguration(t *testing.T) {
 		{Broker: b, Handler: ok, BatchSize: MaxBatchSize + 1},
 		{Broker: b, Handler: ok, Timeout: -time.Second},
 		{Broker: b, Handler: ok, Workers: -1},
-		{Broker: b, Handler: ok, BatchingWindow: -time.Second},
+		{Broker: b, Handler: ok, Gap: -time.Second},
 	} {
 		if _, err := m.PollOnce(context.Background()); err == nil || errors.Is(err, ErrInvocation) {
 			t.Errorf("PollOnce(%+v): %v, want a configuration error", m, err)
