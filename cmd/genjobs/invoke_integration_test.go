@@ -81,7 +81,7 @@ var invokeExpectations = map[string]invokeExpectation{
 	"deliver.json": {function: "deliver", failures: []string{}, check: func(t *testing.T, r *invoke.Result) {
 		// The one output is downloaded once, stored in S3 and recorded;
 		// the operation is delivered and nothing follows.
-		c, _ := r.Operation("op-sample-3")
+		c, _ := operationOf(r, "op-sample-3")
 		if c.Before == nil || c.Before.Phase != operation.PhaseSucceeded || c.Before.Revision != 5 {
 			t.Errorf("op-sample-3 before: %s, want succeeded r5", c.Before)
 		}
@@ -330,7 +330,7 @@ func wantFailures(t *testing.T, r *invoke.Result, want []string) {
 
 func wantOperation(t *testing.T, r *invoke.Result, id string, before, after *invoke.OperationState) {
 	t.Helper()
-	c, ok := r.Operation(id)
+	c, ok := operationOf(r, id)
 	if !ok {
 		t.Fatalf("%s is not in the report", id)
 	}
@@ -341,7 +341,7 @@ func wantOperation(t *testing.T, r *invoke.Result, id string, before, after *inv
 
 func wantChanged(t *testing.T, r *invoke.Result, id string, fromPhase operation.Phase, fromRev int64, toPhase operation.Phase, toRev int64) invoke.OperationChange {
 	t.Helper()
-	c, ok := r.Operation(id)
+	c, ok := operationOf(r, id)
 	if !ok {
 		t.Fatalf("%s is not in the report", id)
 	}
@@ -354,7 +354,7 @@ func wantChanged(t *testing.T, r *invoke.Result, id string, fromPhase operation.
 
 func wantUnchanged(t *testing.T, r *invoke.Result, id string, phase operation.Phase, rev int64) {
 	t.Helper()
-	c, ok := r.Operation(id)
+	c, ok := operationOf(r, id)
 	if !ok {
 		t.Fatalf("%s is not in the report", id)
 	}
@@ -380,7 +380,10 @@ func wantQueues(t *testing.T, r *invoke.Result, want map[string]int) {
 
 func wantEnvelope(t *testing.T, r *invoke.Result, kind string, want message.Envelope) {
 	t.Helper()
-	q := r.Queue(kind)
+	var q invoke.QueueContents
+	if i := slices.IndexFunc(r.Queues, func(q invoke.QueueContents) bool { return q.Kind == kind }); i >= 0 {
+		q = r.Queues[i]
+	}
 	if len(q.Messages) != 1 || q.Messages[0].Envelope == nil || *q.Messages[0].Envelope != want {
 		t.Errorf("%s queue holds %+v, want exactly %+v", kind, q.Messages, want)
 	}
@@ -441,4 +444,13 @@ func equalCounts(a, b map[string]int) bool {
 		}
 	}
 	return true
+}
+
+// operationOf returns the change of one watched operation.
+func operationOf(r *invoke.Result, id string) (invoke.OperationChange, bool) {
+	i := slices.IndexFunc(r.Operations, func(o invoke.OperationChange) bool { return o.ID == id })
+	if i < 0 {
+		return invoke.OperationChange{}, false
+	}
+	return r.Operations[i], true
 }

@@ -290,13 +290,7 @@ func localGenace(db string) (*operator.LocalRun, error) {
 	if err != nil {
 		return nil, err
 	}
-	var mu sync.Mutex
-	l := &operator.LocalRun{Search: sim}
-	l.Save = func() error {
-		mu.Lock()
-		defer mu.Unlock()
-		return saveSim(runDir, sim)
-	}
+	l := &operator.LocalRun{Search: sim, Save: (&simSaver{dir: runDir, sim: sim}).save}
 	l.Stop = func() error { stopSim(); return l.Save() }
 	c, err := genace.New(base, localSimKey, nil)
 	if err != nil {

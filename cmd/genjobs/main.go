@@ -12,8 +12,6 @@ import (
 	"os/signal"
 	"syscall"
 
-	"github.com/spf13/cobra"
-
 	"github.com/genjobs/genjobs/internal/operator"
 )
 
@@ -34,10 +32,6 @@ func commands() []operator.Command {
 			Example: "genjobs bench --out bench", Define: cmdBench, Dev: true},
 		{Name: "sim", Summary: "serve the Genace simulator over HTTP until Ctrl-C", Example: "genjobs sim --addr 127.0.0.1:8787 --api-key sim-key", Define: cmdSim, Dev: true},
 	}...)
-}
-
-func newRoot(ctx context.Context, stdout, stderr io.Writer) *cobra.Command {
-	return operator.NewRoot(ctx, stdout, stderr, commands())
 }
 
 func main() {

@@ -6,12 +6,14 @@ import (
 	"io"
 	"strings"
 	"testing"
+
+	"github.com/genjobs/genjobs/internal/operator"
 )
 
 // call runs one command as run does and returns its error, for tests that
 // check the error's kind.
 func call(ctx context.Context, name string, args []string, stdout, stderr io.Writer) error {
-	root := newRoot(ctx, stdout, stderr)
+	root := operator.NewRoot(ctx, stdout, stderr, commands())
 	root.SetArgs(append([]string{name}, args...))
 	_, err := root.ExecuteC()
 	return err

@@ -20,7 +20,6 @@ import (
 	"log/slog"
 	"runtime/debug"
 	"strconv"
-	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -86,9 +85,6 @@ type Mapping struct {
 	// Clock is the clock the handler and the queue share; nil means the
 	// wall clock.
 	Clock clock.Clock
-	// Region is each record's awsRegion; "" means the region in the
-	// queue's ARN.
-	Region string
 	// Workers is how many pollers Run runs in parallel, as Lambda scales
 	// out concurrent invocations on a backlog; 0 means 1.
 	Workers int
@@ -208,7 +204,7 @@ func (m *Mapping) pollOnce(ctx, invokeCtx context.Context) (handled int, err err
 	n := len(msgs)
 	m.invocations.Add(1)
 	m.records.Add(int64(n))
-	ev := Event(msgs, info.ARN, m.region(info.ARN))
+	ev := Event(msgs, info.ARN, localqueue.Region)
 
 	resp, err := m.invoke(invokeCtx, ev)
 	if err == nil {
@@ -473,14 +469,3 @@ func (m *Mapping) check() error {
 func (m *Mapping) batchSize() int         { return cmp.Or(m.BatchSize, DefaultBatchSize) }
 func (m *Mapping) timeout() time.Duration { return cmp.Or(m.Timeout, DefaultTimeout) }
 func (m *Mapping) clock() clock.Clock     { return cmp.Or[clock.Clock](m.Clock, clock.Real{}) }
-
-// region is Region, or the region field of the queue's ARN.
-func (m *Mapping) region(arn string) string {
-	if m.Region != "" {
-		return m.Region
-	}
-	if parts := strings.Split(arn, ":"); len(parts) == 6 {
-		return parts[3]
-	}
-	return localqueue.Region
-}

@@ -169,18 +169,16 @@ func TestEventFields(t *testing.T) {
 	t.Parallel()
 	for _, tc := range []struct {
 		name       string
-		region     string
 		wantRegion string
 	}{
-		{"region from the ARN", "", "local"},
-		{"region set", "eu-west-1", "eu-west-1"},
+		{"the local region", "local"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			t.Parallel()
 			f := newFixture(t, 5)
 			ids := f.send(t, `{"k":"v"}`)
 			var got []events.SQSMessage
-			m := &Mapping{Broker: f.b, Queue: f.url, Clock: f.clk, Region: tc.region,
+			m := &Mapping{Broker: f.b, Queue: f.url, Clock: f.clk,
 				Handler: func(_ context.Context, ev events.SQSEvent) (events.SQSEventResponse, error) {
 					got = append(got, ev.Records...)
 					// Fail it, so it comes back with a higher count.
@@ -199,7 +197,8 @@ func TestEventFields(t *testing.T) {
 				t.Fatalf("got %d records, want 3", len(got))
 			}
 			sum := md5.Sum([]byte(`{"k":"v"}`))
-			arn, _ := f.b.ARN("work")
+			info, _ := f.b.Info(f.url)
+			arn := info.ARN
 			handles := map[string]bool{}
 			for i, r := range got {
 				want := map[string]string{
@@ -366,7 +365,8 @@ func TestFailingRecordEndsInDeadLetterQueue(t *testing.T) {
 	if n, err := dm.PollOnce(context.Background()); n != 1 || err != nil {
 		t.Fatalf("DLQ poll: %d, %v", n, err)
 	}
-	arn, _ := f.b.ARN("work-dlq")
+	info, _ := f.b.Info(f.dlq)
+	arn := info.ARN
 	if dead[0].MessageId != ids[0] || dead[0].Body != "poison" || dead[0].EventSourceARN != arn ||
 		dead[0].Attributes["ApproximateReceiveCount"] != strconv.Itoa(maxReceives+1) {
 		t.Errorf("dead-lettered record = %+v", dead[0])

@@ -221,7 +221,6 @@ func (s *Simulator) handlePost(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	f := s.pickFault(s.postScripts, opID, RequestInfo{Method: r.Method, Kind: KindPost, OperationID: opID, Attempt: attempt})
-	s.logFault(r, f)
 
 	// Faults that create nothing.
 	switch f.Kind {
@@ -389,7 +388,6 @@ func (s *Simulator) handleGet(w http.ResponseWriter, r *http.Request) {
 		wait = time.Duration(n) * time.Second
 	}
 	f := s.pickFault(s.getScripts, id, RequestInfo{Method: r.Method, Kind: KindGet, JobID: id, Attempt: attempt})
-	s.logFault(r, f)
 	if s.applyReadFault(w, r, f) {
 		return
 	}
@@ -465,7 +463,6 @@ func (s *Simulator) handleFile(w http.ResponseWriter, r *http.Request) {
 	attempt := s.count(&s.fileGets, s.fileCount, id)
 
 	f := s.pickFault(s.fileScripts, id, RequestInfo{Method: r.Method, Kind: KindFile, JobID: id, Attempt: attempt})
-	s.logFault(r, f)
 	if s.applyReadFault(w, r, f) {
 		return
 	}
@@ -516,11 +513,4 @@ func (s *Simulator) handleReconcile(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	writeJSON(w, http.StatusOK, map[string][]string{"reconciled": s.Reconcile(req.JobIDs...)})
-}
-
-func (s *Simulator) logFault(r *http.Request, f Fault) {
-	if s.cfg.Logger == nil || f.Kind == FaultNone {
-		return
-	}
-	s.cfg.Logger.Debug("genacesim fault", "method", r.Method, "path", r.URL.Path, "fault", f.String())
 }

@@ -31,7 +31,6 @@ import (
 	"crypto/subtle"
 	"errors"
 	"fmt"
-	"log/slog"
 	"math/rand/v2"
 	"net"
 	"net/http"
@@ -88,9 +87,6 @@ type Config struct {
 	// RateLimitPerSecond caps API requests (POST and GET) per clock
 	// second; excess requests get 429 with Retry-After. 0 disables it.
 	RateLimitPerSecond int
-	// Logger, if set, receives one debug line per request (path without
-	// query, status, fault). Nil logs nothing.
-	Logger *slog.Logger
 }
 
 // Simulator is an http.Handler implementing the Genace API. It is safe
@@ -204,17 +200,7 @@ func (s *Simulator) model(name string) ModelConfig {
 }
 
 // ServeHTTP serves the API, the signed file URLs and the admin endpoint.
-func (s *Simulator) ServeHTTP(w http.ResponseWriter, r *http.Request) {
-	if s.cfg.Logger == nil {
-		s.mux.ServeHTTP(w, r)
-		return
-	}
-	sw := &statusWriter{ResponseWriter: w}
-	s.mux.ServeHTTP(sw, r)
-	// Path only: the query of a file URL is its signature. Status 0 means
-	// the connection was dropped without an answer.
-	s.cfg.Logger.Debug("genacesim request", "method", r.Method, "path", r.URL.Path, "status", sw.status)
-}
+func (s *Simulator) ServeHTTP(w http.ResponseWriter, r *http.Request) { s.mux.ServeHTTP(w, r) }
 
 // Start serves the simulator on addr, which must be a loopback address
 // like "127.0.0.1:0". stop releases held long polls, closes the listener
@@ -522,29 +508,3 @@ func (s *Simulator) authorized(r *http.Request) bool {
 	want := "Bearer " + s.cfg.APIKey
 	return subtle.ConstantTimeCompare([]byte(got), []byte(want)) == 1
 }
-
-// statusWriter records the status for the optional request log. Unwrap
-// lets http.ResponseController reach the real writer to hijack.
-type statusWriter struct {
-	http.ResponseWriter
-	status int
-}
-
-// WriteHeader records the first status.
-func (w *statusWriter) WriteHeader(code int) {
-	if w.status == 0 {
-		w.status = code
-	}
-	w.ResponseWriter.WriteHeader(code)
-}
-
-// Write records an implicit 200.
-func (w *statusWriter) Write(b []byte) (int, error) {
-	if w.status == 0 {
-		w.status = http.StatusOK
-	}
-	return w.ResponseWriter.Write(b)
-}
-
-// Unwrap exposes the real writer to http.ResponseController.
-func (w *statusWriter) Unwrap() http.ResponseWriter { return w.ResponseWriter }

@@ -7,7 +7,6 @@ import (
 	"fmt"
 	"image/png"
 	"io"
-	"log/slog"
 	"net/http"
 	"net/http/httptest"
 	"strings"
@@ -523,36 +522,6 @@ func TestStartLoopbackOnly(t *testing.T) {
 	if _, err := http.Get(base + "/"); err == nil {
 		t.Fatal("still serving after stop")
 	}
-}
-
-func TestLoggerOmitsQuery(t *testing.T) {
-	t.Parallel()
-	var buf syncBuffer
-	h := newHarness(t, Config{Logger: slog.New(slog.NewJSONHandler(&buf, &slog.HandlerOptions{Level: slog.LevelDebug})), DefaultModel: ModelConfig{Price: 1}})
-	j := h.post(t, "a", "m").job(t)
-	h.sim.ScriptFile(j.ID, ServerErrorNoJob(503))
-	h.do(t, "GET", strings.TrimPrefix(j.Outputs[0].URL, h.srv.URL), "", "")
-	out := buf.String()
-	if !strings.Contains(out, "/files/"+j.ID) || strings.Contains(out, "sig=") || strings.Contains(out, key) {
-		t.Fatalf("log: %s", out)
-	}
-}
-
-type syncBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (s *syncBuffer) Write(p []byte) (int, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.Write(p)
-}
-
-func (s *syncBuffer) String() string {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.String()
 }
 
 func TestConcurrentUse(t *testing.T) {

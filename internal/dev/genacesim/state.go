@@ -18,8 +18,8 @@ const snapshotVersion = 1
 // request counts, so a resumed local run continues the same Genace.
 type snapshot struct {
 	Version int `json:"version"`
-	// Config is the simulator's configuration without its API key and
-	// logger; Restore builds the simulator from it.
+	// Config is the simulator's configuration without its API key;
+	// Restore builds the simulator from it.
 	Config     savedConfig    `json:"config"`
 	Seed       int64          `json:"seed"`
 	Jobs       []savedJob     `json:"jobs"`

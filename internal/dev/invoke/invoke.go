@@ -123,7 +123,6 @@ type Session struct {
 	watch   []string
 	seeded  map[string]operation.Record
 	notes   []string
-	now     func() time.Time
 	// dir holds the stack's SAM files (files), removed on Close.
 	dir   string
 	files SAMFiles
@@ -153,7 +152,7 @@ func Prepare(ctx context.Context, opts Options) (*Session, error) {
 	if opts.Progress == nil {
 		opts.Progress = io.Discard
 	}
-	s := &Session{spec: spec, opts: opts, event: ev, now: func() time.Time { return time.Now().UTC() }}
+	s := &Session{spec: spec, opts: opts, event: ev}
 	for _, w := range ev.Warnings {
 		s.progress("warning: %s: %s", ev.Path, w)
 	}
@@ -199,7 +198,7 @@ func Prepare(ctx context.Context, opts Options) (*Session, error) {
 	if spec.Name == "sweep" {
 		ids = append(ids, SweepSamples...)
 	}
-	if s.seeded, err = Seed(ctx, s.stack, ids, s.now()); err != nil {
+	if s.seeded, err = Seed(ctx, s.stack, ids, time.Now().UTC()); err != nil {
 		return fail(err)
 	}
 	for _, id := range ids {
@@ -584,24 +583,4 @@ func (r *Result) Err() error {
 		return fmt.Errorf("%s answered %q, not JSON (a timeout?)", r.Function, r.ResponseText)
 	}
 	return nil
-}
-
-// Queue returns the contents of the queue of a kind.
-func (r *Result) Queue(kind string) QueueContents {
-	for _, q := range r.Queues {
-		if q.Kind == kind {
-			return q
-		}
-	}
-	return QueueContents{}
-}
-
-// Operation returns the change of one watched operation.
-func (r *Result) Operation(id string) (OperationChange, bool) {
-	for _, o := range r.Operations {
-		if o.ID == id {
-			return o, true
-		}
-	}
-	return OperationChange{}, false
 }

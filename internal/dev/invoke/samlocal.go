@@ -59,10 +59,30 @@ func PrepareSAMLocal(ctx context.Context, root string, tmpl *samlocal.Template, 
 	if s.Files, err = s.Stack.WriteSAMFiles(dir); err != nil {
 		return nil, err
 	}
+	events, err := rewriteEvents(root, seeded)
+	if err != nil {
+		return nil, err
+	}
+	for _, name := range slices.Sorted(maps.Keys(events)) {
+		if err := os.MkdirAll(s.Events, 0o755); err != nil {
+			return nil, err
+		}
+		if err := os.WriteFile(filepath.Join(s.Events, name), events[name], 0o644); err != nil {
+			return nil, err
+		}
+		s.Rewritten = append(s.Rewritten, name)
+	}
+	return s, nil
+}
+
+// rewriteEvents is Rewrite of every sample event in root's events/ onto
+// the seeded records: the payloads that changed, by file name.
+func rewriteEvents(root string, seeded map[string]operation.Record) (map[string][]byte, error) {
 	files, err := filepath.Glob(filepath.Join(root, "events", "*.json"))
 	if err != nil {
 		return nil, err
 	}
+	out := map[string][]byte{}
 	for _, file := range files {
 		ev, err := ReadEvent(file)
 		if err != nil {
@@ -72,18 +92,11 @@ func PrepareSAMLocal(ctx context.Context, root string, tmpl *samlocal.Template, 
 		if err != nil {
 			return nil, err
 		}
-		if len(notes) == 0 {
-			continue
+		if len(notes) > 0 {
+			out[filepath.Base(file)] = payload
 		}
-		if err := os.MkdirAll(s.Events, 0o755); err != nil {
-			return nil, err
-		}
-		if err := os.WriteFile(filepath.Join(s.Events, filepath.Base(file)), payload, 0o644); err != nil {
-			return nil, err
-		}
-		s.Rewritten = append(s.Rewritten, filepath.Base(file))
 	}
-	return s, nil
+	return out, nil
 }
 
 // Close removes the stack.
@@ -120,21 +133,6 @@ func SampleRewrites(root string) ([]string, error) {
 			stand[id] = operation.Record{OperationID: id, RemoteJobID: "job-" + id}
 		}
 	}
-	files, err := filepath.Glob(filepath.Join(root, "events", "*.json"))
-	if err != nil {
-		return nil, err
-	}
-	var out []string
-	for _, file := range files {
-		ev, err := ReadEvent(file)
-		if err != nil {
-			return nil, err
-		}
-		if _, notes, err := Rewrite(ev, stand); err != nil {
-			return nil, err
-		} else if len(notes) > 0 {
-			out = append(out, filepath.Base(file))
-		}
-	}
-	return out, nil
+	events, err := rewriteEvents(root, stand)
+	return slices.Sorted(maps.Keys(events)), err
 }

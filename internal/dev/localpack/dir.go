@@ -13,9 +13,10 @@ import (
 	"hash/crc32"
 	"io"
 	"io/fs"
+	"maps"
 	"os"
 	"path/filepath"
-	"sort"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -622,10 +623,5 @@ func DurableKeys(root string) ([]string, error) {
 	if err != nil {
 		return nil, err
 	}
-	out := make([]string, 0, len(objects))
-	for k := range objects {
-		out = append(out, k)
-	}
-	sort.Strings(out)
-	return out, nil
+	return slices.Sorted(maps.Keys(objects)), nil
 }

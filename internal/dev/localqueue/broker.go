@@ -106,9 +106,6 @@ type Config struct {
 	// DeadLetter names the dead-letter queue, which must exist already
 	// (as SQS requires of a redrive policy's target). "" means none.
 	DeadLetter string
-	// ARN overrides the queue's ARN, so a local stack can mirror the names
-	// a deployed one uses. "" means arn:aws:sqs:local:000000000000:<name>.
-	ARN string
 }
 
 // Info describes an existing queue.
@@ -252,37 +249,10 @@ func (b *Broker) Create(name string, cfg Config) (string, error) {
 		}
 		q.dlq = dlq
 	}
-	arn := cfg.ARN
-	if arn == "" {
-		arn = defaultARN(name)
-	}
-	q.info = Info{Name: name, URL: URLPrefix + name, ARN: arn, Config: cfg}
+	q.info = Info{Name: name, URL: URLPrefix + name, ARN: "arn:aws:sqs:" + Region + ":" + Account + ":" + name, Config: cfg}
 	b.byName[name] = q
 	b.byURL[q.info.URL] = q
 	return q.info.URL, nil
-}
-
-// URL returns the URL of the queue called name.
-func (b *Broker) URL(name string) (string, error) {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	q, ok := b.byName[name]
-	if !ok {
-		return "", fmt.Errorf("localqueue %q: %w", name, ErrNoQueue)
-	}
-	return q.info.URL, nil
-}
-
-// ARN returns the ARN of the queue called name: Config.ARN if one was
-// given, else arn:aws:sqs:local:000000000000:<name>.
-func (b *Broker) ARN(name string) (string, error) {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	q, ok := b.byName[name]
-	if !ok {
-		return "", fmt.Errorf("localqueue %q: %w", name, ErrNoQueue)
-	}
-	return q.info.ARN, nil
 }
 
 // Info describes the queue at url. The event source mapping uses it for
@@ -295,19 +265,6 @@ func (b *Broker) Info(url string) (Info, error) {
 		return Info{}, fmt.Errorf("localqueue %s: %w", url, ErrNoQueue)
 	}
 	return q.info, nil
-}
-
-// Queues lists the queue names, sorted, so a caller iterating over them
-// does so in a reproducible order.
-func (b *Broker) Queues() []string {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	names := make([]string, 0, len(b.byName))
-	for n := range b.byName {
-		names = append(names, n)
-	}
-	slices.Sort(names)
-	return names
 }
 
 // Send puts a copy of body on the queue at url, invisible for delay
@@ -536,10 +493,6 @@ func (b *Broker) NextEvent() (time.Time, bool) {
 func (b *Broker) messageID(seq uint64) string {
 	e := b.epoch
 	return fmt.Sprintf("%08x-%04x-%04x-%04x-%012x", uint32(e>>32), uint16(e>>16), uint16(e), uint16(seq>>48), seq&(1<<48-1))
-}
-
-func defaultARN(name string) string {
-	return "arn:aws:sqs:" + Region + ":" + Account + ":" + name
 }
 
 // ceilSecond rounds d up to whole seconds, SQS's unit.

@@ -280,15 +280,3 @@ func (m Mutant) Mutate(root string) (Applied, error) {
 	}
 	return Applied{Orig: orig, Mutated: mutated, Line: line}, nil
 }
-
-// Check verifies that every mutant applies to the module at root: its
-// anchor occurs exactly once and the result parses. It runs no test.
-func Check(root string, ms []Mutant) error {
-	var errs []error
-	for _, m := range ms {
-		if _, err := m.Mutate(root); err != nil {
-			errs = append(errs, err)
-		}
-	}
-	return errors.Join(errs...)
-}

@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"io"
 	"io/fs"
+	"maps"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -208,26 +209,16 @@ type Result struct {
 // killed it, BuildFailed if it did not compile (an invalid mutant), Broken
 // if a layer could not be measured, Survived otherwise.
 func (r Result) Overall() Verdict {
-	if slices.Contains(mapsValues(r.Verdicts), BuildFailed) {
+	vs := slices.Collect(maps.Values(r.Verdicts))
+	switch {
+	case slices.Contains(vs, BuildFailed):
 		return BuildFailed
-	}
-	if slices.ContainsFunc(mapsValues(r.Verdicts), Verdict.Dead) {
+	case slices.ContainsFunc(vs, Verdict.Dead):
 		return Killed
-	}
-	if slices.Contains(mapsValues(r.Verdicts), Broken) {
+	case slices.Contains(vs, Broken):
 		return Broken
 	}
 	return Survived
-}
-
-func mapsValues(m map[Layer]Verdict) []Verdict {
-	var vs []Verdict
-	for _, l := range Layers {
-		if v, ok := m[l]; ok {
-			vs = append(vs, v)
-		}
-	}
-	return vs
 }
 
 // Run applies m to the copy, runs each of layers that applies to it, and

@@ -43,9 +43,9 @@ func Slug(id, typ string) string {
 // Name is a resource's local name on the site.
 func (s Site) Name(id, typ string) string { return s.Prefix + "-" + Slug(id, typ) }
 
-// Names returns the local values of every resource of a type a function
-// may be configured with: its name, URL or ARN as the real service forms
-// them, under the site's prefix. A stack that creates the resources
+// Names returns the local values of every resource of a type the
+// functions are configured with: its name, URL or ARN as the real service
+// forms them, under the site's prefix. A stack that creates the resources
 // creates them under these names. Other resources get no values, so an
 // environment that refers to one fails to resolve, naming it.
 func (t *Template) Names(s Site) Locals {
@@ -73,13 +73,6 @@ func (t *Template) Names(s Site) Locals {
 			v = map[string]string{"Ref": name, "Arn": arn("iam", "", "role/"+name), "RoleId": "AROA" + strings.ToUpper(Slug(id, r.Type))}
 		case "AWS::Scheduler::ScheduleGroup":
 			v = map[string]string{"Ref": name, "Arn": arn("scheduler", s.Region, "schedule-group/"+name)}
-		case "AWS::SNS::Topic":
-			topic := arn("sns", s.Region, name)
-			v = map[string]string{"Ref": topic, "TopicArn": topic, "TopicName": name}
-		case "AWS::Logs::LogGroup":
-			v = map[string]string{"Ref": name, "Arn": arn("logs", s.Region, "log-group:"+name+":*")}
-		case FunctionType:
-			v = map[string]string{"Ref": name, "Arn": arn("lambda", s.Region, "function:"+name)}
 		default:
 			continue
 		}

@@ -94,12 +94,12 @@ func TestParseMergesGlobals(t *testing.T) {
 	if fn.Env["SHARED"] != "own" || other.Env["SHARED"] != "global" || fn.Env["AWS_ENDPOINT_URL_SQS"] != "" {
 		t.Errorf("environments %v / %v", fn.Env, other.Env)
 	}
-	if lv := fn.LambdaVars(); lv["AWS_LAMBDA_LOG_FORMAT"] != "JSON" || lv["AWS_LAMBDA_LOG_LEVEL"] != "INFO" {
+	if lv := fn.Runtime("k", "s"); lv["AWS_LAMBDA_LOG_FORMAT"] != "JSON" || lv["AWS_LAMBDA_LOG_LEVEL"] != "INFO" {
 		t.Errorf("Lambda's logging variables %v", lv)
 	}
 	// A function's own LoggingConfig merges key by key; Text logs carry
 	// no level variable.
-	if lv := other.LambdaVars(); lv["AWS_LAMBDA_LOG_FORMAT"] != "Text" || lv["AWS_LAMBDA_LOG_LEVEL"] != "" {
+	if lv := other.Runtime("k", "s"); lv["AWS_LAMBDA_LOG_FORMAT"] != "Text" || lv["AWS_LAMBDA_LOG_LEVEL"] != "" {
 		t.Errorf("Other's logging variables %v", lv)
 	}
 	if len(fn.Events) != 1 || fn.Events[0].Type != "SQS" {

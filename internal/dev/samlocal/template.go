@@ -81,21 +81,6 @@ func (f Function) Names() []string {
 	return slices.Sorted(maps.Keys(f.Env))
 }
 
-// LambdaVars are the variables Lambda itself derives from the function's
-// LoggingConfig: with LogFormat JSON it sets AWS_LAMBDA_LOG_FORMAT and
-// AWS_LAMBDA_LOG_LEVEL (the application log level), which the functions'
-// logger reads.
-func (f Function) LambdaVars() map[string]string {
-	out := map[string]string{}
-	if f.LogFormat != "" {
-		out["AWS_LAMBDA_LOG_FORMAT"] = f.LogFormat
-	}
-	if f.LogLevel != "" {
-		out["AWS_LAMBDA_LOG_LEVEL"] = f.LogLevel
-	}
-	return out
-}
-
 // Template is the part of a SAM template that configures functions.
 type Template struct {
 	Parameters map[string]Parameter

@@ -116,13 +116,21 @@ func (t *Template) Wire(ctx context.Context, l Locals, site Site, w Wiring) erro
 // Runtime is what the Lambda service adds to a function's own variables,
 // as it is reproduced locally: credentials (Lambda gives the execution
 // role's; here the local services') and the logging variables Lambda
-// derives from LoggingConfig. internal/dev/emulator adds the rest of what the
+// derives from LoggingConfig (with LogFormat JSON, AWS_LAMBDA_LOG_FORMAT
+// and AWS_LAMBDA_LOG_LEVEL, the application log level, which the
+// functions' logger reads). internal/dev/emulator adds the rest of what the
 // runtime sets (AWS_REGION, AWS_DEFAULT_REGION, AWS_LAMBDA_FUNCTION_NAME,
 // AWS_LAMBDA_FUNCTION_TIMEOUT, AWS_LAMBDA_FUNCTION_MEMORY_SIZE,
 // AWS_LAMBDA_FUNCTION_VERSION, AWS_LAMBDA_LOG_GROUP_NAME,
 // LAMBDA_TASK_ROOT, PATH, TZ, LANG).
 func (f Function) Runtime(accessKey, secretKey string) map[string]string {
-	out := f.LambdaVars()
+	out := map[string]string{}
+	if f.LogFormat != "" {
+		out["AWS_LAMBDA_LOG_FORMAT"] = f.LogFormat
+	}
+	if f.LogLevel != "" {
+		out["AWS_LAMBDA_LOG_LEVEL"] = f.LogLevel
+	}
 	out["AWS_ACCESS_KEY_ID"] = accessKey
 	out["AWS_SECRET_ACCESS_KEY"] = secretKey
 	return out

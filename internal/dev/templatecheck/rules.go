@@ -3,11 +3,11 @@ package templatecheck
 import (
 	"encoding/json"
 	"fmt"
+	"maps"
 	"os/exec"
 	"path/filepath"
 	"regexp"
 	"slices"
-	"sort"
 	"strings"
 
 	"github.com/genjobs/genjobs/internal/config"
@@ -30,7 +30,7 @@ func (c *checker) topology() {
 
 func (c *checker) wiring() {
 	present := set(c.ofType("AWS::Serverless::Function")...)
-	for _, id := range sortedKeys(functions) {
+	for _, id := range slices.Sorted(maps.Keys(functions)) {
 		if !present[id] {
 			c.add(RuleWiring, id, "missing: the template has no such AWS::Serverless::Function")
 		}
@@ -84,7 +84,7 @@ func (c *checker) queueOf(e event) (string, bool) {
 // internal/dev/samlocal's tests.
 func (c *checker) wireEnv(id string) {
 	env := c.env(id)
-	for _, name := range sortedKeys(env) {
+	for _, name := range slices.Sorted(maps.Keys(env)) {
 		if want, ok := envWiring[name]; ok && env[name] != want {
 			c.add(RuleWiring, id, "%s is %v, want %s", name, env[name], want)
 		}
@@ -477,7 +477,7 @@ func (c *checker) table() {
 // function that finishes records or closes reviews gets both.
 func (c *checker) retentionWiring() {
 	params := mapOf(c.raw["Parameters"])
-	for _, name := range sortedKeys(retentionParams) {
+	for _, name := range slices.Sorted(maps.Keys(retentionParams)) {
 		want := retentionParams[name]
 		p, ok := params[name]
 		if !ok {
@@ -493,7 +493,7 @@ func (c *checker) retentionWiring() {
 			continue
 		}
 		env := c.env(id)
-		for _, name := range sortedKeys(retentionParams) {
+		for _, name := range slices.Sorted(maps.Keys(retentionParams)) {
 			if v := retentionParams[name].env; env[v] == nil {
 				c.add(RuleTable, id, "environment lacks %s: the items it finishes would never expire", v)
 			}
@@ -615,7 +615,7 @@ var (
 
 func (c *checker) secretsEnv() {
 	params := mapOf(c.raw["Parameters"])
-	for _, name := range sortedKeys(params) {
+	for _, name := range slices.Sorted(maps.Keys(params)) {
 		if !secretName.MatchString(name) {
 			continue
 		}
@@ -632,7 +632,7 @@ func (c *checker) secretsEnv() {
 	allowedEnv := set(configEnv...)
 	for _, id := range c.ofType("AWS::Serverless::Function") {
 		env := c.env(id)
-		for _, name := range sortedKeys(env) {
+		for _, name := range slices.Sorted(maps.Keys(env)) {
 			switch {
 			case slices.Contains(localOnlyEnv, name):
 				c.add(RuleSecretsEnv, id, "%s puts the API key in plain text (local runs only); set GENACE_API_KEY_SECRET_ID", name)
@@ -716,10 +716,10 @@ func (c *checker) parameters() {
 			}
 		}
 	}
-	for _, name := range sortedKeys(params) {
+	for _, name := range slices.Sorted(maps.Keys(params)) {
 		p := mapOf(params[name])
 		where := "Parameters." + name
-		vars := sortedKeys(feeds[name])
+		vars := slices.Sorted(maps.Keys(feeds[name]))
 		if len(vars) == 0 {
 			c.add(RuleParameters, where, "feeds no function's variable")
 			continue
@@ -777,14 +777,14 @@ func queryRefs(expr string) []metricRef {
 	for _, m := range searchRe.FindAllStringSubmatch(expr, -1) {
 		schema := splitNames(m[1])
 		if len(schema) > 0 {
-			out = append(out, metricRef{namespace: schema[0], metric: m[2], dims: sorted(schema[1:]), exact: true})
+			out = append(out, metricRef{namespace: schema[0], metric: m[2], dims: slices.Sorted(slices.Values(schema[1:])), exact: true})
 		}
 	}
 	for _, m := range insight.FindAllStringSubmatch(expr, -1) {
 		if m[2] != "" {
 			schema := splitNames(m[2])
 			if len(schema) > 0 {
-				out = append(out, metricRef{namespace: schema[0], metric: m[1], dims: sorted(schema[1:]), exact: true})
+				out = append(out, metricRef{namespace: schema[0], metric: m[1], dims: slices.Sorted(slices.Values(schema[1:])), exact: true})
 			}
 			continue
 		}
@@ -800,12 +800,6 @@ func splitNames(s string) []string {
 			out = append(out, p)
 		}
 	}
-	return out
-}
-
-func sorted(s []string) []string {
-	out := append([]string(nil), s...)
-	sort.Strings(out)
 	return out
 }
 
@@ -849,14 +843,14 @@ func (c *checker) observability() {
 				dims = append(dims, str(mapOf(d)["Name"]))
 				values[str(mapOf(d)["Name"])] = str(mapOf(d)["Value"])
 			}
-			refs = append(refs, metricRef{namespace: str(p["Namespace"]), metric: metric, dims: sorted(dims), exact: true})
+			refs = append(refs, metricRef{namespace: str(p["Namespace"]), metric: metric, dims: slices.Sorted(slices.Values(dims)), exact: true})
 			if str(p["Namespace"]) == "AWS/SQS" {
 				sqsAlarms[metric+" "+values["QueueName"]+" "+str(p["ComparisonOperator"])+" "+fmt.Sprint(p["Threshold"])] = true
 			}
 			if str(p["Namespace"]) == "AWS/Lambda" && len(dims) == 1 {
 				lambdaAlarms[metric+" "+values["FunctionName"]] = true
 			}
-			if fn, ok := values["Function"]; ok && str(p["Namespace"]) == metricsNS && !slices.ContainsFunc(sortedKeys(functions), func(k string) bool { return functions[k].dir == fn }) {
+			if fn, ok := values["Function"]; ok && str(p["Namespace"]) == metricsNS && !slices.ContainsFunc(slices.Sorted(maps.Keys(functions)), func(k string) bool { return functions[k].dir == fn }) {
 				c.add(RuleObservability, id, "Function dimension %q is no function's name", fn)
 			}
 		}
@@ -931,7 +925,7 @@ func (c *checker) initFailureFilter(id string) {
 			}
 		}
 		if str(t["MetricNamespace"]) != metricsNS || str(t["MetricName"]) != initFailures || fmt.Sprint(t["MetricValue"]) != "1" ||
-			!slices.Equal(sorted(dims), logMetrics[initFailures][0]) {
+			!slices.Equal(slices.Sorted(slices.Values(dims)), logMetrics[initFailures][0]) {
 			c.add(RuleObservability, f, "publishes %v, want %s/%s = 1 by %v", t, metricsNS, initFailures, logMetrics[initFailures][0])
 		}
 		return
@@ -1095,16 +1089,7 @@ func widgetRefs(entry []any) []metricRef {
 	for i := 2; i+1 < len(names); i += 2 {
 		dims = append(dims, names[i])
 	}
-	return []metricRef{{namespace: names[0], metric: names[1], dims: sorted(dims), exact: true}}
+	return []metricRef{{namespace: names[0], metric: names[1], dims: slices.Sorted(slices.Values(dims)), exact: true}}
 }
 
 // ------------------------------------------------------------------ helpers
-
-func sortedKeys[V any](m map[string]V) []string {
-	keys := make([]string, 0, len(m))
-	for k := range m {
-		keys = append(keys, k)
-	}
-	sort.Strings(keys)
-	return keys
-}

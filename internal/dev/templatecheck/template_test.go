@@ -8,6 +8,7 @@ import (
 	"go/ast"
 	"go/parser"
 	"go/token"
+	"maps"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -506,7 +507,7 @@ func TestMakeTargets(t *testing.T) {
 	if testing.Short() {
 		t.Skip("-short: the build rule's dry run only")
 	}
-	for _, id := range sortedKeys(functions) {
+	for _, id := range slices.Sorted(maps.Keys(functions)) {
 		t.Run(id, func(t *testing.T) {
 			t.Parallel()
 			dir := t.TempDir()
@@ -620,7 +621,7 @@ func TestEmittedDimensionsMatchCode(t *testing.T) {
 			if found[metric] == nil {
 				found[metric] = map[string]bool{}
 			}
-			found[metric][strings.Join(sorted(dims), ",")] = true
+			found[metric][strings.Join(slices.Sorted(slices.Values(dims)), ",")] = true
 			return true
 		})
 	}

@@ -19,9 +19,6 @@ import (
 type LocalConfig struct {
 	// Clock is the queues' clock (nil: the wall clock).
 	Clock clock.Clock
-	// Visibility, if set, is a queue's visibility timeout instead of the
-	// topology's, for a simulation on its own time scale.
-	Visibility func(Queue) time.Duration
 }
 
 // Local is a topology on an embedded queue: every queue with its redrive
@@ -64,9 +61,6 @@ func (t Topology) Local(cfg LocalConfig) (*Local, error) {
 			return nil
 		}
 		qc := localqueue.Config{Visibility: q.Visibility}
-		if cfg.Visibility != nil {
-			qc.Visibility = cfg.Visibility(q)
-		}
 		if q.DeadLetter != "" {
 			dlq, ok := t.Queue(q.DeadLetter)
 			if !ok {
@@ -186,8 +180,6 @@ type ConsumeConfig struct {
 	// Handlers are the handlers by function name. A function without one
 	// is not wired (the benchmarks run no triage).
 	Handlers map[string]eventsource.Handler
-	// Timeout, if set, is a function's timeout instead of the topology's.
-	Timeout func(Function) time.Duration
 	// Workers, if set, is a mapping's parallel pollers in Run instead of
 	// its MaxConcurrency.
 	Workers func(Function, Mapping) int
@@ -217,10 +209,6 @@ func (l *Local) Consume(cfg ConsumeConfig) {
 		if !ok {
 			continue
 		}
-		timeout := f.Timeout
-		if cfg.Timeout != nil {
-			timeout = cfg.Timeout(f)
-		}
 		for _, mp := range f.Mappings {
 			q, _ := l.Topology.Queue(mp.Queue)
 			workers := mp.MaxConcurrency
@@ -228,7 +216,7 @@ func (l *Local) Consume(cfg ConsumeConfig) {
 				workers = cfg.Workers(f, mp)
 			}
 			m := &eventsource.Mapping{Broker: l.Broker, Queue: l.urls[q.ID], Handler: h, BatchSize: mp.BatchSize,
-				Timeout: timeout, Clock: l.clk, Region: "local", Workers: workers, Log: cfg.Log, Sandbox: cfg.Sandbox}
+				Timeout: f.Timeout, Clock: l.clk, Workers: workers, Log: cfg.Log, Sandbox: cfg.Sandbox}
 			if !cfg.NoBatchingWindows {
 				m.BatchingWindow = mp.BatchingWindow
 			}

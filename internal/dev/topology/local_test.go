@@ -3,6 +3,7 @@ package topology_test
 import (
 	"context"
 	"errors"
+	"slices"
 	"testing"
 	"time"
 
@@ -41,10 +42,11 @@ func TestLocalRedrivesAsDeclared(t *testing.T) {
 			l.Consume(topology.ConsumeConfig{NoBatchingWindows: true, Handlers: map[string]eventsource.Handler{
 				topology.Submit: fail, topology.Observe: fail, topology.Deliver: fail, topology.Triage: triage,
 			}})
-			main, ok := topology.Stack.QueueFor(a)
-			if !ok {
+			i := slices.IndexFunc(topology.Stack.Queues, func(q topology.Queue) bool { return q.Action == a })
+			if i < 0 {
 				t.Fatalf("no queue carries %s", a)
 			}
+			main := topology.Stack.Queues[i]
 			if got := l.Targets()[a].URL; got != l.URL(main.ID) || got == "" {
 				t.Fatalf("target of %s is %q, want %s's URL %q", a, got, main.ID, l.URL(main.ID))
 			}
@@ -59,25 +61,16 @@ func TestLocalRedrivesAsDeclared(t *testing.T) {
 				}
 				clk.Advance(main.Visibility)
 			}
-			dlqARN, err := l.Broker.ARN(topology.Stack.Queues[indexOf(main.DeadLetter)].Name)
+			dlq, err := l.Broker.Info(l.URL(main.DeadLetter))
 			if err != nil {
 				t.Fatal(err)
 			}
-			want := dlqARN + " 6"
+			want := dlq.ARN + " 6"
 			if len(triaged) != 1 || triaged[0] != want {
 				t.Fatalf("triage saw %q, want [%s]", triaged, want)
 			}
 		})
 	}
-}
-
-func indexOf(id string) int {
-	for i, q := range topology.Stack.Queues {
-		if q.ID == id {
-			return i
-		}
-	}
-	return -1
 }
 
 // TestConsumeTakesTheTopology: the mappings get the topology's batch
@@ -93,17 +86,15 @@ func TestConsumeTakesTheTopology(t *testing.T) {
 		name    string
 		cfg     topology.ConsumeConfig
 		workers func(topology.Mapping) int
-		timeout func(topology.Function) time.Duration
 		window  func(topology.Mapping) time.Duration
 	}{
 		{"as declared", topology.ConsumeConfig{Handlers: handlers},
-			func(m topology.Mapping) int { return m.MaxConcurrency }, func(f topology.Function) time.Duration { return f.Timeout },
+			func(m topology.Mapping) int { return m.MaxConcurrency },
 			func(m topology.Mapping) time.Duration { return m.BatchingWindow }},
 		{"overridden", topology.ConsumeConfig{Handlers: handlers,
 			Workers:           func(topology.Function, topology.Mapping) int { return 1 },
-			Timeout:           func(topology.Function) time.Duration { return 7 * time.Second },
 			NoBatchingWindows: true},
-			func(topology.Mapping) int { return 1 }, func(topology.Function) time.Duration { return 7 * time.Second },
+			func(topology.Mapping) int { return 1 },
 			func(topology.Mapping) time.Duration { return 0 }},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
@@ -122,10 +113,10 @@ func TestConsumeTakesTheTopology(t *testing.T) {
 					got := l.Mappings[i]
 					i++
 					if got.Function.Name != f.Name || got.Queue.ID != mp.Queue || got.Mapping.Queue != l.URL(mp.Queue) ||
-						got.BatchSize != mp.BatchSize || got.Workers != tc.workers(mp) || got.Timeout != tc.timeout(f) || got.BatchingWindow != tc.window(mp) {
+						got.BatchSize != mp.BatchSize || got.Workers != tc.workers(mp) || got.Timeout != f.Timeout || got.BatchingWindow != tc.window(mp) {
 						t.Errorf("mapping %d: %s on %s batch %d window %v workers %d timeout %v; want %s on %s batch %d window %v workers %d timeout %v",
 							i, got.Function.Name, got.Queue.ID, got.BatchSize, got.BatchingWindow, got.Workers, got.Timeout,
-							f.Name, mp.Queue, mp.BatchSize, tc.window(mp), tc.workers(mp), tc.timeout(f))
+							f.Name, mp.Queue, mp.BatchSize, tc.window(mp), tc.workers(mp), f.Timeout)
 					}
 				}
 			}

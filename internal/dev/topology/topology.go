@@ -174,25 +174,3 @@ func (t Topology) Function(name string) (Function, bool) {
 	}
 	return Function{}, false
 }
-
-// Consumer returns the function whose mapping consumes the queue.
-func (t Topology) Consumer(queueID string) (Function, bool) {
-	for _, f := range t.Functions {
-		for _, m := range f.Mappings {
-			if m.Queue == queueID {
-				return f, true
-			}
-		}
-	}
-	return Function{}, false
-}
-
-// QueueFor returns the main queue that carries the action.
-func (t Topology) QueueFor(a message.Action) (Queue, bool) {
-	for _, q := range t.Queues {
-		if q.Action == a {
-			return q, true
-		}
-	}
-	return Queue{}, false
-}
