@@ -15,10 +15,11 @@ import (
 // maintenance burden. Issue 21's target is 1.5; after its cuts (the
 // template schema, the composition wiring, the operator's split, one
 // emulator and framer, the repeated lines of the simulation and the
-// local stacks) it measured 1.72 (25,658 against 14,937), so the bound
-// stands there: tooling may not grow faster than what ships, and the
-// bound only ever moves down.
-const maxToolingRatio = 1.72
+// local stacks, the benchmark's observation model, tooling API no tool
+// used) it measured 1.601 (23,921 against 14,941), so the bound stands
+// there: tooling may not grow faster than what ships, and the bound only
+// ever moves down.
+const maxToolingRatio = 1.61
 
 // TestToolingInProportion counts the non-test Go lines of what ships
 // (every module package a deployed function or the operator's commands
