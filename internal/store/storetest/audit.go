@@ -3,7 +3,6 @@ package storetest
 import (
 	"errors"
 	"fmt"
-	"reflect"
 	"slices"
 	"sync"
 	"testing"
@@ -13,19 +12,6 @@ import (
 	"github.com/genjobs/genjobs/internal/review"
 	"github.com/genjobs/genjobs/internal/store"
 )
-
-// runAudit: UpdateWithAudit writes the record and its audit entry
-// together or not at all, one entry per revision, listed in order.
-func (s *suite) runAudit(t *testing.T) {
-	t.Run("UpdateWithAuditWritesBoth", s.auditWritesBoth)
-	t.Run("UpdateWithAuditStaleWritesNeither", s.auditStale)
-	t.Run("OneAuditEntryPerRevision", s.oneAuditPerRevision)
-	t.Run("UpdateWithAuditConcurrent", s.auditConcurrent)
-	t.Run("UpdateWithAuditRejectsMismatchedEntry", s.auditMismatch)
-	t.Run("AuditOldestFirst", s.auditOrder)
-	t.Run("AppendAuditOnATerminalRecord", s.appendAuditTerminal)
-	t.Run("AppendAuditStaleWritesNothing", s.appendAuditStale)
-}
 
 // ackEntry is an acknowledgement of the record at rev: a decision that
 // changes nothing.
@@ -88,16 +74,12 @@ func (s *suite) appendAuditStale(t *testing.T) {
 	v2 := mustUpdate(t, st, next, 1)
 	err := st.AppendAudit(t.Context(), ackEntry(id, operation.PhasePrepared, 1, base.Add(time.Hour)))
 	wantConflictWithCurrent(t, st, err, 1, v2)
-	if entries := mustAudit(t, st, id); len(entries) != 0 {
-		t.Fatalf("a refused append wrote %+v", entries)
-	}
+	wantAudit(t, st, id)
 	absent := s.id(t, "absent")
 	if err := st.AppendAudit(t.Context(), ackEntry(absent, operation.PhasePrepared, 1, base)); !errors.Is(err, store.ErrConflict) {
 		t.Errorf("append audit of a missing record: got %v, want ErrConflict", err)
 	}
-	if entries := mustAudit(t, st, absent); len(entries) != 0 {
-		t.Fatalf("an append for a missing record wrote %+v", entries)
-	}
+	wantAudit(t, st, absent)
 }
 
 func (s *suite) auditWritesBoth(t *testing.T) {
@@ -114,13 +96,7 @@ func (s *suite) auditWritesBoth(t *testing.T) {
 	want.Revision = 2
 	equalRecord(t, "update with audit's result", got, want)
 	equalRecord(t, "stored record", mustGet(t, st, id), want)
-
-	entries := mustAudit(t, st, id)
-	wantEntry := entry
-	wantEntry.OperationID, wantEntry.Revision = id, 2 // filled in by the store
-	if len(entries) != 1 || !reflect.DeepEqual(normEntry(entries[0]), normEntry(wantEntry)) {
-		t.Fatalf("audit = %+v, want [%+v]", entries, wantEntry)
-	}
+	wantAudit(t, st, id, written(entry, id, 2))
 }
 
 func (s *suite) auditStale(t *testing.T) {
@@ -134,9 +110,7 @@ func (s *suite) auditStale(t *testing.T) {
 	stale.Phase = operation.PhaseSuperseded
 	_, err := st.UpdateWithAudit(t.Context(), stale, 1, auditEntry(id, operation.PhasePrepared, operation.PhaseSuperseded, 1))
 	wantConflictWithCurrent(t, st, err, 1, v2)
-	if entries := mustAudit(t, st, id); len(entries) != 0 {
-		t.Fatalf("refused transaction wrote audit entries: %+v", entries)
-	}
+	wantAudit(t, st, id)
 }
 
 func (s *suite) oneAuditPerRevision(t *testing.T) {
@@ -156,11 +130,7 @@ func (s *suite) oneAuditPerRevision(t *testing.T) {
 	secondEntry.Operator, secondEntry.Revision = "bob", 2
 	_, err = st.UpdateWithAudit(t.Context(), second, 1, secondEntry)
 	wantConflictWithCurrent(t, st, err, 1, v2)
-
-	entries := mustAudit(t, st, id)
-	if len(entries) != 1 || entries[0].Operator != "alice" || entries[0].Revision != 2 {
-		t.Fatalf("audit = %+v, want alice's one entry for revision 2", entries)
-	}
+	wantAudit(t, st, id, written(firstEntry, id, 2)) // alice's, for revision 2
 }
 
 func (s *suite) auditConcurrent(t *testing.T) {
@@ -220,9 +190,7 @@ func (s *suite) auditMismatch(t *testing.T) {
 		}
 	}
 	equalRecord(t, "record after refused audited writes", mustGet(t, st, id), v1)
-	if entries := mustAudit(t, st, id); len(entries) != 0 {
-		t.Fatalf("refused audited writes left entries: %+v", entries)
-	}
+	wantAudit(t, st, id)
 }
 
 func (s *suite) auditOrder(t *testing.T) {
@@ -248,7 +216,5 @@ func (s *suite) auditOrder(t *testing.T) {
 	if !slices.Equal(revs, want) {
 		t.Fatalf("audit revisions %v, want %v", revs, want)
 	}
-	if entries := mustAudit(t, st, s.id(t, "absent")); len(entries) != 0 {
-		t.Fatalf("audit of an unknown operation: %+v", entries)
-	}
+	wantAudit(t, st, s.id(t, "absent"))
 }

@@ -14,18 +14,15 @@ import (
 // dueEpoch is where the Due subtests live: long before base, so records
 // the parallel subtests leave in a shared table are never due at the
 // times the Due subtests ask about. Each Due subtest takes its own year,
-// going back in time, so the ones before it are never due either.
+// going back in time (dueAt), so the ones before it are never due either;
+// so they run in this order, not in parallel.
 var dueEpoch = time.Date(2000, 6, 1, 12, 0, 0, 123456789, time.UTC)
 
-// runDue: the sparse due index the sweep reads. Not parallel, in this
-// order: see dueEpoch.
-func (s *suite) runDue(t *testing.T) {
-	t.Run("Due", func(t *testing.T) {
-		t.Run("OnlyDueAtOrBefore", s.dueBound)
-		t.Run("EarliestFirstAndLimit", s.dueOrder)
-		t.Run("ExcludesInactive", s.dueExcludesInactive)
-		t.Run("IndexFollowsEveryWrite", s.dueFollowsWrites)
-	})
+func (s *suite) due(t *testing.T) {
+	t.Run("OnlyDueAtOrBefore", s.dueBound)
+	t.Run("EarliestFirstAndLimit", s.dueOrder)
+	t.Run("ExcludesInactive", s.dueExcludesInactive)
+	t.Run("IndexFollowsEveryWrite", s.dueFollowsWrites)
 }
 
 func ids(recs []operation.Record) []string {
@@ -54,8 +51,7 @@ func wantDue(t *testing.T, st store.Store, at time.Time, limit int, want ...stri
 	return got
 }
 
-// dueAt is the query time of the Due subtest with index k (0, 1, ...):
-// one year further back per subtest.
+// dueAt is the query time of the Due subtest with index k (0, 1, ...).
 func dueAt(k int) time.Time { return dueEpoch.AddDate(-k, 0, 0) }
 
 func (s *suite) dueBound(t *testing.T) {

@@ -5,7 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"os"
-	"reflect"
 	"slices"
 	"sync"
 	"testing"
@@ -14,14 +13,6 @@ import (
 	"github.com/genjobs/genjobs/internal/review"
 	"github.com/genjobs/genjobs/internal/store"
 )
-
-// runOwnWrites: a write re-sent after its answer was lost is its
-// writer's own and succeeds; someone else's write at the next revision is
-// a conflict. RunLostAck has the cases that need the fault itself.
-func (s *suite) runOwnWrites(t *testing.T) {
-	t.Run("OwnWriteIsWritten", s.ownWriteResent)
-	t.Run("OtherWriteAtNextRevisionConflicts", s.otherWriteConflicts)
-}
 
 // AckLoss is how a conditional write whose answer was lost reaches its
 // caller.
@@ -149,17 +140,12 @@ func RunLostAck(t *testing.T, open func(t *testing.T) LostAck) {
 
 func (s *suite) lostAck(t *testing.T, open func(t *testing.T) LostAck, loss AckLoss, audited bool) {
 	la := open(t)
-	st := la.Store
-	t.Cleanup(func() {
-		if err := st.Close(); err != nil {
-			t.Errorf("close store: %v", err)
-		}
-	})
+	st := closeAtEnd(t, la.Store)
 	id := s.id(t, "op")
 	mustCreate(t, st, newRecord(id))
 	// Every field set, nanosecond times, one of them not in UTC: the
 	// store must know its own write through its encoding.
-	next := fullRecord(id)
+	next := FullRecord(id)
 	entry := auditEntry(id, operation.PhasePrepared, operation.PhaseAccepted, 1)
 	ctx := store.WithWriter(t.Context(), next.Writer) // every handler names its writer
 	write := func() (operation.Record, error) {
@@ -187,17 +173,10 @@ func (s *suite) lostAck(t *testing.T, open func(t *testing.T) LostAck, loss AckL
 	want.Revision = 2
 	equalRecord(t, "write's result", got, want)
 	equalRecord(t, "stored record", mustGet(t, st, id), want)
-	entries := mustAudit(t, st, id)
-	if !audited {
-		if len(entries) != 0 {
-			t.Fatalf("audit = %+v, want none", entries)
-		}
-		return
-	}
-	wantEntry := entry
-	wantEntry.OperationID, wantEntry.Revision = id, 2
-	if len(entries) != 1 || !reflect.DeepEqual(normEntry(entries[0]), normEntry(wantEntry)) {
-		t.Fatalf("audit = %+v, want [%+v]", entries, wantEntry)
+	if audited {
+		wantAudit(t, st, id, written(entry, id, 2))
+	} else {
+		wantAudit(t, st, id)
 	}
 }
 
@@ -221,7 +200,7 @@ func (s *suite) ownWriteResent(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			st, id := s.parallel(t)
 			mustCreate(t, st, newRecord(id))
-			next := fullRecord(id)
+			next := FullRecord(id)
 			if tc.terminal {
 				next.Phase, next.Parked = operation.PhaseDelivered, nil
 			}
@@ -250,8 +229,10 @@ func (s *suite) ownWriteResent(t *testing.T) {
 				equalRecord(t, fmt.Sprintf("send %d's result", send), got, want)
 			}
 			equalRecord(t, "stored record", mustGet(t, st, id), want)
-			if entries := mustAudit(t, st, id); len(entries) != map[bool]int{false: 0, true: 1}[tc.audited] {
-				t.Fatalf("audit = %+v after one audited write sent twice", entries)
+			if tc.audited {
+				wantAudit(t, st, id, written(entry, id, 2)) // one entry for the write sent twice
+			} else {
+				wantAudit(t, st, id)
 			}
 		})
 	}
@@ -282,7 +263,7 @@ func (s *suite) otherWriteConflicts(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			st, id := s.parallel(t)
 			mustCreate(t, st, newRecord(id))
-			first, firstEntry := fullRecord(id), auditEntry(id, operation.PhasePrepared, operation.PhaseAccepted, 1)
+			first, firstEntry := FullRecord(id), auditEntry(id, operation.PhasePrepared, operation.PhaseAccepted, 1)
 			other, otherEntry := first.Clone(), firstEntry
 			other.Remote.Outputs = slices.Clone(first.Remote.Outputs)
 			tc.change(&other, &otherEntry)
@@ -300,9 +281,7 @@ func (s *suite) otherWriteConflicts(t *testing.T) {
 			_, err = write(other, otherEntry)
 			wantConflictWithCurrent(t, st, err, 1, want)
 			if tc.audited {
-				if entries := mustAudit(t, st, id); len(entries) != 1 || entries[0].Operator != firstEntry.Operator || !entries[0].At.Equal(firstEntry.At) {
-					t.Fatalf("audit = %+v, want the first writer's one entry", entries)
-				}
+				wantAudit(t, st, id, written(firstEntry, id, 2)) // the first writer's one entry
 			}
 		})
 	}
