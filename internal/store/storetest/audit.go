@@ -69,9 +69,7 @@ func (s *suite) appendAuditTerminal(t *testing.T) {
 func (s *suite) appendAuditStale(t *testing.T) {
 	st, id := s.parallel(t)
 	v1 := mustCreate(t, st, newRecord(id))
-	next := v1.Clone()
-	next.LastAppliedMessageID = "msg-2"
-	v2 := mustUpdate(t, st, next, 1)
+	v2 := revise(t, st, v1, func(r *operation.Record) { r.LastAppliedMessageID = "msg-2" })
 	err := st.AppendAudit(t.Context(), ackEntry(id, operation.PhasePrepared, 1, base.Add(time.Hour)))
 	wantConflictWithCurrent(t, st, err, 1, v2)
 	wantAudit(t, st, id)
@@ -102,9 +100,7 @@ func (s *suite) auditWritesBoth(t *testing.T) {
 func (s *suite) auditStale(t *testing.T) {
 	st, id := s.parallel(t)
 	v1 := mustCreate(t, st, newRecord(id))
-	next := v1.Clone()
-	next.LastAppliedMessageID = "msg-2"
-	v2 := mustUpdate(t, st, next, 1)
+	v2 := revise(t, st, v1, func(r *operation.Record) { r.LastAppliedMessageID = "msg-2" })
 
 	stale := v1.Clone()
 	stale.Phase = operation.PhaseSuperseded

@@ -143,16 +143,13 @@ func (s *suite) dueFollowsWrites(t *testing.T) {
 	wantDue(t, st, at, 0, id, other)
 
 	// Rescheduled into the future: out.
-	next := v.Clone()
-	next.Schedule.Due = at.Add(time.Hour)
-	v = mustUpdate(t, st, next, v.Revision)
+	v = revise(t, st, v, func(r *operation.Record) { r.Schedule.Due = at.Add(time.Hour) })
 	wantDue(t, st, at, 0, other)
 
 	// Back, later than other: in again, at its new place, as written.
-	next = v.Clone()
-	next.Schedule.Due = at.Add(-10 * time.Minute)
-	next.LastAppliedMessageID = "rescheduled"
-	v = mustUpdate(t, st, next, v.Revision)
+	v = revise(t, st, v, func(r *operation.Record) {
+		r.Schedule.Due, r.LastAppliedMessageID = at.Add(-10*time.Minute), "rescheduled"
+	})
 	got := wantDue(t, st, at, 0, other, id)
 	equalRecord(t, "listed record after reschedule", got[1], v)
 
@@ -165,11 +162,11 @@ func (s *suite) dueFollowsWrites(t *testing.T) {
 	wantDue(t, st, at, 0, other, id)
 
 	// Parked: out. Unparked via an audited write: in.
-	next = v.Clone()
-	next.Parked = &operation.ParkedState{Reason: "operator", At: at}
-	v = mustUpdate(t, st, next, v.Revision)
+	v = revise(t, st, v, func(r *operation.Record) {
+		r.Parked = &operation.ParkedState{Reason: "operator", At: at}
+	})
 	wantDue(t, st, at, 0, other)
-	next = v.Clone()
+	next := v.Clone()
 	next.Parked = nil
 	var err error
 	v, err = st.UpdateWithAudit(t.Context(), next, v.Revision, auditEntry(id, v.Phase, v.Phase, v.Revision))
@@ -179,12 +176,8 @@ func (s *suite) dueFollowsWrites(t *testing.T) {
 	wantDue(t, st, at, 0, other, id)
 
 	// Schedule cleared: out. Terminal: out.
-	next = o.Clone()
-	next.Schedule = nil
-	mustUpdate(t, st, next, o.Revision)
+	revise(t, st, o, func(r *operation.Record) { r.Schedule = nil })
 	wantDue(t, st, at, 0, id)
-	next = v.Clone()
-	next.Phase = operation.PhaseDelivered
-	mustUpdate(t, st, next, v.Revision)
+	revise(t, st, v, func(r *operation.Record) { r.Phase = operation.PhaseDelivered })
 	wantDue(t, st, at, 0)
 }

@@ -43,21 +43,18 @@ func (l AckLoss) String() string {
 type LostAck struct {
 	Store store.Store
 	// Lose arms the fault for the next conditional write (Update or
-	// UpdateWithAudit): it is applied and its answer lost, as loss says
-	// (with AckErrored, the answer to every attempt the store's client
-	// makes of it). The function it returns disarms the fault and
-	// reports how many answers were lost, so a test can tell that the
-	// fault fired.
+	// UpdateWithAudit), as loss says (with AckErrored, for every attempt
+	// the store's client makes of it). disarm reports how many answers
+	// were lost, so a test can tell that the fault fired.
 	Lose func(loss AckLoss) (disarm func() (lost int))
 }
 
-// LoseAcks wraps st so its conditional writes can lose their answers: the
-// write is sent to st, which applies it, the answer is dropped, and then
-// the write is sent to st again (AckRetried: what a retrying client does)
-// or a timeout is reported (AckErrored). One write meets the fault.
-// For a store that has no transport (bbolt) this is the fault itself; for
-// DynamoDB the faithful fault is a dropped HTTP response below the SDK,
-// which the integration tests inject.
+// LoseAcks wraps st so one conditional write loses its answer: st applies
+// it, the answer is dropped, and the write is sent to st again
+// (AckRetried) or a timeout is reported (AckErrored). For a store with no
+// transport (bbolt) this is the fault itself; for DynamoDB the faithful
+// fault is a dropped HTTP response below the SDK, which its integration
+// tests inject.
 func LoseAcks(st store.Store) LostAck {
 	l := &ackLoser{Store: st}
 	return LostAck{Store: l, Lose: l.lose}
@@ -125,11 +122,8 @@ func (l *ackLoser) UpdateWithAudit(ctx context.Context, rec operation.Record, ex
 func RunLostAck(t *testing.T, open func(t *testing.T) LostAck) {
 	s := &suite{run: randomID()}
 	for _, loss := range []AckLoss{AckRetried, AckErrored} {
-		for _, audited := range []bool{false, true} {
-			name := "Update"
-			if audited {
-				name = "UpdateWithAudit"
-			}
+		for i, name := range []string{"Update", "UpdateWithAudit"} {
+			audited := i == 1
 			t.Run(name+"/"+loss.String(), func(t *testing.T) {
 				t.Parallel()
 				s.lostAck(t, open, loss, audited)
@@ -148,12 +142,7 @@ func (s *suite) lostAck(t *testing.T, open func(t *testing.T) LostAck, loss AckL
 	next := FullRecord(id)
 	entry := auditEntry(id, operation.PhasePrepared, operation.PhaseAccepted, 1)
 	ctx := store.WithWriter(t.Context(), next.Writer) // every handler names its writer
-	write := func() (operation.Record, error) {
-		if audited {
-			return st.UpdateWithAudit(ctx, next, 1, entry)
-		}
-		return st.Update(ctx, next, 1)
-	}
+	write := func() (operation.Record, error) { return update(ctx, st, next, 1, entry, audited) }
 
 	disarm := la.Lose(loss)
 	got, err := write()
@@ -173,11 +162,7 @@ func (s *suite) lostAck(t *testing.T, open func(t *testing.T) LostAck, loss AckL
 	want.Revision = 2
 	equalRecord(t, "write's result", got, want)
 	equalRecord(t, "stored record", mustGet(t, st, id), want)
-	if audited {
-		wantAudit(t, st, id, written(entry, id, 2))
-	} else {
-		wantAudit(t, st, id)
-	}
+	wantAudit(t, st, id, writtenIf(audited, entry, id)...)
 }
 
 // ownWriteResent: the same write sent again (by its caller; no fault
@@ -212,13 +197,7 @@ func (s *suite) ownWriteResent(t *testing.T) {
 			want := next
 			want.Revision = 2
 			for send := 1; send <= 2; send++ {
-				var got operation.Record
-				var err error
-				if tc.audited {
-					got, err = st.UpdateWithAudit(ctx, next, 1, entry)
-				} else {
-					got, err = st.Update(ctx, next, 1)
-				}
+				got, err := update(ctx, st, next, 1, entry, tc.audited)
 				if tc.anonymous && send == 2 {
 					wantConflictWithCurrent(t, st, err, 1, want)
 					return
@@ -229,11 +208,7 @@ func (s *suite) ownWriteResent(t *testing.T) {
 				equalRecord(t, fmt.Sprintf("send %d's result", send), got, want)
 			}
 			equalRecord(t, "stored record", mustGet(t, st, id), want)
-			if tc.audited {
-				wantAudit(t, st, id, written(entry, id, 2)) // one entry for the write sent twice
-			} else {
-				wantAudit(t, st, id)
-			}
+			wantAudit(t, st, id, writtenIf(tc.audited, entry, id)...) // one entry for the write sent twice
 		})
 	}
 }
@@ -268,11 +243,7 @@ func (s *suite) otherWriteConflicts(t *testing.T) {
 			other.Remote.Outputs = slices.Clone(first.Remote.Outputs)
 			tc.change(&other, &otherEntry)
 			write := func(r operation.Record, e review.AuditEntry) (operation.Record, error) {
-				ctx := store.WithWriter(t.Context(), r.Writer)
-				if tc.audited {
-					return st.UpdateWithAudit(ctx, r, 1, e)
-				}
-				return st.Update(ctx, r, 1)
+				return update(store.WithWriter(t.Context(), r.Writer), st, r, 1, e, tc.audited)
 			}
 			want, err := write(first, firstEntry)
 			if err != nil {
@@ -280,9 +251,7 @@ func (s *suite) otherWriteConflicts(t *testing.T) {
 			}
 			_, err = write(other, otherEntry)
 			wantConflictWithCurrent(t, st, err, 1, want)
-			if tc.audited {
-				wantAudit(t, st, id, written(firstEntry, id, 2)) // the first writer's one entry
-			}
+			wantAudit(t, st, id, writtenIf(tc.audited, firstEntry, id)...) // the first writer's one entry, if any
 		})
 	}
 }

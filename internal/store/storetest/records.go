@@ -124,10 +124,9 @@ func (s *suite) updateMissing(t *testing.T) {
 func (s *suite) staleRevision(t *testing.T) {
 	st, id := s.parallel(t)
 	v1 := mustCreate(t, st, newRecord(id))
-	next := v1.Clone()
-	next.Phase = operation.PhaseSubmitting
-	next.LastAppliedMessageID = "msg-2"
-	v2 := mustUpdate(t, st, next, 1)
+	v2 := revise(t, st, v1, func(r *operation.Record) {
+		r.Phase, r.LastAppliedMessageID = operation.PhaseSubmitting, "msg-2"
+	})
 
 	stale := v1.Clone()
 	stale.LastAppliedMessageID = "msg-stale"
@@ -259,9 +258,8 @@ func (s *suite) terminal(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			st, id := s.parallel(t)
 			v1 := mustCreate(t, st, scheduled(id, base))
-			end := v1.Clone()
-			end.Phase, end.Settlement = tc.phase, tc.settl
-			final := mustUpdate(t, st, end, 1) // becoming terminal is a write like any other
+			// Becoming terminal is a write like any other.
+			final := revise(t, st, v1, func(r *operation.Record) { r.Phase, r.Settlement = tc.phase, tc.settl })
 			if !final.Terminal() {
 				t.Fatalf("fixture %s is not terminal", tc.name)
 			}
@@ -285,9 +283,9 @@ func (s *suite) terminal(t *testing.T) {
 	t.Run("failed-unresolved-stays-writable", func(t *testing.T) {
 		st, id := s.parallel(t)
 		v1 := mustCreate(t, st, scheduled(id, base))
-		failed := v1.Clone()
-		failed.Phase, failed.Settlement = operation.PhaseFailed, operation.SettlementUnresolved
-		v2 := mustUpdate(t, st, failed, 1)
+		v2 := revise(t, st, v1, func(r *operation.Record) {
+			r.Phase, r.Settlement = operation.PhaseFailed, operation.SettlementUnresolved
+		})
 		v2.Settlement = operation.SettlementSettled
 		mustUpdate(t, st, v2, 2)
 	})

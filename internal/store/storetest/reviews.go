@@ -24,6 +24,15 @@ func putReviews(t *testing.T, st store.Store, rs ...review.Record) {
 	}
 }
 
+// reviewOf is a new review of operation op.
+func (s *suite) reviewOf(t *testing.T, suffix, op string, created time.Time) review.Record {
+	r := newReview(s.id(t, suffix), created)
+	r.OperationID = op
+	return r
+}
+
+func sameReview(a, b review.Record) bool { return inUTC(a) == inUTC(b) }
+
 // wantReview asserts the stored review want.ID is want.
 func wantReview(t *testing.T, st store.Store, what string, want review.Record) {
 	t.Helper()
@@ -31,8 +40,20 @@ func wantReview(t *testing.T, st store.Store, what string, want review.Record) {
 	if err != nil {
 		t.Fatalf("get review: %v", err)
 	}
-	if inUTC(got) != inUTC(want) {
+	if !sameReview(got, want) {
 		t.Fatalf("%s: stored review %+v, want %+v", what, got, want)
+	}
+}
+
+// wantOpenOf asserts OpenReviewsOf(op) is want, at once (no index lag).
+func wantOpenOf(t *testing.T, st store.Store, op string, want ...review.Record) {
+	t.Helper()
+	rs, err := st.OpenReviewsOf(t.Context(), op)
+	if err != nil {
+		t.Fatalf("open reviews of %s: %v", op, err)
+	}
+	if !slices.EqualFunc(rs, want, sameReview) {
+		t.Fatalf("open reviews of %s = %+v, want %+v", op, rs, want)
 	}
 }
 
@@ -113,7 +134,7 @@ func (s *suite) openReviews(t *testing.T) {
 		t.Fatalf("open reviews: %v", err)
 	}
 	for _, r := range rs {
-		if r.ID == b && inUTC(r) != inUTC(newReview(b, base)) {
+		if r.ID == b && !sameReview(r, newReview(b, base)) {
 			t.Fatalf("listed review %+v differs from what was written", r)
 		}
 	}
@@ -143,52 +164,25 @@ func (s *suite) closeReview(t *testing.T) {
 	}
 }
 
-func reviewIDs(rs []review.Record) []string {
-	out := make([]string, len(rs))
-	for i, r := range rs {
-		out[i] = r.ID
-	}
-	return out
-}
-
 // openReviewsOf: only the operation's open reviews, oldest first, at once
 // (no index lag), whatever else the table holds.
 func (s *suite) openReviewsOf(t *testing.T) {
 	st, op := s.parallel(t)
 	other := s.id(t, "other-op")
-	if rs, err := st.OpenReviewsOf(t.Context(), op); err != nil || len(rs) != 0 {
-		t.Fatalf("open reviews of an operation without any: %v %v", reviewIDs(rs), err)
-	}
-	mk := func(suffix, opID string, created time.Time) review.Record {
-		r := newReview(s.id(t, suffix), created)
-		r.OperationID = opID
-		return r
-	}
-	late, early, elsewhere, unnamed := mk("late", op, base.Add(2*time.Minute)), mk("early", op, base), mk("elsewhere", other, base), mk("unnamed", "", base)
-	closed := mk("closed", op, base.Add(-time.Hour))
+	wantOpenOf(t, st, op) // an operation without any
+	late, early := s.reviewOf(t, "late", op, base.Add(2*time.Minute)), s.reviewOf(t, "early", op, base)
+	elsewhere, unnamed := s.reviewOf(t, "elsewhere", other, base), s.reviewOf(t, "unnamed", "", base)
+	closed := s.reviewOf(t, "closed", op, base.Add(-time.Hour))
 	closed.Open, closed.ClosedBy, closed.ClosedAt, closed.ClosedReason = false, "automation (handler)", base.Add(time.Minute), "resolved: operation delivered at revision 9"
 	putReviews(t, st, late, early, elsewhere, unnamed, closed)
-	rs, err := st.OpenReviewsOf(t.Context(), op)
-	if err != nil {
-		t.Fatalf("open reviews of: %v", err)
-	}
-	if got, want := reviewIDs(rs), []string{early.ID, late.ID}; !slices.Equal(got, want) {
-		t.Fatalf("open reviews of %s = %q, want %q", op, got, want)
-	}
-	if inUTC(rs[0]) != inUTC(early) {
-		t.Fatalf("listed review %+v differs from what was written %+v", rs[0], early)
-	}
-	if rs, err := st.OpenReviewsOf(t.Context(), other); err != nil || !slices.Equal(reviewIDs(rs), []string{elsewhere.ID}) {
-		t.Fatalf("open reviews of %s = %q, %v", other, reviewIDs(rs), err)
-	}
+	wantOpenOf(t, st, op, early, late) // as written
+	wantOpenOf(t, st, other, elsewhere)
 	wantReview(t, st, "a review written closed keeps everything, the reason included", closed)
 	// Writing a review again files nothing twice.
 	if wrote, err := st.PutReview(t.Context(), early); err != nil || wrote {
 		t.Fatalf("second put: wrote=%v err=%v", wrote, err)
 	}
-	if rs, err := st.OpenReviewsOf(t.Context(), op); err != nil || len(rs) != 2 {
-		t.Fatalf("after a second put: %q, %v", reviewIDs(rs), err)
-	}
+	wantOpenOf(t, st, op, early, late)
 }
 
 // resolveReview: the reason is recorded with the closer and time, the
@@ -196,8 +190,7 @@ func (s *suite) openReviewsOf(t *testing.T) {
 // index), and a second close changes nothing.
 func (s *suite) resolveReview(t *testing.T) {
 	st, op := s.parallel(t)
-	r := newReview(s.id(t, "review"), base)
-	r.OperationID = op
+	r := s.reviewOf(t, "review", op, base)
 	putReviews(t, st, r)
 	at := base.Add(time.Hour + 3)
 	const reason = "resolved: job job-1 is on the record (operation accepted at revision 4)"
@@ -213,10 +206,8 @@ func (s *suite) resolveReview(t *testing.T) {
 	want := r
 	want.Open, want.ClosedBy, want.ClosedAt, want.ClosedReason = false, "automation (handler)", at, reason
 	wantReview(t, st, "resolved review (the first close stands)", want)
-	if rs, err := st.OpenReviewsOf(t.Context(), op); err != nil || len(rs) != 0 {
-		t.Fatalf("resolved review still listed for its operation: %q, %v", reviewIDs(rs), err)
-	}
-	s.wantOpen(t, st) // nor in the open-review index
+	wantOpenOf(t, st, op) // no longer listed for its operation
+	s.wantOpen(t, st)     // nor in the open-review index
 }
 
 // operationReviews: open and closed reviews of one operation, oldest
@@ -224,15 +215,11 @@ func (s *suite) resolveReview(t *testing.T) {
 func (s *suite) operationReviews(t *testing.T) {
 	st, op := s.parallel(t)
 	other := s.id(t, "other")
-	mk := func(suffix, operationID string, created time.Time, open bool) review.Record {
-		r := newReview(s.id(t, suffix), created)
-		r.OperationID, r.Open = operationID, open
-		return r
-	}
-	stillOpen := mk("open", op, base.Add(2*time.Minute), true)
-	closedLater := mk("closed-later", op, base.Add(time.Minute), true)
-	closedAtBirth := mk("closed-at-birth", op, base, false)
-	notMine := mk("not-mine", other, base, true)
+	stillOpen := s.reviewOf(t, "open", op, base.Add(2*time.Minute))
+	closedLater := s.reviewOf(t, "closed-later", op, base.Add(time.Minute))
+	closedAtBirth := s.reviewOf(t, "closed-at-birth", op, base)
+	closedAtBirth.Open = false
+	notMine := s.reviewOf(t, "not-mine", other, base)
 	putReviews(t, st, stillOpen, closedLater, closedAtBirth, notMine)
 	closedAt := base.Add(time.Hour)
 	if err := st.CloseReview(t.Context(), closedLater.ID, "alice", closedAt); err != nil {
@@ -245,18 +232,13 @@ func (s *suite) operationReviews(t *testing.T) {
 		if err != nil {
 			return fmt.Sprintf("operation reviews: %v", err)
 		}
-		if len(got) != len(want) {
-			return fmt.Sprintf("operation reviews = %q, want %q", reviewIDs(got), reviewIDs(want))
-		}
-		for i := range got {
-			if inUTC(got[i]) != inUTC(want[i]) {
-				return fmt.Sprintf("operation review %d = %+v, want %+v", i, got[i], want[i])
-			}
+		if !slices.EqualFunc(got, want, sameReview) {
+			return fmt.Sprintf("operation reviews = %+v, want %+v", got, want)
 		}
 		return ""
 	})
 	if got, err := st.OperationReviews(t.Context(), s.id(t, "nobody")); err != nil || len(got) != 0 {
-		t.Fatalf("reviews of an operation without any: %q, %v", reviewIDs(got), err)
+		t.Fatalf("reviews of an operation without any: %+v, %v", got, err)
 	}
 }
 
@@ -275,8 +257,8 @@ func (s *suite) jobRefs(t *testing.T) {
 	other.Phase, other.RemoteJobID = operation.PhaseAccepted, otherJob
 	mustCreate(t, st, other)
 
-	rv := newReview(s.id(t, "kept"), base)
-	rv.OperationID, rv.RemoteJobID = claimant, job
+	rv := s.reviewOf(t, "kept", claimant, base)
+	rv.RemoteJobID = job
 	putReviews(t, st, rv)
 	mustCreate(t, st, newRecord(claimant))
 

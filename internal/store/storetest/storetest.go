@@ -4,6 +4,7 @@
 package storetest
 
 import (
+	"context"
 	"crypto/rand"
 	"encoding/hex"
 	"encoding/json"
@@ -250,6 +251,15 @@ func written(e review.AuditEntry, id string, rev int64) review.AuditEntry {
 	return e
 }
 
+// writtenIf is the audit an update at revision 1 leaves: written(e, id,
+// 2) if it was audited, else nothing.
+func writtenIf(audited bool, e review.AuditEntry, id string) []review.AuditEntry {
+	if !audited {
+		return nil
+	}
+	return []review.AuditEntry{written(e, id, 2)}
+}
+
 // --- normalisation and comparison ---
 
 // inUTC returns v with every time in it in UTC (and no monotonic
@@ -357,6 +367,22 @@ func mustUpdate(t *testing.T, st store.Store, rec operation.Record, expected int
 		t.Fatalf("update %s at %d: returned revision %d, want %d", rec.OperationID, expected, got.Revision, expected+1)
 	}
 	return got
+}
+
+// revise writes an edited copy of v over v.
+func revise(t *testing.T, st store.Store, v operation.Record, edit func(*operation.Record)) operation.Record {
+	t.Helper()
+	next := v.Clone()
+	edit(&next)
+	return mustUpdate(t, st, next, v.Revision)
+}
+
+// update writes rec at expected, with entry if audited.
+func update(ctx context.Context, st store.Store, rec operation.Record, expected int64, entry review.AuditEntry, audited bool) (operation.Record, error) {
+	if audited {
+		return st.UpdateWithAudit(ctx, rec, expected, entry)
+	}
+	return st.Update(ctx, rec, expected)
 }
 
 // conflictOf asserts err is a revision conflict and returns its detail.
