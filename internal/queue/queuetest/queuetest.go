@@ -106,30 +106,25 @@ const (
 // Run runs every test of the suite on backends made by newBackend, with
 // the differences f declares.
 func Run(t *testing.T, newBackend func(t *testing.T) Backend, f Features) {
-	tests := []struct {
-		name string
-		fn   func(*testing.T, Backend, Features)
-	}{
-		{"VisibilityTimeout", testVisibilityTimeout},
-		{"ReceiveVisibilityOverride", testReceiveVisibilityOverride},
-		{"ChangeVisibilityExtends", testChangeVisibilityExtends},
-		{"ChangeVisibilityZeroReleases", testChangeVisibilityZeroReleases},
-		{"ReceiveCountIncrements", testReceiveCountIncrements},
-		{"Timestamps", testTimestamps},
-		{"DelaySeconds", testDelaySeconds},
-		{"DelaySecondsMaximum", testDelaySecondsMaximum},
-		{"RedriveAfterMaxReceiveCount", testRedrive},
-		{"BatchReceiveUpToTen", testBatchReceive},
-		{"ReceiveMoreThanTen", testReceiveMoreThanTen},
-		{"DeleteCurrentHandle", testDeleteCurrentHandle},
-		{"DeleteStaleHandle", testDeleteStaleHandle},
-	}
-	for _, tc := range tests {
-		t.Run(tc.name, func(t *testing.T) {
+	run := func(name string, test func(*testing.T, Backend, Features)) {
+		t.Run(name, func(t *testing.T) {
 			t.Parallel()
-			tc.fn(t, newBackend(t), f)
+			test(t, newBackend(t), f)
 		})
 	}
+	run("VisibilityTimeout", testVisibilityTimeout)
+	run("ReceiveVisibilityOverride", testReceiveVisibilityOverride)
+	run("ChangeVisibilityExtends", testChangeVisibilityExtends)
+	run("ChangeVisibilityZeroReleases", testChangeVisibilityZeroReleases)
+	run("ReceiveCountIncrements", testReceiveCountIncrements)
+	run("Timestamps", testTimestamps)
+	run("DelaySeconds", testDelaySeconds)
+	run("DelaySecondsMaximum", testDelaySecondsMaximum)
+	run("RedriveAfterMaxReceiveCount", testRedrive)
+	run("BatchReceiveUpToTen", testBatchReceive)
+	run("ReceiveMoreThanTen", testReceiveMoreThanTen)
+	run("DeleteCurrentHandle", testDeleteCurrentHandle)
+	run("DeleteStaleHandle", testDeleteStaleHandle)
 }
 
 // A received message is hidden until the visibility timeout expires, then

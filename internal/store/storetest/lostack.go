@@ -2,6 +2,7 @@ package storetest
 
 import (
 	"context"
+	"crypto/rand"
 	"errors"
 	"fmt"
 	"os"
@@ -120,7 +121,7 @@ func (l *ackLoser) UpdateWithAudit(ctx context.Context, rec operation.Record, ex
 // returns a store for one subtest, as Run's does, with the fault;
 // RunLostAck closes it.
 func RunLostAck(t *testing.T, open func(t *testing.T) LostAck) {
-	s := &suite{run: randomID()}
+	s := &suite{run: rand.Text()}
 	for _, loss := range []AckLoss{AckRetried, AckErrored} {
 		for i, name := range []string{"Update", "UpdateWithAudit"} {
 			audited := i == 1

@@ -6,7 +6,6 @@ package storetest
 import (
 	"context"
 	"crypto/rand"
-	"encoding/hex"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -35,7 +34,7 @@ const indexWait = 10 * time.Second
 // DynamoDB table): every subtest uses operation and review ids of its
 // own. Run closes each store it gets.
 func Run(t *testing.T, open func(t *testing.T) store.Store) {
-	s := &suite{run: randomID(), open: open}
+	s := &suite{run: rand.Text(), open: open}
 	// Records: Create, Get and Update, and the revision condition that
 	// makes one writer win.
 	t.Run("CreateIfAbsent", s.createIfAbsent)
@@ -85,14 +84,6 @@ func Run(t *testing.T, open func(t *testing.T) store.Store) {
 type suite struct {
 	run  string
 	open func(t *testing.T) store.Store
-}
-
-func randomID() string {
-	b := make([]byte, 6)
-	if _, err := rand.Read(b); err != nil {
-		panic(err) // crypto/rand does not fail on supported platforms
-	}
-	return hex.EncodeToString(b)
 }
 
 // store opens the subtest's store and closes it when the subtest ends.
