@@ -253,29 +253,35 @@ func writtenIf(audited bool, e review.AuditEntry, id string) []review.AuditEntry
 
 // --- normalisation and comparison ---
 
+// walk calls leaf on every value under v that it does not go into: a
+// time, a nil pointer, an empty or byte slice, or any other non-struct.
+func walk(v reflect.Value, path string, leaf func(v reflect.Value, path string)) {
+	switch {
+	case v.Kind() == reflect.Struct && v.Type() != reflect.TypeFor[time.Time]():
+		for i := range v.NumField() {
+			walk(v.Field(i), path+"."+v.Type().Field(i).Name, leaf)
+		}
+	case v.Kind() == reflect.Pointer && !v.IsNil():
+		walk(v.Elem(), path, leaf)
+	case v.Kind() == reflect.Slice && v.Len() > 0 && v.Type().Elem().Kind() != reflect.Uint8:
+		for i := range v.Len() {
+			walk(v.Index(i), fmt.Sprintf("%s[%d]", path, i), leaf)
+		}
+	default:
+		leaf(v, path)
+	}
+}
+
 // inUTC returns v with every time in it in UTC (and no monotonic
 // reading), the only difference a faithful store may introduce. v must
 // share no pointer or slice with anything else: pass a Clone.
 func inUTC[T any](v T) T {
-	toUTC(reflect.ValueOf(&v).Elem())
+	walk(reflect.ValueOf(&v).Elem(), "", func(v reflect.Value, _ string) {
+		if t, ok := v.Interface().(time.Time); ok {
+			v.Set(reflect.ValueOf(t.UTC()))
+		}
+	})
 	return v
-}
-
-func toUTC(v reflect.Value) {
-	switch {
-	case v.Type() == reflect.TypeFor[time.Time]():
-		v.Set(reflect.ValueOf(v.Interface().(time.Time).UTC()))
-	case v.Kind() == reflect.Pointer && !v.IsNil():
-		toUTC(v.Elem())
-	case v.Kind() == reflect.Struct:
-		for i := range v.NumField() {
-			toUTC(v.Field(i))
-		}
-	case v.Kind() == reflect.Slice:
-		for i := range v.Len() {
-			toUTC(v.Index(i))
-		}
-	}
 }
 
 func equalRecord(t *testing.T, what string, got, want operation.Record) {
@@ -290,42 +296,14 @@ func equalRecord(t *testing.T, what string, got, want operation.Record) {
 
 // zeroFields lists the zero-valued fields under v, so the round-trip
 // fixture cannot silently miss a field added to the record later.
-func zeroFields(v reflect.Value, path string) []string {
-	if v.Type() == reflect.TypeFor[time.Time]() {
-		if v.Interface().(time.Time).IsZero() {
-			return []string{path}
+func zeroFields(v reflect.Value, path string) (zero []string) {
+	walk(v, path, func(v reflect.Value, path string) {
+		t, isTime := v.Interface().(time.Time)
+		if isTime && t.IsZero() || !isTime && (v.IsZero() || v.Kind() == reflect.Slice && v.Len() == 0) {
+			zero = append(zero, path)
 		}
-		return nil
-	}
-	switch v.Kind() {
-	case reflect.Pointer:
-		if v.IsNil() {
-			return []string{path}
-		}
-		return zeroFields(v.Elem(), path)
-	case reflect.Struct:
-		var zero []string
-		for i := range v.NumField() {
-			zero = append(zero, zeroFields(v.Field(i), path+"."+v.Type().Field(i).Name)...)
-		}
-		return zero
-	case reflect.Slice:
-		if v.Len() == 0 {
-			return []string{path}
-		}
-		if v.Type().Elem().Kind() == reflect.Uint8 {
-			return nil
-		}
-		var zero []string
-		for i := range v.Len() {
-			zero = append(zero, zeroFields(v.Index(i), fmt.Sprintf("%s[%d]", path, i))...)
-		}
-		return zero
-	}
-	if v.IsZero() {
-		return []string{path}
-	}
-	return nil
+	})
+	return zero
 }
 
 // --- helpers ---
