@@ -26,12 +26,8 @@ func ackEntry(id string, phase operation.Phase, rev int64, at time.Time) review.
 func (s *suite) appendAuditTerminal(t *testing.T) {
 	st, id := s.parallel(t)
 	v1 := mustCreate(t, st, newRecord(id))
-	next := v1.Clone()
-	next.Phase = operation.PhaseSuperseded
-	v2, err := st.UpdateWithAudit(t.Context(), next, 1, auditEntry(id, operation.PhasePrepared, operation.PhaseSuperseded, 1))
-	if err != nil {
-		t.Fatalf("update with audit: %v", err)
-	}
+	v2 := revise(t, st, v1, func(r *operation.Record) { r.Phase = operation.PhaseSuperseded },
+		auditEntry(id, operation.PhasePrepared, operation.PhaseSuperseded, 1))
 	first := ackEntry(id, operation.PhaseSuperseded, 2, base.Add(2*time.Hour))
 	later := ackEntry(id, operation.PhaseSuperseded, 2, base.Add(2*time.Hour+time.Nanosecond))
 	later.Operator = "dave"
@@ -86,10 +82,7 @@ func (s *suite) auditWritesBoth(t *testing.T) {
 	next := v1.Clone()
 	next.Phase = operation.PhaseSuperseded
 	entry := auditEntry(id, operation.PhasePrepared, operation.PhaseSuperseded, 1)
-	got, err := st.UpdateWithAudit(t.Context(), next, 1, entry)
-	if err != nil {
-		t.Fatalf("update with audit: %v", err)
-	}
+	got := mustUpdate(t, st, next, 1, entry)
 	want := next
 	want.Revision = 2
 	equalRecord(t, "update with audit's result", got, want)
@@ -115,16 +108,13 @@ func (s *suite) oneAuditPerRevision(t *testing.T) {
 	first := v1.Clone()
 	first.LastAppliedMessageID = "replay-1"
 	firstEntry := auditEntry(id, operation.PhasePrepared, operation.PhasePrepared, 1)
-	v2, err := st.UpdateWithAudit(t.Context(), first, 1, firstEntry)
-	if err != nil {
-		t.Fatalf("first update with audit: %v", err)
-	}
+	v2 := mustUpdate(t, st, first, 1, firstEntry)
 
 	second := v1.Clone()
 	second.LastAppliedMessageID = "replay-2"
 	secondEntry := auditEntry(id, operation.PhasePrepared, operation.PhasePrepared, 1)
 	secondEntry.Operator, secondEntry.Revision = "bob", 2
-	_, err = st.UpdateWithAudit(t.Context(), second, 1, secondEntry)
+	_, err := st.UpdateWithAudit(t.Context(), second, 1, secondEntry)
 	wantConflictWithCurrent(t, st, err, 1, v2)
 	wantAudit(t, st, id, written(firstEntry, id, 2)) // alice's, for revision 2
 }
@@ -195,13 +185,8 @@ func (s *suite) auditOrder(t *testing.T) {
 	// 12 entries: revisions 2..13 cross from one digit to two, where a
 	// store sorting unpadded strings would put 10 before 2.
 	for rev := int64(1); rev <= 12; rev++ {
-		next := cur.Clone()
-		next.Counters.Observations++
-		var err error
-		cur, err = st.UpdateWithAudit(t.Context(), next, rev, auditEntry(id, operation.PhasePrepared, operation.PhasePrepared, rev))
-		if err != nil {
-			t.Fatalf("update with audit at %d: %v", rev, err)
-		}
+		cur = revise(t, st, cur, func(r *operation.Record) { r.Counters.Observations++ },
+			auditEntry(id, operation.PhasePrepared, operation.PhasePrepared, rev))
 	}
 	entries := mustAudit(t, st, id)
 	var revs []int64

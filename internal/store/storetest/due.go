@@ -166,13 +166,7 @@ func (s *suite) dueFollowsWrites(t *testing.T) {
 		r.Parked = &operation.ParkedState{Reason: "operator", At: at}
 	})
 	wantDue(t, st, at, 0, other)
-	next := v.Clone()
-	next.Parked = nil
-	var err error
-	v, err = st.UpdateWithAudit(t.Context(), next, v.Revision, auditEntry(id, v.Phase, v.Phase, v.Revision))
-	if err != nil {
-		t.Fatalf("unpark with audit: %v", err)
-	}
+	v = revise(t, st, v, func(r *operation.Record) { r.Parked = nil }, auditEntry(id, v.Phase, v.Phase, v.Revision))
 	wantDue(t, st, at, 0, other, id)
 
 	// Schedule cleared: out. Terminal: out.

@@ -267,9 +267,7 @@ func (s *suite) jobRefs(t *testing.T) {
 	attached.Phase, attached.RemoteJobID = operation.PhaseAccepted, job
 	entry := auditEntry(attacher, operation.PhasePrepared, operation.PhaseAccepted, 1)
 	entry.RemoteJobID, entry.Verification, entry.Reason = job, "unverified: the job names operation op-x", "ticket 4711"
-	if _, err := st.UpdateWithAudit(t.Context(), attached, 1, entry); err != nil {
-		t.Fatalf("update with audit: %v", err)
-	}
+	mustUpdate(t, st, attached, 1, entry)
 	wantAudit(t, st, attacher, written(entry, attacher, 2)) // with the attach's job, verification and reason
 
 	want := []store.JobRef{

@@ -326,9 +326,14 @@ func mustGet(t *testing.T, st store.Store, id string) operation.Record {
 	return got
 }
 
-func mustUpdate(t *testing.T, st store.Store, rec operation.Record, expected int64) operation.Record {
+// mustUpdate writes rec at expected, with the audit entry if one is given.
+func mustUpdate(t *testing.T, st store.Store, rec operation.Record, expected int64, entry ...review.AuditEntry) operation.Record {
 	t.Helper()
-	got, err := st.Update(t.Context(), rec, expected)
+	var e review.AuditEntry
+	if len(entry) > 0 {
+		e = entry[0]
+	}
+	got, err := update(t.Context(), st, rec, expected, e, len(entry) > 0)
 	if err != nil {
 		t.Fatalf("update %s at %d: %v", rec.OperationID, expected, err)
 	}
@@ -338,12 +343,13 @@ func mustUpdate(t *testing.T, st store.Store, rec operation.Record, expected int
 	return got
 }
 
-// revise writes an edited copy of v over v.
-func revise(t *testing.T, st store.Store, v operation.Record, edit func(*operation.Record)) operation.Record {
+// revise writes an edited copy of v over v, with the audit entry if one
+// is given.
+func revise(t *testing.T, st store.Store, v operation.Record, edit func(*operation.Record), entry ...review.AuditEntry) operation.Record {
 	t.Helper()
 	next := v.Clone()
 	edit(&next)
-	return mustUpdate(t, st, next, v.Revision)
+	return mustUpdate(t, st, next, v.Revision, entry...)
 }
 
 // update writes rec at expected, with entry if audited.
