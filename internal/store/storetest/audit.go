@@ -24,8 +24,7 @@ func ackEntry(id string, phase operation.Phase, rev int64, at time.Time) review.
 // without writing the record, after the entry that produced its revision
 // and before the next revision's; the same entry twice is one entry.
 func (s *suite) appendAuditTerminal(t *testing.T) {
-	st, id := s.parallel(t)
-	v1 := mustCreate(t, st, newRecord(id))
+	st, id, v1 := s.created(t)
 	v2 := revise(t, st, v1, func(r *operation.Record) { r.Phase = operation.PhaseSuperseded },
 		auditEntry(id, operation.PhasePrepared, operation.PhaseSuperseded, 1))
 	first := ackEntry(id, operation.PhaseSuperseded, 2, base.Add(2*time.Hour))
@@ -63,8 +62,7 @@ func (s *suite) appendAuditTerminal(t *testing.T) {
 // appendAuditStale: an entry about a revision the record has left, or
 // of a record that does not exist, is refused with the current record.
 func (s *suite) appendAuditStale(t *testing.T) {
-	st, id := s.parallel(t)
-	v1 := mustCreate(t, st, newRecord(id))
+	st, id, v1 := s.created(t)
 	v2 := revise(t, st, v1, func(r *operation.Record) { r.LastAppliedMessageID = "msg-2" })
 	err := st.AppendAudit(t.Context(), ackEntry(id, operation.PhasePrepared, 1, base.Add(time.Hour)))
 	wantConflictWithCurrent(t, st, err, 1, v2)
@@ -77,8 +75,7 @@ func (s *suite) appendAuditStale(t *testing.T) {
 }
 
 func (s *suite) auditWritesBoth(t *testing.T) {
-	st, id := s.parallel(t)
-	v1 := mustCreate(t, st, newRecord(id))
+	st, id, v1 := s.created(t)
 	next := v1.Clone()
 	next.Phase = operation.PhaseSuperseded
 	entry := auditEntry(id, operation.PhasePrepared, operation.PhaseSuperseded, 1)
@@ -91,8 +88,7 @@ func (s *suite) auditWritesBoth(t *testing.T) {
 }
 
 func (s *suite) auditStale(t *testing.T) {
-	st, id := s.parallel(t)
-	v1 := mustCreate(t, st, newRecord(id))
+	st, id, v1 := s.created(t)
 	v2 := revise(t, st, v1, func(r *operation.Record) { r.LastAppliedMessageID = "msg-2" })
 
 	stale := v1.Clone()
@@ -103,8 +99,7 @@ func (s *suite) auditStale(t *testing.T) {
 }
 
 func (s *suite) oneAuditPerRevision(t *testing.T) {
-	st, id := s.parallel(t)
-	v1 := mustCreate(t, st, newRecord(id))
+	st, id, v1 := s.created(t)
 	first := v1.Clone()
 	first.LastAppliedMessageID = "replay-1"
 	firstEntry := auditEntry(id, operation.PhasePrepared, operation.PhasePrepared, 1)
@@ -120,8 +115,7 @@ func (s *suite) oneAuditPerRevision(t *testing.T) {
 }
 
 func (s *suite) auditConcurrent(t *testing.T) {
-	st, id := s.parallel(t)
-	v1 := mustCreate(t, st, newRecord(id))
+	st, id, v1 := s.created(t)
 
 	const operators = 8
 	errs := make([]error, operators)
@@ -160,8 +154,7 @@ func (s *suite) auditConcurrent(t *testing.T) {
 }
 
 func (s *suite) auditMismatch(t *testing.T) {
-	st, id := s.parallel(t)
-	v1 := mustCreate(t, st, newRecord(id))
+	st, id, v1 := s.created(t)
 	next := v1.Clone()
 	next.Phase = operation.PhaseSuperseded
 
@@ -180,8 +173,7 @@ func (s *suite) auditMismatch(t *testing.T) {
 }
 
 func (s *suite) auditOrder(t *testing.T) {
-	st, id := s.parallel(t)
-	cur := mustCreate(t, st, newRecord(id))
+	st, id, cur := s.created(t)
 	// 12 entries: revisions 2..13 cross from one digit to two, where a
 	// store sorting unpadded strings would put 10 before 2.
 	for rev := int64(1); rev <= 12; rev++ {

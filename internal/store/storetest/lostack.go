@@ -184,8 +184,7 @@ func (s *suite) ownWriteResent(t *testing.T) {
 		{"anonymous", false, false, true},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			st, id := s.parallel(t)
-			mustCreate(t, st, newRecord(id))
+			st, id, _ := s.created(t)
 			next := FullRecord(id)
 			if tc.terminal {
 				next.Phase, next.Parked = operation.PhaseDelivered, nil
@@ -237,8 +236,7 @@ func (s *suite) otherWriteConflicts(t *testing.T) {
 		{"audit time", func(_ *operation.Record, e *review.AuditEntry) { e.At = e.At.Add(1) }, true},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			st, id := s.parallel(t)
-			mustCreate(t, st, newRecord(id))
+			st, id, _ := s.created(t)
 			first, firstEntry := FullRecord(id), auditEntry(id, operation.PhasePrepared, operation.PhaseAccepted, 1)
 			other, otherEntry := first.Clone(), firstEntry
 			other.Remote.Outputs = slices.Clone(first.Remote.Outputs)

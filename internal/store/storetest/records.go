@@ -62,8 +62,7 @@ func (s *suite) getMissing(t *testing.T) {
 }
 
 func (s *suite) updateRoundTrips(t *testing.T) {
-	st, id := s.parallel(t)
-	mustCreate(t, st, newRecord(id))
+	st, id, _ := s.created(t)
 
 	full := FullRecord(id)
 	full.Revision = 99 // the store sets the revision, whatever came in
@@ -93,8 +92,7 @@ func (s *suite) updateRoundTrips(t *testing.T) {
 }
 
 func (s *suite) updateRejectsBadInput(t *testing.T) {
-	st, id := s.parallel(t)
-	created := mustCreate(t, st, newRecord(id))
+	st, id, created := s.created(t)
 	for name, tc := range map[string]struct {
 		rec      operation.Record
 		expected int64
@@ -122,8 +120,7 @@ func (s *suite) updateMissing(t *testing.T) {
 }
 
 func (s *suite) staleRevision(t *testing.T) {
-	st, id := s.parallel(t)
-	v1 := mustCreate(t, st, newRecord(id))
+	st, _, v1 := s.created(t)
 	v2 := revise(t, st, v1, func(r *operation.Record) {
 		r.Phase, r.LastAppliedMessageID = operation.PhaseSubmitting, "msg-2"
 	})
@@ -139,8 +136,7 @@ func (s *suite) staleRevision(t *testing.T) {
 }
 
 func (s *suite) concurrentWriters(t *testing.T) {
-	st, id := s.parallel(t)
-	mustCreate(t, st, newRecord(id))
+	st, id, _ := s.created(t)
 
 	const writers = 16
 	errs := make([]error, writers)
@@ -195,8 +191,7 @@ func (s *suite) concurrentWriters(t *testing.T) {
 }
 
 func (s *suite) noLostUpdates(t *testing.T) {
-	st, id := s.parallel(t)
-	mustCreate(t, st, newRecord(id))
+	st, id, _ := s.created(t)
 
 	const goroutines, increments = 8, 20
 	errs := make(chan error, goroutines)

@@ -108,6 +108,13 @@ func (s *suite) parallel(t *testing.T) (store.Store, string) {
 	return s.store(t), s.id(t, "op")
 }
 
+// created is parallel with a new record (newRecord) at revision 1 stored.
+func (s *suite) created(t *testing.T) (store.Store, string, operation.Record) {
+	t.Helper()
+	st, id := s.parallel(t)
+	return st, id, mustCreate(t, st, newRecord(id))
+}
+
 // id is unique to this run, subtest and suffix, so subtests can share a
 // table and runs can share nothing by accident.
 func (s *suite) id(t *testing.T, suffix string) string {
