@@ -33,6 +33,13 @@ func (s *suite) reviewOf(t *testing.T, suffix, op string, created time.Time) rev
 
 func sameReview(a, b review.Record) bool { return inUTC(a) == inUTC(b) }
 
+func mustClose(t *testing.T, st store.Store, id, by string, at time.Time) {
+	t.Helper()
+	if err := st.CloseReview(t.Context(), id, by, at); err != nil {
+		t.Fatalf("close review %s by %s: %v", id, by, err)
+	}
+}
+
 // wantReview asserts the stored review want.ID is want.
 func wantReview(t *testing.T, st store.Store, what string, want review.Record) {
 	t.Helper()
@@ -125,9 +132,7 @@ func (s *suite) openReviews(t *testing.T) {
 	closedAtBirth.Open = false
 	putReviews(t, st, newReview(a, base.Add(2*time.Minute)), newReview(b, base), newReview(c, base.Add(time.Minute)), closedAtBirth)
 	s.wantOpen(t, st, b, c, a)
-	if err := st.CloseReview(t.Context(), c, "alice", base.Add(time.Hour)); err != nil {
-		t.Fatalf("close review: %v", err)
-	}
+	mustClose(t, st, c, "alice", base.Add(time.Hour))
 	s.wantOpen(t, st, b, a)
 	rs, err := st.OpenReviews(t.Context())
 	if err != nil {
@@ -145,12 +150,8 @@ func (s *suite) closeReview(t *testing.T) {
 	r := newReview(id, base)
 	putReviews(t, st, r)
 	closedAt := base.Add(time.Hour + 5)
-	if err := st.CloseReview(t.Context(), id, "alice", closedAt); err != nil {
-		t.Fatalf("close: %v", err)
-	}
-	if err := st.CloseReview(t.Context(), id, "bob", closedAt.Add(time.Hour)); err != nil {
-		t.Fatalf("second close: %v", err)
-	}
+	mustClose(t, st, id, "alice", closedAt)
+	mustClose(t, st, id, "bob", closedAt.Add(time.Hour))
 	// A redelivered DLQ message writing the review again must not reopen it.
 	if wrote, err := st.PutReview(t.Context(), r); err != nil || wrote {
 		t.Fatalf("put after close: wrote=%v err=%v, want a no-op", wrote, err)
@@ -200,9 +201,7 @@ func (s *suite) resolveReview(t *testing.T) {
 	if err := st.ResolveReview(t.Context(), r.ID, "bob", "something else", at.Add(time.Hour)); err != nil {
 		t.Fatalf("second resolve: %v", err)
 	}
-	if err := st.CloseReview(t.Context(), r.ID, "carol", at.Add(2*time.Hour)); err != nil {
-		t.Fatalf("close after resolve: %v", err)
-	}
+	mustClose(t, st, r.ID, "carol", at.Add(2*time.Hour))
 	want := r
 	want.Open, want.ClosedBy, want.ClosedAt, want.ClosedReason = false, "automation (handler)", at, reason
 	wantReview(t, st, "resolved review (the first close stands)", want)
@@ -222,9 +221,7 @@ func (s *suite) operationReviews(t *testing.T) {
 	notMine := s.reviewOf(t, "not-mine", other, base)
 	putReviews(t, st, stillOpen, closedLater, closedAtBirth, notMine)
 	closedAt := base.Add(time.Hour)
-	if err := st.CloseReview(t.Context(), closedLater.ID, "alice", closedAt); err != nil {
-		t.Fatalf("close: %v", err)
-	}
+	mustClose(t, st, closedLater.ID, "alice", closedAt)
 	closedLater.Open, closedLater.ClosedBy, closedLater.ClosedAt = false, "alice", closedAt
 	want := []review.Record{closedAtBirth, closedLater, stillOpen}
 	eventually(t, func() string {

@@ -29,7 +29,7 @@ var base = time.Date(2025, 3, 14, 15, 9, 26, 535897932, time.UTC)
 // consistent; the bbolt store answers on the first try.
 const indexWait = 10 * time.Second
 
-// Run runs the suite, area by area, one file each. open returns a store
+// Run runs the suite, area by area (a file each). open returns a store
 // for one subtest; it may be a fresh store or one on shared storage (a
 // DynamoDB table): every subtest uses operation and review ids of its
 // own. Run closes each store it gets.
