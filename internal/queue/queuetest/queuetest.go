@@ -1,18 +1,14 @@
 // Package queuetest is the conformance suite for the queues genjobs runs
 // on: the SQS adapter (package queue, run against moto) and the embedded
-// queue of the local stack and the simulation (package localqueue). Both
-// run the same tests, so a handler tested locally meets the semantics it
-// gets in AWS.
+// queue of the local stack and the simulation (package localqueue), so a
+// handler tested locally meets the semantics it gets in AWS.
 //
 // Every expected result comes from AWS's documentation of standard queues
 // (each test names the section), not from what the implementations agree
-// on. Where a backend knowingly differs it declares the difference in
-// Features; the suite then checks the declared behaviour instead, so an
-// undeclared difference fails, and so does a declared one the backend no
-// longer has. Nothing is skipped.
-//
-// It is test support: import it from _test files only, never from code
-// the Lambdas link.
+// on. A backend declares where it knowingly differs in Features, and the
+// suite checks the declared behaviour instead: an undeclared difference
+// fails, and so does a declared one the backend no longer has. Nothing is
+// skipped. Import it from _test files only.
 package queuetest
 
 import (
@@ -25,8 +21,7 @@ import (
 )
 
 // Backend is one queue implementation as the suite drives it. Each test
-// gets its own Backend (Run calls the factory per test), so a backend on
-// a manual clock can advance it without disturbing other tests.
+// gets its own, so a backend on a manual clock can advance it freely.
 type Backend interface {
 	// NewQueue creates an empty standard queue for the calling test and
 	// returns its URL. With cfg.MaxReceiveCount > 0 the queue gets a
@@ -35,16 +30,15 @@ type Backend interface {
 	// Send puts body on the queue, invisible for delay (whole seconds).
 	Send(ctx context.Context, url string, body []byte, delay time.Duration) (id string, err error)
 	// Receive returns up to max of the messages visible now and hides
-	// them for visibility (whole seconds; 0 means the queue's own). A
-	// backend over a real service waits as long as it must for "now" to
-	// hold; it returns an error for arguments the service rejects.
+	// them for visibility (whole seconds; 0 means the queue's own),
+	// waiting as long as a real service needs; it returns an error for
+	// arguments the service rejects.
 	Receive(ctx context.Context, url string, max int, visibility time.Duration) ([]Message, error)
 	// ChangeVisibility hides the received message for timeout from now.
 	ChangeVisibility(ctx context.Context, url, receiptHandle string, timeout time.Duration) error
 	// Delete removes the received message.
 	Delete(ctx context.Context, url, receiptHandle string) error
-	// Sleep lets d pass on the queue's clock: it advances a manual clock,
-	// or sleeps.
+	// Sleep lets d pass on the queue's clock (advances it, or sleeps).
 	Sleep(d time.Duration)
 	// Now reads the queue's clock.
 	Now() time.Time
@@ -52,8 +46,7 @@ type Backend interface {
 
 // QueueConfig is what a test asks of a new queue.
 type QueueConfig struct {
-	// Visibility is the queue's VisibilityTimeout (whole seconds, > 0).
-	Visibility time.Duration
+	Visibility time.Duration // the queue's VisibilityTimeout (whole seconds, > 0)
 	// MaxReceiveCount is the redrive policy's maxReceiveCount; 0 means no
 	// dead-letter queue.
 	MaxReceiveCount int
@@ -61,51 +54,43 @@ type QueueConfig struct {
 
 // Message is a received message with the system attributes genjobs reads.
 type Message struct {
-	ID            string
-	Body          []byte
-	ReceiptHandle string
-	// ReceiveCount is ApproximateReceiveCount.
-	ReceiveCount int
-	// SentAt is SentTimestamp.
-	SentAt time.Time
-	// FirstReceivedAt is ApproximateFirstReceiveTimestamp.
-	FirstReceivedAt time.Time
+	ID              string
+	Body            []byte
+	ReceiptHandle   string
+	ReceiveCount    int       // ApproximateReceiveCount
+	SentAt          time.Time // SentTimestamp
+	FirstReceivedAt time.Time // ApproximateFirstReceiveTimestamp
 }
 
-// Features declares where a backend knowingly differs from SQS. The zero
-// value is SQS as documented; each field says what SQS does and what a
-// backend that sets it does instead (and is then checked for).
+// Features declares where a backend knowingly differs from SQS, whose
+// documented behaviour is the zero value; a backend that sets a field is
+// checked for what the field says instead.
 type Features struct {
-	// DelaysBeyondMax: Send accepts delays longer than 900 s. SQS rejects
-	// a DelaySeconds above 900 (15 minutes); genjobs sends longer waits
-	// through EventBridge Scheduler. The embedded queue takes them because
-	// the local stack and the simulation route those waits through the
-	// queue (their dispatcher allows 365 days).
+	// DelaysBeyondMax: Send accepts delays over SQS's 900 s (genjobs sends
+	// longer waits through EventBridge Scheduler; the local stack and the
+	// simulation route them through the embedded queue, up to 365 days).
 	DelaysBeyondMax bool
-	// ReceiveBeyondTen: Receive accepts more than 10 messages at once.
-	// SQS's MaxNumberOfMessages is 1..10; the embedded queue serves
-	// Lambda-sized batches to the local event source mapping.
+	// ReceiveBeyondTen: Receive accepts more than SQS's 10 messages at
+	// once (the embedded queue serves the local event source mapping
+	// Lambda-sized batches).
 	ReceiveBeyondTen bool
-	// ExactlyOnceInOrder: each receive hands out every visible message at
-	// most once and the earliest visible first (ties in send order), and
-	// a receive returns as many as are visible, up to max. SQS standard
-	// queues deliver at least once, in best-effort order, and a receive
-	// may return fewer messages than are visible. The embedded queue is
-	// exact so a simulation replays; duplicates are the simulation's to
-	// inject.
+	// ExactlyOnceInOrder: a receive hands out every visible message at
+	// most once, earliest visible first (ties in send order), and as many
+	// as are visible up to max; SQS standard queues deliver at least
+	// once, in best-effort order, maybe fewer than are visible. The
+	// embedded queue is exact so a simulation replays (it injects its own
+	// duplicates).
 	ExactlyOnceInOrder bool
 	// StaleDeleteFails: Delete with a receipt handle from an earlier
-	// receive fails and deletes nothing. SQS answers success and "the
-	// message might not be deleted". The embedded queue fails it so a
-	// worker that lost its lease learns so instead of deleting its
-	// successor's message.
+	// receive fails and deletes nothing (SQS answers success and "the
+	// message might not be deleted"), so a worker that lost its lease
+	// learns so instead of deleting its successor's message.
 	StaleDeleteFails bool
 }
 
-// Timing: visibility timeouts and delays of one or two seconds keep a run
-// against a real-time emulator short; slack covers a real clock's request
-// latency and the emulator's own timer resolution. Checks before an
-// expiry are made slack early, checks after it slack late.
+// Timing: timeouts and delays of a second or two keep a run against a
+// real-time emulator short; checks before an expiry are made slack early,
+// checks after it slack late, for request latency and timer resolution.
 const (
 	unit  = time.Second
 	slack = 400 * time.Millisecond
@@ -117,40 +102,33 @@ const (
 // Run runs every test of the suite on backends made by newBackend, with
 // the differences f declares.
 func Run(t *testing.T, newBackend func(t *testing.T) Backend, f Features) {
-	tests := []struct {
-		name string
-		fn   func(*testing.T, Backend, Features)
-	}{
-		{"VisibilityTimeout", testVisibilityTimeout},
-		{"ReceiveVisibilityOverride", testReceiveVisibilityOverride},
-		{"ChangeVisibilityExtends", testChangeVisibilityExtends},
-		{"ChangeVisibilityZeroReleases", testChangeVisibilityZeroReleases},
-		{"ReceiveCountIncrements", testReceiveCountIncrements},
-		{"Timestamps", testTimestamps},
-		{"DelaySeconds", testDelaySeconds},
-		{"DelaySecondsMaximum", testDelaySecondsMaximum},
-		{"RedriveAfterMaxReceiveCount", testRedrive},
-		{"BatchReceiveUpToTen", testBatchReceive},
-		{"ReceiveMoreThanTen", testReceiveMoreThanTen},
-		{"DeleteCurrentHandle", testDeleteCurrentHandle},
-		{"DeleteStaleHandle", testDeleteStaleHandle},
-	}
-	for _, tc := range tests {
-		t.Run(tc.name, func(t *testing.T) {
+	run := func(name string, test func(*testing.T, Backend, Features)) {
+		t.Run(name, func(t *testing.T) {
 			t.Parallel()
-			tc.fn(t, newBackend(t), f)
+			test(t, newBackend(t), f)
 		})
 	}
+	run("VisibilityTimeout", testVisibilityTimeout)
+	run("ReceiveVisibilityOverride", testReceiveVisibilityOverride)
+	run("ChangeVisibilityExtends", testChangeVisibilityExtends)
+	run("ChangeVisibilityZeroReleases", testChangeVisibilityZeroReleases)
+	run("ReceiveCountIncrements", testReceiveCountIncrements)
+	run("Timestamps", testTimestamps)
+	run("DelaySeconds", testDelaySeconds)
+	run("DelaySecondsMaximum", testDelaySecondsMaximum)
+	run("RedriveAfterMaxReceiveCount", testRedrive)
+	run("BatchReceiveUpToTen", testBatchReceive)
+	run("ReceiveMoreThanTen", testReceiveMoreThanTen)
+	run("DeleteCurrentHandle", testDeleteCurrentHandle)
+	run("DeleteStaleHandle", testDeleteStaleHandle)
 }
 
-// Visibility timeout: a received message stays in the queue, hidden from
-// other receives until the visibility timeout expires, and is then
-// delivered again, with a new receipt handle.
+// A received message is hidden until the visibility timeout expires, then
+// delivered again with a new receipt handle.
 // SQS Developer Guide, "Amazon SQS visibility timeout"; API Reference,
 // ReceiveMessage ("each time you receive a message ... a different
 // receipt handle").
 func testVisibilityTimeout(t *testing.T, b Backend, _ Features) {
-	ctx := t.Context()
 	url, _ := b.NewQueue(t, QueueConfig{Visibility: 2 * unit})
 	id := send(t, b, url, "visibility", 0)
 
@@ -169,7 +147,7 @@ func testVisibilityTimeout(t *testing.T, b Backend, _ Features) {
 	if again.ReceiptHandle == first.ReceiptHandle {
 		t.Error("the redelivery reused the first receipt handle")
 	}
-	mustDelete(ctx, t, b, url, again.ReceiptHandle)
+	mustDelete(t, b, url, again.ReceiptHandle)
 }
 
 // ReceiveMessage's VisibilityTimeout hides the received messages for that
@@ -180,72 +158,52 @@ func testReceiveVisibilityOverride(t *testing.T, b Backend, _ Features) {
 	send(t, b, url, "override", 0)
 	m := receiveOne(t, b, url, unit, "receive with a 1 s visibility")
 	b.Sleep(unit + slack)
-	again := receiveOne(t, b, url, 0, "1 s after, well inside the queue's 30 s")
-	if again.ID != m.ID {
-		t.Errorf("redelivered %s, want %s", again.ID, m.ID)
-	}
-	mustDelete(t.Context(), t, b, url, again.ReceiptHandle)
+	again := receiveID(t, b, url, m.ID, "1 s after, well inside the queue's 30 s")
+	mustDelete(t, b, url, again.ReceiptHandle)
 }
 
-// ChangeMessageVisibility hides a message in flight for the new timeout
-// counted from the call, whatever the queue's timeout.
+// ChangeMessageVisibility hides a message for the new timeout from the
+// call, whatever the queue's timeout.
 // API Reference, ChangeMessageVisibility ("the 10 seconds begin to count
 // from the time that you make the ChangeMessageVisibility call").
 func testChangeVisibilityExtends(t *testing.T, b Backend, _ Features) {
-	ctx := t.Context()
 	url, _ := b.NewQueue(t, QueueConfig{Visibility: unit})
 	send(t, b, url, "extend", 0)
 	m := receiveOne(t, b, url, 0, "first receive")
-	if err := b.ChangeVisibility(ctx, url, m.ReceiptHandle, 3*unit); err != nil {
-		t.Fatalf("extend to 3 s: %v", err)
-	}
+	mustChangeVisibility(t, b, url, m.ReceiptHandle, 3*unit, "extend to 3 s")
 	b.Sleep(unit + slack)
 	receiveNone(t, b, url, "past the queue's 1 s, inside the extended 3 s")
 	b.Sleep(2*unit - 2*slack)
 	receiveNone(t, b, url, "just before the extended 3 s ran out")
 	b.Sleep(2 * slack)
-	again := receiveOne(t, b, url, 0, "after the extended 3 s")
-	if again.ID != m.ID {
-		t.Errorf("redelivered %s, want %s", again.ID, m.ID)
-	}
-	mustDelete(ctx, t, b, url, again.ReceiptHandle)
+	again := receiveID(t, b, url, m.ID, "after the extended 3 s")
+	mustDelete(t, b, url, again.ReceiptHandle)
 }
 
-// A visibility timeout of 0 makes the message visible at once; and the
-// changed timeout is not kept for the message: the next receive hides it
-// for the queue's timeout again.
+// A visibility timeout of 0 makes the message visible at once, and the
+// next receive hides it for the queue's timeout again.
 // SQS Developer Guide, "Amazon SQS visibility timeout" (terminating the
 // timeout by setting it to 0); API Reference, ChangeMessageVisibility
 // ("the visibility timeout for the message reverts to the original
 // timeout value ... the next time the message is received").
 func testChangeVisibilityZeroReleases(t *testing.T, b Backend, _ Features) {
-	ctx := t.Context()
 	url, _ := b.NewQueue(t, QueueConfig{Visibility: unit})
 	send(t, b, url, "release", 0)
 	m := receiveOne(t, b, url, 0, "first receive")
-	if err := b.ChangeVisibility(ctx, url, m.ReceiptHandle, 3*unit); err != nil {
-		t.Fatalf("extend to 3 s: %v", err)
-	}
-	if err := b.ChangeVisibility(ctx, url, m.ReceiptHandle, 0); err != nil {
-		t.Fatalf("release with 0: %v", err)
-	}
+	mustChangeVisibility(t, b, url, m.ReceiptHandle, 3*unit, "extend to 3 s")
+	mustChangeVisibility(t, b, url, m.ReceiptHandle, 0, "release with 0")
 	again := receiveOne(t, b, url, 0, "right after the release")
 	if again.ID != m.ID {
 		t.Fatalf("received %s, want %s", again.ID, m.ID)
 	}
 	b.Sleep(unit + slack)
-	third := receiveOne(t, b, url, 0, "1 s after the second receive (the queue's timeout, not the 3 s set before)")
-	if third.ID != m.ID {
-		t.Errorf("received %s, want %s", third.ID, m.ID)
-	}
-	mustDelete(ctx, t, b, url, third.ReceiptHandle)
+	third := receiveID(t, b, url, m.ID, "1 s after the second receive (the queue's timeout, not the 3 s set before)")
+	mustDelete(t, b, url, third.ReceiptHandle)
 }
 
 // ApproximateReceiveCount counts the receives of a message, this one
 // included.
-// API Reference, ReceiveMessage, MessageSystemAttributeNames:
-// "ApproximateReceiveCount – Returns the number of times a message has
-// been received across all queues but not deleted."
+// API Reference, ReceiveMessage, MessageSystemAttributeNames.
 func testReceiveCountIncrements(t *testing.T, b Backend, _ Features) {
 	url, _ := b.NewQueue(t, QueueConfig{Visibility: unit})
 	send(t, b, url, "count", 0)
@@ -259,15 +217,13 @@ func testReceiveCountIncrements(t *testing.T, b Backend, _ Features) {
 			t.Errorf("receive %d: ApproximateReceiveCount %d, want %d", i, last.ReceiveCount, i)
 		}
 	}
-	mustDelete(t.Context(), t, b, url, last.ReceiptHandle)
+	mustDelete(t, b, url, last.ReceiptHandle)
 }
 
 // SentTimestamp is when the message was sent; ApproximateFirstReceive-
-// Timestamp when it was first received, and stays so on redelivery.
-// API Reference, ReceiveMessage, MessageSystemAttributeNames
-// ("SentTimestamp – Returns the time the message was sent to the queue";
-// "ApproximateFirstReceiveTimestamp – Returns the time the message was
-// first received from the queue", both epoch milliseconds).
+// Timestamp when it was first received, also on redelivery (both epoch
+// milliseconds).
+// API Reference, ReceiveMessage, MessageSystemAttributeNames.
 func testTimestamps(t *testing.T, b Backend, _ Features) {
 	url, _ := b.NewQueue(t, QueueConfig{Visibility: unit})
 	sentAt := b.Now()
@@ -282,13 +238,12 @@ func testTimestamps(t *testing.T, b Backend, _ Features) {
 	checkStamp(t, "SentTimestamp on the second receive", second.SentAt, sentAt)
 	checkStamp(t, "ApproximateFirstReceiveTimestamp on the first receive", first.FirstReceivedAt, firstAt)
 	checkStamp(t, "ApproximateFirstReceiveTimestamp on the second receive", second.FirstReceivedAt, firstAt)
-	mustDelete(t.Context(), t, b, url, second.ReceiptHandle)
+	mustDelete(t, b, url, second.ReceiptHandle)
 }
 
 // DelaySeconds keeps a message invisible until the delay has passed.
-// API Reference, SendMessage, DelaySeconds ("Messages with a positive
-// DelaySeconds value become available for processing after the delay
-// period is finished"); SQS Developer Guide, "Amazon SQS message timers".
+// API Reference, SendMessage, DelaySeconds; SQS Developer Guide, "Amazon
+// SQS message timers".
 func testDelaySeconds(t *testing.T, b Backend, _ Features) {
 	url, _ := b.NewQueue(t, QueueConfig{Visibility: 30 * unit})
 	id := send(t, b, url, "delayed", 2*unit)
@@ -296,11 +251,8 @@ func testDelaySeconds(t *testing.T, b Backend, _ Features) {
 	b.Sleep(2*unit - slack)
 	receiveNone(t, b, url, "before the 2 s delay passed")
 	b.Sleep(2 * slack)
-	m := receiveOne(t, b, url, 0, "after the 2 s delay")
-	if m.ID != id {
-		t.Errorf("received %s, want %s", m.ID, id)
-	}
-	mustDelete(t.Context(), t, b, url, m.ReceiptHandle)
+	m := receiveID(t, b, url, id, "after the 2 s delay")
+	mustDelete(t, b, url, m.ReceiptHandle)
 }
 
 // DelaySeconds is at most 900 (15 minutes): 900 is accepted and hides the
@@ -308,12 +260,11 @@ func testDelaySeconds(t *testing.T, b Backend, _ Features) {
 // API Reference, SendMessage, DelaySeconds ("Valid values: 0 to 900.
 // Maximum: 15 minutes"); SQS Developer Guide, "Amazon SQS delay queues".
 func testDelaySecondsMaximum(t *testing.T, b Backend, f Features) {
-	ctx := t.Context()
 	url, _ := b.NewQueue(t, QueueConfig{Visibility: 30 * unit})
 	send(t, b, url, "fifteen minutes", 900*time.Second)
 	receiveNone(t, b, url, "right after a send delayed 900 s")
 
-	_, err := b.Send(ctx, url, []byte("sixteen minutes"), 901*time.Second)
+	_, err := b.Send(t.Context(), url, []byte("sixteen minutes"), 901*time.Second)
 	switch {
 	case f.DelaysBeyondMax && err != nil:
 		t.Errorf("send delayed 901 s: %v; declared DelaysBeyondMax", err)
@@ -323,30 +274,23 @@ func testDelaySecondsMaximum(t *testing.T, b Backend, f Features) {
 	receiveNone(t, b, url, "after sends delayed 900 s and 901 s")
 }
 
-// A message received maxReceiveCount times without being deleted is moved
-// to the dead-letter queue instead of being delivered again; it keeps its
-// id, body and enqueue time there, and its receive count counts the
-// receives from both queues.
-// SQS Developer Guide, "Using dead-letter queues in Amazon SQS" (the
-// redrive policy's maxReceiveCount) and "Setting-up dead-letter queue
-// retention" ("When a message is moved to a dead-letter queue, the
-// enqueue timestamp is unchanged"); API Reference, ReceiveMessage
-// (ApproximateReceiveCount counts receives "across all queues").
+// A message received maxReceiveCount times without being deleted moves to
+// the dead-letter queue, keeping its id, body and enqueue time; its
+// receive count counts the receives from both queues.
+// SQS Developer Guide, "Using dead-letter queues in Amazon SQS" and
+// "Setting-up dead-letter queue retention" ("the enqueue timestamp is
+// unchanged"); API Reference, ReceiveMessage (ApproximateReceiveCount
+// counts receives "across all queues").
 func testRedrive(t *testing.T, b Backend, _ Features) {
 	url, dlq := b.NewQueue(t, QueueConfig{Visibility: unit, MaxReceiveCount: 2})
 	id := send(t, b, url, "poison", 0)
-	var first Message
-	for i := 1; i <= 2; i++ {
-		if i > 1 {
-			b.Sleep(unit + slack)
-		}
-		m := receiveOne(t, b, url, 0, fmt.Sprintf("receive %d of maxReceiveCount 2", i))
-		if m.ID != id {
-			t.Fatalf("receive %d: got %s, want %s", i, m.ID, id)
-		}
-		if i == 1 {
-			first = m
-		}
+	first := receiveOne(t, b, url, 0, "receive 1 of maxReceiveCount 2")
+	if first.ID != id {
+		t.Fatalf("receive 1: got %s, want %s", first.ID, id)
+	}
+	b.Sleep(unit + slack)
+	if m := receiveOne(t, b, url, 0, "receive 2 of maxReceiveCount 2"); m.ID != id {
+		t.Fatalf("receive 2: got %s, want %s", m.ID, id)
 	}
 	b.Sleep(unit + slack)
 	receiveNone(t, b, url, "after maxReceiveCount receives")
@@ -360,17 +304,15 @@ func testRedrive(t *testing.T, b Backend, _ Features) {
 	if dead.ReceiveCount != 3 {
 		t.Errorf("ApproximateReceiveCount in the dead-letter queue %d, want 3", dead.ReceiveCount)
 	}
-	mustDelete(t.Context(), t, b, dlq, dead.ReceiptHandle)
+	mustDelete(t, b, dlq, dead.ReceiptHandle)
 	receiveNone(t, b, url, "source queue after the move")
 }
 
-// One receive returns at most MaxNumberOfMessages, which is 1..10, and
-// never more than asked for; repeated receives drain the queue.
-// API Reference, ReceiveMessage ("Retrieves one or more messages (up to
-// 10)"; MaxNumberOfMessages: "Amazon SQS never returns more messages than
-// this value (however, fewer messages might be returned). Valid values: 1
-// to 10"); SQS Developer Guide, "Amazon SQS standard queues" (at-least-
-// once delivery, best-effort ordering).
+// One receive returns at most MaxNumberOfMessages (1..10), never more than
+// asked for; repeated receives drain the queue.
+// API Reference, ReceiveMessage, MaxNumberOfMessages ("never returns more
+// messages than this value"); SQS Developer Guide, "Amazon SQS standard
+// queues" (at-least-once delivery, best-effort ordering).
 func testBatchReceive(t *testing.T, b Backend, f Features) {
 	ctx := t.Context()
 	url, _ := b.NewQueue(t, QueueConfig{Visibility: 30 * unit})
@@ -403,7 +345,7 @@ func testBatchReceive(t *testing.T, b Backend, f Features) {
 				order = append(order, m.ID)
 			}
 			seen[m.ID] = true
-			mustDelete(ctx, t, b, url, m.ReceiptHandle)
+			mustDelete(t, b, url, m.ReceiptHandle)
 		}
 	}
 	for _, id := range ids {
@@ -417,8 +359,7 @@ func testBatchReceive(t *testing.T, b Backend, f Features) {
 }
 
 // MaxNumberOfMessages above 10 is rejected.
-// API Reference, ReceiveMessage, MaxNumberOfMessages ("Valid values: 1 to
-// 10").
+// API Reference, ReceiveMessage, MaxNumberOfMessages ("Valid values: 1 to 10").
 func testReceiveMoreThanTen(t *testing.T, b Backend, f Features) {
 	url, _ := b.NewQueue(t, QueueConfig{Visibility: 30 * unit})
 	for i := range 11 {
@@ -435,15 +376,14 @@ func testReceiveMoreThanTen(t *testing.T, b Backend, f Features) {
 	}
 }
 
-// Delete with the receipt handle of the latest receive removes the
-// message: it is not delivered again once its visibility timeout has run
-// out.
+// Delete with the latest receive's handle removes the message: it is not
+// delivered again once its visibility timeout has run out.
 // API Reference, DeleteMessage.
 func testDeleteCurrentHandle(t *testing.T, b Backend, _ Features) {
 	url, _ := b.NewQueue(t, QueueConfig{Visibility: unit})
 	send(t, b, url, "delete me", 0)
 	m := receiveOne(t, b, url, 0, "receive")
-	mustDelete(t.Context(), t, b, url, m.ReceiptHandle)
+	mustDelete(t, b, url, m.ReceiptHandle)
 	b.Sleep(unit + slack)
 	receiveNone(t, b, url, "deleted, past the visibility timeout")
 }
@@ -465,8 +405,8 @@ func testDeleteStaleHandle(t *testing.T, b Backend, f Features) {
 		if err != nil {
 			t.Errorf("delete with the stale handle: %v; SQS answers success", err)
 		}
-		// SQS leaves it open whether the message went; the current
-		// handle's delete must not fail either way.
+		// Whether the message went or not, the current handle's delete
+		// must not fail.
 		if err := b.Delete(ctx, url, cur.ReceiptHandle); err != nil {
 			t.Errorf("delete with the current handle after the stale one: %v", err)
 		}
@@ -475,16 +415,10 @@ func testDeleteStaleHandle(t *testing.T, b Backend, f Features) {
 	if err == nil {
 		t.Fatal("delete with the stale handle succeeded; declared StaleDeleteFails")
 	}
-	// Declared: nothing was deleted, so the current handle still holds
-	// the message.
-	if err := b.ChangeVisibility(ctx, url, cur.ReceiptHandle, 0); err != nil {
-		t.Fatalf("release with the current handle after the failed stale delete: %v", err)
-	}
-	back := receiveOne(t, b, url, 0, "after the failed stale delete")
-	if back.ID != cur.ID {
-		t.Errorf("received %s, want %s", back.ID, cur.ID)
-	}
-	mustDelete(ctx, t, b, url, back.ReceiptHandle)
+	// Nothing was deleted: the current handle still holds the message.
+	mustChangeVisibility(t, b, url, cur.ReceiptHandle, 0, "release with the current handle after the failed stale delete")
+	back := receiveID(t, b, url, cur.ID, "after the failed stale delete")
+	mustDelete(t, b, url, back.ReceiptHandle)
 }
 
 func send(t *testing.T, b Backend, url, body string, delay time.Duration) string {
@@ -499,6 +433,7 @@ func send(t *testing.T, b Backend, url, body string, delay time.Duration) string
 	return id
 }
 
+// receiveOne receives the one visible message, hiding it for visibility.
 func receiveOne(t *testing.T, b Backend, url string, visibility time.Duration, when string) Message {
 	t.Helper()
 	msgs, err := b.Receive(t.Context(), url, 10, visibility)
@@ -514,6 +449,16 @@ func receiveOne(t *testing.T, b Backend, url string, visibility time.Duration, w
 	return msgs[0]
 }
 
+// receiveID is receiveOne of a message that must be id (or it is an error).
+func receiveID(t *testing.T, b Backend, url, id, when string) Message {
+	t.Helper()
+	m := receiveOne(t, b, url, 0, when)
+	if m.ID != id {
+		t.Errorf("%s: received %s, want %s", when, m.ID, id)
+	}
+	return m
+}
+
 func receiveNone(t *testing.T, b Backend, url, when string) {
 	t.Helper()
 	msgs, err := b.Receive(t.Context(), url, 10, 0)
@@ -525,10 +470,17 @@ func receiveNone(t *testing.T, b Backend, url, when string) {
 	}
 }
 
-func mustDelete(ctx context.Context, t *testing.T, b Backend, url, handle string) {
+func mustDelete(t *testing.T, b Backend, url, handle string) {
 	t.Helper()
-	if err := b.Delete(ctx, url, handle); err != nil {
+	if err := b.Delete(t.Context(), url, handle); err != nil {
 		t.Fatalf("delete: %v", err)
+	}
+}
+
+func mustChangeVisibility(t *testing.T, b Backend, url, handle string, timeout time.Duration, what string) {
+	t.Helper()
+	if err := b.ChangeVisibility(t.Context(), url, handle, timeout); err != nil {
+		t.Fatalf("%s: %v", what, err)
 	}
 }
 

@@ -3,7 +3,6 @@ package storetest
 import (
 	"errors"
 	"fmt"
-	"reflect"
 	"slices"
 	"sync"
 	"testing"
@@ -13,19 +12,6 @@ import (
 	"github.com/genjobs/genjobs/internal/review"
 	"github.com/genjobs/genjobs/internal/store"
 )
-
-// runAudit: UpdateWithAudit writes the record and its audit entry
-// together or not at all, one entry per revision, listed in order.
-func (s *suite) runAudit(t *testing.T) {
-	t.Run("UpdateWithAuditWritesBoth", s.auditWritesBoth)
-	t.Run("UpdateWithAuditStaleWritesNeither", s.auditStale)
-	t.Run("OneAuditEntryPerRevision", s.oneAuditPerRevision)
-	t.Run("UpdateWithAuditConcurrent", s.auditConcurrent)
-	t.Run("UpdateWithAuditRejectsMismatchedEntry", s.auditMismatch)
-	t.Run("AuditOldestFirst", s.auditOrder)
-	t.Run("AppendAuditOnATerminalRecord", s.appendAuditTerminal)
-	t.Run("AppendAuditStaleWritesNothing", s.appendAuditStale)
-}
 
 // ackEntry is an acknowledgement of the record at rev: a decision that
 // changes nothing.
@@ -38,14 +24,9 @@ func ackEntry(id string, phase operation.Phase, rev int64, at time.Time) review.
 // without writing the record, after the entry that produced its revision
 // and before the next revision's; the same entry twice is one entry.
 func (s *suite) appendAuditTerminal(t *testing.T) {
-	st, id := s.parallel(t)
-	v1 := mustCreate(t, st, newRecord(id))
-	next := v1.Clone()
-	next.Phase = operation.PhaseSuperseded
-	v2, err := st.UpdateWithAudit(t.Context(), next, 1, auditEntry(id, operation.PhasePrepared, operation.PhaseSuperseded, 1))
-	if err != nil {
-		t.Fatalf("update with audit: %v", err)
-	}
+	st, id, v1 := s.created(t)
+	v2 := revise(t, st, v1, func(r *operation.Record) { r.Phase = operation.PhaseSuperseded },
+		auditEntry(id, operation.PhasePrepared, operation.PhaseSuperseded, 1))
 	first := ackEntry(id, operation.PhaseSuperseded, 2, base.Add(2*time.Hour))
 	later := ackEntry(id, operation.PhaseSuperseded, 2, base.Add(2*time.Hour+time.Nanosecond))
 	later.Operator = "dave"
@@ -81,91 +62,60 @@ func (s *suite) appendAuditTerminal(t *testing.T) {
 // appendAuditStale: an entry about a revision the record has left, or
 // of a record that does not exist, is refused with the current record.
 func (s *suite) appendAuditStale(t *testing.T) {
-	st, id := s.parallel(t)
-	v1 := mustCreate(t, st, newRecord(id))
-	next := v1.Clone()
-	next.LastAppliedMessageID = "msg-2"
-	v2 := mustUpdate(t, st, next, 1)
+	st, id, v1 := s.created(t)
+	v2 := revise(t, st, v1, func(r *operation.Record) { r.LastAppliedMessageID = "msg-2" })
 	err := st.AppendAudit(t.Context(), ackEntry(id, operation.PhasePrepared, 1, base.Add(time.Hour)))
 	wantConflictWithCurrent(t, st, err, 1, v2)
-	if entries := mustAudit(t, st, id); len(entries) != 0 {
-		t.Fatalf("a refused append wrote %+v", entries)
-	}
+	wantAudit(t, st, id)
 	absent := s.id(t, "absent")
 	if err := st.AppendAudit(t.Context(), ackEntry(absent, operation.PhasePrepared, 1, base)); !errors.Is(err, store.ErrConflict) {
 		t.Errorf("append audit of a missing record: got %v, want ErrConflict", err)
 	}
-	if entries := mustAudit(t, st, absent); len(entries) != 0 {
-		t.Fatalf("an append for a missing record wrote %+v", entries)
-	}
+	wantAudit(t, st, absent)
 }
 
 func (s *suite) auditWritesBoth(t *testing.T) {
-	st, id := s.parallel(t)
-	v1 := mustCreate(t, st, newRecord(id))
+	st, id, v1 := s.created(t)
 	next := v1.Clone()
 	next.Phase = operation.PhaseSuperseded
 	entry := auditEntry(id, operation.PhasePrepared, operation.PhaseSuperseded, 1)
-	got, err := st.UpdateWithAudit(t.Context(), next, 1, entry)
-	if err != nil {
-		t.Fatalf("update with audit: %v", err)
-	}
+	got := mustUpdate(t, st, next, 1, entry)
 	want := next
 	want.Revision = 2
 	equalRecord(t, "update with audit's result", got, want)
 	equalRecord(t, "stored record", mustGet(t, st, id), want)
-
-	entries := mustAudit(t, st, id)
-	wantEntry := entry
-	wantEntry.OperationID, wantEntry.Revision = id, 2 // filled in by the store
-	if len(entries) != 1 || !reflect.DeepEqual(normEntry(entries[0]), normEntry(wantEntry)) {
-		t.Fatalf("audit = %+v, want [%+v]", entries, wantEntry)
-	}
+	wantAudit(t, st, id, written(entry, id, 2))
 }
 
 func (s *suite) auditStale(t *testing.T) {
-	st, id := s.parallel(t)
-	v1 := mustCreate(t, st, newRecord(id))
-	next := v1.Clone()
-	next.LastAppliedMessageID = "msg-2"
-	v2 := mustUpdate(t, st, next, 1)
+	st, id, v1 := s.created(t)
+	v2 := revise(t, st, v1, func(r *operation.Record) { r.LastAppliedMessageID = "msg-2" })
 
 	stale := v1.Clone()
 	stale.Phase = operation.PhaseSuperseded
 	_, err := st.UpdateWithAudit(t.Context(), stale, 1, auditEntry(id, operation.PhasePrepared, operation.PhaseSuperseded, 1))
 	wantConflictWithCurrent(t, st, err, 1, v2)
-	if entries := mustAudit(t, st, id); len(entries) != 0 {
-		t.Fatalf("refused transaction wrote audit entries: %+v", entries)
-	}
+	wantAudit(t, st, id)
 }
 
 func (s *suite) oneAuditPerRevision(t *testing.T) {
-	st, id := s.parallel(t)
-	v1 := mustCreate(t, st, newRecord(id))
+	st, id, v1 := s.created(t)
 	first := v1.Clone()
 	first.LastAppliedMessageID = "replay-1"
 	firstEntry := auditEntry(id, operation.PhasePrepared, operation.PhasePrepared, 1)
-	v2, err := st.UpdateWithAudit(t.Context(), first, 1, firstEntry)
-	if err != nil {
-		t.Fatalf("first update with audit: %v", err)
-	}
+	v2 := mustUpdate(t, st, first, 1, firstEntry)
 
 	second := v1.Clone()
 	second.LastAppliedMessageID = "replay-2"
 	secondEntry := auditEntry(id, operation.PhasePrepared, operation.PhasePrepared, 1)
 	secondEntry.Operator, secondEntry.Revision = "bob", 2
-	_, err = st.UpdateWithAudit(t.Context(), second, 1, secondEntry)
+	_, err := st.UpdateWithAudit(t.Context(), second, 1, secondEntry)
 	wantConflictWithCurrent(t, st, err, 1, v2)
-
-	entries := mustAudit(t, st, id)
-	if len(entries) != 1 || entries[0].Operator != "alice" || entries[0].Revision != 2 {
-		t.Fatalf("audit = %+v, want alice's one entry for revision 2", entries)
-	}
+	wantAudit(t, st, id, written(firstEntry, id, 2)) // alice's, for revision 2
 }
 
 func (s *suite) auditConcurrent(t *testing.T) {
-	st, id := s.parallel(t)
-	v1 := mustCreate(t, st, newRecord(id))
+	st, id, v1 := s.created(t)
 
 	const operators = 8
 	errs := make([]error, operators)
@@ -204,8 +154,7 @@ func (s *suite) auditConcurrent(t *testing.T) {
 }
 
 func (s *suite) auditMismatch(t *testing.T) {
-	st, id := s.parallel(t)
-	v1 := mustCreate(t, st, newRecord(id))
+	st, id, v1 := s.created(t)
 	next := v1.Clone()
 	next.Phase = operation.PhaseSuperseded
 
@@ -220,24 +169,16 @@ func (s *suite) auditMismatch(t *testing.T) {
 		}
 	}
 	equalRecord(t, "record after refused audited writes", mustGet(t, st, id), v1)
-	if entries := mustAudit(t, st, id); len(entries) != 0 {
-		t.Fatalf("refused audited writes left entries: %+v", entries)
-	}
+	wantAudit(t, st, id)
 }
 
 func (s *suite) auditOrder(t *testing.T) {
-	st, id := s.parallel(t)
-	cur := mustCreate(t, st, newRecord(id))
+	st, id, cur := s.created(t)
 	// 12 entries: revisions 2..13 cross from one digit to two, where a
 	// store sorting unpadded strings would put 10 before 2.
 	for rev := int64(1); rev <= 12; rev++ {
-		next := cur.Clone()
-		next.Counters.Observations++
-		var err error
-		cur, err = st.UpdateWithAudit(t.Context(), next, rev, auditEntry(id, operation.PhasePrepared, operation.PhasePrepared, rev))
-		if err != nil {
-			t.Fatalf("update with audit at %d: %v", rev, err)
-		}
+		cur = revise(t, st, cur, func(r *operation.Record) { r.Counters.Observations++ },
+			auditEntry(id, operation.PhasePrepared, operation.PhasePrepared, rev))
 	}
 	entries := mustAudit(t, st, id)
 	var revs []int64
@@ -248,7 +189,5 @@ func (s *suite) auditOrder(t *testing.T) {
 	if !slices.Equal(revs, want) {
 		t.Fatalf("audit revisions %v, want %v", revs, want)
 	}
-	if entries := mustAudit(t, st, s.id(t, "absent")); len(entries) != 0 {
-		t.Fatalf("audit of an unknown operation: %+v", entries)
-	}
+	wantAudit(t, st, s.id(t, "absent"))
 }

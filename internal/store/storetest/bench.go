@@ -14,7 +14,6 @@ import (
 // benchRecord is a record of realistic size: an accepted operation with a
 // snapshot, two outputs and a schedule, so it is in the Due index too.
 func benchRecord(id string) operation.Record {
-	now := time.Date(2025, 3, 14, 15, 9, 26, 535897932, time.UTC)
 	return operation.Record{
 		OperationID: id, Phase: operation.PhaseAccepted, UserID: "user-1", Model: "genace-v2",
 		Input:      []byte(`{"prompt":"a lighthouse at dusk","size":"1024x1024"}`),
@@ -22,9 +21,9 @@ func benchRecord(id string) operation.Record {
 		Remote: &operation.Snapshot{State: operation.RemoteRunning, Progress: 0.5,
 			Credits:   operation.Credits{Reserved: 120, RefundState: operation.RefundNone},
 			Outputs:   []operation.OutputDescriptor{{ContentType: "image/png", SizeBytes: 1 << 20, SHA256: "00"}, {ContentType: "image/png", SizeBytes: 1 << 20, SHA256: "11"}},
-			CreatedAt: now, UpdatedAt: now, ObservedAt: now},
-		Schedule:   &operation.NextAction{Action: "observe_generation", Due: now.Add(time.Minute)},
-		Timestamps: operation.Timestamps{Created: now, Updated: now},
+			CreatedAt: base, UpdatedAt: base, ObservedAt: base},
+		Schedule:   &operation.NextAction{Action: "observe_generation", Due: base.Add(time.Minute)},
+		Timestamps: operation.Timestamps{Created: base, Updated: base},
 	}
 }
 

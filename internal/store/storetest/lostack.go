@@ -2,10 +2,10 @@ package storetest
 
 import (
 	"context"
+	"crypto/rand"
 	"errors"
 	"fmt"
 	"os"
-	"reflect"
 	"slices"
 	"sync"
 	"testing"
@@ -14,14 +14,6 @@ import (
 	"github.com/genjobs/genjobs/internal/review"
 	"github.com/genjobs/genjobs/internal/store"
 )
-
-// runOwnWrites: a write re-sent after its answer was lost is its
-// writer's own and succeeds; someone else's write at the next revision is
-// a conflict. RunLostAck has the cases that need the fault itself.
-func (s *suite) runOwnWrites(t *testing.T) {
-	t.Run("OwnWriteIsWritten", s.ownWriteResent)
-	t.Run("OtherWriteAtNextRevisionConflicts", s.otherWriteConflicts)
-}
 
 // AckLoss is how a conditional write whose answer was lost reaches its
 // caller.
@@ -52,21 +44,18 @@ func (l AckLoss) String() string {
 type LostAck struct {
 	Store store.Store
 	// Lose arms the fault for the next conditional write (Update or
-	// UpdateWithAudit): it is applied and its answer lost, as loss says
-	// (with AckErrored, the answer to every attempt the store's client
-	// makes of it). The function it returns disarms the fault and
-	// reports how many answers were lost, so a test can tell that the
-	// fault fired.
+	// UpdateWithAudit), as loss says (with AckErrored, for every attempt
+	// the store's client makes of it). disarm reports how many answers
+	// were lost, so a test can tell that the fault fired.
 	Lose func(loss AckLoss) (disarm func() (lost int))
 }
 
-// LoseAcks wraps st so its conditional writes can lose their answers: the
-// write is sent to st, which applies it, the answer is dropped, and then
-// the write is sent to st again (AckRetried: what a retrying client does)
-// or a timeout is reported (AckErrored). One write meets the fault.
-// For a store that has no transport (bbolt) this is the fault itself; for
-// DynamoDB the faithful fault is a dropped HTTP response below the SDK,
-// which the integration tests inject.
+// LoseAcks wraps st so one conditional write loses its answer: st applies
+// it, the answer is dropped, and the write is sent to st again
+// (AckRetried) or a timeout is reported (AckErrored). For a store with no
+// transport (bbolt) this is the fault itself; for DynamoDB the faithful
+// fault is a dropped HTTP response below the SDK, which its integration
+// tests inject.
 func LoseAcks(st store.Store) LostAck {
 	l := &ackLoser{Store: st}
 	return LostAck{Store: l, Lose: l.lose}
@@ -132,13 +121,10 @@ func (l *ackLoser) UpdateWithAudit(ctx context.Context, rec operation.Record, ex
 // returns a store for one subtest, as Run's does, with the fault;
 // RunLostAck closes it.
 func RunLostAck(t *testing.T, open func(t *testing.T) LostAck) {
-	s := &suite{run: randomID()}
+	s := &suite{run: rand.Text()}
 	for _, loss := range []AckLoss{AckRetried, AckErrored} {
-		for _, audited := range []bool{false, true} {
-			name := "Update"
-			if audited {
-				name = "UpdateWithAudit"
-			}
+		for i, name := range []string{"Update", "UpdateWithAudit"} {
+			audited := i == 1
 			t.Run(name+"/"+loss.String(), func(t *testing.T) {
 				t.Parallel()
 				s.lostAck(t, open, loss, audited)
@@ -149,25 +135,15 @@ func RunLostAck(t *testing.T, open func(t *testing.T) LostAck) {
 
 func (s *suite) lostAck(t *testing.T, open func(t *testing.T) LostAck, loss AckLoss, audited bool) {
 	la := open(t)
-	st := la.Store
-	t.Cleanup(func() {
-		if err := st.Close(); err != nil {
-			t.Errorf("close store: %v", err)
-		}
-	})
+	st := closeAtEnd(t, la.Store)
 	id := s.id(t, "op")
 	mustCreate(t, st, newRecord(id))
 	// Every field set, nanosecond times, one of them not in UTC: the
 	// store must know its own write through its encoding.
-	next := fullRecord(id)
+	next := FullRecord(id)
 	entry := auditEntry(id, operation.PhasePrepared, operation.PhaseAccepted, 1)
 	ctx := store.WithWriter(t.Context(), next.Writer) // every handler names its writer
-	write := func() (operation.Record, error) {
-		if audited {
-			return st.UpdateWithAudit(ctx, next, 1, entry)
-		}
-		return st.Update(ctx, next, 1)
-	}
+	write := func() (operation.Record, error) { return update(ctx, st, next, 1, entry, audited) }
 
 	disarm := la.Lose(loss)
 	got, err := write()
@@ -187,18 +163,7 @@ func (s *suite) lostAck(t *testing.T, open func(t *testing.T) LostAck, loss AckL
 	want.Revision = 2
 	equalRecord(t, "write's result", got, want)
 	equalRecord(t, "stored record", mustGet(t, st, id), want)
-	entries := mustAudit(t, st, id)
-	if !audited {
-		if len(entries) != 0 {
-			t.Fatalf("audit = %+v, want none", entries)
-		}
-		return
-	}
-	wantEntry := entry
-	wantEntry.OperationID, wantEntry.Revision = id, 2
-	if len(entries) != 1 || !reflect.DeepEqual(normEntry(entries[0]), normEntry(wantEntry)) {
-		t.Fatalf("audit = %+v, want [%+v]", entries, wantEntry)
-	}
+	wantAudit(t, st, id, writtenIf(audited, entry, id)...)
 }
 
 // ownWriteResent: the same write sent again (by its caller; no fault
@@ -219,9 +184,8 @@ func (s *suite) ownWriteResent(t *testing.T) {
 		{"anonymous", false, false, true},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			st, id := s.parallel(t)
-			mustCreate(t, st, newRecord(id))
-			next := fullRecord(id)
+			st, id, _ := s.created(t)
+			next := FullRecord(id)
 			if tc.terminal {
 				next.Phase, next.Parked = operation.PhaseDelivered, nil
 			}
@@ -233,13 +197,7 @@ func (s *suite) ownWriteResent(t *testing.T) {
 			want := next
 			want.Revision = 2
 			for send := 1; send <= 2; send++ {
-				var got operation.Record
-				var err error
-				if tc.audited {
-					got, err = st.UpdateWithAudit(ctx, next, 1, entry)
-				} else {
-					got, err = st.Update(ctx, next, 1)
-				}
+				got, err := update(ctx, st, next, 1, entry, tc.audited)
 				if tc.anonymous && send == 2 {
 					wantConflictWithCurrent(t, st, err, 1, want)
 					return
@@ -250,9 +208,7 @@ func (s *suite) ownWriteResent(t *testing.T) {
 				equalRecord(t, fmt.Sprintf("send %d's result", send), got, want)
 			}
 			equalRecord(t, "stored record", mustGet(t, st, id), want)
-			if entries := mustAudit(t, st, id); len(entries) != map[bool]int{false: 0, true: 1}[tc.audited] {
-				t.Fatalf("audit = %+v after one audited write sent twice", entries)
-			}
+			wantAudit(t, st, id, writtenIf(tc.audited, entry, id)...) // one entry for the write sent twice
 		})
 	}
 }
@@ -280,18 +236,13 @@ func (s *suite) otherWriteConflicts(t *testing.T) {
 		{"audit time", func(_ *operation.Record, e *review.AuditEntry) { e.At = e.At.Add(1) }, true},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			st, id := s.parallel(t)
-			mustCreate(t, st, newRecord(id))
-			first, firstEntry := fullRecord(id), auditEntry(id, operation.PhasePrepared, operation.PhaseAccepted, 1)
+			st, id, _ := s.created(t)
+			first, firstEntry := FullRecord(id), auditEntry(id, operation.PhasePrepared, operation.PhaseAccepted, 1)
 			other, otherEntry := first.Clone(), firstEntry
 			other.Remote.Outputs = slices.Clone(first.Remote.Outputs)
 			tc.change(&other, &otherEntry)
 			write := func(r operation.Record, e review.AuditEntry) (operation.Record, error) {
-				ctx := store.WithWriter(t.Context(), r.Writer)
-				if tc.audited {
-					return st.UpdateWithAudit(ctx, r, 1, e)
-				}
-				return st.Update(ctx, r, 1)
+				return update(store.WithWriter(t.Context(), r.Writer), st, r, 1, e, tc.audited)
 			}
 			want, err := write(first, firstEntry)
 			if err != nil {
@@ -299,11 +250,7 @@ func (s *suite) otherWriteConflicts(t *testing.T) {
 			}
 			_, err = write(other, otherEntry)
 			wantConflictWithCurrent(t, st, err, 1, want)
-			if tc.audited {
-				if entries := mustAudit(t, st, id); len(entries) != 1 || entries[0].Operator != firstEntry.Operator || !entries[0].At.Equal(firstEntry.At) {
-					t.Fatalf("audit = %+v, want the first writer's one entry", entries)
-				}
-			}
+			wantAudit(t, st, id, writtenIf(tc.audited, firstEntry, id)...) // the first writer's one entry, if any
 		})
 	}
 }

@@ -11,21 +11,6 @@ import (
 	"github.com/genjobs/genjobs/internal/store"
 )
 
-// runRecords: Create, Get and Update, and the revision condition that
-// makes one writer win.
-func (s *suite) runRecords(t *testing.T) {
-	t.Run("CreateIfAbsent", s.createIfAbsent)
-	t.Run("CreateRejectsBadInput", s.createRejectsBadInput)
-	t.Run("GetMissing", s.getMissing)
-	t.Run("UpdateRoundTripsEveryField", s.updateRoundTrips)
-	t.Run("UpdateRejectsBadInput", s.updateRejectsBadInput)
-	t.Run("UpdateMissingConflicts", s.updateMissing)
-	t.Run("StaleRevisionRejected", s.staleRevision)
-	t.Run("ConcurrentWritersOneWins", s.concurrentWriters)
-	t.Run("ConcurrentIncrementsLoseNothing", s.noLostUpdates)
-	t.Run("TerminalNeverOverwritten", s.terminal)
-}
-
 func (s *suite) createIfAbsent(t *testing.T) {
 	st, id := s.parallel(t)
 	rec := newRecord(id)
@@ -70,19 +55,16 @@ func (s *suite) createRejectsBadInput(t *testing.T) {
 }
 
 func (s *suite) getMissing(t *testing.T) {
-	t.Parallel()
-	st := s.store(t)
-	_, err := st.Get(t.Context(), s.id(t, "absent"))
-	if !errors.Is(err, store.ErrNotFound) {
+	st, id := s.parallel(t)
+	if _, err := st.Get(t.Context(), id); !errors.Is(err, store.ErrNotFound) {
 		t.Fatalf("get missing: want ErrNotFound, got %v", err)
 	}
 }
 
 func (s *suite) updateRoundTrips(t *testing.T) {
-	st, id := s.parallel(t)
-	mustCreate(t, st, newRecord(id))
+	st, id, _ := s.created(t)
 
-	full := fullRecord(id)
+	full := FullRecord(id)
 	full.Revision = 99 // the store sets the revision, whatever came in
 	ctx := store.WithWriter(t.Context(), full.Writer)
 	got, err := st.Update(ctx, full, 1)
@@ -94,7 +76,7 @@ func (s *suite) updateRoundTrips(t *testing.T) {
 	equalRecord(t, "update's result", got, want)
 	stored := mustGet(t, st, id)
 	if zero := zeroFields(reflect.ValueOf(stored), "Record"); len(zero) > 0 {
-		t.Fatalf("fields empty after the round trip: %v (a new field? set it in storetest's fullRecord)", zero)
+		t.Fatalf("fields empty after the round trip: %v (a new field? set it in storetest's FullRecord)", zero)
 	}
 	equalRecord(t, "stored full record", stored, want)
 
@@ -110,8 +92,7 @@ func (s *suite) updateRoundTrips(t *testing.T) {
 }
 
 func (s *suite) updateRejectsBadInput(t *testing.T) {
-	st, id := s.parallel(t)
-	created := mustCreate(t, st, newRecord(id))
+	st, id, created := s.created(t)
 	for name, tc := range map[string]struct {
 		rec      operation.Record
 		expected int64
@@ -128,9 +109,7 @@ func (s *suite) updateRejectsBadInput(t *testing.T) {
 }
 
 func (s *suite) updateMissing(t *testing.T) {
-	t.Parallel()
-	st := s.store(t)
-	id := s.id(t, "absent")
+	st, id := s.parallel(t)
 	_, err := st.Update(t.Context(), newRecord(id), 1)
 	if ce := conflictOf(t, err, id, 1); ce.Current != nil {
 		t.Fatalf("conflict on a missing record has a current record: %+v", ce.Current)
@@ -141,12 +120,10 @@ func (s *suite) updateMissing(t *testing.T) {
 }
 
 func (s *suite) staleRevision(t *testing.T) {
-	st, id := s.parallel(t)
-	v1 := mustCreate(t, st, newRecord(id))
-	next := v1.Clone()
-	next.Phase = operation.PhaseSubmitting
-	next.LastAppliedMessageID = "msg-2"
-	v2 := mustUpdate(t, st, next, 1)
+	st, _, v1 := s.created(t)
+	v2 := revise(t, st, v1, func(r *operation.Record) {
+		r.Phase, r.LastAppliedMessageID = operation.PhaseSubmitting, "msg-2"
+	})
 
 	stale := v1.Clone()
 	stale.LastAppliedMessageID = "msg-stale"
@@ -159,8 +136,7 @@ func (s *suite) staleRevision(t *testing.T) {
 }
 
 func (s *suite) concurrentWriters(t *testing.T) {
-	st, id := s.parallel(t)
-	mustCreate(t, st, newRecord(id))
+	st, id, _ := s.created(t)
 
 	const writers = 16
 	errs := make([]error, writers)
@@ -215,8 +191,7 @@ func (s *suite) concurrentWriters(t *testing.T) {
 }
 
 func (s *suite) noLostUpdates(t *testing.T) {
-	st, id := s.parallel(t)
-	mustCreate(t, st, newRecord(id))
+	st, id, _ := s.created(t)
 
 	const goroutines, increments = 8, 20
 	errs := make(chan error, goroutines)
@@ -278,9 +253,8 @@ func (s *suite) terminal(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			st, id := s.parallel(t)
 			v1 := mustCreate(t, st, scheduled(id, base))
-			end := v1.Clone()
-			end.Phase, end.Settlement = tc.phase, tc.settl
-			final := mustUpdate(t, st, end, 1) // becoming terminal is a write like any other
+			// Becoming terminal is a write like any other.
+			final := revise(t, st, v1, func(r *operation.Record) { r.Phase, r.Settlement = tc.phase, tc.settl })
 			if !final.Terminal() {
 				t.Fatalf("fixture %s is not terminal", tc.name)
 			}
@@ -293,9 +267,7 @@ func (s *suite) terminal(t *testing.T) {
 			// Nor does an audited write.
 			_, err = st.UpdateWithAudit(t.Context(), again, 2, auditEntry(id, tc.phase, operation.PhaseAccepted, 2))
 			wantConflictWithCurrent(t, st, err, 2, final)
-			if entries := mustAudit(t, st, id); len(entries) != 0 {
-				t.Fatalf("refused audited write left entries: %+v", entries)
-			}
+			wantAudit(t, st, id)
 			// A stale writer is refused too.
 			_, err = st.Update(t.Context(), v1, 1)
 			wantConflictWithCurrent(t, st, err, 1, final)
@@ -306,9 +278,9 @@ func (s *suite) terminal(t *testing.T) {
 	t.Run("failed-unresolved-stays-writable", func(t *testing.T) {
 		st, id := s.parallel(t)
 		v1 := mustCreate(t, st, scheduled(id, base))
-		failed := v1.Clone()
-		failed.Phase, failed.Settlement = operation.PhaseFailed, operation.SettlementUnresolved
-		v2 := mustUpdate(t, st, failed, 1)
+		v2 := revise(t, st, v1, func(r *operation.Record) {
+			r.Phase, r.Settlement = operation.PhaseFailed, operation.SettlementUnresolved
+		})
 		v2.Settlement = operation.SettlementSettled
 		mustUpdate(t, st, v2, 2)
 	})
