@@ -1,19 +1,11 @@
 // Package invoke runs one genjobs function the way `sam local invoke
-// FUNCTION -e EVENT` does: the function's bootstrap, built as for
-// deployment, under the AWS Lambda Runtime Interface Emulator, invoked
-// once with a sample event. Instead of the deployed resources it talks to
-// the template's resources on this machine (Stack): its table in DynamoDB
-// Local, its queues, bucket and secret in moto, and the Genace simulator
-// (EventBridge Scheduler is refused: see samlocal.Unavailable). The
-// function's environment is the template's, resolved onto that stack and
-// read back from SAM's --env-vars file (internal/dev/samlocal). Before the
-// invocation it seeds the operations the event names (see Samples);
-// afterwards it reports the answer, the function's log and what changed.
-//
-// It backs `genjobs invoke` (`make invoke FN=... EVENT=...`) and `genjobs
-// sam-env` (`make sam-env`, PrepareSAMLocal). The build
-// and the emulator are internal/dev/emulator's, which internal/dev/lambdatest wraps for
-// tests; like package emulator, this package depends on no testing package.
+// FUNCTION -e EVENT` does: its bootstrap under the Lambda Runtime
+// Interface Emulator (internal/dev/emulator), invoked once with a sample
+// event, against the template's resources on this machine (Stack) with
+// the environment read back from SAM's --env-vars file. It seeds the
+// operations the event names (Samples) and reports the answer, the log
+// and what changed. It backs `make invoke` and `make sam-env`
+// (PrepareSAMLocal), and internal/dev/lambdatest's stacks.
 package invoke
 
 import (
@@ -38,8 +30,7 @@ import (
 	"github.com/genjobs/genjobs/internal/store"
 )
 
-// Spec is how the template deploys one function: what invokes it, its
-// timeout and memory. Everything here is read from the template.
+// Spec is how the template deploys one function.
 type Spec struct {
 	// Name is the folder under functions/ (samlocal.Function.Dir).
 	Name string
@@ -111,8 +102,7 @@ type Options struct {
 	Progress io.Writer
 }
 
-// Session is one prepared invocation: the stack, the seeded records, the
-// running emulator and the event to send.
+// Session is one prepared invocation.
 type Session struct {
 	spec    Spec
 	opts    Options
@@ -123,9 +113,8 @@ type Session struct {
 	watch   []string
 	seeded  map[string]operation.Record
 	notes   []string
-	// dir holds the stack's SAM files (files), removed on Close.
-	dir   string
-	files SAMFiles
+	dir     string // holds files; removed on Close
+	files   SAMFiles
 }
 
 // Prepare checks the function and the event, stands up the stack, seeds
@@ -192,7 +181,7 @@ func Prepare(ctx context.Context, opts Options) (*Session, error) {
 	if err != nil {
 		return fail(err)
 	}
-	s.progress("environment of %s from %s: %s (sam local invoke --env-vars)", spec.LogicalID, TemplateFile, s.files.EnvVars)
+	s.progress("environment of %s from %s: %s (sam local invoke --env-vars)", spec.LogicalID, samlocal.TemplateFile, s.files.EnvVars)
 
 	ids := ev.OperationIDs()
 	if spec.Name == "sweep" {
@@ -202,11 +191,9 @@ func Prepare(ctx context.Context, opts Options) (*Session, error) {
 		return fail(err)
 	}
 	for _, id := range ids {
-		rec, ok := s.seeded[id]
-		switch {
-		case ok:
+		if rec, ok := s.seeded[id]; ok {
 			s.progress("seeded %s: %s (%s)", id, stateOf(&rec), Samples[id].State)
-		default:
+		} else {
 			s.progress("not seeded: %s is not a sample operation, so the function finds no record", id)
 		}
 		if !slices.Contains(s.watch, id) {
@@ -256,12 +243,8 @@ func CheckPairing(f Spec, ev *Event) error {
 func queueWarnings(f Spec, ev *Event) []string {
 	var out []string
 	for _, r := range ev.Records {
-		name := r.EventSourceARN[strings.LastIndexByte(r.EventSourceARN, ':')+1:]
-		ok := false
-		for _, kind := range f.Consumes {
-			ok = ok || strings.HasSuffix(name, "-"+kind)
-		}
-		if !ok {
+		if !slices.ContainsFunc(f.Consumes, func(kind string) bool { return ofKind(r.EventSourceARN, kind) }) {
+			name := r.EventSourceARN[strings.LastIndexByte(r.EventSourceARN, ':')+1:]
 			out = append(out, fmt.Sprintf("record %s comes from %s, which %s does not consume", r.MessageId, name, f.Name))
 		}
 	}
@@ -406,7 +389,7 @@ func (s *Session) WriteKeep(w io.Writer) error {
 	}
 	fmt.Fprintf(w, "  Genace         %s (simulator; API key %s)\n", st.SimURL, st.APIKey)
 	for _, b := range st.Buckets {
-		fmt.Fprintf(w, "  S3             aws s3 ls --endpoint-url %s s3://%s --recursive\n", st.S3URL, b)
+		fmt.Fprintf(w, "  S3             aws s3 ls --endpoint-url %s s3://%s --recursive\n", ep.S3, b)
 	}
 	fmt.Fprintf(w, "  environment    %s (sam local invoke --env-vars), %s (--parameter-overrides)\n", s.files.EnvVars, s.files.ParameterOverrides)
 	fmt.Fprintf(w, "  (aws needs AWS_ACCESS_KEY_ID=%s AWS_SECRET_ACCESS_KEY=%s)\n", ep.AccessKey, ep.SecretKey)

@@ -32,7 +32,7 @@ type SAMFiles struct {
 func (st *Stack) WriteSAMFiles(dir string) (SAMFiles, error) {
 	f, err := st.Template.EnvFile(st.Locals)
 	if err != nil {
-		return SAMFiles{}, fmt.Errorf("%s: %w", TemplateFile, err)
+		return SAMFiles{}, fmt.Errorf("%s: %w", samlocal.TemplateFile, err)
 	}
 	envText, err := f.Encode()
 	if err != nil {
@@ -66,7 +66,7 @@ func (st *Stack) Env(files SAMFiles, id string) (map[string]string, error) {
 	t := st.Template
 	fn, ok := t.Function(id)
 	if !ok {
-		return nil, fmt.Errorf("no function %s in %s", id, TemplateFile)
+		return nil, fmt.Errorf("no function %s in %s", id, samlocal.TemplateFile)
 	}
 	raw, err := os.ReadFile(files.EnvVars)
 	if err != nil {
@@ -92,7 +92,7 @@ func (st *Stack) Env(files SAMFiles, id string) (map[string]string, error) {
 	l.Parameters = params
 	again, err := t.Environment(id, l)
 	if err != nil {
-		return nil, fmt.Errorf("%s with %s: %w", TemplateFile, files.ParameterOverrides, err)
+		return nil, fmt.Errorf("%s with %s: %w", samlocal.TemplateFile, files.ParameterOverrides, err)
 	}
 	var differ []string
 	for _, k := range slices.Sorted(maps.Keys(env)) {
