@@ -179,9 +179,8 @@ func launch(rie string, cfg Config, env []string) (*Emulator, error) {
 	e.cmd = cmd
 	go func() { _ = cmd.Wait(); close(e.exited) }()
 
-	// Ready means both ports answer and the emulator still runs: it
-	// panics at once when either port is taken, and the port may then
-	// answer for the process that took it.
+	// Ready: both ports answer and the emulator still runs (it exits at
+	// once when a port is taken, which may then answer for another).
 	deadline := time.Now().Add(readyTimeout)
 	for {
 		if listening(addr) && listening(apiAddr) {

@@ -32,14 +32,10 @@ import (
 
 // Spec is how the template deploys one function.
 type Spec struct {
-	// Name is the folder under functions/ (samlocal.Function.Dir).
-	Name string
-	// LogicalID is the template's resource (as `sam local invoke` names it).
-	LogicalID string
-	// Kind is the event source that invokes it.
-	Kind EventKind
-	// Consumes are the kinds of the queues its SQS events read.
-	Consumes []string
+	Name      string    // the folder under functions/ (samlocal.Function.Dir)
+	LogicalID string    // the template's resource, as `sam local invoke` names it
+	Kind      EventKind // the event source that invokes it
+	Consumes  []string  // the kinds of the queues its SQS events read
 	// Timeout and MemoryMB are the template's (Globals merged).
 	Timeout  time.Duration
 	MemoryMB int
@@ -70,8 +66,8 @@ func Functions(t *samlocal.Template) []Spec {
 // FunctionNames lists the template's functions' names.
 func FunctionNames(t *samlocal.Template) []string {
 	var names []string
-	for _, f := range Functions(t) {
-		names = append(names, f.Name)
+	for _, f := range t.Functions {
+		names = append(names, f.Dir())
 	}
 	return names
 }
@@ -88,18 +84,12 @@ func Lookup(t *samlocal.Template, name string) (Spec, bool) {
 
 // Options are one invocation's inputs.
 type Options struct {
-	// Root is the module root (modroot.Find).
-	Root string
-	// Template is the module's template (LoadTemplate).
-	Template *samlocal.Template
-	// Function is a name from FunctionNames.
-	Function string
-	// EventPath is the event file.
-	EventPath string
-	// Endpoints are the local services.
-	Endpoints Endpoints
-	// Progress receives one line per step; nil discards them.
-	Progress io.Writer
+	Root      string             // the module root (modroot.Find)
+	Template  *samlocal.Template // the module's template (LoadTemplate)
+	Function  string             // a name from FunctionNames
+	EventPath string             // the event file
+	Endpoints Endpoints          // the local services
+	Progress  io.Writer          // one line per step; nil discards them
 }
 
 // Session is one prepared invocation.

@@ -13,10 +13,8 @@ import (
 // The files `sam local invoke` takes for a stack, by name in the
 // directory they are written to.
 const (
-	// EnvFileName is the --env-vars file (SAM's JSON format).
-	EnvFileName = "env.json"
-	// ParametersFileName holds the --parameter-overrides argument.
-	ParametersFileName = "parameters"
+	EnvFileName        = "env.json"   // the --env-vars file (SAM's JSON format)
+	ParametersFileName = "parameters" // the --parameter-overrides argument
 )
 
 // SAMFiles are the paths of a stack's --env-vars file and
@@ -56,12 +54,10 @@ func (st *Stack) WriteSAMFiles(dir string) (SAMFiles, error) {
 }
 
 // Env is the environment the function with the logical id starts with:
-// what `sam local invoke ID --env-vars FILE` gives it, read back from the
-// files (samlocal's Apply: the template's variables, valued from the
-// file), plus what the Lambda runtime adds (samlocal's Runtime). The
-// parameters file must say what the env file was resolved with: resolved
-// again with it, the template gives the function the same values, or Env
-// fails naming the variables that differ.
+// what `sam local invoke ID --env-vars FILE` gives it (samlocal's Apply)
+// plus what the Lambda runtime adds (Runtime). The template resolved again
+// with the parameters file must give the same values, or Env fails naming
+// the variables that differ.
 func (st *Stack) Env(files SAMFiles, id string) (map[string]string, error) {
 	t := st.Template
 	fn, ok := t.Function(id)

@@ -19,10 +19,8 @@ import (
 // here (and, for the sweep, SweepSamples), so each event finds the record
 // it was written for.
 type Sample struct {
-	// ID is the operation id the events use.
-	ID string
-	// State says what the seeded record is, for people.
-	State string
+	ID    string // the operation id the events use
+	State string // what the seeded record is, for people
 	// Placeholder is the job id the events carry for this operation
 	// (empty when none): the simulator makes up its own job ids, so every
 	// occurrence in a record's body is replaced by the real one, and

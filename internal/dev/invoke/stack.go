@@ -94,9 +94,8 @@ func (e Endpoints) Check() error {
 type Queue struct {
 	// Kind is the queue's role, from its logical id (samlocal.Slug):
 	// dispatch, observe, deliver, or one of those with "-dlq".
-	Kind string `json:"kind"`
-	// LogicalID is the template's resource.
-	LogicalID string `json:"logical_id"`
+	Kind      string `json:"kind"`
+	LogicalID string `json:"logical_id"` // the template's resource
 	// Name, URL and ARN are moto's.
 	Name string `json:"name"`
 	URL  string `json:"url"`
@@ -114,10 +113,8 @@ const motoAccount = "123456789012"
 
 // StackConfig says what to stand up.
 type StackConfig struct {
-	// Template is the SAM template whose resources the stack holds.
-	Template *samlocal.Template
-	// Endpoints are DynamoDB Local's and moto's.
-	Endpoints Endpoints
+	Template  *samlocal.Template // whose resources the stack holds
+	Endpoints Endpoints          // DynamoDB Local's and moto's
 	// Sim configures the Genace simulator (its APIKey is replaced by
 	// APIKey); nil: the samples' (every job done at once, one output).
 	Sim *genacesim.Config
@@ -125,10 +122,8 @@ type StackConfig struct {
 	// template gives the functions; empty: the package's APIKey.
 	APIKey string
 	// Prefix names the stack and starts every resource's name; empty:
-	// Stem-RANDOM.
-	Prefix string
-	// Stem starts a random Prefix; empty: genjobs-invoke.
-	Stem string
+	// Stem (empty: genjobs-invoke), a dash and a random suffix.
+	Prefix, Stem string
 }
 
 // Stack is what the functions talk to, stood up for one run: the
@@ -136,30 +131,18 @@ type StackConfig struct {
 // moto, and the Genace simulator. Every name starts with the stack's
 // prefix, so stacks may run at once on the same services.
 type Stack struct {
-	// Template is the template the stack was made from.
-	Template *samlocal.Template
-	// Locals are the template's references resolved on this stack.
-	Locals samlocal.Locals
-	// Prefix starts every resource's name.
-	Prefix string
-	// Table is the operations table's name (TABLE_NAME).
-	Table string
-	// Store is the operation store on the table.
-	Store *dynamo.Store
-	// Queues are the template's queues, in its order.
-	Queues []Queue
-	// Sim is the Genace simulator, on the wall clock.
-	Sim *genacesim.Simulator
-	// SimURL is its base URL (GENACE_BASE_URL).
-	SimURL string
-	// Genace is a client on the simulator, for seeding jobs.
-	Genace *genace.Client
-	// Buckets are the template's buckets in S3 (moto).
-	Buckets []string
-	// APIKey is the simulator's key and every secret's value.
-	APIKey string
-	// Queue is a client on the stack's SQS (moto's).
-	Queue *queue.SQS
+	Template *samlocal.Template   // the template the stack was made from
+	Locals   samlocal.Locals      // the template's references resolved on this stack
+	Prefix   string               // starts every resource's name
+	Table    string               // the operations table (TABLE_NAME)
+	Store    *dynamo.Store        // the operation store on the table
+	Queues   []Queue              // the template's queues, in its order
+	Sim      *genacesim.Simulator // the Genace simulator, on the wall clock
+	SimURL   string               // its base URL (GENACE_BASE_URL)
+	Genace   *genace.Client       // a client on the simulator, for seeding jobs
+	Buckets  []string             // the template's buckets in S3 (moto)
+	APIKey   string               // the simulator's key and every secret's value
+	Queue    *queue.SQS           // a client on the stack's SQS (moto's)
 
 	endpoints   Endpoints
 	unavailable *samlocal.Unavailable

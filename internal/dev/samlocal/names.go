@@ -7,13 +7,9 @@ import (
 
 // Site is where a local stack lives.
 type Site struct {
-	// Region and AccountID are the pseudo parameters, and go into ARNs.
-	Region, AccountID string
-	// Prefix starts every local resource's name (and is the stack name).
-	Prefix string
-	// SQS is the SQS endpoint: a queue's URL is SQS/AccountID/name, as
-	// SQS (and moto) form it.
-	SQS string
+	Region, AccountID string // the pseudo parameters, also in ARNs
+	Prefix            string // starts every local resource's name; the stack name
+	SQS               string // the SQS endpoint: a queue's URL is SQS/AccountID/name
 }
 
 // Slug is a resource's part of its local name: the logical id in kebab

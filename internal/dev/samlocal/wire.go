@@ -19,13 +19,9 @@ const EndpointPrefix = "AWS_ENDPOINT_URL_"
 // does not hold as a resource: Genace's URL, the secrets' value, the SDK's
 // endpoints.
 type Wiring struct {
-	// GenaceURL is GENACE_BASE_URL's local value: the simulator.
-	GenaceURL string
-	// APIKey is the value of every secret the functions are given: the
-	// simulator's key.
-	APIKey string
-	// Secrets keeps those secrets, where the functions read them.
-	Secrets SecretStore
+	GenaceURL string      // GENACE_BASE_URL's local value: the simulator
+	APIKey    string      // the value of every secret the functions are given
+	Secrets   SecretStore // keeps those secrets, where the functions read them
 	// Endpoints are the local values of the SDK's endpoint variables
 	// (AWS_ENDPOINT_URL_DYNAMODB, ...), which the template declares empty
 	// for every function so that `sam local invoke --env-vars` can set
