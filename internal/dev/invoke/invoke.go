@@ -435,20 +435,17 @@ func (o *OperationState) String() string {
 		return "absent"
 	}
 	var extra []string
-	if o.RemoteJobID != "" {
-		extra = append(extra, "job "+o.RemoteJobID)
-	}
-	if o.RemoteState != "" {
-		extra = append(extra, "remote "+string(o.RemoteState))
-	}
-	if o.Deliveries > 0 {
-		extra = append(extra, strconv.Itoa(o.Deliveries)+" delivered")
-	}
-	if o.NextAction != "" {
-		extra = append(extra, "next "+o.NextAction)
-	}
-	if o.Parked != "" {
-		extra = append(extra, "parked: "+o.Parked)
+	for _, e := range []struct {
+		text string
+		set  bool
+	}{
+		{"job " + o.RemoteJobID, o.RemoteJobID != ""}, {"remote " + string(o.RemoteState), o.RemoteState != ""},
+		{strconv.Itoa(o.Deliveries) + " delivered", o.Deliveries > 0}, {"next " + o.NextAction, o.NextAction != ""},
+		{"parked: " + o.Parked, o.Parked != ""},
+	} {
+		if e.set {
+			extra = append(extra, e.text)
+		}
 	}
 	s := fmt.Sprintf("%s r%d", o.Phase, o.Revision)
 	if len(extra) > 0 {
@@ -467,12 +464,10 @@ type OperationChange struct {
 
 // Changed reports whether the invocation wrote the record.
 func (c OperationChange) Changed() bool {
-	switch {
-	case c.Before == nil || c.After == nil:
+	if c.Before == nil || c.After == nil {
 		return c.Before != c.After
-	default:
-		return c.Before.Revision != c.After.Revision
 	}
+	return c.Before.Revision != c.After.Revision
 }
 
 // ReviewSummary is one review record the invocation opened.

@@ -498,9 +498,7 @@ func (st *Stack) Peek(ctx context.Context) ([]QueueContents, error) {
 		if err := errors.Join(errs...); err != nil {
 			return nil, fmt.Errorf("queue %s: put messages back: %w", q.Name, err)
 		}
-		if qc.Count < len(qc.Messages) {
-			qc.Count = len(qc.Messages)
-		}
+		qc.Count = max(qc.Count, len(qc.Messages))
 		out = append(out, qc)
 	}
 	return out, nil

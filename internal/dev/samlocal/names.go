@@ -76,13 +76,3 @@ func (t *Template) Names(s Site) Locals {
 	}
 	return l
 }
-
-// Override gives a variable a local value through the parameters it is a
-// plain !Ref of (ParametersOf), and reports whether there were any.
-func (t *Template) Override(l Locals, name, value string) bool {
-	ps := t.ParametersOf(name)
-	for _, p := range ps {
-		l.Parameters[p] = value
-	}
-	return len(ps) > 0
-}

@@ -45,7 +45,11 @@ type Wiring struct {
 // Every problem is reported at once, each naming what is missing.
 func (t *Template) Wire(ctx context.Context, l Locals, site Site, w Wiring) error {
 	var errs []error
-	if !t.Override(l, config.EnvGenaceURL, w.GenaceURL) {
+	genace := t.ParametersOf(config.EnvGenaceURL)
+	for _, p := range genace {
+		l.Parameters[p] = w.GenaceURL
+	}
+	if len(genace) == 0 {
 		errs = append(errs, fmt.Errorf("%s is not a !Ref of a parameter in any function: the local run cannot point it at the simulator", config.EnvGenaceURL))
 	}
 	secretIDs := append(t.OfType("AWS::SecretsManager::Secret"), t.ParametersOf(config.EnvGenaceKeySecret)...)
