@@ -8,27 +8,26 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"maps"
 	"net"
 	"net/http"
 	"os/exec"
 	"path/filepath"
-	"sort"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 )
 
-// startAttempts bounds restarts when a port found free was taken before
-// the emulator bound it: a race with other processes, not a failure.
-const startAttempts = 5
-
-// readyTimeout bounds the wait for the emulator to listen.
-const readyTimeout = 20 * time.Second
-
-// endLineWait bounds how long Invoke waits for the emulator's END line
-// after a successful answer, so the output it leaves is complete.
-const endLineWait = 2 * time.Second
+const (
+	// startAttempts bounds restarts when a port found free was taken
+	// before the emulator bound it (a race, not a failure).
+	startAttempts = 5
+	readyTimeout  = 20 * time.Second // the wait for the emulator to listen
+	endLineWait   = 2 * time.Second  // the wait for an invocation's output
+)
 
 // Defaults for Config's zero fields. The timeout is the template's (a
 // submit must keep 25 s in hand before it POSTs), the memory size
@@ -50,23 +49,17 @@ type Config struct {
 	// Bootstrap is the function's executable; empty, Start builds
 	// Function (Build).
 	Bootstrap string
-	// Env is the function's environment: the variables template.yaml
-	// would set, endpoints and credentials. Nothing of this process's own
-	// environment reaches the function, so a variable missing here is
-	// missing there, as in a real deployment. Lambda's reserved variables
-	// (set from the fields below) win over entries here, as Lambda does
-	// not let a template set them either.
+	// Env is the function's whole environment but for Lambda's reserved
+	// variables (set from the fields below, and winning over Env): nothing
+	// of this process's environment reaches the function.
 	Env map[string]string
-	// Timeout is AWS_LAMBDA_FUNCTION_TIMEOUT (rounded up to whole
-	// seconds; DefaultTimeout when zero); the emulator turns it into each
-	// invocation's deadline.
-	Timeout time.Duration
-	// MemoryMB is AWS_LAMBDA_FUNCTION_MEMORY_SIZE (DefaultMemoryMB when
-	// zero). The emulator does not enforce it; the function may read it.
+	// Timeout is AWS_LAMBDA_FUNCTION_TIMEOUT (whole seconds, rounded
+	// up), each invocation's deadline; MemoryMB is
+	// AWS_LAMBDA_FUNCTION_MEMORY_SIZE (not enforced); Region is AWS_REGION
+	// and AWS_DEFAULT_REGION. Zero values take the Default* constants.
+	Timeout  time.Duration
 	MemoryMB int
-	// Region is AWS_REGION and AWS_DEFAULT_REGION (DefaultRegion when
-	// empty).
-	Region string
+	Region   string
 }
 
 // Emulator is one running aws-lambda-rie with its bootstrap. Its methods
@@ -80,15 +73,13 @@ type Emulator struct {
 	stdout *syncBuffer
 	stderr *syncBuffer
 
-	mu       sync.Mutex
-	invokes  int
-	firstDur time.Duration
+	invokes  atomic.Int64
+	firstDur atomic.Int64 // nanoseconds
 }
 
-// Start starts the emulator on two free loopback ports, with exactly the
-// environment cfg describes, and waits until it accepts invocations. The
-// bootstrap itself starts on the first invocation, as Lambda's init does.
-// Stop ends both. Without the emulator the error is ErrNotInstalled.
+// Start starts the emulator on two free loopback ports with exactly cfg's
+// environment and waits until it accepts invocations; the bootstrap starts
+// on the first one. Without the emulator the error is ErrNotInstalled.
 func Start(ctx context.Context, cfg Config) (*Emulator, error) {
 	rie, err := Installed(cfg.Root)
 	if err != nil {
@@ -121,11 +112,11 @@ func Start(ctx context.Context, cfg Config) (*Emulator, error) {
 // bootstrap: cfg.Env, then Lambda's reserved variables. PATH, TZ and LANG
 // are what Lambda's provided runtimes set; HOME stays unset, as in Lambda.
 func environment(cfg Config) []string {
-	vars := map[string]string{}
-	for k, v := range cfg.Env {
-		vars[k] = v
+	vars := maps.Clone(cfg.Env)
+	if vars == nil {
+		vars = map[string]string{}
 	}
-	for k, v := range map[string]string{
+	maps.Copy(vars, map[string]string{
 		"PATH":                            "/usr/local/bin:/usr/bin:/bin",
 		"TZ":                              ":UTC",
 		"LANG":                            "en_US.UTF-8",
@@ -137,14 +128,11 @@ func environment(cfg Config) []string {
 		"AWS_LAMBDA_LOG_GROUP_NAME":       "/aws/lambda/" + filepath.Base(cfg.Function),
 		"AWS_REGION":                      cfg.Region,
 		"AWS_DEFAULT_REGION":              cfg.Region,
-	} {
-		vars[k] = v
-	}
+	})
 	out := make([]string, 0, len(vars))
-	for k, v := range vars {
-		out = append(out, k+"="+v)
+	for _, k := range slices.Sorted(maps.Keys(vars)) {
+		out = append(out, k+"="+vars[k])
 	}
-	sort.Strings(out)
 	return out
 }
 
@@ -191,9 +179,8 @@ func launch(rie string, cfg Config, env []string) (*Emulator, error) {
 	e.cmd = cmd
 	go func() { _ = cmd.Wait(); close(e.exited) }()
 
-	// Ready means both ports answer and the emulator still runs: it
-	// panics at once when either port is taken, and the port may then
-	// answer for the process that took it.
+	// Ready: both ports answer and the emulator still runs (it exits at
+	// once when a port is taken, which may then answer for another).
 	deadline := time.Now().Add(readyTimeout)
 	for {
 		if listening(addr) && listening(apiAddr) {
@@ -242,10 +229,8 @@ func freeAddr() (string, error) {
 	return addr, nil
 }
 
-// Stop ends the emulator and the bootstrap it started. The emulator puts
-// the bootstrap in a process group of its own, so that group is found
-// and killed first: a bootstrap busy in a handler would otherwise outlive
-// the emulator. Stopping twice is harmless.
+// Stop ends the emulator and the bootstrap (killTree), also a bootstrap
+// busy in a handler. Stopping twice is harmless.
 func (e *Emulator) Stop() {
 	select {
 	case <-e.exited:
@@ -266,24 +251,15 @@ func (e *Emulator) PID() int { return e.cmd.Process.Pid }
 // build their own requests.
 func (e *Emulator) URL() string { return "http://" + e.addr }
 
-// Invoke sends one synchronous invocation, as `aws lambda invoke`, the
-// SQS event source mapping or the scheduler would, and returns the HTTP
-// status and the body: the handler's JSON result, Lambda's {"errorType",
-// "errorMessage"} for a returned error (still status 200), or a 502 when
-// the runtime crashed or failed its init. err is set only when no answer
-// arrived. After a 200 it also waits (briefly) for the emulator to log
-// the invocation's END line, and after any other answer until the output
-// has been quiet for a moment, so Stdout and Stderr then hold what the
-// invocation wrote.
+// Invoke sends one synchronous invocation and returns the HTTP status and
+// body: the handler's JSON result, Lambda's {"errorType", "errorMessage"}
+// for a returned error (still 200), or a 502 when the runtime crashed or
+// failed its init. err is set only when no answer arrived. It then waits
+// briefly for the END line (after a 200) or for quiet output, so Stdout
+// and Stderr hold what the invocation wrote.
 func (e *Emulator) Invoke(ctx context.Context, payload []byte) (status int, body []byte, err error) {
-	e.mu.Lock()
-	e.invokes++
-	first := e.invokes == 1
-	e.mu.Unlock()
-	requestID, err := newRequestID()
-	if err != nil {
-		return 0, nil, err
-	}
+	first := e.invokes.Add(1) == 1
+	requestID := newRequestID()
 	start := time.Now()
 	req, err := http.NewRequestWithContext(ctx, http.MethodPost, e.URL()+InvokePath, bytes.NewReader(payload))
 	if err != nil {
@@ -303,9 +279,7 @@ func (e *Emulator) Invoke(ctx context.Context, payload []byte) (status int, body
 		return resp.StatusCode, body, fmt.Errorf("invoke %s: read answer: %w", e.name, err)
 	}
 	if first {
-		e.mu.Lock()
-		e.firstDur = time.Since(start)
-		e.mu.Unlock()
+		e.firstDur.Store(int64(time.Since(start)))
 	}
 	if resp.StatusCode == http.StatusOK {
 		e.stdout.waitFor("END RequestId: "+requestID, endLineWait)
@@ -319,29 +293,21 @@ func (e *Emulator) Invoke(ctx context.Context, payload []byte) (status int, body
 }
 
 // newRequestID makes a random UUID, the shape of Lambda's request ids.
-func newRequestID() (string, error) {
+func newRequestID() string {
 	var b [16]byte
-	if _, err := rand.Read(b[:]); err != nil {
-		return "", fmt.Errorf("request id: %w", err)
-	}
+	_, _ = rand.Read(b[:]) // it never fails
 	b[6] = b[6]&0x0f | 0x40
 	b[8] = b[8]&0x3f | 0x80
-	return fmt.Sprintf("%x-%x-%x-%x-%x", b[0:4], b[4:6], b[6:8], b[8:10], b[10:16]), nil
+	return fmt.Sprintf("%x-%x-%x-%x-%x", b[0:4], b[4:6], b[6:8], b[8:10], b[10:16])
 }
 
-// FirstInvoke is how long the first Invoke took, from sending the request
-// to reading the whole answer: the cold start (the bootstrap's process
-// start and init, which the emulator defers to the first invocation) plus
-// that invocation's own work. Zero until the first Invoke has answered.
-func (e *Emulator) FirstInvoke() time.Duration {
-	e.mu.Lock()
-	defer e.mu.Unlock()
-	return e.firstDur
-}
+// FirstInvoke is how long the first Invoke took, request to whole answer:
+// the cold start (the emulator defers the bootstrap's start and init to
+// the first invocation) plus its work. Zero until it has answered.
+func (e *Emulator) FirstInvoke() time.Duration { return time.Duration(e.firstDur.Load()) }
 
 // Stdout is everything the function wrote, stdout and stderr alike, as
-// the emulator relays it: the lines CloudWatch Logs would hold (log
-// records, EMF metric lines, START/END/REPORT).
+// CloudWatch Logs would hold it (with START/END/REPORT lines).
 func (e *Emulator) Stdout() string { return e.stdout.String() }
 
 // Stderr is the emulator's own log: init and invoke phases, runtime exits.

@@ -3,6 +3,7 @@
 package emulator
 
 import (
+	"fmt"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -62,17 +63,13 @@ func descendantGroups(pid int) []int {
 		// pid (comm) state ppid pgrp ...; comm may hold spaces and ')'.
 		s := string(b)
 		i := strings.LastIndexByte(s, ')')
-		if i < 0 {
+		p, err := strconv.Atoi(filepath.Base(filepath.Dir(e)))
+		var state byte
+		var ppid, pgrp int
+		if i < 0 || err != nil {
 			continue
 		}
-		f := strings.Fields(s[i+1:])
-		if len(f) < 3 {
-			continue
-		}
-		p, err1 := strconv.Atoi(filepath.Base(filepath.Dir(e)))
-		ppid, err2 := strconv.Atoi(f[1])
-		pgrp, err3 := strconv.Atoi(f[2])
-		if err1 != nil || err2 != nil || err3 != nil {
+		if _, err := fmt.Sscanf(s[i+1:], " %c %d %d", &state, &ppid, &pgrp); err != nil {
 			continue
 		}
 		procs[p] = proc{ppid: ppid, pgrp: pgrp}

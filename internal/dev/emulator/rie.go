@@ -9,10 +9,8 @@
 // client construction, lambda.Start, JSON in and out, exit codes).
 //
 // Every emulator gets two free loopback ports of its own, so several may
-// run at once, and exactly the environment its Config describes. It is
-// the one runner behind `genjobs invoke` and `sam-env`, the function
-// tests (internal/dev/lambdatest ties it to a test) and the cold-start
-// benchmark, and it depends on no testing package.
+// run at once. It is the one runner behind `genjobs invoke`, the function
+// tests (internal/dev/lambdatest) and the cold-start benchmark.
 package emulator
 
 import (
@@ -63,13 +61,10 @@ type build struct {
 	err  error
 }
 
-// Build compiles fn (a folder under functions/, or a module-relative
-// package path starting with "./") into BuildDir/PKG/bootstrap under root
-// and returns its path: deployment's flags (Makefile `build`), but GOARCH
-// stays the host's, since the emulator executes the binary on this
-// machine. Each process builds a package once; go's build cache keeps a
-// rebuild in another process cheap. A failed build is not remembered, so
-// a later call may succeed (a cancelled build, a fixed source).
+// Build compiles fn (a folder under functions/, or a "./" package path)
+// with Compile for the host's GOARCH into BuildDir/PKG/bootstrap under
+// root and returns its path. Each process builds a package once; a failed
+// build is not remembered, so a later call may succeed.
 func Build(ctx context.Context, root, fn string) (string, error) {
 	pkg := fn
 	if !strings.HasPrefix(pkg, "./") {
@@ -89,9 +84,8 @@ func Build(ctx context.Context, root, fn string) (string, error) {
 }
 
 // buildBootstrap builds in a private folder and renames the binary into
-// place, so two processes building the same function at once (go test
-// runs packages in parallel) never execute or overwrite a half-written
-// file, and dir holds one binary instead of one per run.
+// place, so two processes building the same function at once never
+// execute or overwrite a half-written file.
 func buildBootstrap(ctx context.Context, root, pkg, dir string) (string, error) {
 	if err := os.MkdirAll(dir, 0o755); err != nil {
 		return "", fmt.Errorf("build %s: %w", pkg, err)

@@ -30,14 +30,10 @@ const (
 
 // Event is one event file, read and checked.
 type Event struct {
-	// Path is the file as given.
-	Path string
-	// Raw is the file's content.
-	Raw []byte
-	// Kind is the event source it imitates.
-	Kind EventKind
-	// Records are an SQS event's records.
-	Records []events.SQSMessage
+	Path    string              // the file as given
+	Raw     []byte              // the file's content
+	Kind    EventKind           // the event source it imitates
+	Records []events.SQSMessage // an SQS event's records
 	// Warnings are oddities the event source would never produce (a
 	// stale md5OfBody, say). The invocation still runs: Lambda does not
 	// check them either.

@@ -1,19 +1,11 @@
 // Package invoke runs one genjobs function the way `sam local invoke
-// FUNCTION -e EVENT` does: the function's bootstrap, built as for
-// deployment, under the AWS Lambda Runtime Interface Emulator, invoked
-// once with a sample event. Instead of the deployed resources it talks to
-// the template's resources on this machine (Stack): its table in DynamoDB
-// Local, its queues, bucket and secret in moto, and the Genace simulator
-// (EventBridge Scheduler is refused: see samlocal.Unavailable). The
-// function's environment is the template's, resolved onto that stack and
-// read back from SAM's --env-vars file (internal/dev/samlocal). Before the
-// invocation it seeds the operations the event names (see Samples);
-// afterwards it reports the answer, the function's log and what changed.
-//
-// It backs `genjobs invoke` (`make invoke FN=... EVENT=...`) and `genjobs
-// sam-env` (`make sam-env`, PrepareSAMLocal). The build
-// and the emulator are internal/dev/emulator's, which internal/dev/lambdatest wraps for
-// tests; like package emulator, this package depends on no testing package.
+// FUNCTION -e EVENT` does: its bootstrap under the Lambda Runtime
+// Interface Emulator (internal/dev/emulator), invoked once with a sample
+// event, against the template's resources on this machine (Stack) with
+// the environment read back from SAM's --env-vars file. It seeds the
+// operations the event names (Samples) and reports the answer, the log
+// and what changed. It backs `make invoke` and `make sam-env`
+// (PrepareSAMLocal), and internal/dev/lambdatest's stacks.
 package invoke
 
 import (
@@ -38,17 +30,12 @@ import (
 	"github.com/genjobs/genjobs/internal/store"
 )
 
-// Spec is how the template deploys one function: what invokes it, its
-// timeout and memory. Everything here is read from the template.
+// Spec is how the template deploys one function.
 type Spec struct {
-	// Name is the folder under functions/ (samlocal.Function.Dir).
-	Name string
-	// LogicalID is the template's resource (as `sam local invoke` names it).
-	LogicalID string
-	// Kind is the event source that invokes it.
-	Kind EventKind
-	// Consumes are the kinds of the queues its SQS events read.
-	Consumes []string
+	Name      string    // the folder under functions/ (samlocal.Function.Dir)
+	LogicalID string    // the template's resource, as `sam local invoke` names it
+	Kind      EventKind // the event source that invokes it
+	Consumes  []string  // the kinds of the queues its SQS events read
 	// Timeout and MemoryMB are the template's (Globals merged).
 	Timeout  time.Duration
 	MemoryMB int
@@ -79,8 +66,8 @@ func Functions(t *samlocal.Template) []Spec {
 // FunctionNames lists the template's functions' names.
 func FunctionNames(t *samlocal.Template) []string {
 	var names []string
-	for _, f := range Functions(t) {
-		names = append(names, f.Name)
+	for _, f := range t.Functions {
+		names = append(names, f.Dir())
 	}
 	return names
 }
@@ -97,22 +84,15 @@ func Lookup(t *samlocal.Template, name string) (Spec, bool) {
 
 // Options are one invocation's inputs.
 type Options struct {
-	// Root is the module root (modroot.Find).
-	Root string
-	// Template is the module's template (LoadTemplate).
-	Template *samlocal.Template
-	// Function is a name from FunctionNames.
-	Function string
-	// EventPath is the event file.
-	EventPath string
-	// Endpoints are the local services.
-	Endpoints Endpoints
-	// Progress receives one line per step; nil discards them.
-	Progress io.Writer
+	Root      string             // the module root (modroot.Find)
+	Template  *samlocal.Template // the module's template (LoadTemplate)
+	Function  string             // a name from FunctionNames
+	EventPath string             // the event file
+	Endpoints Endpoints          // the local services
+	Progress  io.Writer          // one line per step; nil discards them
 }
 
-// Session is one prepared invocation: the stack, the seeded records, the
-// running emulator and the event to send.
+// Session is one prepared invocation.
 type Session struct {
 	spec    Spec
 	opts    Options
@@ -123,9 +103,8 @@ type Session struct {
 	watch   []string
 	seeded  map[string]operation.Record
 	notes   []string
-	// dir holds the stack's SAM files (files), removed on Close.
-	dir   string
-	files SAMFiles
+	dir     string // holds files; removed on Close
+	files   SAMFiles
 }
 
 // Prepare checks the function and the event, stands up the stack, seeds
@@ -192,7 +171,7 @@ func Prepare(ctx context.Context, opts Options) (*Session, error) {
 	if err != nil {
 		return fail(err)
 	}
-	s.progress("environment of %s from %s: %s (sam local invoke --env-vars)", spec.LogicalID, TemplateFile, s.files.EnvVars)
+	s.progress("environment of %s from %s: %s (sam local invoke --env-vars)", spec.LogicalID, samlocal.TemplateFile, s.files.EnvVars)
 
 	ids := ev.OperationIDs()
 	if spec.Name == "sweep" {
@@ -202,11 +181,9 @@ func Prepare(ctx context.Context, opts Options) (*Session, error) {
 		return fail(err)
 	}
 	for _, id := range ids {
-		rec, ok := s.seeded[id]
-		switch {
-		case ok:
+		if rec, ok := s.seeded[id]; ok {
 			s.progress("seeded %s: %s (%s)", id, stateOf(&rec), Samples[id].State)
-		default:
+		} else {
 			s.progress("not seeded: %s is not a sample operation, so the function finds no record", id)
 		}
 		if !slices.Contains(s.watch, id) {
@@ -256,12 +233,8 @@ func CheckPairing(f Spec, ev *Event) error {
 func queueWarnings(f Spec, ev *Event) []string {
 	var out []string
 	for _, r := range ev.Records {
-		name := r.EventSourceARN[strings.LastIndexByte(r.EventSourceARN, ':')+1:]
-		ok := false
-		for _, kind := range f.Consumes {
-			ok = ok || strings.HasSuffix(name, "-"+kind)
-		}
-		if !ok {
+		if !slices.ContainsFunc(f.Consumes, func(kind string) bool { return ofKind(r.EventSourceARN, kind) }) {
+			name := r.EventSourceARN[strings.LastIndexByte(r.EventSourceARN, ':')+1:]
 			out = append(out, fmt.Sprintf("record %s comes from %s, which %s does not consume", r.MessageId, name, f.Name))
 		}
 	}
@@ -406,7 +379,7 @@ func (s *Session) WriteKeep(w io.Writer) error {
 	}
 	fmt.Fprintf(w, "  Genace         %s (simulator; API key %s)\n", st.SimURL, st.APIKey)
 	for _, b := range st.Buckets {
-		fmt.Fprintf(w, "  S3             aws s3 ls --endpoint-url %s s3://%s --recursive\n", st.S3URL, b)
+		fmt.Fprintf(w, "  S3             aws s3 ls --endpoint-url %s s3://%s --recursive\n", ep.S3, b)
 	}
 	fmt.Fprintf(w, "  environment    %s (sam local invoke --env-vars), %s (--parameter-overrides)\n", s.files.EnvVars, s.files.ParameterOverrides)
 	fmt.Fprintf(w, "  (aws needs AWS_ACCESS_KEY_ID=%s AWS_SECRET_ACCESS_KEY=%s)\n", ep.AccessKey, ep.SecretKey)
@@ -462,20 +435,17 @@ func (o *OperationState) String() string {
 		return "absent"
 	}
 	var extra []string
-	if o.RemoteJobID != "" {
-		extra = append(extra, "job "+o.RemoteJobID)
-	}
-	if o.RemoteState != "" {
-		extra = append(extra, "remote "+string(o.RemoteState))
-	}
-	if o.Deliveries > 0 {
-		extra = append(extra, strconv.Itoa(o.Deliveries)+" delivered")
-	}
-	if o.NextAction != "" {
-		extra = append(extra, "next "+o.NextAction)
-	}
-	if o.Parked != "" {
-		extra = append(extra, "parked: "+o.Parked)
+	for _, e := range []struct {
+		text string
+		set  bool
+	}{
+		{"job " + o.RemoteJobID, o.RemoteJobID != ""}, {"remote " + string(o.RemoteState), o.RemoteState != ""},
+		{strconv.Itoa(o.Deliveries) + " delivered", o.Deliveries > 0}, {"next " + o.NextAction, o.NextAction != ""},
+		{"parked: " + o.Parked, o.Parked != ""},
+	} {
+		if e.set {
+			extra = append(extra, e.text)
+		}
 	}
 	s := fmt.Sprintf("%s r%d", o.Phase, o.Revision)
 	if len(extra) > 0 {
@@ -494,12 +464,10 @@ type OperationChange struct {
 
 // Changed reports whether the invocation wrote the record.
 func (c OperationChange) Changed() bool {
-	switch {
-	case c.Before == nil || c.After == nil:
+	if c.Before == nil || c.After == nil {
 		return c.Before != c.After
-	default:
-		return c.Before.Revision != c.After.Revision
 	}
+	return c.Before.Revision != c.After.Revision
 }
 
 // ReviewSummary is one review record the invocation opened.

@@ -24,14 +24,11 @@ type Received struct {
 }
 
 // PassThrough gives an SQS event's records receipt handles a queue issued,
-// as records from the event source mapping have: a sample event's are made
-// up, and submit renews its message's visibility before it POSTs, which a
-// made-up handle fails (so it releases its claim instead). Each record
-// whose eventSourceARN queueOf maps to a queue URL is sent there, received
-// back under the queue's visibility timeout, and given that receive's
-// handle; message id, body and attributes stay the event's. It returns the
-// rewritten event and the receives, which the caller deletes after the
-// invocation, as the mapping would.
+// as the event source mapping does (submit renews its message's visibility
+// before it POSTs, which a sample's made-up handle fails). Each record
+// whose eventSourceARN queueOf maps to a queue URL is sent there and
+// received back; only its handle changes. It returns the rewritten event
+// and the receives, which the caller deletes after the invocation.
 func PassThrough(ctx context.Context, q Messenger, payload []byte, queueOf func(eventSourceARN string) (string, bool)) ([]byte, []Received, error) {
 	var doc map[string]any
 	if err := json.Unmarshal(payload, &doc); err != nil {

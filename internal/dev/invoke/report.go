@@ -28,10 +28,7 @@ func (r *Result) WriteText(w io.Writer) error {
 		b.WriteString("(empty)\n")
 	}
 
-	b.WriteString("── function log ──\n")
-	if len(r.Log) == 0 {
-		b.WriteString("(nothing)\n")
-	}
+	section(&b, len(r.Log), "── function log ──", "── function log ──\n(nothing)")
 	for _, l := range r.Log {
 		b.WriteString(l + "\n")
 	}
@@ -47,11 +44,7 @@ func (r *Result) WriteText(w io.Writer) error {
 	for _, o := range r.Operations {
 		width = max(width, len(o.ID))
 	}
-	if len(r.Operations) == 0 {
-		b.WriteString("operations: none watched (the event names no operation)\n")
-	} else {
-		b.WriteString("operations:\n")
-	}
+	section(&b, len(r.Operations), "operations:", "operations: none watched (the event names no operation)")
 	for _, o := range r.Operations {
 		if o.Changed() {
 			fmt.Fprintf(&b, "  %-*s  %s  →  %s\n", width, o.ID, o.Before, o.After)
@@ -83,11 +76,7 @@ func (r *Result) WriteText(w io.Writer) error {
 		}
 	}
 	fmt.Fprintf(&b, "genace simulator: %d POST, %d GET, %d output download(s)\n", r.Genace.Posts, r.Genace.Gets, r.Genace.FileGets)
-	if len(r.ReviewsOpened) == 0 {
-		b.WriteString("reviews opened: none\n")
-	} else {
-		b.WriteString("reviews opened:\n")
-	}
+	section(&b, len(r.ReviewsOpened), "reviews opened:", "reviews opened: none")
 	for _, rv := range r.ReviewsOpened {
 		fmt.Fprintf(&b, "  %s  source=%s", rv.ID, rv.Source)
 		for _, kv := range [][2]string{{"operation", rv.OperationID}, {"queue", rv.Queue}, {"category", rv.Category}, {"phase", rv.Phase}, {"recommended", rv.Recommended}} {
@@ -97,11 +86,7 @@ func (r *Result) WriteText(w io.Writer) error {
 		}
 		b.WriteString("\n")
 	}
-	if len(r.ArtifactsStored) == 0 {
-		b.WriteString("artifacts stored: none\n")
-	} else {
-		b.WriteString("artifacts stored (S3):\n")
-	}
+	section(&b, len(r.ArtifactsStored), "artifacts stored (S3):", "artifacts stored: none")
 	for _, o := range r.ArtifactsStored {
 		fmt.Fprintf(&b, "  %s (%d bytes)\n", o.Key, o.Size)
 	}
@@ -110,4 +95,12 @@ func (r *Result) WriteText(w io.Writer) error {
 	}
 	_, err := io.WriteString(w, b.String())
 	return err
+}
+
+// section writes a section's heading, or none when it has no items.
+func section(b *strings.Builder, items int, heading, none string) {
+	if items == 0 {
+		heading = none
+	}
+	b.WriteString(heading + "\n")
 }

@@ -13,10 +13,8 @@ import (
 // The files `sam local invoke` takes for a stack, by name in the
 // directory they are written to.
 const (
-	// EnvFileName is the --env-vars file (SAM's JSON format).
-	EnvFileName = "env.json"
-	// ParametersFileName holds the --parameter-overrides argument.
-	ParametersFileName = "parameters"
+	EnvFileName        = "env.json"   // the --env-vars file (SAM's JSON format)
+	ParametersFileName = "parameters" // the --parameter-overrides argument
 )
 
 // SAMFiles are the paths of a stack's --env-vars file and
@@ -32,7 +30,7 @@ type SAMFiles struct {
 func (st *Stack) WriteSAMFiles(dir string) (SAMFiles, error) {
 	f, err := st.Template.EnvFile(st.Locals)
 	if err != nil {
-		return SAMFiles{}, fmt.Errorf("%s: %w", TemplateFile, err)
+		return SAMFiles{}, fmt.Errorf("%s: %w", samlocal.TemplateFile, err)
 	}
 	envText, err := f.Encode()
 	if err != nil {
@@ -56,17 +54,15 @@ func (st *Stack) WriteSAMFiles(dir string) (SAMFiles, error) {
 }
 
 // Env is the environment the function with the logical id starts with:
-// what `sam local invoke ID --env-vars FILE` gives it, read back from the
-// files (samlocal's Apply: the template's variables, valued from the
-// file), plus what the Lambda runtime adds (samlocal's Runtime). The
-// parameters file must say what the env file was resolved with: resolved
-// again with it, the template gives the function the same values, or Env
-// fails naming the variables that differ.
+// what `sam local invoke ID --env-vars FILE` gives it (samlocal's Apply)
+// plus what the Lambda runtime adds (Runtime). The template resolved again
+// with the parameters file must give the same values, or Env fails naming
+// the variables that differ.
 func (st *Stack) Env(files SAMFiles, id string) (map[string]string, error) {
 	t := st.Template
 	fn, ok := t.Function(id)
 	if !ok {
-		return nil, fmt.Errorf("no function %s in %s", id, TemplateFile)
+		return nil, fmt.Errorf("no function %s in %s", id, samlocal.TemplateFile)
 	}
 	raw, err := os.ReadFile(files.EnvVars)
 	if err != nil {
@@ -92,7 +88,7 @@ func (st *Stack) Env(files SAMFiles, id string) (map[string]string, error) {
 	l.Parameters = params
 	again, err := t.Environment(id, l)
 	if err != nil {
-		return nil, fmt.Errorf("%s with %s: %w", TemplateFile, files.ParameterOverrides, err)
+		return nil, fmt.Errorf("%s with %s: %w", samlocal.TemplateFile, files.ParameterOverrides, err)
 	}
 	var differ []string
 	for _, k := range slices.Sorted(maps.Keys(env)) {

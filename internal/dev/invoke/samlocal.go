@@ -17,12 +17,9 @@ import (
 // takes, relative to the module root.
 const SAMLocalDir = ".cache/sam-local"
 
-// SAMLocal is a stack kept up for `sam local invoke`: the template's
-// resources on local services with every sample operation seeded, the
-// --env-vars file and --parameter-overrides resolved onto it (the same
-// code and files `make invoke` and the emulator tests start the functions
-// with), and copies of the sample events whose job-id placeholders are
-// replaced by the seeded jobs' ids.
+// SAMLocal is a stack kept up for `sam local invoke`, with every sample
+// operation seeded, its --env-vars file and --parameter-overrides, and
+// copies of the sample events naming the seeded jobs' ids.
 type SAMLocal struct {
 	Stack *Stack
 	Files SAMFiles
@@ -102,13 +99,11 @@ func rewriteEvents(root string, seeded map[string]operation.Record) (map[string]
 // Close removes the stack.
 func (s *SAMLocal) Close() { s.Stack.Close() }
 
-// SAMCommands are the commands that build the functions and invoke each
-// with its first sample event on a stack `make sam-env` keeps up, in the
-// order they are run: dir is where its files are (relative to the module
-// root, as the commands run there), rewritten the events that have a
-// rewritten copy there. README.md shows these exact lines (a test keeps
-// the two the same). --docker-network host lets the function's container
-// reach the local services on the host's loopback addresses (Linux).
+// SAMCommands build the functions and invoke each with its sample event
+// on the stack `make sam-env` keeps up, its files in dir (relative to the
+// module root), rewritten the events with a copy there; README.md shows
+// these lines. --docker-network host lets the container reach the local
+// services on the host's loopback (Linux).
 func SAMCommands(tmpl *samlocal.Template, dir string, rewritten []string) []string {
 	out := []string{"sam build --build-in-source"}
 	for _, f := range Functions(tmpl) {

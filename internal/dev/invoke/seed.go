@@ -19,10 +19,8 @@ import (
 // here (and, for the sweep, SweepSamples), so each event finds the record
 // it was written for.
 type Sample struct {
-	// ID is the operation id the events use.
-	ID string
-	// State says what the seeded record is, for people.
-	State string
+	ID    string // the operation id the events use
+	State string // what the seeded record is, for people
 	// Placeholder is the job id the events carry for this operation
 	// (empty when none): the simulator makes up its own job ids, so every
 	// occurrence in a record's body is replaced by the real one, and
@@ -86,52 +84,47 @@ func seedPrepared(ctx context.Context, st *Stack, s Sample, now time.Time) (oper
 // seedStaleClaim leaves a claim as a worker that died before its POST
 // would: submitting, no job.
 func seedStaleClaim(ctx context.Context, st *Stack, s Sample, now time.Time) (operation.Record, error) {
-	at := now.Add(-10 * time.Minute)
-	rec, err := st.Store.Create(ctx, prepared(s.ID, at))
+	return claimed(ctx, st, s.ID, now.Add(-10*time.Minute))
+}
+
+// claimed stores a prepared operation and takes its submission claim.
+func claimed(ctx context.Context, st *Stack, id string, at time.Time) (operation.Record, error) {
+	rec, err := st.Store.Create(ctx, prepared(id, at))
 	if err != nil {
 		return rec, err
 	}
-	claimed, err := operation.ClaimSubmission(rec, seedOwner, "seed", at)
+	next, err := operation.ClaimSubmission(rec, seedOwner, "seed", at)
 	if err != nil {
 		return rec, err
 	}
-	return st.Store.Update(ctx, claimed, rec.Revision)
+	return st.Store.Update(ctx, next, rec.Revision)
 }
 
 // seedAccepted stores the operation as the submit function leaves it
-// after a 202: a job created on the simulator for it, claimed then
+// after a 202: claimed, a job created on the simulator for it, then
 // accepted with the job's snapshot, and an observation due late ago.
 func seedAccepted(late time.Duration) func(context.Context, *Stack, Sample, time.Time) (operation.Record, error) {
 	return func(ctx context.Context, st *Stack, s Sample, now time.Time) (operation.Record, error) {
-		rec, _, err := accepted(ctx, st, s.ID, now.Add(-late))
-		return rec, err
+		return accepted(ctx, st, s.ID, now.Add(-late))
 	}
 }
 
-func accepted(ctx context.Context, st *Stack, id string, at time.Time) (operation.Record, *genace.Job, error) {
-	rec, err := st.Store.Create(ctx, prepared(id, at))
+func accepted(ctx context.Context, st *Stack, id string, at time.Time) (operation.Record, error) {
+	rec, err := claimed(ctx, st, id, at)
 	if err != nil {
-		return rec, nil, err
+		return rec, err
 	}
 	res := st.Genace.Submit(ctx, genace.SubmitRequest{OperationID: id, Model: rec.Model, Input: rec.Input}, 10*time.Second)
 	if res.Outcome != genace.OutcomeAccepted {
-		return rec, nil, fmt.Errorf("the simulator refused %s's job: %v", id, res.Err)
-	}
-	claimed, err := operation.ClaimSubmission(rec, seedOwner, "seed", at)
-	if err != nil {
-		return rec, nil, err
-	}
-	if rec, err = st.Store.Update(ctx, claimed, rec.Revision); err != nil {
-		return rec, nil, err
+		return rec, fmt.Errorf("the simulator refused %s's job: %v", id, res.Err)
 	}
 	snap := res.Job.Snapshot(at)
 	next, err := operation.Accept(rec, res.JobID, &snap, at)
 	if err != nil {
-		return rec, nil, err
+		return rec, err
 	}
 	next.Schedule = &operation.NextAction{Action: string(message.ActionObserveGeneration), Due: at}
-	rec, err = st.Store.Update(ctx, next, rec.Revision)
-	return rec, res.Job, err
+	return st.Store.Update(ctx, next, rec.Revision)
 }
 
 // seedSucceeded stores the operation as the observe function leaves it
@@ -141,7 +134,7 @@ func accepted(ctx context.Context, st *Stack, id string, at time.Time) (operatio
 // at once, so the first snapshot is the real job's, rewound to running.
 func seedSucceeded(ctx context.Context, st *Stack, s Sample, now time.Time) (operation.Record, error) {
 	first := now.Add(-2 * time.Second)
-	rec, _, err := accepted(ctx, st, s.ID, first.Add(-time.Second))
+	rec, err := accepted(ctx, st, s.ID, first.Add(-time.Second))
 	if err != nil {
 		return rec, err
 	}

@@ -13,7 +13,7 @@ import (
 	"net/url"
 	"os"
 	"path/filepath"
-	"sort"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -39,8 +39,7 @@ import (
 )
 
 // APIKey is the simulator's API key, which the functions read from their
-// secret in Secrets Manager (moto's). It guards nothing: the simulator listens on
-// loopback for one stack.
+// secret in moto. It guards nothing: the simulator listens on loopback.
 const APIKey = "genjobs-invoke-local-key"
 
 // Endpoints are the local AWS services and the credentials for them.
@@ -59,20 +58,14 @@ type Endpoints struct {
 // AWS_DEFAULT_REGION, the access keys), with a local region and dummy
 // credentials where they are unset. Check them before use.
 func EndpointsFromEnv() Endpoints {
-	or := func(name, fallback string) string {
-		if v := os.Getenv(name); v != "" {
-			return v
-		}
-		return fallback
-	}
 	return Endpoints{
 		DynamoDB:       os.Getenv("AWS_ENDPOINT_URL_DYNAMODB"),
 		SQS:            os.Getenv("AWS_ENDPOINT_URL_SQS"),
 		S3:             os.Getenv("AWS_ENDPOINT_URL_S3"),
 		SecretsManager: os.Getenv("AWS_ENDPOINT_URL_SECRETS_MANAGER"),
-		Region:         or("AWS_REGION", or("AWS_DEFAULT_REGION", "us-east-1")),
-		AccessKey:      or("AWS_ACCESS_KEY_ID", "local"),
-		SecretKey:      or("AWS_SECRET_ACCESS_KEY", "local"),
+		Region:         cmp.Or(os.Getenv("AWS_REGION"), os.Getenv("AWS_DEFAULT_REGION"), "us-east-1"),
+		AccessKey:      cmp.Or(os.Getenv("AWS_ACCESS_KEY_ID"), "local"),
+		SecretKey:      cmp.Or(os.Getenv("AWS_SECRET_ACCESS_KEY"), "local"),
 	}
 }
 
@@ -90,40 +83,28 @@ func (e Endpoints) Check() error {
 		if err != nil || u.Host == "" {
 			return fmt.Errorf("%s=%q is not a URL", v.name, v.value)
 		}
-		if !loopback(u.Hostname()) {
+		if ip := net.ParseIP(u.Hostname()); u.Hostname() != "localhost" && (ip == nil || !ip.IsLoopback()) {
 			return fmt.Errorf("%s=%s is not on this machine; invoke only runs against DynamoDB Local and moto on loopback (make invoke starts them)", v.name, v.value)
 		}
 	}
 	return nil
 }
 
-func loopback(host string) bool {
-	if host == "localhost" {
-		return true
-	}
-	ip := net.ParseIP(host)
-	return ip != nil && ip.IsLoopback()
-}
-
 // Queue is one queue of the stack.
 type Queue struct {
 	// Kind is the queue's role, from its logical id (samlocal.Slug):
 	// dispatch, observe, deliver, or one of those with "-dlq".
-	Kind string `json:"kind"`
-	// LogicalID is the template's resource.
-	LogicalID string `json:"logical_id"`
+	Kind      string `json:"kind"`
+	LogicalID string `json:"logical_id"` // the template's resource
 	// Name, URL and ARN are moto's.
 	Name string `json:"name"`
 	URL  string `json:"url"`
 	ARN  string `json:"arn"`
 }
 
-// TemplateFile is the SAM template, relative to the module root.
-const TemplateFile = samlocal.TemplateFile
-
 // LoadTemplate reads the module's template.
 func LoadTemplate(root string) (*samlocal.Template, error) {
-	return samlocal.Load(filepath.Join(root, TemplateFile))
+	return samlocal.Load(filepath.Join(root, samlocal.TemplateFile))
 }
 
 // motoAccount is the account id in moto's queue URLs and ARNs: its
@@ -132,10 +113,8 @@ const motoAccount = "123456789012"
 
 // StackConfig says what to stand up.
 type StackConfig struct {
-	// Template is the SAM template whose resources the stack holds.
-	Template *samlocal.Template
-	// Endpoints are DynamoDB Local's and moto's.
-	Endpoints Endpoints
+	Template  *samlocal.Template // whose resources the stack holds
+	Endpoints Endpoints          // DynamoDB Local's and moto's
 	// Sim configures the Genace simulator (its APIKey is replaced by
 	// APIKey); nil: the samples' (every job done at once, one output).
 	Sim *genacesim.Config
@@ -143,46 +122,27 @@ type StackConfig struct {
 	// template gives the functions; empty: the package's APIKey.
 	APIKey string
 	// Prefix names the stack and starts every resource's name; empty:
-	// Stem-RANDOM.
-	Prefix string
-	// Stem starts a random Prefix; empty: genjobs-invoke.
-	Stem string
+	// Stem (empty: genjobs-invoke), a dash and a random suffix.
+	Prefix, Stem string
 }
 
 // Stack is what the functions talk to, stood up for one run: the
-// template's table in DynamoDB Local, its queues (with their visibility
-// timeouts and redrive policies), buckets and secrets in moto, and the
-// Genace simulator in Genace's place. Every name starts with the stack's
-// prefix, so stacks may run at once on the same services. Locals says what each of the template's
-// references means here; every function's environment is resolved from
-// the template onto it (EnvFile).
+// template's table in DynamoDB Local, its queues, buckets and secrets in
+// moto, and the Genace simulator. Every name starts with the stack's
+// prefix, so stacks may run at once on the same services.
 type Stack struct {
-	// Template is the template the stack was made from.
-	Template *samlocal.Template
-	// Locals are the template's references resolved on this stack.
-	Locals samlocal.Locals
-	// Prefix starts every resource's name.
-	Prefix string
-	// Table is the operations table's name (TABLE_NAME).
-	Table string
-	// Store is the operation store on the table.
-	Store *dynamo.Store
-	// Queues are the template's queues, in its order.
-	Queues []Queue
-	// Sim is the Genace simulator, on the wall clock.
-	Sim *genacesim.Simulator
-	// SimURL is its base URL (GENACE_BASE_URL).
-	SimURL string
-	// Genace is a client on the simulator, for seeding jobs.
-	Genace *genace.Client
-	// S3URL is S3's endpoint (AWS_ENDPOINT_URL_S3, moto); Buckets are the
-	// template's buckets there.
-	S3URL   string
-	Buckets []string
-	// APIKey is the simulator's key and every secret's value.
-	APIKey string
-	// Queue is a client on the stack's SQS (moto's).
-	Queue *queue.SQS
+	Template *samlocal.Template   // the template the stack was made from
+	Locals   samlocal.Locals      // the template's references resolved on this stack
+	Prefix   string               // starts every resource's name
+	Table    string               // the operations table (TABLE_NAME)
+	Store    *dynamo.Store        // the operation store on the table
+	Queues   []Queue              // the template's queues, in its order
+	Sim      *genacesim.Simulator // the Genace simulator, on the wall clock
+	SimURL   string               // its base URL (GENACE_BASE_URL)
+	Genace   *genace.Client       // a client on the simulator, for seeding jobs
+	Buckets  []string             // the template's buckets in S3 (moto)
+	APIKey   string               // the simulator's key and every secret's value
+	Queue    *queue.SQS           // a client on the stack's SQS (moto's)
 
 	endpoints   Endpoints
 	unavailable *samlocal.Unavailable
@@ -210,15 +170,11 @@ func NewStack(ctx context.Context, cfg StackConfig) (_ *Stack, err error) {
 		}
 	}()
 	if st.Prefix == "" {
-		suffix, err := randomSuffix()
-		if err != nil {
-			return nil, err
-		}
-		st.Prefix = cmp.Or(cfg.Stem, "genjobs-invoke") + "-" + suffix
+		var b [4]byte
+		_, _ = rand.Read(b[:]) // it never fails
+		st.Prefix = cmp.Or(cfg.Stem, "genjobs-invoke") + "-" + hex.EncodeToString(b[:])
 	}
-	if st.APIKey == "" {
-		st.APIKey = APIKey
-	}
+	st.APIKey = cmp.Or(st.APIKey, APIKey)
 	site := samlocal.Site{Region: ep.Region, AccountID: motoAccount, Prefix: st.Prefix, SQS: ep.SQS}
 	st.Locals = t.Names(site)
 	creds := credentials.NewStaticCredentialsProvider(ep.AccessKey, ep.SecretKey, "")
@@ -228,8 +184,7 @@ func NewStack(ctx context.Context, cfg StackConfig) (_ *Stack, err error) {
 		return nil, fmt.Errorf("aws config: %w", err)
 	}
 
-	// The endpoints are given explicitly: this process's environment may
-	// lack them (the integration test passes them in).
+	// Explicit endpoints: this process's environment may lack them.
 	st.ddb = dynamodb.NewFromConfig(awsCfg, func(o *dynamodb.Options) {
 		o.BaseEndpoint = aws.String(ep.DynamoDB)
 		o.DisableValidateResponseChecksum = true // DynamoDB Local omits x-amz-crc32 on errors
@@ -281,7 +236,7 @@ func NewStack(ctx context.Context, cfg StackConfig) (_ *Stack, err error) {
 		Parameters: localParameters(t),
 	})
 	if err != nil {
-		return nil, fmt.Errorf("%s: %w", TemplateFile, err)
+		return nil, fmt.Errorf("%s: %w", samlocal.TemplateFile, err)
 	}
 	return st, nil
 }
@@ -308,7 +263,7 @@ const ObservePolicies = `{"default":{"long_poll":"1s"}}`
 func (st *Stack) createTable(ctx context.Context) error {
 	tables := st.Template.OfType("AWS::DynamoDB::Table")
 	if len(tables) != 1 {
-		return fmt.Errorf("%s has %d DynamoDB tables; the store uses exactly one", TemplateFile, len(tables))
+		return fmt.Errorf("%s has %d DynamoDB tables; the store uses exactly one", samlocal.TemplateFile, len(tables))
 	}
 	st.Table = st.Locals.Resources[tables[0]]["Ref"]
 	if err := dynamo.EnsureTable(ctx, st.ddb, st.Table); err != nil {
@@ -398,13 +353,10 @@ func (st *Stack) createQueue(ctx context.Context, id string, attrs map[string]st
 
 // createBuckets creates the template's buckets in S3 (moto's). An IP
 // endpoint makes the SDK address buckets path-style by itself, so the
-// function's default client needs nothing but AWS_ENDPOINT_URL_S3; moto
-// then checks what S3 checks of the function's writes (If-None-Match: *,
-// the SHA-256 checksum).
+// function's default client needs nothing but AWS_ENDPOINT_URL_S3.
 func (st *Stack) createBuckets(ctx context.Context, cfg aws.Config) error {
-	st.S3URL = st.endpoints.S3
 	st.s3 = s3.NewFromConfig(cfg, func(o *s3.Options) {
-		o.BaseEndpoint = aws.String(st.S3URL)
+		o.BaseEndpoint = aws.String(st.endpoints.S3)
 		o.UsePathStyle = true
 	})
 	for _, id := range st.Template.OfType("AWS::S3::Bucket") {
@@ -414,7 +366,7 @@ func (st *Stack) createBuckets(ctx context.Context, cfg aws.Config) error {
 			in.CreateBucketConfiguration = &s3types.CreateBucketConfiguration{LocationConstraint: s3types.BucketLocationConstraint(st.endpoints.Region)}
 		}
 		if _, err := st.s3.CreateBucket(ctx, in); err != nil {
-			return fmt.Errorf("S3 at %s: create bucket %s: %w", st.S3URL, name, err)
+			return fmt.Errorf("S3 at %s: create bucket %s: %w", st.endpoints.S3, name, err)
 		}
 		st.Buckets = append(st.Buckets, name)
 		st.cleanup = append(st.cleanup, func(ctx context.Context) { st.deleteBucket(ctx, name) })
@@ -424,17 +376,27 @@ func (st *Stack) createBuckets(ctx context.Context, cfg aws.Config) error {
 
 // deleteBucket empties a bucket and deletes it, as far as it can.
 func (st *Stack) deleteBucket(ctx context.Context, name string) {
-	p := s3.NewListObjectsV2Paginator(st.s3, &s3.ListObjectsV2Input{Bucket: aws.String(name)})
+	objects, _ := st.list(ctx, name)
+	for _, o := range objects {
+		_, _ = st.s3.DeleteObject(ctx, &s3.DeleteObjectInput{Bucket: aws.String(name), Key: aws.String(o.Key)})
+	}
+	_, _ = st.s3.DeleteBucket(ctx, &s3.DeleteBucketInput{Bucket: aws.String(name)})
+}
+
+// list lists a bucket's objects; on an error, those listed before it.
+func (st *Stack) list(ctx context.Context, bucket string) ([]Object, error) {
+	var out []Object
+	p := s3.NewListObjectsV2Paginator(st.s3, &s3.ListObjectsV2Input{Bucket: aws.String(bucket)})
 	for p.HasMorePages() {
 		page, err := p.NextPage(ctx)
 		if err != nil {
-			break
+			return out, fmt.Errorf("s3: list %s: %w", bucket, err)
 		}
 		for _, o := range page.Contents {
-			_, _ = st.s3.DeleteObject(ctx, &s3.DeleteObjectInput{Bucket: aws.String(name), Key: o.Key})
+			out = append(out, Object{Key: aws.ToString(o.Key), Size: aws.ToInt64(o.Size)})
 		}
 	}
-	_, _ = st.s3.DeleteBucket(ctx, &s3.DeleteBucketInput{Bucket: aws.String(name)})
+	return out, nil
 }
 
 // deleteSecrets deletes the secrets Wire created (their ARNs are in
@@ -468,13 +430,16 @@ func (st *Stack) Close() {
 // QueueFor maps a record's eventSourceARN to the stack's queue of the same
 // kind (a sample's genjobs-dispatch to this stack's ...-dispatch).
 func (st *Stack) QueueFor(arn string) (string, bool) {
-	name := arn[strings.LastIndexByte(arn, ':')+1:]
-	for _, q := range st.Queues {
-		if strings.HasSuffix(name, "-"+q.Kind) {
-			return q.URL, true
-		}
+	i := slices.IndexFunc(st.Queues, func(q Queue) bool { return ofKind(arn, q.Kind) })
+	if i < 0 {
+		return "", false
 	}
-	return "", false
+	return st.Queues[i].URL, true
+}
+
+// ofKind reports whether the queue an ARN names is of the kind.
+func ofKind(arn, kind string) bool {
+	return strings.HasSuffix(arn[strings.LastIndexByte(arn, ':')+1:], "-"+kind)
 }
 
 // QueuedMessage is a message waiting on a queue.
@@ -533,9 +498,7 @@ func (st *Stack) Peek(ctx context.Context) ([]QueueContents, error) {
 		if err := errors.Join(errs...); err != nil {
 			return nil, fmt.Errorf("queue %s: put messages back: %w", q.Name, err)
 		}
-		if qc.Count < len(qc.Messages) {
-			qc.Count = len(qc.Messages)
-		}
+		qc.Count = max(qc.Count, len(qc.Messages))
 		out = append(out, qc)
 	}
 	return out, nil
@@ -551,25 +514,12 @@ type Object struct {
 func (st *Stack) Artifacts(ctx context.Context) ([]Object, error) {
 	var out []Object
 	for _, bucket := range st.Buckets {
-		p := s3.NewListObjectsV2Paginator(st.s3, &s3.ListObjectsV2Input{Bucket: aws.String(bucket)})
-		for p.HasMorePages() {
-			page, err := p.NextPage(ctx)
-			if err != nil {
-				return nil, fmt.Errorf("s3: list %s: %w", bucket, err)
-			}
-			for _, o := range page.Contents {
-				out = append(out, Object{Key: aws.ToString(o.Key), Size: aws.ToInt64(o.Size)})
-			}
+		objects, err := st.list(ctx, bucket)
+		if err != nil {
+			return nil, err
 		}
+		out = append(out, objects...)
 	}
-	sort.Slice(out, func(i, j int) bool { return out[i].Key < out[j].Key })
+	slices.SortFunc(out, func(a, b Object) int { return strings.Compare(a.Key, b.Key) })
 	return out, nil
-}
-
-func randomSuffix() (string, error) {
-	b := make([]byte, 4)
-	if _, err := rand.Read(b); err != nil {
-		return "", err
-	}
-	return hex.EncodeToString(b), nil
 }

@@ -1,9 +1,7 @@
-// Package lambdatest runs a genjobs function in a test the way AWS Lambda
-// runs it: built as for deployment and started under the AWS Lambda
-// Runtime Interface Emulator (internal/dev/emulator), against a local
-// stack stood up from template.yaml (Stack). This package ties them to a
-// test: skips, failures, t.Cleanup. The emulator is installed by `bash
-// .ci/rie.sh install`; without it the tests skip (or fail when
+// Package lambdatest ties internal/dev/emulator and invoke's local stacks
+// to a test (skips, failures, t.Cleanup): a function runs as Lambda runs
+// it, against a stack stood up from template.yaml. Without the emulator
+// (`bash .ci/rie.sh install`) the tests skip (fail when
 // GENJOBS_REQUIRE_INTEGRATION=1).
 package lambdatest
 
@@ -43,10 +41,8 @@ func Event(t testing.TB, name string) []byte {
 }
 
 // Start builds cfg.Function (once per test binary) and starts it under
-// the emulator (emulator.Start; cfg.Root is the module's). t.Cleanup
-// stops the emulator and the bootstrap, and logs their output when the
-// test failed. When the emulator is not installed the test skips (fails
-// under GENJOBS_REQUIRE_INTEGRATION=1).
+// the emulator, in the module's root. t.Cleanup stops it and logs its
+// output when the test failed.
 func Start(t testing.TB, cfg emulator.Config) *emulator.Emulator {
 	t.Helper()
 	cfg.Root = Root(t)

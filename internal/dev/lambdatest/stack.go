@@ -22,11 +22,8 @@ const APIKey = "lambdatest-genace-key-must-never-be-logged"
 // Visibility is how long Messages leaves what it received hidden.
 const Visibility = 3 * time.Minute
 
-// Stack is what a function talks to, stood up locally for one test from
-// template.yaml (invoke.Stack): the template's table in DynamoDB Local,
-// its queues, bucket and secret in moto, and the Genace simulator. Every
-// test has its own resources, so tests may run in parallel and a test's
-// assertions see only its own writes and messages.
+// Stack is an invoke.Stack for one test: every test has its own
+// resources, so tests may run in parallel and see only their own writes.
 type Stack struct {
 	*invoke.Stack
 	// QueueURLs maps each action to its queue's URL (the topology's
@@ -36,12 +33,10 @@ type Stack struct {
 	files invoke.SAMFiles
 }
 
-// NewStack stands up the stack; sim configures the simulator (its APIKey
-// is replaced by APIKey). The endpoints come from AWS_ENDPOINT_URL_DYNAMODB
-// (.ci/dynamodb-local.sh) and AWS_ENDPOINT_URL_SQS, _S3 and
-// _SECRETS_MANAGER (.ci/moto.sh); without them the test skips (fails
-// under GENJOBS_REQUIRE_INTEGRATION=1).
-// Everything is removed on t.Cleanup.
+// NewStack stands up the stack, removed on t.Cleanup; sim configures the
+// simulator (its APIKey is replaced by APIKey). Without the endpoints
+// (.ci/dynamodb-local.sh, .ci/moto.sh) the test skips (fails under
+// GENJOBS_REQUIRE_INTEGRATION=1).
 func NewStack(t testing.TB, sim genacesim.Config) *Stack {
 	t.Helper()
 	for _, v := range []string{"AWS_ENDPOINT_URL_DYNAMODB", "AWS_ENDPOINT_URL_SQS", "AWS_ENDPOINT_URL_S3", "AWS_ENDPOINT_URL_SECRETS_MANAGER"} {
@@ -77,10 +72,7 @@ func NewStack(t testing.TB, sim genacesim.Config) *Stack {
 
 // Config is the emulator configuration for the function (a folder under
 // functions/) on this stack: the template's timeout and memory size, and
-// its environment, which tests change a copy of to break it: its
-// variables in template.yaml, resolved onto the stack and read back from
-// SAM's --env-vars file (invoke.Stack.Env), and what the Lambda runtime
-// adds.
+// the environment invoke.Stack.Env reads back from SAM's --env-vars file.
 func (s *Stack) Config(t testing.TB, function string) emulator.Config {
 	t.Helper()
 	f, ok := invoke.Lookup(s.Template, function)
@@ -124,11 +116,8 @@ func (s *Stack) Messages(t testing.TB, action message.Action, wait time.Duration
 }
 
 // Received returns event (a sample SQS event) with each record passed
-// through its queue of this stack, as the event source mapping hands
-// records over: with a receipt handle SQS (moto) issued, which a function can
-// renew (submit does before every POST; the samples' handles are made up,
-// as `sam local invoke` ones are). The records stay in flight; the
-// function's answer decides nothing about them here.
+// through its queue of this stack (invoke.PassThrough), so it carries a
+// receipt handle a function can renew. The records stay in flight.
 func (s *Stack) Received(t testing.TB, event []byte) []byte {
 	t.Helper()
 	out, _, err := invoke.PassThrough(context.Background(), s.Queue, event, s.QueueFor)

@@ -34,42 +34,19 @@ const (
 	IndexName = "artifacts.index"
 )
 
-// Dir stores artifacts in a directory, for local runs and tests where no S3
-// exists, with the same guarantees as S3. It keeps two files, not one file
-// per object: a file per object cost new folders, a temporary name, a link
-// and three fsyncs (file, folder, parent), and on a journaling file system
-// those metadata commits, not the bytes, held a local run to under half of
-// what it reached on tmpfs.
-//
-//   - artifacts.pack holds the content. Put reserves the object's size at
-//     the end of the pack, streams into that region (concurrent Puts write
-//     their own regions at once), verifying size and sha256 on the way.
-//   - artifacts.index holds one line per stored object (offset, size,
-//     sha256, key), appended in commits that end with a checksummed commit
-//     line. An object exists only once its line is durable, and its line is
-//     written only after the pack is fsynced, so an index line never points
-//     at content that a crash could lose.
-//   - Commits are grouped (package groupcommit): the Puts that finish while
-//     one commit runs, or within CommitSpacing of the last one's start,
-//     share the next, one pack fsync and one index fsync for all of them.
-//   - On open, a commit that never completed (a crash mid-write: no valid
-//     commit line) is cut from the index's tail (its Puts never returned);
-//     the cut bytes are kept beside it as artifacts.index.cut-<time>, as
-//     damage to the last commit would look the same.
-//     A damaged commit followed by a complete one is not a crash's work,
-//     and the store refuses to open rather than drop objects. Pack regions
-//     that no line names (a Put that failed or never committed) are
-//     garbage: space, never content.
-//   - Stat recomputes the sha256 from the pack's bytes rather than trusting
-//     the index: what Stat reports is what is really stored.
-//   - One process writes a directory store at a time (an exclusive lock on
-//     the index, taken at open); a second opener is refused at once. After
-//     a failed fsync the store refuses every later Put: the kernel may have
-//     dropped the unwritten pages, so nothing written since can be trusted
-//     to be durable.
-//
-// Export writes an object out as a plain file under the root, for people
-// to open; the pack stays the durable copy.
+// Dir stores artifacts in a directory, for local runs and tests where no
+// S3 exists, with the same guarantees as S3, in two files
+// (docs/how-it-works.md says why and how): artifacts.pack holds the
+// content, each Put streaming into a region it reserved at the pack's end;
+// artifacts.index holds one line per object (offset, size, sha256, key),
+// appended in grouped commits that each end with a checksummed commit
+// line, written only after the pack is fsynced. On open, a torn last
+// commit is cut (and kept beside the index as artifacts.index.cut-<time>);
+// a damaged commit before a complete one refuses the open. Stat recomputes
+// the sha256 from the pack. One process has a store at a time (a lock on
+// the index), and after a failed fsync every later Put fails. Export
+// writes a plain copy of an object for people; the pack stays the durable
+// copy.
 type Dir struct {
 	root  string
 	pack  *os.File
@@ -103,11 +80,9 @@ type pending struct {
 }
 
 // CommitSpacing is the least time between two commits of a directory
-// store. A commit's cost is two flushes to the disk, whatever it carries;
-// spaced out, each commit carries more Puts, and on a 2-core machine with
-// an ext4 disk that took a local run from about 60 % to about 75 % of its
-// speed on tmpfs. A Put waits at most this long for it, small next to
-// downloading the output; a Put after a quiet spell commits at once.
+// store: a commit costs two flushes whatever it carries, so spaced-out
+// commits carry more Puts (on ext4, a local run went from about 60 % to
+// 75 % of its tmpfs speed). A Put after a quiet spell commits at once.
 const CommitSpacing = 5 * time.Millisecond
 
 // New opens (creating if needed) a directory store rooted at root. It
@@ -275,8 +250,8 @@ func (d *Dir) stat(ctx context.Context, key string, e entry) (artifact.Object, e
 // Put streams r into the pack for key, verifying that it is exactly size
 // bytes with the given sha256, and returns once the object is durable.
 // When the key already holds the same content it returns that object
-// without reading r; different content is artifact.ErrConflict. contentType is not
-// kept: the key's extension carries it.
+// without reading r; different content is artifact.ErrConflict.
+// contentType is not kept: the key's extension carries it.
 func (d *Dir) Put(ctx context.Context, key string, r io.Reader, size int64, sum, contentType string) (artifact.Object, error) {
 	if err := artifact.CheckPut(key, size, sum); err != nil {
 		return artifact.Object{}, err
@@ -286,10 +261,10 @@ func (d *Dir) Put(ctx context.Context, key string, r io.Reader, size int64, sum,
 	}
 	if e, ok := d.lookup(key); ok {
 		o, err := d.stat(ctx, key, e)
-		if err != nil {
-			return artifact.Object{}, err
+		if err != nil || artifact.Same(o, size, sum) {
+			return o, err
 		}
-		return d.existing(o, key, size, sum)
+		return artifact.Object{}, conflict(key, o.Size, o.SHA256, size, sum)
 	}
 	d.mu.Lock()
 	if err := d.broken; err != nil {
@@ -379,9 +354,7 @@ func (d *Dir) commit(puts []*pending) []error {
 		return fail(fmt.Errorf("fsync %s: %w", IndexName, err))
 	}
 	d.mu.Lock()
-	for k, e := range fresh {
-		d.objects[k] = e
-	}
+	maps.Copy(d.objects, fresh)
 	d.mu.Unlock()
 	return errs
 }
@@ -391,14 +364,7 @@ var castagnoli = crc32.MakeTable(crc32.Castagnoli)
 // appendLine is an object's index line: "<offset> <size> <sha256> <key,
 // quoted>".
 func appendLine(b []byte, key string, e entry) []byte {
-	b = strconv.AppendInt(b, e.off, 10)
-	b = append(b, ' ')
-	b = strconv.AppendInt(b, e.size, 10)
-	b = append(b, ' ')
-	b = append(b, e.sum...)
-	b = append(b, ' ')
-	b = strconv.AppendQuote(b, key)
-	return append(b, '\n')
+	return fmt.Appendf(b, "%d %d %s %q\n", e.off, e.size, e.sum, key)
 }
 
 // parseIndex reads the committed objects from an index's bytes, and how
@@ -422,9 +388,7 @@ func parseIndex(raw []byte, packSize int64) (map[string]entry, int64, error) {
 			}
 			return objects, int64(pos), nil
 		}
-		for k, e := range batch {
-			objects[k] = e
-		}
+		maps.Copy(objects, batch)
 		pos = next
 	}
 	return objects, int64(len(raw)), nil
@@ -532,14 +496,6 @@ func (d *Dir) Export(ctx context.Context, key string) (string, error) {
 		return "", fmt.Errorf("artifact: dir export %s: %w", key, err)
 	}
 	return p, nil
-}
-
-// existing resolves a Put onto a key that is already taken.
-func (d *Dir) existing(o artifact.Object, key string, size int64, sum string) (artifact.Object, error) {
-	if artifact.Same(o, size, sum) {
-		return o, nil
-	}
-	return artifact.Object{}, conflict(key, o.Size, o.SHA256, size, sum)
 }
 
 // conflict is artifact.ErrConflict for key, which holds other content than a Put's.

@@ -1,11 +1,11 @@
 package samlocal
 
 import (
-	"bytes"
 	"encoding/json"
 	"errors"
 	"fmt"
 	"maps"
+	"regexp"
 	"slices"
 	"strings"
 )
@@ -39,20 +39,21 @@ func (t *Template) EnvFile(l Locals) (EnvFile, error) {
 	if err := errors.Join(errs...); err != nil {
 		return EnvFile{}, err
 	}
-	values := map[string]map[string]bool{}
+	first, differs := map[string]string{}, map[string]bool{}
 	for _, env := range all {
 		for k, v := range env {
-			if values[k] == nil {
-				values[k] = map[string]bool{}
+			if w, seen := first[k]; !seen {
+				first[k] = v
+			} else if w != v {
+				differs[k] = true
 			}
-			values[k][v] = true
 		}
 	}
 	out := EnvFile{Functions: map[string]map[string]string{}, Shared: map[string]string{}}
 	for id, env := range all {
 		own := map[string]string{}
 		for k, v := range env {
-			if len(values[k]) == 1 {
+			if !differs[k] {
 				out.Shared[k] = v
 			} else {
 				own[k] = v
@@ -63,31 +64,19 @@ func (t *Template) EnvFile(l Locals) (EnvFile, error) {
 	return out, nil
 }
 
-// MarshalJSON writes SAM's format: {"Parameters": {...}, "FunctionId": {...}}.
-func (f EnvFile) MarshalJSON() ([]byte, error) {
-	doc := make(map[string]map[string]string, len(f.Functions)+1)
-	for id, vars := range f.Functions {
-		if id == sharedKey {
-			return nil, fmt.Errorf("a function may not be called %s in an --env-vars file", sharedKey)
-		}
-		doc[id] = vars
+// Encode is the file's text in SAM's format, {"Parameters": {...},
+// "FunctionId": {...}}: indented JSON, keys sorted, a final newline.
+func (f EnvFile) Encode() ([]byte, error) {
+	if _, ok := f.Functions[sharedKey]; ok {
+		return nil, fmt.Errorf("a function may not be called %s in an --env-vars file", sharedKey)
+	}
+	doc := maps.Clone(f.Functions)
+	if doc == nil {
+		doc = map[string]map[string]string{}
 	}
 	doc[sharedKey] = f.Shared
-	return json.Marshal(doc)
-}
-
-// Encode is the file's text: indented JSON, keys sorted, a final newline.
-func (f EnvFile) Encode() ([]byte, error) {
-	raw, err := json.Marshal(f)
-	if err != nil {
-		return nil, err
-	}
-	var b bytes.Buffer
-	if err := json.Indent(&b, raw, "", "  "); err != nil {
-		return nil, err
-	}
-	b.WriteByte('\n')
-	return b.Bytes(), nil
+	b, err := json.MarshalIndent(doc, "", "  ")
+	return append(b, '\n'), err
 }
 
 // ParseEnvFile reads an --env-vars file. SAM refuses anything but an
@@ -205,14 +194,4 @@ func ParseParameterOverrides(s string) (map[string]string, error) {
 	return out, nil
 }
 
-func validParamKey(k string) bool {
-	if k == "" {
-		return false
-	}
-	for _, r := range k {
-		if !(r >= 'a' && r <= 'z' || r >= 'A' && r <= 'Z' || r >= '0' && r <= '9') {
-			return false
-		}
-	}
-	return true
-}
+var validParamKey = regexp.MustCompile(`^[A-Za-z0-9]+$`).MatchString

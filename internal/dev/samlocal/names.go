@@ -7,13 +7,9 @@ import (
 
 // Site is where a local stack lives.
 type Site struct {
-	// Region and AccountID are the pseudo parameters, and go into ARNs.
-	Region, AccountID string
-	// Prefix starts every local resource's name (and is the stack name).
-	Prefix string
-	// SQS is the SQS endpoint: a queue's URL is SQS/AccountID/name, as
-	// SQS (and moto) form it.
-	SQS string
+	Region, AccountID string // the pseudo parameters, also in ARNs
+	Prefix            string // starts every local resource's name; the stack name
+	SQS               string // the SQS endpoint: a queue's URL is SQS/AccountID/name
 }
 
 // Slug is a resource's part of its local name: the logical id in kebab
@@ -79,14 +75,4 @@ func (t *Template) Names(s Site) Locals {
 		l.Resources[id] = v
 	}
 	return l
-}
-
-// Override gives a variable a local value through the parameters it is a
-// plain !Ref of (ParametersOf), and reports whether there were any.
-func (t *Template) Override(l Locals, name, value string) bool {
-	ps := t.ParametersOf(name)
-	for _, p := range ps {
-		l.Parameters[p] = value
-	}
-	return len(ps) > 0
 }

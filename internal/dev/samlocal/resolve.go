@@ -24,22 +24,6 @@ type Locals struct {
 	Variables map[string]string
 }
 
-// Parameter returns the value a parameter takes: its override, else its
-// default.
-func (t *Template) Parameter(name string, l Locals) (string, error) {
-	p, ok := t.Parameters[name]
-	if !ok {
-		return "", fmt.Errorf("no parameter %s", name)
-	}
-	if v, ok := l.Parameters[name]; ok {
-		return v, nil
-	}
-	if p.Default == nil {
-		return "", fmt.Errorf("parameter %s has no default and no local value", name)
-	}
-	return *p.Default, nil
-}
-
 // Resolve turns a property value into the string it takes on the local
 // stack l.
 func (t *Template) Resolve(v any, l Locals) (string, error) {
@@ -103,8 +87,14 @@ func (t *Template) ref(name string, l Locals) (string, error) {
 		}
 		return v, nil
 	}
-	if _, ok := t.Parameters[name]; ok {
-		return t.Parameter(name, l)
+	if p, ok := t.Parameters[name]; ok { // its override, else its default
+		if v, ok := l.Parameters[name]; ok {
+			return v, nil
+		}
+		if p.Default == nil {
+			return "", fmt.Errorf("parameter %s has no default and no local value", name)
+		}
+		return *p.Default, nil
 	}
 	r, ok := t.Resources[name]
 	if !ok {

@@ -21,9 +21,8 @@ type SecretStore interface {
 	Put(ctx context.Context, name, value string) (arn string, err error)
 }
 
-// Secrets creates a local stack's secrets in Secrets Manager (moto's, in
-// local runs), so a function reads its Genace key through the SDK's own
-// client from a real secret, as deployed.
+// Secrets creates a local stack's secrets in Secrets Manager (moto's), so
+// a function reads its Genace key from a real secret, as deployed.
 type Secrets struct {
 	// Client is a Secrets Manager client on the local endpoint.
 	Client *secretsmanager.Client
@@ -49,11 +48,9 @@ func (s Secrets) Put(ctx context.Context, name, value string) (string, error) {
 }
 
 // Unavailable answers, on one loopback port, the AWS APIs a local stack
-// must not reach: EventBridge Scheduler (AWS_ENDPOINT_URL_SCHEDULER) and
-// anything else, with a ValidationException saying it is not available
-// locally. A delay longer than SQS allows then fails loudly in a local
-// run instead of creating a schedule that never fires (moto's) or one in
-// an account.
+// must not reach (EventBridge Scheduler, AWS_ENDPOINT_URL_SCHEDULER) with
+// a ValidationException, so a delay longer than SQS allows fails loudly
+// instead of creating a schedule that never fires.
 type Unavailable struct {
 	srv *http.Server
 	url string

@@ -1,15 +1,11 @@
 // Package samlocal is the one reader of template.yaml: Parse gives the
-// whole document as plain data (Template.Doc, which
-// internal/dev/templatecheck's rules read) and each function with
-// Globals merged as SAM merges them (Template.Prop; a test holds the
-// merge against SAM's own translator). It turns each function's
-// Environment into the values it takes on a local stack: !Ref, !GetAtt and !Sub resolved against local resources and the
-// template's parameters (their defaults, or overrides), Globals merged.
-// The result is written as SAM's --env-vars file and --parameter-overrides
-// (`make sam-env`), and read back with SAM's own precedence to give the
-// environment a function's bootstrap starts with under the runtime
-// interface emulator (`make invoke`, the integration tests). The template
-// is thus the one place a function's configuration is written.
+// whole document as plain data (Template.Doc, for
+// internal/dev/templatecheck) and each function with Globals merged as SAM
+// merges them (Template.Prop). It resolves each function's Environment
+// onto a local stack, writes it as SAM's --env-vars file and
+// --parameter-overrides (`make sam-env`) and reads it back with SAM's
+// precedence for the emulator (`make invoke`, the integration tests), so
+// the template is the one place a function's configuration is written.
 package samlocal
 
 import (
@@ -18,7 +14,6 @@ import (
 	"maps"
 	"os"
 	"slices"
-	"sort"
 	"strconv"
 	"strings"
 	"time"
@@ -129,7 +124,7 @@ func (t *Template) OfType(typ string) []string {
 			ids = append(ids, id)
 		}
 	}
-	sort.Strings(ids)
+	slices.Sort(ids)
 	return ids
 }
 
@@ -218,9 +213,7 @@ func (t *Template) function(id string) (Function, error) {
 		return v
 	}
 	f := Function{LogicalID: id, Env: map[string]any{}, Timeout: 3 * time.Second, MemoryMB: 128}
-	for k, v := range mapOf(mapOf(prop("Environment"))["Variables"]) {
-		f.Env[k] = v
-	}
+	maps.Copy(f.Env, mapOf(mapOf(prop("Environment"))["Variables"]))
 	if v := prop("Timeout"); v != nil {
 		// A parameter's !Ref takes its default, as a deployment without
 		// overrides does.
@@ -262,10 +255,7 @@ func mergeGlobal(global, local any) any {
 		if !ok || isIntrinsic(l) || isIntrinsic(g) {
 			return local
 		}
-		out := make(map[string]any, len(g)+len(l))
-		for k, v := range g {
-			out[k] = v
-		}
+		out := maps.Clone(g)
 		for k, v := range l {
 			if gv, ok := g[k]; ok {
 				v = mergeGlobal(gv, v)
@@ -275,7 +265,7 @@ func mergeGlobal(global, local any) any {
 		return out
 	case []any:
 		if l, ok := local.([]any); ok {
-			return append(append([]any(nil), g...), l...)
+			return slices.Concat(g, l)
 		}
 	}
 	return local

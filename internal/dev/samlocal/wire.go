@@ -19,13 +19,9 @@ const EndpointPrefix = "AWS_ENDPOINT_URL_"
 // does not hold as a resource: Genace's URL, the secrets' value, the SDK's
 // endpoints.
 type Wiring struct {
-	// GenaceURL is GENACE_BASE_URL's local value: the simulator.
-	GenaceURL string
-	// APIKey is the value of every secret the functions are given: the
-	// simulator's key.
-	APIKey string
-	// Secrets keeps those secrets, where the functions read them.
-	Secrets SecretStore
+	GenaceURL string      // GENACE_BASE_URL's local value: the simulator
+	APIKey    string      // the value of every secret the functions are given
+	Secrets   SecretStore // keeps those secrets, where the functions read them
 	// Endpoints are the local values of the SDK's endpoint variables
 	// (AWS_ENDPOINT_URL_DYNAMODB, ...), which the template declares empty
 	// for every function so that `sam local invoke --env-vars` can set
@@ -49,17 +45,19 @@ type Wiring struct {
 // Every problem is reported at once, each naming what is missing.
 func (t *Template) Wire(ctx context.Context, l Locals, site Site, w Wiring) error {
 	var errs []error
-	if !t.Override(l, config.EnvGenaceURL, w.GenaceURL) {
+	genace := t.ParametersOf(config.EnvGenaceURL)
+	for _, p := range genace {
+		l.Parameters[p] = w.GenaceURL
+	}
+	if len(genace) == 0 {
 		errs = append(errs, fmt.Errorf("%s is not a !Ref of a parameter in any function: the local run cannot point it at the simulator", config.EnvGenaceURL))
 	}
 	secretIDs := append(t.OfType("AWS::SecretsManager::Secret"), t.ParametersOf(config.EnvGenaceKeySecret)...)
 	if len(secretIDs) > 0 && w.Secrets == nil {
 		errs = append(errs, errors.New("the template gives the functions secrets, and the wiring has no Secrets Manager to keep them"))
+		secretIDs = nil
 	}
 	for _, id := range secretIDs {
-		if w.Secrets == nil {
-			break
-		}
 		r, isResource := l.Resources[id]
 		name := site.Name(id, "")
 		if isResource {
@@ -114,24 +112,16 @@ func (t *Template) Wire(ctx context.Context, l Locals, site Site, w Wiring) erro
 }
 
 // Runtime is what the Lambda service adds to a function's own variables,
-// as it is reproduced locally: credentials (Lambda gives the execution
-// role's; here the local services') and the logging variables Lambda
-// derives from LoggingConfig (with LogFormat JSON, AWS_LAMBDA_LOG_FORMAT
-// and AWS_LAMBDA_LOG_LEVEL, the application log level, which the
-// functions' logger reads). internal/dev/emulator adds the rest of what the
-// runtime sets (AWS_REGION, AWS_DEFAULT_REGION, AWS_LAMBDA_FUNCTION_NAME,
-// AWS_LAMBDA_FUNCTION_TIMEOUT, AWS_LAMBDA_FUNCTION_MEMORY_SIZE,
-// AWS_LAMBDA_FUNCTION_VERSION, AWS_LAMBDA_LOG_GROUP_NAME,
-// LAMBDA_TASK_ROOT, PATH, TZ, LANG).
+// reproduced locally: credentials (the local services', for the execution
+// role's) and the logging variables Lambda derives from LoggingConfig.
+// internal/dev/emulator adds the rest (AWS_REGION, AWS_LAMBDA_*, PATH...).
 func (f Function) Runtime(accessKey, secretKey string) map[string]string {
-	out := map[string]string{}
+	out := map[string]string{"AWS_ACCESS_KEY_ID": accessKey, "AWS_SECRET_ACCESS_KEY": secretKey}
 	if f.LogFormat != "" {
 		out["AWS_LAMBDA_LOG_FORMAT"] = f.LogFormat
 	}
 	if f.LogLevel != "" {
 		out["AWS_LAMBDA_LOG_LEVEL"] = f.LogLevel
 	}
-	out["AWS_ACCESS_KEY_ID"] = accessKey
-	out["AWS_SECRET_ACCESS_KEY"] = secretKey
 	return out
 }
