@@ -196,16 +196,15 @@ func RunPipeline(ctx context.Context, cfg PipelineConfig) (*PipelineResult, erro
 	}
 	counters := map[string]*counter{FnSubmit: {}, FnObserve: {}, FnDeliver: {}}
 	app := &counter{}
-	cache := &recordCache{recs: map[string]operation.Record{}}
+	cache := &recordCache{}
 	var delivered atomic.Int64
 	var lastDelivery atomic.Int64
 	done := make(chan struct{})
-	var doneOnce sync.Once
 	onWritten := func(rec operation.Record) {
 		if rec.Phase == operation.PhaseDelivered {
 			lastDelivery.Store(time.Now().UnixNano())
-			if delivered.Add(1) == int64(cfg.Operations) {
-				doneOnce.Do(func() { close(done) })
+			if delivered.Add(1) == int64(cfg.Operations) { // true once
+				close(done)
 			}
 		}
 	}
@@ -229,13 +228,12 @@ func RunPipeline(ctx context.Context, cfg PipelineConfig) (*PipelineResult, erro
 	defer dir.Close()
 	delays := schedule.NewObservation(cfg.Policies)
 	log := slog.New(slog.DiscardHandler)
-	m := func(fn string) *metrics.Emitter { return metrics.New(io.Discard, fn, clk) }
 	hs, err := local.Handlers(func(f topology.Function) (stack.Deps, bool) {
 		c, ok := counters[f.Name]
 		return stack.Deps{
 			Config: config.Config{Concurrency: pipelineConcurrency},
 			Store:  stores[f.Name], Genace: g, Artifacts: countingArtifacts{next: dir, c: c}, Extender: countingExtender{next: broker, c: c},
-			Sender: disps[f.Name], Delays: delays, Clock: clk, Log: log, Metrics: m(f.Name),
+			Sender: disps[f.Name], Delays: delays, Clock: clk, Log: log, Metrics: metrics.New(io.Discard, f.Name, clk),
 		}, ok
 	})
 	if err != nil {
