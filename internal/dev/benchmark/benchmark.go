@@ -9,7 +9,6 @@ package benchmark
 import (
 	"bytes"
 	"context"
-	"errors"
 	"fmt"
 	"io"
 	"os"
@@ -169,11 +168,12 @@ func Run(ctx context.Context, opts Options, stdout io.Writer) (*Results, error) 
 		res.Local = &l
 	}
 
-	switch root, err := coldStartRoot(opts.Root); {
+	_, noGo := exec.LookPath("go")
+	switch {
 	case opts.Quick:
 		res.ColdStartSkipped = "--quick"
-	case err != nil:
-		res.ColdStartSkipped = err.Error()
+	case noGo != nil:
+		res.ColdStartSkipped = "no go command to build the functions"
 	default:
 		res.Load["cold starts"] = loadAverage()
 		opts.progress("cold starts: building the bootstraps and starting them under the emulator (load average %s)", res.Load["cold starts"])
@@ -185,7 +185,7 @@ func Run(ctx context.Context, opts Options, stdout io.Writer) (*Results, error) 
 				sqsFed = append(sqsFed, f.Name)
 			}
 		}
-		cs, err := MeasureColdStarts(ctx, ColdStartConfig{Root: root, Functions: fns, Invoke: sqsFed, Starts: 5})
+		cs, err := MeasureColdStarts(ctx, ColdStartConfig{Root: opts.Root, Functions: fns, Invoke: sqsFed, Starts: 5})
 		if err != nil {
 			return nil, err
 		}
@@ -322,15 +322,6 @@ func (r *Results) throughput(ctx context.Context) error {
 		}
 	}
 	return nil
-}
-
-// coldStartRoot is the module to build the functions from (Run has found
-// it): usable when the go command is here too.
-func coldStartRoot(root string) (string, error) {
-	if _, err := exec.LookPath("go"); err != nil {
-		return "", errors.New("no go command to build the functions")
-	}
-	return root, nil
 }
 
 // loadAverage is the 1-minute load average, where /proc tells it.

@@ -4,7 +4,6 @@ import (
 	"bytes"
 	"context"
 	"fmt"
-	"iter"
 	"maps"
 	"net/http"
 	"os"
@@ -232,50 +231,27 @@ func firstInvoke(ctx context.Context, root, bootstrap, name string, env map[stri
 	return emu.FirstInvoke(), peakRSS(emu.PID(), bootstrap), nil
 }
 
-// peakRSS is the VmHWM of the process under root (itself or a
-// descendant) running exe, in bytes; 0 when /proc does not say.
-func peakRSS(root int, exe string) int64 {
-	for pid := range descendants(root) {
-		if path, err := os.Readlink(fmt.Sprintf("/proc/%d/exe", pid)); err != nil || path != exe {
-			continue
-		}
-		b, err := os.ReadFile(fmt.Sprintf("/proc/%d/status", pid))
-		if err != nil {
-			return 0
-		}
-		for line := range strings.Lines(string(b)) {
-			if kb, ok := strings.CutPrefix(line, "VmHWM:"); ok {
-				n, err := strconv.ParseInt(strings.TrimSuffix(strings.TrimSpace(kb), " kB"), 10, 64)
-				if err != nil {
-					return 0
+// peakRSS is the VmHWM, in bytes, of the process running exe: pid itself
+// or one below it, found through each thread's children list; 0 when
+// /proc does not say.
+func peakRSS(pid int, exe string) int64 {
+	if path, err := os.Readlink(fmt.Sprintf("/proc/%d/exe", pid)); err == nil && path == exe {
+		b, _ := os.ReadFile(fmt.Sprintf("/proc/%d/status", pid))
+		_, hwm, _ := strings.Cut(string(b), "VmHWM:")
+		var kb int64
+		_, _ = fmt.Sscan(hwm, &kb) // "  1234 kB"
+		return kb << 10
+	}
+	tasks, _ := filepath.Glob(fmt.Sprintf("/proc/%d/task/*/children", pid))
+	for _, t := range tasks {
+		b, _ := os.ReadFile(t)
+		for _, f := range strings.Fields(string(b)) {
+			if c, err := strconv.Atoi(f); err == nil {
+				if n := peakRSS(c, exe); n > 0 {
+					return n
 				}
-				return n << 10
 			}
 		}
 	}
 	return 0
-}
-
-// descendants yields pid and every process below it, from each thread's
-// children list.
-func descendants(pid int) iter.Seq[int] {
-	return func(yield func(int) bool) {
-		queue := []int{pid}
-		for len(queue) > 0 {
-			p := queue[0]
-			queue = queue[1:]
-			if !yield(p) {
-				return
-			}
-			tasks, _ := filepath.Glob(fmt.Sprintf("/proc/%d/task/*/children", p))
-			for _, t := range tasks {
-				b, _ := os.ReadFile(t)
-				for _, f := range strings.Fields(string(b)) {
-					if c, err := strconv.Atoi(f); err == nil {
-						queue = append(queue, c)
-					}
-				}
-			}
-		}
-	}
 }
