@@ -40,21 +40,17 @@ var Layers = []Layer{Unit, Faultsim, Integration}
 
 // ParseLayers reads a comma- or space-separated list of layer names.
 func ParseLayers(s string) ([]Layer, error) {
-	var out []Layer
-	for _, f := range strings.FieldsFunc(s, func(r rune) bool { return r == ',' || r == ' ' }) {
-		l := Layer(f)
-		if !slices.Contains(Layers, l) {
+	named := strings.FieldsFunc(s, func(r rune) bool { return r == ',' || r == ' ' })
+	for _, f := range named {
+		if !slices.Contains(Layers, Layer(f)) {
 			return nil, fmt.Errorf("unknown layer %q (want some of %v)", f, Layers)
 		}
-		if !slices.Contains(out, l) {
-			out = append(out, l)
-		}
 	}
+	// Running order, whatever order they were named in, each once.
+	out := slices.DeleteFunc(slices.Clone(Layers), func(l Layer) bool { return !slices.Contains(named, string(l)) })
 	if len(out) == 0 {
 		return nil, errors.New("no layer named")
 	}
-	// Running order, whatever order they were named in.
-	slices.SortFunc(out, func(a, b Layer) int { return slices.Index(Layers, a) - slices.Index(Layers, b) })
 	return out, nil
 }
 
