@@ -32,9 +32,6 @@ type Options struct {
 	// Quick shrinks the measurements (small pipeline runs, no real-time
 	// run, no cold starts) for tests.
 	Quick bool
-	// Root is the module root, for building the functions ("" finds it
-	// from the working directory).
-	Root string
 	// Progress receives a line per step (nil: none).
 	Progress io.Writer
 }
@@ -46,11 +43,10 @@ const ResultsFile = "results.md"
 type ThroughputRun struct {
 	// Name says what was run: store medium, pollers, policy.
 	Name string
-	// Result is the best of Runs measurements (the most operations per
+	// Result is the best of the measurements (the most operations per
 	// second); Rates are every measurement's operations per second, in
 	// the order they ran.
 	Result *PipelineResult
-	Runs   int
 	Rates  []float64
 	// Skipped says why the run did not happen, if it did not.
 	Skipped string
@@ -111,8 +107,6 @@ type Results struct {
 	// runs and before the cold starts ("" where unknown): other work on
 	// the machine inflates those measurements.
 	Load map[string]string
-	// Elapsed is the whole benchmark's wall time.
-	Elapsed time.Duration
 }
 
 func (o Options) progress(format string, args ...any) {
@@ -128,22 +122,27 @@ func Run(ctx context.Context, opts Options, stdout io.Writer) (*Results, error) 
 	if opts.Out == "" {
 		opts.Out = "bench"
 	}
-	if opts.Root == "" {
-		root, err := modroot.Find("")
-		if err != nil {
-			return nil, fmt.Errorf("run it inside a clone of genjobs, whose template.yaml gives the functions' memory: %w", err)
-		}
-		opts.Root = root
+	root, err := modroot.Find("")
+	if err != nil {
+		return nil, fmt.Errorf("run it inside a clone of genjobs, whose template.yaml gives the functions' memory: %w", err)
 	}
-	mem, err := templateMemory(opts.Root)
+	mem, err := templateMemory(root)
 	if err != nil {
 		return nil, err
 	}
 	res := &Results{Options: opts, Memory: mem}
 
+	// Short renders (one observation finds each active, one finished),
+	// the dispatches trickled so that actions come about one per batch as
+	// at low traffic.
 	opts.progress("pipeline: counting AWS requests per render")
-	if err := res.count(ctx); err != nil {
-		return nil, err
+	n := 200
+	if opts.Quick {
+		n = 40
+	}
+	if res.Count, err = RunPipeline(ctx, PipelineConfig{Operations: n, QueueFor: countQueueFor, RunFor: countRunFor,
+		Spacing: 5 * time.Millisecond, Timeout: 2 * time.Minute}); err != nil {
+		return nil, fmt.Errorf("counting run: %w", err)
 	}
 
 	res.Load = map[string]string{"throughput": loadAverage()}
@@ -156,12 +155,7 @@ func Run(ctx context.Context, opts Options, stdout io.Writer) (*Results, error) 
 		res.LocalSkipped = "--quick"
 	} else {
 		opts.progress("real time: %d renders of %s through genjobs local's defaults", localRenders, localQueueFor+localRunFor)
-		dir, err := TempDir("")
-		if err != nil {
-			return nil, err
-		}
-		l, err := MeasureLocal(ctx, localRenders, dir)
-		os.RemoveAll(dir)
+		l, err := MeasureLocal(ctx, localRenders)
 		if err != nil {
 			return nil, err
 		}
@@ -185,7 +179,7 @@ func Run(ctx context.Context, opts Options, stdout io.Writer) (*Results, error) 
 				sqsFed = append(sqsFed, f.Name)
 			}
 		}
-		cs, err := MeasureColdStarts(ctx, ColdStartConfig{Root: opts.Root, Functions: fns, Invoke: sqsFed, Starts: 5})
+		cs, err := MeasureColdStarts(ctx, ColdStartConfig{Root: root, Functions: fns, Invoke: sqsFed, Starts: 5})
 		if err != nil {
 			return nil, err
 		}
@@ -194,7 +188,6 @@ func Run(ctx context.Context, opts Options, stdout io.Writer) (*Results, error) 
 	if res.ColdStartSkipped != "" {
 		opts.progress("cold starts: skipped (%s)", res.ColdStartSkipped)
 	}
-	res.Elapsed = time.Since(begin)
 
 	if err := os.MkdirAll(opts.Out, 0o755); err != nil {
 		return nil, err
@@ -207,7 +200,7 @@ func Run(ctx context.Context, opts Options, stdout io.Writer) (*Results, error) 
 	if _, err := stdout.Write(md.Bytes()); err != nil {
 		return nil, err
 	}
-	opts.progress("wrote %s in %s", filepath.Join(opts.Out, ResultsFile), res.Elapsed.Round(time.Second))
+	opts.progress("wrote %s in %s", filepath.Join(opts.Out, ResultsFile), time.Since(begin).Round(time.Second))
 	return res, nil
 }
 
@@ -217,28 +210,6 @@ const (
 	countQueueFor = time.Second
 	countRunFor   = time.Second
 )
-
-// count runs the pipeline on short renders (queued then running, so each
-// render has one observation that finds it active and one that finds it
-// finished), trickling the dispatches so that actions come about one per
-// batch as at low traffic.
-func (r *Results) count(ctx context.Context) error {
-	n := 200
-	if r.Options.Quick {
-		n = 40
-	}
-	dir, err := TempDir("")
-	if err != nil {
-		return err
-	}
-	defer os.RemoveAll(dir)
-	r.Count, err = RunPipeline(ctx, PipelineConfig{Operations: n, QueueFor: countQueueFor, RunFor: countRunFor,
-		Dir: dir, Spacing: 5 * time.Millisecond, Timeout: 2 * time.Minute})
-	if err != nil {
-		return fmt.Errorf("counting run: %w", err)
-	}
-	return nil
-}
 
 // instantPolicy reads at once: with renders that finish on acceptance
 // there is nothing to wait for, and it measures the handlers rather than
@@ -303,18 +274,12 @@ func (r *Results) throughput(ctx context.Context) error {
 			if t.Skipped != "" || round >= rn.repeats {
 				continue
 			}
-			dir, err := TempDir(rn.parent)
-			if err != nil {
-				return err
-			}
 			r.Options.progress("  %s: %d operations", rn.name, rn.ops)
-			res, err := RunPipeline(ctx, PipelineConfig{Operations: rn.ops, Dir: dir, Policies: rn.ps, WorkerScale: rn.scale, Open: rn.open, KeepProcs: rn.keep, Timeout: 3 * time.Minute})
-			os.RemoveAll(dir)
+			res, err := RunPipeline(ctx, PipelineConfig{Operations: rn.ops, Dir: rn.parent, Policies: rn.ps, WorkerScale: rn.scale, Open: rn.open, KeepProcs: rn.keep, Timeout: 3 * time.Minute})
 			if err != nil {
 				return fmt.Errorf("throughput %s: %w", rn.name, err)
 			}
 			rate := (ThroughputRun{Result: res}).OpsPerSecond()
-			t.Runs++
 			t.Rates = append(t.Rates, rate)
 			if t.Result == nil || rate > t.OpsPerSecond() {
 				t.Result = res

@@ -49,8 +49,9 @@ type PipelineConfig struct {
 	QueueFor, RunFor time.Duration
 	// Policies pace the observations (DefaultPolicies when zero).
 	Policies schedule.Policies
-	// Dir holds the store file and the artifacts; it must exist and is
-	// left for the caller to remove.
+	// Dir is where the run makes its own folder for the store file and
+	// the artifacts, removed at the end ("" for the system's temporary
+	// folder).
 	Dir string
 	// Spacing is the pause between two dispatches (0: all at once), so a
 	// trickle of work can be counted at one message per batch.
@@ -157,12 +158,17 @@ func RunPipeline(ctx context.Context, cfg PipelineConfig) (*PipelineResult, erro
 	if !cfg.KeepProcs {
 		defer pipeline.RaiseProcs()()
 	}
+	dir, err := os.MkdirTemp(cfg.Dir, "genjobs-bench-")
+	if err != nil {
+		return nil, err
+	}
+	defer os.RemoveAll(dir)
 	clk := clock.Real{}
 	open := cfg.Open
 	if open == nil {
 		open = func(path string) (store.Store, error) { return bolt.Open(path) }
 	}
-	st, err := open(filepath.Join(cfg.Dir, "genjobs.db"))
+	st, err := open(filepath.Join(dir, "genjobs.db"))
 	if err != nil {
 		return nil, err
 	}
@@ -221,18 +227,18 @@ func RunPipeline(ctx context.Context, cfg PipelineConfig) (*PipelineResult, erro
 			return nil, err
 		}
 	}
-	dir, err := localpack.New(filepath.Join(cfg.Dir, "artifacts"))
+	pack, err := localpack.New(filepath.Join(dir, "artifacts"))
 	if err != nil {
 		return nil, err
 	}
-	defer dir.Close()
+	defer pack.Close()
 	delays := schedule.NewObservation(cfg.Policies)
 	log := slog.New(slog.DiscardHandler)
 	hs, err := local.Handlers(func(f topology.Function) (stack.Deps, bool) {
 		c, ok := counters[f.Name]
 		return stack.Deps{
 			Config: config.Config{Concurrency: pipelineConcurrency},
-			Store:  stores[f.Name], Genace: g, Artifacts: countingArtifacts{next: dir, c: c}, Extender: countingExtender{next: broker, c: c},
+			Store:  stores[f.Name], Genace: g, Artifacts: countingArtifacts{next: pack, c: c}, Extender: countingExtender{next: broker, c: c},
 			Sender: disps[f.Name], Delays: delays, Clock: clk, Log: log, Metrics: metrics.New(io.Discard, f.Name, clk),
 		}, ok
 	})
@@ -312,7 +318,3 @@ func RunPipeline(ctx context.Context, cfg PipelineConfig) (*PipelineResult, erro
 	res.DeadLettered = local.DeadLetterDepth()
 	return res, nil
 }
-
-// TempDir makes a fresh directory under parent ("" for the system's),
-// for a pipeline run's state.
-func TempDir(parent string) (string, error) { return os.MkdirTemp(parent, "genjobs-bench-") }

@@ -67,11 +67,7 @@ func TestPipelineInstantRenders(t *testing.T) {
 func BenchmarkPipelineInstant(b *testing.B) {
 	parent := b.TempDir()
 	for b.Loop() {
-		dir, err := TempDir(parent)
-		if err != nil {
-			b.Fatal(err)
-		}
-		res, err := RunPipeline(context.Background(), PipelineConfig{Operations: 200, Dir: dir, Policies: instantPolicy(), Timeout: time.Minute})
+		res, err := RunPipeline(context.Background(), PipelineConfig{Operations: 200, Dir: parent, Policies: instantPolicy(), Timeout: time.Minute})
 		if err != nil {
 			b.Fatal(err)
 		}

@@ -79,7 +79,7 @@ func (r *Results) rows() []row {
 			continue
 		}
 		value := fmt.Sprintf("%.0f ops/s (%.0f actions/s; CPU %s per action, %.2f CPUs busy; %d operations, best of %d%s)", t.OpsPerSecond(), t.ActionsPerSecond(),
-			fmtMS(t.CPUPerAction()), t.Utilisation(), t.Result.Operations, t.Runs, t.spread())
+			fmtMS(t.CPUPerAction()), t.Utilisation(), t.Result.Operations, len(t.Rates), t.spread())
 		if i == 0 {
 			ratio := t.OpsPerSecond() / targetOpsPerSec
 			value = fmt.Sprintf("%s — %.2f× the target", value, ratio)

@@ -8,7 +8,7 @@ import (
 
 // fakeRun is a throughput run measured at rates operations per second.
 func fakeRun(name string, rates ...float64) ThroughputRun {
-	t := ThroughputRun{Name: name, Runs: len(rates), Rates: rates}
+	t := ThroughputRun{Name: name, Rates: rates}
 	best := 0.0
 	for _, r := range rates {
 		best = max(best, r)
