@@ -103,9 +103,8 @@ type Results struct {
 	// ColdStartSkipped says why there are none.
 	ColdStarts       []ColdStart
 	ColdStartSkipped string
-	// Load is the machine's 1-minute load average before the throughput
-	// runs and before the cold starts ("" where unknown): other work on
-	// the machine inflates those measurements.
+	// Load is the 1-minute load average before the throughput runs and
+	// before the cold starts ("" where unknown).
 	Load map[string]string
 }
 
@@ -224,9 +223,8 @@ func instantPolicy() schedule.Policies {
 const tmpfs = "/dev/shm"
 
 func (r *Results) throughput(ctx context.Context) error {
-	// Five rounds: on a 2-core machine shared with other work a single
-	// run swings by a fifth either way, and the best of five is close to
-	// what the machine does unloaded.
+	// Five rounds: on a shared 2-core machine one run swings by a fifth
+	// either way; the best of five is close to the machine unloaded.
 	n, repeats := 2000, 5
 	if r.Options.Quick {
 		n, repeats = 200, 1
@@ -265,9 +263,8 @@ func (r *Results) throughput(ctx context.Context) error {
 			t.Skipped = rn.parent + " not available"
 		}
 	}
-	// The best of a few runs: other work on a shared machine only ever
-	// slows a run down. Round by round, so that the disk and tmpfs runs
-	// whose ratio is a target alternate and share the machine's mood.
+	// Round by round, so that the disk and tmpfs runs whose ratio is a
+	// target alternate and share the machine's mood.
 	for round := range repeats {
 		for i, rn := range runs {
 			t := &r.Throughput[i]

@@ -29,9 +29,8 @@ const SecretsEndpoint = samlocal.EndpointPrefix + "SECRETS_MANAGER"
 // DeployArch is the architecture the functions deploy on.
 const DeployArch = "arm64"
 
-// emptySQSEvent is an SQS batch without records: the first invoke then
-// measures the runtime's start, the function's init and an empty
-// handler run, and touches no AWS service.
+// emptySQSEvent is an SQS batch without records: the first invoke
+// measures start, init and an empty handler run, and calls no service.
 var emptySQSEvent = []byte(`{"Records":[]}`)
 
 // ColdStartConfig says which functions to build and start.
@@ -54,14 +53,12 @@ type ColdStart struct {
 	// DeployBytes and HostBytes are the bootstrap's sizes for DeployArch
 	// and for the host's architecture.
 	DeployBytes, HostBytes int64
-	// FirstInvokes are the fresh starts' first-invoke times, from sending
-	// the invocation to reading its answer (the emulator starts the
-	// bootstrap on the first invocation); empty when not measured.
+	// FirstInvokes are the fresh starts' first-invoke times, sending to
+	// answer (the emulator starts the bootstrap then); empty when not
+	// measured.
 	FirstInvokes []time.Duration
-	// PeakRSS are the fresh starts' bootstrap peak resident set sizes
-	// (VmHWM) after the first invoke: the runtime, init and one empty
-	// batch, which is what Lambda's "Max Memory Used" counts for the
-	// process before any record adds to it.
+	// PeakRSS are the bootstraps' peak RSS (VmHWM) after the first
+	// invoke: what Lambda's "Max Memory Used" counts before any record.
 	PeakRSS []int64
 	// Skipped says why the function was not invoked, if it was not.
 	Skipped string
@@ -164,12 +161,10 @@ func buildBootstrap(ctx context.Context, cfg ColdStartConfig, fn, arch, path str
 }
 
 // functionEnvs are each function's environment as template.yaml gives it
-// (internal/dev/samlocal: resolved onto a local site, read back from SAM's
-// --env-vars file, plus what the Lambda runtime adds), by folder under
-// functions/, with every AWS endpoint and Genace on a closed port: init
-// only builds clients, and an empty batch calls nothing. The Genace key's
-// secret is the exception, a real one in the Secrets Manager at
-// secretsURL (moto's): reading it is part of a real cold start.
+// (samlocal, plus what the Lambda runtime adds), by folder under
+// functions/, with every AWS endpoint and Genace on a closed port (init
+// only builds clients, an empty batch calls nothing) but the Genace key's
+// secret, a real one at secretsURL: reading it is part of a cold start.
 func functionEnvs(ctx context.Context, root, secretsURL string) (map[string]map[string]string, error) {
 	t, err := samlocal.Load(filepath.Join(root, samlocal.TemplateFile))
 	if err != nil {

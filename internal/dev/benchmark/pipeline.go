@@ -37,11 +37,10 @@ const (
 )
 
 // PipelineConfig describes one run of the pipeline harness: the real
-// submit, observe and deliver handlers, wired from the one topology as
-// template.yaml wires them (topology.Local: batch sizes, the mappings'
-// maximum concurrency as parallel pollers; BATCH_CONCURRENCY 10), fed by the embedded queue through the event
-// source mapping, on the embedded bbolt store, against the simulator,
-// with every store, queue and artifact call counted.
+// submit, observe and deliver handlers wired as template.yaml wires them
+// (topology.Local; BATCH_CONCURRENCY 10), fed by the embedded queue, on
+// bbolt, against the simulator, with every store, queue and artifact
+// call counted.
 type PipelineConfig struct {
 	// Operations is how many renders to run.
 	Operations int
@@ -53,20 +52,16 @@ type PipelineConfig struct {
 	// the artifacts, removed at the end ("" for the system's temporary
 	// folder).
 	Dir string
-	// Spacing is the pause between two dispatches (0: all at once), so a
-	// trickle of work can be counted at one message per batch.
+	// Spacing is the pause between two dispatches (0: all at once).
 	Spacing time.Duration
 	// Timeout bounds the run (default 2 minutes).
 	Timeout time.Duration
-	// WorkerScale multiplies the template's concurrency (the pollers per
-	// function); 0 means 1.
+	// WorkerScale multiplies the template's pollers per function (0: 1).
 	WorkerScale int
-	// Open opens the store file; nil means bolt.Open (bbolt, an
-	// fsync per commit).
+	// Open opens the store file (nil: bolt.Open, an fsync per commit).
 	Open func(path string) (store.Store, error)
 	// KeepProcs leaves GOMAXPROCS as it is instead of raising it as
-	// genjobs local does (pipeline.RaiseProcs): the row that measures
-	// what the raise is worth.
+	// genjobs local does (pipeline.RaiseProcs).
 	KeepProcs bool
 }
 
@@ -85,13 +80,12 @@ type PipelineResult struct {
 	Operations, Delivered int
 	// Elapsed runs from the first dispatch to the last delivery.
 	Elapsed time.Duration
-	// CPU is the process's user+system time over Elapsed (the simulator,
-	// queue and pollers included: they run in this process).
+	// CPU is the process's user+system time over Elapsed, the simulator,
+	// queue and pollers included.
 	CPU time.Duration
 	// Functions holds each function's counts.
 	Functions map[string]FunctionStats
-	// App is what the application spends per run: the records it creates
-	// and the dispatch messages it sends.
+	// App is the application's part: the records and the dispatches.
 	App Requests
 	// GenaceGETs and GenacePOSTs are the simulator's own counts.
 	GenaceGETs, GenacePOSTs int
@@ -175,8 +169,7 @@ func RunPipeline(ctx context.Context, cfg PipelineConfig) (*PipelineResult, erro
 	defer st.Close()
 	sim := genacesim.New(genacesim.Config{
 		APIKey: "bench", Seed: 1,
-		// A price makes the model differ from the zero value, which
-		// would mean the simulator's defaults.
+		// A price: the zero model means the simulator's defaults.
 		DefaultModel: genacesim.ModelConfig{Price: 1, QueueFor: cfg.QueueFor, RunFor: cfg.RunFor, OutputCount: 1},
 	}, clk)
 	base, stopSim, err := sim.Start("127.0.0.1:0")
@@ -251,8 +244,7 @@ func RunPipeline(ctx context.Context, cfg PipelineConfig) (*PipelineResult, erro
 		NoBatchingWindows: true,
 	})
 
-	// The application's part: the records first (not timed), then the
-	// dispatches.
+	// The application's records (not timed), then its dispatches.
 	appStore := &countingStore{Store: st, c: app, cache: cache}
 	envs := make([][]byte, cfg.Operations)
 	for i := range cfg.Operations {
