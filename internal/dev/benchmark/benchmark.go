@@ -288,14 +288,9 @@ func (r *Results) throughput(ctx context.Context) error {
 
 // loadAverage is the 1-minute load average, where /proc tells it.
 func loadAverage() string {
-	b, err := os.ReadFile("/proc/loadavg")
-	if err != nil {
-		return ""
-	}
-	if f := strings.Fields(string(b)); len(f) > 0 {
-		return f[0]
-	}
-	return ""
+	b, _ := os.ReadFile("/proc/loadavg")
+	avg, _, _ := strings.Cut(string(b), " ")
+	return avg
 }
 
 func isDir(p string) bool {

@@ -29,13 +29,6 @@ import (
 	"github.com/genjobs/genjobs/internal/store/bolt"
 )
 
-// The functions of the pipeline, as the counts name them.
-const (
-	FnSubmit  = topology.Submit
-	FnObserve = topology.Observe
-	FnDeliver = topology.Deliver
-)
-
 // PipelineConfig describes one run of the pipeline harness: the real
 // submit, observe and deliver handlers wired as template.yaml wires them
 // (topology.Local; BATCH_CONCURRENCY 10), fed by the embedded queue, on
@@ -190,10 +183,10 @@ func RunPipeline(ctx context.Context, cfg PipelineConfig) (*PipelineResult, erro
 		return nil, err
 	}
 	broker, urls, vis := local.Broker, map[string]string{}, map[string]time.Duration{}
-	for _, fn := range []string{FnSubmit, FnObserve, FnDeliver} {
+	for _, fn := range []string{topology.Submit, topology.Observe, topology.Deliver} {
 		_, urls[fn], vis[fn] = local.Consumed(fn)
 	}
-	counters := map[string]*counter{FnSubmit: {}, FnObserve: {}, FnDeliver: {}}
+	counters := map[string]*counter{topology.Submit: {}, topology.Observe: {}, topology.Deliver: {}}
 	app := &counter{}
 	cache := &recordCache{}
 	var delivered atomic.Int64
@@ -271,21 +264,19 @@ func RunPipeline(ctx context.Context, cfg PipelineConfig) (*PipelineResult, erro
 	cpu0 := cpuTime()
 	start := time.Now()
 	sender := countingSender{next: broker, c: app}
-	for _, body := range envs {
-		if _, err := sender.Send(runCtx, urls[FnSubmit], body, 0); err != nil {
-			stopPolling()
-			wg.Wait()
-			return nil, err
-		}
-		if cfg.Spacing > 0 {
-			time.Sleep(cfg.Spacing)
-		}
-	}
 	var runErr error
-	select {
-	case <-done:
-	case <-runCtx.Done():
-		runErr = fmt.Errorf("pipeline: %d of %d operations delivered before %w", delivered.Load(), cfg.Operations, runCtx.Err())
+	for _, body := range envs {
+		if _, runErr = sender.Send(runCtx, urls[topology.Submit], body, 0); runErr != nil {
+			break
+		}
+		time.Sleep(cfg.Spacing)
+	}
+	if runErr == nil {
+		select {
+		case <-done:
+		case <-runCtx.Done():
+			runErr = fmt.Errorf("pipeline: %d of %d operations delivered before %w", delivered.Load(), cfg.Operations, runCtx.Err())
+		}
 	}
 	end := time.Unix(0, lastDelivery.Load())
 	cpu := cpuTime() - cpu0

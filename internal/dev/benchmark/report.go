@@ -61,7 +61,7 @@ func (r *Results) rows() []row {
 			fmt.Sprintf("%.2f / %.2f; %.2f; %.2f / %.2f", p.S3Head, p.S3Put, p.LambdaInvocations,
 				float64(c.GenacePOSTs)/float64(c.Operations), float64(c.GenaceGETs)/float64(c.Operations)), "—", "count")
 		add(s1, "records per invocation: submit / observe / deliver"+on,
-			fmt.Sprintf("%.2f / %.2f / %.2f", c.RecordsPerInvocation(FnSubmit), c.RecordsPerInvocation(FnObserve), c.RecordsPerInvocation(FnDeliver)), "—", "count")
+			fmt.Sprintf("%.2f / %.2f / %.2f", c.RecordsPerInvocation(topology.Submit), c.RecordsPerInvocation(topology.Observe), c.RecordsPerInvocation(topology.Deliver)), "—", "count")
 	}
 	// 2. Throughput.
 	const s3 = "2 throughput (this machine)"
@@ -171,7 +171,12 @@ func (r *Results) WriteMarkdown(w io.Writer) {
 func (r *Results) writeNotes(w io.Writer) {
 	fmt.Fprintln(w, "## How the figures were made")
 	fmt.Fprintln(w)
-	r.writeCountNotes(w)
+	if pr := r.Count; pr != nil {
+		sub, obs, del := pr.PerAction(topology.Submit), pr.PerAction(topology.Observe), pr.PerAction(topology.Deliver)
+		fmt.Fprintf(w, "- **AWS requests.** Counted on the real submit, observe and deliver handlers (the pipeline harness: embedded queue, event source mappings, bbolt store, simulator; each store, queue and artifact call counted as the DynamoDB, SQS and S3 adapters would issue it, capacity units by the DynamoDB store's own encoding) over %d renders queued %s then running %s, dispatched 5 ms apart so that batches stay small as at low traffic: per submit %.0f GetItem, %.0f PutItem, %.0f SendMessage, %.1f WRU; per observe action %.0f GetItem, %.0f PutItem, %.1f WRU; per delivery %.0f GetItem, %.0f PutItem, %.0f S3 HeadObject + %.0f PutObject. Receives, deletes and invocations are one per batch. These renders are short: one observation message sees them through, so a longer render's extra chains, writes and GETs are not in these figures. Nothing is priced.\n",
+			pr.Operations, fmtSeconds(countQueueFor), fmtSeconds(countRunFor), sub.DynamoGet, sub.DynamoPut, sub.SQSSend, sub.WRU,
+			obs.DynamoGet, obs.DynamoPut, obs.WRU, del.DynamoGet, del.DynamoPut, del.S3Head, del.S3Put)
+	}
 	r.writeThroughputNotes(w)
 	if l := r.Local; l != nil {
 		fmt.Fprintf(w, "- **Real time.** `pipeline.Run`, what `genjobs local` runs, with its defaults (the deployed observation policy, the embedded queue and store) on %d renders the simulator keeps queued %s and running %s, in wall-clock time; GETs are the simulator's own count of job reads, delivery's read for fresh output URLs included. The floor is 1 + ⌈(T − q)/%s⌉ long polls (one outstanding at every moment, the queued→running change ending one early), at least 2, plus delivery's read: arithmetic on the render's length, not a run. One render length only: issue 23 measured 20 renders of 300 s the same way at 13 GETs against a floor of 12 (1.083×).\n",
@@ -180,23 +185,11 @@ func (r *Results) writeNotes(w io.Writer) {
 	fmt.Fprintln(w, "- **Cold start.** Each function built as the Makefile builds it (linux, CGO_ENABLED=0, `-tags lambda.norpc -trimpath -ldflags='-s -w'`), for arm64 (deploy size) and the host architecture (run here). Each start is a fresh `aws-lambda-rie` with a fresh bootstrap and the environment template.yaml gives it (internal/dev/samlocal; dummy credentials, every endpoint on a closed port but Secrets Manager (moto), from whose secret init reads the Genace key as deployed: `coldstart.Load` otherwise only builds clients). The first invoke sends `{\"Records\":[]}` and times the answer: process start, Go runtime, init, `lambda.Start` and an empty batch. sweep is scheduled, not SQS-fed, and its handler queries DynamoDB, so only its size is given.")
 }
 
-// writeCountNotes says how section 1 was counted.
-func (r *Results) writeCountNotes(w io.Writer) {
-	pr := r.Count
-	if pr == nil {
-		return
-	}
-	sub, obs, del := pr.PerAction(FnSubmit), pr.PerAction(FnObserve), pr.PerAction(FnDeliver)
-	fmt.Fprintf(w, "- **AWS requests.** Counted on the real submit, observe and deliver handlers (the pipeline harness: embedded queue, event source mappings, bbolt store, simulator; each store, queue and artifact call counted as the DynamoDB, SQS and S3 adapters would issue it, capacity units by the DynamoDB store's own encoding) over %d renders queued %s then running %s, dispatched 5 ms apart so that batches stay small as at low traffic: per submit %.0f GetItem, %.0f PutItem, %.0f SendMessage, %.1f WRU; per observe action %.0f GetItem, %.0f PutItem, %.1f WRU; per delivery %.0f GetItem, %.0f PutItem, %.0f S3 HeadObject + %.0f PutObject. Receives, deletes and invocations are one per batch. These renders are short: one observation message sees them through, so a longer render's extra chains, writes and GETs are not in these figures. Nothing is priced.\n",
-		pr.Operations, fmtSeconds(countQueueFor), fmtSeconds(countRunFor), sub.DynamoGet, sub.DynamoPut, sub.SQSSend, sub.WRU,
-		obs.DynamoGet, obs.DynamoPut, obs.WRU, del.DynamoGet, del.DynamoPut, del.S3Head, del.S3Put)
-}
-
 // templatePollers lists each pipeline function's MaximumConcurrency, the
 // harness's pollers.
 func templatePollers() string {
 	var out []string
-	for _, name := range []string{FnSubmit, FnObserve, FnDeliver} {
+	for _, name := range []string{topology.Submit, topology.Observe, topology.Deliver} {
 		if f, ok := topology.Stack.Function(name); ok && len(f.Mappings) > 0 {
 			out = append(out, fmt.Sprintf("%s %d", name, f.Mappings[0].MaxConcurrency))
 		}
@@ -214,7 +207,7 @@ func (r *Results) writeThroughputNotes(w io.Writer) {
 		return nil
 	}
 	disk, shm, noSync, disk2, shm2, realRun, unraised := run(0), run(1), run(2), run(3), run(4), run(5), run(6)
-	writes := r.Count.PerAction(FnSubmit).DynamoPut + r.Count.PerAction(FnObserve).DynamoPut + r.Count.PerAction(FnDeliver).DynamoPut
+	writes := r.Count.PerAction(topology.Submit).DynamoPut + r.Count.PerAction(topology.Observe).DynamoPut + r.Count.PerAction(topology.Deliver).DynamoPut
 	if disk != nil {
 		fmt.Fprintf(w, " On disk an operation makes %.0f store writes; bbolt runs one write transaction at a time, and group commit lets the writes of concurrent handlers share its fsync: %s per operation at %.0f ops/s with %.2f CPUs busy", writes, fmtMS(time.Duration(float64(time.Second)/disk.OpsPerSecond())), disk.OpsPerSecond(), disk.Utilisation())
 		if disk2 != nil {

@@ -4,6 +4,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/genjobs/genjobs/internal/dev/topology"
 )
 
 // fakeRun is a throughput run measured at rates operations per second.
@@ -14,7 +16,7 @@ func fakeRun(name string, rates ...float64) ThroughputRun {
 		best = max(best, r)
 	}
 	t.Result = &PipelineResult{Operations: 1000, Delivered: 1000, Elapsed: time.Duration(float64(time.Second) * 1000 / best),
-		Functions: map[string]FunctionStats{FnSubmit: {Actions: 1000}}}
+		Functions: map[string]FunctionStats{topology.Submit: {Actions: 1000}}}
 	return t
 }
 
