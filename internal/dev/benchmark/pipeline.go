@@ -182,15 +182,11 @@ func RunPipeline(ctx context.Context, cfg PipelineConfig) (*PipelineResult, erro
 	if err != nil {
 		return nil, err
 	}
-	broker, urls, vis := local.Broker, map[string]string{}, map[string]time.Duration{}
-	for _, fn := range []string{topology.Submit, topology.Observe, topology.Deliver} {
-		_, urls[fn], vis[fn] = local.Consumed(fn)
-	}
+	_, submitURL, _ := local.Consumed(topology.Submit)
 	counters := map[string]*counter{topology.Submit: {}, topology.Observe: {}, topology.Deliver: {}}
 	app := &counter{}
 	cache := &recordCache{}
-	var delivered atomic.Int64
-	var lastDelivery atomic.Int64
+	var delivered, lastDelivery atomic.Int64
 	done := make(chan struct{})
 	onWritten := func(rec operation.Record) {
 		if rec.Phase == operation.PhaseDelivered {
@@ -200,15 +196,13 @@ func RunPipeline(ctx context.Context, cfg PipelineConfig) (*PipelineResult, erro
 			}
 		}
 	}
-	stores := map[string]*countingStore{}
 	disps := map[string]*schedule.Dispatcher{}
 	for fn, c := range counters {
-		stores[fn] = &countingStore{Store: st, c: c, cache: cache, onWritten: onWritten}
 		disps[fn], err = schedule.NewDispatcher(schedule.Config{
 			Queues: local.Targets(),
 			// The embedded queue carries any delay.
 			MaxQueueDelay: 365 * 24 * time.Hour,
-		}, countingSender{next: broker, c: c}, nil, clk)
+		}, countingSender{next: local.Broker, c: c}, nil, clk)
 		if err != nil {
 			return nil, err
 		}
@@ -224,7 +218,7 @@ func RunPipeline(ctx context.Context, cfg PipelineConfig) (*PipelineResult, erro
 		c, ok := counters[f.Name]
 		return stack.Deps{
 			Config: config.Config{Concurrency: pipelineConcurrency},
-			Store:  stores[f.Name], Genace: g, Artifacts: countingArtifacts{next: pack, c: c}, Extender: countingExtender{next: broker, c: c},
+			Store:  &countingStore{Store: st, c: c, cache: cache, onWritten: onWritten}, Genace: g, Artifacts: countingArtifacts{next: pack, c: c}, Extender: countingExtender{next: local.Broker, c: c},
 			Sender: disps[f.Name], Delays: delays, Clock: clk, Log: log, Metrics: metrics.New(io.Discard, f.Name, clk),
 		}, ok
 	})
@@ -263,10 +257,10 @@ func RunPipeline(ctx context.Context, cfg PipelineConfig) (*PipelineResult, erro
 	wg.Go(func() { _ = local.Run(pollCtx, pipelineIdle) })
 	cpu0 := cpuTime()
 	start := time.Now()
-	sender := countingSender{next: broker, c: app}
+	sender := countingSender{next: local.Broker, c: app}
 	var runErr error
 	for _, body := range envs {
-		if _, runErr = sender.Send(runCtx, urls[topology.Submit], body, 0); runErr != nil {
+		if _, runErr = sender.Send(runCtx, submitURL, body, 0); runErr != nil {
 			break
 		}
 		time.Sleep(cfg.Spacing)
