@@ -185,7 +185,7 @@ func RunPipeline(ctx context.Context, cfg PipelineConfig) (*PipelineResult, erro
 	_, submitURL, _ := local.Consumed(topology.Submit)
 	counters := map[string]*counter{topology.Submit: {}, topology.Observe: {}, topology.Deliver: {}}
 	app := &counter{}
-	cache := &recordCache{}
+	cache := &sync.Map{}
 	var delivered, lastDelivery atomic.Int64
 	done := make(chan struct{})
 	onWritten := func(rec operation.Record) {

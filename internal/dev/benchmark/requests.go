@@ -128,11 +128,6 @@ func reviewSize(r review.Record) int {
 // review enters or leaves it: one small entry.
 const reviewIndexUnits = 1
 
-// recordCache remembers the last record each counting store saw, by
-// operation id, so a write can be charged for the status index entry it
-// moves.
-type recordCache = sync.Map
-
 // countingStore charges each store call to a function's counter as the
 // DynamoDB store would issue it: Get → GetItem (strongly consistent),
 // Create/Update/PutReview → PutItem with a condition, UpdateWithAudit →
@@ -142,8 +137,10 @@ type recordCache = sync.Map
 // small put when it enters, a delete when it leaves, both when it moves.
 type countingStore struct {
 	store.Store
-	c         *counter
-	cache     *recordCache
+	c *counter
+	// cache holds the last record seen per operation id, so that a write
+	// is charged for the index entry it moves.
+	cache     *sync.Map
 	onWritten func(operation.Record)
 }
 

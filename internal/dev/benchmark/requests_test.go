@@ -3,6 +3,7 @@ package benchmark
 import (
 	"encoding/json"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -67,7 +68,7 @@ func TestObserveWriteWRU(t *testing.T) {
 		"due key stays": {observed(epoch, 2), 1},
 		"due key moves": {observed(epoch.Add(30*time.Second), 2), 3},
 	} {
-		s := &countingStore{c: &counter{}, cache: &recordCache{}}
+		s := &countingStore{c: &counter{}, cache: &sync.Map{}}
 		old := observed(epoch, 1)
 		s.cache.Store(old.OperationID, old)
 		s.charge(c.next, false)
