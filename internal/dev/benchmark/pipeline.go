@@ -11,6 +11,7 @@ import (
 	"path/filepath"
 	"sync"
 	"sync/atomic"
+	"syscall"
 	"time"
 
 	"github.com/genjobs/genjobs/internal/clock"
@@ -294,4 +295,14 @@ func RunPipeline(ctx context.Context, cfg PipelineConfig) (*PipelineResult, erro
 	}
 	res.DeadLettered = local.DeadLetterDepth()
 	return res, nil
+}
+
+// cpuTime is the process's user+system CPU time so far. (The package is
+// unix-only already: localpack locks with flock.)
+func cpuTime() time.Duration {
+	var ru syscall.Rusage
+	if err := syscall.Getrusage(syscall.RUSAGE_SELF, &ru); err != nil {
+		return 0
+	}
+	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
 }
