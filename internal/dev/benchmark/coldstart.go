@@ -86,9 +86,6 @@ func median(ds []time.Duration) time.Duration {
 // bootstrap. Without the emulator, or off linux, sizes are still
 // measured and Skipped says why starts were not.
 func MeasureColdStarts(ctx context.Context, cfg ColdStartConfig) ([]ColdStart, error) {
-	if cfg.Starts <= 0 {
-		cfg.Starts = 5
-	}
 	tmp, err := os.MkdirTemp("", "genjobs-bench-bootstrap-")
 	if err != nil {
 		return nil, err
@@ -184,8 +181,7 @@ func functionEnvs(ctx context.Context, root, secretsURL string) (map[string]map[
 		Credentials: credentials.NewStaticCredentialsProvider("bench", "bench", "")})
 	site := samlocal.Site{Region: "us-east-1", AccountID: "123456789012", Prefix: "genjobs-bench", SQS: dead}
 	l := t.Names(site)
-	err = t.Wire(ctx, l, site, samlocal.Wiring{GenaceURL: dead, APIKey: "bench-key", Secrets: &samlocal.Secrets{Client: sm}, Endpoints: endpoints})
-	if err != nil {
+	if err := t.Wire(ctx, l, site, samlocal.Wiring{GenaceURL: dead, APIKey: "bench-key", Secrets: &samlocal.Secrets{Client: sm}, Endpoints: endpoints}); err != nil {
 		return nil, err
 	}
 	f, err := t.EnvFile(l)
