@@ -10,11 +10,8 @@ import (
 	"github.com/genjobs/genjobs/internal/operator"
 )
 
-// cmdBench runs the benchmarks measured on the real code
-// (internal/dev/benchmark): AWS requests per render counted on the real
-// handlers, throughput of the local pipeline, a real-time run through
-// `genjobs local`, and cold starts under the Lambda Runtime Interface
-// Emulator. It prints the Markdown table and writes it under --out.
+// cmdBench runs internal/dev/benchmark's measurements, prints the
+// Markdown table and writes it under --out.
 func cmdBench(fs *pflag.FlagSet) operator.RunFunc {
 	out := fs.String("out", "bench", "folder for "+benchmark.ResultsFile)
 	quick := fs.Bool("quick", false, "small pipeline runs, no real-time run and no cold starts (for tests)")

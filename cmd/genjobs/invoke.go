@@ -68,8 +68,15 @@ func cmdInvoke(fs *pflag.FlagSet) operator.RunFunc {
 		}
 		defer sess.Close()
 		res, err := sess.Invoke(ctx)
-		if res != nil {
-			if werr := writeInvokeResult(stdout, res, *asJSON); werr != nil {
+		switch {
+		case res != nil && *asJSON:
+			enc := json.NewEncoder(stdout)
+			enc.SetIndent("", "  ")
+			if werr := enc.Encode(res); werr != nil {
+				return errors.Join(errors.New("write the report"), werr)
+			}
+		case res != nil:
+			if werr := res.WriteText(stdout); werr != nil {
 				return werr
 			}
 		}
@@ -85,16 +92,4 @@ func cmdInvoke(fs *pflag.FlagSet) operator.RunFunc {
 		}
 		return res.Err()
 	}
-}
-
-func writeInvokeResult(w io.Writer, res *invoke.Result, asJSON bool) error {
-	if !asJSON {
-		return res.WriteText(w)
-	}
-	enc := json.NewEncoder(w)
-	enc.SetIndent("", "  ")
-	if err := enc.Encode(res); err != nil {
-		return errors.Join(errors.New("write the report"), err)
-	}
-	return nil
 }

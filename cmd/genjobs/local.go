@@ -10,6 +10,7 @@ import (
 	"log/slog"
 	"os"
 	"path/filepath"
+	"slices"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -42,31 +43,28 @@ func cmdLocal(fs *pflag.FlagSet) operator.RunFunc {
 	var sf simFlags
 	sf.register(fs)
 	return func(ctx context.Context, args []string, stdout, stderr io.Writer) error {
-		if len(args) != 0 {
+		switch {
+		case len(args) != 0:
 			return usagef("local takes no arguments, got %q", args)
-		}
-		if *timeout <= 0 || *giveUp <= 0 {
+		case *timeout <= 0 || *giveUp <= 0:
 			return usagef("--timeout and --give-up-after must be positive")
-		}
-		if *longPoll <= 0 || *longPoll > 30*time.Second || *accounting <= 0 {
+		case *longPoll <= 0 || *longPoll > 30*time.Second || *accounting <= 0:
 			return usagef("--long-poll must be in (0, 30s] and --accounting-budget positive")
 		}
 		if err := sf.validate(); err != nil {
 			return err
 		}
-		if *genaceURL != "" && *genaceKey == "" {
+		switch {
+		case *genaceURL != "" && *genaceKey == "":
 			return usagef("--genace-url needs --genace-key (or GENACE_API_KEY)")
-		}
-		if *runDirFlag != "" && !*resume {
+		case *runDirFlag != "" && !*resume:
 			return usagef("--run goes with --resume")
-		}
-		if *resume && *workloadPath != "" {
+		case *resume && *workloadPath != "":
 			return usagef("--resume continues a run's own operations; --workload starts a new run")
+		case *endpoint != "" && *table == "":
+			return usagef("--dynamodb-endpoint goes with --table")
 		}
 		if *endpoint != "" {
-			if *table == "" {
-				return usagef("--dynamodb-endpoint goes with --table")
-			}
 			if err := os.Setenv("AWS_ENDPOINT_URL_DYNAMODB", *endpoint); err != nil {
 				return err
 			}
@@ -155,11 +153,8 @@ func cmdLocal(fs *pflag.FlagSet) operator.RunFunc {
 			}
 		} else {
 			cfg.GenaceURL, cfg.GenaceKey = *genaceURL, *genaceKey
-			for _, it := range cfg.Workload {
-				if it.Scenario != "" {
-					fmt.Fprintln(stderr, "note: the demo's scripted faults need the built-in simulator; against another Genace they run as plain renders")
-					break
-				}
+			if slices.ContainsFunc(cfg.Workload, func(it workload.Item) bool { return it.Scenario != "" }) {
+				fmt.Fprintln(stderr, "note: the demo's scripted faults need the built-in simulator; against another Genace they run as plain renders")
 			}
 		}
 		if *resume {

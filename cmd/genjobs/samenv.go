@@ -16,12 +16,10 @@ import (
 )
 
 // cmdSAMEnv keeps a local stack up for `sam local invoke` (make sam-env):
-// the template's table in DynamoDB Local, its queues, bucket and secret in
-// moto (whose endpoints make sam-env exports), the Genace simulator, every
-// sample operation seeded. It writes the
-// --env-vars file and --parameter-overrides resolved onto that stack
-// (and rewritten copies of the events that name seeded jobs), prints the
-// sam commands to run, and waits for Ctrl-C, which removes the stack.
+// the template's table, queues, bucket and secret in DynamoDB Local and
+// moto, the Genace simulator, every sample operation seeded. It writes
+// the --env-vars file, --parameter-overrides and rewritten events for
+// that stack, prints the sam commands, and removes the stack on Ctrl-C.
 func cmdSAMEnv(fs *pflag.FlagSet) operator.RunFunc {
 	out := fs.String("out", invoke.SAMLocalDir, "the folder for env.json, parameters and events/, relative to the module root")
 	return func(ctx context.Context, args []string, stdout, stderr io.Writer) error {

@@ -53,10 +53,11 @@ func newRunDir(root string, now time.Time) (dir, id string, err error) {
 func pointLatest(root, id string) error {
 	tmp := filepath.Join(root, fmt.Sprintf(".%s.%d", operator.LatestLink, os.Getpid()))
 	_ = os.Remove(tmp)
-	if err := os.Symlink(filepath.Join(runsDir, id), tmp); err != nil {
-		return fmt.Errorf("point %s at run %s: %w", operator.LatestLink, id, err)
+	err := os.Symlink(filepath.Join(runsDir, id), tmp)
+	if err == nil {
+		err = os.Rename(tmp, filepath.Join(root, operator.LatestLink))
 	}
-	if err := os.Rename(tmp, filepath.Join(root, operator.LatestLink)); err != nil {
+	if err != nil {
 		_ = os.Remove(tmp)
 		return fmt.Errorf("point %s at run %s: %w", operator.LatestLink, id, err)
 	}

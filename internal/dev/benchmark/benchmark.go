@@ -9,7 +9,6 @@ package benchmark
 import (
 	"bytes"
 	"context"
-	"errors"
 	"fmt"
 	"io"
 	"os"
@@ -33,9 +32,6 @@ type Options struct {
 	// Quick shrinks the measurements (small pipeline runs, no real-time
 	// run, no cold starts) for tests.
 	Quick bool
-	// Root is the module root, for building the functions ("" finds it
-	// from the working directory).
-	Root string
 	// Progress receives a line per step (nil: none).
 	Progress io.Writer
 }
@@ -47,11 +43,10 @@ const ResultsFile = "results.md"
 type ThroughputRun struct {
 	// Name says what was run: store medium, pollers, policy.
 	Name string
-	// Result is the best of Runs measurements (the most operations per
+	// Result is the best of the measurements (the most operations per
 	// second); Rates are every measurement's operations per second, in
 	// the order they ran.
 	Result *PipelineResult
-	Runs   int
 	Rates  []float64
 	// Skipped says why the run did not happen, if it did not.
 	Skipped string
@@ -108,12 +103,9 @@ type Results struct {
 	// ColdStartSkipped says why there are none.
 	ColdStarts       []ColdStart
 	ColdStartSkipped string
-	// Load is the machine's 1-minute load average before the throughput
-	// runs and before the cold starts ("" where unknown): other work on
-	// the machine inflates those measurements.
+	// Load is the 1-minute load average before the throughput runs and
+	// before the cold starts ("" where unknown).
 	Load map[string]string
-	// Elapsed is the whole benchmark's wall time.
-	Elapsed time.Duration
 }
 
 func (o Options) progress(format string, args ...any) {
@@ -129,22 +121,27 @@ func Run(ctx context.Context, opts Options, stdout io.Writer) (*Results, error) 
 	if opts.Out == "" {
 		opts.Out = "bench"
 	}
-	if opts.Root == "" {
-		root, err := modroot.Find("")
-		if err != nil {
-			return nil, fmt.Errorf("run it inside a clone of genjobs, whose template.yaml gives the functions' memory: %w", err)
-		}
-		opts.Root = root
+	root, err := modroot.Find("")
+	if err != nil {
+		return nil, fmt.Errorf("run it inside a clone of genjobs, whose template.yaml gives the functions' memory: %w", err)
 	}
-	mem, err := templateMemory(opts.Root)
+	mem, err := templateMemory(root)
 	if err != nil {
 		return nil, err
 	}
 	res := &Results{Options: opts, Memory: mem}
 
+	// Short renders (one observation finds each active, one finished),
+	// the dispatches trickled so that actions come about one per batch as
+	// at low traffic.
 	opts.progress("pipeline: counting AWS requests per render")
-	if err := res.count(ctx); err != nil {
-		return nil, err
+	n := 200
+	if opts.Quick {
+		n = 40
+	}
+	if res.Count, err = RunPipeline(ctx, PipelineConfig{Operations: n, QueueFor: countQueueFor, RunFor: countRunFor,
+		Spacing: 5 * time.Millisecond, Timeout: 2 * time.Minute}); err != nil {
+		return nil, fmt.Errorf("counting run: %w", err)
 	}
 
 	res.Load = map[string]string{"throughput": loadAverage()}
@@ -157,23 +154,19 @@ func Run(ctx context.Context, opts Options, stdout io.Writer) (*Results, error) 
 		res.LocalSkipped = "--quick"
 	} else {
 		opts.progress("real time: %d renders of %s through genjobs local's defaults", localRenders, localQueueFor+localRunFor)
-		dir, err := TempDir("")
-		if err != nil {
-			return nil, err
-		}
-		l, err := MeasureLocal(ctx, localRenders, dir)
-		os.RemoveAll(dir)
+		l, err := MeasureLocal(ctx, localRenders)
 		if err != nil {
 			return nil, err
 		}
 		res.Local = &l
 	}
 
-	switch root, err := coldStartRoot(opts.Root); {
+	_, noGo := exec.LookPath("go")
+	switch {
 	case opts.Quick:
 		res.ColdStartSkipped = "--quick"
-	case err != nil:
-		res.ColdStartSkipped = err.Error()
+	case noGo != nil:
+		res.ColdStartSkipped = "no go command to build the functions"
 	default:
 		res.Load["cold starts"] = loadAverage()
 		opts.progress("cold starts: building the bootstraps and starting them under the emulator (load average %s)", res.Load["cold starts"])
@@ -194,7 +187,6 @@ func Run(ctx context.Context, opts Options, stdout io.Writer) (*Results, error) 
 	if res.ColdStartSkipped != "" {
 		opts.progress("cold starts: skipped (%s)", res.ColdStartSkipped)
 	}
-	res.Elapsed = time.Since(begin)
 
 	if err := os.MkdirAll(opts.Out, 0o755); err != nil {
 		return nil, err
@@ -207,7 +199,7 @@ func Run(ctx context.Context, opts Options, stdout io.Writer) (*Results, error) 
 	if _, err := stdout.Write(md.Bytes()); err != nil {
 		return nil, err
 	}
-	opts.progress("wrote %s in %s", filepath.Join(opts.Out, ResultsFile), res.Elapsed.Round(time.Second))
+	opts.progress("wrote %s in %s", filepath.Join(opts.Out, ResultsFile), time.Since(begin).Round(time.Second))
 	return res, nil
 }
 
@@ -217,28 +209,6 @@ const (
 	countQueueFor = time.Second
 	countRunFor   = time.Second
 )
-
-// count runs the pipeline on short renders (queued then running, so each
-// render has one observation that finds it active and one that finds it
-// finished), trickling the dispatches so that actions come about one per
-// batch as at low traffic.
-func (r *Results) count(ctx context.Context) error {
-	n := 200
-	if r.Options.Quick {
-		n = 40
-	}
-	dir, err := TempDir("")
-	if err != nil {
-		return err
-	}
-	defer os.RemoveAll(dir)
-	r.Count, err = RunPipeline(ctx, PipelineConfig{Operations: n, QueueFor: countQueueFor, RunFor: countRunFor,
-		Dir: dir, Spacing: 5 * time.Millisecond, Timeout: 2 * time.Minute})
-	if err != nil {
-		return fmt.Errorf("counting run: %w", err)
-	}
-	return nil
-}
 
 // instantPolicy reads at once: with renders that finish on acceptance
 // there is nothing to wait for, and it measures the handlers rather than
@@ -253,9 +223,8 @@ func instantPolicy() schedule.Policies {
 const tmpfs = "/dev/shm"
 
 func (r *Results) throughput(ctx context.Context) error {
-	// Five rounds: on a 2-core machine shared with other work a single
-	// run swings by a fifth either way, and the best of five is close to
-	// what the machine does unloaded.
+	// Five rounds: on a shared 2-core machine one run swings by a fifth
+	// either way; the best of five is close to the machine unloaded.
 	n, repeats := 2000, 5
 	if r.Options.Quick {
 		n, repeats = 200, 1
@@ -294,27 +263,20 @@ func (r *Results) throughput(ctx context.Context) error {
 			t.Skipped = rn.parent + " not available"
 		}
 	}
-	// The best of a few runs: other work on a shared machine only ever
-	// slows a run down. Round by round, so that the disk and tmpfs runs
-	// whose ratio is a target alternate and share the machine's mood.
+	// Round by round, so that the disk and tmpfs runs whose ratio is a
+	// target alternate and share the machine's mood.
 	for round := range repeats {
 		for i, rn := range runs {
 			t := &r.Throughput[i]
 			if t.Skipped != "" || round >= rn.repeats {
 				continue
 			}
-			dir, err := TempDir(rn.parent)
-			if err != nil {
-				return err
-			}
 			r.Options.progress("  %s: %d operations", rn.name, rn.ops)
-			res, err := RunPipeline(ctx, PipelineConfig{Operations: rn.ops, Dir: dir, Policies: rn.ps, WorkerScale: rn.scale, Open: rn.open, KeepProcs: rn.keep, Timeout: 3 * time.Minute})
-			os.RemoveAll(dir)
+			res, err := RunPipeline(ctx, PipelineConfig{Operations: rn.ops, Dir: rn.parent, Policies: rn.ps, WorkerScale: rn.scale, Open: rn.open, KeepProcs: rn.keep, Timeout: 3 * time.Minute})
 			if err != nil {
 				return fmt.Errorf("throughput %s: %w", rn.name, err)
 			}
 			rate := (ThroughputRun{Result: res}).OpsPerSecond()
-			t.Runs++
 			t.Rates = append(t.Rates, rate)
 			if t.Result == nil || rate > t.OpsPerSecond() {
 				t.Result = res
@@ -324,25 +286,11 @@ func (r *Results) throughput(ctx context.Context) error {
 	return nil
 }
 
-// coldStartRoot is the module to build the functions from (Run has found
-// it): usable when the go command is here too.
-func coldStartRoot(root string) (string, error) {
-	if _, err := exec.LookPath("go"); err != nil {
-		return "", errors.New("no go command to build the functions")
-	}
-	return root, nil
-}
-
 // loadAverage is the 1-minute load average, where /proc tells it.
 func loadAverage() string {
-	b, err := os.ReadFile("/proc/loadavg")
-	if err != nil {
-		return ""
-	}
-	if f := strings.Fields(string(b)); len(f) > 0 {
-		return f[0]
-	}
-	return ""
+	b, _ := os.ReadFile("/proc/loadavg")
+	avg, _, _ := strings.Cut(string(b), " ")
+	return avg
 }
 
 func isDir(p string) bool {

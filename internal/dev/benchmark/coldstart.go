@@ -4,7 +4,6 @@ import (
 	"bytes"
 	"context"
 	"fmt"
-	"iter"
 	"maps"
 	"net/http"
 	"os"
@@ -30,9 +29,8 @@ const SecretsEndpoint = samlocal.EndpointPrefix + "SECRETS_MANAGER"
 // DeployArch is the architecture the functions deploy on.
 const DeployArch = "arm64"
 
-// emptySQSEvent is an SQS batch without records: the first invoke then
-// measures the runtime's start, the function's init and an empty
-// handler run, and touches no AWS service.
+// emptySQSEvent is an SQS batch without records: the first invoke
+// measures start, init and an empty handler run, and calls no service.
 var emptySQSEvent = []byte(`{"Records":[]}`)
 
 // ColdStartConfig says which functions to build and start.
@@ -55,14 +53,12 @@ type ColdStart struct {
 	// DeployBytes and HostBytes are the bootstrap's sizes for DeployArch
 	// and for the host's architecture.
 	DeployBytes, HostBytes int64
-	// FirstInvokes are the fresh starts' first-invoke times, from sending
-	// the invocation to reading its answer (the emulator starts the
-	// bootstrap on the first invocation); empty when not measured.
+	// FirstInvokes are the fresh starts' first-invoke times, sending to
+	// answer (the emulator starts the bootstrap then); empty when not
+	// measured.
 	FirstInvokes []time.Duration
-	// PeakRSS are the fresh starts' bootstrap peak resident set sizes
-	// (VmHWM) after the first invoke: the runtime, init and one empty
-	// batch, which is what Lambda's "Max Memory Used" counts for the
-	// process before any record adds to it.
+	// PeakRSS are the bootstraps' peak RSS (VmHWM) after the first
+	// invoke: what Lambda's "Max Memory Used" counts before any record.
 	PeakRSS []int64
 	// Skipped says why the function was not invoked, if it was not.
 	Skipped string
@@ -90,9 +86,6 @@ func median(ds []time.Duration) time.Duration {
 // bootstrap. Without the emulator, or off linux, sizes are still
 // measured and Skipped says why starts were not.
 func MeasureColdStarts(ctx context.Context, cfg ColdStartConfig) ([]ColdStart, error) {
-	if cfg.Starts <= 0 {
-		cfg.Starts = 5
-	}
 	tmp, err := os.MkdirTemp("", "genjobs-bench-bootstrap-")
 	if err != nil {
 		return nil, err
@@ -165,12 +158,10 @@ func buildBootstrap(ctx context.Context, cfg ColdStartConfig, fn, arch, path str
 }
 
 // functionEnvs are each function's environment as template.yaml gives it
-// (internal/dev/samlocal: resolved onto a local site, read back from SAM's
-// --env-vars file, plus what the Lambda runtime adds), by folder under
-// functions/, with every AWS endpoint and Genace on a closed port: init
-// only builds clients, and an empty batch calls nothing. The Genace key's
-// secret is the exception, a real one in the Secrets Manager at
-// secretsURL (moto's): reading it is part of a real cold start.
+// (samlocal, plus what the Lambda runtime adds), by folder under
+// functions/, with every AWS endpoint and Genace on a closed port (init
+// only builds clients, an empty batch calls nothing) but the Genace key's
+// secret, a real one at secretsURL: reading it is part of a cold start.
 func functionEnvs(ctx context.Context, root, secretsURL string) (map[string]map[string]string, error) {
 	t, err := samlocal.Load(filepath.Join(root, samlocal.TemplateFile))
 	if err != nil {
@@ -190,8 +181,7 @@ func functionEnvs(ctx context.Context, root, secretsURL string) (map[string]map[
 		Credentials: credentials.NewStaticCredentialsProvider("bench", "bench", "")})
 	site := samlocal.Site{Region: "us-east-1", AccountID: "123456789012", Prefix: "genjobs-bench", SQS: dead}
 	l := t.Names(site)
-	err = t.Wire(ctx, l, site, samlocal.Wiring{GenaceURL: dead, APIKey: "bench-key", Secrets: &samlocal.Secrets{Client: sm}, Endpoints: endpoints})
-	if err != nil {
+	if err := t.Wire(ctx, l, site, samlocal.Wiring{GenaceURL: dead, APIKey: "bench-key", Secrets: &samlocal.Secrets{Client: sm}, Endpoints: endpoints}); err != nil {
 		return nil, err
 	}
 	f, err := t.EnvFile(l)
@@ -232,50 +222,27 @@ func firstInvoke(ctx context.Context, root, bootstrap, name string, env map[stri
 	return emu.FirstInvoke(), peakRSS(emu.PID(), bootstrap), nil
 }
 
-// peakRSS is the VmHWM of the process under root (itself or a
-// descendant) running exe, in bytes; 0 when /proc does not say.
-func peakRSS(root int, exe string) int64 {
-	for pid := range descendants(root) {
-		if path, err := os.Readlink(fmt.Sprintf("/proc/%d/exe", pid)); err != nil || path != exe {
-			continue
-		}
-		b, err := os.ReadFile(fmt.Sprintf("/proc/%d/status", pid))
-		if err != nil {
-			return 0
-		}
-		for line := range strings.Lines(string(b)) {
-			if kb, ok := strings.CutPrefix(line, "VmHWM:"); ok {
-				n, err := strconv.ParseInt(strings.TrimSuffix(strings.TrimSpace(kb), " kB"), 10, 64)
-				if err != nil {
-					return 0
+// peakRSS is the VmHWM, in bytes, of the process running exe: pid itself
+// or one below it, found through each thread's children list; 0 when
+// /proc does not say.
+func peakRSS(pid int, exe string) int64 {
+	if path, err := os.Readlink(fmt.Sprintf("/proc/%d/exe", pid)); err == nil && path == exe {
+		b, _ := os.ReadFile(fmt.Sprintf("/proc/%d/status", pid))
+		_, hwm, _ := strings.Cut(string(b), "VmHWM:")
+		var kb int64
+		_, _ = fmt.Sscan(hwm, &kb) // "  1234 kB"
+		return kb << 10
+	}
+	tasks, _ := filepath.Glob(fmt.Sprintf("/proc/%d/task/*/children", pid))
+	for _, t := range tasks {
+		b, _ := os.ReadFile(t)
+		for _, f := range strings.Fields(string(b)) {
+			if c, err := strconv.Atoi(f); err == nil {
+				if n := peakRSS(c, exe); n > 0 {
+					return n
 				}
-				return n << 10
 			}
 		}
 	}
 	return 0
-}
-
-// descendants yields pid and every process below it, from each thread's
-// children list.
-func descendants(pid int) iter.Seq[int] {
-	return func(yield func(int) bool) {
-		queue := []int{pid}
-		for len(queue) > 0 {
-			p := queue[0]
-			queue = queue[1:]
-			if !yield(p) {
-				return
-			}
-			tasks, _ := filepath.Glob(fmt.Sprintf("/proc/%d/task/*/children", p))
-			for _, t := range tasks {
-				b, _ := os.ReadFile(t)
-				for _, f := range strings.Fields(string(b)) {
-					if c, err := strconv.Atoi(f); err == nil {
-						queue = append(queue, c)
-					}
-				}
-			}
-		}
-	}
 }

@@ -11,6 +11,7 @@ import (
 	"path/filepath"
 	"sync"
 	"sync/atomic"
+	"syscall"
 	"time"
 
 	"github.com/genjobs/genjobs/internal/clock"
@@ -29,19 +30,11 @@ import (
 	"github.com/genjobs/genjobs/internal/store/bolt"
 )
 
-// The functions of the pipeline, as the counts name them.
-const (
-	FnSubmit  = topology.Submit
-	FnObserve = topology.Observe
-	FnDeliver = topology.Deliver
-)
-
 // PipelineConfig describes one run of the pipeline harness: the real
-// submit, observe and deliver handlers, wired from the one topology as
-// template.yaml wires them (topology.Local: batch sizes, the mappings'
-// maximum concurrency as parallel pollers; BATCH_CONCURRENCY 10), fed by the embedded queue through the event
-// source mapping, on the embedded bbolt store, against the simulator,
-// with every store, queue and artifact call counted.
+// submit, observe and deliver handlers wired as template.yaml wires them
+// (topology.Local; BATCH_CONCURRENCY 10), fed by the embedded queue, on
+// bbolt, against the simulator, with every store, queue and artifact
+// call counted.
 type PipelineConfig struct {
 	// Operations is how many renders to run.
 	Operations int
@@ -49,23 +42,20 @@ type PipelineConfig struct {
 	QueueFor, RunFor time.Duration
 	// Policies pace the observations (DefaultPolicies when zero).
 	Policies schedule.Policies
-	// Dir holds the store file and the artifacts; it must exist and is
-	// left for the caller to remove.
+	// Dir is where the run makes its own folder for the store file and
+	// the artifacts, removed at the end ("" for the system's temporary
+	// folder).
 	Dir string
-	// Spacing is the pause between two dispatches (0: all at once), so a
-	// trickle of work can be counted at one message per batch.
+	// Spacing is the pause between two dispatches (0: all at once).
 	Spacing time.Duration
 	// Timeout bounds the run (default 2 minutes).
 	Timeout time.Duration
-	// WorkerScale multiplies the template's concurrency (the pollers per
-	// function); 0 means 1.
+	// WorkerScale multiplies the template's pollers per function (0: 1).
 	WorkerScale int
-	// Open opens the store file; nil means bolt.Open (bbolt, an
-	// fsync per commit).
+	// Open opens the store file (nil: bolt.Open, an fsync per commit).
 	Open func(path string) (store.Store, error)
 	// KeepProcs leaves GOMAXPROCS as it is instead of raising it as
-	// genjobs local does (pipeline.RaiseProcs): the row that measures
-	// what the raise is worth.
+	// genjobs local does (pipeline.RaiseProcs).
 	KeepProcs bool
 }
 
@@ -84,13 +74,12 @@ type PipelineResult struct {
 	Operations, Delivered int
 	// Elapsed runs from the first dispatch to the last delivery.
 	Elapsed time.Duration
-	// CPU is the process's user+system time over Elapsed (the simulator,
-	// queue and pollers included: they run in this process).
+	// CPU is the process's user+system time over Elapsed, the simulator,
+	// queue and pollers included.
 	CPU time.Duration
 	// Functions holds each function's counts.
 	Functions map[string]FunctionStats
-	// App is what the application spends per run: the records it creates
-	// and the dispatch messages it sends.
+	// App is the application's part: the records and the dispatches.
 	App Requests
 	// GenaceGETs and GenacePOSTs are the simulator's own counts.
 	GenaceGETs, GenacePOSTs int
@@ -157,20 +146,24 @@ func RunPipeline(ctx context.Context, cfg PipelineConfig) (*PipelineResult, erro
 	if !cfg.KeepProcs {
 		defer pipeline.RaiseProcs()()
 	}
+	dir, err := os.MkdirTemp(cfg.Dir, "genjobs-bench-")
+	if err != nil {
+		return nil, err
+	}
+	defer os.RemoveAll(dir)
 	clk := clock.Real{}
 	open := cfg.Open
 	if open == nil {
 		open = func(path string) (store.Store, error) { return bolt.Open(path) }
 	}
-	st, err := open(filepath.Join(cfg.Dir, "genjobs.db"))
+	st, err := open(filepath.Join(dir, "genjobs.db"))
 	if err != nil {
 		return nil, err
 	}
 	defer st.Close()
 	sim := genacesim.New(genacesim.Config{
 		APIKey: "bench", Seed: 1,
-		// A price makes the model differ from the zero value, which
-		// would mean the simulator's defaults.
+		// A price: the zero model means the simulator's defaults.
 		DefaultModel: genacesim.ModelConfig{Price: 1, QueueFor: cfg.QueueFor, RunFor: cfg.RunFor, OutputCount: 1},
 	}, clk)
 	base, stopSim, err := sim.Start("127.0.0.1:0")
@@ -190,52 +183,44 @@ func RunPipeline(ctx context.Context, cfg PipelineConfig) (*PipelineResult, erro
 	if err != nil {
 		return nil, err
 	}
-	broker, urls, vis := local.Broker, map[string]string{}, map[string]time.Duration{}
-	for _, fn := range []string{FnSubmit, FnObserve, FnDeliver} {
-		_, urls[fn], vis[fn] = local.Consumed(fn)
-	}
-	counters := map[string]*counter{FnSubmit: {}, FnObserve: {}, FnDeliver: {}}
+	_, submitURL, _ := local.Consumed(topology.Submit)
+	counters := map[string]*counter{topology.Submit: {}, topology.Observe: {}, topology.Deliver: {}}
 	app := &counter{}
-	cache := &recordCache{recs: map[string]operation.Record{}}
-	var delivered atomic.Int64
-	var lastDelivery atomic.Int64
+	cache := &sync.Map{}
+	var delivered, lastDelivery atomic.Int64
 	done := make(chan struct{})
-	var doneOnce sync.Once
 	onWritten := func(rec operation.Record) {
 		if rec.Phase == operation.PhaseDelivered {
 			lastDelivery.Store(time.Now().UnixNano())
-			if delivered.Add(1) == int64(cfg.Operations) {
-				doneOnce.Do(func() { close(done) })
+			if delivered.Add(1) == int64(cfg.Operations) { // true once
+				close(done)
 			}
 		}
 	}
-	stores := map[string]*countingStore{}
 	disps := map[string]*schedule.Dispatcher{}
 	for fn, c := range counters {
-		stores[fn] = &countingStore{Store: st, c: c, cache: cache, onWritten: onWritten}
 		disps[fn], err = schedule.NewDispatcher(schedule.Config{
 			Queues: local.Targets(),
 			// The embedded queue carries any delay.
 			MaxQueueDelay: 365 * 24 * time.Hour,
-		}, countingSender{next: broker, c: c}, nil, clk)
+		}, countingSender{next: local.Broker, c: c}, nil, clk)
 		if err != nil {
 			return nil, err
 		}
 	}
-	dir, err := localpack.New(filepath.Join(cfg.Dir, "artifacts"))
+	pack, err := localpack.New(filepath.Join(dir, "artifacts"))
 	if err != nil {
 		return nil, err
 	}
-	defer dir.Close()
+	defer pack.Close()
 	delays := schedule.NewObservation(cfg.Policies)
 	log := slog.New(slog.DiscardHandler)
-	m := func(fn string) *metrics.Emitter { return metrics.New(io.Discard, fn, clk) }
 	hs, err := local.Handlers(func(f topology.Function) (stack.Deps, bool) {
 		c, ok := counters[f.Name]
 		return stack.Deps{
 			Config: config.Config{Concurrency: pipelineConcurrency},
-			Store:  stores[f.Name], Genace: g, Artifacts: countingArtifacts{next: dir, c: c}, Extender: countingExtender{next: broker, c: c},
-			Sender: disps[f.Name], Delays: delays, Clock: clk, Log: log, Metrics: m(f.Name),
+			Store:  &countingStore{Store: st, c: c, cache: cache, onWritten: onWritten}, Genace: g, Artifacts: countingArtifacts{next: pack, c: c}, Extender: countingExtender{next: local.Broker, c: c},
+			Sender: disps[f.Name], Delays: delays, Clock: clk, Log: log, Metrics: metrics.New(io.Discard, f.Name, clk),
 		}, ok
 	})
 	if err != nil {
@@ -247,8 +232,7 @@ func RunPipeline(ctx context.Context, cfg PipelineConfig) (*PipelineResult, erro
 		NoBatchingWindows: true,
 	})
 
-	// The application's part: the records first (not timed), then the
-	// dispatches.
+	// The application's records (not timed), then its dispatches.
 	appStore := &countingStore{Store: st, c: app, cache: cache}
 	envs := make([][]byte, cfg.Operations)
 	for i := range cfg.Operations {
@@ -274,22 +258,20 @@ func RunPipeline(ctx context.Context, cfg PipelineConfig) (*PipelineResult, erro
 	wg.Go(func() { _ = local.Run(pollCtx, pipelineIdle) })
 	cpu0 := cpuTime()
 	start := time.Now()
-	sender := countingSender{next: broker, c: app}
-	for _, body := range envs {
-		if _, err := sender.Send(runCtx, urls[FnSubmit], body, 0); err != nil {
-			stopPolling()
-			wg.Wait()
-			return nil, err
-		}
-		if cfg.Spacing > 0 {
-			time.Sleep(cfg.Spacing)
-		}
-	}
+	sender := countingSender{next: local.Broker, c: app}
 	var runErr error
-	select {
-	case <-done:
-	case <-runCtx.Done():
-		runErr = fmt.Errorf("pipeline: %d of %d operations delivered before %w", delivered.Load(), cfg.Operations, runCtx.Err())
+	for _, body := range envs {
+		if _, runErr = sender.Send(runCtx, submitURL, body, 0); runErr != nil {
+			break
+		}
+		time.Sleep(cfg.Spacing)
+	}
+	if runErr == nil {
+		select {
+		case <-done:
+		case <-runCtx.Done():
+			runErr = fmt.Errorf("pipeline: %d of %d operations delivered before %w", delivered.Load(), cfg.Operations, runCtx.Err())
+		}
 	}
 	end := time.Unix(0, lastDelivery.Load())
 	cpu := cpuTime() - cpu0
@@ -315,6 +297,12 @@ func RunPipeline(ctx context.Context, cfg PipelineConfig) (*PipelineResult, erro
 	return res, nil
 }
 
-// TempDir makes a fresh directory under parent ("" for the system's),
-// for a pipeline run's state.
-func TempDir(parent string) (string, error) { return os.MkdirTemp(parent, "genjobs-bench-") }
+// cpuTime is the process's user+system CPU time so far. (The package is
+// unix-only already: localpack locks with flock.)
+func cpuTime() time.Duration {
+	var ru syscall.Rusage
+	if err := syscall.Getrusage(syscall.RUSAGE_SELF, &ru); err != nil {
+		return 0
+	}
+	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
+}

@@ -4,6 +4,8 @@ import (
 	"context"
 	"testing"
 	"time"
+
+	"github.com/genjobs/genjobs/internal/dev/topology"
 )
 
 // The harness runs every render to delivery through the real handlers and
@@ -20,7 +22,7 @@ func TestPipelineCountsEachAction(t *testing.T) {
 	}
 	// One observation message chains its long polls from queued to
 	// finished: one action per render.
-	want := map[string]int64{FnSubmit: n, FnObserve: n, FnDeliver: n}
+	want := map[string]int64{topology.Submit: n, topology.Observe: n, topology.Deliver: n}
 	for fn, a := range want {
 		if got := res.Functions[fn].Actions; got != a {
 			t.Errorf("%s actions %d, want %d", fn, got, a)
@@ -33,9 +35,9 @@ func TestPipelineCountsEachAction(t *testing.T) {
 	// The operation's reviews are read twice per render, not per write:
 	// when the job id is recorded (submit) and when it ends (deliver).
 	for fn, w := range map[string]Requests{
-		FnSubmit:  {DynamoGet: 1, DynamoPut: 2, DynamoQuery: 1, SQSSend: 1},
-		FnObserve: {DynamoGet: 1, DynamoPut: 2, SQSSend: 1}, // a write per change: running, succeeded
-		FnDeliver: {DynamoGet: 1, DynamoPut: 1, DynamoQuery: 1, S3Head: 1, S3Put: 1},
+		topology.Submit:  {DynamoGet: 1, DynamoPut: 2, DynamoQuery: 1, SQSSend: 1},
+		topology.Observe: {DynamoGet: 1, DynamoPut: 2, SQSSend: 1}, // a write per change: running, succeeded
+		topology.Deliver: {DynamoGet: 1, DynamoPut: 1, DynamoQuery: 1, S3Head: 1, S3Put: 1},
 	} {
 		got := res.PerAction(fn)
 		if got.DynamoGet != w.DynamoGet || got.DynamoPut != w.DynamoPut || got.DynamoQuery != w.DynamoQuery || got.SQSSend != w.SQSSend || got.S3Head != w.S3Head || got.S3Put != w.S3Put || got.DynamoTransact != 0 {
@@ -67,11 +69,7 @@ func TestPipelineInstantRenders(t *testing.T) {
 func BenchmarkPipelineInstant(b *testing.B) {
 	parent := b.TempDir()
 	for b.Loop() {
-		dir, err := TempDir(parent)
-		if err != nil {
-			b.Fatal(err)
-		}
-		res, err := RunPipeline(context.Background(), PipelineConfig{Operations: 200, Dir: dir, Policies: instantPolicy(), Timeout: time.Minute})
+		res, err := RunPipeline(context.Background(), PipelineConfig{Operations: 200, Dir: parent, Policies: instantPolicy(), Timeout: time.Minute})
 		if err != nil {
 			b.Fatal(err)
 		}

@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"math"
+	"os"
 	"time"
 
 	"github.com/genjobs/genjobs/internal/clock"
@@ -65,7 +66,12 @@ const (
 // MeasureLocal runs n renders of localQueueFor+localRunFor through
 // pipeline.Run (what `genjobs local` runs) with its defaults, in real
 // time, and counts the simulator's GETs.
-func MeasureLocal(ctx context.Context, n int, stateDir string) (LocalRun, error) {
+func MeasureLocal(ctx context.Context, n int) (LocalRun, error) {
+	stateDir, err := os.MkdirTemp("", "genjobs-bench-")
+	if err != nil {
+		return LocalRun{}, err
+	}
+	defer os.RemoveAll(stateDir)
 	sim := genacesim.New(genacesim.Config{APIKey: "bench",
 		DefaultModel: genacesim.ModelConfig{Price: 1, QueueFor: localQueueFor, RunFor: localRunFor, OutputCount: 1}}, clock.Real{})
 	items := make([]workload.Item, n)

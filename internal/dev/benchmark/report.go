@@ -22,29 +22,8 @@ const (
 	targetFirstInvok = 50 * time.Millisecond
 )
 
-// fmtDuration writes a policy duration compactly: "30 m", "1 h", "25 s".
-func fmtDuration(d time.Duration) string {
-	switch {
-	case d >= time.Hour && d%time.Hour == 0:
-		return fmt.Sprintf("%d h", d/time.Hour)
-	case d > time.Minute && d%time.Minute == 0:
-		return fmt.Sprintf("%d m", d/time.Minute)
-	}
-	return fmt.Sprintf("%g s", d.Seconds())
-}
-
-// fmtLatency writes a latency with a unit that suits it.
-func fmtLatency(d time.Duration) string {
-	switch {
-	case d < time.Second:
-		return fmt.Sprintf("%.3f s", d.Seconds())
-	case d < 2*time.Minute:
-		return fmt.Sprintf("%.1f s", d.Seconds())
-	case d < 2*time.Hour:
-		return fmt.Sprintf("%.1f min", d.Minutes())
-	}
-	return fmt.Sprintf("%.1f h", d.Hours())
-}
+// fmtSeconds writes a render's or a poll's length: "95 s", "1 s".
+func fmtSeconds(d time.Duration) string { return fmt.Sprintf("%g s", d.Seconds()) }
 
 func fmtMS(d time.Duration) string {
 	return fmt.Sprintf("%.1f ms", float64(d)/float64(time.Millisecond))
@@ -72,7 +51,7 @@ func (r *Results) rows() []row {
 	// 1. Requests, counted on the real handlers.
 	const s1 = "1 AWS requests (counted on the real handlers)"
 	if c := r.Count; c != nil && c.Operations > 0 {
-		on := fmt.Sprintf(" — %d renders queued %s then running %s", c.Operations, fmtLatency(countQueueFor), fmtLatency(countRunFor))
+		on := fmt.Sprintf(" — %d renders queued %s then running %s", c.Operations, fmtSeconds(countQueueFor), fmtSeconds(countRunFor))
 		p := c.PerRender()
 		add(s1, "per render: SQS Send / Receive / Delete / ChangeVisibility"+on,
 			fmt.Sprintf("%.2f / %.2f / %.2f / %.2f", p.SQSSend, p.SQSReceive, p.SQSDelete, p.SQSChangeVisibility), "—", "count")
@@ -82,19 +61,9 @@ func (r *Results) rows() []row {
 			fmt.Sprintf("%.2f / %.2f; %.2f; %.2f / %.2f", p.S3Head, p.S3Put, p.LambdaInvocations,
 				float64(c.GenacePOSTs)/float64(c.Operations), float64(c.GenaceGETs)/float64(c.Operations)), "—", "count")
 		add(s1, "records per invocation: submit / observe / deliver"+on,
-			fmt.Sprintf("%.2f / %.2f / %.2f", c.RecordsPerInvocation(FnSubmit), c.RecordsPerInvocation(FnObserve), c.RecordsPerInvocation(FnDeliver)), "—", "count")
+			fmt.Sprintf("%.2f / %.2f / %.2f", c.RecordsPerInvocation(topology.Submit), c.RecordsPerInvocation(topology.Observe), c.RecordsPerInvocation(topology.Deliver)), "—", "count")
 	}
-	return append(rows, r.measuredRows()...)
-}
-
-// measuredRows are sections 2 to 4: throughput, the real-time run and
-// cold starts.
-func (r *Results) measuredRows() []row {
-	var rows []row
-	add := func(section, figure, value, target, v string) {
-		rows = append(rows, row{section, figure, value, target, v})
-	}
-	// 3. Throughput.
+	// 2. Throughput.
 	const s3 = "2 throughput (this machine)"
 	for i, t := range r.Throughput {
 		figure := "end-to-end operations/s, instant renders — " + t.Name
@@ -110,7 +79,7 @@ func (r *Results) measuredRows() []row {
 			continue
 		}
 		value := fmt.Sprintf("%.0f ops/s (%.0f actions/s; CPU %s per action, %.2f CPUs busy; %d operations, best of %d%s)", t.OpsPerSecond(), t.ActionsPerSecond(),
-			fmtMS(t.CPUPerAction()), t.Utilisation(), t.Result.Operations, t.Runs, t.spread())
+			fmtMS(t.CPUPerAction()), t.Utilisation(), t.Result.Operations, len(t.Rates), t.spread())
 		if i == 0 {
 			ratio := t.OpsPerSecond() / targetOpsPerSec
 			value = fmt.Sprintf("%s — %.2f× the target", value, ratio)
@@ -129,12 +98,13 @@ func (r *Results) measuredRows() []row {
 			fmt.Sprintf("≥ %.1f", targetDiskRatio), verdict(ratio >= targetDiskRatio, fmt.Sprintf("by %.2f", targetDiskRatio-ratio)))
 	}
 
+	// 3. The real-time run.
 	const s3r = "3 observation (real time, this machine)"
 	if l := r.Local; l == nil {
 		add(s3r, "GETs per render — real-time genjobs local, defaults", "not measured ("+r.LocalSkipped+")", fmt.Sprintf("≤ %.2f× the floor", targetGETsFloor), "—")
 	} else {
 		ratio := l.GETsPerRender() / l.Floor()
-		add(s3r, fmt.Sprintf("GETs per render — real-time genjobs local, defaults, %d renders of %s (queued %s), delivery's read included", l.Renders, fmtDuration(l.QueueFor+l.RunFor), fmtDuration(l.QueueFor)),
+		add(s3r, fmt.Sprintf("GETs per render — real-time genjobs local, defaults, %d renders of %s (queued %s), delivery's read included", l.Renders, fmtSeconds(l.QueueFor+l.RunFor), fmtSeconds(l.QueueFor)),
 			fmt.Sprintf("%.2f / floor %.0f = %.3f× (%d of %d delivered, %s)", l.GETsPerRender(), l.Floor(), ratio, l.Delivered, l.Renders, l.Elapsed.Round(time.Second)),
 			fmt.Sprintf("≤ %.2f×", targetGETsFloor), verdict(ratio <= targetGETsFloor && l.Delivered == l.Renders, fmt.Sprintf("by %.3f×", ratio-targetGETsFloor)))
 	}
@@ -201,32 +171,25 @@ func (r *Results) WriteMarkdown(w io.Writer) {
 func (r *Results) writeNotes(w io.Writer) {
 	fmt.Fprintln(w, "## How the figures were made")
 	fmt.Fprintln(w)
-	r.writeCountNotes(w)
+	if pr := r.Count; pr != nil {
+		sub, obs, del := pr.PerAction(topology.Submit), pr.PerAction(topology.Observe), pr.PerAction(topology.Deliver)
+		fmt.Fprintf(w, "- **AWS requests.** Counted on the real submit, observe and deliver handlers (the pipeline harness: embedded queue, event source mappings, bbolt store, simulator; each store, queue and artifact call counted as the DynamoDB, SQS and S3 adapters would issue it, capacity units by the DynamoDB store's own encoding) over %d renders queued %s then running %s, dispatched 5 ms apart so that batches stay small as at low traffic: per submit %.0f GetItem, %.0f PutItem, %.0f SendMessage, %.1f WRU; per observe action %.0f GetItem, %.0f PutItem, %.1f WRU; per delivery %.0f GetItem, %.0f PutItem, %.0f S3 HeadObject + %.0f PutObject. Receives, deletes and invocations are one per batch. These renders are short: one observation message sees them through, so a longer render's extra chains, writes and GETs are not in these figures. Nothing is priced.\n",
+			pr.Operations, fmtSeconds(countQueueFor), fmtSeconds(countRunFor), sub.DynamoGet, sub.DynamoPut, sub.SQSSend, sub.WRU,
+			obs.DynamoGet, obs.DynamoPut, obs.WRU, del.DynamoGet, del.DynamoPut, del.S3Head, del.S3Put)
+	}
 	r.writeThroughputNotes(w)
 	if l := r.Local; l != nil {
 		fmt.Fprintf(w, "- **Real time.** `pipeline.Run`, what `genjobs local` runs, with its defaults (the deployed observation policy, the embedded queue and store) on %d renders the simulator keeps queued %s and running %s, in wall-clock time; GETs are the simulator's own count of job reads, delivery's read for fresh output URLs included. The floor is 1 + ⌈(T − q)/%s⌉ long polls (one outstanding at every moment, the queued→running change ending one early), at least 2, plus delivery's read: arithmetic on the render's length, not a run. One render length only: issue 23 measured 20 renders of 300 s the same way at 13 GETs against a floor of 12 (1.083×).\n",
-			l.Renders, fmtDuration(l.QueueFor), fmtDuration(l.RunFor), fmtDuration(schedule.DefaultPolicies().Default.LongPoll))
+			l.Renders, fmtSeconds(l.QueueFor), fmtSeconds(l.RunFor), fmtSeconds(schedule.DefaultPolicies().Default.LongPoll))
 	}
 	fmt.Fprintln(w, "- **Cold start.** Each function built as the Makefile builds it (linux, CGO_ENABLED=0, `-tags lambda.norpc -trimpath -ldflags='-s -w'`), for arm64 (deploy size) and the host architecture (run here). Each start is a fresh `aws-lambda-rie` with a fresh bootstrap and the environment template.yaml gives it (internal/dev/samlocal; dummy credentials, every endpoint on a closed port but Secrets Manager (moto), from whose secret init reads the Genace key as deployed: `coldstart.Load` otherwise only builds clients). The first invoke sends `{\"Records\":[]}` and times the answer: process start, Go runtime, init, `lambda.Start` and an empty batch. sweep is scheduled, not SQS-fed, and its handler queries DynamoDB, so only its size is given.")
-}
-
-// writeCountNotes says how section 1 was counted.
-func (r *Results) writeCountNotes(w io.Writer) {
-	pr := r.Count
-	if pr == nil {
-		return
-	}
-	sub, obs, del := pr.PerAction(FnSubmit), pr.PerAction(FnObserve), pr.PerAction(FnDeliver)
-	fmt.Fprintf(w, "- **AWS requests.** Counted on the real submit, observe and deliver handlers (the pipeline harness: embedded queue, event source mappings, bbolt store, simulator; each store, queue and artifact call counted as the DynamoDB, SQS and S3 adapters would issue it, capacity units by the DynamoDB store's own encoding) over %d renders queued %s then running %s, dispatched 5 ms apart so that batches stay small as at low traffic: per submit %.0f GetItem, %.0f PutItem, %.0f SendMessage, %.1f WRU; per observe action %.0f GetItem, %.0f PutItem, %.1f WRU; per delivery %.0f GetItem, %.0f PutItem, %.0f S3 HeadObject + %.0f PutObject. Receives, deletes and invocations are one per batch. These renders are short: one observation message sees them through, so a longer render's extra chains, writes and GETs are not in these figures. Nothing is priced.\n",
-		pr.Operations, fmtLatency(countQueueFor), fmtLatency(countRunFor), sub.DynamoGet, sub.DynamoPut, sub.SQSSend, sub.WRU,
-		obs.DynamoGet, obs.DynamoPut, obs.WRU, del.DynamoGet, del.DynamoPut, del.S3Head, del.S3Put)
 }
 
 // templatePollers lists each pipeline function's MaximumConcurrency, the
 // harness's pollers.
 func templatePollers() string {
 	var out []string
-	for _, name := range []string{FnSubmit, FnObserve, FnDeliver} {
+	for _, name := range []string{topology.Submit, topology.Observe, topology.Deliver} {
 		if f, ok := topology.Stack.Function(name); ok && len(f.Mappings) > 0 {
 			out = append(out, fmt.Sprintf("%s %d", name, f.Mappings[0].MaxConcurrency))
 		}
@@ -236,30 +199,15 @@ func templatePollers() string {
 
 func (r *Results) writeThroughputNotes(w io.Writer) {
 	fmt.Fprintf(w, "- **Throughput.** The same harness with instant renders (simulator QueueFor = RunFor = 0), the template's concurrency (pollers: %s invocations; batch size 10; BATCH_CONCURRENCY 10) unless said otherwise, all dispatches sent at once, timed from the first dispatch to the last delivery; the fastest of the runs the table counts is kept. The policy reads at once (no long poll): with renders that finish on acceptance there is nothing to wait for. CPU is `getrusage` user+system of the whole process — simulator, queue and pollers included — per handler action (3 per operation). The store is opened with bolt.Open, as `genjobs local` opens it: writes that arrive while a commit is under way share the next transaction (group commit), and every commit is fsync'd before its writes return. The artifact store (localpack.Dir, as `genjobs local` opens it) streams each output into one pack file and commits the Puts in groups, at most one commit per %s: the pack fsync'd, then the group's index lines written and fsync'd; no file or folder per output. GOMAXPROCS is its default plus %d (pipeline.RaiseProcs, as `genjobs local` sets it) unless a row says otherwise: a thread in fsync keeps its P until sysmon takes it back (after one or two sysmon ticks of 20 µs to 10 ms, and not while another P is idle or spinning, for up to 10 ms), and with two fsync leaders on 2 CPUs that leaves CPU idle. \"Without fsync\" is measured twice: bbolt's NoSync (bolt.OpenWith) on disk, where the artifact store still fsyncs, and the whole state on tmpfs (%s), where no fsync costs anything. The disk and tmpfs rows run alternately in the same benchmark run, so the ratio compares like with like on a shared machine.", templatePollers(), fmtMS(localpack.CommitSpacing), pipeline.ExtraProcs, tmpfs)
-	var disk, shm, noSync, disk2, shm2, realRun, unraised *ThroughputRun
-	for i := range r.Throughput {
-		t := &r.Throughput[i]
-		if t.Result == nil {
-			continue
+	// The runs in throughput's order, nil where not measured.
+	run := func(i int) *ThroughputRun {
+		if i < len(r.Throughput) && r.Throughput[i].Result != nil {
+			return &r.Throughput[i]
 		}
-		switch i {
-		case 0:
-			disk = t
-		case 1:
-			shm = t
-		case 2:
-			noSync = t
-		case 3:
-			disk2 = t
-		case 4:
-			shm2 = t
-		case 5:
-			realRun = t
-		case 6:
-			unraised = t
-		}
+		return nil
 	}
-	writes := r.Count.PerAction(FnSubmit).DynamoPut + r.Count.PerAction(FnObserve).DynamoPut + r.Count.PerAction(FnDeliver).DynamoPut
+	disk, shm, noSync, disk2, shm2, realRun, unraised := run(0), run(1), run(2), run(3), run(4), run(5), run(6)
+	writes := r.Count.PerAction(topology.Submit).DynamoPut + r.Count.PerAction(topology.Observe).DynamoPut + r.Count.PerAction(topology.Deliver).DynamoPut
 	if disk != nil {
 		fmt.Fprintf(w, " On disk an operation makes %.0f store writes; bbolt runs one write transaction at a time, and group commit lets the writes of concurrent handlers share its fsync: %s per operation at %.0f ops/s with %.2f CPUs busy", writes, fmtMS(time.Duration(float64(time.Second)/disk.OpsPerSecond())), disk.OpsPerSecond(), disk.Utilisation())
 		if disk2 != nil {
@@ -283,7 +231,7 @@ func (r *Results) writeThroughputNotes(w io.Writer) {
 	}
 	if realRun != nil {
 		if realRun.OpsPerSecond() < 20 {
-			fmt.Fprintf(w, " With the default policy (last row) instant renders are slow for another reason: the 202 already reports the job finished, observe's first look still long-polls (its snapshot is fresh), and Genace holds a finished job's long poll for the whole %s — %.1f ops/s.", fmtDuration(schedule.DefaultPolicies().Default.LongPoll), realRun.OpsPerSecond())
+			fmt.Fprintf(w, " With the default policy (last row) instant renders are slow for another reason: the 202 already reports the job finished, observe's first look still long-polls (its snapshot is fresh), and Genace holds a finished job's long poll for the whole %s — %.1f ops/s.", fmtSeconds(schedule.DefaultPolicies().Default.LongPoll), realRun.OpsPerSecond())
 		} else {
 			fmt.Fprintf(w, " With the default policy (last row, %d operations, ramp-up included) instant renders hold no long poll: observe reads at once when the saved snapshot (here the 202's) already shows success — %.0f ops/s.", realRun.Result.Operations, realRun.OpsPerSecond())
 		}

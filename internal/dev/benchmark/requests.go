@@ -4,6 +4,7 @@ import (
 	"context"
 	"io"
 	"math"
+	"reflect"
 	"sync"
 	"time"
 
@@ -11,11 +12,13 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
 
 	"github.com/genjobs/genjobs/internal/artifact"
+	"github.com/genjobs/genjobs/internal/deliver"
 	"github.com/genjobs/genjobs/internal/operation"
 	"github.com/genjobs/genjobs/internal/review"
 	"github.com/genjobs/genjobs/internal/schedule"
 	"github.com/genjobs/genjobs/internal/store"
 	"github.com/genjobs/genjobs/internal/store/dynamo"
+	"github.com/genjobs/genjobs/internal/worker"
 )
 
 // Requests counts the AWS requests and capacity that some work costs.
@@ -43,25 +46,21 @@ type Requests struct {
 
 // Plus returns r+o field by field.
 func (r Requests) Plus(o Requests) Requests {
-	return Requests{
-		SQSSend: r.SQSSend + o.SQSSend, SQSReceive: r.SQSReceive + o.SQSReceive, SQSDelete: r.SQSDelete + o.SQSDelete,
-		SQSChangeVisibility: r.SQSChangeVisibility + o.SQSChangeVisibility,
-		DynamoGet:           r.DynamoGet + o.DynamoGet, DynamoPut: r.DynamoPut + o.DynamoPut,
-		DynamoTransact: r.DynamoTransact + o.DynamoTransact, DynamoQuery: r.DynamoQuery + o.DynamoQuery,
-		RRU: r.RRU + o.RRU, WRU: r.WRU + o.WRU, IndexWRU: r.IndexWRU + o.IndexWRU,
-		S3Head: r.S3Head + o.S3Head, S3Put: r.S3Put + o.S3Put,
-		LambdaInvocations: r.LambdaInvocations + o.LambdaInvocations,
-	}
+	return r.zip(o, func(a, b float64) float64 { return a + b })
 }
 
 // Times returns r with every field multiplied by f.
 func (r Requests) Times(f float64) Requests {
-	return Requests{
-		SQSSend: r.SQSSend * f, SQSReceive: r.SQSReceive * f, SQSDelete: r.SQSDelete * f, SQSChangeVisibility: r.SQSChangeVisibility * f,
-		DynamoGet: r.DynamoGet * f, DynamoPut: r.DynamoPut * f, DynamoTransact: r.DynamoTransact * f, DynamoQuery: r.DynamoQuery * f,
-		RRU: r.RRU * f, WRU: r.WRU * f, IndexWRU: r.IndexWRU * f, S3Head: r.S3Head * f, S3Put: r.S3Put * f,
-		LambdaInvocations: r.LambdaInvocations * f,
+	return r.zip(r, func(a, _ float64) float64 { return a * f })
+}
+
+// zip sets every field (all float64) of r to op of it and o's.
+func (r Requests) zip(o Requests, op func(a, b float64) float64) Requests {
+	rv, ov := reflect.ValueOf(&r).Elem(), reflect.ValueOf(o)
+	for i := range rv.NumField() {
+		rv.Field(i).SetFloat(op(rv.Field(i).Float(), ov.Field(i).Float()))
 	}
+	return r
 }
 
 // counter accumulates Requests from concurrent handlers.
@@ -129,26 +128,6 @@ func reviewSize(r review.Record) int {
 // review enters or leaves it: one small entry.
 const reviewIndexUnits = 1
 
-// recordCache remembers the last record each counting store saw, so a
-// write can be charged for the status index entry it moves.
-type recordCache struct {
-	mu   sync.Mutex
-	recs map[string]operation.Record
-}
-
-func (c *recordCache) get(id string) (operation.Record, bool) {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	r, ok := c.recs[id]
-	return r, ok
-}
-
-func (c *recordCache) put(r operation.Record) {
-	c.mu.Lock()
-	c.recs[r.OperationID] = r
-	c.mu.Unlock()
-}
-
 // countingStore charges each store call to a function's counter as the
 // DynamoDB store would issue it: Get → GetItem (strongly consistent),
 // Create/Update/PutReview → PutItem with a condition, UpdateWithAudit →
@@ -158,8 +137,10 @@ func (c *recordCache) put(r operation.Record) {
 // small put when it enters, a delete when it leaves, both when it moves.
 type countingStore struct {
 	store.Store
-	c         *counter
-	cache     *recordCache
+	c *counter
+	// cache holds the last record seen per operation id, so that a write
+	// is charged for the index entry it moves.
+	cache     *sync.Map
 	onWritten func(operation.Record)
 }
 
@@ -174,8 +155,8 @@ func (s *countingStore) charge(rec operation.Record, transact bool) {
 	size := itemSize(item)
 	var oldItem map[string]types.AttributeValue
 	oldSize := 0
-	if old, ok := s.cache.get(rec.OperationID); ok {
-		oldItem = recordItem(old)
+	if old, ok := s.cache.Load(rec.OperationID); ok {
+		oldItem = recordItem(old.(operation.Record))
 		oldSize = itemSize(oldItem)
 	}
 	idx := float64(dynamo.IndexWriteUnits(oldItem, item))
@@ -200,7 +181,7 @@ func (s *countingStore) Create(ctx context.Context, rec operation.Record) (opera
 	s.charge(rec, false)
 	out, err := s.Store.Create(ctx, rec)
 	if err == nil {
-		s.cache.put(out)
+		s.cache.Store(out.OperationID, out)
 	}
 	return out, err
 }
@@ -211,7 +192,7 @@ func (s *countingStore) Get(ctx context.Context, id string) (operation.Record, e
 	size := 0
 	if err == nil {
 		size = recordSize(rec)
-		s.cache.put(rec)
+		s.cache.Store(rec.OperationID, rec)
 	}
 	s.c.add(func(r *Requests) { r.DynamoGet++; r.RRU += units(size, readUnit) })
 	return rec, err
@@ -234,7 +215,7 @@ func (s *countingStore) UpdateWithAudit(ctx context.Context, rec operation.Recor
 // written caches a successful update's record and hands it to onWritten.
 func (s *countingStore) written(out operation.Record, err error) (operation.Record, error) {
 	if err == nil {
-		s.cache.put(out)
+		s.cache.Store(out.OperationID, out)
 		if s.onWritten != nil {
 			s.onWritten(out)
 		}
@@ -311,14 +292,9 @@ func (s countingSender) Send(ctx context.Context, url string, body []byte, delay
 	return s.next.Send(ctx, url, body, delay)
 }
 
-// visibilityChanger is what a lease renews with.
-type visibilityChanger interface {
-	ChangeVisibility(ctx context.Context, queueURL, receiptHandle string, timeout time.Duration) error
-}
-
 // countingExtender counts ChangeMessageVisibility.
 type countingExtender struct {
-	next visibilityChanger
+	next worker.Extender
 	c    *counter
 }
 
@@ -328,15 +304,9 @@ func (e countingExtender) ChangeVisibility(ctx context.Context, url, handle stri
 	return e.next.ChangeVisibility(ctx, url, handle, timeout)
 }
 
-// artifactStore is what the deliver handler needs of the artifact store.
-type artifactStore interface {
-	Stat(ctx context.Context, key string) (artifact.Object, bool, error)
-	Put(ctx context.Context, key string, r io.Reader, size int64, sha256hex, contentType string) (artifact.Object, error)
-}
-
 // countingArtifacts counts S3 HeadObject and PutObject.
 type countingArtifacts struct {
-	next artifactStore
+	next deliver.Artifacts
 	c    *counter
 }
 

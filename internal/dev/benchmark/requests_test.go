@@ -3,6 +3,7 @@ package benchmark
 import (
 	"encoding/json"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -67,8 +68,9 @@ func TestObserveWriteWRU(t *testing.T) {
 		"due key stays": {observed(epoch, 2), 1},
 		"due key moves": {observed(epoch.Add(30*time.Second), 2), 3},
 	} {
-		s := &countingStore{c: &counter{}, cache: &recordCache{recs: map[string]operation.Record{}}}
-		s.cache.put(observed(epoch, 1))
+		s := &countingStore{c: &counter{}, cache: &sync.Map{}}
+		old := observed(epoch, 1)
+		s.cache.Store(old.OperationID, old)
 		s.charge(c.next, false)
 		if got := s.c.snapshot().WRU; got != c.want {
 			t.Errorf("%s: %v WRU, want %v", name, got, c.want)

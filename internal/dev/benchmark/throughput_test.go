@@ -4,17 +4,19 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/genjobs/genjobs/internal/dev/topology"
 )
 
 // fakeRun is a throughput run measured at rates operations per second.
 func fakeRun(name string, rates ...float64) ThroughputRun {
-	t := ThroughputRun{Name: name, Runs: len(rates), Rates: rates}
+	t := ThroughputRun{Name: name, Rates: rates}
 	best := 0.0
 	for _, r := range rates {
 		best = max(best, r)
 	}
 	t.Result = &PipelineResult{Operations: 1000, Delivered: 1000, Elapsed: time.Duration(float64(time.Second) * 1000 / best),
-		Functions: map[string]FunctionStats{FnSubmit: {Actions: 1000}}}
+		Functions: map[string]FunctionStats{topology.Submit: {Actions: 1000}}}
 	return t
 }
 

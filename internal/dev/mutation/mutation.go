@@ -40,21 +40,17 @@ var Layers = []Layer{Unit, Faultsim, Integration}
 
 // ParseLayers reads a comma- or space-separated list of layer names.
 func ParseLayers(s string) ([]Layer, error) {
-	var out []Layer
-	for _, f := range strings.FieldsFunc(s, func(r rune) bool { return r == ',' || r == ' ' }) {
-		l := Layer(f)
-		if !slices.Contains(Layers, l) {
+	named := strings.FieldsFunc(s, func(r rune) bool { return r == ',' || r == ' ' })
+	for _, f := range named {
+		if !slices.Contains(Layers, Layer(f)) {
 			return nil, fmt.Errorf("unknown layer %q (want some of %v)", f, Layers)
 		}
-		if !slices.Contains(out, l) {
-			out = append(out, l)
-		}
 	}
+	// Running order, whatever order they were named in, each once.
+	out := slices.DeleteFunc(slices.Clone(Layers), func(l Layer) bool { return !slices.Contains(named, string(l)) })
 	if len(out) == 0 {
 		return nil, errors.New("no layer named")
 	}
-	// Running order, whatever order they were named in.
-	slices.SortFunc(out, func(a, b Layer) int { return slices.Index(Layers, a) - slices.Index(Layers, b) })
 	return out, nil
 }
 
@@ -73,9 +69,8 @@ type Mutant struct {
 	Expect []Layer
 	// Note is optional: what to re-anchor once a pending fix lands.
 	Note string
-	// Core marks the mutants of the fixed core set ("core: yes"), on which
-	// the simulation's bar (-min-sim) is measured, so that the list can
-	// grow with every fixed bug without diluting it.
+	// Core marks the fixed core set ("core: yes") the simulation's bar
+	// (-min-sim) is measured on, so the list can grow without diluting it.
 	Core bool
 	// Line is where its block starts in the list, for error messages.
 	Line int
@@ -85,9 +80,8 @@ type Mutant struct {
 func (m Mutant) Package() string { return "./" + filepath.ToSlash(filepath.Dir(m.File)) }
 
 // Tests is what the unit layer tests for m: the mutated package and the
-// packages under it. Package store's shared rules (the own-write check,
-// the write checks) are proven by its backends' tests, in store/bolt and
-// store/dynamo, which run the conformance suite.
+// packages under it (package store's rules are proven by its backends'
+// conformance tests, in store/bolt and store/dynamo).
 func (m Mutant) Tests() string {
 	return "./" + path.Join(filepath.ToSlash(filepath.Dir(m.File)), "...")
 }
@@ -197,14 +191,10 @@ func build(f map[string]string, line int) (Mutant, error) {
 	if err != nil {
 		return Mutant{}, fmt.Errorf("mutant %s: expect: %w", m.ID, err)
 	}
-	m.Expect = expect
-	switch f["core"] {
-	case "", "no":
-	case "yes":
-		m.Core = true
-	default:
-		return Mutant{}, fmt.Errorf("mutant %s: core is yes or no, not %q", m.ID, f["core"])
+	if c := f["core"]; c != "" && c != "no" && c != "yes" {
+		return Mutant{}, fmt.Errorf("mutant %s: core is yes or no, not %q", m.ID, c)
 	}
+	m.Expect, m.Core = expect, f["core"] == "yes"
 	return m, nil
 }
 
@@ -263,9 +253,8 @@ type Applied struct {
 	Line int
 }
 
-// Mutate reads the mutant's file under root and applies the mutant. The
-// mutated file must still parse as Go: a replacement with a syntax error
-// is a broken list entry, not a mutant.
+// Mutate reads the mutant's file under root and applies the mutant; the
+// result must still parse (a syntax error is a broken entry, not a mutant).
 func (m Mutant) Mutate(root string) (Applied, error) {
 	orig, err := os.ReadFile(filepath.Join(root, filepath.FromSlash(m.File)))
 	if err != nil {

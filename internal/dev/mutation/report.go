@@ -15,9 +15,8 @@ type Summary struct {
 	Total, Killed int
 	// ByLayer counts the mutants each layer killed, of Ran[layer] it ran on.
 	ByLayer, Ran map[Layer]int
-	// SimulationItself counts the mutants TestSimulation failed on, of
-	// those the faultsim layer killed (the rest fell to the checks' own
-	// unit tests, which run no simulation).
+	// SimulationItself counts the faultsim layer's kills where
+	// TestSimulation failed (not only the checks' own unit tests).
 	SimulationItself int
 	// Core counts the core set's mutants (Mutant.Core) run, CoreSim
 	// those of them the faultsim layer killed.

@@ -5,7 +5,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"io"
 	"io/fs"
 	"maps"
 	"os"
@@ -94,9 +93,8 @@ type Workspace struct {
 // download caches and local output.
 var skipDirs = []string{".git", ".cache", "build", ".genjobs", "node_modules"}
 
-// NewWorkspace copies the module at src into a fresh temporary folder.
-// The copy's .cache is a link to src's, so downloads (DynamoDB Local) are
-// shared rather than fetched per copy.
+// NewWorkspace copies the module at src into a fresh temporary folder,
+// its .cache a link to src's so downloads (DynamoDB Local) are shared.
 func NewWorkspace(src string) (*Workspace, error) {
 	dir, err := os.MkdirTemp("", "genjobs-mutants-")
 	if err != nil {
@@ -150,27 +148,17 @@ func copyTree(src, dst string) error {
 		if err != nil {
 			return err
 		}
-		in, err := os.Open(path)
+		b, err := os.ReadFile(path)
 		if err != nil {
 			return err
 		}
-		defer in.Close()
-		out, err := os.OpenFile(target, os.O_CREATE|os.O_WRONLY|os.O_TRUNC, info.Mode().Perm())
-		if err != nil {
-			return err
-		}
-		if _, err := io.Copy(out, in); err != nil {
-			out.Close()
-			return err
-		}
-		return out.Close()
+		return os.WriteFile(target, b, info.Mode().Perm())
 	})
 }
 
-// Command is the argv that runs layer l for packages pkgs (the unit
-// layer's packages; the others have their own). -trimpath keeps compiled
-// packages independent of the copy's folder, so every copy and every run
-// shares the build cache.
+// Command is the argv that runs layer l (the unit layer on pkgs).
+// -trimpath keeps compiled packages independent of the copy's folder, so
+// every copy and run shares the build cache.
 func (w *Workspace) Command(l Layer, pkgs []string) []string {
 	test := []string{w.Go, "test", "-count=1", "-vet=off", "-trimpath", "-timeout", w.Timeout.String()}
 	switch l {

@@ -39,65 +39,60 @@ const (
 func run(args []string, stdout, stderr io.Writer) int {
 	fs := flag.NewFlagSet("mutants", flag.ContinueOnError)
 	fs.SetOutput(stderr)
-	var (
-		list     = fs.String("list", "testdata/mutants/mutants.txt", "the mutant list, relative to the module root")
-		check    = fs.Bool("check", false, "only verify that every anchor applies exactly once and the result parses; run no test")
-		only     = fs.String("run", "", "run only the mutants whose id matches this regular expression")
-		layersF  = fs.String("layers", "unit,faultsim", "layers to run: unit, faultsim, integration (DynamoDB Local; store mutants only)")
-		jobs     = fs.Int("j", 1, "mutants run in parallel, each in its own copy of the module")
-		minSim   = fs.Int("min-sim", 0, "fail when the simulation alone kills fewer mutants than this: of the core set (core: yes) run, or of all run when none is core")
-		goCmd    = fs.String("go", "go", "the go command")
-		logs     = fs.String("logs", "", "write each command's full output to this folder")
-		baseline = fs.Bool("baseline", true, "first run the layers on the unmutated copy (a failure there makes every verdict meaningless)")
-	)
+	var cfg config
+	list := fs.String("list", "testdata/mutants/mutants.txt", "the mutant list, relative to the module root")
+	check := fs.Bool("check", false, "only verify that every anchor applies exactly once and the result parses; run no test")
+	only := fs.String("run", "", "run only the mutants whose id matches this regular expression")
+	layersF := fs.String("layers", "unit,faultsim", "layers to run: unit, faultsim, integration (DynamoDB Local; store mutants only)")
+	fs.IntVar(&cfg.jobs, "j", 1, "mutants run in parallel, each in its own copy of the module")
+	minSim := fs.Int("min-sim", 0, "fail when the simulation alone kills fewer mutants than this: of the core set (core: yes) run, or of all run when none is core")
+	fs.StringVar(&cfg.goCmd, "go", "go", "the go command")
+	fs.StringVar(&cfg.logs, "logs", "", "write each command's full output to this folder")
+	fs.BoolVar(&cfg.baseline, "baseline", true, "first run the layers on the unmutated copy (a failure there makes every verdict meaningless)")
 	// DurationVar, not Duration: internal/dev/templatecheck reads every
 	// Duration("name", ...) call as a metric.
-	var timeout time.Duration
-	fs.DurationVar(&timeout, "timeout", 10*time.Minute, "go test -timeout of each layer; a command is killed 5 minutes after it")
+	fs.DurationVar(&cfg.timeout, "timeout", 10*time.Minute, "go test -timeout of each layer; a command is killed 5 minutes after it")
 	fs.Usage = func() {
 		fmt.Fprintln(stderr, "usage: go run ./internal/dev/mutation/cmd/mutants [flags]")
 		fs.PrintDefaults()
+	}
+	fail := func(code int, format string, args ...any) int {
+		fmt.Fprintf(stderr, "mutants: "+format+"\n", args...)
+		return code
 	}
 	if err := fs.Parse(args); err != nil {
 		return exitUsage
 	}
 	layers, err := mutation.ParseLayers(*layersF)
-	if err != nil || *jobs < 1 || timeout <= 0 || *minSim < 0 {
-		fmt.Fprintf(stderr, "mutants: bad flags: -layers %q (%v), -j %d, -timeout %s, -min-sim %d\n", *layersF, err, *jobs, timeout, *minSim)
-		return exitUsage
+	if err != nil || cfg.jobs < 1 || cfg.timeout <= 0 || *minSim < 0 {
+		return fail(exitUsage, "bad flags: -layers %q (%v), -j %d, -timeout %s, -min-sim %d", *layersF, err, cfg.jobs, cfg.timeout, *minSim)
 	}
 	if *minSim > 0 && !slices.Contains(layers, mutation.Faultsim) {
-		fmt.Fprintln(stderr, "mutants: -min-sim needs the faultsim layer")
-		return exitUsage
+		return fail(exitUsage, "-min-sim needs the faultsim layer")
 	}
 	root, err := modroot.Find("")
 	if err != nil {
-		fmt.Fprintln(stderr, "mutants:", err)
-		return exitUsage
+		return fail(exitUsage, "%v", err)
 	}
 	ms, err := mutation.Load(filepath.Join(root, *list))
 	if err != nil {
-		fmt.Fprintln(stderr, "mutants:", err)
-		return exitUsage
+		return fail(exitUsage, "%v", err)
 	}
 	if *only != "" {
 		re, err := regexp.Compile(*only)
 		if err != nil {
-			fmt.Fprintln(stderr, "mutants: -run:", err)
-			return exitUsage
+			return fail(exitUsage, "-run: %v", err)
 		}
 		ms = slices.DeleteFunc(ms, func(m mutation.Mutant) bool { return !re.MatchString(m.ID) })
 		if len(ms) == 0 {
-			fmt.Fprintf(stderr, "mutants: no mutant id matches %q\n", *only)
-			return exitUsage
+			return fail(exitUsage, "no mutant id matches %q", *only)
 		}
 	}
 
 	// Every run starts with the check: a rotted anchor stops it before
 	// any test runs.
 	if bad := checkAll(root, ms, stdout, *check); bad > 0 {
-		fmt.Fprintf(stderr, "mutants: %d of %d mutants do not apply to %s: update their find/replace in %s\n", bad, len(ms), root, *list)
-		return exitUsage
+		return fail(exitUsage, "%d of %d mutants do not apply to %s: update their find/replace in %s", bad, len(ms), root, *list)
 	}
 	if *check {
 		fmt.Fprintf(stdout, "all %d mutants apply\n", len(ms))
@@ -112,21 +107,18 @@ func run(args []string, stdout, stderr io.Writer) int {
 		fetch := exec.CommandContext(ctx, "bash", ".ci/dynamodb-local.sh", "fetch")
 		fetch.Dir, fetch.Stdout, fetch.Stderr = root, stderr, stderr
 		if err := fetch.Run(); err != nil {
-			fmt.Fprintln(stderr, "mutants: fetch DynamoDB Local:", err)
-			return exitFailed
+			return fail(exitFailed, "fetch DynamoDB Local: %v", err)
 		}
 	}
-	if *logs != "" {
-		if err := os.MkdirAll(*logs, 0o755); err != nil {
-			fmt.Fprintln(stderr, "mutants:", err)
-			return exitUsage
+	if cfg.logs != "" {
+		if err := os.MkdirAll(cfg.logs, 0o755); err != nil {
+			return fail(exitUsage, "%v", err)
 		}
 	}
 
-	results, err := runAll(ctx, root, ms, layers, config{jobs: *jobs, timeout: timeout, goCmd: *goCmd, logs: *logs, baseline: *baseline}, stderr)
+	results, err := runAll(ctx, root, ms, layers, cfg, stderr)
 	if err != nil {
-		fmt.Fprintln(stderr, "mutants:", err)
-		return exitFailed
+		return fail(exitFailed, "%v", err)
 	}
 	fmt.Fprintln(stdout)
 	mutation.WriteTable(stdout, results, layers)
@@ -159,12 +151,12 @@ func checkAll(root string, ms []mutation.Mutant, w io.Writer, verbose bool) int 
 	return bad
 }
 
+// config is the flags that shape a run of the layers.
 type config struct {
-	jobs     int
-	timeout  time.Duration
-	goCmd    string
-	logs     string
-	baseline bool
+	jobs        int
+	timeout     time.Duration
+	goCmd, logs string
+	baseline    bool
 }
 
 // runAll runs the mutants on cfg.jobs copies of the module, in list order
@@ -221,9 +213,7 @@ func runAll(ctx context.Context, root string, ms []mutation.Mutant, layers []mut
 		fatal []error
 	)
 	for _, w := range spaces {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
+		wg.Go(func() {
 			for i := range next {
 				if ctx.Err() != nil {
 					return
@@ -241,7 +231,7 @@ func runAll(ctx context.Context, root string, ms []mutation.Mutant, layers []mut
 					return // this copy can no longer be trusted
 				}
 			}
-		}()
+		})
 	}
 	wg.Wait()
 	if len(fatal) > 0 {
