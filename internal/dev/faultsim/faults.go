@@ -3,8 +3,9 @@ package faultsim
 import (
 	"fmt"
 	"hash/fnv"
+	"maps"
 	"math/rand/v2"
-	"sort"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -211,13 +212,8 @@ const PersistentInDefault = true
 
 // rates is every fault's default rate, the persistent ones included.
 func rates() map[Fault]float64 {
-	all := make(map[Fault]float64, len(defaultRates)+len(persistentRates))
-	for k, p := range defaultRates {
-		all[k] = p
-	}
-	for k, p := range persistentRates {
-		all[k] = p
-	}
+	all := maps.Clone(defaultRates)
+	maps.Copy(all, persistentRates)
 	return all
 }
 
@@ -255,14 +251,9 @@ type Faults map[Fault]float64
 // DefaultFaults turns every fault on at its default rate (the persistent
 // ones only if PersistentInDefault).
 func DefaultFaults() Faults {
-	f := Faults{}
-	for k, p := range defaultRates {
-		f[k] = p
-	}
+	f := Faults(maps.Clone(defaultRates))
 	if PersistentInDefault {
-		for k, p := range persistentRates {
-			f[k] = p
-		}
+		maps.Copy(f, persistentRates)
 	}
 	return f
 }
@@ -282,16 +273,12 @@ func ParseFaults(s string) (Faults, error) {
 		if part == "" {
 			continue
 		}
-		if part == "all" {
-			for k, p := range DefaultFaults() {
-				f[k] = p
-			}
+		switch part {
+		case "all":
+			maps.Copy(f, DefaultFaults())
 			continue
-		}
-		if part == "persistent" {
-			for k, p := range persistentRates {
-				f[k] = p
-			}
+		case "persistent":
+			maps.Copy(f, persistentRates)
 			continue
 		}
 		name, rate, hasRate := strings.Cut(part, "=")
@@ -336,7 +323,7 @@ func faultNames() []string {
 	for i, k := range Kinds {
 		out[i] = string(k)
 	}
-	sort.Strings(out)
+	slices.Sort(out)
 	return out
 }
 
@@ -408,9 +395,5 @@ func (in *injector) intn(f Fault, n int) int {
 func (in *injector) snapshot() map[Fault]int64 {
 	in.mu.Lock()
 	defer in.mu.Unlock()
-	out := make(map[Fault]int64, len(in.counts))
-	for k, v := range in.counts {
-		out[k] = v
-	}
-	return out
+	return maps.Clone(in.counts)
 }

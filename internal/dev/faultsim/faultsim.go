@@ -70,9 +70,9 @@ import (
 	"context"
 	"fmt"
 	"io"
-	"log/slog"
+	"maps"
 	"net/http"
-	"sort"
+	"slices"
 	"strings"
 	"time"
 
@@ -89,9 +89,7 @@ import (
 // fault wrappers and the write recorder under it; Config.WrapRecords
 // receives and returns it. It is the whole store.Store, so a planted bug
 // wraps whatever the handlers come to use of it.
-type Records interface {
-	store.Store
-}
+type Records = store.Store
 
 // Config describes one simulation run.
 type Config struct {
@@ -106,17 +104,12 @@ type Config struct {
 	// Interval is the virtual time over which the operations are created
 	// and dispatched (default: 20 ms per operation, at least 5 minutes).
 	Interval time.Duration
-	// Dir holds the store file and the artifacts; "" means a fresh
-	// temporary directory (on tmpfs where there is one), removed after.
-	Dir string
 	// Trace lists operations whose full history (messages, Genace calls,
 	// every record write, faults) the run keeps for the report. Runs of at
 	// most TraceAllBelow operations trace every operation.
 	Trace []string
 	// Progress, if set, receives a status line every few wall seconds.
 	Progress io.Writer
-	// Log receives the handlers' logs (nil: discarded).
-	Log *slog.Logger
 	// Store, if set, is the store the run uses instead of a fresh bbolt
 	// file: an empty one (a fresh DynamoDB Local table, say), so the
 	// deployed store's revision condition, terminal guard and audit
@@ -157,10 +150,6 @@ type Config struct {
 	// By default the application records it, as genjobs requires, so the
 	// sweep re-arms a lost or stale dispatch.
 	UnrecordedDispatch bool
-	// MaxVirtual bounds the virtual time of a run after the last
-	// operation's creation (default 48 h): an operation still unsettled
-	// then is reported, not waited for.
-	MaxVirtual time.Duration
 	// SweepLimit is the sweep's Limit, the records one run reads (default
 	// 1000, more than a run leaves overdue at once). A small one lets
 	// records the sweep passes over without moving them starve it.
@@ -406,7 +395,7 @@ func (r *Result) WriteSummary(w io.Writer) {
 			fmt.Fprintf(w, "      %s\n", h)
 		}
 	}
-	for _, op := range sortedKeys(r.Histories) {
+	for _, op := range slices.Sorted(maps.Keys(r.Histories)) {
 		fmt.Fprintf(w, "history of %s:\n", op)
 		for _, h := range r.Histories[op] {
 			fmt.Fprintf(w, "      %s\n", h)
@@ -421,24 +410,10 @@ func (r *Result) WriteSummary(w io.Writer) {
 	}
 }
 
-func sortedKeys[V any](m map[string]V) []string {
-	keys := make([]string, 0, len(m))
-	for k := range m {
-		keys = append(keys, k)
-	}
-	sort.Strings(keys)
-	return keys
-}
-
 func counts(m map[string]int64) string {
-	keys := make([]string, 0, len(m))
-	for k := range m {
-		keys = append(keys, k)
-	}
-	sort.Strings(keys)
-	parts := make([]string, len(keys))
-	for i, k := range keys {
-		parts[i] = fmt.Sprintf("%s %d", k, m[k])
+	var parts []string
+	for _, k := range slices.Sorted(maps.Keys(m)) {
+		parts = append(parts, fmt.Sprintf("%s %d", k, m[k]))
 	}
 	return strings.Join(parts, ", ")
 }
@@ -462,14 +437,8 @@ func RunContext(ctx context.Context, cfg Config) (*Result, error) {
 	if cfg.Interval <= 0 {
 		cfg.Interval = max(5*time.Minute, time.Duration(cfg.Operations)*20*time.Millisecond)
 	}
-	if cfg.MaxVirtual <= 0 {
-		cfg.MaxVirtual = 48 * time.Hour
-	}
 	if cfg.SweepLimit <= 0 {
 		cfg.SweepLimit = 1000
-	}
-	if cfg.Log == nil {
-		cfg.Log = slog.New(slog.DiscardHandler)
 	}
 	w, err := newWorld(cfg)
 	if err != nil {

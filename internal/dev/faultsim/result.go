@@ -36,9 +36,9 @@ func (w *world) result() (*Result, error) {
 	}
 	w.mu.Unlock()
 	for _, m := range w.maps {
-		st := m.m.Stats()
-		res.Invocations[m.fn] += st.Invocations
-		res.Records[m.fn] += st.Records
+		st := m.Stats()
+		res.Invocations[m.Function.Name] += st.Invocations
+		res.Records[m.Function.Name] += st.Records
 		res.Actions += st.Records
 		res.StaleDeletes += st.StaleDeletes
 	}

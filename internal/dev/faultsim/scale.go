@@ -5,7 +5,7 @@ import (
 	"io"
 	"maps"
 	"math"
-	"sort"
+	"slices"
 	"strings"
 	"sync"
 	"time"
@@ -227,8 +227,7 @@ func (c *scaleCounters) result() *Scale {
 		s.PeakWritesPerSec = max(s.PeakWritesPerSec, p[secWrites])
 		s.PeakSQSPerSec = max(s.PeakSQSPerSec, p[secSQS])
 	}
-	d := append([]time.Duration(nil), c.delivered...)
-	sort.Slice(d, func(i, j int) bool { return d[i] < d[j] })
+	d := slices.Sorted(slices.Values(c.delivered))
 	if n := len(d); n > 0 {
 		s.DeliveredP50 = d[max(0, int(math.Ceil(0.5*float64(n)))-1)]
 		s.DeliveredP99 = d[max(0, int(math.Ceil(0.99*float64(n)))-1)]
@@ -242,15 +241,15 @@ func (s *Scale) WriteScale(w io.Writer, operations int) {
 		return
 	}
 	fmt.Fprintf(w, "scale: %d operations\n", operations)
-	for _, fn := range sortedKeys(s.Functions) {
+	for _, fn := range slices.Sorted(maps.Keys(s.Functions)) {
 		f := s.Functions[fn]
 		fmt.Fprintf(w, "  %-8s %d invocations, records per invocation mean %.2f p50 %d p99 %d\n", fn, f.Invocations, f.Mean(), f.Quantile(0.5), f.Quantile(0.99))
 	}
 	per := func(n int64) float64 { return float64(n) / float64(max(operations, 1)) }
 	sqs := s.SQSSend + s.SQSReceive + s.SQSDelete + s.SQSChangeVisibility
 	fmt.Fprintf(w, "  SQS %d requests (%.2f per render: send %d, receive %d, delete %d, change visibility %d), peak %d/s\n", sqs, per(sqs), s.SQSSend, s.SQSReceive, s.SQSDelete, s.SQSChangeVisibility, s.PeakSQSPerSec)
-	by := make([]string, 0, len(s.WritesBy))
-	for _, k := range sortedKeys(s.WritesBy) {
+	var by []string
+	for _, k := range slices.Sorted(maps.Keys(s.WritesBy)) {
 		by = append(by, fmt.Sprintf("%s %.2f", k, per(s.WritesBy[k])))
 	}
 	fmt.Fprintf(w, "  store %d writes (%.2f per render: %s), peak %d/s\n", s.Writes, per(s.Writes), strings.Join(by, ", "), s.PeakWritesPerSec)

@@ -105,7 +105,7 @@ type world struct {
 	// replayer is the operator's replay (OperatorRace).
 	replayer *replay.Replayer
 	sweep    func(context.Context) error
-	maps     []*mapping
+	maps     []*topology.LocalMapping
 
 	models   map[string]genacesim.ModelConfig
 	delays   *schedule.Observation // the observation delays the handlers use
@@ -159,12 +159,6 @@ type world struct {
 	stepAt             atomic.Int64   // wall time of the driver's last step, for the watchdog
 }
 
-// mapping is one event source mapping and the function behind it.
-type mapping struct {
-	fn string
-	m  *eventsource.Mapping
-}
-
 // tally is what the Genace wrapper saw of one operation's POSTs.
 type tally struct {
 	rateLimited int      // POSTs answered 429: nothing created
@@ -187,19 +181,17 @@ func newWorld(cfg Config) (w *world, err error) {
 	for _, op := range cfg.Trace {
 		w.traceOps[op] = true
 	}
-	dir := cfg.Dir
-	if dir == "" {
-		base := ""
-		if st, err := os.Stat("/dev/shm"); err == nil && st.IsDir() {
-			base = "/dev/shm" // tmpfs: the artifact store's fsyncs cost nothing
-		}
-		if dir, err = os.MkdirTemp(base, "faultsim-"); err != nil {
-			if dir, err = os.MkdirTemp("", "faultsim-"); err != nil {
-				return nil, fmt.Errorf("faultsim: temp dir: %w", err)
-			}
-		}
-		w.cleanup = dir
+	base := ""
+	if st, err := os.Stat("/dev/shm"); err == nil && st.IsDir() {
+		base = "/dev/shm" // tmpfs: the artifact store's fsyncs cost nothing
 	}
+	dir, err := os.MkdirTemp(base, "faultsim-")
+	if err != nil {
+		if dir, err = os.MkdirTemp("", "faultsim-"); err != nil {
+			return nil, fmt.Errorf("faultsim: temp dir: %w", err)
+		}
+	}
+	w.cleanup = dir
 	w.clk = clock.NewManual(simStart)
 	w.order = rand.New(rand.NewPCG(cfg.Seed, 1))
 	w.inj = newInjector(cfg.Seed, cfg.Faults)
@@ -323,7 +315,7 @@ func (w *world) wireUp() error {
 	if w.cfg.WrapExtender != nil {
 		ext = w.cfg.WrapExtender(ext)
 	}
-	log := slog.New(&traceLog{w: w, next: w.cfg.Log.Handler()})
+	log := slog.New(&traceLog{w: w})
 	var arts deliver.Artifacts = w.arts
 	if w.cfg.WrapArtifacts != nil {
 		arts = w.cfg.WrapArtifacts(arts)
@@ -364,9 +356,7 @@ func (w *world) wireUp() error {
 		NoBatchingWindows: true,
 		Wrap:              w.wrapHandler,
 	})
-	for _, m := range local.Mappings {
-		w.maps = append(w.maps, &mapping{fn: m.Function.Name, m: m.Mapping})
-	}
+	w.maps = local.Mappings
 	return nil
 }
 
@@ -471,10 +461,14 @@ func (w *world) armSweep() {
 	}
 }
 
+// maxVirtual bounds a run's virtual time after the last creation: an
+// operation still unsettled then is reported, not waited for.
+const maxVirtual = 48 * time.Hour
+
 // drive runs the system until the queues are drained, nothing is planned
 // and the sweep finds nothing to re-arm, or the virtual time limit.
 func (w *world) drive(ctx context.Context) error {
-	limit := w.lastCreated.Add(w.cfg.MaxVirtual)
+	limit := w.lastCreated.Add(maxVirtual)
 	stop := w.watchdog()
 	defer stop()
 	lastProgress := time.Now()
@@ -519,9 +513,9 @@ func (w *world) step() (int, error) {
 	w.stepAt.Store(time.Now().UnixNano())
 	total := 0
 	for _, i := range w.order.Perm(len(w.maps)) {
-		n, err := w.maps[i].m.PollOnce(context.Background())
+		n, err := w.maps[i].PollOnce(context.Background())
 		if err != nil && !errors.Is(err, eventsource.ErrInvocation) {
-			return total, fmt.Errorf("faultsim: poll %s: %w", w.maps[i].fn, err)
+			return total, fmt.Errorf("faultsim: poll %s: %w", w.maps[i].Function.Name, err)
 		}
 		total += n
 	}
@@ -561,7 +555,7 @@ func (w *world) runDue() error {
 			err = w.runSweep()
 		case evOperator:
 			w.opArmed = false
-			if err = w.operatorRound(); err == nil && (w.planned > 0 || w.sweepArmed || !w.queuesEmpty()) {
+			if err = w.operatorRound(); err == nil && (w.planned > 0 || w.sweepArmed || !w.local.Empty()) {
 				w.armOperator()
 			}
 		case evOperatorOn:
@@ -735,13 +729,11 @@ func (w *world) runSweep() error {
 	if err != nil {
 		return fmt.Errorf("faultsim: due: %w", err)
 	}
-	if w.planned > 0 || len(due) > 0 || !w.queuesEmpty() {
+	if w.planned > 0 || len(due) > 0 || !w.local.Empty() {
 		w.armSweep()
 	}
 	return nil
 }
-
-func (w *world) queuesEmpty() bool { return w.local.Empty() }
 
 // watchdog fails loudly if a handler ever waits on the virtual clock,
 // which only the blocked driver could advance: better a stack dump than
@@ -775,7 +767,7 @@ func (w *world) progress() {
 	}
 	var inv int64
 	for _, m := range w.maps {
-		inv += m.m.Stats().Invocations
+		inv += m.Stats().Invocations
 	}
 	fmt.Fprintf(w.cfg.Progress, "[%s wall] virtual %s: %d/%d created, %d invocations, %d writes\n",
 		time.Since(w.wallStart).Round(time.Second), w.at(w.clk.Now()), created, len(w.ops), inv, w.rec.writes)

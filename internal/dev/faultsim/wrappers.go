@@ -28,6 +28,7 @@ import (
 	"github.com/genjobs/genjobs/internal/message"
 	"github.com/genjobs/genjobs/internal/operation"
 	"github.com/genjobs/genjobs/internal/review"
+	"github.com/genjobs/genjobs/internal/stack"
 	"github.com/genjobs/genjobs/internal/store"
 	"github.com/genjobs/genjobs/internal/worker"
 )
@@ -118,16 +119,11 @@ func (w *world) alive(ctx context.Context) {
 }
 
 // maybeCrash kills the invocation behind ctx if fault f strikes. Outside
-// an invocation (the application's own writes) nothing crashes.
-func (w *world) maybeCrash(ctx context.Context, f Fault, op string) {
-	w.maybeCrashHolding(ctx, f, op, false)
-}
-
-// maybeCrashHolding is maybeCrash for a worker that may hold op's
-// submission claim: if it dies holding it, before its POST's outcome was
-// written, nothing can tell whether the POST left, so the submission's
-// outcome is genuinely unknown (Result.UnknownSubmissions).
-func (w *world) maybeCrashHolding(ctx context.Context, f Fault, op string, claim bool) {
+// an invocation (the application's own writes) nothing crashes. A worker
+// that dies holding op's submission claim (claim), before its POST's
+// outcome was written, leaves nothing that tells whether the POST left:
+// the submission's outcome is genuinely unknown.
+func (w *world) maybeCrash(ctx context.Context, f Fault, op string, claim bool) {
 	inv := invOf(ctx)
 	if inv == nil || !w.inj.hit(f) {
 		return
@@ -135,8 +131,13 @@ func (w *world) maybeCrashHolding(ctx context.Context, f Fault, op string, claim
 	if claim {
 		w.unknownSubmission(op)
 	}
+	w.crash(inv, f, op, writerOf(ctx)+" worker dies")
+}
+
+// crash kills inv's worker by fault f, tracing what happened to op.
+func (w *world) crash(inv *invocation, f Fault, op, what string) {
 	inv.crashed = true
-	w.tracef(op, "FAULT %s: %s worker dies", f, writerOf(ctx))
+	w.tracef(op, "FAULT %s: %s", f, what)
 	panic(crashPanic{fault: f})
 }
 
@@ -432,7 +433,7 @@ func (s *faultStore) Update(ctx context.Context, rec operation.Record, expected 
 			s.lateWrite(ctx, saved)
 		}
 		s.w.crashAfterClaim(ctx, saved)
-		s.w.maybeCrashHolding(ctx, CrashAfterWrite, rec.OperationID, saved.Phase == operation.PhaseSubmitting)
+		s.w.maybeCrash(ctx, CrashAfterWrite, rec.OperationID, saved.Phase == operation.PhaseSubmitting)
 	}
 	return saved, err
 }
@@ -470,9 +471,7 @@ func (w *world) crashAfterClaim(ctx context.Context, saved operation.Record) {
 	// No POST left, but nothing can tell this claim from one whose POST
 	// is in flight: a submission as unknown as one whose answer was lost.
 	w.unknownSubmission(saved.OperationID)
-	inv.crashed = true
-	w.tracef(saved.OperationID, "FAULT %s: %s worker dies after its claim, before the POST; message %s stays hidden %s", CrashAfterClaim, writerOf(ctx), shortID(inv.records[i].MessageId), w.vis[inv.queueURL])
-	panic(crashPanic{fault: CrashAfterClaim})
+	w.crash(inv, CrashAfterClaim, saved.OperationID, fmt.Sprintf("%s worker dies after its claim, before the POST; message %s stays hidden %s", writerOf(ctx), shortID(inv.records[i].MessageId), w.vis[inv.queueURL]))
 }
 
 // PutReview injects CrashAfterWrite after a successful review write.
@@ -483,7 +482,7 @@ func (s *faultStore) PutReview(ctx context.Context, r review.Record) (bool, erro
 		if wrote {
 			s.w.tracef(r.OperationID, "review %s by %s: %s (%s)", r.ID, writerOf(ctx), r.Recommended, r.ErrorCategory)
 		}
-		s.w.maybeCrash(ctx, CrashAfterWrite, r.OperationID)
+		s.w.maybeCrash(ctx, CrashAfterWrite, r.OperationID, false)
 	}
 	return wrote, err
 }
@@ -786,7 +785,7 @@ func (s *sender) Send(ctx context.Context, queueURL string, body []byte, delay t
 	w := s.w
 	w.alive(ctx)
 	env, _ := message.Decode(body)
-	w.maybeCrash(ctx, CrashBeforeSend, env.OperationID)
+	w.maybeCrash(ctx, CrashBeforeSend, env.OperationID, false)
 	id, err := w.broker.Send(ctx, queueURL, body, delay)
 	if err != nil {
 		return id, err
@@ -849,11 +848,7 @@ type genaceClient struct {
 
 // Genace is what the handlers use of the Genace client; Config.WrapGenace
 // receives and returns it.
-type Genace interface {
-	Submit(ctx context.Context, req genace.SubmitRequest, timeout time.Duration) genace.SubmitResult
-	Get(ctx context.Context, jobID string, wait, timeout time.Duration) (*genace.Job, error)
-	Download(ctx context.Context, u genace.SignedURL, timeout time.Duration) (io.ReadCloser, int64, error)
-}
+type Genace = stack.Genace
 
 // Submit POSTs through the real client, tallies the outcome for
 // invariant a, and injects CrashAfterPost and VisibilityExpiry before the
@@ -895,7 +890,7 @@ func (g *genaceClient) Submit(ctx context.Context, req genace.SubmitRequest, tim
 	if res.Outcome == genace.OutcomeRateLimited {
 		t.rateLimited++
 	}
-	w.maybeCrash(ctx, CrashAfterPost, req.OperationID)
+	w.maybeCrash(ctx, CrashAfterPost, req.OperationID, false)
 	// The worker lives to see the answer: from here on invariant 2 holds
 	// the handler to every job id Genace's answers named on the wire, and
 	// to the one its client handed back.
