@@ -529,8 +529,7 @@ func (r *recorder) UpdateWithAudit(ctx context.Context, rec operation.Record, ex
 	return saved, err
 }
 
-// errAckLost is what a write whose every answer was lost reports: a
-// timeout, which says nothing about whether the write was applied.
+// errAckLost is a lost answer's timeout: it says nothing of the write.
 var errAckLost = fmt.Errorf("faultsim: the store's answer was lost: %w", context.DeadlineExceeded)
 
 // write sends a conditional write to the store and records it. LostAck
@@ -730,8 +729,7 @@ func (r *recorder) observe(ctx context.Context, expected int64, saved operation.
 	}
 }
 
-// sender is the queue the dispatcher sends through: it crashes the worker
-// before a send and sends some messages twice.
+// sender is the queue the dispatcher sends through.
 type sender struct{ w *world }
 
 // Send injects CrashBeforeSend before the send and DupSend after it.
@@ -791,10 +789,8 @@ func (e *extender) ChangeVisibility(ctx context.Context, queueURL, receiptHandle
 	return err
 }
 
-// genaceClient is the Genace client the handlers see: the real client
-// over loopback HTTP (where the simulator injects its own faults), plus
-// the faults only a client can meet: timeouts, pauses, a crash after the
-// POST, URLs expiring before the download.
+// genaceClient is the Genace client the handlers see: the real one, plus
+// the faults only a client can meet.
 type genaceClient struct {
 	w *world
 	c Genace
@@ -804,9 +800,8 @@ type genaceClient struct {
 // receives and returns it.
 type Genace = stack.Genace
 
-// Submit POSTs through the real client, tallies the outcome for
-// invariant a, and injects CrashAfterPost and VisibilityExpiry before the
-// answer reaches the handler.
+// Submit POSTs through the real client, tallies the outcome, and injects
+// the faults that strike before the answer reaches the handler.
 func (g *genaceClient) Submit(ctx context.Context, req genace.SubmitRequest, timeout time.Duration) genace.SubmitResult {
 	w := g.w
 	w.alive(ctx)
@@ -828,10 +823,7 @@ func (g *genaceClient) Submit(ctx context.Context, req genace.SubmitRequest, tim
 	defer w.posting(req.OperationID, false)
 	w.scale.count(func(s *Scale) *int64 { return &s.Posts }, secPosts, w.since())
 	res := g.c.Submit(ctx, req, timeout)
-	// A submission whose outcome is genuinely unknown: no answer reached
-	// the client, or the one that did is unknown by the contract, or the
-	// worker dies before the answer reaches its handler (counted as the
-	// panic unwinds).
+	// Counted as the panic unwinds, if the worker dies first.
 	posts := w.wire.since(req.OperationID, sent)
 	reached := false
 	defer func() {
@@ -845,9 +837,8 @@ func (g *genaceClient) Submit(ctx context.Context, req genace.SubmitRequest, tim
 		t.rateLimited++
 	}
 	w.maybeCrash(ctx, CrashAfterPost, req.OperationID, false)
-	// The worker lives to see the answer: from here on invariant 2 holds
-	// the handler to every job id Genace's answers named on the wire, and
-	// to the one its client handed back.
+	// The worker lives to see the answer: invariant b holds it to every
+	// job id the wire carried, and to the one its client handed back.
 	for _, p := range w.wire.since(req.OperationID, sent) {
 		if !p.lost && p.jobID != "" {
 			t.handedOut = append(t.handedOut, p.jobID)
@@ -876,12 +867,8 @@ func (g *genaceClient) Submit(ctx context.Context, req genace.SubmitRequest, tim
 
 // answerKnown says whether the last answer a POST got (after any re-send
 // by the transport) tells the outcome, by the contract: it reached the
-// client, and it is a 4xx but 408 (which a proxy may send after the
-// server acted), a 429, or a 2xx or 5xx that names the job by an id
-// automation can follow (message.ValidJobID: one outside it fits no
-// record or message, so only an operator can take the job up). A lost
-// answer, a 5xx without a job id, a 408, or anything else leaves it
-// unknown.
+// client and is a 4xx but 408 (a proxy may send one after the server
+// acted), or a 2xx or 5xx naming the job by an id automation can follow.
 func answerKnown(posts []wirePost) bool {
 	p := posts[len(posts)-1]
 	switch {
@@ -896,9 +883,8 @@ func answerKnown(posts []wirePost) bool {
 }
 
 // claimDuplicate injects ClaimDuplicate into a submit worker that holds
-// the claim of op: a second dispatch of the operation (the worker's own
-// message sent again, as an SQS duplicate or a re-emit would be) reaches
-// another worker, which handles it to the end before this one goes on.
+// the claim of op: its own message, sent again, reaches another worker,
+// which handles it to the end before this one goes on.
 func (w *world) claimDuplicate(ctx context.Context, op, when string) {
 	inv := invOf(ctx)
 	i := w.handling(inv, op)
@@ -915,9 +901,8 @@ func (w *world) claimDuplicate(ctx context.Context, op, when string) {
 	}
 }
 
-// MessageOf returns the queue message that the worker behind ctx is
-// handling for the operation, if any. It is for planted bugs
-// (Config.WrapRecords) that act on what the worker's message is.
+// MessageOf returns the queue message the worker behind ctx handles for
+// the operation, if any, for planted bugs (Config.WrapRecords).
 func MessageOf(ctx context.Context, operationID string) (events.SQSMessage, bool) {
 	inv := invOf(ctx)
 	if i := inv.opRecord(operationID); i >= 0 {
@@ -932,10 +917,8 @@ func (g *genaceClient) Get(ctx context.Context, jobID string, wait, timeout time
 	w.alive(ctx)
 	op := w.opOfJob(jobID)
 	if w.inj.hit(GetTimeout) {
-		// The request reaches Genace (its side effects happen); the answer
-		// does not come back before the client gives up. The wait costs
-		// no virtual time: the clock is the whole world's, and one
-		// worker's wait must not stall every other.
+		// The request reaches Genace, and the client's own timeout error
+		// follows at once: one worker's wait must not stall the world.
 		_, _ = g.c.Get(ctx, jobID, wait, timeout)
 		expired, cancel := context.WithDeadline(context.Background(), time.Unix(0, 0))
 		defer cancel()
@@ -964,10 +947,8 @@ func (g *genaceClient) Download(ctx context.Context, u genace.SignedURL, timeout
 	jobID := jobOfURL(u)
 	op := w.opOfJob(jobID)
 	if w.inj.hit(URLExpired) {
-		// The download reaches Genace after the URL's lifetime, as if the
-		// worker had paused that long between the GET that signed it and
-		// the copy: only Genace's clock jumps, for this one request, so
-		// the pause stalls nobody else.
+		// Only Genace's clock jumps, for this one request, so the pause
+		// stalls nobody else.
 		w.simClock.skew(urlTTL + time.Second)
 		defer w.simClock.skew(0)
 		w.tracef(op, "FAULT %s: %s downloads %s after the URL expired", URLExpired, writerOf(ctx), urlTTL+time.Second)
@@ -993,9 +974,8 @@ func jobOfURL(u genace.SignedURL) string {
 	return ""
 }
 
-// artifacts is the artifact store the deliver handler sees: localpack.Dir,
-// failing mid-copy now and then, with foreign objects appearing under
-// output keys, and counting what is stored per key.
+// artifacts is the artifact store deliver sees: localpack.Dir with
+// faults, counting what is stored per key.
 type artifacts struct {
 	w       *world
 	d       *localpack.Dir
@@ -1005,8 +985,7 @@ type artifacts struct {
 	armed   map[string]bool // keys a foreign object is put under right before the next Put
 }
 
-// Stat injects ForeignObject, then reads through, unless the worker is
-// dead.
+// Stat injects ForeignObject, then reads through.
 func (a *artifacts) Stat(ctx context.Context, key string) (artifact.Object, bool, error) {
 	a.w.alive(ctx)
 	a.foreignObject(ctx, key)
@@ -1014,9 +993,7 @@ func (a *artifacts) Stat(ctx context.Context, key string) (artifact.Object, bool
 }
 
 // foreignObject injects ForeignObject into a delivery's Stat of an empty
-// key: another writer puts an object of the output's size but other
-// content under it, now (before the Stat) or between the Stat and the
-// delivery's Put.
+// key: now, or armed for the delivery's Put.
 func (a *artifacts) foreignObject(ctx context.Context, key string) {
 	if inv := invOf(ctx); inv == nil || inv.fn != "deliver" || !a.w.inj.roll(ForeignObject) {
 		return
@@ -1054,9 +1031,8 @@ func (a *artifacts) plant(key, when string) {
 	a.w.tracef(opOfKey(key), "FAULT %s: another writer put %d bytes of other content under %s, %s", ForeignObject, len(body), key, when)
 }
 
-// Put injects ArtifactPutFailure mid-stream, or stores through
-// localpack.Dir and counts what it stored per key; a foreign object armed
-// for the key lands first.
+// Put lands an armed foreign object first, injects the persistent and
+// mid-stream failures, or stores through and counts what it stored.
 func (a *artifacts) Put(ctx context.Context, key string, r io.Reader, size int64, sum, contentType string) (artifact.Object, error) {
 	a.w.alive(ctx)
 	a.mu.Lock()
