@@ -26,9 +26,7 @@ func (w *world) granted(queueURL, msgID, handle string) {
 // hidden notes a successful visibility change of handle: hidden for d
 // from now (rounded up to whole seconds, as the queue counts).
 func (w *world) hidden(msgID, handle string, d time.Duration) {
-	if r := d % time.Second; r > 0 {
-		d += time.Second - r
-	}
+	d = (d + time.Second - 1).Truncate(time.Second)
 	w.mu.Lock()
 	if l, ok := w.leases[msgID]; ok && l.handle == handle {
 		w.leases[msgID] = leaseTruth{handle: handle, until: w.clk.Now().Add(d)}

@@ -141,23 +141,19 @@ func (w *world) result() (*Result, error) {
 	w.checkLiveness(res, finals)
 
 	sort.SliceStable(w.violations, func(i, j int) bool { return w.violations[i].OperationID < w.violations[j].OperationID })
-	index := map[string]int{}
-	for i, op := range w.ops {
-		index[op.id] = i
-	}
 	for i := range w.violations {
 		v := &w.violations[i]
 		if !w.traced(v.OperationID) {
 			continue
 		}
 		v.History = append([]string(nil), w.traces[v.OperationID]...)
-		if k, ok := index[v.OperationID]; ok {
+		if k := w.opIndex(v.OperationID); k >= 0 {
 			v.History = append(v.History, describe(finals[k])...)
 		}
 	}
 	res.Violations = w.violations
 	for _, op := range w.cfg.Trace {
-		if k, ok := index[op]; ok {
+		if k := w.opIndex(op); k >= 0 {
 			if res.Histories == nil {
 				res.Histories = map[string][]string{}
 			}

@@ -304,7 +304,7 @@ func (w *world) wireUp() error {
 	hs, err := local.Handlers(func(f topology.Function) (stack.Deps, bool) {
 		return stack.Deps{
 			// No overdue threshold in the handlers, as the simulation was
-			// measured with; the sweep's is topology.Stack's (sweepConfig).
+			// measured with; the sweep's is topology.Stack's.
 			Config: config.Config{Concurrency: 1},
 			Store:  records, Genace: g, Artifacts: arts, Extender: ext, Sender: w.disp, Delays: delays, Clock: w.clk, Log: log.With("function", f.Name),
 			Tune: []stack.Option{
@@ -314,9 +314,11 @@ func (w *world) wireUp() error {
 					// small never moves a whole-second Retry-After.
 					c.RetryJitter = 1e-15
 				}),
-				// Without the jitter, which comes from the global source.
-				stack.Tune(func(c *deliver.Config) { c.Retry = deliverRetry() }),
-				stack.Tune(func(c *sweep.Config) { *c = sweepConfig(w.cfg.SweepLimit) }),
+				stack.Tune(func(c *deliver.Config) {
+					c.Retry = deliver.Config{}.Defaults().Retry
+					c.Retry.Jitter = 0 // it comes from the global source
+				}),
+				stack.Tune(func(c *sweep.Config) { *c = topology.Stack.Sweep; c.Limit = w.cfg.SweepLimit }),
 			},
 		}, true
 	})
@@ -935,18 +937,4 @@ func (w *world) violate(inv Invariant, op, detail string) {
 	w.mu.Lock()
 	w.violations = append(w.violations, Violation{Invariant: inv, OperationID: op, Detail: detail})
 	w.mu.Unlock()
-}
-
-// deliverRetry is deliver's default retry backoff without its jitter.
-func deliverRetry() schedule.Backoff {
-	b := deliver.Config{}.Defaults().Retry
-	b.Jitter = 0
-	return b
-}
-
-// sweepConfig is the deployed sweep's configuration with the run's Limit.
-func sweepConfig(limit int) sweep.Config {
-	c := topology.Stack.Sweep
-	c.Limit = limit
-	return c
 }

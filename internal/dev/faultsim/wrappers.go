@@ -345,12 +345,7 @@ func (inv *invocation) opRecord(op string) int {
 	if inv == nil || op == "" {
 		return -1
 	}
-	for i, o := range inv.ops {
-		if o == op {
-			return i
-		}
-	}
-	return -1
+	return slices.Index(inv.ops, op)
 }
 
 // midCall injects VisibilityExpiry while a worker is inside a Genace call
