@@ -2,51 +2,42 @@
 // It runs the real handlers (submit, observe, deliver, triage, sweep) on
 // the embedded queue through the local event source mappings, on the
 // embedded bbolt store, against the Genace simulator over loopback HTTP/2
-// over TLS (through Go's own transport and a frame relay that can reset
-// streams, see relay.go), with outputs copied into a localpack.Dir, all
-// on ONE virtual clock. It injects, with seeded probabilities, the faults
-// a queue-driven Lambda system meets at each of its boundaries (Fault),
-// and when the queues are drained checks the design invariants against
-// the simulator's ground truth and the store, reporting every violation
-// with the operation's id and the command that replays the run.
+// over TLS (through Go's own transport and a frame relay, see relay.go),
+// with outputs copied into a localpack.Dir, all on ONE virtual clock. It
+// injects, with seeded probabilities, the faults a queue-driven Lambda
+// system meets at each of its boundaries (Fault), and checks the design
+// invariants against the simulator's ground truth and the store, naming
+// each violation's operation and the command that replays the run.
 //
 // # Time and concurrency
 //
-// One clock.Manual is shared by the broker, the invocation deadlines, the
+// One clock.Manual drives the broker, the invocation deadlines, the
 // handlers, the sweep and the simulator, and one goroutine drives
 // everything: a step polls each mapping once (PollOnce invokes the
 // handler synchronously) in an order drawn from the seed; when nothing is
-// visible, the clock jumps to the next event (a message turning visible,
-// or a planned creation, user change, reconcile, sweep or operator
-// round). Handlers take no virtual time, so thousands of minute-long
-// renders run in seconds. Planned events fall on whole seconds, like
-// queue delays.
+// visible, the clock jumps to the next event. Handlers take no virtual
+// time, so thousands of minute-long renders run in seconds.
 //
 // Nothing may wait on the virtual clock inside a handler, since only the
 // blocked driver could advance it: observe uses LongPoll 0, the simulator
-// adds no response delays, a GET timeout is the client's own error
-// returned at once, and an expired URL is Genace's clock running ahead
-// for one download. Faults that need two workers on one message run the
-// second one synchronously inside the first one's call (the message made
-// visible, the same mapping polled again): an interleaving chosen by the
-// seed, not the scheduler.
+// adds no delays, a GET timeout is the client's error returned at once,
+// an expired URL is Genace's clock running ahead for one download. Faults
+// that need two workers on one message run the second one synchronously
+// inside the first one's call: an interleaving chosen by the seed.
 //
 // With Concurrency 1 and every jitter drawn from the seed, a run is a
-// function of its Config. The one tie to the wall clock is the Genace
-// client's per-request timeout (5–20 s of wall time). The virtual clock
-// starts in the wall clock's future because net.Dialer refuses to dial
-// under a deadline the wall clock has passed.
+// function of its Config; the one tie to the wall clock is the Genace
+// client's per-request timeout (5–20 s of wall time).
 //
 // # What is checked
 //
 // A recorder right above the store checks every write against the two
 // before it (CheckWrite, invariant c) and each message's first write
-// against the revision the message names (CheckFirstWrite, g). A wire tap
-// on the simulator's side records every job id Genace's answers name.
-// After the run CheckFinal holds each operation's record, reviews and
-// audit entries against Genace's truth, the artifact store and the
-// sweep's re-arms (a, b, d, e, f, g). Each POST is held to its
-// authority (h) as it leaves, and checkLiveness holds each operation to i.
+// against the revision the message names (CheckFirstWrite, g); a wire tap
+// on the simulator's side records every job id Genace's answers name;
+// each POST is held to its authority (h) as it leaves. After the run
+// CheckFinal holds each operation to Genace's truth, the artifact store
+// and the sweep's re-arms (a, b, d, e, f, g), and checkLiveness to i.
 package faultsim
 
 import (

@@ -17,17 +17,8 @@ func (w *world) unusableID(op string) string {
 	w.unusable++
 	base := fmt.Sprintf("%s-%d", op, w.unusable)
 	w.mu.Unlock()
-	switch w.inj.intn(UnusableJobID, 5) {
-	case 0:
-		return "job+" + base
-	case 1:
-		return "job~" + base
-	case 2:
-		return "job_" + base + "@eu-west"
-	case 3:
-		return "_job_" + base
-	}
-	return "job_" + base + "_" + strings.Repeat("0", 130)
+	forms := []string{"job+" + base, "job~" + base, "job_" + base + "@eu-west", "_job_" + base, "job_" + base + "_" + strings.Repeat("0", 130)}
+	return forms[w.inj.intn(UnusableJobID, len(forms))]
 }
 
 // secondJob injects SecondJobID into a submit worker whose POST was just
