@@ -98,13 +98,11 @@ func stamp(t time.Time) string {
 }
 
 // CheckWrite checks one successful write (invariant c): the writer
-// expected the revision the store held, the revision moved by one, the
-// record left was not terminal, the phase moved along a legal edge (or
-// stayed), a known job id stayed, and the write was not computed from a
-// stale view: no count went back, and no fact the write before changed
-// (prev → old) was put back to its earlier value. old is the record
-// before the write (nil for a create, whose expected is 0), prev the one
-// before old (nil if unknown). It returns the problems.
+// expected the revision the store held, which moved by one; the record
+// left was not terminal; the phase moved along a legal edge; a known job
+// id stayed; and no count went back nor was a fact the write before
+// changed (prev → old) put back: no stale view. old is nil for a create,
+// prev nil if unknown. It returns the problems.
 func CheckWrite(expected int64, prev, old *State, next State) []string {
 	var out []string
 	if old == nil {
@@ -141,17 +139,11 @@ func CheckWrite(expected int64, prev, old *State, next State) []string {
 }
 
 // CheckFirstWrite checks the first write a handler attempts for one
-// queue message (invariant g: the chain never forks). A message names the
-// revision it was sent for, and its handler may act only on that
-// revision; where the handler carries on with its own earlier progress
-// (ownProgress: a delivery storing one output per write, a redelivered
-// claimant parking its own claim), also on a later revision its own
-// message wrote. A write conditioned on any other revision means a
-// message acted on a record it was not sent for, so two messages drive
-// the operation at once. Writes after the first (an outcome re-applied
-// after a conflict) follow from it and are not checked here. appliedBy is
-// the message that wrote the expected revision ("" when unknown). It
-// returns the problem, or "".
+// message (invariant g): it must be conditioned on the revision the
+// message names, or, with ownProgress (a delivery storing one output per
+// write, a redelivered claimant parking its own claim), on one the same
+// message wrote (appliedBy, "" when unknown); otherwise two messages
+// drive the operation at once. It returns the problem, or "".
 func CheckFirstWrite(msgID string, msgRevision, expected int64, appliedBy string, ownProgress bool) string {
 	if expected == msgRevision || (ownProgress && appliedBy != "" && appliedBy == msgID) {
 		return ""
@@ -166,13 +158,10 @@ func CheckFirstWrite(msgID string, msgRevision, expected int64, appliedBy string
 	return fmt.Sprintf("forked chain: message %s was sent for r%d but its first write is conditioned on r%d (written by %s)", msgID, msgRevision, expected, by)
 }
 
-// CheckAuthority checks a POST against the queue's truth about the
-// worker's message and the function's deadline (invariant h): current
-// says the worker's receipt handle is still the message's (nobody
-// received it since), remaining how long the message stays hidden, left
-// how long until Lambda kills the function, need what the POST and the
-// write of its outcome take. A function killed between the two loses the
-// job id the answer carried. It returns the problem, or "".
+// CheckAuthority checks a POST (invariant h): current says the worker's
+// receipt handle is still the message's, remaining how long the message
+// stays hidden, left how long until Lambda kills the function, need what
+// the POST and the write of its outcome take. It returns the problem, or "".
 func CheckAuthority(current bool, remaining, left, need time.Duration) string {
 	switch {
 	case !current:
@@ -187,57 +176,36 @@ func CheckAuthority(current bool, remaining, left, need time.Duration) string {
 	return ""
 }
 
-// SweepBound is how often the sweep may re-arm one operation's chain (send
-// it a message): once for every fault that ends a chain by design on that
-// operation (a concurrent write that wins a handler's race, so the loser
-// writes and sends nothing; a message dead-lettered; a worker that dies
-// after its write with no message left to redeliver, see
-// DeadWorkerEndsChain). A healthy chain carries itself: each write sends
-// its follow-up, a redelivered message re-emits one its worker died
-// before sending, and the sweep's own crash before its send only delays
-// its one re-arm. With these faults attributed, every operation of the
-// default run on six seeds needs no more re-arms than its stops, so the
-// bound allows no slack: a chain that dies by itself even once (a write
-// of its own taken for a lost race, a follow-up sent for the wrong
-// revision) exceeds it.
+// SweepBound is how often the sweep may re-arm one operation's chain:
+// once for every fault that ends a chain by design on it (a concurrent
+// write that wins a handler's race, a message dead-lettered, a worker
+// dead with no message left to redeliver, see DeadWorkerEndsChain). A
+// healthy chain carries itself, so there is no slack: a chain that dies
+// by itself even once exceeds it.
 func SweepBound(stops int) int { return stops }
 
-// DeadWorkerEndsChain says whether a worker that died mid-invocation ended
-// its operation's chain by design, so the sweep's re-arm is the only way
-// on. A worker that dies after its write and before its follow-up is
-// normally carried on by its message's redelivery, which re-emits the
-// follow-up; but when another worker took the message meanwhile (its
-// visibility ran out) and acknowledged it, nothing is redelivered, and
-// the dead worker could not have known (it held no claim on the message
-// any more; a late POST answer it applied is the outcome of the only
-// POST and must be written). The chain then ends with the dead worker's
-// write, as with a dead-lettered message. It ends only if that write is
-// the record's latest (wroteLatest: had another writer followed, that
-// writer's follow-up carries the chain) and the record is still active;
-// and only if the message is gone from the queue (messageGone): a
-// message still queued, under any receipt handle, comes back and
-// re-emits.
+// DeadWorkerEndsChain says whether a worker that died mid-invocation
+// ended its operation's chain by design. Its message's redelivery
+// normally re-emits the follow-up, but not when another worker took and
+// acknowledged the message meanwhile (messageGone). The chain then ends
+// with the dead worker's write, if that write is the record's latest
+// (another writer's follow-up would carry it) and the record is active.
 func DeadWorkerEndsChain(wroteLatest, messageGone, terminal bool) bool {
 	return wroteLatest && messageGone && !terminal
 }
 
-// SweepBeforeRedelivery says whether a message that stays hidden for
-// hiddenFor more (its worker died holding it, or failed it) may come back
-// only after the sweep has re-armed its operation: the sweep re-arms a
-// next action overdue by overdue, and the deployed visibilities (6 × the
-// consumer's timeout: 6 to 27 minutes) outlast the 5 minute threshold. The
-// chain then goes on by the sweep's re-arm, by design, and the stale
-// redelivery is acknowledged as obsolete.
+// SweepBeforeRedelivery says whether a message hidden for hiddenFor more
+// comes back only after the sweep re-armed its operation (a next action
+// overdue by overdue): the deployed visibilities outlast the threshold,
+// and the stale redelivery is then acknowledged as obsolete.
 func SweepBeforeRedelivery(hiddenFor, overdue time.Duration) bool {
 	return hiddenFor > overdue
 }
 
 // DispatchDropped says whether rec is a prepared request that waits for
-// the application: its allowance no longer covers it (a precondition of
-// the submission fails) and no dispatch is pending, since only a new
-// authorization can make one useful. The sweep takes such a record out of
-// its index with a review; left in it with its old due time, it would be
-// read first by every sweep run and starve the rest (see sweep.Limit).
+// the application's re-authorization: a precondition of the submission
+// fails and no dispatch is pending. The sweep takes such a record out of
+// its index with a review, lest it starve every run (see sweep.Limit).
 func DispatchDropped(rec *operation.Record) bool {
 	_, bad := operation.FailedCheck(operation.SubmitChecks(rec))
 	return rec.Phase == operation.PhasePrepared && rec.Schedule == nil && bad
@@ -258,24 +226,19 @@ type Final struct {
 	// Audit counts operator decisions on the operation (audit entries).
 	Audit int
 	// AuditedWrites are the revisions the operator's audited writes
-	// produced (store.Store.UpdateWithAudit, by the recorder), and
-	// AuditRevisions the revisions of the audit entries the store holds
-	// that say they wrote the record (Revision above FromRevision).
+	// produced, by the recorder, and AuditRevisions those the store's
+	// audit entries say they wrote (Revision above FromRevision).
 	AuditedWrites, AuditRevisions []int64
 	// SettledOutside is the revision the operator's "settled outside
-	// Genace" decision wrote (0: none): the one settlement not on
-	// Genace's word.
+	// Genace" decision wrote (0: none).
 	SettledOutside int64
 	// Confirmed counts the operator's "confirmed not submitted" decisions
-	// that were true when made: Genace had no job for the operation and
-	// no POST of it was in flight. Each allows one more POST (an operator
-	// may decide on a new render; automation never does). A confirmation
-	// Genace's truth contradicted allows nothing: the operator was misled.
+	// that were true when made (no job on Genace, no POST in flight):
+	// each allows one more POST.
 	Confirmed int
-	// ReviewJobIDs are the job ids carried by the operation's open
-	// reviews, ReviewReasons what those reviews say (where the evidence of
-	// a job id outside the definition is quoted), and Reviews how many
-	// open reviews it has.
+	// ReviewJobIDs are the job ids the open reviews carry, ReviewReasons
+	// what they say (quoting a job id outside the definition), Reviews
+	// how many there are.
 	ReviewJobIDs  []string
 	ReviewReasons []string
 	Reviews       int
@@ -289,19 +252,15 @@ type Final struct {
 	Posts, RateLimited int
 	// Returned are the job ids the client handed back to a live handler.
 	Returned []string
-	// HandedOut are the job ids Genace's answers carried on the wire (a
-	// 202 body's id, a 5xx's error.job_id, whatever else the body said)
-	// to a worker that lived to see the answer: the ids the system was
-	// told, whether or not its client understood the answer.
+	// HandedOut are the job ids Genace's answers carried on the wire to a
+	// worker that lived to see the answer, understood or not.
 	HandedOut []string
-	// SweepRearms counts the sweep's re-arms of the operation's chain,
-	// and SweepBound how many the run allows it (see SweepBound).
+	// SweepRearms counts the sweep's re-arms of the chain; SweepBound is
+	// how many the run allows.
 	SweepRearms, SweepBound int
-	// Outputs are Genace's outputs of the record's job, read when the
-	// record is delivered (nil otherwise).
+	// Outputs are Genace's outputs of a delivered record's job.
 	Outputs []Output
-	// Stored maps the key of each of the record's deliveries to the
-	// sha256 the artifact store holds under it ("" when nothing).
+	// Stored maps each delivery's key to the sha256 stored under it.
 	Stored map[string]string
 	// Created counts, per key, the Puts that stored a new object.
 	Created map[string]int
@@ -318,10 +277,9 @@ func CheckFinal(f Final) []Violation {
 	}
 	review := worker.NeedsReview(rec)
 
-	// (a) At most one POST per operation: one job created at most, and no
-	// POST after the first except after a 429. An operator's informed
-	// confirmation that nothing was submitted allows one more, and so does
-	// each duplicate Genace's gateway made of a POST by itself.
+	// (a) One job and one POST (429s aside) per operation; each informed
+	// operator confirmation and each duplicate of Genace's own allows one
+	// more.
 	dups := 0
 	for _, j := range f.Jobs {
 		if j.DuplicateOf != "" {
@@ -339,10 +297,9 @@ func CheckFinal(f Final) []Violation {
 		add(InvPosts, "%d POSTs reached Genace but only %d of them were answered 429: at most %d were allowed", f.Posts, f.RateLimited, 1+f.RateLimited+f.Confirmed)
 	}
 
-	// (b) Every job id Genace handed out is kept; a job whose id never
-	// came back leaves the operation for review (reconciliation finds it).
-	// An id outside the job id definition cannot be a record's or a
-	// review's job id: an open review quoting it as evidence keeps it.
+	// (b) Every job id Genace handed out is kept (an id outside the
+	// definition by an open review quoting it); a job whose id never came
+	// back leaves the operation for review.
 	kept := func(j string) bool {
 		if rec.RemoteJobID == j || slices.Contains(f.ReviewJobIDs, j) {
 			return true
@@ -388,9 +345,7 @@ func CheckFinal(f Final) []Violation {
 		add(InvJobID, "the record holds job %s, which Genace created for %s", rec.RemoteJobID, owner)
 	}
 
-	// (c) An audited write and its audit entry are one transaction:
-	// every audited write left its entry, and every entry that says it
-	// wrote the record names a revision an audited write produced.
+	// (c) An audited write and its audit entry are one transaction.
 	for _, r := range f.AuditedWrites {
 		if !slices.Contains(f.AuditRevisions, r) {
 			add(InvWrites, "the operator's audited write of r%d is in the store without its audit entry (entries for %v)", r, f.AuditRevisions)
@@ -402,10 +357,8 @@ func CheckFinal(f Final) []Violation {
 		}
 	}
 
-	// (d) Terminal or waiting for review: nothing lost, nothing stuck. A
-	// prepared request whose allowance no longer covers it waits for the
-	// application's re-authorization, out of the sweep's index, with a
-	// review telling an operator.
+	// (d) Terminal or waiting for review (DispatchDropped waits for the
+	// application, with a review): nothing lost, nothing stuck.
 	if DispatchDropped(rec) {
 		review = true
 	}
@@ -482,9 +435,8 @@ func CheckFinal(f Final) []Violation {
 		}
 	}
 
-	// (f) A failed operation is settled only on Genace's word, or by an
-	// operator's audited settlement outside Genace that wrote the record
-	// as it ends.
+	// (f) A failed operation is settled only on Genace's word, or by the
+	// operator's audited settlement outside Genace that ended it.
 	if rec.Phase == operation.PhaseFailed && rec.Settlement == operation.SettlementSettled && f.SettledOutside != rec.Revision {
 		switch {
 		case job == nil:

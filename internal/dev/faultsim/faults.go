@@ -3,8 +3,9 @@ package faultsim
 import (
 	"fmt"
 	"hash/fnv"
+	"maps"
 	"math/rand/v2"
-	"sort"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -17,28 +18,23 @@ type Fault string
 
 // The faults, one per boundary of a queue-driven Lambda system.
 const (
-	// DupSend sends a follow-up message twice (SQS at-least-once, or a
-	// sender retry after an unseen success); the copy arrives up to 3 s
-	// later.
+	// DupSend sends a follow-up twice (SQS at-least-once, a sender retry);
+	// the copy arrives up to 3 s later.
 	DupSend Fault = "dup_send"
 	// DupReceive hands a received message to a second worker before the
-	// first starts on it: the first one's visibility is cut to 0 and the
-	// mapping polls again, so both work on the same message.
+	// first starts on it, so both work on the same message.
 	DupReceive Fault = "dup_receive"
-	// VisibilityExpiry pauses a worker inside its Genace call (POST, GET or
-	// download) after the request was answered and before the answer is
-	// handed back: meanwhile its message's visibility runs out and a
-	// second worker takes the message and handles it to the end.
+	// VisibilityExpiry pauses a worker inside its Genace call, after the
+	// answer and before the handler sees it, while a second worker takes
+	// its message and handles it to the end.
 	VisibilityExpiry Fault = "visibility_expiry"
 	// CrashAfterWrite kills the worker right after a successful store
-	// write (record update or review): nothing of its invocation is
-	// acknowledged and its batch comes back after the visibility timeout.
+	// write: nothing of its invocation is acknowledged.
 	CrashAfterWrite Fault = "crash_after_write"
 	// CrashBeforeSend kills the worker just before it sends a follow-up.
 	CrashBeforeSend Fault = "crash_before_send"
 	// CrashAfterPost kills the worker after Genace answered its POST and
-	// before the answer reached the handler: the job (if any) exists, its
-	// id is lost with the process.
+	// before the handler saw the answer: the job's id dies with it.
 	CrashAfterPost Fault = "crash_after_post"
 	// LeaseRenewalFailure fails ChangeMessageVisibility.
 	LeaseRenewalFailure Fault = "lease_renewal_failure"
@@ -53,16 +49,13 @@ const (
 	Post5xxJobCreated Fault = "post_5xx_job_created"
 	// PostReject: a definite 400 rejection; nothing created.
 	PostReject Fault = "post_reject"
-	// RateLimitStorm is a burst of 429s: 10–40 s of virtual time in which
-	// 80% of POSTs and 30% of GETs are refused with Retry-After 1–5 s. Its
-	// rate is per virtual minute, not per request. Each 429 it causes is
-	// counted as RateLimited.
+	// RateLimitStorm is 10–40 s of virtual time in which 80% of POSTs and
+	// 30% of GETs get 429 with Retry-After 1–5 s; its rate is per virtual
+	// minute. Each 429 counts as RateLimited.
 	RateLimitStorm Fault = "rate_limit_storm"
-	// RateLimited counts the 429 answers of the storms; it has no knob of
-	// its own.
+	// RateLimited counts the storms' 429s; it has no knob of its own.
 	RateLimited Fault = "rate_limited_429"
-	// GetTimeout: a job GET reaches Genace but its answer never comes back
-	// before the client's timeout; the caller gets the client's own
+	// GetTimeout: a GET reaches Genace but the caller gets the client's
 	// timeout error.
 	GetTimeout Fault = "get_timeout"
 	// Get5xx: a job GET answered 500/502/503.
@@ -70,125 +63,90 @@ const (
 	// Download5xx: a signed-URL download answered 502.
 	Download5xx Fault = "download_5xx"
 	// URLExpired: the download reaches Genace after the signed URL's
-	// lifetime, as if the worker had paused between the GET that signed it
-	// and the copy (Genace's clock runs ahead for that one request).
+	// lifetime, as if the worker had paused before the copy.
 	URLExpired Fault = "url_expired"
-	// ArtifactPutFailure: the artifact store fails after reading part of
-	// the stream.
+	// ArtifactPutFailure: the artifact store fails mid-stream.
 	ArtifactPutFailure Fault = "artifact_put_failure"
-	// StoreConflict: a concurrent writer (the application raising the
-	// budget) rewrites the record right before a handler's conditional
-	// update, which therefore conflicts; or, right after a handler's
-	// write ended the operation, tries to, at its current revision, which
-	// the store's terminal guard must refuse.
+	// StoreConflict: the application raises the budget right before a
+	// handler's conditional update, which therefore conflicts; or right
+	// after a handler's write ended the operation, which the store's
+	// terminal guard must refuse.
 	StoreConflict Fault = "store_conflict"
-	// ReconcileFail: Genace's operators run reconcile-jobs --fail on the
-	// operation's running job (failed, charged, never refunded).
+	// ReconcileFail: Genace's operators fail the running job (charged,
+	// never refunded).
 	ReconcileFail Fault = "reconcile_fail"
-	// UserChangeSpec: the user changes a prepared request
-	// (operation.ChangeSpec, re-authorized, dispatched again).
+	// UserChangeSpec: the user changes a prepared request (re-authorized,
+	// dispatched again).
 	UserChangeSpec Fault = "user_change_spec"
-	// UserSupersede: the user replaces an accepted request
-	// (operation.Supersede).
+	// UserSupersede: the user replaces an accepted request.
 	UserSupersede Fault = "user_supersede"
-	// CrashAfterClaim kills the submit worker right after its claim write,
-	// before the POST, and its message stays hidden as long as the
-	// deployed queue hides it (6 × the function timeout, longer than the
-	// sweep's claim timeout): the sweep, not the redelivery, finds the
-	// stale claim first and parks it (claim_expired).
+	// CrashAfterClaim kills the submit worker after its claim write,
+	// before the POST; its message stays hidden as the deployed queue
+	// hides it, so the sweep parks the stale claim first.
 	CrashAfterClaim Fault = "crash_after_claim"
-	// H2Reset: Genace (or a proxy in front of it) reads the whole POST,
-	// creates the job, and resets the HTTP/2 stream (REFUSED_STREAM or
-	// PROTOCOL_ERROR) instead of answering. Go's HTTP/2 transport re-sends
-	// such a request by itself when it can rewind the body.
+	// H2Reset: Genace reads the whole POST, creates the job and resets the
+	// HTTP/2 stream (REFUSED_STREAM or PROTOCOL_ERROR), which Go's
+	// transport may answer by sending the request again.
 	H2Reset Fault = "post_h2_stream_reset"
-	// BodyDrift: Genace answers a POST with a 202 job or a 5xx envelope
-	// that names the job id where the contract puts it but otherwise
-	// drifts from the contract (an unknown state, no credits object,
-	// extra fields, a number where a string belongs).
+	// BodyDrift: Genace's 202 or 5xx names the job id where the contract
+	// puts it but otherwise drifts from the contract.
 	BodyDrift Fault = "post_body_drift"
 	// LostAck: the store applies a conditional write and its answer is
-	// lost: the store's client sends the write again (the SDK's retryer),
-	// which then meets the write itself, or the caller gets a timeout.
+	// lost (see recorder.write).
 	LostAck Fault = "store_lost_ack"
-	// ClaimDuplicate: a second dispatch of the operation (an SQS
-	// duplicate, a re-emit) reaches another worker while the first holds
-	// the submission claim, between its claim write and its POST's
-	// answer; the second worker handles it to the end first.
+	// ClaimDuplicate: a second dispatch reaches another worker, which
+	// handles it to the end while the first holds the submission claim.
 	ClaimDuplicate Fault = "dispatch_dup_during_claim"
-	// ReceiveGap: time passes between the event source mapping's receive
-	// and the handler (batching window or cold start, 1-45 s; a third of
-	// the time a throttled invoke, from 30 s short of the queue's
-	// visibility to 15 s beyond it): the batch's visibility has run down
-	// by then, or out.
+	// ReceiveGap: time passes between the mapping's receive and the
+	// handler (a batching window, a cold start, a throttled invoke), so
+	// the batch's visibility has run down, or out.
 	ReceiveGap Fault = "receive_gap"
 	// StaleDelete: a handled message's visibility ran out before its
-	// acknowledgement; another worker received it and handles it after
-	// the first one finished. The first worker's delete carries a stale
-	// receipt handle: SQS answers such a delete with success and keeps
-	// the message, so an acknowledged message comes back.
+	// acknowledgement, and another worker handles it afterwards; the
+	// stale delete leaves it queued, as SQS's does.
 	StaleDelete Fault = "stale_delete"
-	// OperatorRace: an operator plans and replays an operation (dispatch,
-	// observe, deliver, reconcile --job-id or --confirmed-not-submitted,
-	// whichever the plan says) at a random moment: while a handler is in
-	// the middle of its Genace call, or between the replay's read and its
-	// write.
+	// OperatorRace: an operator plans and replays an operation at a
+	// random moment: while a handler is inside its Genace call, or with
+	// the application writing between the replay's read and its write.
 	OperatorRace Fault = "operator_race"
-	// Post408: Genace (or a proxy in front of it) creates the job and
-	// answers 408 Request Timeout without its id. The contract lists 408
-	// nowhere among the answers that create nothing: the outcome is
-	// unknown.
+	// Post408: Genace creates the job and answers 408 without its id: an
+	// unknown outcome, by the contract.
 	Post408 Fault = "post_408_after_create"
-	// UnusableJobID: Genace answers a POST with a 202 that names the job
-	// it created by an id outside the job id definition (message.ValidJobID:
-	// a '+', '~', '@' or '=' in it, a leading '_', more than 128
-	// characters), which no record or follow-up message may carry.
+	// UnusableJobID: Genace's 202 names the job by an id outside the job
+	// id definition (message.ValidJobID).
 	UnusableJobID Fault = "post_unusable_job_id"
-	// SecondJobID: Genace's gateway runs one POST twice, creating a second
-	// job (charged too) for the operation, and the answer that names one
-	// of them reaches its worker late: meanwhile the worker's message came
-	// back to another worker, which marked the claim uncertain, and an
-	// operator reconciled the operation with the other job, the one
-	// Genace's support listed. The late answer then offers a second job
-	// id for a record that holds one, and the operator works the review
-	// it leaves right after.
+	// SecondJobID: Genace's gateway runs one POST twice, and the answer
+	// reaches its worker late, after an operator reconciled the
+	// operation with the other job (see secondJob).
 	SecondJobID Fault = "genace_second_job"
-	// ForeignObject: before a delivery stores an output, another writer
-	// (a restore, a manual upload, a second stack on the same prefix) puts
-	// an object of the output's size but other content under its key:
-	// before the delivery's Stat, or between its Stat and its Put.
+	// ForeignObject: another writer puts an object of the output's size
+	// but other content under its key, before the delivery's Stat or
+	// between its Stat and its Put.
 	ForeignObject Fault = "artifact_foreign_object"
-	// UnauthorizedChange: the user changes a prepared request and the
-	// application's re-authorization never follows (the new estimate
-	// exceeds the budget, the user does not confirm): the dispatch
-	// recorded on the record fails its precondition from then on.
+	// UnauthorizedChange: the user changes a prepared request and no
+	// re-authorization follows: the recorded dispatch fails its
+	// precondition from then on.
 	UnauthorizedChange Fault = "user_change_unauthorized"
-	// InvocationTimeUsed: a handler reaches its record with only part of
-	// its function timeout left (1 s up to a minute): the records
-	// before it in the batch, a slow store or a throttled call used the
-	// rest. Lambda kills the function at its deadline; no virtual time
-	// passes inside a handler, so here none is killed, and invariant h
-	// holds each POST to that deadline instead.
+	// InvocationTimeUsed: a handler reaches its batch with only 1 s to a
+	// minute of its timeout left; invariant h holds each POST to that
+	// deadline (no virtual time passes inside a handler).
 	InvocationTimeUsed Fault = "invocation_time_used"
 
-	// The persistent faults: each strikes one operation (drawn with the
-	// workload, at its rate per operation) and lasts to the end of the
-	// run, for hours of virtual time, so no retry can outlast it. Each is
-	// counted once per operation it strikes. Automation must give up on
-	// such an operation and park it with a review within LivenessBound.
+	// The persistent faults each strike one operation (drawn with the
+	// workload) to the end of the run, counted once per operation.
+	// Automation must park such an operation with a review within
+	// LivenessBound.
 
 	// PersistentGet5xx: every GET of the operation's job answers 500.
 	PersistentGet5xx Fault = "get_5xx_persistent"
-	// UndecodableBody: every GET of the operation's job answers 200 with
-	// a body the client can never decode: a state value the contract does
-	// not list, or (one operation in three) a body over
-	// genace.MaxBodyBytes.
+	// UndecodableBody: every GET of the job answers 200 with a body the
+	// client cannot decode (an unlisted state, or one in three over
+	// genace.MaxBodyBytes).
 	UndecodableBody Fault = "get_body_undecodable"
-	// CopyNeverVerifies: every download of the job's outputs serves bytes
-	// of the right size whose sha256 is not the one Genace's job names.
+	// CopyNeverVerifies: every download of the job's outputs has the
+	// right size and the wrong sha256.
 	CopyNeverVerifies Fault = "copy_sha256_mismatch"
-	// ArtifactStoreDown: every Put under the operation's keys fails, as
-	// S3 does for a prefix a policy denies or a bucket it cannot reach.
+	// ArtifactStoreDown: every Put under the operation's keys fails.
 	ArtifactStoreDown Fault = "artifact_store_persistent"
 )
 
@@ -203,21 +161,13 @@ var persistentRates = map[Fault]float64{
 }
 
 // PersistentInDefault says whether DefaultFaults and "all" include the
-// persistent faults. Handlers that do not park a failure that persists
-// make every one of them a liveness violation (as on the code before
-// issue 20, see TestPersistentFaultsAreReported); with parking they are
-// on.
+// persistent faults (see TestPersistentFaultsAreReported).
 const PersistentInDefault = true
 
 // rates is every fault's default rate, the persistent ones included.
 func rates() map[Fault]float64 {
-	all := make(map[Fault]float64, len(defaultRates)+len(persistentRates))
-	for k, p := range defaultRates {
-		all[k] = p
-	}
-	for k, p := range persistentRates {
-		all[k] = p
-	}
+	all := maps.Clone(defaultRates)
+	maps.Copy(all, persistentRates)
 	return all
 }
 
@@ -232,10 +182,8 @@ var Kinds = []Fault{
 	PersistentGet5xx, UndecodableBody, CopyNeverVerifies, ArtifactStoreDown,
 }
 
-// defaultRates are the probabilities of DefaultFaults: per opportunity
-// (a send, a received record, a Genace call, a write, a POST, an
-// operation), high enough that a thousand operations meet every fault
-// many times, low enough that most operations still finish.
+// defaultRates are DefaultFaults' probabilities per opportunity: a
+// thousand operations meet every fault many times, and most finish.
 var defaultRates = map[Fault]float64{
 	DupSend: 0.03, DupReceive: 0.01, VisibilityExpiry: 0.01,
 	CrashAfterWrite: 0.005, CrashBeforeSend: 0.005, CrashAfterPost: 0.005, LeaseRenewalFailure: 0.05,
@@ -255,14 +203,9 @@ type Faults map[Fault]float64
 // DefaultFaults turns every fault on at its default rate (the persistent
 // ones only if PersistentInDefault).
 func DefaultFaults() Faults {
-	f := Faults{}
-	for k, p := range defaultRates {
-		f[k] = p
-	}
+	f := Faults(maps.Clone(defaultRates))
 	if PersistentInDefault {
-		for k, p := range persistentRates {
-			f[k] = p
-		}
+		maps.Copy(f, persistentRates)
 	}
 	return f
 }
@@ -282,16 +225,12 @@ func ParseFaults(s string) (Faults, error) {
 		if part == "" {
 			continue
 		}
-		if part == "all" {
-			for k, p := range DefaultFaults() {
-				f[k] = p
-			}
+		switch part {
+		case "all":
+			maps.Copy(f, DefaultFaults())
 			continue
-		}
-		if part == "persistent" {
-			for k, p := range persistentRates {
-				f[k] = p
-			}
+		case "persistent":
+			maps.Copy(f, persistentRates)
 			continue
 		}
 		name, rate, hasRate := strings.Cut(part, "=")
@@ -336,16 +275,14 @@ func faultNames() []string {
 	for i, k := range Kinds {
 		out[i] = string(k)
 	}
-	sort.Strings(out)
+	slices.Sort(out)
 	return out
 }
 
-// injector rolls the dice. Each fault has its own PCG stream derived from
-// the seed and the fault's name, so switching one fault off does not
-// reshuffle the rolls of the others. It is called from the driver's
-// goroutines and from the simulator's HTTP handlers (the fault function),
-// strictly in turn, but the race detector cannot see the ordering that a
-// loopback socket provides, hence the mutex.
+// injector rolls the dice. Each fault has its own PCG stream from the
+// seed and its name, so switching one off leaves the others' rolls. The
+// mutex is for the race detector, which cannot see the strict turns a
+// loopback socket gives the driver and the simulator's handlers.
 type injector struct {
 	mu     sync.Mutex
 	rates  Faults
@@ -408,9 +345,5 @@ func (in *injector) intn(f Fault, n int) int {
 func (in *injector) snapshot() map[Fault]int64 {
 	in.mu.Lock()
 	defer in.mu.Unlock()
-	out := make(map[Fault]int64, len(in.counts))
-	for k, v := range in.counts {
-		out[k] = v
-	}
-	return out
+	return maps.Clone(in.counts)
 }

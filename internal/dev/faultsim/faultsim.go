@@ -1,68 +1,43 @@
 // Package faultsim is genjobs' deterministic fault-injection simulation.
 // It runs the real handlers (submit, observe, deliver, triage, sweep) on
-// the embedded queue (localqueue) through the local event source mapping
-// (package eventsource), on the embedded bbolt store, against the Genace simulator over
-// loopback HTTP/2 over TLS (through Go's own transport and a frame relay
-// that can reset streams, see relay.go), with outputs copied into an
-// localpack.Dir — all on ONE
-// virtual clock — and injects, with seeded probabilities, the faults a
-// queue-driven Lambda system meets at each of its boundaries (see Fault).
-// When the queues are drained it checks design invariants 1–6 against the
-// simulator's ground truth and the store, and reports every violation with
-// the operation's id and the command that replays the run.
+// the embedded queue through the local event source mappings, on the
+// embedded bbolt store, against the Genace simulator over loopback HTTP/2
+// over TLS (through Go's own transport and a frame relay, see relay.go),
+// with outputs copied into a localpack.Dir, all on ONE virtual clock. It
+// injects, with seeded probabilities, the faults a queue-driven Lambda
+// system meets at each of its boundaries (Fault), and checks the design
+// invariants against the simulator's ground truth and the store, naming
+// each violation's operation and the command that replays the run.
 //
 // # Time and concurrency
 //
-// The clock is one clock.Manual shared by the broker, the mappings'
-// invocation deadlines, the handlers, the sweep and the simulator. One
-// goroutine drives everything. A step polls each event source mapping
-// once (eventsource.Mapping.PollOnce, which invokes the handler synchronously) in
-// an order drawn from the seed. When no queue has anything visible, the
-// driver moves the clock straight to the next event: a message becoming
-// visible (localqueue.Broker.NextEvent) or a planned event of its own
-// (an operation's creation, a user's change, a reconcile-jobs run, the
-// sweep's timer, every virtual minute). Handler actions therefore take no
-// virtual time, and thousands of renders of minutes each run in seconds.
-// Planned events fall on whole seconds, like every queue delay, so the
-// clock moves at most once per virtual second.
+// One clock.Manual drives the broker, the invocation deadlines, the
+// handlers, the sweep and the simulator, and one goroutine drives
+// everything: a step polls each mapping once (PollOnce invokes the
+// handler synchronously) in an order drawn from the seed; when nothing is
+// visible, the clock jumps to the next event. Handlers take no virtual
+// time, so thousands of minute-long renders run in seconds.
 //
-// Nothing may wait on the virtual clock while the driver is inside a
-// handler, since the driver is the only one who could advance it. So the
-// simulation observes with LongPoll 0 (the observe handler then GETs
-// without ?wait, and the simulator answers at once) and injects no
-// simulator-side response delays. Nor does any fault move the world's
-// clock from inside a handler, which would stall every other worker with
-// the one that waits: a GET timeout is injected in the client wrapper (the
-// GET reaches Genace, and the caller gets the client's own timeout error
-// at once), and a signed URL expiring before the copy is Genace's clock
-// running ahead for that one download. Faults that need two workers on
-// one message (DupReceive, VisibilityExpiry) run the second worker
-// synchronously inside the first one's call, by making the message visible
-// and polling the same mapping again: an interleaving chosen by the seed
-// rather than by the scheduler.
+// Nothing may wait on the virtual clock inside a handler, since only the
+// blocked driver could advance it: observe uses LongPoll 0, the simulator
+// adds no delays, a GET timeout is the client's error returned at once,
+// an expired URL is Genace's clock running ahead for one download. Faults
+// that need two workers on one message run the second one synchronously
+// inside the first one's call: an interleaving chosen by the seed.
 //
-// Handlers run their batches one record at a time (Concurrency 1) and
-// every jitter draws from the seed, so a run is a function of its Config:
-// the same seed replays the same run, and a violation's replay command
-// reproduces it. The one tie to the wall clock left is the Genace client's
-// per-request timeout (context.WithTimeout, 5–20 s of wall time): only a
-// request stalled that long on a starved machine could change a run. The
-// virtual clock starts in the wall clock's future, because net.Dialer
-// refuses to dial under a context deadline that the wall clock has passed.
+// With Concurrency 1 and every jitter drawn from the seed, a run is a
+// function of its Config; the one tie to the wall clock is the Genace
+// client's per-request timeout (5–20 s of wall time).
 //
 // # What is checked
 //
-// Every record write goes through a recorder right above the store, which
-// checks it against the two writes before (CheckWrite: invariant c, a
-// stale overwrite or a write computed from a stale view) and checks the
-// first write each queue message leads to against the revision the
-// message names (CheckFirstWrite: invariant g, no forked chain). A wire
-// tap on the simulator's side of the connection records every job id
-// Genace's answers name, whatever the client makes of them. After the
-// run, CheckFinal holds each operation's final record, reviews and audit
-// entries against the simulator's ground truth (jobs created, POSTs
-// received, ids handed out, credits), the artifact store's content and
-// the sweep's re-arms (invariants a, b, d, e, f, g).
+// A recorder right above the store checks every write against the two
+// before it (CheckWrite, invariant c) and each message's first write
+// against the revision the message names (CheckFirstWrite, g); a wire tap
+// on the simulator's side records every job id Genace's answers name;
+// each POST is held to its authority (h) as it leaves. After the run
+// CheckFinal holds each operation to Genace's truth, the artifact store
+// and the sweep's re-arms (a, b, d, e, f, g), and checkLiveness to i.
 package faultsim
 
 import (
@@ -70,9 +45,9 @@ import (
 	"context"
 	"fmt"
 	"io"
-	"log/slog"
+	"maps"
 	"net/http"
-	"sort"
+	"slices"
 	"strings"
 	"time"
 
@@ -89,9 +64,7 @@ import (
 // fault wrappers and the write recorder under it; Config.WrapRecords
 // receives and returns it. It is the whole store.Store, so a planted bug
 // wraps whatever the handlers come to use of it.
-type Records interface {
-	store.Store
-}
+type Records = store.Store
 
 // Config describes one simulation run.
 type Config struct {
@@ -106,86 +79,61 @@ type Config struct {
 	// Interval is the virtual time over which the operations are created
 	// and dispatched (default: 20 ms per operation, at least 5 minutes).
 	Interval time.Duration
-	// Dir holds the store file and the artifacts; "" means a fresh
-	// temporary directory (on tmpfs where there is one), removed after.
-	Dir string
-	// Trace lists operations whose full history (messages, Genace calls,
-	// every record write, faults) the run keeps for the report. Runs of at
-	// most TraceAllBelow operations trace every operation.
+	// Trace lists operations whose full history the run reports. Runs of
+	// at most TraceAllBelow operations trace every operation.
 	Trace []string
 	// Progress, if set, receives a status line every few wall seconds.
 	Progress io.Writer
-	// Log receives the handlers' logs (nil: discarded).
-	Log *slog.Logger
-	// Store, if set, is the store the run uses instead of a fresh bbolt
-	// file: an empty one (a fresh DynamoDB Local table, say), so the
-	// deployed store's revision condition, terminal guard and audit
-	// transaction are inside the checks. The run does not close it.
+	// Store, if set, is an empty store (a fresh DynamoDB Local table, say)
+	// used instead of a fresh bbolt file, so the deployed store is inside
+	// the checks. The run does not close it.
 	Store store.Store
-	// WrapStore, if set, wraps the store under the write recorder. It is
-	// for tests that plant a bug (a store that ignores the revision
-	// condition, say) to prove the checks find it; never set it otherwise.
+	// The Wrap* hooks are for tests that plant a bug to prove the checks
+	// find it; never set them otherwise. WrapStore wraps the store under
+	// the write recorder (a store that ignores the revision condition).
 	WrapStore func(store.Store) store.Store
-	// WrapGenace, if set, wraps the Genace client under the fault
-	// wrappers, for the same purpose (a client that retries a POST, say).
+	// WrapGenace wraps the Genace client under the fault wrappers (a
+	// client that retries a POST).
 	WrapGenace func(Genace) Genace
-	// WrapRecords, if set, wraps the store the handlers and the sweep
-	// see, above the write recorder and the fault wrappers, for the same
-	// purpose (a handler that rewrites its stale view at the current
-	// revision after a conflict, say): what it does reaches the recorder
-	// as the handler's own write.
+	// WrapRecords wraps the store the handlers and the sweep see, above
+	// the recorder and the fault wrappers: what it does reaches the
+	// recorder as the handler's own write.
 	WrapRecords func(Records) Records
-	// WrapQueue, if set, wraps the queue the follow-ups are sent to, for
-	// the same purpose (follow-ups sent for the wrong revision, say).
+	// WrapQueue wraps the queue the follow-ups are sent to.
 	WrapQueue func(schedule.QueueSender) schedule.QueueSender
-	// WrapOperator, if set, wraps the store the operator's replays use,
-	// under the application's writes that race them, for the same purpose
-	// (a replay that skips its revision check, say).
+	// WrapOperator wraps the store the operator's replays use, under the
+	// application's writes that race them.
 	WrapOperator func(replay.Store) replay.Store
-	// WrapExtender, if set, wraps what the handlers renew their message
-	// leases with, for the same purpose (a worker that trusts its own
-	// clock rather than the queue's, say).
+	// WrapExtender wraps what the handlers renew their leases with.
 	WrapExtender func(worker.Extender) worker.Extender
-	// WrapTransport, if set, wraps the HTTP transport under the Genace
-	// client, for the same purpose (a transport that re-sends a POST
-	// whose stream was reset, say).
+	// WrapTransport wraps the HTTP transport under the Genace client.
 	WrapTransport func(http.RoundTripper) http.RoundTripper
 	// UnrecordedDispatch makes the application send the dispatch without
-	// recording it as the new record's next action: the contract before
-	// this simulation found that a dispatch made stale by any write to
-	// the prepared record strands the operation (nothing re-sends it).
-	// By default the application records it, as genjobs requires, so the
-	// sweep re-arms a lost or stale dispatch.
+	// recording it as the record's next action: the old contract, under
+	// which a dispatch made stale by any write strands the operation. By
+	// default it is recorded, so the sweep re-arms a lost or stale one.
 	UnrecordedDispatch bool
-	// MaxVirtual bounds the virtual time of a run after the last
-	// operation's creation (default 48 h): an operation still unsettled
-	// then is reported, not waited for.
-	MaxVirtual time.Duration
-	// SweepLimit is the sweep's Limit, the records one run reads (default
-	// 1000, more than a run leaves overdue at once). A small one lets
-	// records the sweep passes over without moving them starve it.
+	// SweepLimit is the sweep's Limit (default 1000, more than a run
+	// leaves overdue at once); a small one lets records the sweep passes
+	// over without moving them starve it.
 	SweepLimit int
-	// WrapArtifacts, if set, wraps the artifact store the deliver handler
-	// sees, above the fault wrapper, for planted bugs (a store that
-	// reports a Put onto a taken key as stored, say).
+	// WrapArtifacts wraps the artifact store deliver sees, above the
+	// fault wrapper.
 	WrapArtifacts func(deliver.Artifacts) deliver.Artifacts
-	// Renders, if set, replaces the seeded models' render times: render i
-	// of the workload takes Renders[i] (queued 2 s, then running), and
-	// succeeds with one output. Operations defaults to len(Renders).
+	// Renders, if set, replaces the seeded models: render i takes
+	// Renders[i] (queued 2 s, then running) and succeeds with one output.
+	// Operations defaults to len(Renders).
 	Renders []time.Duration
-	// Scale makes the run count the load it puts on each service
-	// (Result.Scale): batch sizes, requests, peaks per virtual second.
+	// Scale makes the run count the load on each service (Result.Scale).
 	Scale bool
-	// WrapContext, if set, wraps the context each handler invocation
-	// gets, for planted bugs (a handler that detaches from the
-	// invocation's deadline, say). The checks hold the handler to the
+	// WrapContext wraps each invocation's context (a handler that
+	// detaches from its deadline); the checks hold the handler to the
 	// deadline Lambda kills it at, whatever its context says.
 	WrapContext func(context.Context) context.Context
 }
 
-// TraceAllBelow is the largest run that keeps every operation's history.
-// Larger runs keep only Config.Trace's, to stay small in memory; a
-// violation names the replay command that traces its operation.
+// TraceAllBelow is the largest run that keeps every operation's history;
+// larger ones keep only Config.Trace's, to stay small in memory.
 const TraceAllBelow = 5000
 
 // Invariant names what a violation breaks (design invariants 1–6).
@@ -216,17 +164,13 @@ const (
 	// shows the refund settled or nothing charged; unsettled ones wait for
 	// review.
 	InvRefund Invariant = "f:refund-settled"
-	// InvChain (design 4): the observation chain neither forks nor lives
-	// on the sweep. A message's handler acts only on the revision the
-	// message names (or on its own earlier progress), so two messages
-	// never drive one operation at once; and no operation's chain is
-	// re-armed by the sweep more often than the faults that hit it can
-	// explain (see SweepBound).
+	// InvChain (design 4): the chain neither forks (a message's handler
+	// acts only on the revision it names, or its own earlier progress)
+	// nor lives on the sweep (SweepBound).
 	InvChain Invariant = "g:one-chain"
-	// InvAuthority (design 7): no POST leaves without authority. When a
-	// worker POSTs, its message is still in flight under the worker's
-	// receipt handle, by the queue's own truth, for at least the POST's
-	// timeout and the time to persist its outcome.
+	// InvAuthority (design 7): a POST leaves only while its message stays
+	// in flight under the worker's receipt handle, by the queue's truth,
+	// for the POST's timeout and the time to persist its outcome.
 	InvAuthority Invariant = "h:post-authority"
 )
 
@@ -268,34 +212,25 @@ type Result struct {
 	Phases   map[operation.Phase]int `json:"phases"`
 	Reviews  int                     `json:"open_reviews"`
 	// ReviewsOfTerminal counts open reviews of operations that ended
-	// terminal anyway (late evidence resolved an uncertain claim, a
-	// dead-lettered message's operation moved on): operator noise.
+	// terminal anyway: operator noise.
 	ReviewsOfTerminal int `json:"open_reviews_of_terminal"`
 	// SecondJobReviews counts the open reviews of terminal operations that
-	// name a second job Genace created for the operation (SecondJobID):
-	// they must stay open, not noise (see SecondJobReview).
+	// must stay open: they name a second job Genace created (SecondJobReview).
 	SecondJobReviews int `json:"second_job_reviews,omitempty"`
 	// UnknownSubmissions counts the submissions whose outcome was
-	// genuinely unknown, by Genace's truth and the fault log: a POST whose
-	// answer never reached its handler (dropped, reset, the worker died
-	// first) or was unknown by the contract (a 5xx without a job id, a
-	// 408, a body without one, or one naming its job by an id outside the
-	// definition, which automation cannot follow), and a claim whose
-	// worker died before its POST,
-	// which nothing can tell from a POST in flight. Each may rightly leave
-	// an operation uncertain; nothing else should.
+	// genuinely unknown: a POST whose answer never reached its handler or
+	// was unknown by the contract (answerKnown), and a claim whose worker
+	// died before its POST. Each may rightly leave an operation uncertain;
+	// nothing else should.
 	UnknownSubmissions int `json:"unknown_submissions"`
 	// MadeUncertain counts the times automation made an operation
-	// uncertain, and LeftUncertain those of them that no later evidence
-	// resolved (a late answer, a job id, also one that lands after an
-	// operator's reconciliation raced it): each of these needs an operator
-	// to reconcile it, whether or not the run's operator (OperatorRace)
-	// did so before the end.
+	// uncertain, and LeftUncertain those that no later evidence resolved
+	// (also after an operator's reconciliation raced it): each needs an
+	// operator, whether or not the run's operator got to it.
 	MadeUncertain int `json:"made_uncertain"`
 	LeftUncertain int `json:"left_uncertain"`
 	// UncertainBeyondUnknown names the operations left uncertain more
-	// often than they had submissions of genuinely unknown outcome: where
-	// to look when LeftUncertain exceeds its bound.
+	// often than they had unknown submissions.
 	UncertainBeyondUnknown []string `json:"uncertain_beyond_unknown,omitempty"`
 	// Sweeps counts sweep runs; SweepRearmed and SweepClaimsExpired what
 	// the safety net did: chains re-armed, stale claims parked.
@@ -307,27 +242,22 @@ type Result struct {
 	Jobs      int `json:"jobs"`
 	Gets      int `json:"gets"`
 	Downloads int `json:"downloads"`
-	// Reuploads counts Puts of an output that another worker had stored
-	// meanwhile (the store kept the first copy): duplicate work, not a
-	// duplicate object.
+	// Reuploads counts Puts of an output another worker had stored
+	// meanwhile: duplicate work, not a duplicate object.
 	Reuploads int `json:"reuploads"`
 	// Paths counts the decisions the handlers logged, by function,
-	// message and reason ("submit: acknowledged as obsolete
-	// (claim_conflict)"): which code paths the run reached.
+	// message and reason: which code paths the run reached.
 	Paths map[string]int `json:"paths"`
-	// StaleDeletes counts acknowledgements that found the message taken
-	// by another worker (the at-least-once cases the handlers must bear).
 	// LivenessBound is InvLiveness's bound for an operation no fault
-	// ended the chain of (each such fault adds one re-arm, see
-	// LivenessTiming.Bound); LivenessMax the longest any operation took,
-	// from its render's end, to end terminal or waiting for an operator
-	// (to the run's end, if it never did), and LivenessMaxOp which.
-	LivenessBound time.Duration `json:"liveness_bound"`
-	LivenessMax   time.Duration `json:"liveness_max"`
-	LivenessMaxOp string        `json:"liveness_max_operation,omitempty"`
-	// LivenessMaxBound is LivenessMaxOp's own bound (with its chain
-	// stops), and LivenessRatio the largest latency / own bound of any
-	// operation: at most 1 when the bound is met.
+	// ended the chain of; LivenessMax the longest any operation took from
+	// its render's end to settle (or to the run's end), LivenessMaxOp
+	// which, and LivenessMaxBound its own bound; LivenessRatio is the
+	// largest latency / own bound (at most 1 when the bound is met).
+	// StaleDeletes counts acknowledgements that found the message taken
+	// by another worker.
+	LivenessBound    time.Duration `json:"liveness_bound"`
+	LivenessMax      time.Duration `json:"liveness_max"`
+	LivenessMaxOp    string        `json:"liveness_max_operation,omitempty"`
 	LivenessMaxBound time.Duration `json:"liveness_max_operation_bound,omitempty"`
 	LivenessRatio    float64       `json:"liveness_ratio"`
 	StaleDeletes     int64         `json:"stale_deletes"`
@@ -406,7 +336,7 @@ func (r *Result) WriteSummary(w io.Writer) {
 			fmt.Fprintf(w, "      %s\n", h)
 		}
 	}
-	for _, op := range sortedKeys(r.Histories) {
+	for _, op := range slices.Sorted(maps.Keys(r.Histories)) {
 		fmt.Fprintf(w, "history of %s:\n", op)
 		for _, h := range r.Histories[op] {
 			fmt.Fprintf(w, "      %s\n", h)
@@ -421,24 +351,10 @@ func (r *Result) WriteSummary(w io.Writer) {
 	}
 }
 
-func sortedKeys[V any](m map[string]V) []string {
-	keys := make([]string, 0, len(m))
-	for k := range m {
-		keys = append(keys, k)
-	}
-	sort.Strings(keys)
-	return keys
-}
-
 func counts(m map[string]int64) string {
-	keys := make([]string, 0, len(m))
-	for k := range m {
-		keys = append(keys, k)
-	}
-	sort.Strings(keys)
-	parts := make([]string, len(keys))
-	for i, k := range keys {
-		parts[i] = fmt.Sprintf("%s %d", k, m[k])
+	var parts []string
+	for _, k := range slices.Sorted(maps.Keys(m)) {
+		parts = append(parts, fmt.Sprintf("%s %d", k, m[k]))
 	}
 	return strings.Join(parts, ", ")
 }
@@ -462,14 +378,8 @@ func RunContext(ctx context.Context, cfg Config) (*Result, error) {
 	if cfg.Interval <= 0 {
 		cfg.Interval = max(5*time.Minute, time.Duration(cfg.Operations)*20*time.Millisecond)
 	}
-	if cfg.MaxVirtual <= 0 {
-		cfg.MaxVirtual = 48 * time.Hour
-	}
 	if cfg.SweepLimit <= 0 {
 		cfg.SweepLimit = 1000
-	}
-	if cfg.Log == nil {
-		cfg.Log = slog.New(slog.DiscardHandler)
 	}
 	w, err := newWorld(cfg)
 	if err != nil {

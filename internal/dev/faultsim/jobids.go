@@ -9,36 +9,23 @@ import (
 	"github.com/genjobs/genjobs/internal/operation"
 )
 
-// unusableID is the id UnusableJobID gives the job Genace creates for op:
-// one that message.ValidJobID refuses but a looser definition (any string
-// of up to 256 bytes that a URL path can carry) would take, so a client
-// whose definition drifted from the messages' would persist it.
+// unusableID is the id UnusableJobID gives op's job: one message.ValidJobID
+// refuses but a looser definition (up to 256 bytes a URL path can carry)
+// would take.
 func (w *world) unusableID(op string) string {
 	w.mu.Lock()
 	w.unusable++
 	base := fmt.Sprintf("%s-%d", op, w.unusable)
 	w.mu.Unlock()
-	switch w.inj.intn(UnusableJobID, 5) {
-	case 0:
-		return "job+" + base
-	case 1:
-		return "job~" + base
-	case 2:
-		return "job_" + base + "@eu-west"
-	case 3:
-		return "_job_" + base
-	}
-	return "job_" + base + "_" + strings.Repeat("0", 130)
+	forms := []string{"job+" + base, "job~" + base, "job_" + base + "@eu-west", "_job_" + base, "job_" + base + "_" + strings.Repeat("0", 130)}
+	return forms[w.inj.intn(UnusableJobID, len(forms))]
 }
 
 // secondJob injects SecondJobID into a submit worker whose POST was just
-// answered 202 (res): Genace's gateway ran the POST twice, and the answer
-// reaches the worker late. Meanwhile its message comes back to a second
-// worker, which marks the claim uncertain; Genace shows both jobs for the
-// operation; an operator reconciles it with the other one (the one the
-// answer does not name), before the answer reaches its worker. It reports
-// whether it did all that; it stops, creating no second job, once the
-// claim is not uncertain after the second worker.
+// answered 202 (res): Genace's gateway ran the POST twice, and while the
+// answer is late a second worker marks the claim uncertain and an
+// operator reconciles the operation with the other job. It reports
+// whether it did; no second job is created unless the claim is uncertain.
 func (w *world) secondJob(ctx context.Context, op string, res genace.SubmitResult) bool {
 	inv := invOf(ctx)
 	i := w.handling(inv, op)

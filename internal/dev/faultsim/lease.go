@@ -26,9 +26,7 @@ func (w *world) granted(queueURL, msgID, handle string) {
 // hidden notes a successful visibility change of handle: hidden for d
 // from now (rounded up to whole seconds, as the queue counts).
 func (w *world) hidden(msgID, handle string, d time.Duration) {
-	if r := d % time.Second; r > 0 {
-		d += time.Second - r
-	}
+	d = (d + time.Second - 1).Truncate(time.Second)
 	w.mu.Lock()
 	if l, ok := w.leases[msgID]; ok && l.handle == handle {
 		w.leases[msgID] = leaseTruth{handle: handle, until: w.clk.Now().Add(d)}
@@ -55,16 +53,13 @@ func (w *world) changeVisibility(queueURL, msgID, handle string, d time.Duration
 	return err
 }
 
-// receiveGap injects ReceiveGap into an invocation about to start: the
-// mapping received the batch a while ago (a batching window, a cold start,
-// a throttled invoke), so its visibility has run down, or out, by now.
+// receiveGap injects ReceiveGap into an invocation about to start.
 func (w *world) receiveGap(inv *invocation) {
 	if inv.depth > 0 || inv.m == nil || !w.inj.roll(ReceiveGap) {
 		return
 	}
-	// Mostly a batching window or a cold start (1-45 s); a third of the
-	// time a throttled invoke that uses up the deployed visibility, to
-	// its last 30 s or 15 s beyond it.
+	// Mostly 1-45 s; a third of the time a throttled invoke, from 30 s
+	// short of the visibility to 15 s beyond it.
 	vis := w.vis[inv.queueURL]
 	gap := time.Duration(1+w.inj.intn(ReceiveGap, 45)) * time.Second
 	if w.inj.intn(ReceiveGap, 3) == 0 {
@@ -83,10 +78,8 @@ func (w *world) receiveGap(inv *invocation) {
 	}
 }
 
-// authorityAt says, by the queue's truth and the function's deadline, why
-// the worker behind inv has no authority to POST for record i now ("" if
-// it has): its message must be in flight under its handle, and its
-// function alive, for need more.
+// authorityAt says why the worker behind inv has no authority to POST
+// for record i now ("" if it has), by CheckAuthority.
 func (w *world) authorityAt(inv *invocation, i int, need time.Duration) string {
 	r := inv.records[i]
 	w.mu.Lock()
@@ -99,19 +92,14 @@ func (w *world) authorityAt(inv *invocation, i int, need time.Duration) string {
 	return CheckAuthority(ok && l.handle == r.ReceiptHandle, l.until.Sub(w.clk.Now()), left, need)
 }
 
-// timeUsed injects InvocationTimeUsed into an invocation about to start:
-// what came before its records (the batch's earlier records, a slow
-// store, throttled calls) used up part of the function's timeout, so its
-// deadline is nearer than a whole timeout away. It returns the context
-// the handler gets.
+// timeUsed injects InvocationTimeUsed into an invocation about to start,
+// returning the context the handler gets.
 func (w *world) timeUsed(ctx context.Context, inv *invocation) context.Context {
 	if inv.depth > 0 || inv.m == nil || inv.fn == "triage" || !w.inj.roll(InvocationTimeUsed) {
 		return ctx
 	}
-	// At most a minute left: the range where each function must decide
-	// whether its step still fits (a POST and its write, a copy, a long
-	// poll); with the deployed timeouts (up to 270 s) a draw over the
-	// whole timeout would seldom land there.
+	// At most a minute left: where each function must decide whether its
+	// step still fits, which a draw over the whole timeout seldom hits.
 	window := min(inv.m.Timeout, time.Minute)
 	left := time.Duration(1+w.inj.intn(InvocationTimeUsed, int(window/time.Second)-1)) * time.Second
 	w.inj.note(InvocationTimeUsed)
@@ -121,10 +109,8 @@ func (w *world) timeUsed(ctx context.Context, inv *invocation) context.Context {
 	return nearDeadline{Context: ctx, at: w.clk.Now().Add(left)}
 }
 
-// nearDeadline is an invocation context whose deadline is nearer than its
-// parent's. It is never cancelled for it: no virtual time passes inside a
-// handler (see the package doc), so the handlers only see, through
-// Deadline, how little time they have.
+// nearDeadline is a context whose Deadline is nearer than its parent's.
+// It is never cancelled for it: no virtual time passes inside a handler.
 type nearDeadline struct {
 	context.Context
 	at time.Time

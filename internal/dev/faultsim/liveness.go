@@ -12,43 +12,33 @@ import (
 )
 
 // InvLiveness (design 4, with a bound): every operation whose render
-// Genace finished is terminal (delivered, failed and settled, ...) or
-// waits for an operator (parked, uncertain or stalled, which invariant d
-// holds to an open review) within LivenessTiming.Bound of the render's
-// end, or of an operator's replay that handed it back to automation
-// later (which restarts its failure budgets). A failure that persists
-// must reach a person, not loop.
+// Genace finished is terminal or waits for an operator within
+// LivenessTiming.Bound of the render's end, or of an operator's replay
+// that handed it back to automation later: a failure that persists must
+// reach a person, not loop.
 const InvLiveness Invariant = "i:liveness"
 
-// LivenessTiming is what the liveness bound is derived from: the
-// handlers' failure caps and retry delays and the sweep's timing, all as
+// LivenessTiming is what the liveness bound is derived from, all as
 // deployed (the observation delays are the simulation's, see wireUp).
 type LivenessTiming struct {
-	// Look is the longest wait between two looks at a running job: the
-	// observation policy's cap (jitter stays under it).
+	// Look is the observation policy's cap, the longest between two looks.
 	Look time.Duration
-	// ReadFailures is observe's MaxReadFailures and ReadRetry its delay
-	// after each failed GET: a GET that always fails is given up after
-	// ReadFailures of them, so after ReadFailures-1 delays.
+	// ReadFailures and ReadRetry are observe's cap on failed GETs and its
+	// delay after each; CopyFailures and CopyRetry deliver's for copies.
 	ReadFailures int
 	ReadRetry    schedule.Backoff
-	// CopyFailures is deliver's MaxCopyFailures and CopyRetry its delay
-	// after each failed copy.
 	CopyFailures int
 	CopyRetry    schedule.Backoff
-	// Accounting is how long a failed job's refund is re-read before the
-	// operation waits for review (the accounting budget), and
+	// Accounting is how long a failed job's refund is re-read, and
 	// AccountingRetry the longest delay between two reads.
 	Accounting      time.Duration
 	AccountingRetry time.Duration
-	// Rearm is the longest a chain that a fault ended waits for the
-	// sweep: its next action turns overdue after OverdueAfter, and the
-	// sweep runs every SweepEvery.
+	// Rearm is the longest a chain a fault ended waits for the sweep.
 	Rearm time.Duration
 }
 
-// DeployedLiveness is the liveness timing of the deployed handlers and
-// sweep, with the simulation's observation delays.
+// DeployedLiveness is the deployed liveness timing, with the
+// simulation's observation delays.
 func DeployedLiveness(delays *schedule.Observation) LivenessTiming {
 	obs, del := observe.Config{}.Defaults(), deliver.Config{}.Defaults()
 	b := delays.DefaultBudgets
@@ -61,24 +51,13 @@ func DeployedLiveness(delays *schedule.Observation) LivenessTiming {
 	}
 }
 
-// Bound is the longest an operation may take, from the end of its
-// render, to end terminal or waiting for an operator, when stops faults
-// ended its chain by design (SweepBound's count). Its terms, in order:
-//   - the next look at the job, at most Look after the render ended;
-//   - a GET that fails every time: ReadFailures GETs, the first at that
-//     look, each later one after ReadRetry's delay (at its longest);
-//   - a copy that fails every time: CopyFailures attempts, spaced by
-//     CopyRetry's delays;
-//   - a failed render's refund read for Accounting, plus one retry
-//     delay for the read that finds the budget spent;
-//   - for each chain a fault ended, one Rearm.
-//
-// A sweep run that dies before its end adds one cadence to every re-arm
-// it had not reached (checkLiveness counts those runs).
-//
-// The terms add up because one operation may meet them one after another
-// (reads that fail until the cap less one, then a copy that fails until
-// its cap); a persistent failure meets one of them in full.
+// Bound is the longest an operation may take, from its render's end, to
+// end terminal or waiting for an operator, when stops faults ended its
+// chain by design: the next look, ReadFailures GETs that all fail, then
+// CopyFailures copies that all fail, a failed render's refund read for
+// Accounting plus one retry, and one Rearm per stop. The terms add up
+// because one operation may meet them one after another. (A sweep run
+// that dies adds a cadence, see checkLiveness.)
 func (t LivenessTiming) Bound(stops int) time.Duration {
 	return t.Look + retries(t.ReadRetry, t.ReadFailures) + retries(t.CopyRetry, t.CopyFailures) +
 		t.Accounting + t.AccountingRetry + time.Duration(stops)*t.Rearm
@@ -93,11 +72,9 @@ func retries(b schedule.Backoff, n int) time.Duration {
 	return d
 }
 
-// LivenessOf is how long after finished the operation first was settled
-// (terminal or waiting for an operator), given the times it became
-// settled and unsettled again, alternately, starting with settled: 0 if
-// it was settled when the render finished. ok is false if it never was
-// settled from then on.
+// LivenessOf is how long after finished the operation was first settled
+// (0 if it already was), given the times it became settled and unsettled
+// again, alternately, starting with settled; ok is false if it never was.
 func LivenessOf(settles []time.Time, finished time.Time) (latency time.Duration, ok bool) {
 	for i := 0; i < len(settles); i += 2 {
 		from := settles[i]
@@ -113,9 +90,8 @@ func LivenessOf(settles []time.Time, finished time.Time) (latency time.Duration,
 }
 
 // finishedAt is when Genace's render of the job that counts for an
-// operation ended (the record's job, else its first job that a client's
-// POST created), by the simulator's truth: never for a job still
-// unfinished.
+// operation ended (the record's job, else its first own job), by the
+// simulator's truth; false while it is unfinished.
 func (w *world) finishedAt(f Final) (time.Time, bool) {
 	var job *genacesim.JobTruth
 	for i := range f.Jobs {
@@ -153,16 +129,12 @@ func (w *world) checkLiveness(res *Result, finals []Final) {
 		if !ok {
 			continue
 		}
-		// A message its handler failed is the handler's own decision,
-		// not a fault: the re-arm that follows counts against the bound,
-		// or a handler that fails its message forever would earn itself
-		// an ever larger one.
+		// A message its handler failed is no fault: the re-arm counts
+		// against the bound, or failing forever would earn a larger one.
 		w.mu.Lock()
 		stops := w.stops[id] - w.failStops[id]
 		w.mu.Unlock()
-		// An operator's replay that hands the operation back to
-		// automation restarts its failure budgets: the bound runs from
-		// the later of the render's end and that replay.
+		// An operator's hand-back restarts the failure budgets.
 		if r := w.rec.resumed[id]; r.After(finished) {
 			finished = r
 		}
@@ -170,8 +142,7 @@ func (w *world) checkLiveness(res *Result, finals []Final) {
 		if !settled {
 			latency = w.clk.Now().Sub(finished)
 		}
-		// A sweep run that died before its end re-arms nothing it had
-		// not reached: the next run, a cadence later, does.
+		// A sweep run that died left its re-arms to the next run.
 		late := 0
 		for _, at := range w.sweepCrashes {
 			if !at.Before(finished) && !at.After(finished.Add(latency)) {

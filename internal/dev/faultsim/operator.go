@@ -11,25 +11,16 @@ import (
 	"github.com/genjobs/genjobs/internal/store"
 )
 
-// The operator of the simulation works operations the way the recovery
-// path expects, through the real replay package (OperatorRace): it reads
-// the record, takes the action the recovery matrix recommends for it
-// (dispatch, observe, deliver, inspect accounting, reconcile) and asks
-// replay to carry it out, which re-plans and refuses on any mismatch.
-// For a reconciliation it asks Genace (its support, not the API: metadata
-// is not searchable) whether a job exists for the operation, and attaches
-// that job (--job-id) or confirms that none was submitted
-// (--confirmed-not-submitted), then dispatches again; now and then it
-// mistypes the job id, pasting another operation's, which a replay that
-// verifies what it is told refuses.
-//
-// It acts at random moments: while a handler is inside its Genace call
-// for the operation (the record moves under the handler), in rounds over
-// the open reviews, and with the application writing between the
-// replay's read and its write (the replay must then refuse and say so).
-// Acknowledging terminal operations is left out: it only closes reviews,
-// and the reviews left open on terminal operations are a figure of the
-// run (Result.ReviewsOfTerminal) that automation must keep at zero.
+// The simulation's operator (OperatorRace) works operations through the
+// real replay package: it takes the action the recovery matrix recommends
+// and lets replay carry it out, which re-plans and refuses on any
+// mismatch. To reconcile, it asks Genace's support whether a job exists
+// and attaches it (--job-id) or confirms none was submitted, now and then
+// pasting another operation's job id, which replay must refuse. It acts
+// while a handler is inside its Genace call, in rounds over the open
+// reviews, and with the application writing between a replay's read and
+// its write. It never acknowledges terminal operations: the reviews left
+// open on them are a figure automation must keep at zero.
 
 // operatorEvery is how often the operator works the open reviews.
 const operatorEvery = 5 * time.Minute
@@ -37,17 +28,15 @@ const operatorEvery = 5 * time.Minute
 // operatorName is who the audit entries name.
 const operatorName = "faultsim-operator"
 
-// operatorStore is the store the replays use: the recorder (or a planted
-// bug above it) with the application writing, now and then, between a
-// replay's read and its write.
+// operatorStore is the store the replays use, with the application
+// writing, now and then, between a replay's read and its write.
 type operatorStore struct {
 	replay.Store
 	w *world
 }
 
-// UpdateWithAudit lets the application raise the budget first, once in a
-// quarter of the operator's sessions: the replay's conditional write must
-// then fail, and the operator plan again.
+// UpdateWithAudit lets the application raise the budget first, in a
+// quarter of the operator's sessions: the replay's write must then fail.
 func (s operatorStore) UpdateWithAudit(ctx context.Context, rec operation.Record, expected int64, e review.AuditEntry) (operation.Record, error) {
 	w := s.w
 	if w.raceReplay {
@@ -100,25 +89,19 @@ func (w *world) operatorRound() error {
 		}
 		seen[r.OperationID] = true
 		if float64(w.inj.intn(OperatorRace, 1000)) < p*1000 {
-			// Once per operation: an operator who resumed an operation that
-			// came back to review escalates it rather than resume it forever
-			// (a refund that never comes is for accounting).
+			// Once per operation: one that comes back is escalated.
 			w.worked[r.OperationID] = true
 			w.operate(r.OperationID, "working the review queue", "")
-			// The replay set a chain going again, maybe after the sweep
-			// stopped for want of work: it must watch the chain too.
-			w.armSweep()
+			w.armSweep() // the sweep watches the chain the replay restarted
 		}
 	}
 	return nil
 }
 
-// operate is one operator working one operation: plan, replay, and after
-// a confirmation that nothing was submitted, plan and replay once more
-// (the dispatch). A replay refused because the record moved is planned
-// and tried again, as its error asks. A reconciliation attaches attach
-// when set (the job Genace's support named), else the first job Genace
-// shows for the operation.
+// operate is one operator working one operation: plan and replay, again
+// after a confirmation that nothing was submitted (the dispatch) or a
+// refusal because the record moved. A reconciliation attaches attach
+// when set, else the first job Genace shows for the operation.
 func (w *world) operate(op, when, attach string) {
 	ctx := withWriter(context.Background(), "operator")
 	w.raceReplay = w.inj.intn(OperatorRace, 4) == 0
@@ -152,8 +135,7 @@ func (w *world) operate(op, when, attach string) {
 			}
 		}
 		if req.Action == operation.ActionDispatch || req.Action == operation.ActionSettleOutside {
-			// The operator's word that replay records: why a second paid
-			// job is right, how accounting settled a refund.
+			// The operator's word that replay records.
 			req.Reason = "reviewed with accounting"
 		}
 		w.inj.note(OperatorRace)

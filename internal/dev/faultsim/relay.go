@@ -15,23 +15,15 @@ import (
 	"github.com/genjobs/genjobs/internal/dev/genacesim"
 )
 
-// The Genace client reaches the simulator as production reaches Genace:
-// HTTP/2 over TLS, through Go's own transport (a clone of
-// http.DefaultTransport, which negotiates h2 by ALPN). Between them sits
-// relay, a proxy that passes HTTP/2 frames through unchanged, except that
-// it replaces the answer to a POST that H2Reset picked by a stream reset
-// (REFUSED_STREAM or PROTOCOL_ERROR) after Genace has read the whole
-// request and created the job. That is what a proxy or server in front of
-// Genace does under load, and Go's HTTP/2 transport answers it by sending
-// the request again (net/http h2_bundle.go, http2canRetryError and
-// http2shouldRetryRequest): the fault meets the real transport's rules,
-// not a model of them.
-//
-// The relay reads and writes frames with x/net/http2's Framer and never
-// decodes headers. To drop an answer's header block
-// without breaking the connection's header compression, it asks the
-// server to index nothing: it adds SETTINGS_HEADER_TABLE_SIZE = 0 to the
-// client's settings, so every header block the server sends stands alone.
+// The Genace client reaches the simulator over HTTP/2 over TLS, through
+// Go's own transport. Between them sits relay, a proxy that passes HTTP/2
+// frames through unchanged, except that it replaces the answer to a POST
+// that H2Reset picked by a stream reset after Genace has created the job,
+// so the fault meets the real transport's retry rules, not a model of
+// them. The relay never decodes headers: to drop an answer's header block
+// without breaking header compression, it sets the client's
+// SETTINGS_HEADER_TABLE_SIZE to 0, so every block the server sends
+// stands alone.
 
 // relay is the HTTP/2 proxy in front of the simulator's TLS server.
 type relay struct {

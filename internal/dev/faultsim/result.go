@@ -1,9 +1,10 @@
 package faultsim
 
 import (
+	"cmp"
 	"context"
 	"fmt"
-	"github.com/genjobs/genjobs/internal/replay"
+	"maps"
 	"sort"
 	"strings"
 	"sync"
@@ -11,6 +12,7 @@ import (
 
 	"github.com/genjobs/genjobs/internal/dev/genacesim"
 	"github.com/genjobs/genjobs/internal/operation"
+	"github.com/genjobs/genjobs/internal/replay"
 	"github.com/genjobs/genjobs/internal/review"
 )
 
@@ -22,13 +24,10 @@ func (w *world) result() (*Result, error) {
 		Seed: w.cfg.Seed, Operations: len(w.ops), Faults: w.cfg.Faults.String(), UnrecordedDispatch: w.cfg.UnrecordedDispatch, Virtual: w.clk.Now().Sub(simStart),
 		Invocations: map[string]int64{}, Records: map[string]int64{}, Injected: w.inj.snapshot(), Phases: map[operation.Phase]int{},
 		Sweeps: w.sweeps, SweepRearmed: w.sweepRearmed, SweepClaimsExpired: w.sweepClaims, Writes: w.rec.writes, UnknownSubmissions: w.unknownSubmissions, MadeUncertain: w.madeUncertain, LeftUncertain: w.madeUncertain - w.resolvedUncertain,
-		Posts: w.sim.TotalPosts(), Gets: w.sim.TotalGets(), Downloads: w.sim.FileGets(), Paths: map[string]int{},
-		Scale: w.scale.result(),
+		Posts: w.sim.TotalPosts(), Gets: w.sim.TotalGets(), Downloads: w.sim.FileGets(), Scale: w.scale.result(),
 	}
 	w.mu.Lock()
-	for k, n := range w.paths {
-		res.Paths[k] = n
-	}
+	res.Paths = maps.Clone(w.paths)
 	for _, op := range w.ops {
 		if w.leftUncertain[op.id] > w.unknownOf[op.id] {
 			res.UncertainBeyondUnknown = append(res.UncertainBeyondUnknown, op.id)
@@ -36,9 +35,9 @@ func (w *world) result() (*Result, error) {
 	}
 	w.mu.Unlock()
 	for _, m := range w.maps {
-		st := m.m.Stats()
-		res.Invocations[m.fn] += st.Invocations
-		res.Records[m.fn] += st.Records
+		st := m.Stats()
+		res.Invocations[m.Function.Name] += st.Invocations
+		res.Records[m.Function.Name] += st.Records
 		res.Actions += st.Records
 		res.StaleDeletes += st.StaleDeletes
 	}
@@ -142,23 +141,19 @@ func (w *world) result() (*Result, error) {
 	w.checkLiveness(res, finals)
 
 	sort.SliceStable(w.violations, func(i, j int) bool { return w.violations[i].OperationID < w.violations[j].OperationID })
-	index := map[string]int{}
-	for i, op := range w.ops {
-		index[op.id] = i
-	}
 	for i := range w.violations {
 		v := &w.violations[i]
 		if !w.traced(v.OperationID) {
 			continue
 		}
 		v.History = append([]string(nil), w.traces[v.OperationID]...)
-		if k, ok := index[v.OperationID]; ok {
+		if k := w.opIndex(v.OperationID); k >= 0 {
 			v.History = append(v.History, describe(finals[k])...)
 		}
 	}
 	res.Violations = w.violations
 	for _, op := range w.cfg.Trace {
-		if k, ok := index[op]; ok {
+		if k := w.opIndex(op); k >= 0 {
 			if res.Histories == nil {
 				res.Histories = map[string][]string{}
 			}
@@ -171,47 +166,32 @@ func (w *world) result() (*Result, error) {
 
 // readOutputs reads, from the simulator without faults, the outputs of
 // every delivered operation's job: Genace's own sha256 of the bytes it
-// serves, the truth the copies are compared with. GETs of a succeeded job
-// change nothing, so they run in parallel.
+// serves. GETs of a succeeded job change nothing, so eight run at once.
 func (w *world) readOutputs(ctx context.Context, finals []Final) error {
-	var todo []int
+	errs := make([]error, len(finals))
+	var wg sync.WaitGroup
+	slots := make(chan struct{}, 8)
 	for i := range finals {
-		if finals[i].Record.Phase == operation.PhaseDelivered && finals[i].Record.RemoteJobID != "" {
-			todo = append(todo, i)
+		f := &finals[i]
+		if f.Record.Phase != operation.PhaseDelivered || f.Record.RemoteJobID == "" {
+			continue
 		}
-	}
-	var (
-		wg      sync.WaitGroup
-		mu      sync.Mutex
-		firstEr error
-	)
-	next := make(chan int)
-	for range 8 {
+		slots <- struct{}{}
 		wg.Go(func() {
-			for i := range next {
-				job, err := w.client.Get(ctx, finals[i].Record.RemoteJobID, 0, time.Minute)
-				if err != nil {
-					mu.Lock()
-					if firstEr == nil {
-						firstEr = fmt.Errorf("faultsim: read job %s for the checks: %w", finals[i].Record.RemoteJobID, err)
-					}
-					mu.Unlock()
-					continue
-				}
-				outs := make([]Output, len(job.Outputs))
-				for k, o := range job.Outputs {
-					outs[k] = Output{ContentType: o.ContentType, SizeBytes: o.SizeBytes, SHA256: o.SHA256}
-				}
-				finals[i].Outputs = outs
+			defer func() { <-slots }()
+			job, err := w.client.Get(ctx, f.Record.RemoteJobID, 0, time.Minute)
+			if err != nil {
+				errs[i] = fmt.Errorf("faultsim: read job %s for the checks: %w", f.Record.RemoteJobID, err)
+				return
+			}
+			f.Outputs = make([]Output, len(job.Outputs))
+			for k, o := range job.Outputs {
+				f.Outputs[k] = Output{ContentType: o.ContentType, SizeBytes: o.SizeBytes, SHA256: o.SHA256}
 			}
 		})
 	}
-	for _, i := range todo {
-		next <- i
-	}
-	close(next)
 	wg.Wait()
-	return firstEr
+	return cmp.Or(errs...)
 }
 
 // describe is the end of an operation's history: its final record and

@@ -5,7 +5,7 @@ import (
 	"io"
 	"maps"
 	"math"
-	"sort"
+	"slices"
 	"strings"
 	"sync"
 	"time"
@@ -20,8 +20,7 @@ import (
 const renderQueueFor = 2 * time.Second
 
 // renderModels gives every render of Config.Renders its own model, so
-// each job takes exactly its render time: queued for renderQueueFor,
-// then running, then succeeding with one output.
+// each job takes exactly its render time.
 func renderModels(renders []time.Duration) map[string]genacesim.ModelConfig {
 	out := make(map[string]genacesim.ModelConfig, len(renders))
 	for i, t := range renders {
@@ -33,34 +32,27 @@ func renderModels(renders []time.Duration) map[string]genacesim.ModelConfig {
 
 func renderModel(i int) string { return fmt.Sprintf("render-%06d", i) }
 
-// Scale is what a run measured of the load the system put on its
-// services (Config.Scale). Every count is of the simulation's own
-// requests on its virtual clock. What the simulation cannot measure,
-// because its handlers take no virtual time (see the package doc), is
-// how many invocations overlap; PeakObserving gives the renders a
-// deployed observe function holds long polls for at once, from which the
-// invocations follow (ObserveInvocationsNeeded).
+// Scale is the load a run put on its services (Config.Scale), on its
+// virtual clock. Handlers take no virtual time, so how many invocations
+// overlap follows from PeakObserving instead (ObserveInvocationsNeeded).
 type Scale struct {
 	// Functions are each function's invocations and batch sizes.
 	Functions map[string]*FunctionScale `json:"functions"`
-	// SQS requests: sends, receives that returned records (one per
-	// invocation), DeleteMessageBatch calls (one per invocation that
-	// acknowledged anything) and visibility renewals.
+	// SQS requests: sends, receives (one per invocation), batch deletes
+	// (one per invocation that acknowledged anything) and renewals.
 	SQSSend, SQSReceive, SQSDelete, SQSChangeVisibility int64
-	// Writes counts successful record writes (creates included), and
-	// WritesBy by writer: a function, or the application ("app").
+	// Writes counts successful record writes, WritesBy by writer.
 	Writes   int64            `json:"writes"`
 	WritesBy map[string]int64 `json:"writes_by"`
 	// Posts and Gets count the Genace requests the handlers made.
 	Posts, Gets int64
 	// Peak* are the most of each in one virtual second.
 	PeakPostsPerSec, PeakGetsPerSec, PeakWritesPerSec, PeakSQSPerSec int64
-	// PeakObserving is the most renders accepted and not yet done with at
-	// once (accepted, and not yet handed to delivery or settled): each is
-	// one long poll held at all times by a deployed observe chain.
+	// PeakObserving is the most renders accepted at once: each holds one
+	// long poll of a deployed observe chain.
 	PeakObserving int64 `json:"peak_observing"`
-	// Delivered counts operations that reached delivered, and
-	// LastDelivered is when the last one did (virtual, from the start).
+	// Delivered counts operations delivered, LastDelivered the last one's
+	// time from the start.
 	Delivered     int64         `json:"delivered"`
 	LastDelivered time.Duration `json:"last_delivered"`
 	// DeliveredP50 and DeliveredP99 are the delivery times from creation.
@@ -99,9 +91,8 @@ func (f *FunctionScale) Quantile(q float64) int {
 }
 
 // ObserveInvocationsNeeded is how many observe invocations a deployed
-// stack holds at once to long-poll PeakObserving renders, the records of
-// one batch chained concurrently: at the batch size the simulation
-// measured at its p50, at best the mapping's batch size.
+// stack holds at once to long-poll PeakObserving renders, at the p50
+// batch size the run measured.
 func (s *Scale) ObserveInvocationsNeeded() int64 {
 	b := int64(max(1, s.Functions[topology.Observe].Quantile(0.5)))
 	return (s.PeakObserving + b - 1) / b
@@ -139,8 +130,7 @@ func (c *scaleCounters) tick(kind int, at time.Duration) {
 	p[kind]++
 }
 
-// The hooks below are nil-safe: a run without Config.Scale has no
-// counters and pays one nil check per event.
+// The hooks below are nil-safe: a run without Config.Scale has none.
 
 func (c *scaleCounters) invocation(fn string, records int, acked bool, at time.Duration) {
 	if c == nil {
@@ -167,8 +157,7 @@ func (c *scaleCounters) invocation(fn string, records int, acked bool, at time.D
 	}
 }
 
-// count adds one to the figure field picks and ticks kind at virtual
-// offset at.
+// count adds one to the figure field picks and ticks kind at at.
 func (c *scaleCounters) count(field func(*Scale) *int64, kind int, at time.Duration) {
 	if c == nil {
 		return
@@ -179,8 +168,7 @@ func (c *scaleCounters) count(field func(*Scale) *int64, kind int, at time.Durat
 	c.tick(kind, at)
 }
 
-// observing reports whether a record is one a deployed observe chain
-// holds a long poll for.
+// observing reports whether a deployed observe chain long-polls s.
 func observing(s State) bool { return s.Phase == operation.PhaseAccepted }
 
 // write counts a successful write that moved an operation from before
@@ -227,8 +215,7 @@ func (c *scaleCounters) result() *Scale {
 		s.PeakWritesPerSec = max(s.PeakWritesPerSec, p[secWrites])
 		s.PeakSQSPerSec = max(s.PeakSQSPerSec, p[secSQS])
 	}
-	d := append([]time.Duration(nil), c.delivered...)
-	sort.Slice(d, func(i, j int) bool { return d[i] < d[j] })
+	d := slices.Sorted(slices.Values(c.delivered))
 	if n := len(d); n > 0 {
 		s.DeliveredP50 = d[max(0, int(math.Ceil(0.5*float64(n)))-1)]
 		s.DeliveredP99 = d[max(0, int(math.Ceil(0.99*float64(n)))-1)]
@@ -242,15 +229,15 @@ func (s *Scale) WriteScale(w io.Writer, operations int) {
 		return
 	}
 	fmt.Fprintf(w, "scale: %d operations\n", operations)
-	for _, fn := range sortedKeys(s.Functions) {
+	for _, fn := range slices.Sorted(maps.Keys(s.Functions)) {
 		f := s.Functions[fn]
 		fmt.Fprintf(w, "  %-8s %d invocations, records per invocation mean %.2f p50 %d p99 %d\n", fn, f.Invocations, f.Mean(), f.Quantile(0.5), f.Quantile(0.99))
 	}
 	per := func(n int64) float64 { return float64(n) / float64(max(operations, 1)) }
 	sqs := s.SQSSend + s.SQSReceive + s.SQSDelete + s.SQSChangeVisibility
 	fmt.Fprintf(w, "  SQS %d requests (%.2f per render: send %d, receive %d, delete %d, change visibility %d), peak %d/s\n", sqs, per(sqs), s.SQSSend, s.SQSReceive, s.SQSDelete, s.SQSChangeVisibility, s.PeakSQSPerSec)
-	by := make([]string, 0, len(s.WritesBy))
-	for _, k := range sortedKeys(s.WritesBy) {
+	var by []string
+	for _, k := range slices.Sorted(maps.Keys(s.WritesBy)) {
 		by = append(by, fmt.Sprintf("%s %.2f", k, per(s.WritesBy[k])))
 	}
 	fmt.Fprintf(w, "  store %d writes (%.2f per render: %s), peak %d/s\n", s.Writes, per(s.Writes), strings.Join(by, ", "), s.PeakWritesPerSec)

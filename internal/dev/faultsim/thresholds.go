@@ -7,55 +7,37 @@ import (
 	"github.com/genjobs/genjobs/internal/operation"
 )
 
-// Operators are asked only when they must be. A run keeps two figures at
-// or under these bounds besides its invariants; `genjobs soak` and
-// TestSimulation fail when it does not (Result.Thresholds).
+// Operators are asked only when they must be: besides its invariants, a
+// run keeps two figures at or under these bounds (Result.Thresholds).
 const (
-	// MaxUncertainPerUnknown bounds the operations left uncertain
-	// (Result.LeftUncertain: made uncertain by automation and resolved by
-	// no later evidence, before or after an operator's reconciliation,
-	// see EvidenceAfterOperator, so an operator must reconcile them) per
-	// submission whose outcome was genuinely
-	// unknown (Result.UnknownSubmissions): each such submission may
-	// rightly leave its operation uncertain, nothing else may (a definite
-	// answer that arrives after a duplicate marked the claim uncertain,
-	// a write of our own taken for someone else's, say).
+	// MaxUncertainPerUnknown bounds Result.LeftUncertain per
+	// Result.UnknownSubmissions: only a genuinely unknown submission may
+	// leave its operation uncertain.
 	MaxUncertainPerUnknown = 1.00
 	// MaxReviewsOfTerminal bounds the reviews left open on operations that
-	// ended terminal: late evidence that resolves an operation closes its
-	// review.
+	// ended terminal.
 	MaxReviewsOfTerminal = 0
 )
 
-// EvidenceAfterOperator says whether an uncertain episode that an
-// operator closed was resolved by evidence all the same: claim is the
-// message whose claim the episode was uncertain about, answered the
-// message whose POST's definite answer (a job id, a rejection, a 429)
-// reached its live handler, before or after the operator's write. The
-// claimant applies that answer whatever the record now is, or finds it
-// already there, so the episode never needed the operator: the operator
-// raced the evidence, as when the same answer lands first. Counting it as
-// left uncertain would charge the operator's race to the handlers. Any
-// other message's answer (a new dispatch's after "confirmed not
-// submitted") says nothing about the claim's POST, and what the operator
-// writes is no evidence.
+// EvidenceAfterOperator says whether an uncertain episode an operator
+// closed was resolved by evidence all the same: the definite answer to
+// the POST of the claiming message (claim) reached its live handler
+// (answered), before or after the operator's write. The operator then
+// only raced the evidence, which is not the handlers' doing.
 func EvidenceAfterOperator(claim, answered string) bool {
 	return claim != "" && answered == claim
 }
 
 // SecondJobReview says whether an open review of a terminal operation rec
-// names a second job Genace really created for it (jobOperation is the
-// operation Genace created jobID for): a job the record does not hold,
-// perhaps charged, which only an operator can settle. Such a review must
-// stay open; it is not counted among the reviews of terminal operations
-// (Result.SecondJobReviews).
+// names a second job Genace really created for it (jobOperation: the
+// operation Genace created jobID for), which only an operator can
+// settle: such a review must stay open.
 func SecondJobReview(rec *operation.Record, jobID, jobOperation string) bool {
 	return jobID != "" && jobID != rec.RemoteJobID && jobOperation == rec.OperationID
 }
 
-// UncertainPerUnknown is the number of operations left uncertain per
-// submission whose outcome was genuinely unknown: 0 when there are
-// neither, +Inf when operations were left uncertain without any.
+// UncertainPerUnknown is LeftUncertain per UnknownSubmissions (0 when
+// neither, +Inf when only the first).
 func (r *Result) UncertainPerUnknown() float64 {
 	n := r.LeftUncertain
 	switch {

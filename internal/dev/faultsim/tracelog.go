@@ -2,31 +2,29 @@ package faultsim
 
 import (
 	"context"
-	"fmt"
 	"log/slog"
+	"slices"
 	"strings"
 )
 
-// traceLog is the handlers' logger: it copies every log line about a
-// traced operation into that operation's history (so a violation's
-// history says what each handler decided, in its own words) and passes
-// everything on to the configured logger.
+// traceLog is the handlers' logger: it counts every decision they log
+// (Result.Paths) and copies every line about a traced operation into that
+// operation's history, so a violation's history says what each handler
+// decided, in its own words.
 type traceLog struct {
 	w     *world
-	next  slog.Handler
 	attrs []slog.Attr
 }
 
 // Enabled is true from Info up (every decision a handler logs counts as a
-// path, see Result.Paths), and below while anything is traced or the next
-// handler wants it.
-func (h *traceLog) Enabled(ctx context.Context, l slog.Level) bool {
-	return l >= slog.LevelInfo || h.w.traceAll || len(h.w.traceOps) > 0 || h.next.Enabled(ctx, l)
+// path), and below while anything is traced.
+func (h *traceLog) Enabled(_ context.Context, l slog.Level) bool {
+	return l >= slog.LevelInfo || h.w.traceAll || len(h.w.traceOps) > 0
 }
 
 // Handle counts the decision the line reports (Result.Paths) and copies
 // a line about a traced operation into its history.
-func (h *traceLog) Handle(ctx context.Context, r slog.Record) error {
+func (h *traceLog) Handle(_ context.Context, r slog.Record) error {
 	op, fn, why := "", "", ""
 	var parts []string
 	add := func(a slog.Attr) {
@@ -56,21 +54,16 @@ func (h *traceLog) Handle(ctx context.Context, r slog.Record) error {
 	if h.w.traced(op) {
 		h.w.tracef(op, "%s log: %s %s", fn, r.Message, strings.Join(parts, " "))
 	}
-	if h.next.Enabled(ctx, r.Level) {
-		return h.next.Handle(ctx, r)
-	}
 	return nil
 }
 
 // WithAttrs keeps the attributes for Handle (the function name, say).
 func (h *traceLog) WithAttrs(as []slog.Attr) slog.Handler {
-	return &traceLog{w: h.w, next: h.next.WithAttrs(as), attrs: append(append([]slog.Attr(nil), h.attrs...), as...)}
+	return &traceLog{w: h.w, attrs: append(slices.Clone(h.attrs), as...)}
 }
 
-// WithGroup passes the group on.
-func (h *traceLog) WithGroup(name string) slog.Handler {
-	return &traceLog{w: h.w, next: h.next.WithGroup(name), attrs: h.attrs}
-}
+// WithGroup ignores the group: the history names attributes by key.
+func (h *traceLog) WithGroup(string) slog.Handler { return h }
 
 var _ slog.Handler = (*traceLog)(nil)
 
@@ -88,6 +81,3 @@ func format(v slog.Value) string {
 	}
 	return "{" + strings.Join(parts, " ") + "}"
 }
-
-// String keeps fmt from printing the world.
-func (h *traceLog) String() string { return fmt.Sprintf("traceLog(%d attrs)", len(h.attrs)) }

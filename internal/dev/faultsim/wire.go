@@ -17,13 +17,11 @@ import (
 )
 
 // wire sits in front of the Genace simulator, on the server's side of the
-// connection, and sees every POST's answer as it leaves: which job id it
-// names, whatever the rest of the body says, and whether it ever leaves
-// at all. That is Genace's truth about the ids it handed out, which the
-// checks hold the system to (Final.HandedOut), independent of how the
-// client classified the answer. It also makes the answers BodyDrift picks
-// drift from the contract, and tells the relay which answers to replace
-// by a stream reset (H2Reset).
+// connection, and records which job id each POST's answer names and
+// whether it left at all: Genace's truth about the ids it handed out
+// (Final.HandedOut), whatever the client made of them. It also makes the
+// answers BodyDrift picks drift, and tells the relay which answers to
+// reset (H2Reset).
 type wire struct {
 	w    *world
 	next http.Handler
@@ -50,7 +48,7 @@ func newWire(w *world, next http.Handler) *wire {
 	return &wire{w: w, next: next, posts: map[string][]wirePost{}, drift: map[string]int{}, reset: map[string][]uint32{}, resetting: map[string]bool{}}
 }
 
-// postsOf returns how many POSTs of op arrived so far.
+// count returns how many POSTs of op arrived so far.
 func (x *wire) count(op string) int {
 	x.mu.Lock()
 	defer x.mu.Unlock()
@@ -72,9 +70,7 @@ func (x *wire) driftNext(op string, variant int) {
 	x.mu.Unlock()
 }
 
-// resetNext makes the relay replace the answer to the POST of op now in
-// progress by a stream reset. The simulator's fault function calls it
-// while it handles the POST.
+// resetNext makes the relay reset the answer to op's POST in progress.
 func (x *wire) resetNext(op string, code uint32) {
 	x.mu.Lock()
 	x.reset[op] = append(x.reset[op], code)
@@ -82,9 +78,7 @@ func (x *wire) resetNext(op string, code uint32) {
 	x.mu.Unlock()
 }
 
-// takeReset reports whether the answer to a POST of op is to be reset,
-// with which code, and consumes the order. The relay calls it when the
-// answer's headers come.
+// takeReset consumes the order to reset the answer to a POST of op.
 func (x *wire) takeReset(op string) (uint32, bool) {
 	x.mu.Lock()
 	defer x.mu.Unlock()
@@ -210,8 +204,8 @@ var driftNames = []string{
 // driftKinds202 is how many drift variants apply to a 202.
 const driftKinds202 = 5
 
-// driftBody rewrites an answer as variant v of driftNames. A body that is
-// not the expected JSON stays as it is.
+// driftBody rewrites an answer as variant v of driftNames; a body that is
+// not a JSON object stays as it is.
 func driftBody(body []byte, v int) []byte {
 	var m map[string]any
 	if json.Unmarshal(body, &m) != nil {

@@ -39,18 +39,13 @@ import (
 	"github.com/genjobs/genjobs/internal/worker"
 )
 
-// simStart is the virtual clock's start. It lies in the wall clock's
-// future on purpose: the handlers' contexts carry virtual deadlines, and
-// net.Dialer refuses to dial under a deadline that has passed by the wall
-// clock, which a virtual deadline in the wall clock's past would be.
+// simStart is the virtual clock's start, in the wall clock's future:
+// net.Dialer refuses to dial under a deadline the wall clock has passed.
 var simStart = time.Date(2030, 1, 7, 8, 0, 0, 0, time.UTC)
 
-// The simulation's own settings: Genace's, and the operator's. Every
-// timing of the stack itself (queue visibilities, receive counts and
-// dead-letter queues, function timeouts, the sweep's cadence, overdue
-// threshold and claim timeout) is the deployed one, from topology.Stack,
-// which a test holds against template.yaml; the handlers run their own
-// defaults, as the deployed functions do.
+// The simulation's own settings, Genace's. Every timing of the stack
+// itself is the deployed one, from topology.Stack (which a test holds
+// against template.yaml), and the handlers run their own defaults.
 const (
 	apiKey       = "faultsim-key"
 	urlTTL       = 30 * time.Second
@@ -83,7 +78,6 @@ type world struct {
 	simClock *skewClock
 	order    *rand.Rand
 	inj      *injector
-	urlTTL   time.Duration
 
 	sim    *genacesim.Simulator
 	wire   *wire
@@ -97,15 +91,12 @@ type world struct {
 	local  *topology.Local
 	broker *localqueue.Broker
 	vis    map[string]time.Duration // each queue's visibility, by URL
-	// leases is the queue's truth about each received message: its
-	// current receipt handle and until when it stays hidden, kept from
-	// every receive, visibility change and acknowledgement.
-	leases map[string]leaseTruth
+	leases map[string]leaseTruth    // the queue's truth about each received message
 	disp   *schedule.Dispatcher
 	// replayer is the operator's replay (OperatorRace).
 	replayer *replay.Replayer
 	sweep    func(context.Context) error
-	maps     []*mapping
+	maps     []*topology.LocalMapping
 
 	models   map[string]genacesim.ModelConfig
 	delays   *schedule.Observation // the observation delays the handlers use
@@ -130,18 +121,14 @@ type world struct {
 	storms   map[int64]bool // storm minutes already counted
 	checking atomic.Bool
 
-	mu      sync.Mutex
-	tallies map[string]*tally
-	stops   map[string]int // faults that end a chain by design, per operation
-	// failStops are the stops of an operation that its handlers made
-	// themselves, by failing a message (see checkLiveness).
-	failStops map[string]int
-	rearms    map[string]int  // messages the sweep sent, per operation
-	inFlight  map[string]int  // POSTs in flight, per operation
-	worked    map[string]bool // operations the operator took up from the review queue
-	// unknownSubmissions counts submissions whose outcome was genuinely
-	// unknown (Result.UnknownSubmissions).
-	unknownSubmissions int
+	mu                 sync.Mutex
+	tallies            map[string]*tally
+	stops              map[string]int       // faults that end a chain by design, per operation
+	failStops          map[string]int       // stops its handlers made themselves, by failing a message
+	rearms             map[string]int       // messages the sweep sent, per operation
+	inFlight           map[string]int       // POSTs in flight, per operation
+	worked             map[string]bool      // operations the operator took up from the review queue
+	unknownSubmissions int                  // Result.UnknownSubmissions
 	unusable           int                  // ids UnusableJobID handed out
 	madeUncertain      int                  // writes that made an operation uncertain
 	resolvedUncertain  int                  // writes of automation that took one out of uncertain
@@ -159,12 +146,6 @@ type world struct {
 	stepAt             atomic.Int64   // wall time of the driver's last step, for the watchdog
 }
 
-// mapping is one event source mapping and the function behind it.
-type mapping struct {
-	fn string
-	m  *eventsource.Mapping
-}
-
 // tally is what the Genace wrapper saw of one operation's POSTs.
 type tally struct {
 	rateLimited int      // POSTs answered 429: nothing created
@@ -175,7 +156,7 @@ type tally struct {
 
 func newWorld(cfg Config) (w *world, err error) {
 	w = &world{
-		cfg: cfg, urlTTL: urlTTL, vis: map[string]time.Duration{}, leases: map[string]leaseTruth{}, tallies: map[string]*tally{}, stops: map[string]int{}, failStops: map[string]int{}, rearms: map[string]int{}, inFlight: map[string]int{}, worked: map[string]bool{}, unknownOf: map[string]int{}, leftUncertain: map[string]int{}, paths: map[string]int{}, storms: map[int64]bool{}, persisting: map[string]bool{}, reconciledAt: map[string]time.Time{},
+		cfg: cfg, vis: map[string]time.Duration{}, leases: map[string]leaseTruth{}, tallies: map[string]*tally{}, stops: map[string]int{}, failStops: map[string]int{}, rearms: map[string]int{}, inFlight: map[string]int{}, worked: map[string]bool{}, unknownOf: map[string]int{}, leftUncertain: map[string]int{}, paths: map[string]int{}, storms: map[int64]bool{}, persisting: map[string]bool{}, reconciledAt: map[string]time.Time{},
 		traceAll: cfg.Operations <= TraceAllBelow, traceOps: map[string]bool{}, traces: map[string][]string{},
 		wallStart: time.Now(),
 	}
@@ -187,19 +168,17 @@ func newWorld(cfg Config) (w *world, err error) {
 	for _, op := range cfg.Trace {
 		w.traceOps[op] = true
 	}
-	dir := cfg.Dir
-	if dir == "" {
-		base := ""
-		if st, err := os.Stat("/dev/shm"); err == nil && st.IsDir() {
-			base = "/dev/shm" // tmpfs: the artifact store's fsyncs cost nothing
-		}
-		if dir, err = os.MkdirTemp(base, "faultsim-"); err != nil {
-			if dir, err = os.MkdirTemp("", "faultsim-"); err != nil {
-				return nil, fmt.Errorf("faultsim: temp dir: %w", err)
-			}
-		}
-		w.cleanup = dir
+	base := ""
+	if st, err := os.Stat("/dev/shm"); err == nil && st.IsDir() {
+		base = "/dev/shm" // tmpfs: the artifact store's fsyncs cost nothing
 	}
+	dir, err := os.MkdirTemp(base, "faultsim-")
+	if err != nil {
+		if dir, err = os.MkdirTemp("", "faultsim-"); err != nil {
+			return nil, fmt.Errorf("faultsim: temp dir: %w", err)
+		}
+	}
+	w.cleanup = dir
 	w.clk = clock.NewManual(simStart)
 	w.order = rand.New(rand.NewPCG(cfg.Seed, 1))
 	w.inj = newInjector(cfg.Seed, cfg.Faults)
@@ -256,17 +235,13 @@ func newWorld(cfg Config) (w *world, err error) {
 		at := simStart.Add(op.created)
 		w.plan(at, evCreate, i)
 		w.lastCreated = at
-		if op.changeAt >= 0 {
-			w.plan(at.Add(op.changeAt), evChangeSpec, i)
-		}
-		if op.supersedeAt >= 0 {
-			w.plan(at.Add(op.supersedeAt), evSupersede, i)
-		}
-		if op.reconcileAt >= 0 {
-			w.plan(at.Add(op.reconcileAt), evReconcile, i)
-		}
-		if op.unauthorizedAt >= 0 {
-			w.plan(at.Add(op.unauthorizedAt), evChangeUnauthorized, i)
+		for _, e := range []struct {
+			after time.Duration
+			kind  eventKind
+		}{{op.changeAt, evChangeSpec}, {op.supersedeAt, evSupersede}, {op.reconcileAt, evReconcile}, {op.unauthorizedAt, evChangeUnauthorized}} {
+			if e.after >= 0 { // in this order: it sets the events' planning order
+				w.plan(at.Add(e.after), e.kind, i)
+			}
 		}
 	}
 	w.armSweep()
@@ -274,9 +249,8 @@ func newWorld(cfg Config) (w *world, err error) {
 	return w, nil
 }
 
-// wire builds the queues, the handlers and their event source mappings
-// as the template wires the functions (topology.Local), with the deployed
-// timing.
+// wireUp builds the queues, the handlers and their mappings as the
+// template wires the functions (topology.Local).
 func (w *world) wireUp() error {
 	local, err := topology.Stack.Local(topology.LocalConfig{Clock: w.clk})
 	if err != nil {
@@ -303,9 +277,8 @@ func (w *world) wireUp() error {
 	}
 	w.disp = disp
 	jitter := rand.New(rand.NewPCG(w.cfg.Seed, 4))
-	// LongPoll 0 and Immediate 0: every observation is an immediate GET
-	// followed by a backed-off delay, so no handler ever waits on the
-	// virtual clock (see the package doc).
+	// LongPoll 0 and Immediate 0: no handler ever waits on the virtual
+	// clock (see the package doc).
 	delays := schedule.NewObservation(schedule.Policies{
 		Default:    schedule.Policy{LongPoll: 0, Immediate: 0, Base: 3 * time.Second, Cap: 2 * time.Minute, Multiplier: 2, Jitter: 0.2},
 		Accounting: schedule.Backoff{Base: 5 * time.Second, Cap: time.Minute, Multiplier: 2, Jitter: 0.2},
@@ -323,7 +296,7 @@ func (w *world) wireUp() error {
 	if w.cfg.WrapExtender != nil {
 		ext = w.cfg.WrapExtender(ext)
 	}
-	log := slog.New(&traceLog{w: w, next: w.cfg.Log.Handler()})
+	log := slog.New(&traceLog{w: w})
 	var arts deliver.Artifacts = w.arts
 	if w.cfg.WrapArtifacts != nil {
 		arts = w.cfg.WrapArtifacts(arts)
@@ -331,21 +304,21 @@ func (w *world) wireUp() error {
 	hs, err := local.Handlers(func(f topology.Function) (stack.Deps, bool) {
 		return stack.Deps{
 			// No overdue threshold in the handlers, as the simulation was
-			// measured with; the sweep's is topology.Stack's (sweepConfig).
+			// measured with; the sweep's is topology.Stack's.
 			Config: config.Config{Concurrency: 1},
 			Store:  records, Genace: g, Artifacts: arts, Extender: ext, Sender: w.disp, Delays: delays, Clock: w.clk, Log: log.With("function", f.Name),
 			Tune: []stack.Option{
 				stack.Tune(func(c *submit.Config) {
 					c.Worker = "submit"
-					// The handler draws its 429 jitter from the global source; a
-					// jitter this small never moves a whole-second Retry-After, so
-					// the delay (SQS rounds it up to whole seconds) is the seed's.
+					// The 429 jitter comes from the global source; one this
+					// small never moves a whole-second Retry-After.
 					c.RetryJitter = 1e-15
 				}),
-				// Its default retry, without the jitter: the handler draws that
-				// from the global source, which no seed controls.
-				stack.Tune(func(c *deliver.Config) { c.Retry = deliverRetry() }),
-				stack.Tune(func(c *sweep.Config) { *c = sweepConfig(w.cfg.SweepLimit) }),
+				stack.Tune(func(c *deliver.Config) {
+					c.Retry = deliver.Config{}.Defaults().Retry
+					c.Retry.Jitter = 0 // it comes from the global source
+				}),
+				stack.Tune(func(c *sweep.Config) { *c = topology.Stack.Sweep; c.Limit = w.cfg.SweepLimit }),
 			},
 		}, true
 	})
@@ -364,9 +337,7 @@ func (w *world) wireUp() error {
 		NoBatchingWindows: true,
 		Wrap:              w.wrapHandler,
 	})
-	for _, m := range local.Mappings {
-		w.maps = append(w.maps, &mapping{fn: m.Function.Name, m: m.Mapping})
-	}
+	w.maps = local.Mappings
 	return nil
 }
 
@@ -388,9 +359,9 @@ func (w *world) close() {
 	}
 }
 
-// skewClock is a clock running ahead of another by an adjustable skew.
-// Genace runs on it, so a fault can make one request reach Genace later
-// than it leaves the worker, without moving the world's clock.
+// skewClock runs ahead of another clock by an adjustable skew: Genace
+// runs on it, so one request can reach Genace late without moving the
+// world's clock.
 type skewClock struct {
 	clock.Clock
 	by atomic.Int64
@@ -441,10 +412,8 @@ func (t *timeline) Pop() any {
 	return e
 }
 
-// plan adds an event at the whole second at or after at. Keeping every
-// planned time on whole seconds, like every queue delay, bounds how often
-// the driver moves the clock, and each move makes clock.Manual sort its
-// pending waiters (one per invocation deadline).
+// plan adds an event at the whole second at or after at: whole seconds,
+// like queue delays, bound how often the driver moves the clock.
 func (w *world) plan(at time.Time, kind eventKind, op int) {
 	if r := at.Sub(simStart) % time.Second; r > 0 {
 		at = at.Add(time.Second - r)
@@ -471,10 +440,14 @@ func (w *world) armSweep() {
 	}
 }
 
+// maxVirtual bounds a run's virtual time after the last creation: an
+// operation still unsettled then is reported, not waited for.
+const maxVirtual = 48 * time.Hour
+
 // drive runs the system until the queues are drained, nothing is planned
 // and the sweep finds nothing to re-arm, or the virtual time limit.
 func (w *world) drive(ctx context.Context) error {
-	limit := w.lastCreated.Add(w.cfg.MaxVirtual)
+	limit := w.lastCreated.Add(maxVirtual)
 	stop := w.watchdog()
 	defer stop()
 	lastProgress := time.Now()
@@ -519,9 +492,9 @@ func (w *world) step() (int, error) {
 	w.stepAt.Store(time.Now().UnixNano())
 	total := 0
 	for _, i := range w.order.Perm(len(w.maps)) {
-		n, err := w.maps[i].m.PollOnce(context.Background())
+		n, err := w.maps[i].PollOnce(context.Background())
 		if err != nil && !errors.Is(err, eventsource.ErrInvocation) {
-			return total, fmt.Errorf("faultsim: poll %s: %w", w.maps[i].fn, err)
+			return total, fmt.Errorf("faultsim: poll %s: %w", w.maps[i].Function.Name, err)
 		}
 		total += n
 	}
@@ -561,7 +534,7 @@ func (w *world) runDue() error {
 			err = w.runSweep()
 		case evOperator:
 			w.opArmed = false
-			if err = w.operatorRound(); err == nil && (w.planned > 0 || w.sweepArmed || !w.queuesEmpty()) {
+			if err = w.operatorRound(); err == nil && (w.planned > 0 || w.sweepArmed || !w.local.Empty()) {
 				w.armOperator()
 			}
 		case evOperatorOn:
@@ -627,10 +600,9 @@ func (w *world) changeSpec(op *opSpec) error {
 	return w.dispatch(ctx, saved)
 }
 
-// userWrite is the user's read-modify-write of op's record, tried again
-// on a conflict, three times at most. change returns the next record, or
-// false when the request is no longer one the user changes so. It
-// reports whether it wrote, and a failed write's error.
+// userWrite is the user's read-modify-write of op's record, tried three
+// times at most on conflicts. change returns the next record, or false
+// when the user no longer changes it so. It reports whether it wrote.
 func (w *world) userWrite(ctx context.Context, op *opSpec, change func(operation.Record) (operation.Record, bool)) (operation.Record, bool, error) {
 	for range 3 {
 		rec, err := w.rec.Get(ctx, op.id)
@@ -653,11 +625,9 @@ func (w *world) userWrite(ctx context.Context, op *opSpec, change func(operation
 	return operation.Record{}, false, nil
 }
 
-// changeUnauthorized is the user changing a prepared request whose
-// re-authorization never follows: the application writes the change and
-// dispatches nothing, and the dispatch the record holds fails its
-// precondition from then on. Only a request with a dispatch pending is
-// changed (one without waits for the operator already).
+// changeUnauthorized is the user changing a prepared request with a
+// dispatch pending, whose re-authorization never follows: nothing is
+// dispatched, and the recorded dispatch fails its precondition.
 func (w *world) changeUnauthorized(op *opSpec) {
 	saved, ok, _ := w.userWrite(withWriter(context.Background(), "user"), op, func(rec operation.Record) (operation.Record, bool) {
 		if rec.Phase != operation.PhasePrepared || rec.RemoteJobID != "" || rec.Schedule == nil {
@@ -685,11 +655,8 @@ func (w *world) supersede(op *opSpec) error {
 	if !ok {
 		return err
 	}
-	// Replacing the request ends the operation, which settles its
-	// open reviews, as every terminal write through the handlers
-	// does (worker.Emitter): one left open (an uncertain POST's,
-	// whose late 202 was written but its follow-up never emitted)
-	// would ask an operator about an operation that has ended.
+	// Ending the operation settles its open reviews, as every terminal
+	// write through the handlers does (worker.Emitter).
 	em := worker.Emitter{Reviews: w.rec, Clock: w.clk, Source: review.SourceHandler}
 	if err := em.Emit(ctx, &saved, 0); err != nil {
 		return fmt.Errorf("faultsim: supersede %s: close its reviews: %w", op.id, err)
@@ -725,9 +692,8 @@ func (w *world) runSweep() error {
 				w.sweepCrashes = append(w.sweepCrashes, w.clk.Now())
 			}
 		}()
-		// Errors on single records are retried by the next run. What it
-		// did is counted from its writes (recorder.observe), which a
-		// crash in the middle of the run does not lose.
+		// The next run retries failed records; what it did is counted
+		// from its writes (recorder.observe).
 		_ = w.sweep(ctx)
 	}()
 	w.sweeps++
@@ -735,17 +701,14 @@ func (w *world) runSweep() error {
 	if err != nil {
 		return fmt.Errorf("faultsim: due: %w", err)
 	}
-	if w.planned > 0 || len(due) > 0 || !w.queuesEmpty() {
+	if w.planned > 0 || len(due) > 0 || !w.local.Empty() {
 		w.armSweep()
 	}
 	return nil
 }
 
-func (w *world) queuesEmpty() bool { return w.local.Empty() }
-
-// watchdog fails loudly if a handler ever waits on the virtual clock,
-// which only the blocked driver could advance: better a stack dump than
-// a silent hang.
+// watchdog panics with a stack dump if a handler ever waits on the
+// virtual clock, rather than hang.
 func (w *world) watchdog() func() {
 	done := make(chan struct{})
 	go func() {
@@ -775,7 +738,7 @@ func (w *world) progress() {
 	}
 	var inv int64
 	for _, m := range w.maps {
-		inv += m.m.Stats().Invocations
+		inv += m.Stats().Invocations
 	}
 	fmt.Fprintf(w.cfg.Progress, "[%s wall] virtual %s: %d/%d created, %d invocations, %d writes\n",
 		time.Since(w.wallStart).Round(time.Second), w.at(w.clk.Now()), created, len(w.ops), inv, w.rec.writes)
@@ -873,11 +836,9 @@ func (w *world) struck(op string, f Fault, what string) {
 	w.tracef(op, "FAULT %s: %s", f, what)
 }
 
-// storm reports whether a 429 storm is raging at t. Storms are a
-// property of virtual time, not of the traffic: each virtual minute starts
-// one with probability rate(RateLimitStorm), at a seeded second, for 10–40
-// s, so the storms do not multiply with the request rate and do not
-// depend on the order of requests.
+// storm reports whether a 429 storm rages at t. Storms are a property of
+// virtual time, not traffic: each virtual minute starts one with
+// RateLimitStorm's rate, at a seeded second, for 10–40 s.
 func (w *world) storm(t time.Time) bool {
 	p := w.cfg.Faults[RateLimitStorm]
 	if p <= 0 {
@@ -976,18 +937,4 @@ func (w *world) violate(inv Invariant, op, detail string) {
 	w.mu.Lock()
 	w.violations = append(w.violations, Violation{Invariant: inv, OperationID: op, Detail: detail})
 	w.mu.Unlock()
-}
-
-// deliverRetry is deliver's default retry backoff without its jitter.
-func deliverRetry() schedule.Backoff {
-	b := deliver.Config{}.Defaults().Retry
-	b.Jitter = 0
-	return b
-}
-
-// sweepConfig is the deployed sweep's configuration with the run's Limit.
-func sweepConfig(limit int) sweep.Config {
-	c := topology.Stack.Sweep
-	c.Limit = limit
-	return c
 }

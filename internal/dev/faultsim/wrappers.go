@@ -28,15 +28,14 @@ import (
 	"github.com/genjobs/genjobs/internal/message"
 	"github.com/genjobs/genjobs/internal/operation"
 	"github.com/genjobs/genjobs/internal/review"
+	"github.com/genjobs/genjobs/internal/stack"
 	"github.com/genjobs/genjobs/internal/store"
 	"github.com/genjobs/genjobs/internal/worker"
 )
 
-// The wrappers in this file sit at the boundaries the handlers cross —
-// store, Genace, queue sends, lease renewals, artifact store — and inject
-// the faults there. The handlers get them through their own interfaces,
-// exactly where production code gets DynamoDB, the Genace client, SQS and
-// S3, so nothing in the handlers knows it is being tested.
+// The wrappers in this file sit at the boundaries the handlers cross
+// (store, Genace, queue sends, lease renewals, artifact store), behind the
+// handlers' own interfaces, and inject the faults there.
 
 type ctxKey int
 
@@ -49,26 +48,20 @@ const (
 // invocation is one handler invocation (or one sweep run) in progress:
 // what its faults need to know, and whether it has crashed.
 type invocation struct {
-	fn       string
-	queueURL string
-	m        *eventsource.Mapping
-	records  []events.SQSMessage
-	ops      []string           // each record's operation id ("" when undecodable)
-	envs     []message.Envelope // each record's envelope (zero when undecodable)
-	// firstWrite notes the messages whose first write attempt was checked
-	// (CheckFirstWrite).
-	firstWrite map[string]bool
-	// wrote is the last revision a queue handler's invocation wrote, per
-	// operation (guarded by the recorder's mutex), for DeadWorkerEndsChain;
-	// nil for the sweep's.
-	wrote map[string]int64
-	depth int // 0 for the driver's own polls, 1 for a second worker
-	// deadline is when Lambda kills the invocation (zero: never), whatever
-	// the handler makes of its context.
-	deadline time.Time
+	fn         string
+	queueURL   string
+	m          *eventsource.Mapping
+	records    []events.SQSMessage
+	ops        []string           // each record's operation id ("" when undecodable)
+	envs       []message.Envelope // each record's envelope (zero when undecodable)
+	firstWrite map[string]bool    // messages whose first write was checked (CheckFirstWrite)
+	// wrote is the last revision the invocation wrote, per operation
+	// (guarded by the recorder's mutex); nil for the sweep's.
+	wrote    map[string]int64
+	depth    int       // 0 for the driver's own polls, 1 for a second worker
+	deadline time.Time // when Lambda kills the invocation (zero: never)
 	// crashed is set when a fault killed the invocation: every later call
-	// through a wrapper panics again (a dead process does nothing more),
-	// and the invocation fails as a whole, acknowledging nothing.
+	// through a wrapper panics again, and the invocation fails as a whole.
 	crashed bool
 }
 
@@ -93,21 +86,16 @@ func writerOf(ctx context.Context) string {
 		return who
 	}
 	if inv := invOf(ctx); inv != nil {
-		if inv.depth > 0 {
-			return inv.fn + "#2"
-		}
-		return inv.fn
+		return inv.fn + depthMark(inv.depth)
 	}
 	return "?"
 }
 
-// crashPanic is how an injected crash unwinds a worker. The batch runner
-// recovers it per record; the invocation's crashed flag then fails the
-// whole invocation, as a dead Lambda would.
+// crashPanic unwinds a crashed worker; the batch runner recovers it per
+// record, and the crashed flag then fails the whole invocation.
 type crashPanic struct{ fault Fault }
 
-// errCrashed is what a crashed invocation returns to the event source
-// mapping, which then leaves the whole batch for redelivery.
+// errCrashed fails a crashed invocation: its whole batch is redelivered.
 var errCrashed = errors.New("faultsim: injected crash")
 
 // alive panics if the invocation behind ctx has crashed.
@@ -118,16 +106,11 @@ func (w *world) alive(ctx context.Context) {
 }
 
 // maybeCrash kills the invocation behind ctx if fault f strikes. Outside
-// an invocation (the application's own writes) nothing crashes.
-func (w *world) maybeCrash(ctx context.Context, f Fault, op string) {
-	w.maybeCrashHolding(ctx, f, op, false)
-}
-
-// maybeCrashHolding is maybeCrash for a worker that may hold op's
-// submission claim: if it dies holding it, before its POST's outcome was
-// written, nothing can tell whether the POST left, so the submission's
-// outcome is genuinely unknown (Result.UnknownSubmissions).
-func (w *world) maybeCrashHolding(ctx context.Context, f Fault, op string, claim bool) {
+// an invocation (the application's own writes) nothing crashes. A worker
+// that dies holding op's submission claim (claim), before its POST's
+// outcome was written, leaves nothing that tells whether the POST left:
+// the submission's outcome is genuinely unknown.
+func (w *world) maybeCrash(ctx context.Context, f Fault, op string, claim bool) {
 	inv := invOf(ctx)
 	if inv == nil || !w.inj.hit(f) {
 		return
@@ -135,8 +118,13 @@ func (w *world) maybeCrashHolding(ctx context.Context, f Fault, op string, claim
 	if claim {
 		w.unknownSubmission(op)
 	}
+	w.crash(inv, f, op, writerOf(ctx)+" worker dies")
+}
+
+// crash kills inv's worker by fault f, tracing what happened to op.
+func (w *world) crash(inv *invocation, f Fault, op, what string) {
 	inv.crashed = true
-	w.tracef(op, "FAULT %s: %s worker dies", f, writerOf(ctx))
+	w.tracef(op, "FAULT %s: %s", f, what)
 	panic(crashPanic{fault: f})
 }
 
@@ -218,9 +206,8 @@ func (w *world) wrapHandler(fn string, m *eventsource.Mapping, h eventsource.Han
 }
 
 // died notes the death of inv's worker for record i: its message stays
-// for redelivery, unless another worker took and acknowledged it
-// meanwhile, in which case a chain whose latest write is the dead
-// worker's ends there (DeadWorkerEndsChain).
+// for redelivery, unless another worker took and acknowledged it, which
+// may end the chain (DeadWorkerEndsChain).
 func (w *world) died(inv *invocation, i int) {
 	op, msg := inv.ops[i], inv.records[i].MessageId
 	w.mu.Lock()
@@ -241,10 +228,9 @@ func (w *world) died(inv *invocation, i int) {
 	}
 }
 
-// stays traces that record i of inv stays queued for redelivery under
-// lease l (how: what its worker did, with a %s for the message) and ends
-// its chain when the sweep may re-arm the operation first, which it
-// reports.
+// stays traces that record i of inv stays queued under lease l (how:
+// what its worker did, with a %s for the message), and ends its chain,
+// reporting so, when the sweep may re-arm the operation first.
 func (w *world) stays(inv *invocation, i int, l leaseTruth, how string) bool {
 	in := l.until.Sub(w.clk.Now())
 	sweepFirst := SweepBeforeRedelivery(in, topology.Stack.Sweep.OverdueAfter)
@@ -266,12 +252,9 @@ func failedIDs(resp events.SQSEventResponse) map[string]bool {
 
 // staleDelete injects StaleDelete into a finished invocation: one record
 // it acknowledged outlived its visibility before the delete, and another
-// worker received it and handles it now, to the end. The first worker's
-// delete then carries a stale receipt handle; SQS answers such a delete
-// with success and keeps the message (the embedded queue answers
-// ErrStaleReceipt, which the mapping counts and ignores, as Lambda's
-// would a success): an acknowledged message comes back with its own id,
-// after its worker's writes and follow-ups.
+// worker handles it now, to the end. The stale delete keeps the message,
+// as SQS's does (the mapping ignores the embedded queue's
+// ErrStaleReceipt, as Lambda's would SQS's success).
 func (w *world) staleDelete(inv *invocation, resp events.SQSEventResponse) {
 	failed := failedIDs(resp)
 	for i, r := range inv.records {
@@ -300,8 +283,7 @@ func shortID(id string) string {
 	return id
 }
 
-// nestedSeen notes that a handler received message id, so secondWorker
-// knows when the message it freed has been taken.
+// nestedSeen notes that a handler received message id (see handleNow).
 func (w *world) nestedSeen(id string) {
 	if w.waitingFor == id {
 		w.waitingFor = ""
@@ -309,9 +291,8 @@ func (w *world) nestedSeen(id string) {
 }
 
 // secondWorker makes record i of inv visible again (its visibility ran
-// out) and polls the same mapping until another worker has taken it and
-// handled it to the end. The first worker resumes afterwards. It reports
-// whether the second worker got the message.
+// out) and has another worker take it and handle it to the end before
+// the first resumes. It reports whether the second worker got it.
 func (w *world) secondWorker(inv *invocation, i int) bool {
 	if inv.depth > 0 || inv.m == nil {
 		return false
@@ -325,13 +306,11 @@ func (w *world) secondWorker(inv *invocation, i int) bool {
 }
 
 // handleNow polls inv's mapping until another worker has taken the
-// visible message msgID and handled it to the end. It reports whether a
-// worker got the message.
+// visible message msgID and handled it, and reports whether one did.
 func (w *world) handleNow(inv *invocation, msgID string) bool {
 	w.waitingFor = msgID
 	ctx := context.WithValue(context.Background(), depthKey, inv.depth+1)
-	// Older visible messages come first; keep polling (other workers
-	// handle them meanwhile) until the freed one is taken.
+	// Older visible messages come first: poll until the freed one is taken.
 	for range 1000 {
 		n, err := inv.m.PollOnce(ctx)
 		if w.waitingFor == "" || n == 0 || (err != nil && !errors.Is(err, eventsource.ErrInvocation)) {
@@ -343,10 +322,9 @@ func (w *world) handleNow(inv *invocation, msgID string) bool {
 	return taken
 }
 
-// handling finds the record of inv whose message the worker is acting on
-// for op: the one whose id the operation's last write carries, when that
-// write was this worker's (a batch can hold two messages of one
-// operation), else the first of op.
+// handling finds the record of inv whose message the worker acts on for
+// op: the one the operation's last write names (a batch can hold two
+// messages of one operation), else the first of op.
 func (w *world) handling(inv *invocation, op string) int {
 	if inv == nil {
 		return -1
@@ -367,12 +345,7 @@ func (inv *invocation) opRecord(op string) int {
 	if inv == nil || op == "" {
 		return -1
 	}
-	for i, o := range inv.ops {
-		if o == op {
-			return i
-		}
-	}
-	return -1
+	return slices.Index(inv.ops, op)
 }
 
 // midCall injects VisibilityExpiry while a worker is inside a Genace call
@@ -389,9 +362,8 @@ func (w *world) midCall(ctx context.Context, op, call string) {
 	}
 }
 
-// faultStore is the store the handlers and the sweep see: it crashes the
-// worker after a successful write and lets a concurrent writer bump the
-// revision right before an update.
+// faultStore is the store the handlers and the sweep see, above the
+// recorder: it injects StoreConflict, CrashAfterWrite and CrashAfterClaim.
 type faultStore struct {
 	*recorder
 	w *world
@@ -413,10 +385,8 @@ func (s *faultStore) Due(ctx context.Context, t time.Time, limit int) ([]operati
 func (s *faultStore) Update(ctx context.Context, rec operation.Record, expected int64) (operation.Record, error) {
 	s.w.alive(ctx)
 	if invOf(ctx) != nil && s.w.inj.roll(StoreConflict) {
-		// A write by someone else: the application raising the budget,
-		// which no handler owns. A handler that loses this race and then
-		// writes what it computed from its older read puts the old budget
-		// back: a stale view the write check sees.
+		// The application raises the budget, which no handler owns: a
+		// loser that writes its older view puts the old budget back.
 		cur, err := s.recorder.Get(ctx, rec.OperationID)
 		if err == nil && !cur.Terminal() {
 			cur.BudgetCredits++
@@ -432,16 +402,13 @@ func (s *faultStore) Update(ctx context.Context, rec operation.Record, expected 
 			s.lateWrite(ctx, saved)
 		}
 		s.w.crashAfterClaim(ctx, saved)
-		s.w.maybeCrashHolding(ctx, CrashAfterWrite, rec.OperationID, saved.Phase == operation.PhaseSubmitting)
+		s.w.maybeCrash(ctx, CrashAfterWrite, rec.OperationID, saved.Phase == operation.PhaseSubmitting)
 	}
 	return saved, err
 }
 
 // lateWrite is StoreConflict's writer meeting a record that has just
-// ended: the application raises the budget at the current revision, not
-// knowing the operation is over, and the store's terminal guard must
-// refuse it (if it does not, the write check reports a terminal record
-// written again).
+// ended: the store's terminal guard must refuse its write.
 func (s *faultStore) lateWrite(ctx context.Context, saved operation.Record) {
 	late := saved.Clone()
 	late.BudgetCredits++
@@ -451,9 +418,8 @@ func (s *faultStore) lateWrite(ctx context.Context, saved operation.Record) {
 }
 
 // crashAfterClaim injects CrashAfterClaim after a submit worker's claim
-// write: the worker dies before its POST, and its message stays hidden as
-// long as the deployed queue would hide it, so the sweep finds the claim
-// older than its timeout before the redelivery comes.
+// write: the worker dies before its POST, its message hidden as long as
+// the deployed queue would, so the sweep finds the stale claim first.
 func (w *world) crashAfterClaim(ctx context.Context, saved operation.Record) {
 	inv := invOf(ctx)
 	if inv == nil || inv.fn != "submit" || saved.Phase != operation.PhaseSubmitting || saved.Claim == nil {
@@ -467,12 +433,9 @@ func (w *world) crashAfterClaim(ctx context.Context, saved operation.Record) {
 		return // the message is no longer this worker's to hide
 	}
 	w.inj.note(CrashAfterClaim)
-	// No POST left, but nothing can tell this claim from one whose POST
-	// is in flight: a submission as unknown as one whose answer was lost.
+	// Nothing can tell this claim from one whose POST is in flight.
 	w.unknownSubmission(saved.OperationID)
-	inv.crashed = true
-	w.tracef(saved.OperationID, "FAULT %s: %s worker dies after its claim, before the POST; message %s stays hidden %s", CrashAfterClaim, writerOf(ctx), shortID(inv.records[i].MessageId), w.vis[inv.queueURL])
-	panic(crashPanic{fault: CrashAfterClaim})
+	w.crash(inv, CrashAfterClaim, saved.OperationID, fmt.Sprintf("%s worker dies after its claim, before the POST; message %s stays hidden %s", writerOf(ctx), shortID(inv.records[i].MessageId), w.vis[inv.queueURL]))
 }
 
 // PutReview injects CrashAfterWrite after a successful review write.
@@ -483,15 +446,14 @@ func (s *faultStore) PutReview(ctx context.Context, r review.Record) (bool, erro
 		if wrote {
 			s.w.tracef(r.OperationID, "review %s by %s: %s (%s)", r.ID, writerOf(ctx), r.Recommended, r.ErrorCategory)
 		}
-		s.w.maybeCrash(ctx, CrashAfterWrite, r.OperationID)
+		s.w.maybeCrash(ctx, CrashAfterWrite, r.OperationID, false)
 	}
 	return wrote, err
 }
 
 // recorder sits right above the real store (or a planted bug) and checks
 // every successful write against the ones before it: the store is only
-// ever written through it, so its memory of each record's last states is
-// the store's truth.
+// written through it, so its memory is the store's truth.
 type recorder struct {
 	store.Store
 	w      *world
@@ -501,21 +463,13 @@ type recorder struct {
 	hist   map[string]*revisions
 	writes int64
 	// claimOf is the claiming message of each operation's open uncertain
-	// episode, closedFirst that of an episode an operator closed before
-	// the claim's own evidence came, and answered the last message whose
-	// POST's definite answer reached its live handler
-	// (EvidenceAfterOperator).
+	// episode, closedFirst that of one an operator closed before the
+	// claim's evidence came, answered the last message whose POST's
+	// definite answer reached its live handler (EvidenceAfterOperator).
 	claimOf, closedFirst, answered map[string]string
-	// settles are, per operation, the virtual times its record became
-	// settled (terminal, or waiting for an operator) and unsettled again,
-	// alternately, starting with settled (LivenessOf).
-	settles map[string][]time.Time
-	// resumed is, per operation, the last time an operator's replay left
-	// it to automation again, with fresh failure budgets (LivenessOf).
-	resumed map[string]time.Time
-	// audited are, per operation, the revisions its audited writes
-	// produced (Final.AuditedWrites).
-	audited map[string][]int64
+	settles                        map[string][]time.Time // per operation, for LivenessOf
+	resumed                        map[string]time.Time   // per operation, an operator's last hand-back to automation
+	audited                        map[string][]int64     // per operation, the revisions of its audited writes
 }
 
 // revisions remembers which message wrote each of an operation's recent
@@ -570,27 +524,22 @@ func (r *recorder) UpdateWithAudit(ctx context.Context, rec operation.Record, ex
 	return saved, err
 }
 
-// errAckLost is what a write whose every answer was lost reports: a
-// timeout, which says nothing about whether the write was applied.
+// errAckLost is a lost answer's timeout: it says nothing of the write.
 var errAckLost = fmt.Errorf("faultsim: the store's answer was lost: %w", context.DeadlineExceeded)
 
 // write sends a conditional write to the store and records it. LostAck
-// strikes after the store applied it: the answer is lost and either the
-// store's client sends the write again, as the SDK's retryer does, and
-// returns what the store says to that (on a store that does not know its
-// own write, a conflict whose current item is the write itself), or the
-// caller gets a timeout. Only workers meet it (the application's own
-// writes are outside the model), and the timeout only those that retry
-// without waiting: submit backs off on the virtual clock between attempts,
-// which no worker may wait on (see the package doc).
+// strikes after the store applied it: the answer is lost, and either the
+// store's client resends the write, as the SDK's retryer does, or the
+// caller gets a timeout. Only workers meet it, and the timeout only those
+// that retry without waiting (submit backs off on the virtual clock,
+// which no worker may wait on).
 func (r *recorder) write(ctx context.Context, rec operation.Record, expected int64, send func() (operation.Record, error)) (operation.Record, error) {
 	saved, err := send()
 	if err != nil {
 		return saved, err
 	}
 	if !r.fresh(saved) {
-		// A store that knows its own write answered a caller's resend of
-		// it (after a timeout) with success and wrote nothing.
+		// The store recognised a resend of its own write.
 		r.w.tracef(rec.OperationID, "the store recognised r%d, resent by %s, as the write it already applied", saved.Revision, writerOf(ctx))
 		return saved, nil
 	}
@@ -656,8 +605,7 @@ func (r *recorder) checkAttempt(ctx context.Context, rec operation.Record, expec
 }
 
 // answer notes that msg's POST for op got a definite answer that reached
-// its live handler: evidence for an uncertain episode about msg's claim,
-// also one an operator has closed already.
+// its live handler: evidence for an uncertain episode about msg's claim.
 func (r *recorder) answer(op, msg string) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
@@ -709,8 +657,7 @@ func (r *recorder) observe(ctx context.Context, expected int64, saved operation.
 		}
 	}
 	if next.Terminal() {
-		// Never written again: only the last state stays, for the check
-		// that no write follows.
+		// Never written again: only the last state stays.
 		delete(r.prev, id)
 		delete(r.hist, id)
 	}
@@ -777,8 +724,7 @@ func (r *recorder) observe(ctx context.Context, expected int64, saved operation.
 	}
 }
 
-// sender is the queue the dispatcher sends through: it crashes the worker
-// before a send and sends some messages twice.
+// sender is the queue the dispatcher sends through.
 type sender struct{ w *world }
 
 // Send injects CrashBeforeSend before the send and DupSend after it.
@@ -786,7 +732,7 @@ func (s *sender) Send(ctx context.Context, queueURL string, body []byte, delay t
 	w := s.w
 	w.alive(ctx)
 	env, _ := message.Decode(body)
-	w.maybeCrash(ctx, CrashBeforeSend, env.OperationID)
+	w.maybeCrash(ctx, CrashBeforeSend, env.OperationID, false)
 	id, err := w.broker.Send(ctx, queueURL, body, delay)
 	if err != nil {
 		return id, err
@@ -838,10 +784,8 @@ func (e *extender) ChangeVisibility(ctx context.Context, queueURL, receiptHandle
 	return err
 }
 
-// genaceClient is the Genace client the handlers see: the real client
-// over loopback HTTP (where the simulator injects its own faults), plus
-// the faults only a client can meet: timeouts, pauses, a crash after the
-// POST, URLs expiring before the download.
+// genaceClient is the Genace client the handlers see: the real one, plus
+// the faults only a client can meet.
 type genaceClient struct {
 	w *world
 	c Genace
@@ -849,15 +793,10 @@ type genaceClient struct {
 
 // Genace is what the handlers use of the Genace client; Config.WrapGenace
 // receives and returns it.
-type Genace interface {
-	Submit(ctx context.Context, req genace.SubmitRequest, timeout time.Duration) genace.SubmitResult
-	Get(ctx context.Context, jobID string, wait, timeout time.Duration) (*genace.Job, error)
-	Download(ctx context.Context, u genace.SignedURL, timeout time.Duration) (io.ReadCloser, int64, error)
-}
+type Genace = stack.Genace
 
-// Submit POSTs through the real client, tallies the outcome for
-// invariant a, and injects CrashAfterPost and VisibilityExpiry before the
-// answer reaches the handler.
+// Submit POSTs through the real client, tallies the outcome, and injects
+// the faults that strike before the answer reaches the handler.
 func (g *genaceClient) Submit(ctx context.Context, req genace.SubmitRequest, timeout time.Duration) genace.SubmitResult {
 	w := g.w
 	w.alive(ctx)
@@ -879,10 +818,7 @@ func (g *genaceClient) Submit(ctx context.Context, req genace.SubmitRequest, tim
 	defer w.posting(req.OperationID, false)
 	w.scale.count(func(s *Scale) *int64 { return &s.Posts }, secPosts, w.since())
 	res := g.c.Submit(ctx, req, timeout)
-	// A submission whose outcome is genuinely unknown: no answer reached
-	// the client, or the one that did is unknown by the contract, or the
-	// worker dies before the answer reaches its handler (counted as the
-	// panic unwinds).
+	// Counted as the panic unwinds, if the worker dies first.
 	posts := w.wire.since(req.OperationID, sent)
 	reached := false
 	defer func() {
@@ -895,10 +831,9 @@ func (g *genaceClient) Submit(ctx context.Context, req genace.SubmitRequest, tim
 	if res.Outcome == genace.OutcomeRateLimited {
 		t.rateLimited++
 	}
-	w.maybeCrash(ctx, CrashAfterPost, req.OperationID)
-	// The worker lives to see the answer: from here on invariant 2 holds
-	// the handler to every job id Genace's answers named on the wire, and
-	// to the one its client handed back.
+	w.maybeCrash(ctx, CrashAfterPost, req.OperationID, false)
+	// The worker lives to see the answer: invariant b holds it to every
+	// job id the wire carried, and to the one its client handed back.
 	for _, p := range w.wire.since(req.OperationID, sent) {
 		if !p.lost && p.jobID != "" {
 			t.handedOut = append(t.handedOut, p.jobID)
@@ -927,12 +862,8 @@ func (g *genaceClient) Submit(ctx context.Context, req genace.SubmitRequest, tim
 
 // answerKnown says whether the last answer a POST got (after any re-send
 // by the transport) tells the outcome, by the contract: it reached the
-// client, and it is a 4xx but 408 (which a proxy may send after the
-// server acted), a 429, or a 2xx or 5xx that names the job by an id
-// automation can follow (message.ValidJobID: one outside it fits no
-// record or message, so only an operator can take the job up). A lost
-// answer, a 5xx without a job id, a 408, or anything else leaves it
-// unknown.
+// client and is a 4xx but 408 (a proxy may send one after the server
+// acted), or a 2xx or 5xx naming the job by an id automation can follow.
 func answerKnown(posts []wirePost) bool {
 	p := posts[len(posts)-1]
 	switch {
@@ -947,9 +878,8 @@ func answerKnown(posts []wirePost) bool {
 }
 
 // claimDuplicate injects ClaimDuplicate into a submit worker that holds
-// the claim of op: a second dispatch of the operation (the worker's own
-// message sent again, as an SQS duplicate or a re-emit would be) reaches
-// another worker, which handles it to the end before this one goes on.
+// the claim of op: its own message, sent again, reaches another worker,
+// which handles it to the end before this one goes on.
 func (w *world) claimDuplicate(ctx context.Context, op, when string) {
 	inv := invOf(ctx)
 	i := w.handling(inv, op)
@@ -966,9 +896,8 @@ func (w *world) claimDuplicate(ctx context.Context, op, when string) {
 	}
 }
 
-// MessageOf returns the queue message that the worker behind ctx is
-// handling for the operation, if any. It is for planted bugs
-// (Config.WrapRecords) that act on what the worker's message is.
+// MessageOf returns the queue message the worker behind ctx handles for
+// the operation, if any, for planted bugs (Config.WrapRecords).
 func MessageOf(ctx context.Context, operationID string) (events.SQSMessage, bool) {
 	inv := invOf(ctx)
 	if i := inv.opRecord(operationID); i >= 0 {
@@ -983,10 +912,8 @@ func (g *genaceClient) Get(ctx context.Context, jobID string, wait, timeout time
 	w.alive(ctx)
 	op := w.opOfJob(jobID)
 	if w.inj.hit(GetTimeout) {
-		// The request reaches Genace (its side effects happen); the answer
-		// does not come back before the client gives up. The wait costs
-		// no virtual time: the clock is the whole world's, and one
-		// worker's wait must not stall every other.
+		// The request reaches Genace, and the client's own timeout error
+		// follows at once: one worker's wait must not stall the world.
 		_, _ = g.c.Get(ctx, jobID, wait, timeout)
 		expired, cancel := context.WithDeadline(context.Background(), time.Unix(0, 0))
 		defer cancel()
@@ -1015,13 +942,11 @@ func (g *genaceClient) Download(ctx context.Context, u genace.SignedURL, timeout
 	jobID := jobOfURL(u)
 	op := w.opOfJob(jobID)
 	if w.inj.hit(URLExpired) {
-		// The download reaches Genace after the URL's lifetime, as if the
-		// worker had paused that long between the GET that signed it and
-		// the copy: only Genace's clock jumps, for this one request, so
-		// the pause stalls nobody else.
-		w.simClock.skew(w.urlTTL + time.Second)
+		// Only Genace's clock jumps, for this one request, so the pause
+		// stalls nobody else.
+		w.simClock.skew(urlTTL + time.Second)
 		defer w.simClock.skew(0)
-		w.tracef(op, "FAULT %s: %s downloads %s after the URL expired", URLExpired, writerOf(ctx), w.urlTTL+time.Second)
+		w.tracef(op, "FAULT %s: %s downloads %s after the URL expired", URLExpired, writerOf(ctx), urlTTL+time.Second)
 	}
 	body, n, err := g.c.Download(ctx, u, timeout)
 	w.tracef(op, "download of %s by %s → err=%v", jobID, writerOf(ctx), err)
@@ -1044,9 +969,8 @@ func jobOfURL(u genace.SignedURL) string {
 	return ""
 }
 
-// artifacts is the artifact store the deliver handler sees: localpack.Dir,
-// failing mid-copy now and then, with foreign objects appearing under
-// output keys, and counting what is stored per key.
+// artifacts is the artifact store deliver sees: localpack.Dir with
+// faults, counting what is stored per key.
 type artifacts struct {
 	w       *world
 	d       *localpack.Dir
@@ -1056,8 +980,7 @@ type artifacts struct {
 	armed   map[string]bool // keys a foreign object is put under right before the next Put
 }
 
-// Stat injects ForeignObject, then reads through, unless the worker is
-// dead.
+// Stat injects ForeignObject, then reads through.
 func (a *artifacts) Stat(ctx context.Context, key string) (artifact.Object, bool, error) {
 	a.w.alive(ctx)
 	a.foreignObject(ctx, key)
@@ -1065,9 +988,7 @@ func (a *artifacts) Stat(ctx context.Context, key string) (artifact.Object, bool
 }
 
 // foreignObject injects ForeignObject into a delivery's Stat of an empty
-// key: another writer puts an object of the output's size but other
-// content under it, now (before the Stat) or between the Stat and the
-// delivery's Put.
+// key: now, or armed for the delivery's Put.
 func (a *artifacts) foreignObject(ctx context.Context, key string) {
 	if inv := invOf(ctx); inv == nil || inv.fn != "deliver" || !a.w.inj.roll(ForeignObject) {
 		return
@@ -1105,9 +1026,8 @@ func (a *artifacts) plant(key, when string) {
 	a.w.tracef(opOfKey(key), "FAULT %s: another writer put %d bytes of other content under %s, %s", ForeignObject, len(body), key, when)
 }
 
-// Put injects ArtifactPutFailure mid-stream, or stores through
-// localpack.Dir and counts what it stored per key; a foreign object armed
-// for the key lands first.
+// Put lands an armed foreign object first, injects the persistent and
+// mid-stream failures, or stores through and counts what it stored.
 func (a *artifacts) Put(ctx context.Context, key string, r io.Reader, size int64, sum, contentType string) (artifact.Object, error) {
 	a.w.alive(ctx)
 	a.mu.Lock()
