@@ -28,6 +28,7 @@
 package genacesim
 
 import (
+	"cmp"
 	"crypto/subtle"
 	"errors"
 	"fmt"
@@ -128,9 +129,7 @@ var _ http.Handler = (*Simulator)(nil)
 // time). It panics on an invalid Config (unknown Outcome, negative
 // durations), since that is a bug in the test.
 func New(cfg Config, clk clock.Clock) *Simulator {
-	if clk == nil {
-		clk = clock.Real{}
-	}
+	clk = cmp.Or[clock.Clock](clk, clock.Real{})
 	if cfg.DefaultModel == (ModelConfig{}) {
 		cfg.DefaultModel = DefaultModelConfig
 	}
