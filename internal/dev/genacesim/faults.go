@@ -1,6 +1,7 @@
 package genacesim
 
 import (
+	"cmp"
 	"fmt"
 	"time"
 )
@@ -200,47 +201,26 @@ func Reject(status int, code string) Fault {
 	return Fault{Kind: FaultReject, Status: status, Code: code}
 }
 
+// kindStatus is the HTTP status each kind answers with by default.
+var kindStatus = map[FaultKind]int{
+	FaultServerErrorWithJobID: 502, FaultServerErrorNoJob: 503, FaultServerErrorJobCreated: 500,
+	FaultReject: 400, FaultRateLimited: 429, FaultTimeoutAfterCreate: 408,
+}
+
 // status returns the HTTP status the fault answers with.
-func (f Fault) status() int {
-	if f.Status != 0 {
-		return f.Status
-	}
-	switch f.Kind {
-	case FaultServerErrorWithJobID:
-		return 502
-	case FaultServerErrorNoJob:
-		return 503
-	case FaultServerErrorJobCreated:
-		return 500
-	case FaultReject:
-		return 400
-	case FaultRateLimited:
-		return 429
-	case FaultTimeoutAfterCreate:
-		return 408
-	}
-	return 0
+func (f Fault) status() int { return cmp.Or(f.Status, kindStatus[f.Kind]) }
+
+// statusCodes are the contract's error codes by status.
+var statusCodes = map[int]string{
+	400: "invalid_request", 422: "invalid_request", 401: "unauthorized", 402: "insufficient_credits", 403: "forbidden",
+	404: "not_found", 408: "request_timeout", 429: "rate_limited",
+	502: "upstream_unavailable", 503: "upstream_unavailable", 504: "upstream_unavailable",
 }
 
 // codeFor is the contract's error code for a status.
 func codeFor(status int) string {
-	switch status {
-	case 400, 422:
-		return "invalid_request"
-	case 401:
-		return "unauthorized"
-	case 402:
-		return "insufficient_credits"
-	case 403:
-		return "forbidden"
-	case 404:
-		return "not_found"
-	case 408:
-		return "request_timeout"
-	case 429:
-		return "rate_limited"
-	case 502, 503, 504:
-		return "upstream_unavailable"
+	if c, ok := statusCodes[status]; ok {
+		return c
 	}
 	if status >= 500 {
 		return "internal"

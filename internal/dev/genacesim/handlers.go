@@ -2,6 +2,7 @@ package genacesim
 
 import (
 	"bytes"
+	"cmp"
 	"context"
 	"encoding/json"
 	"errors"
@@ -221,26 +222,12 @@ func (s *Simulator) handlePost(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	f := s.pickFault(s.postScripts, opID, RequestInfo{Method: r.Method, Kind: KindPost, OperationID: opID, Attempt: attempt})
-
-	// Faults that create nothing.
-	switch f.Kind {
-	case FaultNone:
-		if ra := s.rateLimited(); ra > 0 {
-			writeError(w, http.StatusTooManyRequests, "rate_limited", "too many requests", "", ra)
-			return
-		}
-	case FaultRateLimited:
-		writeError(w, http.StatusTooManyRequests, "rate_limited", "too many requests", "", f.RetryAfter)
+	switch f.Kind { // faults that create nothing
+	case FaultRateLimited, FaultReject, FaultServerErrorNoJob:
+		writeFault(w, f, 0, "upstream unavailable")
 		return
-	case FaultReject:
-		code := f.Code
-		if code == "" {
-			code = codeFor(f.status())
-		}
-		writeError(w, f.status(), code, "rejected by scripted fault", "", 0)
-		return
-	case FaultServerErrorNoJob:
-		writeError(w, f.status(), codeFor(f.status()), "upstream unavailable", "", 0)
+	}
+	if s.limited(w, f) {
 		return
 	}
 
@@ -252,27 +239,52 @@ func (s *Simulator) handlePost(w http.ResponseWriter, r *http.Request) {
 		onChange()
 	}
 
-	switch f.Kind {
-	case FaultServerErrorWithJobID:
+	switch {
+	case f.Kind == FaultServerErrorWithJobID:
 		writeDrifted(w, f.status(), wireEnvelope{Error: wireEnvelopeError{Code: "submission_failed", Message: "the job could not be submitted", JobID: j.id}}, f.Drift)
-	case FaultServerErrorJobCreated:
-		writeError(w, f.status(), codeFor(f.status()), "internal error", "", 0)
-	case FaultTimeoutAfterCreate:
-		writeError(w, f.status(), codeFor(f.status()), "request timed out", "", 0)
-	case FaultAcceptThenDrop:
-		drop(w)
-	case FaultGarbageBody:
-		w.Header().Set("Content-Type", "application/json")
-		w.WriteHeader(http.StatusAccepted)
-		_, _ = w.Write(garbage)
-	case FaultDelayResponse:
-		if !s.sleep(r.Context(), f.Delay) {
-			return // the client gave up; the job exists regardless
-		}
-		writeDrifted(w, http.StatusAccepted, s.snapshot(r, j), f.Drift)
-	default:
+	case f.Kind == FaultDelayResponse && !s.sleep(r.Context(), f.Delay):
+		// the client gave up; the job exists regardless
+	case !writeFault(w, f, http.StatusAccepted, "internal error"):
 		writeDrifted(w, http.StatusAccepted, s.snapshot(r, j), f.Drift)
 	}
+}
+
+// limited answers 429 when a request without a fault exceeds
+// RateLimitPerSecond.
+func (s *Simulator) limited(w http.ResponseWriter, f Fault) bool {
+	if f.Kind != FaultNone {
+		return false
+	}
+	ra := s.rateLimited()
+	if ra > 0 {
+		writeError(w, http.StatusTooManyRequests, "rate_limited", "too many requests", "", ra)
+	}
+	return ra > 0
+}
+
+// writeFault answers a request according to f, with okStatus for a
+// garbage body and serverMsg for a server error; false (nothing written)
+// for FaultNone and FaultDelayResponse, which answer normally.
+func writeFault(w http.ResponseWriter, f Fault, okStatus int, serverMsg string) bool {
+	switch f.Kind {
+	case FaultAcceptThenDrop:
+		drop(w)
+	case FaultRateLimited:
+		writeError(w, http.StatusTooManyRequests, "rate_limited", "too many requests", "", f.RetryAfter)
+	case FaultReject:
+		writeError(w, f.status(), cmp.Or(f.Code, codeFor(f.status())), "rejected by scripted fault", "", 0)
+	case FaultServerErrorNoJob, FaultServerErrorWithJobID, FaultServerErrorJobCreated:
+		writeError(w, f.status(), codeFor(f.status()), serverMsg, "", 0)
+	case FaultTimeoutAfterCreate:
+		writeError(w, f.status(), codeFor(f.status()), "request timed out", "", 0)
+	case FaultGarbageBody:
+		w.Header().Set("Content-Type", "application/json")
+		w.WriteHeader(okStatus)
+		_, _ = w.Write(garbage)
+	default:
+		return false
+	}
+	return true
 }
 
 // writeDrifted writes v (a job object or an error envelope) bent by d.
@@ -343,31 +355,10 @@ func writeDrifted(w http.ResponseWriter, status int, v any, d BodyDrift) {
 // returns true if the request was fully answered. FaultDelayResponse
 // waits and returns false so normal handling follows.
 func (s *Simulator) applyReadFault(w http.ResponseWriter, r *http.Request, f Fault) bool {
-	switch f.Kind {
-	case FaultNone:
-		return false
-	case FaultDelayResponse:
+	if f.Kind == FaultDelayResponse {
 		return !s.sleep(r.Context(), f.Delay)
-	case FaultAcceptThenDrop:
-		drop(w)
-	case FaultRateLimited:
-		writeError(w, http.StatusTooManyRequests, "rate_limited", "too many requests", "", f.RetryAfter)
-	case FaultReject:
-		code := f.Code
-		if code == "" {
-			code = codeFor(f.status())
-		}
-		writeError(w, f.status(), code, "rejected by scripted fault", "", 0)
-	case FaultServerErrorNoJob, FaultServerErrorWithJobID, FaultServerErrorJobCreated:
-		writeError(w, f.status(), codeFor(f.status()), "transient server error", "", 0)
-	case FaultTimeoutAfterCreate:
-		writeError(w, f.status(), codeFor(f.status()), "request timed out", "", 0)
-	case FaultGarbageBody:
-		w.Header().Set("Content-Type", "application/json")
-		w.WriteHeader(http.StatusOK)
-		_, _ = w.Write(garbage)
 	}
-	return true
+	return writeFault(w, f, http.StatusOK, "transient server error")
 }
 
 func (s *Simulator) handleGet(w http.ResponseWriter, r *http.Request) {
@@ -388,14 +379,8 @@ func (s *Simulator) handleGet(w http.ResponseWriter, r *http.Request) {
 		wait = time.Duration(n) * time.Second
 	}
 	f := s.pickFault(s.getScripts, id, RequestInfo{Method: r.Method, Kind: KindGet, JobID: id, Attempt: attempt})
-	if s.applyReadFault(w, r, f) {
+	if s.applyReadFault(w, r, f) || s.limited(w, f) {
 		return
-	}
-	if f.Kind == FaultNone {
-		if ra := s.rateLimited(); ra > 0 {
-			writeError(w, http.StatusTooManyRequests, "rate_limited", "too many requests", "", ra)
-			return
-		}
 	}
 	wj, ok := s.poll(r, id, wait)
 	if !ok {

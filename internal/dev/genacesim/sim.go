@@ -28,9 +28,11 @@
 package genacesim
 
 import (
+	"cmp"
 	"crypto/subtle"
 	"errors"
 	"fmt"
+	"maps"
 	"math/rand/v2"
 	"net"
 	"net/http"
@@ -127,9 +129,7 @@ var _ http.Handler = (*Simulator)(nil)
 // time). It panics on an invalid Config (unknown Outcome, negative
 // durations), since that is a bug in the test.
 func New(cfg Config, clk clock.Clock) *Simulator {
-	if clk == nil {
-		clk = clock.Real{}
-	}
+	clk = cmp.Or[clock.Clock](clk, clock.Real{})
 	if cfg.DefaultModel == (ModelConfig{}) {
 		cfg.DefaultModel = DefaultModelConfig
 	}
@@ -315,9 +315,7 @@ func (s *Simulator) Job(id string) (JobTruth, bool) {
 func (s *Simulator) truth(j *job, now time.Time) JobTruth {
 	v := j.view(now, s.cfg.RefundSettleAfter)
 	md := make(map[string]string, len(j.metadata))
-	for k, val := range j.metadata {
-		md[k] = val
-	}
+	maps.Copy(md, j.metadata)
 	outs := make([]OutputTruth, len(j.outputs))
 	for i, p := range j.outputs {
 		outs[i] = OutputTruth{SizeBytes: int64(len(p)), SHA256: j.sums[i]}
@@ -341,11 +339,7 @@ func (s *Simulator) Duplicate(jobID string) (string, bool) {
 	if !ok {
 		return "", false
 	}
-	md := make(map[string]string, len(j.metadata))
-	for k, v := range j.metadata {
-		md[k] = v
-	}
-	d := s.newJobLocked(j.opID, j.model, md, false, "")
+	d := s.newJobLocked(j.opID, j.model, maps.Clone(j.metadata), false, "")
 	d.duplicateOf = jobID
 	return d.id, true
 }
@@ -459,28 +453,34 @@ func (s *Simulator) newJobLocked(opID, model string, metadata map[string]string,
 			id = ""
 		}
 	}
-	mc := s.model(model)
-	j := &job{id: id, opID: opID, model: model, mc: mc, metadata: metadata, created: s.clk.Now(), subFail: subFail}
-	if !subFail {
-		for i := 0; i < mc.OutputCount; i++ {
-			p := renderPNG(s.cfg.Seed, id, i)
+	j := &job{id: id, opID: opID, model: model, mc: s.model(model), metadata: metadata, created: s.clk.Now(), subFail: subFail}
+	s.addLocked(j)
+	return j
+}
+
+// addLocked renders j's outputs (from the seed and its id) and stores it.
+// s.mu must be held.
+func (s *Simulator) addLocked(j *job) {
+	if !j.subFail {
+		for i := range j.mc.OutputCount {
+			p := renderPNG(s.cfg.Seed, j.id, i)
 			j.outputs = append(j.outputs, p)
 			j.sums = append(j.sums, sha256Hex(p))
 		}
 	}
-	s.jobs[id] = j
+	s.jobs[j.id] = j
 	s.order = append(s.order, j)
-	s.byOp[opID] = append(s.byOp[opID], id)
-	return j
+	s.byOp[j.opID] = append(s.byOp[j.opID], j.id)
 }
 
-// rateLimitedLocked applies RateLimitPerSecond with a fixed window per
-// clock second. It returns the Retry-After to send, or 0. s.mu must be
-// held.
-func (s *Simulator) rateLimitedLocked() time.Duration {
+// rateLimited applies RateLimitPerSecond with a fixed window per clock
+// second. It returns the Retry-After to send, or 0.
+func (s *Simulator) rateLimited() time.Duration {
 	if s.cfg.RateLimitPerSecond <= 0 {
 		return 0
 	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
 	now := s.clk.Now()
 	sec := now.Unix()
 	if sec != s.rlSecond {
@@ -491,12 +491,6 @@ func (s *Simulator) rateLimitedLocked() time.Duration {
 		return 0
 	}
 	return time.Unix(sec+1, 0).Sub(now)
-}
-
-func (s *Simulator) rateLimited() time.Duration {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.rateLimitedLocked()
 }
 
 // authorized checks the bearer token in constant time.

@@ -105,16 +105,7 @@ func (s *Simulator) load(snap snapshot) error {
 		}
 		j := &job{id: sj.ID, opID: sj.OperationID, model: sj.Model, mc: sj.Config, metadata: sj.Metadata, created: sj.Created,
 			subFail: sj.SubFail, subSettled: sj.SubSettled, reconciled: sj.Reconciled}
-		if !j.subFail {
-			for i := 0; i < j.mc.OutputCount; i++ {
-				p := renderPNG(s.cfg.Seed, j.id, i)
-				j.outputs = append(j.outputs, p)
-				j.sums = append(j.sums, sha256Hex(p))
-			}
-		}
-		s.jobs[j.id] = j
-		s.order = append(s.order, j)
-		s.byOp[j.opID] = append(s.byOp[j.opID], j.id)
+		s.addLocked(j)
 	}
 	maps.Copy(s.postCount, snap.PostCount)
 	maps.Copy(s.getCount, snap.GetCount)

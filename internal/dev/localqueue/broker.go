@@ -31,12 +31,13 @@
 package localqueue
 
 import (
+	"cmp"
 	"container/heap"
 	"context"
 	"errors"
 	"fmt"
+	"regexp"
 	"slices"
-	"strings"
 	"sync"
 	"time"
 	"unicode/utf8"
@@ -177,9 +178,7 @@ var (
 // the last message id applied to an operation, never sees an old id
 // reused for a new message).
 func New(clk clock.Clock) *Broker {
-	if clk == nil {
-		clk = clock.Real{}
-	}
+	clk = cmp.Or[clock.Clock](clk, clock.Real{})
 	return &Broker{
 		clk:    clk,
 		epoch:  uint64(clk.Now().UnixNano()),
@@ -505,14 +504,7 @@ func ceilSecond(d time.Duration) time.Duration {
 
 // validName follows SQS's rule for standard queues: 1..80 of letters,
 // digits, '-' and '_'.
-func validName(s string) bool {
-	if s == "" || len(s) > 80 {
-		return false
-	}
-	return !strings.ContainsFunc(s, func(r rune) bool {
-		return !(r >= 'a' && r <= 'z' || r >= 'A' && r <= 'Z' || r >= '0' && r <= '9' || r == '-' || r == '_')
-	})
-}
+var validName = regexp.MustCompile(`^[A-Za-z0-9_-]{1,80}$`).MatchString
 
 // validBody reports whether body is UTF-8 made only of the characters SQS
 // accepts: #x9, #xA, #xD, #x20-#xD7FF, #xE000-#xFFFD, #x10000-#x10FFFF.

@@ -15,7 +15,8 @@ import (
 	"net/http"
 	"os"
 	"path/filepath"
-	"sort"
+	"slices"
+	"strings"
 	"sync"
 	"time"
 
@@ -555,7 +556,7 @@ func (s *localRun) report(ctx context.Context, elapsed time.Duration, timedOut b
 			}
 			op.Artifacts = append(op.Artifacts, a)
 		}
-		sort.Slice(op.Artifacts, func(i, j int) bool { return op.Artifacts[i].Path < op.Artifacts[j].Path })
+		slices.SortFunc(op.Artifacts, func(a, b Artifact) int { return strings.Compare(a.Path, b.Path) })
 		for _, r := range reviews[rec.OperationID] {
 			op.Reviews = append(op.Reviews, ReviewRef{ID: r.ID, Recommended: r.Recommended, Reason: r.Reason, Category: r.ErrorCategory})
 		}

@@ -6,7 +6,6 @@ import (
 	"maps"
 	"net/http"
 	"slices"
-	"sort"
 	"strings"
 	"sync"
 	"time"
@@ -44,7 +43,7 @@ func (s Status) Key() string {
 	for id, why := range s.Blocked {
 		blocked = append(blocked, id+": "+why)
 	}
-	sort.Strings(blocked)
+	slices.Sort(blocked)
 	return fmt.Sprintf("%s|%d|%d|%d|%s|%s", strings.Join(phases, ", "), s.Posts, s.Gets, s.DLQ, s.Genace, strings.Join(blocked, "; "))
 }
 

@@ -6,7 +6,7 @@ import (
 	"fmt"
 	"io"
 	"os"
-	"sort"
+	"slices"
 	"strings"
 	"text/tabwriter"
 
@@ -134,14 +134,14 @@ func (r *Report) WriteSummary(w io.Writer) {
 		if op.NotCreated {
 			phase = "not created"
 		}
-		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%d\t%d\t%s\n", op.OperationID, phase, dash(string(op.RemoteState)), dash(string(op.Settlement)), op.Posts, len(op.Artifacts), rv)
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%d\t%d\t%s\n", op.OperationID, phase, cmp.Or(string(op.RemoteState), "-"), cmp.Or(string(op.Settlement), "-"), op.Posts, len(op.Artifacts), rv)
 	}
 	_ = tw.Flush()
 	var phases []string
 	for p, n := range r.Totals.Phases {
 		phases = append(phases, fmt.Sprintf("%s %d", p, n))
 	}
-	sort.Strings(phases)
+	slices.Sort(phases)
 	if r.Totals.NotCreated > 0 {
 		phases = append(phases, fmt.Sprintf("not created %d", r.Totals.NotCreated))
 	}
@@ -169,11 +169,4 @@ func (r *Report) WriteSummary(w io.Writer) {
 	case r.TimedOut:
 		fmt.Fprintln(w, "TIMED OUT before every operation was terminal or waiting for review")
 	}
-}
-
-func dash(s string) string {
-	if s == "" {
-		return "-"
-	}
-	return s
 }

@@ -1,11 +1,12 @@
 package templatecheck
 
 import (
+	"cmp"
 	"errors"
 	"fmt"
 	"path/filepath"
 	"slices"
-	"sort"
+	"strings"
 )
 
 // Rule names one property of the template that Check enforces.
@@ -99,26 +100,12 @@ func CheckWith(path string, opts Options) []Problem {
 		return []Problem{{RuleParse, filepath.Base(path), err.Error()}}
 	}
 	c := &checker{doc: d, opts: opts}
-	c.topology()
-	c.wiring()
-	c.dlq()
-	c.visibility()
-	c.batchFailures()
-	c.leastPrivilege()
-	c.table()
-	c.build()
-	c.secretsEnv()
-	c.parameters()
-	c.observability()
-	sort.SliceStable(c.problems, func(i, j int) bool {
-		a, b := c.problems[i], c.problems[j]
-		if ra, rb := ruleOrder(a.Rule), ruleOrder(b.Rule); ra != rb {
-			return ra < rb
-		}
-		if a.Resource != b.Resource {
-			return a.Resource < b.Resource
-		}
-		return a.Message < b.Message
+	for _, rule := range []func(){c.topology, c.wiring, c.dlq, c.visibility, c.batchFailures, c.leastPrivilege,
+		c.table, c.build, c.secretsEnv, c.parameters, c.observability} {
+		rule()
+	}
+	slices.SortStableFunc(c.problems, func(a, b Problem) int {
+		return cmp.Or(cmp.Compare(ruleOrder(a.Rule), ruleOrder(b.Rule)), strings.Compare(a.Resource, b.Resource), strings.Compare(a.Message, b.Message))
 	})
 	return c.problems
 }
@@ -149,6 +136,6 @@ func (c *checker) sortedFunctions() []string {
 			ids = append(ids, id)
 		}
 	}
-	sort.Strings(ids)
+	slices.Sort(ids)
 	return ids
 }

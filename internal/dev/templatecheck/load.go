@@ -17,7 +17,7 @@ package templatecheck
 
 import (
 	"fmt"
-	"sort"
+	"slices"
 	"strings"
 
 	"github.com/genjobs/genjobs/internal/dev/samlocal"
@@ -131,7 +131,7 @@ func (d *doc) ofType(typ string) []string {
 			ids = append(ids, id)
 		}
 	}
-	sort.Strings(ids)
+	slices.Sort(ids)
 	return ids
 }
 
@@ -163,7 +163,7 @@ func (d *doc) events(id string) []event {
 		e := mapOf(v)
 		out = append(out, event{name: name, typ: str(e["Type"]), props: mapOf(e["Properties"])})
 	}
-	sort.Slice(out, func(i, j int) bool { return out[i].name < out[j].name })
+	slices.SortFunc(out, func(a, b event) int { return strings.Compare(a.name, b.name) })
 	return out
 }
 

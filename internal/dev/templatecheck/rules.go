@@ -10,12 +10,14 @@ import (
 	"slices"
 	"strings"
 
+	"github.com/aws/aws-sdk-go-v2/aws"
+	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
+
 	"github.com/genjobs/genjobs/internal/config"
+	"github.com/genjobs/genjobs/internal/dev/samlocal"
 	"github.com/genjobs/genjobs/internal/dev/topology"
 	"github.com/genjobs/genjobs/internal/store/dynamo"
 )
-
-// -------------------------------------------------------------- 0 topology
 
 // topology: the queues, event sources, timeouts and sweep thresholds are
 // the ones internal/dev/topology declares, which the local tooling wires
@@ -26,12 +28,10 @@ func (c *checker) topology() {
 	}
 }
 
-// ---------------------------------------------------------------- 1 wiring
-
 func (c *checker) wiring() {
-	present := set(c.ofType("AWS::Serverless::Function")...)
+	present := c.ofType("AWS::Serverless::Function")
 	for _, id := range slices.Sorted(maps.Keys(functions)) {
-		if !present[id] {
+		if !slices.Contains(present, id) {
 			c.add(RuleWiring, id, "missing: the template has no such AWS::Serverless::Function")
 		}
 	}
@@ -43,7 +43,7 @@ func (c *checker) wiring() {
 		}
 		c.wireEnv(id)
 		if role := str(c.props(id)["Role"]); role != GetAtt(spec.role, "Arn") {
-			c.add(RuleWiring, id, "Role is %q, want !GetAtt %s.Arn (its own role)", role, spec.role)
+			c.add(RuleWiring, id, "Role is %q, want !GetAtt %s.Arn (its own role; without one SAM generates a role whose managed policies use Resource \"*\")", role, spec.role)
 		}
 		c.wireLogGroup(id, spec)
 		c.wireRecursion(id, spec)
@@ -113,8 +113,6 @@ func (c *checker) wireLogGroup(id string, spec function) {
 		c.add(RuleWiring, id, "DependsOn must name %s, so no invocation runs before its log group exists", spec.logGroup)
 	}
 }
-
-// ------------------------------------------------------------------- 2 dlq
 
 func (c *checker) dlq() {
 	known := map[string]bool{sweepFailuresID: true}
@@ -201,8 +199,6 @@ func (c *checker) checkRedriveAllow(main, dlq string) {
 	}
 }
 
-// ------------------------------------------------------------ 3 visibility
-
 func (c *checker) visibility() {
 	for _, id := range c.sortedFunctions() {
 		timeout := c.timeout(id)
@@ -234,8 +230,6 @@ func (c *checker) visibility() {
 	}
 }
 
-// -------------------------------------------------------- 4 batch failures
-
 func (c *checker) batchFailures() {
 	for _, id := range c.ofType("AWS::Serverless::Function") {
 		for _, e := range c.events(id) {
@@ -256,8 +250,6 @@ func (c *checker) batchFailures() {
 	}
 }
 
-// ------------------------------------------------------- 5 least privilege
-
 func (c *checker) leastPrivilege() {
 	for _, typ := range []string{"AWS::IAM::Policy", "AWS::IAM::ManagedPolicy", "AWS::IAM::RolePolicy", "AWS::IAM::User", "AWS::IAM::Group", "AWS::IAM::AccessKey"} {
 		for _, id := range c.ofType(typ) {
@@ -265,12 +257,8 @@ func (c *checker) leastPrivilege() {
 		}
 	}
 	for _, id := range c.ofType("AWS::Serverless::Function") {
-		p := c.props(id)
-		if _, ok := p["Policies"]; ok {
+		if _, ok := c.props(id)["Policies"]; ok {
 			c.add(RuleLeastPrivilege, id, "Policies: SAM policies are not allowed; the function's role holds its grants")
-		}
-		if _, ok := p["Role"]; !ok {
-			c.add(RuleLeastPrivilege, id, "no Role: SAM would generate one with AWSLambdaBasicExecutionRole and AWSLambdaSQSQueueExecutionRole, whose statements use Resource \"*\"")
 		}
 	}
 	for _, role := range c.ofType("AWS::IAM::Role") {
@@ -302,7 +290,7 @@ func (c *checker) leastPrivilege() {
 				if str(st["Effect"]) != "Allow" {
 					continue
 				}
-				if wildcard(stringList(st["Action"])) || slices.Contains(stringList(st["Resource"]), "*") || fmt.Sprint(st["Principal"]) == "*" {
+				if slices.ContainsFunc(stringList(st["Action"]), func(a string) bool { return strings.Contains(a, "*") }) || slices.Contains(stringList(st["Resource"]), "*") || fmt.Sprint(st["Principal"]) == "*" {
 					c.add(RuleLeastPrivilege, id, "an Allow statement with a wildcard action, resource or principal")
 				}
 			}
@@ -382,16 +370,10 @@ func statements(doc any) []map[string]any {
 	return out
 }
 
-func wildcard(actions []string) bool {
-	return slices.ContainsFunc(actions, func(a string) bool { return strings.Contains(a, "*") })
-}
-
 func listOf(v any) []any {
 	l, _ := v.([]any)
 	return l
 }
-
-// ----------------------------------------------------------------- 7 table
 
 func (c *checker) table() {
 	for _, id := range c.ofType("AWS::DynamoDB::Table") {
@@ -408,24 +390,17 @@ func (c *checker) table() {
 	if got := str(p["BillingMode"]); got != string(def.BillingMode) {
 		c.add(RuleTable, tableID, "BillingMode %q, want %s", got, def.BillingMode)
 	}
-	if p["ProvisionedThroughput"] != nil {
-		c.add(RuleTable, tableID, "ProvisionedThroughput set on an on-demand table")
-	}
 	wantAttrs, gotAttrs := map[string]string{}, map[string]string{}
 	for _, a := range def.AttributeDefinitions {
-		wantAttrs[deref(a.AttributeName)] = string(a.AttributeType)
+		wantAttrs[aws.ToString(a.AttributeName)] = string(a.AttributeType)
 	}
 	for _, a := range listOf(p["AttributeDefinitions"]) {
 		gotAttrs[str(mapOf(a)["AttributeName"])] = str(mapOf(a)["AttributeType"])
 	}
-	if !mapsEqual(gotAttrs, wantAttrs) {
+	if !maps.Equal(gotAttrs, wantAttrs) {
 		c.add(RuleTable, tableID, "AttributeDefinitions %v, want %v", gotAttrs, wantAttrs)
 	}
-	var wantKeys []string
-	for _, k := range def.KeySchema {
-		wantKeys = append(wantKeys, deref(k.AttributeName)+" "+string(k.KeyType))
-	}
-	if got := keySchema(p["KeySchema"]); !slices.Equal(got, wantKeys) {
+	if got, wantKeys := keySchema(p["KeySchema"]), codeKeySchema(def.KeySchema); !slices.Equal(got, wantKeys) {
 		c.add(RuleTable, tableID, "KeySchema %v, want %v", got, wantKeys)
 	}
 	if p["LocalSecondaryIndexes"] != nil {
@@ -439,17 +414,13 @@ func (c *checker) table() {
 		c.add(RuleTable, tableID, "%d global secondary indexes, want %d", len(gsis), len(def.GlobalSecondaryIndexes))
 	}
 	for _, want := range def.GlobalSecondaryIndexes {
-		name := deref(want.IndexName)
+		name := aws.ToString(want.IndexName)
 		g, ok := gsis[name]
 		if !ok {
 			c.add(RuleTable, tableID, "no global secondary index %q (the sweep's and the review list's index)", name)
 			continue
 		}
-		var wantKeys []string
-		for _, k := range want.KeySchema {
-			wantKeys = append(wantKeys, deref(k.AttributeName)+" "+string(k.KeyType))
-		}
-		if got := keySchema(g["KeySchema"]); !slices.Equal(got, wantKeys) {
+		if got, wantKeys := keySchema(g["KeySchema"]), codeKeySchema(want.KeySchema); !slices.Equal(got, wantKeys) {
 			c.add(RuleTable, tableID, "index %s KeySchema %v, want %v", name, got, wantKeys)
 		}
 		if got := str(mapOf(g["Projection"])["ProjectionType"]); got != string(want.Projection.ProjectionType) {
@@ -501,6 +472,14 @@ func (c *checker) retentionWiring() {
 	}
 }
 
+func codeKeySchema(ks []types.KeySchemaElement) []string {
+	var out []string
+	for _, k := range ks {
+		out = append(out, aws.ToString(k.AttributeName)+" "+string(k.KeyType))
+	}
+	return out
+}
+
 func keySchema(v any) []string {
 	var out []string
 	for _, k := range listOf(v) {
@@ -508,27 +487,6 @@ func keySchema(v any) []string {
 	}
 	return out
 }
-
-func deref[T ~string](p *T) string {
-	if p == nil {
-		return ""
-	}
-	return string(*p)
-}
-
-func mapsEqual(a, b map[string]string) bool {
-	if len(a) != len(b) {
-		return false
-	}
-	for k, v := range a {
-		if w, ok := b[k]; !ok || w != v {
-			return false
-		}
-	}
-	return true
-}
-
-// ----------------------------------------------------------------- 8 build
 
 // buildLine is what every build target must run, besides its package.
 var buildLine = []string{"GOOS=linux", "GOARCH=arm64", "CGO_ENABLED=0", "go build", "-tags lambda.norpc", "-o $(ARTIFACTS_DIR)/bootstrap"}
@@ -543,9 +501,6 @@ func (c *checker) build() {
 		}
 		if v, _ := c.functionProp(id, "Architectures"); !slices.Equal(stringList(v), []string{"arm64"}) {
 			c.add(RuleBuild, id, "Architectures %v, want [arm64] (the Makefile builds GOARCH=arm64)", v)
-		}
-		if v, ok := c.functionProp(id, "PackageType"); ok && v != "Zip" {
-			c.add(RuleBuild, id, "PackageType %v, want Zip", v)
 		}
 		lc, _ := c.functionProp(id, "LoggingConfig")
 		if f := mapOf(lc)["LogFormat"]; f != "JSON" {
@@ -599,8 +554,6 @@ func (c *checker) checkTarget(id, dir, makefile string) {
 	c.add(RuleBuild, "Makefile", "%s does not build ./functions/%s", target, dir)
 }
 
-// ----------------------------------------------------------- 9 secrets/env
-
 var secretName = regexp.MustCompile(`(?i)key|secret|passw|token|credential`)
 
 // Samples the secret's ARN parameter must accept or refuse. Secrets
@@ -629,18 +582,17 @@ func (c *checker) secretsEnv() {
 		c.add(RuleSecretsEnv, id, "the stack must not create the key's secret: an empty secret would let functions start before the key is in; take the existing secret's ARN as %s", secretParam)
 	}
 	c.checkSecretParam(mapOf(params[secretParam]))
-	allowedEnv := set(configEnv...)
 	for _, id := range c.ofType("AWS::Serverless::Function") {
 		env := c.env(id)
 		for _, name := range slices.Sorted(maps.Keys(env)) {
 			switch {
 			case slices.Contains(localOnlyEnv, name):
 				c.add(RuleSecretsEnv, id, "%s puts the API key in plain text (local runs only); set GENACE_API_KEY_SECRET_ID", name)
-			case strings.HasPrefix(name, localEndpointPrefix):
+			case strings.HasPrefix(name, samlocal.EndpointPrefix):
 				if env[name] != "" {
 					c.add(RuleSecretsEnv, id, "%s is %v: it must be empty in the template (local runs set it; deployed, the SDK uses AWS's endpoints)", name, env[name])
 				}
-			case !allowedEnv[name]:
+			case !slices.Contains(configEnv, name):
 				c.add(RuleSecretsEnv, id, "%s is not a setting the code reads (internal/config)", name)
 			}
 		}
@@ -683,8 +635,6 @@ func (c *checker) checkPattern(rule Rule, where string, p map[string]any, good, 
 		}
 	}
 }
-
-// ------------------------------------------------------------ parameters
 
 // Samples GenaceBaseUrl must accept or refuse: the key travels in a
 // header, so only TLS.
@@ -753,8 +703,6 @@ func (c *checker) parameters() {
 		c.add(RuleParameters, "Parameters."+baseURLParam, "missing: GENACE_BASE_URL comes from it")
 	}
 }
-
-// --------------------------------------------------------- 10 observability
 
 // metricRef is one metric a query or widget names.
 type metricRef struct {
@@ -1091,5 +1039,3 @@ func widgetRefs(entry []any) []metricRef {
 	}
 	return []metricRef{{namespace: names[0], metric: names[1], dims: slices.Sorted(slices.Values(dims)), exact: true}}
 }
-
-// ------------------------------------------------------------------ helpers

@@ -3,11 +3,11 @@ package templatecheck
 import (
 	"fmt"
 	"log/slog"
+	"slices"
 	"strings"
 
 	"github.com/genjobs/genjobs/internal/coldstart"
 	"github.com/genjobs/genjobs/internal/config"
-	"github.com/genjobs/genjobs/internal/dev/samlocal"
 	"github.com/genjobs/genjobs/internal/dev/topology"
 	"github.com/genjobs/genjobs/internal/store/dynamo"
 )
@@ -72,14 +72,6 @@ func grants(resource string, actions ...string) []grant {
 	return out
 }
 
-func join(lists ...[]grant) []grant {
-	var out []grant
-	for _, l := range lists {
-		out = append(out, l...)
-	}
-	return out
-}
-
 // Resource tokens the grants name.
 var (
 	tableArn  = GetAtt(tableID, "Arn")
@@ -98,7 +90,7 @@ func consume(queue string) []grant {
 
 // lease is consume plus renewing a message's visibility (internal/worker's Lease).
 func lease(queue string) []grant {
-	return join(consume(queue), grants(queueArn(queue), "sqs:ChangeMessageVisibility"))
+	return slices.Concat(consume(queue), grants(queueArn(queue), "sqs:ChangeMessageVisibility"))
 }
 
 func send(queues ...string) []grant {
@@ -157,25 +149,25 @@ var functions = func() map[string]function {
 var allowed = map[string][]grant{
 	// Submit also sends deliver_artifacts: a dispatch that finds the job
 	// already succeeded re-arms delivery (submit.ensureObservation).
-	"SubmitRole": join(logs("SubmitLogGroup"), lease("DispatchQueue"),
+	"SubmitRole": slices.Concat(logs("SubmitLogGroup"), lease("DispatchQueue"),
 		send("DispatchQueue", "ObserveQueue", "DeliverQueue"), records, apiKey),
-	"ObserveRole": join(logs("ObserveLogGroup"), lease("ObserveQueue"),
+	"ObserveRole": slices.Concat(logs("ObserveLogGroup"), lease("ObserveQueue"),
 		send("ObserveQueue", "DeliverQueue"), records, apiKey,
 		grants(schedules, "scheduler:CreateSchedule"),
 		grants(GetAtt(schedRoleID, "Arn"), "iam:PassRole")),
 	// internal/artifact's S3 store: HeadObject (needs GetObject, and
 	// ListBucket for a missing key to answer 404, not 403), a create-only
 	// PutObject, DeleteObject. CopyObject would be GetObject + PutObject.
-	"DeliverRole": join(logs("DeliverLogGroup"), lease("DeliverQueue"), send("DeliverQueue"), records, apiKey,
+	"DeliverRole": slices.Concat(logs("DeliverLogGroup"), lease("DeliverQueue"), send("DeliverQueue"), records, apiKey,
 		grants(objects, "s3:GetObject", "s3:PutObject", "s3:DeleteObject"),
 		grants(GetAtt(bucketID, "Arn"), "s3:ListBucket")),
 	// Triage never sends a message.
-	"TriageRole": join(logs("TriageLogGroup"), consume("DispatchDLQ"), consume("ObserveDLQ"), consume("DeliverDLQ"), records),
+	"TriageRole": slices.Concat(logs("TriageLogGroup"), consume("DispatchDLQ"), consume("ObserveDLQ"), consume("DeliverDLQ"), records),
 	// Lambda sends the sweep's failed invocations to its on-failure
 	// destination with the function's own role.
 	// The due index holds keys only: the sweep reads what it lists with
 	// BatchGetItem.
-	"SweepRole": join(logs("SweepLogGroup"), records, grants(tableArn, "dynamodb:BatchGetItem"), grants(statusArn, "dynamodb:Query"),
+	"SweepRole": slices.Concat(logs("SweepLogGroup"), records, grants(tableArn, "dynamodb:BatchGetItem"), grants(statusArn, "dynamodb:Query"),
 		send(allQueues...), send(sweepFailuresID)),
 	// Scheduler delivers to the observe queue, and a delivery that keeps
 	// failing to its DLQ (schedule.EventBridgeScheduler's target).
@@ -224,11 +216,6 @@ var configEnv = []string{
 	"SCHEDULE_DLQ_ARN", "RECORD_RETENTION_DAYS", "AUDIT_RETENTION_DAYS",
 	"SUBMIT_TIMEOUT_SECONDS", "BATCH_SIZE",
 }
-
-// localEndpointPrefix starts the SDK's endpoint variables, which the
-// template declares empty for `sam local invoke --env-vars` to fill
-// (internal/dev/samlocal).
-const localEndpointPrefix = samlocal.EndpointPrefix
 
 // localOnlyEnv are config's variables a template must never set.
 var localOnlyEnv = []string{"GENACE_API_KEY"}
@@ -280,11 +267,3 @@ var initFailedPattern = fmt.Sprintf(`{ $.%s = %q }`, slog.MessageKey, coldstart.
 
 // initFailedFunction is the dimension value that names the function.
 var initFailedFunction = "$." + coldstart.FunctionKey
-
-func set(items ...string) map[string]bool {
-	m := make(map[string]bool, len(items))
-	for _, it := range items {
-		m[it] = true
-	}
-	return m
-}

@@ -171,8 +171,14 @@ var brokenCases = []brokenCase{
 	{name: "cfnlint-triage-concurrency-below-2", rule: RuleTopology, resource: "function TriageFunction", cfnLint: []string{"E3034"},
 		template: []edit{{"            Queue: !GetAtt DispatchDLQ.Arn\n            BatchSize: 10\n            MaximumBatchingWindowInSeconds: 5\n            FunctionResponseTypes: [ReportBatchItemFailures]\n            ScalingConfig:\n              MaximumConcurrency: 2\n",
 			"            Queue: !GetAtt DispatchDLQ.Arn\n            BatchSize: 10\n            MaximumBatchingWindowInSeconds: 5\n            FunctionResponseTypes: [ReportBatchItemFailures]\n            ScalingConfig:\n              MaximumConcurrency: 1\n"}}},
-	// SAM's translator (cfn-lint's E0001): an SQS event's properties, and
-	// Globals.
+	// An on-demand table takes no ProvisionedThroughput.
+	{name: "cfnlint-table-provisioned-throughput", cfnLint: []string{"E3638"},
+		template: []edit{{"      BillingMode: PAY_PER_REQUEST\n", "      BillingMode: PAY_PER_REQUEST\n      ProvisionedThroughput:\n        ReadCapacityUnits: 5\n        WriteCapacityUnits: 5\n"}}},
+	// SAM's translator (cfn-lint's E0001): an image function with a
+	// Runtime and Handler (the build rule requires both), an SQS event's
+	// properties, and Globals.
+	{name: "cfnlint-package-type-image", cfnLint: []string{"E0001"},
+		template: []edit{{"      Role: !GetAtt TriageRole.Arn\n", "      Role: !GetAtt TriageRole.Arn\n      PackageType: Image\n"}}},
 	{name: "cfnlint-sqs-event-property", cfnLint: []string{"E0001"},
 		template: []edit{{"            ScalingConfig:\n              MaximumConcurrency: 500\n",
 			"            ScalingConfig:\n              MaximumConcurrency: 500\n            Enabeld: true\n"}}},

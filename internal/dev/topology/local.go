@@ -1,6 +1,7 @@
 package topology
 
 import (
+	"cmp"
 	"context"
 	"fmt"
 	"log/slog"
@@ -50,10 +51,7 @@ type LocalMapping struct {
 // Local creates the topology's queues on a new embedded queue, each
 // dead-letter queue before the queue that redrives to it.
 func (t Topology) Local(cfg LocalConfig) (*Local, error) {
-	clk := cfg.Clock
-	if clk == nil {
-		clk = clock.Real{}
-	}
+	clk := cmp.Or[clock.Clock](cfg.Clock, clock.Real{})
 	l := &Local{Topology: t, Broker: localqueue.New(clk), clk: clk, urls: map[string]string{}, vis: map[string]time.Duration{}}
 	var create func(q Queue) error
 	create = func(q Queue) error {
