@@ -4,10 +4,8 @@
 // handler acknowledged, following Lambda's rules for partial batch
 // responses (ReportBatchItemFailures, which every genjobs mapping enables).
 //
-// PollOnce is one step, non-blocking unless the mapping has a Gap or a
-// BatchingWindow, for a
-// simulation that drives the queue and the handlers itself on a virtual
-// clock; Run loops it for the local stack.
+// PollOnce is one step (non-blocking without a Gap or BatchingWindow) for
+// a simulation on a virtual clock; Run loops it for the local stack.
 package eventsource
 
 import (
@@ -74,13 +72,11 @@ type Mapping struct {
 	// BatchSize is the most records per invocation (1..MaxBatchSize);
 	// 0 means DefaultBatchSize.
 	BatchSize int
-	// Timeout is the function's timeout: the invocation context's
-	// deadline is Clock.Now()+Timeout, on the clock's own time line, since
-	// handlers compare ctx.Deadline() with their clock. 0 means
-	// DefaultTimeout. On any clock but the wall clock the deadline is a
-	// Clock.After waiter; a manual clock cannot drop it, so it stays
-	// pending after the invocation and fires harmlessly (a driver that
-	// jumps to NextWaiter may visit it as an empty step).
+	// Timeout is the function's timeout (0: DefaultTimeout): the
+	// invocation's deadline is Clock.Now()+Timeout on the clock's own time
+	// line, since handlers compare ctx.Deadline() with their clock. On a
+	// manual clock it is a waiter that outlives the invocation and fires
+	// harmlessly.
 	Timeout time.Duration
 	// Clock is the clock the handler and the queue share; nil means the
 	// wall clock.
@@ -88,13 +84,11 @@ type Mapping struct {
 	// Workers is how many pollers Run runs in parallel, as Lambda scales
 	// out concurrent invocations on a backlog; 0 means 1.
 	Workers int
-	// Gap is the time between receiving a batch and invoking the handler:
-	// in Lambda the batching window, a cold start and throttled
-	// invocations retried all fall there, and the records' visibility
-	// timeouts run meanwhile, so a handler may start with little of its
-	// lease left, or none. PollOnce waits it out on Clock; on a manual
-	// clock someone else must advance the clock past it (NextWaiter shows
-	// the waiter). 0 invokes at once.
+	// Gap is the time between receiving a batch and invoking the handler
+	// (in Lambda a cold start or a throttled invocation retried), while
+	// the records' visibility timeouts run, so a handler may start with
+	// little of its lease left. PollOnce waits it out on Clock (on a
+	// manual clock, someone must advance it). 0 invokes at once.
 	Gap time.Duration
 	// BatchingWindow is Lambda's MaximumBatchingWindowInSeconds: after a
 	// receive that leaves the batch short of BatchSize, the mapping goes
@@ -127,9 +121,8 @@ type Stats struct {
 	// handler listed as failures and every record of a failed invocation.
 	Failed int64
 	// StaleDeletes counts acknowledged records whose delete found the
-	// receipt handle stale: the visibility ran out during the invocation
-	// and another poller holds the message now, so it will be handled
-	// again (the at-least-once case handlers must tolerate).
+	// receipt handle stale: another poller holds the message now (the
+	// at-least-once case handlers must tolerate).
 	StaleDeletes int64
 	// InvocationErrors counts failed invocations (error, panic, timeout,
 	// invalid response).
@@ -150,22 +143,17 @@ func (m *Mapping) Stats() Stats {
 }
 
 // PollOnce is one turn of the mapping: it receives up to BatchSize records
-// visible now (never waiting), and if there are any gathers more for up to
-// BatchingWindow while the batch is short, invokes the handler once Gap
-// later, and deletes every record the handler did not report in
-// BatchItemFailures. handled is the number of records in the batch (0:
-// nothing was visible, or the receive failed).
+// visible now, gathers more for up to BatchingWindow while the batch is
+// short, invokes the handler Gap later, and deletes every record the
+// handler did not list in BatchItemFailures. handled is the batch's size.
 //
-// As in Lambda, an invocation that fails as a whole deletes nothing: the
-// handler returned an error, panicked (recovered here; Lambda would see
-// the runtime crash), was still running at its deadline, returned after
-// it, or listed an item identifier that is empty or not in the batch. Such
-// failures return an error wrapping ErrInvocation. At the deadline the
-// invocation ends as Lambda ends it, without waiting for the handler; since
-// a goroutine cannot be killed, the handler goes on until it heeds its
-// context, and whatever it does after its deadline is not the mapping's
-// (its answer is discarded). A delete that finds its receipt handle stale
-// is counted, not an error.
+// As in Lambda, an invocation that fails as a whole deletes nothing and
+// returns an error wrapping ErrInvocation: the handler returned an error,
+// panicked, was still running at its deadline or returned after it, or
+// listed an item identifier not in the batch. At the deadline the
+// invocation ends without waiting; the handler's goroutine goes on until
+// it heeds its context, and its answer is discarded. A delete that finds
+// its receipt handle stale is counted, not an error.
 func (m *Mapping) PollOnce(ctx context.Context) (handled int, err error) {
 	return m.pollOnce(ctx, ctx)
 }

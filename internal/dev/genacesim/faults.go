@@ -14,15 +14,13 @@ type FaultKind string
 const (
 	// FaultNone answers normally.
 	FaultNone FaultKind = ""
-	// FaultAcceptThenDrop: for POST, creates the job (credits reserved)
-	// then hijacks and closes the connection without any response; the
-	// client sees EOF/reset and must classify the outcome as unknown. For
-	// GET and file requests it just drops the connection.
+	// FaultAcceptThenDrop: for POST, creates the job (credits reserved),
+	// then closes the connection without a response (the outcome is
+	// unknown to the client). GET and file requests are just dropped.
 	FaultAcceptThenDrop FaultKind = "accept_then_drop"
-	// FaultDelayResponse: for POST, creates the job, then waits Delay on
-	// the simulator's clock (or until the client goes away) before
-	// answering 202, so a client timeout fires after the job exists. For
-	// GET and file requests it delays, then answers normally.
+	// FaultDelayResponse: waits Delay on the simulator's clock (or until
+	// the client goes away), then answers normally; a POST creates its job
+	// first, so a client timeout fires after the job exists.
 	FaultDelayResponse FaultKind = "delay_response"
 	// FaultServerErrorWithJobID: for POST, creates a known submission
 	// failure (state failed, submission_failure true, credits reserved and
@@ -32,10 +30,9 @@ const (
 	// FaultServerErrorNoJob answers Status (default 503) with no job id and
 	// creates nothing.
 	FaultServerErrorNoJob FaultKind = "server_error_no_job"
-	// FaultServerErrorJobCreated: for POST, creates a normal job that runs
-	// and charges as usual, but answers Status (default 500) with no job
-	// id: the hardest real case, where the client cannot know a job
-	// exists. For GET/file it behaves like FaultServerErrorNoJob.
+	// FaultServerErrorJobCreated: for POST, creates a normal job but
+	// answers Status (default 500) with no job id, so the client cannot
+	// know it exists. For GET/file it behaves like FaultServerErrorNoJob.
 	FaultServerErrorJobCreated FaultKind = "server_error_job_created"
 	// FaultRateLimited answers 429 with Retry-After (whole seconds,
 	// rounded up, default 1) and creates nothing.
@@ -48,10 +45,9 @@ const (
 	// creates nothing: scripted 400/402/403/409/422 rejections.
 	FaultReject FaultKind = "reject"
 	// FaultTimeoutAfterCreate: for POST, creates the job, then answers 408
-	// Request Timeout without a job id, as a proxy or a server that gave
-	// up on the exchange after Genace acted on the request does. The
-	// contract does not list 408 among the answers that create nothing.
-	// For GET and file requests it answers 408 and changes nothing.
+	// without a job id, as a proxy that gave up after Genace acted does
+	// (the contract does not list 408 among the answers that create
+	// nothing). GET and file requests get 408 and change nothing.
 	FaultTimeoutAfterCreate FaultKind = "timeout_after_create"
 )
 

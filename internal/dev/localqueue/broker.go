@@ -1,14 +1,9 @@
 // Package localqueue is an in-memory stand-in for Amazon SQS standard
-// queues, for running genjobs on one machine (`genjobs local`) and for the
-// deterministic fault-injection simulation. It reproduces the parts of SQS
-// the handlers depend on — delays, visibility timeouts, receive counts,
-// receipt handles that change on every receive, redrive to a dead-letter
-// queue — on an injected clock, so virtual time drives it exactly as wall
-// time does.
-//
-// Every call is non-blocking: Receive returns what is visible now and
-// never long-polls, and NextEvent tells a driver of virtual time when the
-// next message will become visible, so it can jump there.
+// queues, for `genjobs local` and the fault simulation: delays, visibility
+// timeouts, receive counts, receipt handles that change on every receive
+// and redrive to a dead-letter queue, on an injected clock. No call
+// blocks: Receive never long-polls, and NextEvent tells a driver of
+// virtual time when the next message becomes visible.
 //
 // Deliberate differences from SQS, each chosen so that a bug shows up
 // locally rather than hides (the queue conformance suite, queuetest,
@@ -18,12 +13,10 @@
 //     became visible earliest comes first (ties by send order). SQS gives
 //     no order and may deliver twice; here a simulation replays exactly.
 //     Duplicates are the simulation's to inject, not the queue's.
-//   - A receipt handle is valid only until the message is received again.
-//     Delete or ChangeVisibility with an older handle fails with
-//     ErrStaleReceipt and changes nothing. Real SQS may accept a stale
-//     handle for Delete, which lets a worker whose lease ran out delete the
-//     message another worker now holds; genjobs must never rely on that,
-//     so here it is an error.
+//   - A receipt handle is valid only until the message is received again:
+//     an older one fails with ErrStaleReceipt and changes nothing. Real SQS
+//     may accept a stale handle for Delete (a worker whose lease ran out
+//     deleting its successor's message); genjobs must never rely on that.
 //   - Delays have no 15-minute ceiling: locally, long waits go through the
 //     queue instead of EventBridge Scheduler.
 //   - The receive count is kept when a message is redriven to the
@@ -139,14 +132,9 @@ type Message struct {
 
 // Depth counts a queue's messages by state at the moment of the call.
 type Depth struct {
-	// Visible messages can be received now.
-	Visible int
-	// InFlight messages were received and are still hidden by their
-	// visibility timeout.
-	InFlight int
-	// Delayed messages were sent with a delay that has not run out yet,
-	// and were never received.
-	Delayed int
+	Visible  int // can be received now
+	InFlight int // received, still hidden by their visibility timeout
+	Delayed  int // sent with a delay that has not run out, never received
 }
 
 // Broker holds a set of queues on one clock. It is safe for concurrent
@@ -169,14 +157,10 @@ var (
 	_ worker.Extender      = (*Broker)(nil)
 )
 
-// New returns an empty Broker on clk (nil means the wall clock).
-//
-// Message ids are derived from clk's time at New and a counter, so they
-// are reproducible under a manual clock (the same start and the same calls
-// give the same ids: a simulation replays exactly) and differ between runs
-// on the wall clock (a restarted local stack, whose store may remember
-// the last message id applied to an operation, never sees an old id
-// reused for a new message).
+// New returns an empty Broker on clk (nil means the wall clock). Message
+// ids come from clk's time at New and a counter: reproducible under a
+// manual clock, and never reused across restarts on the wall clock (the
+// store may remember the last message id applied to an operation).
 func New(clk clock.Clock) *Broker {
 	clk = cmp.Or[clock.Clock](clk, clock.Real{})
 	return &Broker{
@@ -304,24 +288,17 @@ func (b *Broker) Send(ctx context.Context, url string, body []byte, delay time.D
 	return m.id, nil
 }
 
-// Receive returns up to max messages visible now, oldest-visible first,
-// without waiting. Each one's receive count goes up, its first receive
-// time is set if unset, it gets a new receipt handle (the previous one
-// goes stale) and it is hidden for visibility (rounded up to whole
-// seconds; 0 means the queue's own). An empty result means nothing is
-// visible; NextEvent says when something will be.
+// Receive returns up to max (≥ 1; no upper bound, as the event source
+// mapping takes up to 10000) messages visible now, oldest-visible first,
+// without waiting. Each gets a receive count one higher, a first receive
+// time if unset, a new receipt handle (the old one goes stale) and is
+// hidden for visibility (rounded up to seconds; 0: the queue's own).
 //
-// Redrive: a visible message already received MaxReceiveCount times is
-// not delivered; the receive that finds it moves it to the dead-letter
-// queue, visible there at once, and looks further. It keeps its id, body,
-// send time, first receive time and receive count — the move itself is
-// not a receive — so the first receive from the dead-letter queue reports
-// MaxReceiveCount+1, which is what SQS is seen to do and what triage
-// records as the message's history. (Should the dead-letter queue have a
-// redrive policy of its own, the kept count counts against it.)
-//
-// max must be at least 1; unlike SQS's 10 there is no upper bound, since
-// Lambda's event source mapping takes batches of up to 10000.
+// Redrive: a visible message already received MaxReceiveCount times moves
+// to the dead-letter queue, visible there at once, and the receive looks
+// further. It keeps its id, body, times and receive count (the move is
+// not a receive), so the first receive from the dead-letter queue reports
+// MaxReceiveCount+1, as SQS does and as triage records.
 func (b *Broker) Receive(ctx context.Context, url string, max int, visibility time.Duration) ([]Message, error) {
 	if err := ctx.Err(); err != nil {
 		return nil, fmt.Errorf("localqueue receive from %s: %w", url, err)
@@ -382,13 +359,10 @@ func (b *Broker) Receive(ctx context.Context, url string, max int, visibility ti
 	return out, nil
 }
 
-// Delete removes the message received with receiptHandle. The handle must
-// be the message's current one: after the message was received again it
-// fails with ErrStaleReceipt and deletes nothing, so a worker that lost
-// its lease cannot delete the message its successor is working on. (Real
-// SQS may accept the stale handle; see the package doc.) A handle whose
-// visibility ran out is still current until someone receives the message
-// again, and Delete then succeeds, as in SQS.
+// Delete removes the message received with receiptHandle, which must be
+// its current one (else ErrStaleReceipt, nothing deleted; see the package
+// doc). A handle whose visibility ran out stays current until the message
+// is received again, as in SQS.
 func (b *Broker) Delete(ctx context.Context, url, receiptHandle string) error {
 	if err := ctx.Err(); err != nil {
 		return fmt.Errorf("localqueue delete on %s: %w", url, err)
@@ -409,12 +383,10 @@ func (b *Broker) Delete(ctx context.Context, url, receiptHandle string) error {
 }
 
 // ChangeVisibility hides the message received with receiptHandle for
-// timeout from now (rounded up to whole seconds): longer to extend a
-// lease, 0 to give the message back at once. As in SQS, the message must
-// still be in flight: once its visibility has run out it fails with
-// ErrNotInFlight (SQS's MessageNotInflight), and the total time hidden
-// since the receive may not exceed MaxVisibility (ErrInvalidArgument). A
-// handle made stale by a later receive fails with ErrStaleReceipt.
+// timeout from now (rounded up to seconds; 0 gives it back at once). As in
+// SQS it must still be in flight (else ErrNotInFlight), and the total time
+// hidden since the receive may not exceed MaxVisibility
+// (ErrInvalidArgument); a stale handle fails with ErrStaleReceipt.
 func (b *Broker) ChangeVisibility(ctx context.Context, url, receiptHandle string, timeout time.Duration) error {
 	if err := ctx.Err(); err != nil {
 		return fmt.Errorf("localqueue change visibility on %s: %w", url, err)
@@ -470,10 +442,8 @@ func (b *Broker) Depth(url string) Depth {
 }
 
 // NextEvent reports the earliest time after now at which a message in any
-// queue becomes visible (a delay or a visibility timeout running out), so
-// a driver of virtual time can advance the clock straight to it. false
-// means no such time: every message is visible already, or there are
-// none. Messages visible now are not events; Depth counts them.
+// queue becomes visible (a delay or a visibility timeout running out), for
+// a driver of virtual time to jump to; false when there is none.
 func (b *Broker) NextEvent() (time.Time, bool) {
 	b.mu.Lock()
 	defer b.mu.Unlock()

@@ -3,6 +3,7 @@ package topology
 import (
 	"cmp"
 	"context"
+	"errors"
 	"fmt"
 	"log/slog"
 	"sync"
@@ -101,12 +102,9 @@ func (l *Local) Consumed(function string) (q Queue, url string, visibility time.
 	return q, l.urls[q.ID], l.vis[q.ID]
 }
 
-// Handlers builds, through the composition table (internal/stack), the
-// handler of each function of the topology for which deps says yes, from
-// the dependency set deps gives it. Its Config gets the topology's queues
-// (Targets, unless deps set them) and the visibility of the queue the
-// function consumes; the rest is deps'. A function the table lacks is an
-// error.
+// Handlers builds, through internal/stack's table, the handler of each
+// function deps says yes to, from deps' dependency set with the
+// topology's queues (unless set) and the consumed queue's visibility.
 func (l *Local) Handlers(deps func(Function) (stack.Deps, bool)) (map[string]stack.Handler, error) {
 	out := map[string]stack.Handler{}
 	for _, f := range l.Topology.Functions {
@@ -181,12 +179,9 @@ type ConsumeConfig struct {
 	// Workers, if set, is a mapping's parallel pollers in Run instead of
 	// its MaxConcurrency.
 	Workers func(Function, Mapping) int
-	// NoBatchingWindows invokes with what one receive returns instead of
-	// gathering for the mappings' batching windows: for the fault
-	// simulation, which drives the mappings step by step on its virtual
-	// clock and injects the gap between receive and invoke itself, and for
-	// the benchmarks, whose batch counts bench/results.md reports without
-	// windows.
+	// NoBatchingWindows invokes with what one receive returns: the fault
+	// simulation injects the gap between receive and invoke itself, and
+	// the benchmarks report batch counts without windows.
 	NoBatchingWindows bool
 	// Wrap, if set, wraps each mapping's handler once the mapping is
 	// built (the fault simulation's fault wrappers).
@@ -226,24 +221,16 @@ func (l *Local) Consume(cfg ConsumeConfig) {
 	}
 }
 
-// Run runs every mapping (eventsource.Mapping.Run, idle after an empty
-// receive) until ctx is done, and returns the first error that stopped
-// one.
+// Run runs every mapping (eventsource.Mapping.Run) until ctx is done, and
+// returns the errors that stopped any.
 func (l *Local) Run(ctx context.Context, idle time.Duration) error {
-	var (
-		wg    sync.WaitGroup
-		once  sync.Once
-		first error
-	)
-	for _, m := range l.Mappings {
-		wg.Go(func() {
-			if err := m.Run(ctx, idle); err != nil {
-				once.Do(func() { first = err })
-			}
-		})
+	var wg sync.WaitGroup
+	errs := make([]error, len(l.Mappings))
+	for i, m := range l.Mappings {
+		wg.Go(func() { errs[i] = m.Run(ctx, idle) })
 	}
 	wg.Wait()
-	return first
+	return errors.Join(errs...)
 }
 
 // Stats are the mappings' totals per function.
