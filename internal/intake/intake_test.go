@@ -154,7 +154,7 @@ func (a *answer) want(t *testing.T, status int, code, field string) {
 // body is a create request; change edits its fields.
 func body(id string, change ...func(map[string]any)) string {
 	m := map[string]any{"operation_id": id, "user_id": "user-1", "model": "flux-pro-2",
-		"input": map[string]any{"prompt": prompt, "size": "1024x1024"}, "budget_credits": 50}
+		"input": map[string]any{"prompt": prompt, "size": "1024x1024", "style": "<noir> & grain"}, "budget_credits": 50}
 	for _, f := range change {
 		f(m)
 	}
@@ -201,7 +201,7 @@ func TestCreateRetriedTenTimesIsOneOperation(t *testing.T) {
 		e.clk.Advance(time.Second) // answers lost, retried later
 	}
 	// A client that re-encodes its retry (key order, spacing) is retrying too.
-	reordered := `{"budget_credits":50, "input":{"size":"1024x1024","prompt":"` + prompt + `"},"model":"flux-pro-2","user_id":"user-1","operation_id":"op-1"}`
+	reordered := `{"budget_credits":50, "input":{"style":"\u003cnoir> & grain", "size":"1024x1024","prompt":"` + prompt + `"},"model":"flux-pro-2","user_id":"user-1","operation_id":"op-1"}`
 	if a := e.do(t, "POST", "/v1/operations", reordered); a.Code != 200 || a.body != first {
 		t.Fatalf("re-encoded retry: %d %s", a.Code, a.body)
 	}
@@ -213,10 +213,18 @@ func TestCreateRetriedTenTimesIsOneOperation(t *testing.T) {
 	rec, _ := get(t, e.st, "op-1")
 	wantRec := operation.Record{
 		OperationID: "op-1", Revision: 1, SpecRevision: 1, Phase: operation.PhasePrepared, UserID: "user-1", Model: "flux-pro-2",
-		Input: json.RawMessage(`{"prompt":"` + prompt + `","size":"1024x1024"}`), RequestSHA256: rec.RequestSHA256,
+		Input: rec.Input, RequestSHA256: rec.RequestSHA256,
 		Authorized: true, AuthorizedSpecRevision: 1, BudgetCredits: 50, EstimatedCredits: 12,
 		Schedule:   &operation.NextAction{Action: "submit_generation", Due: handlertest.Start},
 		Timestamps: operation.Timestamps{Created: handlertest.Start, Updated: handlertest.Start}, Writer: rec.Writer,
+	}
+	// Stored as one JSON object with the same content (the embedded store
+	// re-escapes < > & as JSON allows).
+	var in, wantIn any
+	_ = json.Unmarshal(rec.Input, &in)
+	_ = json.Unmarshal([]byte(`{"prompt":"`+prompt+`","size":"1024x1024","style":"<noir> & grain"}`), &wantIn)
+	if !reflect.DeepEqual(in, wantIn) || len(rec.Input) > len(first)+200 {
+		t.Fatalf("stored input %s", rec.Input)
 	}
 	if len(rec.RequestSHA256) != 64 || !strings.HasPrefix(rec.Writer, "intake/") || !reflect.DeepEqual(rec, wantRec) {
 		t.Fatalf("record\n%+v\nwant\n%+v", rec, wantRec)
@@ -330,6 +338,13 @@ func TestBadInputNamesTheFieldAndWritesNothing(t *testing.T) {
 			}
 		})
 	}
+	// The limit counts the input as sent, compact: characters JSON lets
+	// go unescaped are not counted six times.
+	angles := strings.Replace(body("op-angles", set("input", map[string]any{"p": "ANGLES"})), "ANGLES", strings.Repeat("<", intake.DefaultMaxInputBytes-10), 1)
+	if a := e.do(t, "POST", "/v1/operations", angles); a.Code != 201 {
+		t.Fatalf("an input at the limit: %d %s", a.Code, a.body)
+	}
+	e.out.Take()
 	for _, id := range []string{"op-bad", "op bad", ""} {
 		if _, found := get(t, e.st, id); found && id != "" {
 			t.Errorf("%q was written", id)
