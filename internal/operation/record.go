@@ -21,6 +21,14 @@ type Record struct {
 	Input json.RawMessage `json:"input,omitempty" dynamodbav:"input,omitempty"`
 	// InputRef optionally points at restricted data held elsewhere.
 	InputRef string `json:"input_ref,omitempty" dynamodbav:"input_ref,omitempty"`
+	// RequestSHA256 is the hex sha256 of the canonical create request the
+	// intake API made this record from (internal/intake): the idempotency
+	// key's fingerprint, so the same operation_id sent again with the same
+	// request is the same operation and with another is a conflict. It is
+	// the original request's and stays so when the request is changed:
+	// a create retried after a change is still the create that happened.
+	// Empty for a record made another way (genjobs local's workloads).
+	RequestSHA256 string `json:"request_sha256,omitempty" dynamodbav:"request_sha256,omitempty"`
 	// Authorized is the application's grant for the spec revision named by
 	// AuthorizedSpecRevision; a changed spec needs a new grant.
 	Authorized             bool  `json:"authorized" dynamodbav:"authorized"`

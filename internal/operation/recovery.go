@@ -33,7 +33,21 @@ const (
 	ActionAcknowledge Action = "acknowledge"
 )
 
-// Actions lists every action.
+// The application's own decisions, taken through the intake API
+// (internal/intake) and kept in the audit trail beside the operators'
+// (review.AuditEntry.Action). They are not rows of the recovery matrix:
+// the matrix never recommends them and replay cannot carry them out, so
+// they are not in Actions, which ParseAction accepts.
+const (
+	// ActionChange: the user replaced a prepared request before the
+	// submission claim (ChangeSpec, re-authorized for the new spec).
+	ActionChange Action = "change"
+	// ActionCancel: the user cancelled a prepared request before the
+	// submission claim (Supersede); nothing was charged.
+	ActionCancel Action = "cancel"
+)
+
+// Actions lists every action of the recovery matrix.
 var Actions = []Action{ActionDispatch, ActionObserve, ActionDeliver, ActionInspectAccounting, ActionSettleOutside, ActionReconcile, ActionAcknowledge}
 
 // ParseAction returns the action named s.

@@ -39,6 +39,7 @@ var recordNames = map[string]string{
 	"model":                    "m",
 	"input":                    "in",
 	"input_ref":                "ir",
+	"request_sha256":           requestHashName,
 	"authorized":               "au",
 	"authorized_spec_revision": "asv",
 	"budget_credits":           "bc",
@@ -99,9 +100,16 @@ var recordNames = map[string]string{
 	"remote_failed": "rfd",
 }
 
-// hashName is the short name of the SHA-256 fields, the one attribute
-// whose value the compact form re-encodes (hex to bytes).
-const hashName = "h"
+// hashName is the short name of the outputs' SHA-256 fields and
+// requestHashName the record's request digest's: the attributes whose
+// value the compact form re-encodes (hex to bytes).
+const (
+	hashName        = "h"
+	requestHashName = "rh"
+)
+
+// isHash reports whether the attribute named (short name) holds a SHA-256.
+func isHash(short string) bool { return short == hashName || short == requestHashName }
 
 // recordLongNames inverts recordNames, for decoding.
 var recordLongNames = func() map[string]string {
@@ -163,7 +171,7 @@ func compact(m map[string]types.AttributeValue) map[string]types.AttributeValue 
 		if short, ok := recordNames[name]; ok {
 			name = short
 		}
-		if name == hashName {
+		if isHash(name) {
 			v = hashBytes(v)
 		}
 		out[name] = compactValue(v)
@@ -227,7 +235,7 @@ func zero(v types.AttributeValue) bool {
 func expand(m map[string]types.AttributeValue) map[string]types.AttributeValue {
 	out := make(map[string]types.AttributeValue, len(m))
 	for name, v := range m {
-		if name == hashName {
+		if isHash(name) {
 			v = hashHex(v)
 		}
 		if long, ok := recordLongNames[name]; ok {

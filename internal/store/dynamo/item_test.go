@@ -104,3 +104,23 @@ func TestDecodesLongForm(t *testing.T) {
 		t.Errorf("compact form %d bytes, long form %d: want at least 30%% smaller", c, l)
 	}
 }
+
+// TestHashesStoredAsBytes: every SHA-256 of the record, the outputs' and
+// the intake request's digest, is stored as its 32 bytes, not 64 hex
+// characters.
+func TestHashesStoredAsBytes(t *testing.T) {
+	t.Parallel()
+	rec := storetest.FullRecord("op-1").UTC()
+	item, err := marshalRecord(rec)
+	if err != nil {
+		t.Fatal(err)
+	}
+	b, ok := item[requestHashName].(*types.AttributeValueMemberB)
+	if !ok || len(b.Value) != 32 {
+		t.Fatalf("request digest stored as %#v, want 32 bytes under %q", item[requestHashName], requestHashName)
+	}
+	outs := item[recordNames["deliveries"]].(*types.AttributeValueMemberL).Value
+	if h, ok := outs[0].(*types.AttributeValueMemberM).Value[hashName].(*types.AttributeValueMemberB); !ok || len(h.Value) != 32 {
+		t.Fatalf("a delivery's sha256 stored as %#v, want 32 bytes", outs[0])
+	}
+}

@@ -162,6 +162,7 @@ func FullRecord(id string) operation.Record {
 		Model:                  "genace-v2",
 		Input:                  json.RawMessage(`{"prompt":"a lighthouse at dusk","size":"1024x1024","seed":7,"tags":["sea","light"]}`),
 		InputRef:               "inputs/" + id,
+		RequestSHA256:          strings.Repeat("e", 64),
 		Authorized:             true,
 		AuthorizedSpecRevision: 3,
 		BudgetCredits:          500,
