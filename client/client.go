@@ -39,7 +39,13 @@ type Option func(*Client)
 // WithHTTPClient sends the requests through hc (default
 // http.DefaultClient). Redirects are never followed whatever hc says: the
 // API answers none, and a signed request must not be replayed elsewhere.
-func WithHTTPClient(hc *http.Client) Option { return func(c *Client) { c.http = hc } }
+func WithHTTPClient(hc *http.Client) Option {
+	return func(c *Client) {
+		if hc != nil {
+			c.http = hc
+		}
+	}
+}
 
 // WithCredentials signs with p instead of the default credential chain.
 func WithCredentials(p aws.CredentialsProvider) Option { return func(c *Client) { c.creds = p } }

@@ -54,6 +54,9 @@ func verifySigV4(c aws.Credentials) intake.Identity {
 		}
 		_, signed, _ := strings.Cut(auth, "SignedHeaders=")
 		signed, _, _ = strings.Cut(signed, ",")
+		if !strings.Contains(";"+signed+";", ";host;") || !strings.Contains(signed, "x-amz-content-sha256") {
+			return "", fmt.Errorf("signed headers %q leave out the host or the payload hash", signed)
+		}
 		cp := r.Clone(context.Background())
 		cp.Header = http.Header{}
 		for _, h := range strings.Split(signed, ";") {
