@@ -11,6 +11,7 @@ import (
 	"io"
 	"net/http"
 	"net/http/httptest"
+	"strconv"
 	"strings"
 	"sync/atomic"
 	"testing"
@@ -346,4 +347,49 @@ func (r redirect) RoundTrip(req *http.Request) (*http.Response, error) {
 	req = req.Clone(req.Context())
 	req.URL.Scheme, req.URL.Host = "http", strings.TrimPrefix(string(r), "http://")
 	return http.DefaultTransport.RoundTrip(req)
+}
+
+// busy answers the first n requests itself with status, as a throttling
+// or failing front would, before any reaches the server.
+type busy struct {
+	status int
+	n      atomic.Int32
+}
+
+func (b *busy) RoundTrip(r *http.Request) (*http.Response, error) {
+	if b.n.Add(-1) >= 0 {
+		body := `{"error":{"code":"internal","message":"busy"}}`
+		return &http.Response{StatusCode: b.status, Status: http.StatusText(b.status), Header: http.Header{"Retry-After": {"0"}},
+			Body: io.NopCloser(strings.NewReader(body)), Request: r}, nil
+	}
+	return http.DefaultTransport.RoundTrip(r)
+}
+
+func TestBusyAnswersAreRetried(t *testing.T) {
+	t.Parallel()
+	for _, c := range []struct {
+		status   int
+		n        int32
+		wantCode int // 0: success
+	}{
+		{http.StatusTooManyRequests, 2, 0},
+		{http.StatusServiceUnavailable, 4, 0},
+		{http.StatusInternalServerError, 5, 500},
+		{http.StatusForbidden, 1, 403}, // not retried
+	} {
+		t.Run(strconv.Itoa(c.status), func(t *testing.T) {
+			t.Parallel()
+			e := newEnv(t)
+			b := &busy{status: c.status}
+			b.n.Store(c.n)
+			_, created, err := e.client(t, client.WithHTTPClient(&http.Client{Transport: b})).Create(context.Background(), request("op-1"))
+			var ae *client.Error
+			switch {
+			case c.wantCode == 0 && (err != nil || !created || e.out.Len() != 1):
+				t.Fatalf("after %d %d answers: %v, created %t", c.n, c.status, err, created)
+			case c.wantCode != 0 && (!errors.As(err, &ae) || ae.Status != c.wantCode || e.out.Len() != 0):
+				t.Fatalf("got %v, want %d and nothing sent", err, c.wantCode)
+			}
+		})
+	}
 }
