@@ -1,6 +1,7 @@
 // Command genjobs runs the genjobs pipeline locally (local, sim) and is the
 // operator's tool: review what automation parked, plan and replay one
-// operation at a time with an audit trail. The operator's commands are
+// operation at a time with an audit trail; and create and status on the
+// intake API, as an application would. Those commands are
 // internal/operator's, which links no local tooling; this command adds
 // the local runs and developer tools.
 package main

@@ -14,6 +14,7 @@ import (
 	"strings"
 	"unicode/utf8"
 
+	"github.com/genjobs/genjobs/client"
 	"github.com/genjobs/genjobs/internal/message"
 )
 
@@ -105,11 +106,11 @@ func (s *Service) Handler(identity Identity) http.Handler {
 		methods := strings.Join(allow[p], ", ")
 		h.mux.HandleFunc(p, func(w http.ResponseWriter, r *http.Request) {
 			w.Header().Set("Allow", methods)
-			h.fail(w, r, bad(http.StatusMethodNotAllowed, CodeMethodNotAllowed, "", "%s is not allowed here; allowed: %s", r.Method, methods))
+			h.fail(w, r, bad(http.StatusMethodNotAllowed, client.CodeMethodNotAllowed, "", "%s is not allowed here; allowed: %s", r.Method, methods))
 		})
 	}
 	h.mux.HandleFunc("/", func(w http.ResponseWriter, r *http.Request) {
-		h.fail(w, r, bad(http.StatusNotFound, CodeNotFound, "", "no such route"))
+		h.fail(w, r, bad(http.StatusNotFound, client.CodeNotFound, "", "no such route"))
 	})
 	return h
 }
@@ -118,7 +119,7 @@ func (s *Service) Handler(identity Identity) http.Handler {
 // answer it with a redirect: an API client follows no redirects.
 func (h *handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	if p := r.URL.Path; p == "" || path.Clean(p) != p {
-		h.fail(w, r, bad(http.StatusNotFound, CodeNotFound, "", "no such route"))
+		h.fail(w, r, bad(http.StatusNotFound, client.CodeNotFound, "", "no such route"))
 		return
 	}
 	h.mux.ServeHTTP(w, r)
@@ -130,7 +131,7 @@ func (h *handler) caller(w http.ResponseWriter, r *http.Request) (string, bool) 
 		if err != nil {
 			h.svc.log.WarnContext(r.Context(), "intake: caller not identified", "error", err.Error())
 		}
-		h.fail(w, r, bad(http.StatusForbidden, CodeForbidden, "", "the caller could not be identified"))
+		h.fail(w, r, bad(http.StatusForbidden, client.CodeForbidden, "", "the caller could not be identified"))
 		return "", false
 	}
 	return id, true
@@ -171,7 +172,7 @@ func (h *handler) cancel(w http.ResponseWriter, r *http.Request, caller string) 
 	// A cancel carries nothing but its precondition: a body is refused, not
 	// ignored, since it would mean the caller expects it to say something.
 	if b, err := io.ReadAll(io.LimitReader(r.Body, 1)); err != nil || len(b) > 0 {
-		h.fail(w, r, bad(http.StatusBadRequest, CodeMalformedJSON, "", "a cancel has no body"))
+		h.fail(w, r, bad(http.StatusBadRequest, client.CodeMalformedJSON, "", "a cancel has no body"))
 		return
 	}
 	rev, err := ifMatch(r)
@@ -194,13 +195,13 @@ func (h *handler) openapi(w http.ResponseWriter, _ *http.Request, _ string) {
 func ifMatch(r *http.Request) (int64, error) {
 	vs := r.Header.Values("If-Match")
 	if len(vs) == 0 {
-		return 0, bad(http.StatusPreconditionRequired, CodePreconditionRequired, "If-Match",
+		return 0, bad(http.StatusPreconditionRequired, client.CodePreconditionRequired, "If-Match",
 			`a change or cancel must name the revision it was decided on: If-Match: "N", N the status's revision (its ETag)`)
 	}
 	v := strings.TrimSpace(vs[0])
 	n, err := strconv.ParseInt(strings.TrimSuffix(strings.TrimPrefix(v, `"`), `"`), 10, 64)
 	if len(vs) > 1 || len(v) < 3 || v[0] != '"' || v[len(v)-1] != '"' || err != nil || n < 1 {
-		return 0, bad(http.StatusBadRequest, CodeInvalidPrecondition, "If-Match", `want one revision as an entity tag: If-Match: "N"`)
+		return 0, bad(http.StatusBadRequest, client.CodeInvalidPrecondition, "If-Match", `want one revision as an entity tag: If-Match: "N"`)
 	}
 	return n, nil
 }
@@ -222,17 +223,17 @@ var requestFields = func() []string {
 func (h *handler) decode(w http.ResponseWriter, r *http.Request) (CreateRequest, error) {
 	var req CreateRequest
 	if mt, _, err := mime.ParseMediaType(r.Header.Get("Content-Type")); err != nil || mt != "application/json" {
-		return req, bad(http.StatusUnsupportedMediaType, CodeUnsupportedMedia, "", "send the body as Content-Type: application/json")
+		return req, bad(http.StatusUnsupportedMediaType, client.CodeUnsupportedMedia, "", "send the body as Content-Type: application/json")
 	}
 	body, err := io.ReadAll(http.MaxBytesReader(w, r.Body, h.svc.limits.MaxBodyBytes))
 	var tooLarge *http.MaxBytesError
 	switch {
 	case errors.As(err, &tooLarge):
-		return req, bad(http.StatusRequestEntityTooLarge, CodeBodyTooLarge, "", "the body is over the %d-byte limit", h.svc.limits.MaxBodyBytes)
+		return req, bad(http.StatusRequestEntityTooLarge, client.CodeBodyTooLarge, "", "the body is over the %d-byte limit", h.svc.limits.MaxBodyBytes)
 	case err != nil:
-		return req, bad(http.StatusBadRequest, CodeMalformedJSON, "", "the body could not be read")
+		return req, bad(http.StatusBadRequest, client.CodeMalformedJSON, "", "the body could not be read")
 	case !utf8.Valid(body):
-		return req, bad(http.StatusBadRequest, CodeMalformedJSON, "", "the body is not UTF-8")
+		return req, bad(http.StatusBadRequest, client.CodeMalformedJSON, "", "the body is not UTF-8")
 	}
 	dec := json.NewDecoder(bytes.NewReader(body))
 	dec.DisallowUnknownFields()
@@ -240,17 +241,17 @@ func (h *handler) decode(w http.ResponseWriter, r *http.Request) (CreateRequest,
 		return req, jsonProblem(err)
 	}
 	if _, err := dec.Token(); err != io.EOF {
-		return req, bad(http.StatusBadRequest, CodeMalformedJSON, "", "data after the JSON object")
+		return req, bad(http.StatusBadRequest, client.CodeMalformedJSON, "", "data after the JSON object")
 	}
 	// A second pass sees which fields were there: a missing number is
 	// not a 0, a missing id not an empty one.
 	var present map[string]json.RawMessage
 	if err := json.Unmarshal(body, &present); err != nil {
-		return req, bad(http.StatusBadRequest, CodeMalformedJSON, "", "the body is not a JSON object")
+		return req, bad(http.StatusBadRequest, client.CodeMalformedJSON, "", "the body is not a JSON object")
 	}
 	for _, f := range requestFields {
 		if v, ok := present[f]; !ok || string(v) == "null" {
-			return req, bad(http.StatusBadRequest, CodeMissingField, f, "required")
+			return req, bad(http.StatusBadRequest, client.CodeMissingField, f, "required")
 		}
 	}
 	return req, nil
@@ -263,21 +264,21 @@ func jsonProblem(err error) *Error {
 	var syntaxErr *json.SyntaxError
 	switch {
 	case errors.As(err, &typeErr) && typeErr.Field != "":
-		return bad(http.StatusBadRequest, CodeInvalidField, typeErr.Field, "wrong type: got JSON %s, want %s", typeErr.Value, jsonKind(typeErr.Type))
+		return bad(http.StatusBadRequest, client.CodeInvalidField, typeErr.Field, "wrong type: got JSON %s, want %s", typeErr.Value, jsonKind(typeErr.Type))
 	case errors.As(err, &typeErr):
-		return bad(http.StatusBadRequest, CodeMalformedJSON, "", "the body must be a JSON object")
+		return bad(http.StatusBadRequest, client.CodeMalformedJSON, "", "the body must be a JSON object")
 	case errors.As(err, &syntaxErr):
-		return bad(http.StatusBadRequest, CodeMalformedJSON, "", "invalid JSON at byte %d", syntaxErr.Offset)
+		return bad(http.StatusBadRequest, client.CodeMalformedJSON, "", "invalid JSON at byte %d", syntaxErr.Offset)
 	case errors.Is(err, io.EOF), errors.Is(err, io.ErrUnexpectedEOF):
-		return bad(http.StatusBadRequest, CodeMalformedJSON, "", "empty or truncated body")
+		return bad(http.StatusBadRequest, client.CodeMalformedJSON, "", "empty or truncated body")
 	}
 	if name, ok := strings.CutPrefix(err.Error(), "json: unknown field "); ok {
 		if f, err := strconv.Unquote(name); err == nil && safeCode.MatchString(f) {
-			return bad(http.StatusBadRequest, CodeUnknownField, f, "not a field of this request")
+			return bad(http.StatusBadRequest, client.CodeUnknownField, f, "not a field of this request")
 		}
-		return bad(http.StatusBadRequest, CodeUnknownField, "", "a field that is not one of this request's")
+		return bad(http.StatusBadRequest, client.CodeUnknownField, "", "a field that is not one of this request's")
 	}
-	return bad(http.StatusBadRequest, CodeMalformedJSON, "", "the body is not a request")
+	return bad(http.StatusBadRequest, client.CodeMalformedJSON, "", "the body is not a request")
 }
 
 func jsonKind(t reflect.Type) string {
@@ -311,7 +312,7 @@ func (h *handler) fail(w http.ResponseWriter, r *http.Request, err error) {
 	var e *Error
 	if !errors.As(err, &e) {
 		h.svc.log.ErrorContext(r.Context(), "intake: request failed", "route", r.Pattern, "error", err.Error())
-		e = bad(http.StatusInternalServerError, CodeInternal, "", "internal error; retry later")
+		e = bad(http.StatusInternalServerError, client.CodeInternal, "", "internal error; retry later")
 	}
 	h.write(w, r, e.Status, struct {
 		Error *Error `json:"error"`

@@ -33,6 +33,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/genjobs/genjobs/client"
 	"github.com/genjobs/genjobs/internal/clock"
 	"github.com/genjobs/genjobs/internal/message"
 	"github.com/genjobs/genjobs/internal/operation"
@@ -128,72 +129,6 @@ func New(d Deps) (*Service, error) {
 	return &Service{store: d.Store, sender: d.Sender, clk: d.Clock, catalog: maps.Clone(d.Catalog), limits: d.Limits, log: d.Log}, nil
 }
 
-// CreateRequest is the body of a create (POST /v1/operations) and of a
-// change (PUT /v1/operations/{id}). Every field is required.
-type CreateRequest struct {
-	// OperationID is the caller's idempotency key: an identifier
-	// (message.ValidOperationID).
-	OperationID string `json:"operation_id"`
-	// UserID is the user the operation is bought for: an opaque
-	// identifier of the same shape (no emails: it shows in operator tools).
-	UserID string `json:"user_id"`
-	// Model is a name in the catalog.
-	Model string `json:"model"`
-	// Input is the request for Genace, a JSON object of at most
-	// Limits.MaxInputBytes in canonical form.
-	Input json.RawMessage `json:"input"`
-	// BudgetCredits is what the user authorizes this operation to spend;
-	// at least the model's estimate.
-	BudgetCredits int64 `json:"budget_credits"`
-}
-
-// Error is a refused request: the HTTP status, a stable code a client
-// branches on, the field at fault, and a message for people that never
-// quotes the input.
-type Error struct {
-	Status  int    `json:"-"`
-	Code    string `json:"code"`
-	Field   string `json:"field,omitempty"`
-	Message string `json:"message"`
-	// CurrentRevision is the record's revision when a precondition named
-	// another (412), so the caller can read the status and decide again.
-	CurrentRevision int64 `json:"current_revision,omitempty"`
-	// Phase is the operation's phase when it refuses a change or a cancel.
-	Phase operation.Phase `json:"phase,omitempty"`
-}
-
-func (e *Error) Error() string {
-	if e.Field != "" {
-		return fmt.Sprintf("%d %s (%s): %s", e.Status, e.Code, e.Field, e.Message)
-	}
-	return fmt.Sprintf("%d %s: %s", e.Status, e.Code, e.Message)
-}
-
-// The error codes. openapi.yaml lists them per route.
-const (
-	CodeMalformedJSON        = "malformed_json"
-	CodeUnknownField         = "unknown_field"
-	CodeMissingField         = "missing_field"
-	CodeInvalidField         = "invalid_field"
-	CodeUnknownModel         = "unknown_model"
-	CodeBudgetTooLow         = "budget_too_low"
-	CodeInputTooLarge        = "input_too_large"
-	CodeBodyTooLarge         = "body_too_large"
-	CodeUnsupportedMedia     = "unsupported_media_type"
-	CodeOperationIDMismatch  = "operation_id_mismatch"
-	CodeInvalidPrecondition  = "invalid_precondition"
-	CodePreconditionRequired = "precondition_required"
-	CodeRevisionMismatch     = "revision_mismatch"
-	CodeOperationIDConflict  = "operation_id_conflict"
-	CodeUserIDConflict       = "user_id_conflict"
-	CodeNotChangeable        = "not_changeable"
-	CodeNotCancellable       = "not_cancellable"
-	CodeNotFound             = "not_found"
-	CodeMethodNotAllowed     = "method_not_allowed"
-	CodeForbidden            = "forbidden"
-	CodeInternal             = "internal"
-)
-
 func bad(status int, code, field, format string, args ...any) *Error {
 	return &Error{Status: status, Code: code, Field: field, Message: fmt.Sprintf(format, args...)}
 }
@@ -217,30 +152,30 @@ type spec struct {
 // written before it passes.
 func (s *Service) check(req CreateRequest) (spec, error) {
 	if !message.ValidOperationID(req.OperationID) {
-		return spec{}, bad(http.StatusBadRequest, CodeInvalidField, "operation_id", "not an operation id: a letter or digit, then letters, digits and . _ : - only, at most 128 bytes")
+		return spec{}, bad(http.StatusBadRequest, client.CodeInvalidField, "operation_id", "not an operation id: a letter or digit, then letters, digits and . _ : - only, at most 128 bytes")
 	}
 	if !message.ValidOperationID(req.UserID) {
-		return spec{}, bad(http.StatusBadRequest, CodeInvalidField, "user_id", "not a user id: a letter or digit, then letters, digits and . _ : - only, at most 128 bytes")
+		return spec{}, bad(http.StatusBadRequest, client.CodeInvalidField, "user_id", "not a user id: a letter or digit, then letters, digits and . _ : - only, at most 128 bytes")
 	}
 	estimate, ok := s.catalog[req.Model]
 	if !ok {
 		// The value is not echoed: it is the caller's own, and bounded nowhere.
-		return spec{}, bad(http.StatusBadRequest, CodeUnknownModel, "model", "not a model of the catalog (%s)", strings.Join(slices.Sorted(maps.Keys(s.catalog)), ", "))
+		return spec{}, bad(http.StatusBadRequest, client.CodeUnknownModel, "model", "not a model of the catalog (%s)", strings.Join(slices.Sorted(maps.Keys(s.catalog)), ", "))
 	}
 	if req.BudgetCredits <= 0 {
-		return spec{}, bad(http.StatusBadRequest, CodeInvalidField, "budget_credits", "must be more than 0")
+		return spec{}, bad(http.StatusBadRequest, client.CodeInvalidField, "budget_credits", "must be more than 0")
 	}
 	if req.BudgetCredits < estimate {
 		// Submit would never POST it (its budget check fails), so the
 		// operation would wait in prepared for ever: say so now.
-		return spec{}, bad(http.StatusBadRequest, CodeBudgetTooLow, "budget_credits", "%d credits, below the %d credits a render of %s is estimated at", req.BudgetCredits, estimate, req.Model)
+		return spec{}, bad(http.StatusBadRequest, client.CodeBudgetTooLow, "budget_credits", "%d credits, below the %d credits a render of %s is estimated at", req.BudgetCredits, estimate, req.Model)
 	}
 	input, err := canonicalInput(req.Input)
 	if err != nil {
-		return spec{}, bad(http.StatusBadRequest, CodeInvalidField, "input", "%v", err)
+		return spec{}, bad(http.StatusBadRequest, client.CodeInvalidField, "input", "%v", err)
 	}
 	if len(input) > s.limits.MaxInputBytes {
-		return spec{}, bad(http.StatusRequestEntityTooLarge, CodeInputTooLarge, "input", "%d bytes in compact form, over the %d-byte limit; larger inputs are not accepted", len(input), s.limits.MaxInputBytes)
+		return spec{}, bad(http.StatusRequestEntityTooLarge, client.CodeInputTooLarge, "input", "%d bytes in compact form, over the %d-byte limit; larger inputs are not accepted", len(input), s.limits.MaxInputBytes)
 	}
 	sp := spec{req: req, input: input, estimate: estimate}
 	sp.req.Input = input
@@ -323,7 +258,7 @@ func (s *Service) Create(ctx context.Context, req CreateRequest) (Result, error)
 			// answer was lost: it still owes the dispatch.
 			saved, err = cur, nil
 		case cur.RequestSHA256 != sp.digest:
-			return Result{}, bad(http.StatusConflict, CodeOperationIDConflict, "operation_id",
+			return Result{}, bad(http.StatusConflict, client.CodeOperationIDConflict, "operation_id",
 				"operation %s exists with a different request; use a new operation_id, or change it with PUT", req.OperationID)
 		default:
 			return Result{Status: View(cur)}, nil
@@ -354,7 +289,7 @@ func (s *Service) dispatch(ctx context.Context, rec operation.Record, now time.T
 // Status reads the operation's status view.
 func (s *Service) Status(ctx context.Context, operationID string) (Status, error) {
 	if !message.ValidOperationID(operationID) {
-		return Status{}, bad(http.StatusBadRequest, CodeInvalidField, "operation_id", "not an operation id")
+		return Status{}, bad(http.StatusBadRequest, client.CodeInvalidField, "operation_id", "not an operation id")
 	}
 	rec, err := s.get(ctx, operationID)
 	if err != nil {
@@ -366,7 +301,7 @@ func (s *Service) Status(ctx context.Context, operationID string) (Status, error
 func (s *Service) get(ctx context.Context, id string) (operation.Record, error) {
 	rec, err := s.store.Get(ctx, id)
 	if errors.Is(err, store.ErrNotFound) {
-		return rec, bad(http.StatusNotFound, CodeNotFound, "", "no operation %s", id)
+		return rec, bad(http.StatusNotFound, client.CodeNotFound, "", "no operation %s", id)
 	}
 	if err != nil {
 		return rec, fmt.Errorf("intake: get %s: %w", id, err)
@@ -393,10 +328,10 @@ func beforeClaim(rec *operation.Record) bool {
 // is already in effect): that is a PUT retried after its answer was lost.
 func (s *Service) Change(ctx context.Context, operationID string, req CreateRequest, ifMatch int64, caller string) (Result, error) {
 	if !message.ValidOperationID(operationID) {
-		return Result{}, bad(http.StatusBadRequest, CodeInvalidField, "operation_id", "not an operation id")
+		return Result{}, bad(http.StatusBadRequest, client.CodeInvalidField, "operation_id", "not an operation id")
 	}
 	if req.OperationID != operationID {
-		return Result{}, bad(http.StatusBadRequest, CodeOperationIDMismatch, "operation_id", "the body names another operation than the path")
+		return Result{}, bad(http.StatusBadRequest, client.CodeOperationIDMismatch, "operation_id", "the body names another operation than the path")
 	}
 	sp, err := s.check(req)
 	if err != nil {
@@ -415,11 +350,11 @@ func (s *Service) Change(ctx context.Context, operationID string, req CreateRequ
 	if cur.UserID != req.UserID {
 		// The budget and the authorization are the user's: moving an
 		// operation to another user is not a change of its request.
-		return Result{}, bad(http.StatusConflict, CodeUserIDConflict, "user_id", "operation %s belongs to another user; create a new operation", operationID)
+		return Result{}, bad(http.StatusConflict, client.CodeUserIDConflict, "user_id", "operation %s belongs to another user; create a new operation", operationID)
 	}
 	if !beforeClaim(&cur) {
-		e := bad(http.StatusConflict, CodeNotChangeable, "", "operation %s is %s: %s", operationID, cur.Phase, whyLocked(&cur))
-		e.Phase = cur.Phase
+		e := bad(http.StatusConflict, client.CodeNotChangeable, "", "operation %s is %s: %s", operationID, cur.Phase, whyLocked(&cur))
+		e.Phase = client.Phase(cur.Phase)
 		return Result{}, e
 	}
 	now := s.clk.Now()
@@ -465,7 +400,7 @@ func inEffect(rec *operation.Record, sp spec) bool {
 // its answer was lost).
 func (s *Service) Cancel(ctx context.Context, operationID string, ifMatch int64, caller string) (Result, error) {
 	if !message.ValidOperationID(operationID) {
-		return Result{}, bad(http.StatusBadRequest, CodeInvalidField, "operation_id", "not an operation id")
+		return Result{}, bad(http.StatusBadRequest, client.CodeInvalidField, "operation_id", "not an operation id")
 	}
 	cur, err := s.get(ctx, operationID)
 	if err != nil {
@@ -478,11 +413,11 @@ func (s *Service) Cancel(ctx context.Context, operationID string, ifMatch int64,
 		return Result{}, err
 	}
 	if !beforeClaim(&cur) {
-		e := bad(http.StatusConflict, CodeNotCancellable, "", "operation %s is %s: %s", operationID, cur.Phase, whyLocked(&cur))
+		e := bad(http.StatusConflict, client.CodeNotCancellable, "", "operation %s is %s: %s", operationID, cur.Phase, whyLocked(&cur))
 		if !cur.Terminal() && cur.Phase != operation.PhasePrepared {
 			e.Message += "; Genace has no cancel, so the job stays tracked until its credits settle"
 		}
-		e.Phase = cur.Phase
+		e.Phase = client.Phase(cur.Phase)
 		return Result{}, e
 	}
 	now := s.clk.Now()
@@ -519,7 +454,7 @@ func precondition(rec *operation.Record, ifMatch int64) error {
 	if rec.Revision == ifMatch {
 		return nil
 	}
-	e := bad(http.StatusPreconditionFailed, CodeRevisionMismatch, "If-Match", "operation %s is at revision %d, not %d: read it again", rec.OperationID, rec.Revision, ifMatch)
+	e := bad(http.StatusPreconditionFailed, client.CodeRevisionMismatch, "If-Match", "operation %s is at revision %d, not %d: read it again", rec.OperationID, rec.Revision, ifMatch)
 	e.CurrentRevision = rec.Revision
 	return e
 }
@@ -532,9 +467,9 @@ func (s *Service) write(ctx context.Context, next operation.Record, expected int
 	var ce *store.ConflictError
 	switch {
 	case errors.As(err, &ce) && ce.Current == nil:
-		return saved, bad(http.StatusNotFound, CodeNotFound, "", "no operation %s", next.OperationID)
+		return saved, bad(http.StatusNotFound, client.CodeNotFound, "", "no operation %s", next.OperationID)
 	case errors.As(err, &ce):
-		e := bad(http.StatusPreconditionFailed, CodeRevisionMismatch, "If-Match", "operation %s moved to revision %d meanwhile: read it again", next.OperationID, ce.Current.Revision)
+		e := bad(http.StatusPreconditionFailed, client.CodeRevisionMismatch, "If-Match", "operation %s moved to revision %d meanwhile: read it again", next.OperationID, ce.Current.Revision)
 		e.CurrentRevision = ce.Current.Revision
 		return saved, e
 	case err != nil:

@@ -14,6 +14,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/genjobs/genjobs/client"
 	"github.com/genjobs/genjobs/internal/clock"
 	"github.com/genjobs/genjobs/internal/dev/handlertest"
 	"github.com/genjobs/genjobs/internal/intake"
@@ -596,8 +597,8 @@ func TestStatusShowsNoInputURLOrWriter(t *testing.T) {
 	st := a.status(t)
 	want := intake.Status{
 		OperationID: "op-1", Revision: 2, SpecRevision: 1, UserID: "user-1", Model: "flux-pro-2", BudgetCredits: 50, EstimatedCredits: 12,
-		Phase: operation.PhaseFailed, Settlement: operation.SettlementUnresolved,
-		Remote:         &intake.Remote{JobID: "job_01", State: operation.RemoteFailed, Progress: 0.5, Credits: intake.Credits{Reserved: 12, Charged: 10, RefundState: operation.RefundNone}},
+		Phase: client.PhaseFailed, Settlement: client.SettlementUnresolved,
+		Remote:         &intake.Remote{JobID: "job_01", State: client.RemoteFailed, Progress: 0.5, Credits: intake.Credits{Reserved: 12, Charged: 10, RefundState: client.RefundNone}},
 		OperatorReview: &intake.OperatorReview{Reason: operation.CategoryRefundUnresolved, Since: at},
 		Outputs: []intake.Output{
 			{Index: 0, Key: "ops/op-1/job_01/0.png", SizeBytes: 3, SHA256: strings.Repeat("a", 64), ContentType: "image/png"},

@@ -14,7 +14,9 @@ import (
 
 	"gopkg.in/yaml.v3"
 
+	"github.com/genjobs/genjobs/client"
 	"github.com/genjobs/genjobs/internal/intake"
+	"github.com/genjobs/genjobs/internal/operation"
 )
 
 // TestMain holds what the tests saw to the document once they ran: every
@@ -235,4 +237,48 @@ func checkObserved(whole bool) error {
 		}
 	}
 	return errors.Join(errs...)
+}
+
+// TestWireEnumsAreTheEngines: the client's phase, remote state,
+// settlement and refund state constants are the engine's values, and the
+// document's enums list exactly them.
+func TestWireEnumsAreTheEngines(t *testing.T) {
+	t.Parallel()
+	d := loadDoc(t)
+	schemas := d.m(d.m(d["components"])["schemas"])
+	enum := func(schema, prop string) []string {
+		var out []string
+		for _, v := range asList(d.m(d.m(d.m(schemas[schema])["properties"])[prop])["enum"]) {
+			out = append(out, v.(string))
+		}
+		return out
+	}
+	strs := func(vs ...any) []string {
+		out := make([]string, len(vs))
+		for i, v := range vs {
+			out[i] = reflect.ValueOf(v).String()
+		}
+		return out
+	}
+	var engine []any
+	for _, p := range operation.Phases {
+		engine = append(engine, p)
+	}
+	for _, c := range []struct {
+		name                string
+		doc, client, engine []string
+	}{
+		{"phase", enum("Status", "phase"), strs(client.PhasePrepared, client.PhaseSubmitting, client.PhaseUncertain, client.PhaseAccepted,
+			client.PhaseSucceeded, client.PhaseDelivered, client.PhaseFailed, client.PhaseRejected, client.PhaseStalled, client.PhaseSuperseded), strs(engine...)},
+		{"remote state", enum("Remote", "state"), strs(client.RemoteQueued, client.RemoteRunning, client.RemoteSucceeded, client.RemoteFailed, client.RemoteCanceled),
+			strs(operation.RemoteQueued, operation.RemoteRunning, operation.RemoteSucceeded, operation.RemoteFailed, operation.RemoteCanceled)},
+		{"settlement", enum("Status", "settlement"), strs(client.SettlementUnresolved, client.SettlementSettled),
+			strs(operation.SettlementUnresolved, operation.SettlementSettled)},
+		{"refund state", enum("Credits", "refund_state"), strs(client.RefundNone, client.RefundPending, client.RefundSettled),
+			strs(operation.RefundNone, operation.RefundPending, operation.RefundSettled)},
+	} {
+		if !slices.Equal(c.doc, c.client) || !slices.Equal(c.client, c.engine) {
+			t.Errorf("%s: documented %v, client %v, engine %v", c.name, c.doc, c.client, c.engine)
+		}
+	}
 }

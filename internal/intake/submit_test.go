@@ -6,6 +6,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/genjobs/genjobs/client"
 	"github.com/genjobs/genjobs/internal/dev/genacesim"
 	"github.com/genjobs/genjobs/internal/dev/handlertest"
 	"github.com/genjobs/genjobs/internal/message"
@@ -58,7 +59,7 @@ func TestChangeBeforeTheClaimIsNeverPostedUnderTheOldSpec(t *testing.T) {
 	})
 	a := e.do(t, "PUT", "/v1/operations/op-1", changed, "If-Match", `"1"`)
 	st := a.status(t)
-	if a.Code != 200 || st.Revision != 2 || st.SpecRevision != 2 || st.Model != "genace-video-2" || st.EstimatedCredits != 40 || st.Phase != operation.PhasePrepared {
+	if a.Code != 200 || st.Revision != 2 || st.SpecRevision != 2 || st.Model != "genace-video-2" || st.EstimatedCredits != 40 || st.Phase != client.PhasePrepared {
 		t.Fatalf("change: %d %+v", a.Code, st)
 	}
 	rec, _ := get(t, e.st, "op-1")
@@ -101,7 +102,7 @@ func TestChangeBeforeTheClaimIsNeverPostedUnderTheOldSpec(t *testing.T) {
 	}
 	// The original create, retried: the same operation, as it stands.
 	a = e.do(t, "POST", "/v1/operations", body("op-1"))
-	if st := a.status(t); a.Code != 200 || st.SpecRevision != 2 || st.Phase != operation.PhaseAccepted {
+	if st := a.status(t); a.Code != 200 || st.SpecRevision != 2 || st.Phase != client.PhaseAccepted {
 		t.Fatalf("retried create after the change: %d %s", a.Code, a.body)
 	}
 	if audit(t, e.st, "op-1")[0].Operator != caller || len(audit(t, e.st, "op-1")) != 1 {
@@ -118,7 +119,7 @@ func TestCancelBeforeTheClaimChargesNothing(t *testing.T) {
 	old := e.created(t, "op-1")
 	a := e.do(t, "POST", "/v1/operations/op-1/cancel", "", "If-Match", `"1"`)
 	st := a.status(t)
-	if a.Code != 200 || st.Phase != operation.PhaseSuperseded || !st.Terminal || st.Revision != 2 {
+	if a.Code != 200 || st.Phase != client.PhaseSuperseded || !st.Terminal || st.Revision != 2 {
 		t.Fatalf("cancel: %d %s", a.Code, a.body)
 	}
 	if n := e.out.Len(); n != 0 {

@@ -1,9 +1,11 @@
 // Package operator is the operator's side of the genjobs command: review
 // what automation parked, plan and replay one operation at a time with an
 // audit trail, on the embedded store of a local run or on the deployed
-// DynamoDB table. It links none of the local tooling (internal/dev): the
-// genjobs command adds the local runs and developer tools as Commands of
-// its own, and a local run's simulator only through LocalGenace.
+// DynamoDB table; and the application's create and status, on the
+// deployed intake API through the public client. It links none of the
+// local tooling (internal/dev): the genjobs command adds the local runs
+// and developer tools as Commands of its own, and a local run's simulator
+// only through LocalGenace.
 package operator
 
 import (
@@ -43,25 +45,28 @@ type Command struct {
 	// Dev marks developer tooling (local stack, emulator, simulation,
 	// benchmarks); the rest are the operator's commands, listed first.
 	Dev bool
+	// App marks the application's side (the intake API), listed between.
+	App bool
 }
 
-// Commands are the operator's commands; local reaches a local run's
+// Commands are the operator's commands, then the application's; local reaches a local run's
 // simulator for replay and the console (nil: none).
 func Commands(local LocalGenace) []Command {
-	return []Command{
-		{"reviews", "", "list open review records", "genjobs reviews", cmdReviews, false},
+	return append([]Command{
+		{"reviews", "", "list open review records", "genjobs reviews", cmdReviews, false, false},
 		{"plan", "OPERATION_ID", "show the next action for one operation and every precondition checked",
-			"genjobs plan demo-lost-response", cmdPlan, false},
+			"genjobs plan demo-lost-response", cmdPlan, false, false},
 		{"replay", "OPERATION_ID", "carry out the planned action on one operation, with an audit entry",
-			"genjobs replay demo-lost-response --action reconcile --operator alice --job-id job_123", cmdReplay(local), false},
-		{"audit", "OPERATION_ID", "print the operation's audit trail", "genjobs audit demo-lost-response", cmdAudit, false},
+			"genjobs replay demo-lost-response --action reconcile --operator alice --job-id job_123", cmdReplay(local), false, false},
+		{"audit", "OPERATION_ID", "print the operation's audit trail", "genjobs audit demo-lost-response", cmdAudit, false, false},
 		{"console", "", "serve the reviews, each operation's timeline and plan, and replay as a web page on this machine (prints its one-time URL; replays are audited as --operator)",
-			"genjobs console\n  genjobs console --operator alice --table genjobs-prod --addr 127.0.0.1:8080", cmdConsole(local), false},
-	}
+			"genjobs console\n  genjobs console --operator alice --table genjobs-prod --addr 127.0.0.1:8080", cmdConsole(local), false, false},
+	}, appCommands()...)
 }
 
 const (
 	groupOperator = "operator"
+	groupApp      = "app"
 	groupDev      = "dev"
 )
 
@@ -89,6 +94,7 @@ env TABLE_NAME) with --dynamodb-endpoint URL for DynamoDB Local; and --json.`,
 	root.SetErr(stderr)
 	root.AddGroup(
 		&cobra.Group{ID: groupOperator, Title: "Operator commands (recovery of parked operations; the production table with --table):"},
+		&cobra.Group{ID: groupApp, Title: "Application commands (the deployed intake API, as a service that buys renders uses it):"},
 		&cobra.Group{ID: groupDev, Title: "Local runs and developer tooling (never touch a deployed stack):"},
 	)
 	root.SetFlagErrorFunc(func(_ *cobra.Command, err error) error { return Usagef("%v", err) })
@@ -100,6 +106,8 @@ env TABLE_NAME) with --dynamodb-endpoint URL for DynamoDB Local; and --json.`,
 		cmd := &cobra.Command{Use: use, Short: c.Summary, Example: "  " + c.Example, GroupID: groupOperator}
 		if c.Dev {
 			cmd.GroupID = groupDev
+		} else if c.App {
+			cmd.GroupID = groupApp
 		}
 		runIt := c.Define(cmd.Flags())
 		cmd.RunE = func(cmd *cobra.Command, args []string) error {
