@@ -170,10 +170,16 @@ func (c *Client) Wait(ctx context.Context, id string, o WaitOptions) (Status, er
 	if o.MaxInterval < o.Interval {
 		o.MaxInterval = max(o.Interval, 15*time.Second)
 	}
+	var last Status
 	for wait := o.Interval; ; wait = min(2*wait, o.MaxInterval) {
 		st, err := c.Get(ctx, id)
-		if err != nil || st.Terminal || st.OperatorReview != nil {
-			return st, err
+		if err != nil {
+			// A read cut short answers nothing: the last status seen
+			// still stands.
+			return last, err
+		}
+		if last = st; st.Terminal || st.OperatorReview != nil {
+			return st, nil
 		}
 		if err := sleep(ctx, wait); err != nil {
 			return st, fmt.Errorf("genjobs client: wait for %s: %w", id, err)

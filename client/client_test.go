@@ -285,34 +285,58 @@ func TestWait(t *testing.T) {
 		id     string
 		move   func(*operation.Record)
 		check  func(client.Status) bool
-		cancel bool
 	}{
 		{"op-ends", func(r *operation.Record) { r.Phase, r.Schedule = operation.PhaseRejected, nil },
-			func(st client.Status) bool { return st.Terminal && st.Phase == client.PhaseRejected }, false},
+			func(st client.Status) bool { return st.Terminal && st.Phase == client.PhaseRejected }},
 		{"op-parks", func(r *operation.Record) {
 			r.Phase, r.LastError = operation.PhaseUncertain, "post_outcome_unknown"
 			r.Parked = &operation.ParkedState{Reason: "lost answer", At: time.Now()}
 		}, func(st client.Status) bool {
 			return !st.Terminal && st.OperatorReview != nil && st.OperatorReview.Reason == "post_outcome_unknown"
-		}, false},
-		{"op-waits", nil, func(st client.Status) bool { return st.Phase == client.PhasePrepared }, true},
+		}},
 	} {
 		t.Run(c.id, func(t *testing.T) {
 			t.Parallel()
-			wctx, cancel := context.WithCancel(ctx)
-			defer cancel()
-			if c.move != nil {
-				go move(c.id, c.move)
-			}
-			if c.cancel {
-				time.AfterFunc(40*time.Millisecond, cancel)
-			}
-			st, err := cl.Wait(wctx, c.id, fast)
-			if c.cancel != errors.Is(err, context.Canceled) || (!c.cancel && err != nil) || !c.check(st) {
+			go move(c.id, c.move)
+			if st, err := cl.Wait(ctx, c.id, fast); err != nil || !c.check(st) {
 				t.Fatalf("wait: %+v %v", st, err)
 			}
 		})
 	}
+	// Cancelled, whether asleep or in the middle of a read, a wait
+	// answers the last status it saw with the cancellation.
+	for _, during := range []int{0, 3} {
+		t.Run(fmt.Sprintf("op-waits cancelled at read %d", during), func(t *testing.T) {
+			t.Parallel()
+			wctx, cancel := context.WithCancel(ctx)
+			defer cancel()
+			var reads atomic.Int32
+			hc := &http.Client{Transport: cancelAt{RoundTripper: redirect(e.srv.URL), n: &reads, at: int32(during), cancel: cancel}}
+			if during == 0 {
+				time.AfterFunc(40*time.Millisecond, cancel)
+			}
+			st, err := e.client(t, client.WithHTTPClient(hc)).Wait(wctx, "op-waits", fast)
+			if !errors.Is(err, context.Canceled) || st.OperationID != "op-waits" || st.Phase != client.PhasePrepared {
+				t.Fatalf("wait: %+v %v; want the prepared status seen and the cancellation", st, err)
+			}
+		})
+	}
+}
+
+// cancelAt cancels the context at the at-th request (counting from 1; 0
+// never), before sending it on.
+type cancelAt struct {
+	http.RoundTripper
+	n      *atomic.Int32
+	at     int32
+	cancel context.CancelFunc
+}
+
+func (c cancelAt) RoundTrip(r *http.Request) (*http.Response, error) {
+	if c.n.Add(1) == c.at {
+		c.cancel()
+	}
+	return c.RoundTripper.RoundTrip(r)
 }
 
 func TestNew(t *testing.T) {
