@@ -282,9 +282,9 @@ func TestWait(t *testing.T) {
 	}
 	fast := client.WaitOptions{Interval: 5 * time.Millisecond, MaxInterval: 10 * time.Millisecond}
 	for _, c := range []struct {
-		id     string
-		move   func(*operation.Record)
-		check  func(client.Status) bool
+		id    string
+		move  func(*operation.Record)
+		check func(client.Status) bool
 	}{
 		{"op-ends", func(r *operation.Record) { r.Phase, r.Schedule = operation.PhaseRejected, nil },
 			func(st client.Status) bool { return st.Terminal && st.Phase == client.PhaseRejected }},
