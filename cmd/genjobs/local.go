@@ -39,6 +39,8 @@ func cmdLocal(fs *pflag.FlagSet) operator.RunFunc {
 	giveUp := fs.Duration("give-up-after", 30*time.Second, "stop when Genace has been unreachable this long")
 	quiet := fs.Bool("quiet", false, "no progress display")
 	verbose := fs.BoolP("verbose", "v", false, "print the functions' logs to stderr")
+	serve := fs.Bool("serve", false, "serve the intake API until Ctrl-C (or --timeout) for applications to use, as a local stack: no demo, only --workload's operations, if given")
+	listen := fs.String("listen", "", "loopback address of the intake API (default 127.0.0.1:"+defaultServePort+" with --serve, else an ephemeral port)")
 	tracePath := fs.String("trace", "", "append one JSON line per message a function receives and per follow-up sent (time, action, operation, revision, due) to this file")
 	var sf simFlags
 	sf.register(fs)
@@ -63,6 +65,19 @@ func cmdLocal(fs *pflag.FlagSet) operator.RunFunc {
 			return usagef("--resume continues a run's own operations; --workload starts a new run")
 		case *endpoint != "" && *table == "":
 			return usagef("--dynamodb-endpoint goes with --table")
+		case *serve && *resume:
+			return usagef("--serve starts a run; --resume continues one")
+		}
+		if *serve && *listen == "" {
+			*listen = "127.0.0.1:" + defaultServePort
+		}
+		if *listen != "" {
+			if err := pipeline.CheckLoopback(*listen); err != nil {
+				return usagef("--listen: %v", err)
+			}
+		}
+		if *serve && !fs.Changed("timeout") {
+			*timeout = 100 * 365 * 24 * time.Hour // until Ctrl-C
 		}
 		if *endpoint != "" {
 			if err := os.Setenv("AWS_ENDPOINT_URL_DYNAMODB", *endpoint); err != nil {
@@ -70,7 +85,10 @@ func cmdLocal(fs *pflag.FlagSet) operator.RunFunc {
 			}
 		}
 		cfg := pipeline.Config{Timeout: *timeout, Table: *table, ProgressEvery: time.Second, LongPoll: *longPoll, Accounting: *accounting,
-			GiveUpAfter: *giveUp, Resume: *resume, Command: operator.Self()}
+			GiveUpAfter: *giveUp, Resume: *resume, Command: operator.Self(), Listen: *listen, Serve: *serve}
+		cfg.OnServe = func(url string) {
+			fmt.Fprintf(stdout, "genjobs local: intake API at %s (loopback; any SigV4 signature is accepted)\n", url)
+		}
 		if !*quiet {
 			view := newProgressView(stdout)
 			defer view.close()
@@ -98,7 +116,9 @@ func cmdLocal(fs *pflag.FlagSet) operator.RunFunc {
 			}
 			runID = filepath.Base(runDir)
 		} else {
-			cfg.Workload = workload.Demo()
+			if !*serve {
+				cfg.Workload = workload.Demo()
+			}
 			if *workloadPath != "" {
 				f, err := os.Open(*workloadPath)
 				if err != nil {
@@ -186,12 +206,20 @@ func cmdLocal(fs *pflag.FlagSet) operator.RunFunc {
 				err = errors.New("timed out: see the summary for the operations still running")
 			}
 		}
-		if ctx.Err() != nil {
+		if ctx.Err() != nil && !*serve {
 			return operator.ErrInterrupted
+		}
+		if *serve && errors.Is(err, context.Canceled) {
+			return nil // Ctrl-C is how a serving run ends
 		}
 		return err
 	}
 }
+
+// defaultServePort is where `genjobs local --serve` listens unless told,
+// so that an application's configuration (and the example program's
+// default) names a stable URL.
+const defaultServePort = "8790"
 
 // localSimKey is the key a local run's simulator accepts (a local
 // constant, not a secret).

@@ -20,6 +20,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/genjobs/genjobs/client"
 	"github.com/genjobs/genjobs/internal/clock"
 	"github.com/genjobs/genjobs/internal/config"
 	"github.com/genjobs/genjobs/internal/deliver"
@@ -28,7 +29,6 @@ import (
 	"github.com/genjobs/genjobs/internal/dev/topology"
 	"github.com/genjobs/genjobs/internal/dev/workload"
 	"github.com/genjobs/genjobs/internal/genace"
-	"github.com/genjobs/genjobs/internal/message"
 	"github.com/genjobs/genjobs/internal/metrics"
 	"github.com/genjobs/genjobs/internal/observe"
 	"github.com/genjobs/genjobs/internal/operation"
@@ -89,6 +89,16 @@ type Config struct {
 	// budget (0: 10 s, a local time scale).
 	LongPoll   time.Duration
 	Accounting time.Duration
+	// Listen is the loopback address the run serves the intake API on
+	// (default an ephemeral port): the workload is created through it, as
+	// an application creates operations, and so is anything an
+	// application sends while the run lasts.
+	Listen string
+	// Serve keeps the run going, serving the API, until the context ends
+	// or Timeout, however settled its operations are; the workload may be
+	// empty. OnServe, if set, gets the API's URL once it listens.
+	Serve   bool
+	OnServe func(url string)
 }
 
 // DBPath is the embedded store file in a state dir.
@@ -157,6 +167,10 @@ type localRun struct {
 	unseeded []workload.Item
 	trace    *tracer
 	sweeps   int
+	// sender sends as the handlers do; api is the intake API, served
+	// while the run lasts.
+	sender worker.Sender
+	api    *api
 }
 
 // Run seeds the workload, runs the pipeline until every operation is
@@ -182,7 +196,7 @@ func Run(ctx context.Context, cfg Config) (*Report, error) {
 	switch {
 	case cfg.Resume && len(cfg.Workload) > 0:
 		return nil, errors.New("local: a resumed run's operations come from its store; give no workload")
-	case !cfg.Resume && len(cfg.Workload) == 0:
+	case !cfg.Resume && len(cfg.Workload) == 0 && !cfg.Serve:
 		return nil, errors.New("local: the workload is empty")
 	}
 	defer RaiseProcs()()
@@ -210,6 +224,10 @@ func Run(ctx context.Context, cfg Config) (*Report, error) {
 		return nil, err
 	}
 	defer s.artifacts.Close()
+	if err := s.startAPI(s.sender); err != nil {
+		return nil, err
+	}
+	defer s.api.stop()
 	var wg sync.WaitGroup
 	pollCtx, stopPolling := context.WithCancel(context.Background())
 	wg.Go(func() { _ = s.local.Run(pollCtx, 50*time.Millisecond) })
@@ -228,7 +246,8 @@ func Run(ctx context.Context, cfg Config) (*Report, error) {
 	stopPolling()
 	wg.Wait()
 	interrupted := ctx.Err() != nil
-	rep, err := s.report(context.Background(), time.Since(start), !finished && !interrupted && stopErr == nil)
+	// A serving run ends by its timeout or Ctrl-C, as planned.
+	rep, err := s.report(context.Background(), time.Since(start), !finished && !interrupted && stopErr == nil && !cfg.Serve)
 	if err != nil {
 		return nil, err
 	}
@@ -315,6 +334,7 @@ func (s *localRun) wire(g *genace.Client, sandbox context.Context) error {
 		return err
 	}
 	sender := s.trace.sender(disp, "send")
+	s.sender = sender
 	dir, err := localpack.New(ArtifactDir(s.cfg.StateDir))
 	if err != nil {
 		return err
@@ -374,32 +394,44 @@ func (s *localRun) seed(ctx context.Context) error {
 	return s.create(ctx, s.cfg.Workload)
 }
 
-// create writes each item's record and sends its dispatch.
+// create creates each item's operation through the intake API, as an
+// application does: the API writes the record and sends its dispatch.
 func (s *localRun) create(ctx context.Context, items []workload.Item) error {
-	now := s.clk.Now()
 	for _, it := range items {
-		rec := operation.Record{
-			OperationID: it.OperationID, SpecRevision: 1, Phase: operation.PhasePrepared, UserID: it.UserID, Model: it.Model,
-			Input: it.Input, Authorized: true, AuthorizedSpecRevision: 1, BudgetCredits: it.BudgetCredits,
-			EstimatedCredits: s.cfg.Prices[it.Model], Timestamps: operation.Timestamps{Created: now, Updated: now},
-			// The dispatch this run owes is recorded with the record, so the
-			// sweep re-sends it if the message is lost or goes stale.
-			Schedule: &operation.NextAction{Action: string(message.ActionSubmitGeneration), Due: now},
-		}
 		s.script(it)
-		saved, err := s.store.Create(ctx, rec)
+		req := client.CreateRequest{OperationID: it.OperationID, UserID: it.UserID, Model: it.Model, Input: it.Input, BudgetCredits: it.BudgetCredits}
+		_, _, err := s.api.client.Create(ctx, req)
+		if apiErr := (*client.Error)(nil); errors.As(err, &apiErr) && apiErr.Status < 500 && apiErr.Status != http.StatusTooManyRequests {
+			// Refused as an application would be: reported, and the run
+			// goes on with the rest.
+			s.api.refuse(it.OperationID, apiErr.Error())
+			continue
+		}
 		if err != nil {
 			return fmt.Errorf("local: create %s: %w", it.OperationID, err)
 		}
-		body, err := message.Envelope{Action: message.ActionSubmitGeneration, OperationID: saved.OperationID, ExpectedRevision: saved.Revision}.Encode()
-		if err != nil {
-			return err
-		}
-		if _, err := s.local.Broker.Send(ctx, s.local.Targets()[message.ActionSubmitGeneration].URL, body, 0); err != nil {
-			return err
-		}
 	}
 	return nil
+}
+
+// operationIDs are the run's operations: the workload's, then those
+// applications created through the API, in the order created.
+func (s *localRun) operationIDs() []string {
+	ids := make([]string, 0, len(s.cfg.Workload))
+	seen := map[string]bool{}
+	for _, it := range s.cfg.Workload {
+		ids, seen[it.OperationID] = append(ids, it.OperationID), true
+	}
+	if s.api != nil {
+		s.api.mu.Lock()
+		defer s.api.mu.Unlock()
+		for _, id := range s.api.ids {
+			if !seen[id] {
+				ids = append(ids, id)
+			}
+		}
+	}
+	return ids
 }
 
 // script tells the simulator what its demo scenario does to an
@@ -433,13 +465,16 @@ func (s *localRun) wait(ctx context.Context) (bool, error) {
 	reconciled := map[string]bool{}
 	lastProgress, lastSweep := time.Time{}, time.Now()
 	for {
-		recs := s.records(ctx)
-		all := len(recs) == len(s.cfg.Workload)
-		for _, it := range s.cfg.Workload {
-			rec, ok := recs[it.OperationID]
-			if !ok || !settled(&rec) {
+		ids := slices.DeleteFunc(s.operationIDs(), s.api.refusedID)
+		recs := s.records(ctx, ids)
+		all := len(recs) == len(ids) && !s.cfg.Serve
+		for _, id := range ids {
+			if rec, ok := recs[id]; !ok || !settled(&rec) {
 				all = false
 			}
+		}
+		for _, it := range s.cfg.Workload {
+			rec, ok := recs[it.OperationID]
 			if ok && it.Scenario == workload.ScenarioReconcileFail && s.cfg.Sim != nil && rec.RemoteJobID != "" && !reconciled[it.OperationID] {
 				// Genace's operators fail the job without a refund.
 				s.cfg.Sim.Reconcile(rec.RemoteJobID)
@@ -447,14 +482,14 @@ func (s *localRun) wait(ctx context.Context) (bool, error) {
 			}
 		}
 		if s.cfg.Progress != nil && (time.Since(lastProgress) >= s.cfg.ProgressEvery || all) {
-			s.cfg.Progress(s.status(recs))
+			s.cfg.Progress(s.status(recs, len(ids)))
 			lastProgress = time.Now()
 		}
 		// Genace refusing our key makes every outcome so far suspect:
 		// stop before taking the run as finished.
 		if err := s.wire2.fatal(s.cfg.GiveUpAfter); err != nil {
 			if s.cfg.Progress != nil {
-				s.cfg.Progress(s.status(recs))
+				s.cfg.Progress(s.status(recs, len(ids)))
 			}
 			return false, err
 		}
@@ -475,18 +510,18 @@ func (s *localRun) wait(ctx context.Context) (bool, error) {
 	}
 }
 
-func (s *localRun) records(ctx context.Context) map[string]operation.Record {
-	out := make(map[string]operation.Record, len(s.cfg.Workload))
-	for _, it := range s.cfg.Workload {
-		if rec, err := s.store.Get(ctx, it.OperationID); err == nil {
-			out[it.OperationID] = rec
+func (s *localRun) records(ctx context.Context, ids []string) map[string]operation.Record {
+	out := make(map[string]operation.Record, len(ids))
+	for _, id := range ids {
+		if rec, err := s.store.Get(ctx, id); err == nil {
+			out[id] = rec
 		}
 	}
 	return out
 }
 
-func (s *localRun) status(recs map[string]operation.Record) Status {
-	st := Status{Elapsed: time.Since(s.start), Total: len(s.cfg.Workload), Done: map[operation.Phase]int{}, Pending: map[operation.Phase]int{}, Blocked: map[string]string{},
+func (s *localRun) status(recs map[string]operation.Record, total int) Status {
+	st := Status{Elapsed: time.Since(s.start), Total: total, Done: map[operation.Phase]int{}, Pending: map[operation.Phase]int{}, Blocked: map[string]string{},
 		Posts: -1, Gets: -1, DLQ: s.local.DeadLetterDepth(), Genace: s.wire2.problem()}
 	for id, r := range recs {
 		if settled(&r) {
@@ -527,8 +562,19 @@ func (s *localRun) report(ctx context.Context, elapsed time.Duration, timedOut b
 	for _, r := range open {
 		reviews[r.OperationID] = append(reviews[r.OperationID], r)
 	}
+	items := map[string]workload.Item{}
 	for _, it := range s.cfg.Workload {
-		rec, err := s.store.Get(ctx, it.OperationID)
+		items[it.OperationID] = it
+	}
+	for _, id := range s.operationIDs() {
+		it := items[id]
+		it.OperationID = id
+		if why := s.api.why(id); why != "" {
+			rep.Operations = append(rep.Operations, OpReport{OperationID: id, Scenario: string(it.Scenario), Model: it.Model, Refused: why})
+			rep.Totals.Refused++
+			continue
+		}
+		rec, err := s.store.Get(ctx, id)
 		if errors.Is(err, store.ErrNotFound) {
 			// Interrupted while seeding: never created, nothing sent.
 			rep.Operations = append(rep.Operations, OpReport{OperationID: it.OperationID, Scenario: string(it.Scenario), Model: it.Model, NotCreated: true})

@@ -42,7 +42,10 @@ type OpReport struct {
 	Phase       operation.Phase `json:"phase"`
 	// NotCreated: the run was interrupted before it wrote this
 	// operation's record (so nothing was sent for it); --resume creates it.
-	NotCreated  bool                  `json:"not_created,omitempty"`
+	NotCreated bool `json:"not_created,omitempty"`
+	// Refused: the intake API refused the create (its status and error),
+	// so nothing was written or sent, as an application would be told.
+	Refused     string                `json:"refused,omitempty"`
 	Revision    int64                 `json:"revision"`
 	Terminal    bool                  `json:"terminal"`
 	RemoteJobID string                `json:"remote_job_id,omitempty"`
@@ -81,6 +84,7 @@ type ReviewRef struct {
 type Totals struct {
 	Phases      map[operation.Phase]int `json:"phases"`
 	NotCreated  int                     `json:"not_created,omitempty"`
+	Refused     int                     `json:"refused,omitempty"`
 	Posts       int                     `json:"posts"`
 	Gets        int                     `json:"gets"`
 	Downloads   int                     `json:"downloads"`
@@ -131,7 +135,10 @@ func (r *Report) WriteSummary(w io.Writer) {
 			}
 		}
 		phase := string(op.Phase)
-		if op.NotCreated {
+		switch {
+		case op.Refused != "":
+			phase, rv = "refused", op.Refused
+		case op.NotCreated:
 			phase = "not created"
 		}
 		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%d\t%d\t%s\n", op.OperationID, phase, cmp.Or(string(op.RemoteState), "-"), cmp.Or(string(op.Settlement), "-"), op.Posts, len(op.Artifacts), rv)
@@ -142,6 +149,9 @@ func (r *Report) WriteSummary(w io.Writer) {
 		phases = append(phases, fmt.Sprintf("%s %d", p, n))
 	}
 	slices.Sort(phases)
+	if r.Totals.Refused > 0 {
+		phases = append(phases, fmt.Sprintf("refused %d", r.Totals.Refused))
+	}
 	if r.Totals.NotCreated > 0 {
 		phases = append(phases, fmt.Sprintf("not created %d", r.Totals.NotCreated))
 	}
