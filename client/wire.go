@@ -257,3 +257,58 @@ const (
 	CodeForbidden            = "forbidden"
 	CodeInternal             = "internal"
 )
+
+// EventType is a completion event's detail type.
+type EventType string
+
+// The completion events' detail types: each operation emits one when it
+// reaches the state (a failed one again when its credits settle, one
+// parked again after an operator moved it on).
+const (
+	EventDelivered      EventType = "Operation Delivered"
+	EventFailed         EventType = "Operation Failed"
+	EventRejected       EventType = "Operation Rejected"
+	EventSuperseded     EventType = "Operation Superseded"
+	EventNeedsAttention EventType = "Operation Needs Attention"
+)
+
+// EventSource is the completion events' EventBridge source.
+const EventSource = "genjobs"
+
+// Event is a completion event as EventBridge hands it to a rule's
+// target (an SQS queue, a Lambda function), and as a local run writes it,
+// one JSON line each, to its events.jsonl. Delivery is at least once:
+// deduplicate on Detail.EventID (ID is EventBridge's own, new on each
+// send).
+type Event struct {
+	ID         string      `json:"id"`
+	DetailType EventType   `json:"detail-type"`
+	Source     string      `json:"source"`
+	Time       time.Time   `json:"time"`
+	Detail     EventDetail `json:"detail"`
+}
+
+// EventDetail is what an application needs to act on the outcome, and
+// nothing it must not see: never a signed URL, the input or error text.
+type EventDetail struct {
+	// EventID is "<operation id>:r<revision>", the same on every resend:
+	// what consumers deduplicate on.
+	EventID     string `json:"event_id"`
+	OperationID string `json:"operation_id"`
+	// Revision is the record revision whose write reached this state.
+	Revision int64 `json:"revision"`
+	Phase    Phase `json:"phase"`
+	// RemoteState is Genace's job state as last observed (empty when no
+	// job is known).
+	RemoteState RemoteState `json:"remote_state,omitempty"`
+	// Settlement is a failure's: unresolved (credits may still be held)
+	// or settled.
+	Settlement Settlement `json:"settlement,omitempty"`
+	// ErrorCategory says, in a category's words, why it failed or needs
+	// a person.
+	ErrorCategory string `json:"error_category,omitempty"`
+	// Outputs are the stored outputs, by index, as keys in the
+	// deployment's artifact bucket.
+	Outputs   []Output  `json:"outputs,omitempty"`
+	UpdatedAt time.Time `json:"updated_at"`
+}
