@@ -53,6 +53,7 @@ import (
 
 	"github.com/genjobs/genjobs/internal/deliver"
 	"github.com/genjobs/genjobs/internal/dev/topology"
+	"github.com/genjobs/genjobs/internal/intake"
 	"github.com/genjobs/genjobs/internal/operation"
 	"github.com/genjobs/genjobs/internal/replay"
 	"github.com/genjobs/genjobs/internal/schedule"
@@ -101,6 +102,9 @@ type Config struct {
 	WrapRecords func(Records) Records
 	// WrapQueue wraps the queue the follow-ups are sent to.
 	WrapQueue func(schedule.QueueSender) schedule.QueueSender
+	// WrapIntake wraps the store the application's intake.Service
+	// writes through.
+	WrapIntake func(intake.Store) intake.Store
 	// WrapOperator wraps the store the operator's replays use, under the
 	// application's writes that race them.
 	WrapOperator func(replay.Store) replay.Store
