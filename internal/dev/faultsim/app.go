@@ -154,46 +154,47 @@ func answerCode(res intake.Result, err error) int {
 }
 
 // change is the application changing op's input (IntakeChangeRace),
-// If-Match the revision seen (0: read now); after a 412 it reads again,
-// three times at most.
-func (w *world) change(op *opSpec, when string, seen int64) {
+// keeping the budget it sees, If-Match the status seen (nil: read now);
+// after a 412 it reads again, three times at most.
+func (w *world) change(op *opSpec, when string, seen *intake.Status) {
 	req := w.request(op, true)
-	w.ask(op, IntakeChangeRace, "change "+when, seen, func(ctx context.Context, rev int64) (intake.Result, error) {
-		return w.svc.Change(ctx, op.id, req, rev, "app")
+	w.ask(op, IntakeChangeRace, "change "+when, seen, func(ctx context.Context, st intake.Status) (intake.Result, error) {
+		req.BudgetCredits = st.BudgetCredits
+		return w.svc.Change(ctx, op.id, req, st.Revision, "app")
 	}, func(c *Caller, st intake.Status) {
 		c.Specs[st.SpecRevision], c.Current = SpecDigest(req.Model, req.Input), st.SpecRevision
 	})
 }
 
 // cancel is the application cancelling op (IntakeCancel), If-Match
-// the revision seen (0: read now).
-func (w *world) cancel(op *opSpec, when string, seen int64) {
-	w.ask(op, IntakeCancel, "cancel "+when, seen, func(ctx context.Context, rev int64) (intake.Result, error) {
-		return w.svc.Cancel(ctx, op.id, rev, "app")
+// the status seen (nil: read now).
+func (w *world) cancel(op *opSpec, when string, seen *intake.Status) {
+	w.ask(op, IntakeCancel, "cancel "+when, seen, func(ctx context.Context, st intake.Status) (intake.Result, error) {
+		return w.svc.Cancel(ctx, op.id, st.Revision, "app")
 	}, func(c *Caller, _ intake.Status) { c.Cancelled = true })
 }
 
 // ask sends a change or cancel (fault f) and holds a 409 to invariant
 // m; done applies an accepted one to the caller.
-func (w *world) ask(op *opSpec, f Fault, what string, seen int64, send func(context.Context, int64) (intake.Result, error), done func(*Caller, intake.Status)) {
+func (w *world) ask(op *opSpec, f Fault, what string, seen *intake.Status, send func(context.Context, intake.Status) (intake.Result, error), done func(*Caller, intake.Status)) {
 	ctx := withWriter(context.Background(), "app")
 	for range 3 {
-		if seen == 0 {
+		if seen == nil {
 			st, err := w.svc.Status(ctx, op.id)
 			if err != nil {
 				return
 			}
-			seen = st.Revision
+			seen = &st
 		}
-		res, err := send(ctx, seen)
+		res, err := send(ctx, *seen)
 		code := answerCode(res, err)
 		if code == http.StatusPreconditionFailed {
-			seen = 0
+			seen = nil
 			continue
 		}
 		w.inj.note(f)
 		w.countPath(fmt.Sprintf("intake: %s answered %d", what, code))
-		w.tracef(op.id, "the application's %s (If-Match r%d) is answered %d", what, seen, code)
+		w.tracef(op.id, "the application's %s (If-Match r%d) is answered %d", what, seen.Revision, code)
 		switch code {
 		case http.StatusOK:
 			w.mu.Lock()
@@ -233,7 +234,7 @@ func (w *world) claimRace(ctx context.Context, rec operation.Record, write func(
 	calls := []struct {
 		race int
 		f    Fault
-		call func(*opSpec, string, int64)
+		call func(*opSpec, string, *intake.Status)
 	}{{w.take(&op.changeRace), IntakeChangeRace, w.change}, {w.take(&op.cancelRace), IntakeCancel, w.cancel}}
 	if calls[0].race == 0 && calls[1].race == 0 {
 		return write()
@@ -241,18 +242,16 @@ func (w *world) claimRace(ctx context.Context, rec operation.Record, write func(
 	for _, c := range calls {
 		if c.race == raceBefore {
 			w.tracef(op.id, "FAULT %s: the application's call runs inside the claim's write, before it applies", c.f)
-			c.call(op, "inside the claim's write, before it applied", 0)
+			c.call(op, "inside the claim's write, before it applied", nil)
 		}
 	}
-	var seen int64 // what the application read before the claim applied
-	if st, err := w.svc.Status(context.Background(), op.id); err == nil {
-		seen = st.Revision
-	}
+	// What the application read before the claim applied.
+	seen, serr := w.svc.Status(context.Background(), op.id)
 	saved, err := write()
 	for _, c := range calls {
-		if c.race == raceAfter && seen > 0 {
-			w.tracef(op.id, "FAULT %s: the application's call, read at r%d, runs inside the claim's write, after it applied", c.f, seen)
-			c.call(op, "inside the claim's write, after it applied", seen)
+		if c.race == raceAfter && serr == nil {
+			w.tracef(op.id, "FAULT %s: the application's call, read at r%d, runs inside the claim's write, after it applied", c.f, seen.Revision)
+			c.call(op, "inside the claim's write, after it applied", &seen)
 		}
 	}
 	return saved, err

@@ -536,9 +536,9 @@ func (w *world) runDue() error {
 		case evCreateRetry:
 			w.createAttempt(&w.ops[e.op])
 		case evIntakeChange:
-			w.change(&w.ops[e.op], when(w.ops[e.op].intakeChangeAt), 0)
+			w.change(&w.ops[e.op], when(w.ops[e.op].intakeChangeAt), nil)
 		case evIntakeCancel:
-			w.cancel(&w.ops[e.op], when(w.ops[e.op].cancelAt), 0)
+			w.cancel(&w.ops[e.op], when(w.ops[e.op].cancelAt), nil)
 		case evChangeSpec:
 			err = w.changeSpec(&w.ops[e.op])
 		case evSupersede:
