@@ -577,6 +577,7 @@ func TestPlantedBugIsFound(t *testing.T) {
 		{"invocation_time_used: the handler's context drops the invocation's deadline", faultsim.Config{WrapContext: detachedDeadline}, "all,invocation_time_used=0.1", faultsim.InvAuthority},
 		// The intake classes (intake_test.go), one per intake invariant.
 		{"intake_create_race: the store answers a raced create as created", faultsim.Config{WrapStore: func(s store.Store) store.Store { return createsTwice{s} }}, "all,intake_create_race=0.2", faultsim.InvOneCreate},
+		{"intake_create_answer_lost: the store answers a retried create as created", faultsim.Config{WrapStore: func(s store.Store) store.Store { return createsTwice{s} }}, "all,intake_create_race=0,intake_create_answer_lost=0.2", faultsim.InvOneCreate},
 		{"intake_change_race: the intake changes a claimed operation", faultsim.Config{WrapIntake: func(s intake.Store) intake.Store { return claimUnseen{s} }}, "all,intake_change_race=0.3", faultsim.InvSpecInEffect},
 		{"intake_cancel: the intake cancels a claimed operation", faultsim.Config{WrapIntake: func(s intake.Store) intake.Store { return claimUnseen{s} }}, "all,intake_cancel=0.3", faultsim.InvSpecInEffect},
 		{"intake_change_race: the intake refuses a change before the claim", faultsim.Config{WrapIntake: func(s intake.Store) intake.Store { return claimSeen{s} }}, "all,intake_change_race=0.3", faultsim.InvRefusal},

@@ -89,7 +89,7 @@ func TestCheckIntake(t *testing.T) {
 }
 
 // createsTwice is a planted bug: a store that answers the create of an
-// existing record as done, so both of two raced creates get a 201.
+// existing record as done, so a raced or retried create gets a 201 too.
 type createsTwice struct{ store.Store }
 
 func (s createsTwice) Create(ctx context.Context, rec operation.Record) (operation.Record, error) {
