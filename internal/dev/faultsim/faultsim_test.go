@@ -580,6 +580,7 @@ func TestPlantedBugIsFound(t *testing.T) {
 		{"intake_create_answer_lost: the store answers a retried create as created", faultsim.Config{WrapStore: func(s store.Store) store.Store { return createsTwice{s} }}, "all,intake_create_race=0,intake_create_answer_lost=0.2", faultsim.InvOneCreate},
 		{"intake_change_race: the intake changes a claimed operation", faultsim.Config{WrapIntake: func(s intake.Store) intake.Store { return claimUnseen{s} }}, "all,intake_change_race=0.3", faultsim.InvSpecInEffect},
 		{"intake_cancel: the intake cancels a claimed operation", faultsim.Config{WrapIntake: func(s intake.Store) intake.Store { return claimUnseen{s} }}, "all,intake_cancel=0.3", faultsim.InvSpecInEffect},
+		{"intake: submit reads every spec as authorized", faultsim.Config{WrapRecords: func(r faultsim.Records) faultsim.Records { return authorizesAll{r} }}, "all,user_change_unauthorized=0.2", faultsim.InvSpecPosts},
 		{"intake_change_race: the intake refuses a change before the claim", faultsim.Config{WrapIntake: func(s intake.Store) intake.Store { return claimSeen{s} }}, "all,intake_change_race=0.3", faultsim.InvRefusal},
 		// The persistent classes (persistent_test.go): a failure that
 		// persists must end parked, with a review, within the bound.

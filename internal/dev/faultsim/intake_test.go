@@ -123,3 +123,13 @@ func (s claimSeen) Get(ctx context.Context, id string) (operation.Record, error)
 	}
 	return rec, err
 }
+
+// authorizesAll is a planted bug: the handlers read every spec as
+// authorized, so submit POSTs a change the user never authorized.
+type authorizesAll struct{ faultsim.Records }
+
+func (s authorizesAll) Get(ctx context.Context, id string) (operation.Record, error) {
+	rec, err := s.Records.Get(ctx, id)
+	rec.AuthorizedSpecRevision = rec.SpecRevision
+	return rec, err
+}
