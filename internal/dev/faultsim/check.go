@@ -1,7 +1,11 @@
 package faultsim
 
 import (
+	"crypto/sha256"
+	"encoding/hex"
+	"encoding/json"
 	"fmt"
+	"maps"
 	"slices"
 	"strings"
 	"time"
@@ -446,4 +450,130 @@ func CheckFinal(f Final) []Violation {
 		}
 	}
 	return out
+}
+
+// The intake's invariants (issue 22), checked against what the
+// application sent and was answered (Caller) and what Genace received.
+// (Seam: the completion events add "every terminal or parked
+// operation's event is eventually sent" after these.)
+const (
+	// InvOneCreate: one record per operation id, and every create of it
+	// (raced, retried after a lost answer) answered with that one
+	// operation, exactly one of them as its creator.
+	InvOneCreate Invariant = "j:one-create"
+	// InvSpecPosts: a POST only at a spec revision the caller authorized,
+	// and at most one per revision, 429s (which created nothing) and
+	// informed operator confirmations aside.
+	InvSpecPosts Invariant = "k:one-post-per-spec"
+	// InvSpecInEffect: a POST carries the model and input in effect by the
+	// caller's answers: never a spec it changed away from or cancelled
+	// before the claim.
+	InvSpecInEffect Invariant = "l:post-spec-in-effect"
+	// InvRefusal: a change or cancel is refused as no longer possible
+	// (409) only once the submission was claimed (or the operation ended
+	// or waits for an operator).
+	InvRefusal Invariant = "m:409-after-claim"
+)
+
+// CreateAnswer is one answer the intake gave a create, whether or not
+// it reached the caller.
+type CreateAnswer struct {
+	// Identity names the operation answered (its id and creation time).
+	Identity string
+	// Created is a 201: this request created the operation.
+	Created bool
+	// Err is the error or refusal, "" for none.
+	Err string
+}
+
+// Caller is the application's side of one operation: what it sent and
+// the answers it got.
+type Caller struct {
+	Creates []CreateAnswer
+	// Specs are the spec revisions the caller authorized, each with its
+	// SpecDigest; Current is the one in effect by its answers.
+	Specs   map[int64]string
+	Current int64
+	// Cancelled: a cancel was answered as done.
+	Cancelled bool
+}
+
+// SpecDigest identifies a spec by its model and input, the input in
+// one encoding whatever its key order or spacing.
+func SpecDigest(model string, input []byte) string {
+	var v any
+	_ = json.Unmarshal(input, &v)
+	b, _ := json.Marshal(v)
+	sum := sha256.Sum256(append([]byte(model+"\n"), b...))
+	return hex.EncodeToString(sum[:8])
+}
+
+// CheckCreates checks an operation's creates (invariant j): records is
+// how many the store created.
+func CheckCreates(id string, records int, answers []CreateAnswer) []Violation {
+	var out []Violation
+	add := func(format string, args ...any) {
+		out = append(out, Violation{Invariant: InvOneCreate, OperationID: id, Detail: fmt.Sprintf(format, args...)})
+	}
+	if records != 1 {
+		add("the store created %d records for one operation id", records)
+	}
+	created := 0
+	for _, a := range answers {
+		switch {
+		case a.Err != "":
+			add("a create of the same request was answered %s", a.Err)
+		case a.Identity != answers[0].Identity:
+			add("creates of one request answered two operations: %s and %s", answers[0].Identity, a.Identity)
+		}
+		if a.Created {
+			created++
+		}
+	}
+	if created != 1 {
+		add("%d of %d creates answered as the operation's creator (201), not one", created, len(answers))
+	}
+	return out
+}
+
+// CheckPost checks one POST as Genace received it (invariants k and l):
+// spec is the record's spec revision at the POST, got the SpecDigest of
+// the POST's model and input.
+func CheckPost(id string, c Caller, spec int64, got string) []Violation {
+	var out []Violation
+	add := func(inv Invariant, format string, args ...any) {
+		out = append(out, Violation{Invariant: inv, OperationID: id, Detail: fmt.Sprintf(format, args...)})
+	}
+	if _, ok := c.Specs[spec]; !ok {
+		add(InvSpecPosts, "POST at spec r%d, which the caller never authorized (authorized %d revisions)", spec, len(c.Specs))
+	}
+	switch {
+	case c.Cancelled:
+		add(InvSpecInEffect, "POST after the caller's cancel was answered as done")
+	case got != c.Specs[c.Current]:
+		add(InvSpecInEffect, "POST of spec %s (record at spec r%d), but the spec in effect is r%d's %s", got, spec, c.Current, c.Specs[c.Current])
+	}
+	return out
+}
+
+// CheckPostsPerSpec checks an operation's POSTs per spec revision
+// (invariant k): posts counts those not answered 429, confirmed the
+// informed operator confirmations, each allowing one more.
+func CheckPostsPerSpec(id string, posts map[int64]int, confirmed int) []Violation {
+	var out []Violation
+	for _, spec := range slices.Sorted(maps.Keys(posts)) {
+		if n := posts[spec]; n > 1+confirmed {
+			out = append(out, Violation{Invariant: InvSpecPosts, OperationID: id, Detail: fmt.Sprintf("%d POSTs not answered 429 at spec r%d (%d informed operator confirmations)", n, spec, confirmed)})
+		}
+	}
+	return out
+}
+
+// CheckRefusal checks a change or cancel answered 409 (invariant m),
+// given whether a claim had been written and the record as it stood.
+func CheckRefusal(what string, claimed bool, rec *operation.Record) string {
+	if claimed || rec.Terminal() || rec.Parked != nil {
+		return ""
+	}
+	return fmt.Sprintf("%s answered 409 at r%d %s, but no submission claim was ever written", what, rec.Revision, rec.Phase)
 }

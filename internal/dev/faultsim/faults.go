@@ -132,6 +132,28 @@ const (
 	// deadline (no virtual time passes inside a handler).
 	InvocationTimeUsed Fault = "invocation_time_used"
 
+	// The intake faults: the application creates, changes and cancels
+	// its operations through intake.Service (app.go), and meets these.
+	// (Seam: the completion events, issue 22, add "an event send that
+	// fails" here, and to check.go the invariant "every terminal or
+	// parked operation's event is eventually sent".)
+
+	// IntakeCreateRace: two creates of the same request interleave, the
+	// second run inside the first's store Create, before or after it
+	// applies.
+	IntakeCreateRace Fault = "intake_create_race"
+	// IntakeAnswerLost: a create's answer is lost, and the caller sends
+	// the same request again, 0–3 s later, up to 10 times in all.
+	IntakeAnswerLost Fault = "intake_create_answer_lost"
+	// IntakeChangeRace: the application changes the input (If-Match the
+	// revision it read, reading again after a 412) before the submission
+	// claim, inside the claim's write before or after it applies, or
+	// 1–60 s later, mostly after it.
+	IntakeChangeRace Fault = "intake_change_race"
+	// IntakeCancel: the application cancels the operation right after
+	// creating it, or 1–60 s later, mostly after the claim.
+	IntakeCancel Fault = "intake_cancel"
+
 	// The persistent faults each strike one operation (drawn with the
 	// workload) to the end of the run, counted once per operation.
 	// Automation must park such an operation with a review within
@@ -179,6 +201,7 @@ var Kinds = []Fault{
 	ReconcileFail, UserChangeSpec, UserSupersede,
 	CrashAfterClaim, H2Reset, BodyDrift, LostAck, ClaimDuplicate, ReceiveGap, StaleDelete, OperatorRace,
 	Post408, UnusableJobID, SecondJobID, ForeignObject, UnauthorizedChange, InvocationTimeUsed,
+	IntakeCreateRace, IntakeAnswerLost, IntakeChangeRace, IntakeCancel,
 	PersistentGet5xx, UndecodableBody, CopyNeverVerifies, ArtifactStoreDown,
 }
 
@@ -194,6 +217,7 @@ var defaultRates = map[Fault]float64{
 	ReconcileFail: 0.01, UserChangeSpec: 0.01, UserSupersede: 0.01,
 	CrashAfterClaim: 0.005, H2Reset: 0.01, BodyDrift: 0.01, LostAck: 0.01, ClaimDuplicate: 0.01, ReceiveGap: 0.05, StaleDelete: 0.01, OperatorRace: 0.01,
 	Post408: 0.005, UnusableJobID: 0.005, SecondJobID: 0.02, ForeignObject: 0.005, UnauthorizedChange: 0.005, InvocationTimeUsed: 0.02,
+	IntakeCreateRace: 0.02, IntakeAnswerLost: 0.02, IntakeChangeRace: 0.03, IntakeCancel: 0.01,
 }
 
 // Faults maps each fault to its probability per opportunity (0..1).

@@ -1,7 +1,8 @@
 // Package faultsim is genjobs' deterministic fault-injection simulation.
 // It runs the real handlers (submit, observe, deliver, triage, sweep) on
-// the embedded queue through the local event source mappings, on the
-// embedded bbolt store, against the Genace simulator over loopback HTTP/2
+// the embedded queue through the local event source mappings, and the
+// application creating, changing and cancelling its operations through
+// the real intake.Service (app.go), on the embedded bbolt store, against the Genace simulator over loopback HTTP/2
 // over TLS (through Go's own transport and a frame relay, see relay.go),
 // with outputs copied into a localpack.Dir, all on ONE virtual clock. It
 // injects, with seeded probabilities, the faults a queue-driven Lambda
@@ -35,9 +36,13 @@
 // before it (CheckWrite, invariant c) and each message's first write
 // against the revision the message names (CheckFirstWrite, g); a wire tap
 // on the simulator's side records every job id Genace's answers name;
-// each POST is held to its authority (h) as it leaves. After the run
-// CheckFinal holds each operation to Genace's truth, the artifact store
-// and the sweep's re-arms (a, b, d, e, f, g), and checkLiveness to i.
+// each POST is held to its authority (h) as it leaves, and as it reaches
+// Genace to the spec the application has in effect (CheckPost, k, l);
+// each 409 to a change or cancel to the claims written (CheckRefusal, m).
+// After the run CheckFinal holds each operation to Genace's truth, the
+// artifact store and the sweep's re-arms (a, b, d, e, f, g),
+// checkLiveness to i, and CheckCreates and CheckPostsPerSpec to the
+// application's creates and authorized specs (j, k).
 package faultsim
 
 import (
@@ -53,6 +58,7 @@ import (
 
 	"github.com/genjobs/genjobs/internal/deliver"
 	"github.com/genjobs/genjobs/internal/dev/topology"
+	"github.com/genjobs/genjobs/internal/intake"
 	"github.com/genjobs/genjobs/internal/operation"
 	"github.com/genjobs/genjobs/internal/replay"
 	"github.com/genjobs/genjobs/internal/schedule"
@@ -101,6 +107,9 @@ type Config struct {
 	WrapRecords func(Records) Records
 	// WrapQueue wraps the queue the follow-ups are sent to.
 	WrapQueue func(schedule.QueueSender) schedule.QueueSender
+	// WrapIntake wraps the store the application's intake.Service
+	// writes through.
+	WrapIntake func(intake.Store) intake.Store
 	// WrapOperator wraps the store the operator's replays use, under the
 	// application's writes that race them.
 	WrapOperator func(replay.Store) replay.Store

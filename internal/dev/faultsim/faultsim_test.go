@@ -19,6 +19,7 @@ import (
 	"github.com/genjobs/genjobs/internal/deliver"
 	"github.com/genjobs/genjobs/internal/dev/faultsim"
 	"github.com/genjobs/genjobs/internal/genace"
+	"github.com/genjobs/genjobs/internal/intake"
 	"github.com/genjobs/genjobs/internal/message"
 	"github.com/genjobs/genjobs/internal/operation"
 	"github.com/genjobs/genjobs/internal/replay"
@@ -574,6 +575,13 @@ func TestPlantedBugIsFound(t *testing.T) {
 		// A Limit of 5 lets the records the sweep passes over starve it.
 		{"user_change_unauthorized: the sweep leaves a dispatch it cannot send due", faultsim.Config{SweepLimit: 5, WrapRecords: func(r faultsim.Records) faultsim.Records { return sweepLeavesDue{r} }}, "all,user_change_unauthorized=0.1", faultsim.InvSettled},
 		{"invocation_time_used: the handler's context drops the invocation's deadline", faultsim.Config{WrapContext: detachedDeadline}, "all,invocation_time_used=0.1", faultsim.InvAuthority},
+		// The intake classes (intake_test.go), one per intake invariant.
+		{"intake_create_race: the store answers a raced create as created", faultsim.Config{WrapStore: func(s store.Store) store.Store { return createsTwice{s} }}, "all,intake_create_race=0.2", faultsim.InvOneCreate},
+		{"intake_create_answer_lost: the store answers a retried create as created", faultsim.Config{WrapStore: func(s store.Store) store.Store { return createsTwice{s} }}, "all,intake_create_race=0,intake_create_answer_lost=0.2", faultsim.InvOneCreate},
+		{"intake_change_race: the intake changes a claimed operation", faultsim.Config{WrapIntake: func(s intake.Store) intake.Store { return claimUnseen{s} }}, "all,intake_change_race=0.3", faultsim.InvSpecInEffect},
+		{"intake_cancel: the intake cancels a claimed operation", faultsim.Config{WrapIntake: func(s intake.Store) intake.Store { return claimUnseen{s} }}, "all,intake_cancel=0.3", faultsim.InvSpecInEffect},
+		{"intake: submit reads every spec as authorized", faultsim.Config{WrapRecords: func(r faultsim.Records) faultsim.Records { return authorizesAll{r} }}, "all,user_change_unauthorized=0.2", faultsim.InvSpecPosts},
+		{"intake_change_race: the intake refuses a change before the claim", faultsim.Config{WrapIntake: func(s intake.Store) intake.Store { return claimSeen{s} }}, "all,intake_change_race=0.3", faultsim.InvRefusal},
 		// The persistent classes (persistent_test.go): a failure that
 		// persists must end parked, with a review, within the bound.
 		{"get_5xx_persistent: a write forgets the failure count", faultsim.Config{WrapRecords: func(r faultsim.Records) faultsim.Records { return forgetFailures{r} }}, "all,get_5xx_persistent=0.05", faultsim.InvLiveness},

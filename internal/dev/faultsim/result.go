@@ -129,6 +129,9 @@ func (w *world) result() (*Result, error) {
 			f.Created[k] = w.arts.created[k]
 		}
 		finals[i] = f
+		for _, v := range w.checkIntake(op.id, t.confirmed) {
+			w.violate(v.Invariant, v.OperationID, v.Detail)
+		}
 	}
 	if err := w.readOutputs(ctx, finals); err != nil {
 		return nil, err

@@ -42,6 +42,7 @@ type wirePost struct {
 	// lost: the answer never reached the client (the connection was
 	// dropped or the stream reset).
 	lost bool
+	spec int64 // the record's spec revision at the POST
 }
 
 func newWire(w *world, next http.Handler) *wire {
@@ -60,6 +61,19 @@ func (x *wire) since(op string, n int) []wirePost {
 	x.mu.Lock()
 	defer x.mu.Unlock()
 	return append([]wirePost(nil), x.posts[op][n:]...)
+}
+
+// perSpec counts op's POSTs not answered 429, per spec revision.
+func (x *wire) perSpec(op string) map[int64]int {
+	x.mu.Lock()
+	defer x.mu.Unlock()
+	n := map[int64]int{}
+	for _, p := range x.posts[op] {
+		if p.status != http.StatusTooManyRequests {
+			n[p.spec]++
+		}
+	}
+	return n
 }
 
 // driftNext makes the answer to op's next POST drift (variant of
@@ -107,7 +121,7 @@ func (x *wire) ServeHTTP(rw http.ResponseWriter, r *http.Request) {
 	r.Body = io.NopCloser(bytes.NewReader(body))
 	op := genacesim.OperationID(body)
 	cw := &captureWriter{ResponseWriter: rw}
-	post := wirePost{lost: true}
+	post := wirePost{lost: true, spec: x.w.checkPost(op, body)}
 	defer func() {
 		// Recorded on every way out, a panic (an aborted answer) included.
 		x.mu.Lock()

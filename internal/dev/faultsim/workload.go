@@ -62,7 +62,23 @@ type opSpec struct {
 	// persistent is the persistent fault that strikes the operation for
 	// the whole run ("" none).
 	persistent Fault
+	// The intake faults planned: createRace, changeRace and cancelRace
+	// the interleaving (raceBefore, raceAfter, or 0 none), lostAnswers how
+	// many create answers are lost before one arrives, intakeChangeAt
+	// and cancelAt when the application changes or cancels (negative: not,
+	// or not at a time of its own).
+	createRace, changeRace   int
+	cancelRace               int
+	lostAnswers              int
+	intakeChangeAt, cancelAt time.Duration
 }
+
+// The interleavings of a raced call with the store write it races:
+// run before the write applies, or after it applied, before it returns.
+const (
+	raceBefore = 1
+	raceAfter  = 2
+)
 
 // opID names operation i.
 func opID(i int) string { return fmt.Sprintf("op-%06d", i) }
@@ -89,7 +105,7 @@ func workload(n int, interval time.Duration, rng *rand.Rand, ms map[string]genac
 		}
 		mc := ms[name]
 		render := mc.QueueFor + mc.RunFor
-		op := opSpec{id: opID(i), model: name, price: mc.Price, changeAt: -1, supersedeAt: -1, reconcileAt: -1, unauthorizedAt: -1}
+		op := opSpec{id: opID(i), model: name, price: mc.Price, changeAt: -1, supersedeAt: -1, reconcileAt: -1, unauthorizedAt: -1, intakeChangeAt: -1, cancelAt: -1}
 		if n > 1 {
 			op.created = time.Duration(float64(interval) * float64(i) / float64(n))
 		}
@@ -119,6 +135,7 @@ func workload(n int, interval time.Duration, rng *rand.Rand, ms map[string]genac
 				op.unauthorizedAt = time.Duration(1+in.intn(UnauthorizedChange, 60)) * time.Second
 			}
 		}
+		planIntake(&op, in)
 		// Every persistent fault rolls on its own stream, whichever
 		// strikes, so switching one off leaves the others' operations.
 		for _, f := range PersistentKinds {
@@ -129,4 +146,33 @@ func workload(n int, interval time.Duration, rng *rand.Rand, ms map[string]genac
 		ops[i] = op
 	}
 	return ops
+}
+
+// planIntake plans op's intake faults, each from its own stream.
+func planIntake(op *opSpec, in *injector) {
+	if in.roll(IntakeCreateRace) {
+		op.createRace = 1 + in.intn(IntakeCreateRace, 2)
+	}
+	if in.roll(IntakeAnswerLost) {
+		op.lostAnswers = 1 + in.intn(IntakeAnswerLost, 9)
+	}
+	op.intakeChangeAt, op.changeRace = raceClaim(in, IntakeChangeRace)
+	op.cancelAt, op.cancelRace = raceClaim(in, IntakeCancel)
+}
+
+// raceClaim plans f's call at a moment drawn from f's stream: right
+// after the create, before the claim (at 0); inside the claim's write
+// (race); or 1–60 s later (at). at is negative when f does not strike
+// or races the claim.
+func raceClaim(in *injector, f Fault) (at time.Duration, race int) {
+	if !in.roll(f) {
+		return -1, 0
+	}
+	switch k := in.intn(f, 4); k {
+	case 0:
+		return 0, 0
+	case 1, 2:
+		return -1, k
+	}
+	return time.Duration(1+in.intn(f, 60)) * time.Second, 0
 }

@@ -3,7 +3,6 @@ package faultsim
 import (
 	"container/heap"
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -26,6 +25,7 @@ import (
 	"github.com/genjobs/genjobs/internal/dev/localqueue"
 	"github.com/genjobs/genjobs/internal/dev/topology"
 	"github.com/genjobs/genjobs/internal/genace"
+	"github.com/genjobs/genjobs/internal/intake"
 	"github.com/genjobs/genjobs/internal/message"
 	"github.com/genjobs/genjobs/internal/operation"
 	"github.com/genjobs/genjobs/internal/replay"
@@ -93,6 +93,8 @@ type world struct {
 	vis    map[string]time.Duration // each queue's visibility, by URL
 	leases map[string]leaseTruth    // the queue's truth about each received message
 	disp   *schedule.Dispatcher
+	// svc is the intake the application calls (app.go).
+	svc *intake.Service
 	// replayer is the operator's replay (OperatorRace).
 	replayer *replay.Replayer
 	sweep    func(context.Context) error
@@ -137,6 +139,7 @@ type world struct {
 	paths              map[string]int       // decisions the handlers logged (Result.Paths)
 	persisting         map[string]bool      // operations a persistent fault acted on
 	reconciledAt       map[string]time.Time // when Genace's operators failed each job (ReconcileFail)
+	callers            map[string]*Caller   // the application's side of each operation (app.go)
 	traceAll           bool
 	traceOps           map[string]bool
 	traces             map[string][]string
@@ -156,7 +159,7 @@ type tally struct {
 
 func newWorld(cfg Config) (w *world, err error) {
 	w = &world{
-		cfg: cfg, vis: map[string]time.Duration{}, leases: map[string]leaseTruth{}, tallies: map[string]*tally{}, stops: map[string]int{}, failStops: map[string]int{}, rearms: map[string]int{}, inFlight: map[string]int{}, worked: map[string]bool{}, unknownOf: map[string]int{}, leftUncertain: map[string]int{}, paths: map[string]int{}, storms: map[int64]bool{}, persisting: map[string]bool{}, reconciledAt: map[string]time.Time{},
+		cfg: cfg, vis: map[string]time.Duration{}, leases: map[string]leaseTruth{}, tallies: map[string]*tally{}, stops: map[string]int{}, failStops: map[string]int{}, rearms: map[string]int{}, inFlight: map[string]int{}, worked: map[string]bool{}, unknownOf: map[string]int{}, leftUncertain: map[string]int{}, paths: map[string]int{}, storms: map[int64]bool{}, persisting: map[string]bool{}, reconciledAt: map[string]time.Time{}, callers: map[string]*Caller{},
 		traceAll: cfg.Operations <= TraceAllBelow, traceOps: map[string]bool{}, traces: map[string][]string{},
 		wallStart: time.Now(),
 	}
@@ -219,7 +222,7 @@ func newWorld(cfg Config) (w *world, err error) {
 	if cfg.WrapStore != nil {
 		under = cfg.WrapStore(w.db)
 	}
-	w.rec = &recorder{Store: under, w: w, last: map[string]State{}, prev: map[string]State{}, hist: map[string]*revisions{}, claimOf: map[string]string{}, settles: map[string][]time.Time{}, resumed: map[string]time.Time{}, audited: map[string][]int64{}, closedFirst: map[string]string{}, answered: map[string]string{}}
+	w.rec = &recorder{Store: under, w: w, last: map[string]State{}, prev: map[string]State{}, hist: map[string]*revisions{}, claimOf: map[string]string{}, settles: map[string][]time.Time{}, resumed: map[string]time.Time{}, audited: map[string][]int64{}, closedFirst: map[string]string{}, answered: map[string]string{}, claimed: map[string]bool{}, creates: map[string]int{}}
 	w.st = &faultStore{recorder: w.rec, w: w}
 	d, err := localpack.New(filepath.Join(dir, "artifacts"))
 	if err != nil {
@@ -238,7 +241,7 @@ func newWorld(cfg Config) (w *world, err error) {
 		for _, e := range []struct {
 			after time.Duration
 			kind  eventKind
-		}{{op.changeAt, evChangeSpec}, {op.supersedeAt, evSupersede}, {op.reconcileAt, evReconcile}, {op.unauthorizedAt, evChangeUnauthorized}} {
+		}{{op.changeAt, evChangeSpec}, {op.supersedeAt, evSupersede}, {op.reconcileAt, evReconcile}, {op.unauthorizedAt, evChangeUnauthorized}, {op.intakeChangeAt, evIntakeChange}, {op.cancelAt, evIntakeCancel}} {
 			if e.after >= 0 { // in this order: it sets the events' planning order
 				w.plan(at.Add(e.after), e.kind, i)
 			}
@@ -276,6 +279,9 @@ func (w *world) wireUp() error {
 		return err
 	}
 	w.disp = disp
+	if err := w.newIntake(); err != nil {
+		return err
+	}
 	jitter := rand.New(rand.NewPCG(w.cfg.Seed, 4))
 	// LongPoll 0 and Immediate 0: no handler ever waits on the virtual
 	// clock (see the package doc).
@@ -384,6 +390,10 @@ const (
 	// evOperatorOn is an operator working one operation (SecondJobID).
 	evOperatorOn
 	evChangeUnauthorized
+	// The application's intake calls (app.go).
+	evCreateRetry
+	evIntakeChange
+	evIntakeCancel
 )
 
 type event struct {
@@ -522,7 +532,13 @@ func (w *world) runDue() error {
 		var err error
 		switch e.kind {
 		case evCreate:
-			err = w.create(&w.ops[e.op])
+			w.create(&w.ops[e.op])
+		case evCreateRetry:
+			w.createAttempt(&w.ops[e.op])
+		case evIntakeChange:
+			w.change(&w.ops[e.op], when(w.ops[e.op].intakeChangeAt), nil)
+		case evIntakeCancel:
+			w.cancel(&w.ops[e.op], when(w.ops[e.op].cancelAt), nil)
 		case evChangeSpec:
 			err = w.changeSpec(&w.ops[e.op])
 		case evSupersede:
@@ -550,27 +566,6 @@ func (w *world) runDue() error {
 	return nil
 }
 
-// create is the application creating an authorized operation and
-// dispatching it, as package pipeline seeds its workload.
-func (w *world) create(op *opSpec) error {
-	now := w.clk.Now()
-	ctx := withWriter(context.Background(), "app")
-	input, _ := json.Marshal(map[string]any{"prompt": "faultsim render " + op.id, "size": "1024x1024"})
-	rec := operation.Record{
-		OperationID: op.id, SpecRevision: 1, Phase: operation.PhasePrepared, UserID: "user-" + op.id[len(op.id)-2:], Model: op.model,
-		Input: input, Authorized: true, AuthorizedSpecRevision: 1, BudgetCredits: 3 * op.price, EstimatedCredits: op.price,
-		Timestamps: operation.Timestamps{Created: now, Updated: now},
-	}
-	if !w.cfg.UnrecordedDispatch {
-		rec.Schedule = &operation.NextAction{Action: string(message.ActionSubmitGeneration), Due: now}
-	}
-	saved, err := w.rec.Create(ctx, rec)
-	if err != nil {
-		return fmt.Errorf("faultsim: create %s: %w", op.id, err)
-	}
-	return w.dispatch(ctx, saved)
-}
-
 func (w *world) dispatch(ctx context.Context, rec operation.Record) error {
 	env := message.Envelope{Action: message.ActionSubmitGeneration, OperationID: rec.OperationID, ExpectedRevision: rec.Revision}
 	if _, err := w.disp.Send(ctx, env, 0); err != nil {
@@ -596,6 +591,7 @@ func (w *world) changeSpec(op *opSpec) error {
 		return err
 	}
 	w.inj.note(UserChangeSpec)
+	w.authorize(saved)
 	w.tracef(op.id, "FAULT %s: the user changed the request (spec r%d)", UserChangeSpec, saved.SpecRevision)
 	return w.dispatch(ctx, saved)
 }

@@ -381,7 +381,8 @@ func (s *faultStore) Due(ctx context.Context, t time.Time, limit int) ([]operati
 	return s.recorder.Due(ctx, t, limit)
 }
 
-// Update injects StoreConflict before the write and CrashAfterWrite after it.
+// Update injects StoreConflict before the write, IntakeChangeRace
+// around a claim's, and CrashAfterWrite after it.
 func (s *faultStore) Update(ctx context.Context, rec operation.Record, expected int64) (operation.Record, error) {
 	s.w.alive(ctx)
 	if invOf(ctx) != nil && s.w.inj.roll(StoreConflict) {
@@ -396,7 +397,7 @@ func (s *faultStore) Update(ctx context.Context, rec operation.Record, expected 
 			}
 		}
 	}
-	saved, err := s.recorder.Update(ctx, rec, expected)
+	saved, err := s.w.claimRace(ctx, rec, func() (operation.Record, error) { return s.recorder.Update(ctx, rec, expected) })
 	if err == nil {
 		if saved.Terminal() && invOf(ctx) != nil && s.w.inj.roll(StoreConflict) {
 			s.lateWrite(ctx, saved)
@@ -470,6 +471,8 @@ type recorder struct {
 	settles                        map[string][]time.Time // per operation, for LivenessOf
 	resumed                        map[string]time.Time   // per operation, an operator's last hand-back to automation
 	audited                        map[string][]int64     // per operation, the revisions of its audited writes
+	claimed                        map[string]bool        // operations a submission claim was written for
+	creates                        map[string]int         // records created, per operation id
 }
 
 // revisions remembers which message wrote each of an operation's recent
@@ -499,6 +502,9 @@ func (h *revisions) by(rev int64) string {
 func (r *recorder) Create(ctx context.Context, rec operation.Record) (operation.Record, error) {
 	saved, err := r.Store.Create(ctx, rec)
 	if err == nil {
+		r.mu.Lock()
+		r.creates[rec.OperationID]++
+		r.mu.Unlock()
 		r.observe(ctx, 0, saved)
 	}
 	return saved, err
@@ -662,6 +668,9 @@ func (r *recorder) observe(ctx context.Context, expected int64, saved operation.
 		delete(r.hist, id)
 	}
 	r.writes++
+	if next.Phase == operation.PhaseSubmitting {
+		r.claimed[id] = true
+	}
 	switch byOperator := writerOf(ctx) == "operator"; {
 	case next.Phase == operation.PhaseUncertain && (!had || old.Phase != operation.PhaseUncertain):
 		r.w.madeUncertain++ // an operator is asked to reconcile
