@@ -697,6 +697,10 @@ func (c *checker) parameters() {
 			c.add(RuleParameters, where, "Default %v is outside %d..%d", p["Default"], b.Min, b.Max)
 		}
 	}
+	// Local tools build the intake with config's catalog: the same one.
+	if p, ok := params[catalogParam]; !ok || str(mapOf(p)["Default"]) != config.DefaultModelCatalog {
+		c.add(RuleParameters, "Parameters."+catalogParam, "Default %v, want config.DefaultModelCatalog %s", mapOf(p)["Default"], config.DefaultModelCatalog)
+	}
 	if p, ok := params[baseURLParam]; ok {
 		c.checkPattern(RuleParameters, "Parameters."+baseURLParam, mapOf(p), baseURLGood, baseURLBad)
 	} else {
