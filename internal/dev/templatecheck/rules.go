@@ -260,6 +260,13 @@ func (c *checker) leastPrivilege() {
 		if _, ok := c.props(id)["Policies"]; ok {
 			c.add(RuleLeastPrivilege, id, "Policies: SAM policies are not allowed; the function's role holds its grants")
 		}
+		url, ok := c.props(id)["FunctionUrlConfig"]
+		switch auth := str(mapOf(url)["AuthType"]); {
+		case ok && auth != "AWS_IAM":
+			c.add(RuleLeastPrivilege, id, "FunctionUrlConfig AuthType %q, want AWS_IAM: anyone could call it, and the caller it reads would be nobody's", auth)
+		case !ok && functions[id].url:
+			c.add(RuleLeastPrivilege, id, "no FunctionUrlConfig (AuthType AWS_IAM): its API has no way in")
+		}
 	}
 	for _, role := range c.ofType("AWS::IAM::Role") {
 		want, ok := allowed[role]

@@ -125,6 +125,9 @@ type function struct {
 	// expires: it finishes records or closes reviews, so it needs the
 	// retention variables (dynamo.Retention) to give them an expiry.
 	expires bool
+	// url: it serves a function URL, whose callers IAM must authenticate
+	// (the intake reads the caller from it).
+	url bool
 }
 
 // functions are the topology's functions by logical id, with the role
@@ -136,7 +139,7 @@ var functions = func() map[string]function {
 	out := map[string]function{}
 	for _, f := range topology.Stack.Functions {
 		base := strings.TrimSuffix(f.ID, "Function")
-		fn := function{dir: f.Name, role: base + "Role", logGroup: base + "LogGroup", expires: f.Name != topology.Triage}
+		fn := function{dir: f.Name, role: base + "Role", logGroup: base + "LogGroup", expires: f.Name != topology.Triage, url: f.Name == topology.Intake}
 		for _, m := range f.Mappings {
 			fn.consumes = append(fn.consumes, m.Queue)
 		}
