@@ -483,6 +483,7 @@ func TestEnvNamesMatchConfig(t *testing.T) {
 		"EnvSweepOverdue": config.EnvSweepOverdue, "EnvScheduleDLQ": config.EnvScheduleDLQ,
 		"EnvRecordRetention": config.EnvRecordRetention, "EnvAuditRetention": config.EnvAuditRetention,
 		"EnvSubmitTimeout": config.EnvSubmitTimeout, "EnvBatchSize": config.EnvBatchSize,
+		"EnvModelCatalog": config.EnvModelCatalog, "EnvMaxInputBytes": config.EnvMaxInputBytes,
 	}
 	scanned := configConstants(t)
 	for name, v := range explicit {
