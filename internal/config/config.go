@@ -4,8 +4,10 @@
 package config
 
 import (
+	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
 	"maps"
 	"slices"
 	"strconv"
@@ -51,6 +53,11 @@ const (
 	// items stay in the table (see dynamo.Retention in internal/store/dynamo).
 	EnvRecordRetention = "RECORD_RETENTION_DAYS"
 	EnvAuditRetention  = "AUDIT_RETENTION_DAYS"
+	// EnvModelCatalog is the intake's model catalog: a JSON object of
+	// model name to the credits one render is estimated at.
+	EnvModelCatalog = "MODEL_CATALOG"
+	// EnvMaxInputBytes bounds the input one intake request may carry.
+	EnvMaxInputBytes = "MAX_INPUT_BYTES"
 )
 
 // Bound is the inclusive range Load accepts for a numeric setting.
@@ -78,6 +85,9 @@ var Bounds = map[string]Bound{
 	// names (a dead letter waits 14 days), so none meets an expired one.
 	EnvRecordRetention: {30, 3650},
 	EnvAuditRetention:  {30, 3650},
+	// Far inside DynamoDB's 400 KB item, which holds the input and about
+	// 1 KB more of the record.
+	EnvMaxInputBytes: {1 << 10, 256 << 10},
 }
 
 // The retention defaults, used when the variable is unset (local runs,
@@ -89,6 +99,10 @@ const (
 	// DefaultAuditRetentionDays keeps audit entries 400 days.
 	DefaultAuditRetentionDays = 400
 )
+
+// DefaultModelCatalog is the catalog local tools build the intake with,
+// and template.yaml's ModelCatalog default.
+const DefaultModelCatalog = `{"flux-pro-2": 12, "genace-video-2": 40}`
 
 // QueueVars names the variables that hold one action's queue: its URL
 // (to send through SQS) and its ARN (EventBridge Scheduler's target).
@@ -137,6 +151,10 @@ type Config struct {
 	// and closed reviews, and audit entries, are kept.
 	RecordRetention time.Duration
 	AuditRetention  time.Duration
+	// Catalog is MODEL_CATALOG, read (nil when not needed).
+	Catalog map[string]int64
+	// MaxInputBytes is MAX_INPUT_BYTES (0 when not needed).
+	MaxInputBytes int
 }
 
 // Need names settings a function cannot start without.
@@ -169,6 +187,10 @@ const (
 	NeedSubmitTimeout
 	// NeedBatchSize is BATCH_SIZE.
 	NeedBatchSize
+	// NeedCatalog is MODEL_CATALOG.
+	NeedCatalog
+	// NeedInputLimit is MAX_INPUT_BYTES.
+	NeedInputLimit
 )
 
 // Spec is what one function needs of its environment. Each function's
@@ -246,6 +268,10 @@ func Load(getenv func(string) string, spec Spec) (Config, error) {
 			require(EnvSubmitTimeout, getenv(EnvSubmitTimeout), "")
 		case NeedBatchSize:
 			require(EnvBatchSize, getenv(EnvBatchSize), "")
+		case NeedCatalog:
+			require(EnvModelCatalog, getenv(EnvModelCatalog), ` (a JSON object of model to estimated credits)`)
+		case NeedInputLimit:
+			require(EnvMaxInputBytes, getenv(EnvMaxInputBytes), "")
 		}
 	}
 	whole := func(name string, def int) int {
@@ -261,6 +287,13 @@ func Load(getenv func(string) string, spec Spec) (Config, error) {
 	c.Concurrency = whole(EnvConcurrency, 8)
 	c.SubmitTimeout = time.Duration(whole(EnvSubmitTimeout, 0)) * time.Second
 	c.BatchSize = whole(EnvBatchSize, 0)
+	c.MaxInputBytes = whole(EnvMaxInputBytes, 0)
+	if v := getenv(EnvModelCatalog); strings.TrimSpace(v) != "" {
+		var cerr error
+		if c.Catalog, cerr = ParseCatalog(v); cerr != nil {
+			errs = append(errs, fmt.Errorf("%s: %w", EnvModelCatalog, cerr))
+		}
+	}
 	var err error
 	if c.RecordRetention, c.AuditRetention, err = LoadRetention(getenv); err != nil {
 		errs = append(errs, err)
@@ -359,6 +392,47 @@ func LoadRetention(getenv func(string) string) (records, audit time.Duration, er
 		return 0, 0, fmt.Errorf("%s (%d days) is shorter than %s (%d days)", EnvAuditRetention, a, EnvRecordRetention, r)
 	}
 	return time.Duration(r) * day, time.Duration(a) * day, nil
+}
+
+// ParseCatalog reads a model catalog: one JSON object of model name (an
+// identifier: letters, digits and . _ : -) to the whole number of credits
+// a render of it is estimated at (0 or more), with at least one model. An
+// empty catalog would refuse every request; a duplicated model is refused
+// rather than resolved silently.
+func ParseCatalog(s string) (map[string]int64, error) {
+	dec := json.NewDecoder(strings.NewReader(s))
+	if t, err := dec.Token(); err != nil || t != json.Delim('{') {
+		return nil, errors.New(`want a JSON object of model to estimated credits, e.g. {"flux-pro-2": 12}`)
+	}
+	out := map[string]int64{}
+	for dec.More() {
+		t, err := dec.Token()
+		if err != nil {
+			return nil, fmt.Errorf("not JSON: %w", err)
+		}
+		model, _ := t.(string)
+		var credits int64
+		if err := dec.Decode(&credits); err != nil || credits < 0 {
+			return nil, fmt.Errorf("model %q: want a whole number of credits, 0 or more", model)
+		}
+		if !message.ValidOperationID(model) {
+			return nil, fmt.Errorf("model %q: want letters, digits and . _ : - only, at most 128 bytes", model)
+		}
+		if _, dup := out[model]; dup {
+			return nil, fmt.Errorf("model %q twice", model)
+		}
+		out[model] = credits
+	}
+	if _, err := dec.Token(); err != nil {
+		return nil, fmt.Errorf("not JSON: %w", err)
+	}
+	if _, err := dec.Token(); err != io.EOF {
+		return nil, errors.New("data after the JSON object")
+	}
+	if len(out) == 0 {
+		return nil, errors.New("no model: every request would be refused")
+	}
+	return out, nil
 }
 
 // DispatchConfig is the Dispatcher's part of the settings.

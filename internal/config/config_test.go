@@ -227,3 +227,42 @@ func TestLoadRunsTheSpecsCrossCheck(t *testing.T) {
 		t.Errorf("a submit timeout above its bound: %v", err)
 	}
 }
+
+// TestCatalog: MODEL_CATALOG is read into the catalog, and each unusable
+// one is refused at load, naming the variable and what is wrong.
+func TestCatalog(t *testing.T) {
+	t.Parallel()
+	spec := Spec{Needs: []Need{NeedCatalog, NeedInputLimit}}
+	for _, tc := range []struct {
+		name, catalog, limit string
+		want                 map[string]int64
+		err                  string
+	}{
+		{"the default", DefaultModelCatalog, "32768", map[string]int64{"flux-pro-2": 12, "genace-video-2": 40}, ""},
+		{"a free model", `{"draft": 0}`, "1024", map[string]int64{"draft": 0}, ""},
+		{"missing", "", "32768", nil, "MODEL_CATALOG is required"},
+		{"empty", `{}`, "32768", nil, "MODEL_CATALOG: no model"},
+		{"a list", `["flux-pro-2"]`, "32768", nil, "MODEL_CATALOG: want a JSON object"},
+		{"negative", `{"m": -1}`, "32768", nil, `MODEL_CATALOG: model "m": want a whole number`},
+		{"fractional", `{"m": 1.5}`, "32768", nil, `model "m": want a whole number`},
+		{"a bad name", `{"a model": 1}`, "32768", nil, `model "a model": want letters`},
+		{"twice", `{"m": 1, "m": 2}`, "32768", nil, `model "m" twice`},
+		{"trailing data", `{"m": 1} {}`, "32768", nil, "data after the JSON object"},
+		{"limit missing", DefaultModelCatalog, "", nil, "MAX_INPUT_BYTES is required"},
+		{"limit too large", DefaultModelCatalog, "300000", nil, `MAX_INPUT_BYTES="300000": want a whole number from 1024 to 262144`},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			c, err := Load(env(map[string]string{EnvModelCatalog: tc.catalog, EnvMaxInputBytes: tc.limit}), spec)
+			if tc.err != "" {
+				if err == nil || !strings.Contains(err.Error(), tc.err) {
+					t.Fatalf("error %v, want %q", err, tc.err)
+				}
+				return
+			}
+			if err != nil || !maps.Equal(c.Catalog, tc.want) || strconv.Itoa(c.MaxInputBytes) != tc.limit {
+				t.Fatalf("catalog %v limit %d (%v), want %v %s", c.Catalog, c.MaxInputBytes, err, tc.want, tc.limit)
+			}
+		})
+	}
+}

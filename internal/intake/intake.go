@@ -7,9 +7,9 @@
 //
 // Service holds the rules on narrow interfaces (the store, the dispatch
 // sender, a clock, the model catalog), independent of the transport;
-// Handler maps them onto HTTP (openapi.yaml documents exactly that API).
-// No Lambda function links it yet: the function URL adapter, the template
-// and the topology come next.
+// Handler maps them onto HTTP (openapi.yaml documents exactly that API),
+// and FunctionURL maps a Lambda function URL's events onto Handler: the
+// intake function (functions/intake) serves it behind AWS_IAM auth.
 //
 // The input (the prompt) is written to the record and nowhere else: not
 // to a queue body, a log line, an audit entry, an error or a status view.

@@ -233,6 +233,16 @@ func TestCreateRetriedTenTimesIsOneOperation(t *testing.T) {
 	if st := intake.View(rec); !strings.Contains(first, `"phase":"prepared"`) || st.Revision != 1 || st.SpecRevision != 1 {
 		t.Fatalf("status %s", first)
 	}
+	// The real submit handler on that one dispatch: one POST, and a
+	// create retried after it changes nothing.
+	sub := e.submitter(t)
+	sub.handle(t, e, sent[0])
+	if a := e.do(t, "POST", "/v1/operations", body("op-1")); a.Code != 200 || e.out.Len() != 0 {
+		t.Fatalf("create retried after the submission: %d %s, %d sent", a.Code, a.body, e.out.Len())
+	}
+	if n := sub.sim.PostCount("op-1"); n != 1 || sub.sim.TotalPosts() != 1 {
+		t.Fatalf("%d POSTs for op-1 (%d in all), want exactly 1", n, sub.sim.TotalPosts())
+	}
 }
 
 func TestConcurrentCreatesMakeOneOperation(t *testing.T) {

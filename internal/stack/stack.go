@@ -8,13 +8,16 @@ package stack
 
 import (
 	"context"
+	"fmt"
 	"log/slog"
+	"net/http"
 
 	"github.com/aws/aws-lambda-go/events"
 
 	"github.com/genjobs/genjobs/internal/clock"
 	"github.com/genjobs/genjobs/internal/config"
 	"github.com/genjobs/genjobs/internal/deliver"
+	"github.com/genjobs/genjobs/internal/intake"
 	"github.com/genjobs/genjobs/internal/message"
 	"github.com/genjobs/genjobs/internal/metrics"
 	"github.com/genjobs/genjobs/internal/observe"
@@ -32,6 +35,7 @@ const (
 	Deliver = "deliver"
 	Triage  = "triage"
 	Sweep   = "sweep"
+	Intake  = "intake"
 )
 
 // Functions is the table, in template.yaml's order.
@@ -61,6 +65,27 @@ var Functions = []Function{
 		s := sweep.New(sweep.Deps{Store: d.Store, Sender: d.Sender, Clock: d.Clock, Log: d.Log, Metrics: d.Metrics}, tuned(d, sweep.Configured(d.Config)))
 		return Handler{Lambda: s.Handle, Scheduled: func(ctx context.Context) error { _, err := s.Sweep(ctx); return err }}
 	}},
+	{Name: Intake, Needs: intake.Needs, build: buildIntake},
+}
+
+// buildIntake builds the intake API, identifying callers by the IAM
+// principal FunctionURL reads (or WithCaller's, served locally). Local
+// tools that set no catalog get config's default one.
+func buildIntake(d Deps) Handler {
+	catalog := d.Config.Catalog
+	if catalog == nil {
+		catalog, _ = config.ParseCatalog(config.DefaultModelCatalog)
+	}
+	// The body may hold the input with whitespace around it.
+	limits := intake.Limits{MaxInputBytes: d.Config.MaxInputBytes, MaxBodyBytes: 2 * int64(d.Config.MaxInputBytes)}
+	svc, err := intake.New(intake.Deps{Store: d.Store, Sender: d.Sender, Clock: d.Clock, Catalog: catalog, Limits: limits, Log: d.Log})
+	if err != nil {
+		// config.Load refused any catalog New would: what is left is a
+		// dependency set without a store or a sender, a wiring bug.
+		panic(fmt.Sprintf("stack: %v", err))
+	}
+	h := svc.Handler(intake.CallerIdentity)
+	return Handler{Lambda: intake.FunctionURL(h), HTTP: h}
 }
 
 // Function is one Lambda function of the table.
@@ -87,6 +112,7 @@ func Lookup(name string) (Function, bool) {
 
 // Store is what the handlers need of persistence, all of them together.
 type Store interface {
+	intake.Store
 	submit.Store
 	observe.Store
 	deliver.Store
@@ -156,6 +182,9 @@ type Handler struct {
 	Batch func(context.Context, events.SQSEvent) (events.SQSEventResponse, error)
 	// Scheduled runs a scheduled function once (nil for a queue consumer).
 	Scheduled func(context.Context) error
+	// HTTP serves an HTTP function's API (nil for the others), for a
+	// local tool to serve on loopback; Lambda is its function URL adapter.
+	HTTP http.Handler
 }
 
 func batch(h func(context.Context, events.SQSEvent) (events.SQSEventResponse, error)) Handler {

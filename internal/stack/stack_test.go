@@ -8,6 +8,7 @@ import (
 	"github.com/genjobs/genjobs/internal/observe"
 	"github.com/genjobs/genjobs/internal/schedule"
 	"github.com/genjobs/genjobs/internal/submit"
+	"github.com/genjobs/genjobs/internal/worker"
 )
 
 // TestTuneAppliesToItsConfigOnly: an Option changes the Config of its
@@ -26,8 +27,16 @@ func TestTuneAppliesToItsConfigOnly(t *testing.T) {
 	}
 }
 
+// unset stand in for a store and a sender no build calls (the intake's
+// refuses to be built without them).
+type (
+	unsetStore  struct{ Store }
+	unsetSender struct{ worker.Sender }
+)
+
 // TestEveryFunctionBuilds: each entry builds a handler lambda.Start can
-// serve, fed by SQS or by a schedule, never both; names are unique.
+// serve, fed by SQS, by a schedule or over HTTP, exactly one; names are
+// unique.
 func TestEveryFunctionBuilds(t *testing.T) {
 	t.Parallel()
 	seen := map[string]bool{}
@@ -39,12 +48,20 @@ func TestEveryFunctionBuilds(t *testing.T) {
 		if g, ok := Lookup(f.Name); !ok || g.Name != f.Name {
 			t.Errorf("Lookup(%q) = %q, %v", f.Name, g.Name, ok)
 		}
-		h := f.Build(Deps{})
-		if h.Lambda == nil || (h.Batch == nil) == (h.Scheduled == nil) {
-			t.Errorf("%s: Lambda %v, Batch set %v, Scheduled set %v: want a Lambda and exactly one of the two", f.Name, h.Lambda != nil, h.Batch != nil, h.Scheduled != nil)
+		h := f.Build(Deps{Store: unsetStore{}, Sender: unsetSender{}})
+		if fed := btoi(h.Batch != nil) + btoi(h.Scheduled != nil) + btoi(h.HTTP != nil); h.Lambda == nil || fed != 1 {
+			t.Errorf("%s: Lambda %v, Batch set %v, Scheduled set %v, HTTP set %v: want a Lambda and exactly one of the three",
+				f.Name, h.Lambda != nil, h.Batch != nil, h.Scheduled != nil, h.HTTP != nil)
 		}
 	}
 	if _, ok := Lookup("render"); ok {
 		t.Error(`Lookup("render") found a function the table lacks`)
 	}
+}
+
+func btoi(b bool) int {
+	if b {
+		return 1
+	}
+	return 0
 }

@@ -222,10 +222,14 @@ func TestFunctionsFromTheTemplate(t *testing.T) {
 	}
 	// The topology's functions, in order (it is held to the template and to
 	// the composition table); the memory is the Globals' 128 MB but for
-	// deliver's own 512.
+	// deliver's own 512. The intake, invoked through its function URL, has
+	// no event source.
 	var want []string
 	for _, f := range topology.Stack.Functions {
-		kind, consumes, mb := KindScheduled, []string{}, 128
+		kind, consumes, mb := KindOther, []string{}, 128
+		if f.Schedule != "" {
+			kind = KindScheduled
+		}
 		for _, m := range f.Mappings {
 			kind = KindSQS
 			q, _ := topology.Stack.Queue(m.Queue)

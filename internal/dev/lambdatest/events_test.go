@@ -7,6 +7,7 @@ import (
 	"encoding/json"
 	"os"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"testing"
 
@@ -27,6 +28,10 @@ var malformed = map[string]map[string]bool{
 // scheduled lists the files that are EventBridge scheduled events (the
 // sweep's), not SQS events.
 var scheduled = map[string]bool{"sweep.json": true}
+
+// functionURL lists the files that are function URL requests (the
+// intake's), not SQS events.
+var functionURL = map[string]bool{"intake.json": true}
 
 // queueFor is the queue each action is consumed from.
 var queueFor = map[message.Action]string{
@@ -59,6 +64,10 @@ func TestSampleEvents(t *testing.T) {
 			dec.DisallowUnknownFields()
 			if scheduled[name] {
 				checkScheduled(t, dec)
+				return
+			}
+			if functionURL[name] {
+				checkFunctionURL(t, dec)
 				return
 			}
 			var ev events.SQSEvent
@@ -142,5 +151,27 @@ func checkScheduled(t *testing.T, dec *json.Decoder) {
 	}
 	if len(ev.Resources) != 1 || !strings.HasPrefix(ev.Resources[0], "arn:aws:events:"+ev.Region+":"+ev.AccountID+":rule/") {
 		t.Errorf("resources %v, want one rule ARN", ev.Resources)
+	}
+}
+
+// checkFunctionURL checks a request as a function URL with AWS_IAM auth
+// delivers it: payload 2.0, the signer's principal, a path and host that
+// agree with the request context, a body its content-length measures.
+func checkFunctionURL(t *testing.T, dec *json.Decoder) {
+	t.Helper()
+	var ev events.LambdaFunctionURLRequest
+	if err := dec.Decode(&ev); err != nil {
+		t.Fatalf("not a function URL request: %v", err)
+	}
+	rc := ev.RequestContext
+	if ev.Version != "2.0" || rc.HTTP.Path != ev.RawPath || rc.HTTP.Method == "" || ev.Headers["host"] != rc.DomainName ||
+		!strings.HasPrefix(rc.DomainName, rc.APIID+".lambda-url.") || rc.DomainPrefix != rc.APIID || rc.RequestID == "" || rc.TimeEpoch == 0 {
+		t.Errorf("request fields: %+v", ev)
+	}
+	if rc.Authorizer == nil || rc.Authorizer.IAM == nil || !strings.HasPrefix(rc.Authorizer.IAM.UserARN, "arn:aws:") || rc.Authorizer.IAM.AccountID != rc.AccountID {
+		t.Errorf("authorizer %+v: want the IAM principal of this account (AuthType AWS_IAM)", rc.Authorizer)
+	}
+	if ev.IsBase64Encoded || ev.Headers["content-length"] != strconv.Itoa(len(ev.Body)) {
+		t.Errorf("body of %d bytes, content-length %q, base64 %v", len(ev.Body), ev.Headers["content-length"], ev.IsBase64Encoded)
 	}
 }

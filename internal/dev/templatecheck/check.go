@@ -37,7 +37,8 @@ const (
 	// RuleLeastPrivilege: each role holds exactly its allow-listed
 	// (action, resource) grants, those of the SDK calls its function
 	// makes: no wildcards, nothing extra, no managed policies; it trusts
-	// only its service (Scheduler: this account's schedule group only).
+	// only its service (Scheduler: this account's schedule group only);
+	// a function URL authenticates its callers (AuthType AWS_IAM).
 	RuleLeastPrivilege Rule = "least-privilege"
 	// RuleTable: the table matches dynamo.TableDefinition, has PITR,
 	// encryption, deletion protection and TTL on dynamo.AttrExpiresAt; the

@@ -260,6 +260,13 @@ func (c *checker) leastPrivilege() {
 		if _, ok := c.props(id)["Policies"]; ok {
 			c.add(RuleLeastPrivilege, id, "Policies: SAM policies are not allowed; the function's role holds its grants")
 		}
+		url, ok := c.props(id)["FunctionUrlConfig"]
+		switch auth := str(mapOf(url)["AuthType"]); {
+		case ok && auth != "AWS_IAM":
+			c.add(RuleLeastPrivilege, id, "FunctionUrlConfig AuthType %q, want AWS_IAM: anyone could call it, and the caller it reads would be nobody's", auth)
+		case !ok && functions[id].url:
+			c.add(RuleLeastPrivilege, id, "no FunctionUrlConfig (AuthType AWS_IAM): its API has no way in")
+		}
 	}
 	for _, role := range c.ofType("AWS::IAM::Role") {
 		want, ok := allowed[role]
@@ -696,6 +703,10 @@ func (c *checker) parameters() {
 		if d, ok := num(p["Default"]); !ok || d < b.Min || d > b.Max {
 			c.add(RuleParameters, where, "Default %v is outside %d..%d", p["Default"], b.Min, b.Max)
 		}
+	}
+	// Local tools build the intake with config's catalog: the same one.
+	if p, ok := params[catalogParam]; !ok || str(mapOf(p)["Default"]) != config.DefaultModelCatalog {
+		c.add(RuleParameters, "Parameters."+catalogParam, "Default %v, want config.DefaultModelCatalog %s", mapOf(p)["Default"], config.DefaultModelCatalog)
 	}
 	if p, ok := params[baseURLParam]; ok {
 		c.checkPattern(RuleParameters, "Parameters."+baseURLParam, mapOf(p), baseURLGood, baseURLBad)

@@ -33,6 +33,8 @@ const (
 	// API key; the stack never creates or sees the key.
 	secretParam  = "GenaceApiKeySecretArn"
 	baseURLParam = "GenaceBaseUrl"
+	// catalogParam is MODEL_CATALOG's, defaulting to config's catalog.
+	catalogParam = "ModelCatalog"
 )
 
 // retentionParams are the parameters behind config's retention variables,
@@ -123,6 +125,9 @@ type function struct {
 	// expires: it finishes records or closes reviews, so it needs the
 	// retention variables (dynamo.Retention) to give them an expiry.
 	expires bool
+	// url: it serves a function URL, whose callers IAM must authenticate
+	// (the intake reads the caller from it).
+	url bool
 }
 
 // functions are the topology's functions by logical id, with the role
@@ -134,7 +139,7 @@ var functions = func() map[string]function {
 	out := map[string]function{}
 	for _, f := range topology.Stack.Functions {
 		base := strings.TrimSuffix(f.ID, "Function")
-		fn := function{dir: f.Name, role: base + "Role", logGroup: base + "LogGroup", expires: f.Name != topology.Triage}
+		fn := function{dir: f.Name, role: base + "Role", logGroup: base + "LogGroup", expires: f.Name != topology.Triage, url: f.Name == topology.Intake}
 		for _, m := range f.Mappings {
 			fn.consumes = append(fn.consumes, m.Queue)
 		}
@@ -169,6 +174,11 @@ var allowed = map[string][]grant{
 	// BatchGetItem.
 	"SweepRole": slices.Concat(logs("SweepLogGroup"), records, grants(tableArn, "dynamodb:BatchGetItem"), grants(statusArn, "dynamodb:Query"),
 		send(allQueues...), send(sweepFailuresID)),
+	// The intake: a create-only Put, a Get, a change's transaction of two
+	// Puts, and the Query of audit entries that knows a transaction whose
+	// answer was lost as its own (store.OwnWrite); the dispatch it owes.
+	"IntakeRole": slices.Concat(logs("IntakeLogGroup"), grants(tableArn, "dynamodb:GetItem", "dynamodb:PutItem", "dynamodb:Query"),
+		send("DispatchQueue")),
 	// Scheduler delivers to the observe queue, and a delivery that keeps
 	// failing to its DLQ (schedule.EventBridgeScheduler's target).
 	schedRoleID: send("ObserveQueue", "ObserveDLQ"),
@@ -214,7 +224,7 @@ var configEnv = []string{
 	"SCHEDULER_ROLE_ARN", "SCHEDULE_GROUP", "OBSERVE_POLICIES", "BATCH_CONCURRENCY",
 	"ARTIFACT_BUCKET", "SWEEP_CLAIM_TIMEOUT_SECONDS", "SWEEP_OVERDUE_SECONDS",
 	"SCHEDULE_DLQ_ARN", "RECORD_RETENTION_DAYS", "AUDIT_RETENTION_DAYS",
-	"SUBMIT_TIMEOUT_SECONDS", "BATCH_SIZE",
+	"SUBMIT_TIMEOUT_SECONDS", "BATCH_SIZE", "MODEL_CATALOG", "MAX_INPUT_BYTES",
 }
 
 // localOnlyEnv are config's variables a template must never set.

@@ -143,6 +143,9 @@ var brokenCases = []brokenCase{
 	{name: "batch-failures-deliver-unreported", rule: RuleBatchFailures, resource: "DeliverFunction event Deliver",
 		template: []edit{{"            Queue: !GetAtt DeliverQueue.Arn\n            BatchSize: 10\n            MaximumBatchingWindowInSeconds: 1\n            FunctionResponseTypes: [ReportBatchItemFailures]\n",
 			"            Queue: !GetAtt DeliverQueue.Arn\n            BatchSize: 10\n            MaximumBatchingWindowInSeconds: 1\n"}}},
+	// The intake reads its caller from IAM: a public URL has none.
+	{name: "least-privilege-intake-url-public", rule: RuleLeastPrivilege, resource: "IntakeFunction",
+		template: []edit{{"        AuthType: AWS_IAM\n", "        AuthType: NONE\n"}}},
 	{name: "least-privilege-resource-star", rule: RuleLeastPrivilege, resource: "DeliverRole",
 		template: []edit{{"                Resource: !Sub \"${ArtifactBucket.Arn}/*\"", "                Resource: \"*\""}}},
 	{name: "least-privilege-service-wildcard", rule: RuleLeastPrivilege, resource: "ObserveRole",
@@ -480,6 +483,7 @@ func TestEnvNamesMatchConfig(t *testing.T) {
 		"EnvSweepOverdue": config.EnvSweepOverdue, "EnvScheduleDLQ": config.EnvScheduleDLQ,
 		"EnvRecordRetention": config.EnvRecordRetention, "EnvAuditRetention": config.EnvAuditRetention,
 		"EnvSubmitTimeout": config.EnvSubmitTimeout, "EnvBatchSize": config.EnvBatchSize,
+		"EnvModelCatalog": config.EnvModelCatalog, "EnvMaxInputBytes": config.EnvMaxInputBytes,
 	}
 	scanned := configConstants(t)
 	for name, v := range explicit {

@@ -31,6 +31,7 @@ const (
 	Deliver = stack.Deliver
 	Triage  = stack.Triage
 	Sweep   = stack.Sweep
+	Intake  = stack.Intake
 )
 
 // Queue is one SQS queue of the stack.
@@ -127,6 +128,8 @@ var Stack = withEnv(Topology{
 				{Queue: "DeliverDLQ", BatchSize: 10, BatchingWindow: 5 * time.Second, MaxConcurrency: 2},
 			}},
 		{ID: "SweepFunction", Name: Sweep, Timeout: time.Minute, Schedule: "rate(5 minutes)"},
+		// Invoked through its function URL: no event source.
+		{ID: "IntakeFunction", Name: Intake, Timeout: 10 * time.Second},
 	},
 	Sweep: sweep.Config{ClaimTimeout: 2 * time.Minute, OverdueAfter: 5 * time.Minute},
 })
