@@ -13,8 +13,11 @@ import (
 	"github.com/aws/aws-sdk-go-v2/credentials"
 
 	"github.com/genjobs/genjobs/client"
+	"github.com/genjobs/genjobs/internal/config"
 	"github.com/genjobs/genjobs/internal/intake"
 	"github.com/genjobs/genjobs/internal/operation"
+	"github.com/genjobs/genjobs/internal/stack"
+	"github.com/genjobs/genjobs/internal/store"
 	"github.com/genjobs/genjobs/internal/worker"
 )
 
@@ -58,7 +61,7 @@ func (a *api) why(id string) string {
 
 func (a *api) refusedID(id string) bool { return a.why(id) != "" }
 
-// localIdentity is the intake's Identity on loopback: the signature's
+// localIdentity is the caller on loopback: the signature's
 // access key, read and not verified (a local run has no IAM). Only a
 // loopback listener is allowed (CheckLoopback), so only this machine's
 // programs reach it. An unsigned request is refused, as the function URL
@@ -97,17 +100,26 @@ func (s *localRun) startAPI(sender worker.Sender) error {
 		return fmt.Errorf("local: %w", err)
 	}
 	a := &api{has: map[string]bool{}, refused: map[string]string{}, done: make(chan struct{})}
-	svc, err := intake.New(intake.Deps{Store: createdStore{s.store, a.created}, Sender: sender, Clock: s.clk, Catalog: s.catalog(),
-		Log: s.cfg.Log.With("function", "intake")})
-	if err != nil {
-		return fmt.Errorf("local: intake: %w", err)
+	catalog := s.catalog()
+	if len(catalog) == 0 {
+		catalog = nil // nothing priced here: the deployed default catalog
 	}
+	fn, _ := stack.Lookup(stack.Intake)
+	h := fn.Build(stack.Deps{Config: config.Config{Catalog: catalog}, Store: createdStore{s.store, a.created}, Sender: sender,
+		Clock: s.clk, Log: s.cfg.Log.With("function", stack.Intake)}).HTTP
 	ln, err := net.Listen("tcp", addr)
 	if err != nil {
 		return fmt.Errorf("local: intake API: %w", err)
 	}
 	a.url = "http://" + ln.Addr().String()
-	a.srv = &http.Server{Handler: svc.Handler(localIdentity), ReadHeaderTimeout: 10 * time.Second}
+	identified := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		caller, err := localIdentity(r)
+		if err == nil {
+			r = r.WithContext(intake.WithCaller(r.Context(), caller))
+		}
+		h.ServeHTTP(w, r)
+	})
+	a.srv = &http.Server{Handler: identified, ReadHeaderTimeout: 10 * time.Second}
 	go func() { defer close(a.done); _ = a.srv.Serve(ln) }()
 	static := credentials.NewStaticCredentialsProvider(LocalCredentials, LocalCredentials, "")
 	if a.client, err = client.New(a.url, client.WithCredentials(static), client.WithRegion(localRegion)); err != nil {
@@ -140,8 +152,8 @@ func (a *api) created(id string) {
 // catalog is what the local intake prices: each model the run knows a
 // price for, and each of the workload's models (unpriced: 0 credits)
 // so a workload against another Genace is not refused.
-func (s *localRun) catalog() intake.Catalog {
-	c := intake.Catalog{}
+func (s *localRun) catalog() map[string]int64 {
+	c := map[string]int64{}
 	for m, p := range s.cfg.Prices {
 		c[m] = p
 	}
@@ -156,7 +168,7 @@ func (s *localRun) catalog() intake.Catalog {
 // createdStore tells the run about each operation the API creates, so an
 // application's operations are followed and reported as the workload's.
 type createdStore struct {
-	intake.Store
+	store.Store
 	created func(id string)
 }
 
