@@ -7,8 +7,8 @@
 #                                     .cache/moto/endpoint
 #   bash .ci/moto.sh stop             stop what start started (idempotent)
 #   bash .ci/moto.sh run -- CMD...    start a private instance, run CMD with
-#                                     AWS_ENDPOINT_URL_SQS, _S3 and
-#                                     _SECRETS_MANAGER set to it, stop it (also
+#                                     AWS_ENDPOINT_URL_SQS, _S3,
+#                                     _SECRETS_MANAGER and _EVENTBRIDGE set to it, stop it (also
 #                                     when CMD fails), exit with CMD's status
 #
 # run composes with scripts of the same shape, e.g.
@@ -214,7 +214,7 @@ run() {
   start >/dev/null
   local endpoint
   endpoint=$(cat "$STATE/endpoint")
-  export AWS_ENDPOINT_URL_SQS=$endpoint AWS_ENDPOINT_URL_S3=$endpoint AWS_ENDPOINT_URL_SECRETS_MANAGER=$endpoint
+  export AWS_ENDPOINT_URL_SQS=$endpoint AWS_ENDPOINT_URL_S3=$endpoint AWS_ENDPOINT_URL_SECRETS_MANAGER=$endpoint AWS_ENDPOINT_URL_EVENTBRIDGE=$endpoint
   "$@" || status=$?
   stop
   if [ -z "${MOTO_STATE_DIR:-}" ]; then

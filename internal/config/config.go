@@ -51,6 +51,9 @@ const (
 	// items stay in the table (see dynamo.Retention in internal/store/dynamo).
 	EnvRecordRetention = "RECORD_RETENTION_DAYS"
 	EnvAuditRetention  = "AUDIT_RETENTION_DAYS"
+	// EnvEventBus is the EventBridge bus the completion events go to
+	// (internal/notify).
+	EnvEventBus = "EVENT_BUS_NAME"
 )
 
 // Bound is the inclusive range Load accepts for a numeric setting.
@@ -137,6 +140,8 @@ type Config struct {
 	// and closed reviews, and audit entries, are kept.
 	RecordRetention time.Duration
 	AuditRetention  time.Duration
+	// EventBus is the completion events' bus (empty when not needed).
+	EventBus string
 }
 
 // Need names settings a function cannot start without.
@@ -169,6 +174,9 @@ const (
 	NeedSubmitTimeout
 	// NeedBatchSize is BATCH_SIZE.
 	NeedBatchSize
+	// NeedEvents is EVENT_BUS_NAME: the function writes records, and a
+	// write may leave a completion event to send.
+	NeedEvents
 )
 
 // Spec is what one function needs of its environment. Each function's
@@ -211,6 +219,7 @@ func Load(getenv func(string) string, spec Spec) (Config, error) {
 	c := Config{
 		Table: getenv(EnvTable), GenaceURL: getenv(EnvGenaceURL), GenaceKey: getenv(EnvGenaceKey),
 		GenaceKeySecret: getenv(EnvGenaceKeySecret), SchedulerRole: getenv(EnvSchedulerRole), ScheduleGroup: getenv(EnvScheduleGroup),
+		EventBus: strings.TrimSpace(getenv(EnvEventBus)),
 	}
 	require := func(name, v, why string) {
 		if strings.TrimSpace(v) == "" {
@@ -246,6 +255,8 @@ func Load(getenv func(string) string, spec Spec) (Config, error) {
 			require(EnvSubmitTimeout, getenv(EnvSubmitTimeout), "")
 		case NeedBatchSize:
 			require(EnvBatchSize, getenv(EnvBatchSize), "")
+		case NeedEvents:
+			require(EnvEventBus, c.EventBus, "")
 		}
 	}
 	whole := func(name string, def int) int {

@@ -480,6 +480,7 @@ func TestEnvNamesMatchConfig(t *testing.T) {
 		"EnvSweepOverdue": config.EnvSweepOverdue, "EnvScheduleDLQ": config.EnvScheduleDLQ,
 		"EnvRecordRetention": config.EnvRecordRetention, "EnvAuditRetention": config.EnvAuditRetention,
 		"EnvSubmitTimeout": config.EnvSubmitTimeout, "EnvBatchSize": config.EnvBatchSize,
+		"EnvEventBus": config.EnvEventBus,
 	}
 	scanned := configConstants(t)
 	for name, v := range explicit {
