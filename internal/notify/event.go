@@ -38,7 +38,7 @@ type Event struct {
 //	  "revision": 9,
 //	  "phase": "delivered",
 //	  "remote_state": "succeeded",
-//	  "outputs": [{"index": 0, "key": "outputs/order-42/0.png", "size_bytes": 123456, "sha256": "9f86…"}],
+//	  "outputs": [{"index": 0, "key": "ops/order-42/job_01J/0.png", "size_bytes": 123456, "sha256": "9f86…"}],
 //	  "updated_at": "2026-12-04T01:02:03.456Z"
 //	}
 type Detail struct {
