@@ -60,7 +60,11 @@ var Functions = []Function{
 		return batch(triage.New(triage.Deps{Store: d.Store, Clock: d.Clock, Log: d.Log, Metrics: d.Metrics}, tuned(d, triage.Config{Concurrency: d.Config.Concurrency})).Handle)
 	}},
 	{Name: Sweep, Needs: sweep.Needs, build: func(d Deps) Handler {
-		s := sweep.New(sweep.Deps{Store: d.Store, Sender: d.Sender, Events: d.publisher, Clock: d.Clock, Log: d.Log, Metrics: d.Metrics},
+		var events sweep.Events
+		if d.publisher != nil { // nil without a store
+			events = d.publisher
+		}
+		s := sweep.New(sweep.Deps{Store: d.Store, Sender: d.Sender, Events: events, Clock: d.Clock, Log: d.Log, Metrics: d.Metrics},
 			tuned(d, sweep.Configured(d.Config)))
 		return Handler{Lambda: s.Handle, Scheduled: func(ctx context.Context) error { _, err := s.Sweep(ctx); return err }}
 	}},
