@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# moto: local SQS, S3 and Secrets Manager in one process (moto_server, from
+# moto: local SQS, S3, Secrets Manager and EventBridge in one process (moto_server, from
 # the machine's python) for the integration tests and the local stacks.
 #
 #   bash .ci/moto.sh start            start in the background (idempotent);
