@@ -102,18 +102,21 @@ func fst(_ operation.Record, err error) error { return err }
 func (s *suite) dueUnsentEvent(t *testing.T) {
 	st := s.store(t)
 	at := dueAt(4)
-	delivered, parked := s.id(t, "delivered"), s.id(t, "parked")
-	d := newRecord(delivered)
-	d.Phase, d.Timestamps.Updated = operation.PhaseDelivered, at.Add(-time.Hour)
+	// Uncertain, not terminal: a terminal record from these old times
+	// would be past a retention, and gone (TestConformsWithRetention).
+	// Terminal records keep their place the same way (IndexDue).
+	uncertain, parked := s.id(t, "uncertain"), s.id(t, "parked")
+	d := newRecord(uncertain)
+	d.Phase, d.Timestamps.Updated = operation.PhaseUncertain, at.Add(-time.Hour)
 	dv := mustCreate(t, st, d)
 	p := scheduled(parked, at.Add(-2*time.Hour))
 	pv := mustCreate(t, st, p)
 	pv = revise(t, st, pv, func(r *operation.Record) {
 		r.Parked, r.Timestamps.Updated = &operation.ParkedState{Reason: "operator", At: at}, at.Add(-30*time.Minute)
 	})
-	// Terminal and parked, each in the index for its unsent event.
-	wantDue(t, st, at, 0, delivered, parked)
-	wantDue(t, st, at.Add(-45*time.Minute), 0, delivered)
+	// Uncertain and parked, each in the index for its unsent event.
+	wantDue(t, st, at, 0, uncertain, parked)
+	wantDue(t, st, at.Add(-45*time.Minute), 0, uncertain)
 
 	// Sent: out. Deferred: due again at its new time.
 	sent := dv.Clone()
