@@ -207,9 +207,14 @@ func (s *countingStore) Update(ctx context.Context, rec operation.Record, expect
 
 // SetEvent is a conditional PutItem of the whole record (its completion
 // event marked sent), which also takes it out of the due index.
+// It changes no phase, so onWritten does not hear of it.
 func (s *countingStore) SetEvent(ctx context.Context, rec operation.Record) (operation.Record, error) {
 	s.charge(rec, false)
-	return s.written(s.Store.SetEvent(ctx, rec))
+	out, err := s.Store.SetEvent(ctx, rec)
+	if err == nil {
+		s.cache.Store(out.OperationID, out)
+	}
+	return out, err
 }
 
 // UpdateWithAudit is a TransactWriteItems of the record and the entry.
