@@ -93,6 +93,12 @@ var invokeExpectations = map[string]invokeExpectation{
 		}
 		wantGenace(t, r, invoke.GenaceCounts{Gets: 1, FileGets: 1})
 		wantQueues(t, r, map[string]int{})
+		// Its completion event went to the stack's bus (moto's): the EMF
+		// line of a sent one, none of a failed one.
+		if !slices.ContainsFunc(r.Log, func(l string) bool { return strings.Contains(l, `"EventsPublished":1`) }) ||
+			slices.ContainsFunc(r.Log, func(l string) bool { return strings.Contains(l, "EventPublishFailures") }) {
+			t.Errorf("the delivered event was not published to the bus")
+		}
 	}},
 	"triage.json": {function: "triage", failures: []string{}, check: func(t *testing.T, r *invoke.Result) {
 		// One review for the dead letter, with the record's current
