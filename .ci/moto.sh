@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# moto: local SQS, S3 and Secrets Manager in one process (moto_server, from
+# moto: local SQS, S3, Secrets Manager and EventBridge in one process (moto_server, from
 # the machine's python) for the integration tests and the local stacks.
 #
 #   bash .ci/moto.sh start            start in the background (idempotent);
@@ -7,8 +7,8 @@
 #                                     .cache/moto/endpoint
 #   bash .ci/moto.sh stop             stop what start started (idempotent)
 #   bash .ci/moto.sh run -- CMD...    start a private instance, run CMD with
-#                                     AWS_ENDPOINT_URL_SQS, _S3 and
-#                                     _SECRETS_MANAGER set to it, stop it (also
+#                                     AWS_ENDPOINT_URL_SQS, _S3,
+#                                     _SECRETS_MANAGER and _EVENTBRIDGE set to it, stop it (also
 #                                     when CMD fails), exit with CMD's status
 #
 # run composes with scripts of the same shape, e.g.
@@ -214,7 +214,7 @@ run() {
   start >/dev/null
   local endpoint
   endpoint=$(cat "$STATE/endpoint")
-  export AWS_ENDPOINT_URL_SQS=$endpoint AWS_ENDPOINT_URL_S3=$endpoint AWS_ENDPOINT_URL_SECRETS_MANAGER=$endpoint
+  export AWS_ENDPOINT_URL_SQS=$endpoint AWS_ENDPOINT_URL_S3=$endpoint AWS_ENDPOINT_URL_SECRETS_MANAGER=$endpoint AWS_ENDPOINT_URL_EVENTBRIDGE=$endpoint
   "$@" || status=$?
   stop
   if [ -z "${MOTO_STATE_DIR:-}" ]; then

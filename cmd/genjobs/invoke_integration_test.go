@@ -93,6 +93,12 @@ var invokeExpectations = map[string]invokeExpectation{
 		}
 		wantGenace(t, r, invoke.GenaceCounts{Gets: 1, FileGets: 1})
 		wantQueues(t, r, map[string]int{})
+		// Its completion event went to the stack's bus (moto's): the EMF
+		// line of a sent one, none of a failed one.
+		if !slices.ContainsFunc(r.Log, func(l string) bool { return strings.Contains(l, `"EventsPublished":1`) }) ||
+			slices.ContainsFunc(r.Log, func(l string) bool { return strings.Contains(l, "EventPublishFailures") }) {
+			t.Errorf("the delivered event was not published to the bus")
+		}
 	}},
 	"triage.json": {function: "triage", failures: []string{}, check: func(t *testing.T, r *invoke.Result) {
 		// One review for the dead letter, with the record's current
@@ -113,7 +119,9 @@ var invokeExpectations = map[string]invokeExpectation{
 		if err := json.Unmarshal(r.Response, &got); err != nil {
 			t.Fatalf("answer %s: %v", r.Response, err)
 		}
-		want := map[string]int{"read": 3, "rearmed": 1, "claims_expired": 1, "skipped": 1, "dispatches_dropped": 0}
+		// The claim it made uncertain sent its event at once, from the
+		// write: none was left for the sweep's own sending.
+		want := map[string]int{"read": 3, "rearmed": 1, "claims_expired": 1, "skipped": 1, "dispatches_dropped": 0, "events_sent": 0, "events_failed": 0}
 		if !equalCounts(got, want) {
 			t.Errorf("sweep answered %v, want %v", got, want)
 		}

@@ -2,8 +2,8 @@
 // function's clients into the composition table's dependency set
 // (internal/stack): AWS SDK clients (endpoints from the SDK's standard
 // AWS_ENDPOINT_URL_* variables, so local runs need no code path of their
-// own), the operation store, the artifact store, the Genace client and the
-// follow-up dispatcher.
+// own), the operation store, the artifact store, the Genace client, the
+// follow-up dispatcher and the completion events' EventBridge sink.
 package coldstart
 
 import (
@@ -17,6 +17,7 @@ import (
 
 	"github.com/aws/aws-lambda-go/lambdacontext"
 	awsconfig "github.com/aws/aws-sdk-go-v2/config"
+	"github.com/aws/aws-sdk-go-v2/service/eventbridge"
 	"github.com/aws/aws-sdk-go-v2/service/s3"
 	"github.com/aws/aws-sdk-go-v2/service/scheduler"
 	"github.com/aws/aws-sdk-go-v2/service/secretsmanager"
@@ -27,6 +28,7 @@ import (
 	"github.com/genjobs/genjobs/internal/config"
 	"github.com/genjobs/genjobs/internal/genace"
 	"github.com/genjobs/genjobs/internal/metrics"
+	"github.com/genjobs/genjobs/internal/notify"
 	"github.com/genjobs/genjobs/internal/queue"
 	"github.com/genjobs/genjobs/internal/schedule"
 	"github.com/genjobs/genjobs/internal/secret"
@@ -78,6 +80,9 @@ func Load(ctx context.Context, name string) (stack.Function, stack.Deps, error) 
 		if d.Sender, err = schedule.NewDispatcher(dc, q, sched, d.Clock); err != nil {
 			return fn, stack.Deps{}, err
 		}
+	}
+	if slices.Contains(spec.Needs, config.NeedEvents) {
+		d.Events = notify.NewEventBridge(eventbridge.NewFromConfig(awsCfg), cfg.EventBus)
 	}
 	if slices.Contains(spec.Needs, config.NeedArtifacts) {
 		d.Artifacts = artifact.NewS3(s3.NewFromConfig(awsCfg), cfg.ArtifactBucket)

@@ -58,6 +58,9 @@ const (
 	EnvModelCatalog = "MODEL_CATALOG"
 	// EnvMaxInputBytes bounds the input one intake request may carry.
 	EnvMaxInputBytes = "MAX_INPUT_BYTES"
+	// EnvEventBus is the EventBridge bus the completion events go to
+	// (internal/notify).
+	EnvEventBus = "EVENT_BUS_NAME"
 )
 
 // Bound is the inclusive range Load accepts for a numeric setting.
@@ -155,6 +158,8 @@ type Config struct {
 	Catalog map[string]int64
 	// MaxInputBytes is MAX_INPUT_BYTES (0 when not needed).
 	MaxInputBytes int
+	// EventBus is the completion events' bus (empty when not needed).
+	EventBus string
 }
 
 // Need names settings a function cannot start without.
@@ -191,6 +196,9 @@ const (
 	NeedCatalog
 	// NeedInputLimit is MAX_INPUT_BYTES.
 	NeedInputLimit
+	// NeedEvents is EVENT_BUS_NAME: the function writes records, and a
+	// write may leave a completion event to send.
+	NeedEvents
 )
 
 // Spec is what one function needs of its environment. Each function's
@@ -233,6 +241,7 @@ func Load(getenv func(string) string, spec Spec) (Config, error) {
 	c := Config{
 		Table: getenv(EnvTable), GenaceURL: getenv(EnvGenaceURL), GenaceKey: getenv(EnvGenaceKey),
 		GenaceKeySecret: getenv(EnvGenaceKeySecret), SchedulerRole: getenv(EnvSchedulerRole), ScheduleGroup: getenv(EnvScheduleGroup),
+		EventBus: strings.TrimSpace(getenv(EnvEventBus)),
 	}
 	require := func(name, v, why string) {
 		if strings.TrimSpace(v) == "" {
@@ -272,6 +281,8 @@ func Load(getenv func(string) string, spec Spec) (Config, error) {
 			require(EnvModelCatalog, getenv(EnvModelCatalog), ` (a JSON object of model to estimated credits)`)
 		case NeedInputLimit:
 			require(EnvMaxInputBytes, getenv(EnvMaxInputBytes), "")
+		case NeedEvents:
+			require(EnvEventBus, c.EventBus, "")
 		}
 	}
 	whole := func(name string, def int) int {

@@ -9,7 +9,7 @@ import (
 
 // Needs is what the deliver function needs of its environment.
 var Needs = config.Spec{
-	Needs: []config.Need{config.NeedTable, config.NeedGenace, config.NeedVisibility, config.NeedConcurrency, config.NeedArtifacts, config.NeedRetention, config.NeedOverdue},
+	Needs: []config.Need{config.NeedTable, config.NeedEvents, config.NeedGenace, config.NeedVisibility, config.NeedConcurrency, config.NeedArtifacts, config.NeedRetention, config.NeedOverdue},
 	// The function runs with the default Config's retry backoff.
 	FollowUps: func(config.Config) map[message.Action]time.Duration { return Config{}.Defaults().FollowUps() },
 }

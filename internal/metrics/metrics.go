@@ -62,6 +62,12 @@ const (
 	// Reason: the failure category that stopped automation (a small,
 	// fixed set of words). OperationsParkedAlarm watches it.
 	Parked = "OperationsParked"
+	// EventsPublished counts completion events a sink accepted, and
+	// EventPublishFailures those it did not (internal/notify), by Phase:
+	// each failed one is sent again by the sweep, and
+	// EventPublishFailuresAlarm tells a person when sends keep failing.
+	EventsPublished      = "EventsPublished"
+	EventPublishFailures = "EventPublishFailures"
 )
 
 // Dim is a metric dimension. Only the names in allowedDims are accepted

@@ -15,7 +15,7 @@ import (
 // longest cap: beyond SQS's 15 minutes (the defaults' 30) they go through
 // EventBridge Scheduler, which then needs its settings.
 var Needs = config.Spec{
-	Needs: []config.Need{config.NeedTable, config.NeedGenace, config.NeedVisibility, config.NeedConcurrency, config.NeedPolicies, config.NeedRetention,
+	Needs: []config.Need{config.NeedTable, config.NeedEvents, config.NeedGenace, config.NeedVisibility, config.NeedConcurrency, config.NeedPolicies, config.NeedRetention,
 		config.NeedOverdue, config.NeedBatchSize},
 	FollowUps: func(c config.Config) map[message.Action]time.Duration {
 		return FollowUps(schedule.NewObservation(c.Policies))

@@ -47,6 +47,9 @@ type Record struct {
 	Timestamps  Timestamps   `json:"timestamps" dynamodbav:"timestamps"`
 	LastError   string       `json:"last_error_category,omitempty" dynamodbav:"last_error_category,omitempty"`
 	Parked      *ParkedState `json:"parked,omitempty" dynamodbav:"parked,omitempty"`
+	// Event is the completion event this record owes or has had sent
+	// (OwedEvent decides it on every write; internal/notify sends it).
+	Event *EventState `json:"event,omitempty" dynamodbav:"event,omitempty"`
 
 	// LastAppliedMessageID is the queue message whose action produced this
 	// revision, so a redelivery after a crash between write and send can
@@ -169,6 +172,10 @@ func (r Record) Clone() Record {
 		v := *r.Parked
 		c.Parked = &v
 	}
+	if r.Event != nil {
+		v := *r.Event
+		c.Event = &v
+	}
 	c.Timestamps.Accepted = cloneTime(r.Timestamps.Accepted)
 	c.Timestamps.RemoteFailed = cloneTime(r.Timestamps.RemoteFailed)
 	return c
@@ -194,6 +201,9 @@ func (r Record) UTC() Record {
 	}
 	if c.Parked != nil {
 		c.Parked.At = c.Parked.At.UTC()
+	}
+	if c.Event != nil {
+		c.Event.Due = c.Event.Due.UTC()
 	}
 	t := &c.Timestamps
 	t.Created, t.Updated = t.Created.UTC(), t.Updated.UTC()

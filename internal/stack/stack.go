@@ -20,7 +20,9 @@ import (
 	"github.com/genjobs/genjobs/internal/intake"
 	"github.com/genjobs/genjobs/internal/message"
 	"github.com/genjobs/genjobs/internal/metrics"
+	"github.com/genjobs/genjobs/internal/notify"
 	"github.com/genjobs/genjobs/internal/observe"
+	"github.com/genjobs/genjobs/internal/operation"
 	"github.com/genjobs/genjobs/internal/schedule"
 	"github.com/genjobs/genjobs/internal/submit"
 	"github.com/genjobs/genjobs/internal/sweep"
@@ -62,7 +64,12 @@ var Functions = []Function{
 		return batch(triage.New(triage.Deps{Store: d.Store, Clock: d.Clock, Log: d.Log, Metrics: d.Metrics}, tuned(d, triage.Config{Concurrency: d.Config.Concurrency})).Handle)
 	}},
 	{Name: Sweep, Needs: sweep.Needs, build: func(d Deps) Handler {
-		s := sweep.New(sweep.Deps{Store: d.Store, Sender: d.Sender, Clock: d.Clock, Log: d.Log, Metrics: d.Metrics}, tuned(d, sweep.Configured(d.Config)))
+		var events sweep.Events
+		if d.publisher != nil { // nil without a store
+			events = d.publisher
+		}
+		s := sweep.New(sweep.Deps{Store: d.Store, Sender: d.Sender, Events: events, Clock: d.Clock, Log: d.Log, Metrics: d.Metrics},
+			tuned(d, sweep.Configured(d.Config)))
 		return Handler{Lambda: s.Handle, Scheduled: func(ctx context.Context) error { _, err := s.Sweep(ctx); return err }}
 	}},
 	{Name: Intake, Needs: intake.Needs, build: buildIntake},
@@ -97,8 +104,42 @@ type Function struct {
 	build func(Deps) Handler
 }
 
-// Build builds the function's handler from d.
-func (f Function) Build(d Deps) Handler { return f.build(d) }
+// Build builds the function's handler from d. Its store sends each
+// completion event a write leaves owed right after the write
+// (notifying), to d.Events, or to none (notify.Discard) when that is nil.
+func (f Function) Build(d Deps) Handler {
+	if d.Store != nil {
+		var sink notify.Sink = notify.Discard{}
+		if d.Events != nil {
+			sink = d.Events
+		}
+		d.publisher = notify.New(sink, d.Store, d.Log, d.Metrics)
+		d.Store = notifying{Store: d.Store, p: d.publisher}
+	}
+	return f.build(d)
+}
+
+// notifying is the store a handler writes through: a write that leaves
+// the record owing an unsent completion event sends it and returns the
+// record marked sent, so the handler's next write carries that on. A
+// failed send is the publisher's to log; the write stands, and the sweep
+// sends the event later.
+type notifying struct {
+	Store
+	p *notify.Publisher
+}
+
+// Update implements the handlers' Update.
+func (n notifying) Update(ctx context.Context, rec operation.Record, expected int64) (operation.Record, error) {
+	saved, err := n.Store.Update(ctx, rec, expected)
+	if err != nil {
+		return saved, err
+	}
+	if sent, err := n.p.Send(ctx, saved); err == nil {
+		return sent, nil
+	}
+	return saved, nil
+}
 
 // Lookup returns the function with the name.
 func Lookup(name string) (Function, bool) {
@@ -110,9 +151,11 @@ func Lookup(name string) (Function, bool) {
 	return Function{}, false
 }
 
-// Store is what the handlers need of persistence, all of them together.
+// Store is what the handlers need of persistence, all of them together,
+// and marking completion events sent.
 type Store interface {
 	intake.Store
+	notify.Marker
 	submit.Store
 	observe.Store
 	deliver.Store
@@ -149,6 +192,10 @@ type Deps struct {
 	Metrics *metrics.Emitter
 	// Tune changes a handler's Config after it is derived from Config.
 	Tune []Option
+	// Events receives the completion events (nil: none, notify.Discard).
+	Events notify.Sink
+
+	publisher *notify.Publisher // Build's, over Events and Store
 }
 
 // Option changes one handler's Config: a local tool's setting that no

@@ -1,12 +1,19 @@
 package stack
 
 import (
+	"context"
+	"errors"
+	"path/filepath"
 	"testing"
+	"time"
 
 	"github.com/genjobs/genjobs/internal/config"
 	"github.com/genjobs/genjobs/internal/message"
+	"github.com/genjobs/genjobs/internal/notify"
 	"github.com/genjobs/genjobs/internal/observe"
+	"github.com/genjobs/genjobs/internal/operation"
 	"github.com/genjobs/genjobs/internal/schedule"
+	"github.com/genjobs/genjobs/internal/store/bolt"
 	"github.com/genjobs/genjobs/internal/submit"
 	"github.com/genjobs/genjobs/internal/worker"
 )
@@ -64,4 +71,59 @@ func btoi(b bool) int {
 		return 1
 	}
 	return 0
+}
+
+// refusing is a sink that refuses every event.
+type refusing struct{}
+
+func (refusing) Publish(context.Context, []notify.Event) error { return errors.New("bus unavailable") }
+
+// TestWritesSendTheirEvent: a handler's write that leaves an event owed
+// sends it and returns the record marked sent; a refused send leaves the
+// write standing and the event owed, for the sweep.
+func TestWritesSendTheirEvent(t *testing.T) {
+	t.Parallel()
+	at := time.Date(2026, 12, 4, 1, 0, 0, 0, time.UTC)
+	for _, tt := range []struct {
+		name  string
+		sink  func(dir string) notify.Sink
+		phase operation.Phase
+		// owed: an event is owed after the write; sent: and marked sent.
+		owed, sent bool
+	}{
+		{"delivered, sent", func(dir string) notify.Sink { return &notify.File{Path: filepath.Join(dir, "events.jsonl")} }, operation.PhaseDelivered, true, true},
+		{"delivered, refused", func(string) notify.Sink { return refusing{} }, operation.PhaseDelivered, true, false},
+		{"accepted, nothing to send", func(string) notify.Sink { return refusing{} }, operation.PhaseAccepted, false, false},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			t.Parallel()
+			ctx := context.Background()
+			dir := t.TempDir()
+			db, err := bolt.Open(filepath.Join(dir, "genjobs.db"))
+			if err != nil {
+				t.Fatal(err)
+			}
+			t.Cleanup(func() { _ = db.Close() })
+			n := notifying{Store: db, p: notify.New(tt.sink(dir), db, nil, nil)}
+			rec, err := db.Create(ctx, operation.Record{OperationID: "op-1", Phase: operation.PhasePrepared, Timestamps: operation.Timestamps{Created: at, Updated: at}})
+			if err != nil {
+				t.Fatal(err)
+			}
+			next := rec.Clone()
+			next.Phase = tt.phase
+			got, err := n.Update(ctx, next, rec.Revision)
+			if err != nil {
+				t.Fatalf("update: %v", err)
+			}
+			stored, err := db.Get(ctx, "op-1")
+			if err != nil {
+				t.Fatal(err)
+			}
+			for what, r := range map[string]operation.Record{"returned": got, "stored": stored} {
+				if (r.Event != nil) != tt.owed || r.Event != nil && r.Event.Sent != tt.sent || r.Revision != 2 {
+					t.Errorf("%s: r%d event %+v, want owed %t sent %t at r2", what, r.Revision, r.Event, tt.owed, tt.sent)
+				}
+			}
+		})
+	}
 }

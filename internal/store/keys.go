@@ -78,13 +78,16 @@ func PrepareCreate(ctx context.Context, rec operation.Record) (operation.Record,
 		return rec, fmt.Errorf("create %s: revision %d: a new record starts at revision 1", rec.OperationID, rec.Revision)
 	}
 	rec.Revision = 1
+	rec.Event = operation.OwedEvent(rec)
 	return rec, nil
 }
 
 // PrepareUpdate validates an Update and returns rec at revision
-// expected+1, stamped with ctx's writer, its times in UTC. It is before
-// the write, so the record an own write is recognised by (OwnWrite) is the
-// one stored.
+// expected+1, stamped with ctx's writer, its times in UTC, with the
+// completion event the write owes (operation.OwedEvent): every write of
+// every writer passes here, so the event is recorded with the transition
+// that causes it. It is before the write, so the record an own write is
+// recognised by (OwnWrite) is the one stored.
 func PrepareUpdate(ctx context.Context, rec operation.Record, expected int64) (operation.Record, error) {
 	rec = rec.UTC()
 	rec.Writer = writerOf(ctx)
@@ -95,6 +98,22 @@ func PrepareUpdate(ctx context.Context, rec operation.Record, expected int64) (o
 		return rec, fmt.Errorf("update %s: expected revision %d: revisions start at 1", rec.OperationID, expected)
 	}
 	rec.Revision = expected + 1
+	rec.Event = operation.OwedEvent(rec)
+	return rec, nil
+}
+
+// PrepareSetEvent validates a SetEvent and returns rec in UTC: it names an
+// operation and a revision, and carries the event to store.
+func PrepareSetEvent(rec operation.Record) (operation.Record, error) {
+	rec = rec.UTC()
+	switch {
+	case rec.OperationID == "":
+		return rec, errors.New("set event: empty operation id")
+	case rec.Revision < 1:
+		return rec, fmt.Errorf("set event %s: revision %d: revisions start at 1", rec.OperationID, rec.Revision)
+	case rec.Event == nil:
+		return rec, fmt.Errorf("set event %s: the record owes no event", rec.OperationID)
+	}
 	return rec, nil
 }
 

@@ -111,8 +111,18 @@ type Store interface {
 	// JobRefs lists every operation record, review and audit entry that
 	// names jobID, of any operation: who holds or claims that job.
 	JobRefs(ctx context.Context, jobID string) ([]JobRef, error)
-	// Due lists active records whose DueAt is at or before t, from the
-	// sparse index, at most limit (0 = no limit), earliest first.
+	// SetEvent stores rec.Event (sent, or due again later) on the record
+	// that stands at rec.Revision and owes the event of rec.Event.Revision,
+	// terminal or not, without a new revision: the record is otherwise
+	// unchanged, and leaves the sweep's index when nothing else keeps it
+	// there. rec is the record as read or written (the index is computed
+	// from it). Otherwise it returns a *ConflictError with the current
+	// record. It returns the record as stored.
+	SetEvent(ctx context.Context, rec operation.Record) (operation.Record, error)
+	// Due lists the records whose index time (operation.Record.IndexDue:
+	// an active record's next action, an unsent completion event) is at
+	// or before t, from the sparse index, at most limit (0 = no limit),
+	// earliest first.
 	Due(ctx context.Context, t time.Time, limit int) ([]operation.Record, error)
 	// Close releases the store's resources.
 	Close() error
@@ -160,7 +170,15 @@ func writerOf(ctx context.Context) string {
 func OwnWrite(ctx context.Context, rec operation.Record, entry *review.AuditEntry, err error,
 	audit func(context.Context, string) ([]review.AuditEntry, error)) (bool, error) {
 	var ce *ConflictError
-	if rec.Writer == "" || !errors.As(err, &ce) || ce.Current == nil || ce.Current.Revision != rec.Revision || !sameEncoding(rec, *ce.Current) {
+	if rec.Writer == "" || !errors.As(err, &ce) || ce.Current == nil || ce.Current.Revision != rec.Revision {
+		return false, nil
+	}
+	cur := ce.Current.Clone()
+	if cur.Event != nil && rec.Event != nil && cur.Event.Revision == rec.Event.Revision {
+		// Its event sent (or deferred) since, by SetEvent: still this write.
+		cur.Event = rec.Event
+	}
+	if !sameEncoding(rec, cur) {
 		return false, nil
 	}
 	if entry == nil {

@@ -11,7 +11,7 @@ import (
 // Needs is what the sweep function needs of its environment. It re-arms
 // an overdue record's next action, whichever it is, at once.
 var Needs = config.Spec{
-	Needs:     []config.Need{config.NeedTable, config.NeedSweep, config.NeedRetention, config.NeedSubmitTimeout},
+	Needs:     []config.Need{config.NeedTable, config.NeedEvents, config.NeedSweep, config.NeedRetention, config.NeedSubmitTimeout},
 	FollowUps: config.AtOnce(message.Actions...),
 	Check:     func(c config.Config) error { return Configured(c).Check(c.SubmitTimeout) },
 }

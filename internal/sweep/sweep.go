@@ -1,7 +1,8 @@
-// Package sweep is the scheduled safety net: it reads only active records
-// (the sparse index) and re-arms those whose next action is overdue — a
-// lost observation or delivery chain — and moves submission claims older
-// than the submit timeout to uncertain, for reconciliation. It never POSTs.
+// Package sweep is the scheduled safety net: it reads only the records in
+// the sparse index and re-arms those whose next action is overdue — a
+// lost observation or delivery chain — moves submission claims older
+// than the submit timeout to uncertain, for reconciliation, and sends the
+// completion events still unsent after its horizon. It never POSTs.
 package sweep
 
 import (
@@ -51,11 +52,25 @@ func (c Config) Defaults() Config {
 	return c
 }
 
+// Events sends completion events (notify.Publisher).
+type Events interface {
+	Send(ctx context.Context, rec operation.Record) (operation.Record, error)
+	Defer(ctx context.Context, rec operation.Record, at time.Time) (operation.Record, error)
+}
+
+// EventRetry is how long the sweep leaves an event whose send failed
+// before it tries again: the record sorts behind the sweep's due work
+// meanwhile, so a sink that keeps refusing never crowds out a re-arm.
+const EventRetry = 5 * time.Minute
+
 // Deps is what the sweep works with.
 type Deps struct {
 	Store Store
 	// Sender delivers the messages of re-armed chains.
-	Sender  worker.Sender
+	Sender worker.Sender
+	// Events sends the unsent completion events it finds (nil: none are
+	// sent, and such records stay in the index).
+	Events  Events
 	Clock   clock.Clock
 	Log     *slog.Logger
 	Metrics *metrics.Emitter
@@ -70,6 +85,10 @@ type Result struct {
 	// DispatchesDropped counts prepared records whose overdue dispatch the
 	// allowance no longer covers, taken out of the index with a review.
 	DispatchesDropped int `json:"dispatches_dropped"`
+	// EventsSent and EventsFailed count the unsent completion events the
+	// run sent, and those whose send failed again (deferred EventRetry).
+	EventsSent   int `json:"events_sent"`
+	EventsFailed int `json:"events_failed"`
 }
 
 // did is what the sweep did with one record; its text is the "did" of the
@@ -86,6 +105,7 @@ const (
 // Sweeper runs sweeps.
 type Sweeper struct {
 	store   Store
+	events  Events
 	w       *worker.Worker
 	clk     clock.Clock
 	log     *slog.Logger
@@ -95,7 +115,7 @@ type Sweeper struct {
 
 // New wires a sweeper.
 func New(d Deps, cfg Config) *Sweeper {
-	return &Sweeper{store: d.Store, clk: d.Clock, log: d.Log, metrics: d.Metrics, cfg: cfg.Defaults(),
+	return &Sweeper{store: d.Store, events: d.Events, clk: d.Clock, log: d.Log, metrics: d.Metrics, cfg: cfg.Defaults(),
 		// A write without a verdict is sent again once, at once: it may
 		// have been applied, and sent again it is written or known as this
 		// run's (store.Update), so a record that leaves the index with it
@@ -130,6 +150,10 @@ func (s *Sweeper) Sweep(ctx context.Context) (Result, error) {
 			errs = append(errs, err)
 			continue
 		}
+		if rec, err = s.event(ctx, rec, horizon, now, &res); err != nil {
+			errs = append(errs, err)
+			continue
+		}
 		done, err := s.one(ctx, rec, now)
 		switch {
 		case err != nil:
@@ -148,11 +172,35 @@ func (s *Sweeper) Sweep(ctx context.Context) (Result, error) {
 	s.metrics.Count("SweepClaimsExpired", float64(res.ClaimsExpired))
 	s.metrics.Count("SweepDispatchesDropped", float64(res.DispatchesDropped))
 	s.log.InfoContext(ctx, "sweep done", "read", res.Read, "rearmed", res.Rearmed, "claims_expired", res.ClaimsExpired,
-		"dispatches_dropped", res.DispatchesDropped, "skipped", res.Skipped, "errors", len(errs))
+		"dispatches_dropped", res.DispatchesDropped, "events_sent", res.EventsSent, "events_failed", res.EventsFailed,
+		"skipped", res.Skipped, "errors", len(errs))
 	if len(errs) > 0 {
 		return res, fmt.Errorf("sweep: %d records failed: %w", len(errs), errors.Join(errs...))
 	}
 	return res, nil
+}
+
+// event sends rec's completion event when it is still unsent at the
+// horizon: its writer's send failed, or the writer died between the write
+// and the send. One that fails again is deferred EventRetry. It returns
+// the record as it stands, for the rest of the sweep's judgement.
+func (s *Sweeper) event(ctx context.Context, rec operation.Record, horizon, now time.Time, res *Result) (operation.Record, error) {
+	ev, unsent := rec.UnsentEvent()
+	if s.events == nil || !unsent || ev.Due.After(horizon) {
+		return rec, nil
+	}
+	sent, err := s.events.Send(ctx, rec)
+	if err == nil {
+		res.EventsSent++
+		return sent, nil
+	}
+	res.EventsFailed++
+	if deferred, derr := s.events.Defer(ctx, rec, now.Add(EventRetry)); derr == nil {
+		return deferred, nil
+	}
+	// Not deferred: the next run tries again; the rest of the judgement
+	// goes on from the record as read.
+	return rec, nil
 }
 
 func (s *Sweeper) one(ctx context.Context, rec operation.Record, now time.Time) (did, error) {

@@ -205,6 +205,18 @@ func (s *countingStore) Update(ctx context.Context, rec operation.Record, expect
 	return s.written(s.Store.Update(ctx, rec, expected))
 }
 
+// SetEvent is a conditional PutItem of the whole record (its completion
+// event marked sent), which also takes it out of the due index.
+// It changes no phase, so onWritten does not hear of it.
+func (s *countingStore) SetEvent(ctx context.Context, rec operation.Record) (operation.Record, error) {
+	s.charge(rec, false)
+	out, err := s.Store.SetEvent(ctx, rec)
+	if err == nil {
+		s.cache.Store(out.OperationID, out)
+	}
+	return out, err
+}
+
 // UpdateWithAudit is a TransactWriteItems of the record and the entry.
 func (s *countingStore) UpdateWithAudit(ctx context.Context, rec operation.Record, expected int64, e review.AuditEntry) (operation.Record, error) {
 	rec.Revision = expected + 1

@@ -22,6 +22,7 @@ import (
 	awsconfig "github.com/aws/aws-sdk-go-v2/config"
 	"github.com/aws/aws-sdk-go-v2/credentials"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
+	"github.com/aws/aws-sdk-go-v2/service/eventbridge"
 	"github.com/aws/aws-sdk-go-v2/service/s3"
 	s3types "github.com/aws/aws-sdk-go-v2/service/s3/types"
 	"github.com/aws/aws-sdk-go-v2/service/secretsmanager"
@@ -48,6 +49,9 @@ type Endpoints struct {
 	// SecretsManager are AWS_ENDPOINT_URL_SQS, AWS_ENDPOINT_URL_S3 and
 	// AWS_ENDPOINT_URL_SECRETS_MANAGER (moto). All must be loopback URLs.
 	DynamoDB, SQS, S3, SecretsManager string
+	// EventBridge is AWS_ENDPOINT_URL_EVENTBRIDGE (moto), SQS's when
+	// unset: moto serves every service on one port.
+	EventBridge string
 	// Region, AccessKey and SecretKey are used by this process's clients
 	// and handed to the function.
 	Region, AccessKey, SecretKey string
@@ -63,6 +67,7 @@ func EndpointsFromEnv() Endpoints {
 		SQS:            os.Getenv("AWS_ENDPOINT_URL_SQS"),
 		S3:             os.Getenv("AWS_ENDPOINT_URL_S3"),
 		SecretsManager: os.Getenv("AWS_ENDPOINT_URL_SECRETS_MANAGER"),
+		EventBridge:    cmp.Or(os.Getenv("AWS_ENDPOINT_URL_EVENTBRIDGE"), os.Getenv("AWS_ENDPOINT_URL_SQS")),
 		Region:         cmp.Or(os.Getenv("AWS_REGION"), os.Getenv("AWS_DEFAULT_REGION"), "us-east-1"),
 		AccessKey:      cmp.Or(os.Getenv("AWS_ACCESS_KEY_ID"), "local"),
 		SecretKey:      cmp.Or(os.Getenv("AWS_SECRET_ACCESS_KEY"), "local"),
@@ -217,6 +222,9 @@ func NewStack(ctx context.Context, cfg StackConfig) (_ *Stack, err error) {
 	if err := st.createBuckets(ctx, awsCfg); err != nil {
 		return nil, err
 	}
+	if err := st.createBuses(ctx, awsCfg); err != nil {
+		return nil, err
+	}
 	if st.unavailable, err = samlocal.StartUnavailable("127.0.0.1"); err != nil {
 		return nil, err
 	}
@@ -232,6 +240,7 @@ func NewStack(ctx context.Context, cfg StackConfig) (_ *Stack, err error) {
 			"AWS_ENDPOINT_URL_S3":              ep.S3,
 			"AWS_ENDPOINT_URL_SECRETS_MANAGER": ep.SecretsManager,
 			"AWS_ENDPOINT_URL_SCHEDULER":       st.unavailable.URL(),
+			"AWS_ENDPOINT_URL_EVENTBRIDGE":     st.eventBridge(),
 		},
 		Parameters: localParameters(t),
 	})
@@ -370,6 +379,25 @@ func (st *Stack) createBuckets(ctx context.Context, cfg aws.Config) error {
 		}
 		st.Buckets = append(st.Buckets, name)
 		st.cleanup = append(st.cleanup, func(ctx context.Context) { st.deleteBucket(ctx, name) })
+	}
+	return nil
+}
+
+// eventBridge is the EventBridge endpoint: moto's.
+func (st *Stack) eventBridge() string { return cmp.Or(st.endpoints.EventBridge, st.endpoints.SQS) }
+
+// createBuses creates the template's event buses in moto, so the
+// functions' completion events land there.
+func (st *Stack) createBuses(ctx context.Context, cfg aws.Config) error {
+	eb := eventbridge.NewFromConfig(cfg, func(o *eventbridge.Options) { o.BaseEndpoint = aws.String(st.eventBridge()) })
+	for _, id := range st.Template.OfType("AWS::Events::EventBus") {
+		name := st.Locals.Resources[id]["Name"]
+		if _, err := eb.CreateEventBus(ctx, &eventbridge.CreateEventBusInput{Name: aws.String(name)}); err != nil {
+			return fmt.Errorf("EventBridge at %s: create bus %s: %w", st.eventBridge(), name, err)
+		}
+		st.cleanup = append(st.cleanup, func(ctx context.Context) {
+			_, _ = eb.DeleteEventBus(ctx, &eventbridge.DeleteEventBusInput{Name: aws.String(name)})
+		})
 	}
 	return nil
 }

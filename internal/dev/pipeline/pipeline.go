@@ -30,6 +30,7 @@ import (
 	"github.com/genjobs/genjobs/internal/dev/workload"
 	"github.com/genjobs/genjobs/internal/genace"
 	"github.com/genjobs/genjobs/internal/metrics"
+	"github.com/genjobs/genjobs/internal/notify"
 	"github.com/genjobs/genjobs/internal/observe"
 	"github.com/genjobs/genjobs/internal/operation"
 	"github.com/genjobs/genjobs/internal/review"
@@ -106,6 +107,10 @@ func DBPath(stateDir string) string { return filepath.Join(stateDir, "genjobs.db
 
 // ArtifactDir is where delivered outputs go in a state dir.
 func ArtifactDir(stateDir string) string { return filepath.Join(stateDir, "artifacts") }
+
+// EventsPath is where a run's completion events go, one JSON line each
+// (notify.File): the local stand-in for the deployed event bus.
+func EventsPath(stateDir string) string { return filepath.Join(stateDir, "events.jsonl") }
 
 // ReportPath is where a run keeps its JSON report.
 func ReportPath(stateDir string) string { return filepath.Join(stateDir, "report.json") }
@@ -346,8 +351,10 @@ func (s *localRun) wire(g *genace.Client, sandbox context.Context) error {
 	log := s.cfg.Log
 	chain := localChain(s.cfg.LongPoll)
 	sw := sweepConfig(chain)
+	events := &notify.File{Path: EventsPath(s.cfg.StateDir)}
 	deps := func(f topology.Function, tune ...stack.Option) stack.Deps {
 		return stack.Deps{
+			Events: events,
 			Config: config.Config{SweepClaimTimeout: sw.ClaimTimeout, SweepOverdue: sw.OverdueAfter},
 			Store:  s.store, Genace: g, Artifacts: dir, Extender: local.Broker, Sender: sender, Delays: delays,
 			Clock: s.clk, Log: log.With("function", f.Name), Metrics: m(f.Name),

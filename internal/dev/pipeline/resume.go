@@ -181,8 +181,11 @@ func (s *localRun) rearm(ctx context.Context) error {
 		if err != nil {
 			return fmt.Errorf("local: resume: %w", err)
 		}
-		if rec.Schedule == nil {
-			continue // a claim the sweep could not take: the periodic sweep will
+		if !rec.Active() || rec.Schedule == nil {
+			// A claim the sweep could not take (the periodic sweep will),
+			// or a record in the index only for its unsent event (the
+			// resumed run's first sweep sends it).
+			continue
 		}
 		if err := s.follow.Emit(ctx, &rec, 0); err != nil {
 			return fmt.Errorf("local: resume: %w", err)

@@ -67,6 +67,8 @@ func (t *Template) Names(s Site) Locals {
 			v = map[string]string{"Name": name}
 		case "AWS::IAM::Role":
 			v = map[string]string{"Ref": name, "Arn": arn("iam", "", "role/"+name), "RoleId": "AROA" + strings.ToUpper(Slug(id, r.Type))}
+		case "AWS::Events::EventBus":
+			v = map[string]string{"Ref": name, "Name": name, "Arn": arn("events", s.Region, "event-bus/"+name)}
 		case "AWS::Scheduler::ScheduleGroup":
 			v = map[string]string{"Ref": name, "Arn": arn("scheduler", s.Region, "schedule-group/"+name)}
 		default:

@@ -31,7 +31,7 @@ var needs = func() map[string]config.Spec {
 var endpoints = map[string]string{
 	"AWS_ENDPOINT_URL_DYNAMODB": "http://127.0.0.1:8000", "AWS_ENDPOINT_URL_SQS": "http://127.0.0.1:4100",
 	"AWS_ENDPOINT_URL_S3": "http://127.0.0.1:9000", "AWS_ENDPOINT_URL_SECRETS_MANAGER": "http://127.0.0.1:9001",
-	"AWS_ENDPOINT_URL_SCHEDULER": "http://127.0.0.1:9001",
+	"AWS_ENDPOINT_URL_SCHEDULER": "http://127.0.0.1:9001", "AWS_ENDPOINT_URL_EVENTBRIDGE": "http://127.0.0.1:4100",
 }
 
 func loadTemplate(t *testing.T) *samlocal.Template {

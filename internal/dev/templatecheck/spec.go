@@ -19,6 +19,7 @@ import (
 const (
 	tableID      = "OperationsTable"
 	bucketID     = "ArtifactBucket"
+	busID        = "EventBus"
 	groupID      = "ScheduleGroup"
 	schedRoleID  = "SchedulerRole"
 	alarmTopicID = "AlarmTopic"
@@ -108,7 +109,10 @@ func logs(group string) []grant {
 }
 
 var (
-	records   = grants(tableArn, "dynamodb:GetItem", "dynamodb:PutItem")
+	records = grants(tableArn, "dynamodb:GetItem", "dynamodb:PutItem")
+	// events: a function that writes records sends the completion event
+	// a write leaves owed (internal/notify); triage writes only reviews.
+	events    = grants(GetAtt(busID, "Arn"), "events:PutEvents")
 	apiKey    = grants(secretArn, "secretsmanager:GetSecretValue")
 	allQueues = []string{"DispatchQueue", "ObserveQueue", "DeliverQueue"}
 )
@@ -155,15 +159,15 @@ var allowed = map[string][]grant{
 	// Submit also sends deliver_artifacts: a dispatch that finds the job
 	// already succeeded re-arms delivery (submit.ensureObservation).
 	"SubmitRole": slices.Concat(logs("SubmitLogGroup"), lease("DispatchQueue"),
-		send("DispatchQueue", "ObserveQueue", "DeliverQueue"), records, apiKey),
+		send("DispatchQueue", "ObserveQueue", "DeliverQueue"), records, events, apiKey),
 	"ObserveRole": slices.Concat(logs("ObserveLogGroup"), lease("ObserveQueue"),
-		send("ObserveQueue", "DeliverQueue"), records, apiKey,
+		send("ObserveQueue", "DeliverQueue"), records, events, apiKey,
 		grants(schedules, "scheduler:CreateSchedule"),
 		grants(GetAtt(schedRoleID, "Arn"), "iam:PassRole")),
 	// internal/artifact's S3 store: HeadObject (needs GetObject, and
 	// ListBucket for a missing key to answer 404, not 403), a create-only
 	// PutObject, DeleteObject. CopyObject would be GetObject + PutObject.
-	"DeliverRole": slices.Concat(logs("DeliverLogGroup"), lease("DeliverQueue"), send("DeliverQueue"), records, apiKey,
+	"DeliverRole": slices.Concat(logs("DeliverLogGroup"), lease("DeliverQueue"), send("DeliverQueue"), records, events, apiKey,
 		grants(objects, "s3:GetObject", "s3:PutObject", "s3:DeleteObject"),
 		grants(GetAtt(bucketID, "Arn"), "s3:ListBucket")),
 	// Triage never sends a message.
@@ -172,7 +176,7 @@ var allowed = map[string][]grant{
 	// destination with the function's own role.
 	// The due index holds keys only: the sweep reads what it lists with
 	// BatchGetItem.
-	"SweepRole": slices.Concat(logs("SweepLogGroup"), records, grants(tableArn, "dynamodb:BatchGetItem"), grants(statusArn, "dynamodb:Query"),
+	"SweepRole": slices.Concat(logs("SweepLogGroup"), records, events, grants(tableArn, "dynamodb:BatchGetItem"), grants(statusArn, "dynamodb:Query"),
 		send(allQueues...), send(sweepFailuresID)),
 	// The intake: a create-only Put, a Get, a change's transaction of two
 	// Puts, and the Query of audit entries that knows a transaction whose
@@ -211,6 +215,7 @@ var envWiring = map[string]string{
 	"GENACE_BASE_URL":          Ref(baseURLParam),
 	"RECORD_RETENTION_DAYS":    Ref("RecordRetentionDays"),
 	"AUDIT_RETENTION_DAYS":     Ref("AuditRetentionDays"),
+	"EVENT_BUS_NAME":           Ref(busID),
 }
 
 // configEnv lists the variables internal/config reads that a deployed
@@ -224,7 +229,7 @@ var configEnv = []string{
 	"SCHEDULER_ROLE_ARN", "SCHEDULE_GROUP", "OBSERVE_POLICIES", "BATCH_CONCURRENCY",
 	"ARTIFACT_BUCKET", "SWEEP_CLAIM_TIMEOUT_SECONDS", "SWEEP_OVERDUE_SECONDS",
 	"SCHEDULE_DLQ_ARN", "RECORD_RETENTION_DAYS", "AUDIT_RETENTION_DAYS",
-	"SUBMIT_TIMEOUT_SECONDS", "BATCH_SIZE", "MODEL_CATALOG", "MAX_INPUT_BYTES",
+	"SUBMIT_TIMEOUT_SECONDS", "BATCH_SIZE", "MODEL_CATALOG", "MAX_INPUT_BYTES", "EVENT_BUS_NAME",
 }
 
 // localOnlyEnv are config's variables a template must never set.
@@ -256,6 +261,8 @@ var emitted = map[string][][]string{
 	"SweepDispatchesDropped":   {{"Function"}},            // sweep
 	"ReviewsResolved":          {{"Function", "Phase"}},   // internal/worker (Emitter)
 	"OperationsParked":         {{"Function", "Reason"}},  // internal/worker (Park): observe, deliver
+	"EventsPublished":          {{"Function", "Phase"}},   // internal/notify
+	"EventPublishFailures":     {{"Function", "Phase"}},   // internal/notify
 }
 
 // seedMeasures must each have a dashboard widget of their own.

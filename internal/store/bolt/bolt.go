@@ -35,7 +35,7 @@ var (
 	bucketReviews = []byte("reviews")
 	// bucketOpenReviews: <created>#<id> → id, for open reviews only.
 	bucketOpenReviews = []byte("open_reviews")
-	// bucketDue: <due>#<id> → id, for records whose SweepDue says ok.
+	// bucketDue: <due>#<id> → id, for records whose IndexDue says ok.
 	bucketDue = []byte("due")
 	// bucketOpReviews: operation id → nested bucket of review id → empty,
 	// for every review that names an operation (OpenReviewsOf).
@@ -175,13 +175,13 @@ func putRecord(tx *bbolt.Tx, old *operation.Record, rec operation.Record) error 
 	}
 	due := tx.Bucket(bucketDue)
 	if old != nil {
-		if at, ok := old.SweepDue(); ok {
+		if at, ok := old.IndexDue(); ok {
 			if err := due.Delete([]byte(store.IndexKey(at, old.OperationID))); err != nil {
 				return fmt.Errorf("unindex record: %w", err)
 			}
 		}
 	}
-	if at, ok := rec.SweepDue(); ok {
+	if at, ok := rec.IndexDue(); ok {
 		if err := due.Put([]byte(store.IndexKey(at, rec.OperationID)), []byte(rec.OperationID)); err != nil {
 			return fmt.Errorf("index record: %w", err)
 		}
@@ -318,6 +318,43 @@ func (b *Store) UpdateWithAudit(ctx context.Context, rec operation.Record, expec
 		return operation.Record{}, fmt.Errorf("update %s with audit: %w", rec.OperationID, err)
 	}
 	return rec, nil
+}
+
+// SetEvent implements store.Store: the check and the write are one
+// transaction, which moves the record's index entry as its new event
+// needs.
+func (b *Store) SetEvent(ctx context.Context, rec operation.Record) (operation.Record, error) {
+	rec, err := store.PrepareSetEvent(rec)
+	if err != nil {
+		return operation.Record{}, err
+	}
+	if err := ctx.Err(); err != nil {
+		return operation.Record{}, fmt.Errorf("set event %s: %w", rec.OperationID, err)
+	}
+	var saved operation.Record
+	err = b.write(func(tx *bbolt.Tx) error {
+		cur, ok, err := getRecord(tx, rec.OperationID)
+		if err != nil {
+			return err
+		}
+		if !ok {
+			return decline(&store.ConflictError{OperationID: rec.OperationID, Expected: rec.Revision})
+		}
+		if cur.Revision != rec.Revision || cur.Event == nil || cur.Event.Revision != rec.Event.Revision {
+			return decline(&store.ConflictError{OperationID: rec.OperationID, Expected: rec.Revision, Current: &cur})
+		}
+		saved = cur.Clone()
+		saved.Event = rec.Event
+		return putRecord(tx, &cur, saved)
+	})
+	var conflict *store.ConflictError
+	switch {
+	case errors.As(err, &conflict):
+		return operation.Record{}, err
+	case err != nil:
+		return operation.Record{}, fmt.Errorf("set event %s: %w", rec.OperationID, err)
+	}
+	return saved, nil
 }
 
 // AppendAudit implements store.Store: the entry and the check that the

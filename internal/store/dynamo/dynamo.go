@@ -37,7 +37,7 @@ import (
 // describes (short names, times as numbers, no zero values).
 //
 //	item          pk              sk                         status_pk              status_sk
-//	operation     OP#<id>         RECORD                     ACTIVE#<0..7>          <due>#<id>      (index attrs only while SweepDue says ok)
+//	operation     OP#<id>         RECORD                     ACTIVE#<0..7>          <due>#<id>      (index attrs only while IndexDue says ok)
 //	audit entry   OP#<id>         AUDIT#<revision, 20 digits>
 //	review ref    OP#<id>         REVIEW#<review id>                                          (for each review that names the operation)
 //	review        REVIEW#<id>     REVIEW                     REVIEW#OPEN      <created>#<id>  (index attrs only while open)
@@ -357,7 +357,7 @@ func recordItem(rec operation.Record, keep time.Duration) (map[string]types.Attr
 	if exp, ok := expiry(rec.Timestamps.Updated, keep); ok && rec.Terminal() {
 		item[AttrExpiresAt] = number(exp)
 	}
-	if due, ok := rec.SweepDue(); ok {
+	if due, ok := rec.IndexDue(); ok {
 		item[AttrStatusPK] = str(activeStatusPrefix + strconv.Itoa(statusShard(rec.OperationID)))
 		item[AttrStatusSK] = str(store.IndexKey(due, rec.OperationID))
 	}
@@ -490,6 +490,48 @@ func (d *Store) Update(ctx context.Context, rec operation.Record, expected int64
 		return operation.Record{}, cerr
 	case err != nil:
 		return operation.Record{}, fmt.Errorf("update %s: %w", rec.OperationID, err)
+	}
+	return rec, nil
+}
+
+// SetEvent implements store.Store with a Put of the whole item (the index
+// attributes follow the new event), conditioned on the revision and the
+// event's revision but not on terminal: a terminal record's event is sent
+// after its last write. Its expiry still counts from that write.
+// Applied twice, it is the same item.
+func (d *Store) SetEvent(ctx context.Context, rec operation.Record) (operation.Record, error) {
+	rec, err := store.PrepareSetEvent(rec)
+	if err != nil {
+		return operation.Record{}, err
+	}
+	item, err := recordItem(rec, d.retention.Records)
+	if err != nil {
+		return operation.Record{}, fmt.Errorf("set event %s: %w", rec.OperationID, err)
+	}
+	evRevision := recordNames["event"] + "." + recordNames["event_revision"]
+	expr, err := expression.NewBuilder().WithCondition(expression.Name(AttrPK).AttributeExists().
+		And(expression.Name(attrRevision).Equal(expression.Value(rec.Revision))).
+		And(expression.Name(evRevision).Equal(expression.Value(rec.Event.Revision)))).Build()
+	if err != nil {
+		return operation.Record{}, fmt.Errorf("set event %s: build condition: %w", rec.OperationID, err)
+	}
+	err = retryTxConflict(ctx, func() error {
+		_, err := d.client.PutItem(ctx, &dynamodb.PutItemInput{
+			TableName:                           aws.String(d.table),
+			Item:                                item,
+			ConditionExpression:                 expr.Condition(),
+			ExpressionAttributeNames:            expr.Names(),
+			ExpressionAttributeValues:           expr.Values(),
+			ReturnValuesOnConditionCheckFailure: types.ReturnValuesOnConditionCheckFailureAllOld,
+		})
+		return err
+	})
+	var failed *types.ConditionalCheckFailedException
+	switch {
+	case errors.As(err, &failed):
+		return operation.Record{}, d.conflict(ctx, rec.OperationID, rec.Revision, failed.Item)
+	case err != nil:
+		return operation.Record{}, fmt.Errorf("set event %s: %w", rec.OperationID, err)
 	}
 	return rec, nil
 }
@@ -999,7 +1041,7 @@ func (d *Store) Due(ctx context.Context, t time.Time, limit int) ([]operation.Re
 		if err != nil {
 			return nil, fmt.Errorf("due %s: %w", store.SortableTime(t), err)
 		}
-		if at, ok := rec.SweepDue(); ok && !at.After(t) {
+		if at, ok := rec.IndexDue(); ok && !at.After(t) {
 			out = append(out, rec)
 		}
 	}

@@ -290,12 +290,24 @@ func TestItemLayout(t *testing.T) {
 	}
 
 	done := v1
-	done.Phase = operation.PhaseDelivered
-	if _, err := st.UpdateWithAudit(ctx, done, 1, review.AuditEntry{Operator: "alice", Action: operation.ActionAcknowledge}); err != nil {
+	done.Phase, done.Timestamps.Updated = operation.PhaseDelivered, due
+	v2, err := st.UpdateWithAudit(ctx, done, 1, review.AuditEntry{Operator: "alice", Action: operation.ActionAcknowledge})
+	if err != nil {
+		t.Fatal(err)
+	}
+	// In the index while its completion event is unsent, compactly; out
+	// once it is sent.
+	item = raw("OP#layout-1", "RECORD")
+	wantAttrs("terminal record, event unsent", item, map[string]string{dynamo.AttrStatusSK: "2025-01-02T03:04:05.000000600Z#layout-1"})
+	if ev, ok := item["ev"].(*types.AttributeValueMemberM); !ok || s(ev.Value, "ty") != string(operation.EventDelivered) {
+		t.Errorf("event attribute %#v, want the compact map with ty %q", item["ev"], operation.EventDelivered)
+	}
+	v2.Event.Sent = true
+	if _, err := st.SetEvent(ctx, v2); err != nil {
 		t.Fatal(err)
 	}
 	item = raw("OP#layout-1", "RECORD")
-	wantAttrs("terminal record", item, map[string]string{dynamo.AttrStatusPK: "<absent>", dynamo.AttrStatusSK: "<absent>"})
+	wantAttrs("terminal record, event sent", item, map[string]string{dynamo.AttrStatusPK: "<absent>", dynamo.AttrStatusSK: "<absent>"})
 	if term, _ := item[dynamo.AttrTerminal].(*types.AttributeValueMemberBOOL); term == nil || !term.Value {
 		t.Errorf("terminal = %#v, want true", item[dynamo.AttrTerminal])
 	}

@@ -56,6 +56,7 @@ var recordNames = map[string]string{
 	"parked":                   "pa",
 	"last_applied_message_id":  "lm",
 	"writer":                   "w",
+	"event":                    "ev",
 	// operation.Claim and operation.ParkedState (and "at")
 	"owner":      "o",
 	"message_id": "mi",
@@ -93,6 +94,10 @@ var recordNames = map[string]string{
 	"unauthorized":        "una",
 	"window_observations": "wo",
 	"read_failures":       "rfl",
+	// operation.EventState (and "settlement", "due")
+	"event_revision": "evr",
+	"type":           "ty",
+	"sent":           "snt",
 	// operation.Timestamps
 	"created":       "c",
 	"updated":       "up",

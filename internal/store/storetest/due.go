@@ -23,6 +23,7 @@ func (s *suite) due(t *testing.T) {
 	t.Run("EarliestFirstAndLimit", s.dueOrder)
 	t.Run("ExcludesInactive", s.dueExcludesInactive)
 	t.Run("IndexFollowsEveryWrite", s.dueFollowsWrites)
+	t.Run("UnsentEventKeepsARecordDue", s.dueUnsentEvent)
 }
 
 func ids(recs []operation.Record) []string {

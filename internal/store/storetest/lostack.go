@@ -196,6 +196,7 @@ func (s *suite) ownWriteResent(t *testing.T) {
 			}
 			want := next
 			want.Revision = 2
+			want.Event = operation.OwedEvent(want) // terminal: a new event, owed
 			for send := 1; send <= 2; send++ {
 				got, err := update(ctx, st, next, 1, entry, tc.audited)
 				if tc.anonymous && send == 2 {

@@ -63,6 +63,11 @@ func Run(t *testing.T, open func(t *testing.T) store.Store) {
 	t.Run("AuditOldestFirst", s.auditOrder)
 	t.Run("AppendAuditOnATerminalRecord", s.appendAuditTerminal)
 	t.Run("AppendAuditStaleWritesNothing", s.appendAuditStale)
+	// Completion events: recorded by the write that causes them, marked
+	// sent (or deferred) without a new revision, on terminal records too.
+	t.Run("WriteRecordsTheEventItCauses", s.eventRecorded)
+	t.Run("SetEventOnATerminalRecord", s.setEventTerminal)
+	t.Run("SetEventStaleConflicts", s.setEventStale)
 	// Reviews: written once, listed while open, closed once; and the reads
 	// by operation that a write settling an operation (OpenReviewsOf,
 	// ResolveReview) and an operator's reconciliation (OperationReviews,
@@ -202,8 +207,11 @@ func FullRecord(id string) operation.Record {
 			Accepted:     ptr(at(10 * time.Second)),
 			RemoteFailed: ptr(at(11 * time.Second)),
 		},
-		LastError:            "rate_limited",
-		Parked:               &operation.ParkedState{Reason: "operator asked", At: at(12 * time.Second)},
+		LastError: "rate_limited",
+		Parked:    &operation.ParkedState{Reason: "operator asked", At: at(12 * time.Second)},
+		// The parked record's own event, sent: a write keeps it as it is.
+		Event: &operation.EventState{Revision: 1, Type: operation.EventNeedsAttention, Settlement: operation.SettlementUnresolved,
+			Due: at(13*time.Second + 5), Sent: true},
 		LastAppliedMessageID: "msg-full",
 		Writer:               "observe/receive-full", // the store sets it from the context: write with store.WithWriter
 	}
