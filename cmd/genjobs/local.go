@@ -16,6 +16,7 @@ import (
 	"time"
 
 	"github.com/genjobs/genjobs/internal/clock"
+	"github.com/genjobs/genjobs/internal/config"
 	"github.com/genjobs/genjobs/internal/dev/genacesim"
 	"github.com/genjobs/genjobs/internal/dev/pipeline"
 	"github.com/genjobs/genjobs/internal/dev/workload"
@@ -87,12 +88,13 @@ func cmdLocal(fs *pflag.FlagSet) operator.RunFunc {
 		cfg := pipeline.Config{Timeout: *timeout, Table: *table, ProgressEvery: time.Second, LongPoll: *longPoll, Accounting: *accounting,
 			GiveUpAfter: *giveUp, Resume: *resume, Command: operator.Self(), Listen: *listen, Serve: *serve}
 		cfg.OnServe = func(url string) {
-			fmt.Fprintf(stdout, "genjobs local: intake API at %s (loopback; any SigV4 signature is accepted)\n", url)
+			fmt.Fprintf(stdout, "genjobs local: intake API at %s (loopback; any SigV4 signature is accepted); completion events in %s\n",
+				url, pipeline.EventsPath(cfg.StateDir))
 		}
 		if !*quiet {
 			view := newProgressView(stdout)
 			defer view.close()
-			cfg.Progress = view.update
+			cfg.Progress, cfg.OnEvent = view.update, view.event
 		}
 		if *verbose {
 			cfg.Log = slog.New(slog.NewTextHandler(stderr, nil))
@@ -165,6 +167,14 @@ func cmdLocal(fs *pflag.FlagSet) operator.RunFunc {
 			cfg.Prices = map[string]int64{}
 			for name, m := range simModels(sf.runFor) {
 				cfg.Prices[name] = m.Price
+			}
+			// The simulator serves the deployed catalog's models too, so
+			// an application asks a local run for what it asks the stack.
+			deployed, _ := config.ParseCatalog(config.DefaultModelCatalog)
+			for name := range deployed {
+				if _, ok := cfg.Prices[name]; !ok {
+					cfg.Prices[name] = sf.price
+				}
 			}
 			for _, it := range cfg.Workload {
 				if _, ok := cfg.Prices[it.Model]; !ok && it.Model != "" {

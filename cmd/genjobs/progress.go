@@ -4,18 +4,21 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"sync"
 	"time"
 
 	"github.com/schollz/progressbar/v3"
 	"golang.org/x/term"
 
 	"github.com/genjobs/genjobs/internal/dev/pipeline"
+	"github.com/genjobs/genjobs/internal/notify"
 )
 
 // progressView shows a local run's progress: a live bar when stdout is a
 // terminal, otherwise a plain line each time something changed (never the
 // same line again).
 type progressView struct {
+	mu      sync.Mutex // updates and events come from different goroutines
 	w       io.Writer
 	bar     *progressbar.ProgressBar
 	lastKey string
@@ -33,6 +36,8 @@ func newProgressView(w io.Writer) *progressView {
 }
 
 func (v *progressView) update(st pipeline.Status) {
+	v.mu.Lock()
+	defer v.mu.Unlock()
 	if v.bar != nil {
 		v.bar.ChangeMax(st.Total)
 		v.bar.Describe(st.Line())
@@ -49,6 +54,20 @@ func (v *progressView) update(st pipeline.Status) {
 		fmt.Fprintf(v.w, "[%s] %s\n", time.Now().Format("15:04:05"), st.Line())
 		v.lastKey = key
 	}
+}
+
+// event shows a completion event the run wrote, above the bar if any.
+func (v *progressView) event(ev notify.Event) {
+	v.mu.Lock()
+	defer v.mu.Unlock()
+	if v.bar != nil {
+		_ = v.bar.Clear()
+	}
+	phase := string(ev.Detail.Phase)
+	if ev.Detail.Settlement != "" {
+		phase += ", " + string(ev.Detail.Settlement)
+	}
+	fmt.Fprintf(v.w, "[%s] event %s: %s (%s)\n", time.Now().Format("15:04:05"), ev.Detail.EventID, ev.DetailType, phase)
 }
 
 func (v *progressView) close() {

@@ -11,6 +11,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"github.com/genjobs/genjobs/client"
 	"os"
 	"strings"
 	"testing"
@@ -82,29 +83,26 @@ func TestEventBridgeSinkOnMoto(t *testing.T) {
 	sink := notify.NewEventBridge(eb, aws.ToString(bus.EventBusArn))
 	var events []notify.Event
 	for i := range 12 { // more than one PutEvents holds
-		events = append(events, notify.Event{DetailType: operation.EventFailed, Detail: notify.Detail{
+		events = append(events, notify.Event{DetailType: operation.EventFailed, Detail: client.EventDetail{
 			EventID: fmt.Sprintf("op-%d:r3", i), OperationID: fmt.Sprintf("op-%d", i), Revision: 3,
-			Phase: operation.PhaseFailed, RemoteState: operation.RemoteFailed, Settlement: operation.SettlementSettled}})
+			Phase: client.PhaseFailed, RemoteState: client.RemoteFailed, Settlement: client.SettlementSettled}})
 	}
 	if err := sink.Publish(ctx, events); err != nil {
 		t.Fatal(err)
 	}
-	got := map[string]notify.Detail{}
+	got := map[string]client.EventDetail{}
 	for deadline := time.Now().Add(20 * time.Second); len(got) < len(events) && time.Now().Before(deadline); {
 		out, err := q.ReceiveMessage(ctx, &sqs.ReceiveMessageInput{QueueUrl: queue.QueueUrl, MaxNumberOfMessages: 10, WaitTimeSeconds: 1})
 		if err != nil {
 			t.Fatal(err)
 		}
 		for _, m := range out.Messages {
-			var env struct {
-				Source     string        `json:"source"`
-				DetailType string        `json:"detail-type"`
-				Detail     notify.Detail `json:"detail"`
-			}
+			// What a target receives is what the client decodes.
+			var env client.Event
 			if err := json.Unmarshal([]byte(aws.ToString(m.Body)), &env); err != nil {
 				t.Fatalf("message %s: %v", aws.ToString(m.Body), err)
 			}
-			if env.Source != notify.Source || env.DetailType != string(operation.EventFailed) {
+			if env.Source != notify.Source || env.DetailType != operation.EventFailed {
 				t.Fatalf("event source %q, detail type %q", env.Source, env.DetailType)
 			}
 			got[env.Detail.EventID] = env.Detail
@@ -113,7 +111,7 @@ func TestEventBridgeSinkOnMoto(t *testing.T) {
 	if len(got) != len(events) {
 		t.Fatalf("%d of %d events arrived: %v", len(got), len(events), got)
 	}
-	if d := got["op-7:r3"]; d.OperationID != "op-7" || d.Settlement != operation.SettlementSettled || d.RemoteState != operation.RemoteFailed {
+	if d := got["op-7:r3"]; d.OperationID != "op-7" || d.Settlement != client.SettlementSettled || d.RemoteState != client.RemoteFailed {
 		t.Fatalf("detail %+v", d)
 	}
 

@@ -5,6 +5,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"github.com/genjobs/genjobs/client"
 	"log/slog"
 	"os"
 	"path/filepath"
@@ -140,13 +141,13 @@ func TestUnsentEventResentBySweep(t *testing.T) {
 			if len(lines) != 1 || strings.Contains(lines[0], "SECRET-PROMPT") {
 				t.Fatalf("events file %q, want one line without the input", lines)
 			}
-			var ev notify.Event
-			if err := json.Unmarshal([]byte(lines[0]), &ev); err != nil {
+			var ev client.Event
+			if err := json.Unmarshal([]byte(lines[0]), &ev); err != nil || ev.Source != notify.Source || ev.ID == "" || ev.Time.IsZero() {
 				t.Fatal(err)
 			}
-			want := notify.Detail{EventID: "op-1:r2", OperationID: "op-1", Revision: 2, Phase: operation.PhaseDelivered,
-				RemoteState: operation.RemoteSucceeded, UpdatedAt: t0.Add(time.Minute),
-				Outputs: []notify.Output{{Index: 0, Key: "outputs/op-1/0.png", SizeBytes: 10, SHA256: strings.Repeat("a", 64)}}}
+			want := client.EventDetail{EventID: "op-1:r2", OperationID: "op-1", Revision: 2, Phase: client.PhaseDelivered,
+				RemoteState: client.RemoteSucceeded, UpdatedAt: t0.Add(time.Minute),
+				Outputs: []client.Output{{Index: 0, Key: "outputs/op-1/0.png", SizeBytes: 10, SHA256: strings.Repeat("a", 64)}}}
 			if ev.DetailType != operation.EventDelivered || !sameJSON(ev.Detail, want) {
 				t.Fatalf("event %+v, want %s %+v", ev, operation.EventDelivered, want)
 			}

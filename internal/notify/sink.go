@@ -2,9 +2,12 @@ package notify
 
 import (
 	"context"
+	"crypto/rand"
 	"encoding/json"
 	"errors"
 	"fmt"
+	"github.com/genjobs/genjobs/client"
+	"github.com/genjobs/genjobs/internal/clock"
 	"os"
 	"slices"
 	"strings"
@@ -74,18 +77,27 @@ func (e *EventBridge) Publish(ctx context.Context, events []Event) error {
 	return nil
 }
 
-// File is the Sink of local runs: one JSON line per event (Event's own
-// form), appended to the file at Path.
+// File is the Sink of local runs: one JSON line per event, each a
+// client.Event as EventBridge hands it to a rule's target, so a local
+// consumer reads what a deployed one does.
 type File struct {
 	Path string
-	mu   sync.Mutex
+	// Clock stamps each event's time (nil: the wall clock).
+	Clock clock.Clock
+	mu    sync.Mutex
 }
 
 // Publish implements Sink.
 func (f *File) Publish(_ context.Context, events []Event) error {
+	clk := f.Clock
+	if clk == nil {
+		clk = clock.Real{}
+	}
 	var b []byte
 	for _, ev := range events {
-		line, err := json.Marshal(ev)
+		// EventBridge's id is new on every put, as here: consumers
+		// deduplicate on the detail's event_id.
+		line, err := json.Marshal(client.Event{ID: rand.Text(), DetailType: ev.DetailType, Source: Source, Time: clk.Now().UTC(), Detail: ev.Detail})
 		if err != nil {
 			return fmt.Errorf("events file: encode %s: %w", ev.Detail.EventID, err)
 		}

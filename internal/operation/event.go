@@ -3,27 +3,30 @@ package operation
 import (
 	"fmt"
 	"time"
+
+	"github.com/genjobs/genjobs/client"
 )
 
 // EventType is the detail type of a completion event: what an operation
 // reached that its application must hear of (internal/notify sends it).
-type EventType string
+// The names are the public client's, which applications decode with.
+type EventType = client.EventType
 
 // The completion events' detail types.
 const (
 	// EventDelivered: every output is in our storage.
-	EventDelivered EventType = "Operation Delivered"
+	EventDelivered = client.EventDelivered
 	// EventFailed: the render failed or was canceled. The event carries
 	// the settlement; a failed operation whose refund is unresolved
 	// emits again once it is settled (or parked).
-	EventFailed EventType = "Operation Failed"
+	EventFailed = client.EventFailed
 	// EventRejected: Genace refused the request; nothing was charged.
-	EventRejected EventType = "Operation Rejected"
+	EventRejected = client.EventRejected
 	// EventSuperseded: the user replaced or withdrew the request.
-	EventSuperseded EventType = "Operation Superseded"
+	EventSuperseded = client.EventSuperseded
 	// EventNeedsAttention: automation stopped for a person (uncertain,
 	// stalled, or parked with a review).
-	EventNeedsAttention EventType = "Operation Needs Attention"
+	EventNeedsAttention = client.EventNeedsAttention
 )
 
 // EventTypes lists every detail type.

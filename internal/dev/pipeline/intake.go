@@ -105,7 +105,7 @@ func (s *localRun) startAPI(sender worker.Sender) error {
 		catalog = nil // nothing priced here: the deployed default catalog
 	}
 	fn, _ := stack.Lookup(stack.Intake)
-	h := fn.Build(stack.Deps{Config: config.Config{Catalog: catalog}, Store: createdStore{s.store, a.created}, Sender: sender,
+	h := fn.Build(stack.Deps{Config: config.Config{Catalog: catalog}, Store: createdStore{s.store, a.created}, Sender: sender, Events: s.events,
 		Clock: s.clk, Log: s.cfg.Log.With("function", stack.Intake)}).HTTP
 	ln, err := net.Listen("tcp", addr)
 	if err != nil {

@@ -100,6 +100,9 @@ type Config struct {
 	// empty. OnServe, if set, gets the API's URL once it listens.
 	Serve   bool
 	OnServe func(url string)
+	// OnEvent, if set, sees each completion event the run writes to
+	// EventsPath, as it is written.
+	OnEvent func(notify.Event)
 }
 
 // DBPath is the embedded store file in a state dir.
@@ -175,6 +178,7 @@ type localRun struct {
 	// sender sends as the handlers do; api is the intake API, served
 	// while the run lasts.
 	sender worker.Sender
+	events *localEvents
 	api    *api
 }
 
@@ -255,6 +259,11 @@ func Run(ctx context.Context, cfg Config) (*Report, error) {
 	rep, err := s.report(context.Background(), time.Since(start), !finished && !interrupted && stopErr == nil && !cfg.Serve)
 	if err != nil {
 		return nil, err
+	}
+	if interrupted && cfg.Serve && s.allSettled(context.Background()) {
+		// Ctrl-C is how a serving run ends: with nothing left running,
+		// it is no interruption.
+		interrupted = false
 	}
 	rep.Interrupted = interrupted
 	switch {
@@ -351,7 +360,8 @@ func (s *localRun) wire(g *genace.Client, sandbox context.Context) error {
 	log := s.cfg.Log
 	chain := localChain(s.cfg.LongPoll)
 	sw := sweepConfig(chain)
-	events := &notify.File{Path: EventsPath(s.cfg.StateDir)}
+	events := &localEvents{file: &notify.File{Path: EventsPath(s.cfg.StateDir)}, artifacts: dir, on: s.cfg.OnEvent}
+	s.events = events
 	deps := func(f topology.Function, tune ...stack.Option) stack.Deps {
 		return stack.Deps{
 			Events: events,
@@ -517,6 +527,18 @@ func (s *localRun) wait(ctx context.Context) (bool, error) {
 	}
 }
 
+// allSettled reports whether every operation of the run is settled.
+func (s *localRun) allSettled(ctx context.Context) bool {
+	ids := slices.DeleteFunc(s.operationIDs(), s.api.refusedID)
+	recs := s.records(ctx, ids)
+	for _, r := range recs {
+		if !settled(&r) {
+			return false
+		}
+	}
+	return len(recs) == len(ids)
+}
+
 func (s *localRun) records(ctx context.Context, ids []string) map[string]operation.Record {
 	out := make(map[string]operation.Record, len(ids))
 	for _, id := range ids {
@@ -625,4 +647,34 @@ func addPhase(m map[operation.Phase]int, p operation.Phase) map[operation.Phase]
 	}
 	m[p]++
 	return m
+}
+
+// localEvents is a local run's event sink: the events go to the run's
+// events file, after the outputs a delivered event names are exported as
+// plain files (so every path an event leads a consumer to exists when it
+// reads the event), and are shown to Config.OnEvent.
+type localEvents struct {
+	file      *notify.File
+	artifacts *localpack.Dir
+	on        func(notify.Event)
+}
+
+// Publish implements notify.Sink.
+func (l *localEvents) Publish(ctx context.Context, events []notify.Event) error {
+	for _, ev := range events {
+		for _, o := range ev.Detail.Outputs {
+			if _, err := l.artifacts.Export(ctx, o.Key); err != nil {
+				return fmt.Errorf("events: export %s: %w", o.Key, err)
+			}
+		}
+	}
+	if err := l.file.Publish(ctx, events); err != nil {
+		return err
+	}
+	if l.on != nil {
+		for _, ev := range events {
+			l.on(ev)
+		}
+	}
+	return nil
 }
