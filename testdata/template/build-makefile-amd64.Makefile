@@ -12,12 +12,13 @@ STATICCHECK_VERSION := v0.8.2
 FUNCTIONS := $(notdir $(patsubst %/,%,$(wildcard functions/*/)))
 GOARCH_DEPLOY ?= arm64
 FUZZTIME  ?= 10s
+EXAMPLE_PORT ?= 8791
 
 export GOBIN := $(BIN)
 # Where `make install` puts genjobs (the Makefile's own GOBIN holds tools).
 INSTALL_DIR ?= $(shell env -u GOBIN $(GO) env GOPATH)/bin
 
-.PHONY: help run install invoke sam-env build test unit lint fmt bench fuzz soak faultsim mutants clean console screenshots
+.PHONY: help run example install invoke sam-env build test unit lint fmt bench fuzz soak faultsim mutants clean console screenshots
 
 help: ## list the targets
 	@grep -hE '^[a-zA-Z_-]+:.*## ' $(MAKEFILE_LIST) | sort | \
@@ -25,6 +26,15 @@ help: ## list the targets
 
 run: ## run the whole pipeline locally on the built-in demo (ARGS="--workload FILE --report FILE ..." to change it)
 	$(GO) run ./cmd/genjobs local $(ARGS)
+
+example: ## an application's side: serve a local run, buy 3 renders through it with client/examples/render, print their completion events
+	@mkdir -p $(CACHE)/example && rm -rf $(CACHE)/example/state
+	$(GO) build -o $(CACHE)/example/genjobs ./cmd/genjobs
+	@$(CACHE)/example/genjobs local --serve --quiet --listen 127.0.0.1:$(EXAMPLE_PORT) --state $(CACHE)/example/state > $(CACHE)/example/local.log 2>&1 & pid=$$!; \
+	trap 'kill -INT $$pid 2>/dev/null; wait $$pid; cat $(CACHE)/example/local.log' EXIT; \
+	for i in $$(seq 100); do grep -q "intake API at" $(CACHE)/example/local.log && break; kill -0 $$pid || exit 1; sleep 0.1; done; \
+	AWS_ACCESS_KEY_ID=example AWS_SECRET_ACCESS_KEY=example AWS_REGION=us-east-1 \
+		$(GO) run ./client/examples/render --url http://127.0.0.1:$(EXAMPLE_PORT) --events $(CACHE)/example/state/latest/events.jsonl
 
 install: ## install the genjobs command into $(INSTALL_DIR) (default: go env GOPATH/bin; put it on your PATH)
 	GOBIN=$(INSTALL_DIR) $(GO) install ./cmd/genjobs
