@@ -4,6 +4,7 @@ import (
 	"os"
 	"path/filepath"
 	"regexp"
+	"slices"
 	"strings"
 	"testing"
 )
@@ -40,9 +41,14 @@ func TestREADMERunSample(t *testing.T) {
 	}
 	real := strings.Split(strings.TrimSpace(strings.ReplaceAll(out, root, ".genjobs")), "\n")
 
-	var realShapes, realProgress []string
+	// Event lines are printed as the events are written, in no set order
+	// with the progress lines around them.
+	isEvent := func(l string) bool { return strings.HasPrefix(l, "[") && strings.Contains(l, "] event ") }
+	var realShapes, realProgress, realEvents []string
 	for _, l := range real {
-		if strings.HasPrefix(l, "[") {
+		if isEvent(l) {
+			realEvents = append(realEvents, shape(l))
+		} else if strings.HasPrefix(l, "[") {
 			realProgress = append(realProgress, shape(l))
 		} else {
 			realShapes = append(realShapes, shape(l))
@@ -52,6 +58,10 @@ func TestREADMERunSample(t *testing.T) {
 	for _, l := range sample {
 		switch {
 		case l == "...":
+		case isEvent(l):
+			if !slices.Contains(realEvents, shape(l)) {
+				t.Errorf("README's event line is not printed by a real run:\n%s", l)
+			}
 		case strings.HasPrefix(l, "["):
 			lastProgress = shape(l)
 			if !strings.HasPrefix(lastProgress, "[N:N:N] N/N settled (N/s) | ") {
