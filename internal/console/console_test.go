@@ -30,6 +30,7 @@ func TestPages(t *testing.T) {
 		{"reviews", 200, []string{`<span class="action reconcile">reconcile</span> · post_outcome_unknown`,
 			`href="` + srv.root + `op/op-uncertain-lost-response"`, "flux-pro-2", "newest first", "24h ago", `acting as <b id="operator">carol</b>`}},
 		{"op/op-uncertain-lost-response", 200, []string{`id="phase">uncertain`, `id="revision">1`, `id="remote-state">unknown`,
+			`id="event">Operation Needs Attention, r1: owed (the sweep sends it)`,
 			`<svg class="timeline"`, "parked for an operator: post_outcome_unknown", "review op:op-uncertain-lost-response:r1 opened",
 			`id="plan-action">reconcile`, `name="mode" value="not-submitted"`, `name="confirm"`, "Budget", `Audited as <b id="acting">carol</b>`}},
 		{"op/op-succeeded-copy-incomplete", 200, []string{"abc1abc1abc1abc1abc1abc1abc1abc1", "117 bytes", "ops/op/job_succeeded1/0.png",
