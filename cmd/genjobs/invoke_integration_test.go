@@ -61,6 +61,20 @@ var invokeExpectations = map[string]invokeExpectation{
 		wantGenace(t, r, invoke.GenaceCounts{})
 		wantQueues(t, r, map[string]int{})
 	}},
+	"intake.json": {function: "intake", check: func(t *testing.T, r *invoke.Result) {
+		// A create through the function URL: answered 201 with the
+		// operation's status, its record written and its one dispatch
+		// sent; nothing reaches Genace.
+		var ans struct {
+			StatusCode int    `json:"statusCode"`
+			Body       string `json:"body"`
+		}
+		if err := json.Unmarshal(r.Response, &ans); err != nil || ans.StatusCode != 201 || !strings.Contains(ans.Body, `"operation_id":"op-sample-intake"`) {
+			t.Errorf("answer %s (%v), want 201 with op-sample-intake's status", r.Response, err)
+		}
+		wantGenace(t, r, invoke.GenaceCounts{})
+		wantQueues(t, r, map[string]int{"dispatch": 1})
+	}},
 	"observe.json": {function: "observe", failures: []string{}, check: func(t *testing.T, r *invoke.Result) {
 		// The job finished at once: the snapshot is saved and delivery
 		// follows.
