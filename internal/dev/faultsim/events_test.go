@@ -24,6 +24,20 @@ func (s marksSent) Update(ctx context.Context, rec operation.Record, expected in
 	return s.Store.SetEvent(ctx, saved)
 }
 
+// announcesEarly is the handlers' store answering a write of a
+// succeeded render as if it owed the delivered event, while deliver
+// still has the outputs to store: the event is sent, and no write
+// recorded it.
+type announcesEarly struct{ faultsim.Records }
+
+func (s announcesEarly) Update(ctx context.Context, rec operation.Record, expected int64) (operation.Record, error) {
+	saved, err := s.Records.Update(ctx, rec, expected)
+	if err == nil && saved.Phase == operation.PhaseSucceeded && saved.Event == nil {
+		saved.Event = &operation.EventState{Revision: saved.Revision, Type: operation.EventDelivered, Due: saved.Timestamps.Updated}
+	}
+	return saved, err
+}
+
 // deferMarks changes the sweep's deferral of a refused event: it marks
 // the event sent, or (late) defers it six hours.
 type deferMarks struct {

@@ -42,7 +42,9 @@
 // After the run CheckFinal holds each operation to Genace's truth, the
 // artifact store and the sweep's re-arms (a, b, d, e, f, g),
 // checkLiveness to i, and CheckCreates and CheckPostsPerSpec to the
-// application's creates and authorized specs (j, k).
+// application's creates and authorized specs (j, k), and CheckEvents
+// and checkEvents to the events the handlers' and the sweep's sink
+// accepted (n, events.go).
 package faultsim
 
 import (
