@@ -454,8 +454,6 @@ func CheckFinal(f Final) []Violation {
 
 // The intake's invariants (issue 22), checked against what the
 // application sent and was answered (Caller) and what Genace received.
-// (Seam: the completion events add "every terminal or parked
-// operation's event is eventually sent" after these.)
 const (
 	// InvOneCreate: one record per operation id, and every create of it
 	// (raced, retried after a lost answer) answered with that one
@@ -473,6 +471,12 @@ const (
 	// (409) only once the submission was claimed (or the operation ended
 	// or waits for an operator).
 	InvRefusal Invariant = "m:409-after-claim"
+	// InvEvents: every operation whose record calls for a completion
+	// event has its current one sent (its phase, and a delivery's output
+	// keys) and marked sent, within EventBound of the write that recorded
+	// it; every event sent was recorded by a write that called for it,
+	// and none carries the input.
+	InvEvents Invariant = "n:event-sent"
 )
 
 // CreateAnswer is one answer the intake gave a create, whether or not

@@ -134,9 +134,6 @@ const (
 
 	// The intake faults: the application creates, changes and cancels
 	// its operations through intake.Service (app.go), and meets these.
-	// (Seam: the completion events, issue 22, add "an event send that
-	// fails" here, and to check.go the invariant "every terminal or
-	// parked operation's event is eventually sent".)
 
 	// IntakeCreateRace: two creates of the same request interleave, the
 	// second run inside the first's store Create, before or after it
@@ -153,6 +150,16 @@ const (
 	// IntakeCancel: the application cancels the operation right after
 	// creating it, or 1–60 s later, mostly after the claim.
 	IntakeCancel Fault = "intake_cancel"
+
+	// The completion events' faults: the sink every handler and the
+	// sweep publish to (events.go) meets these; invariant n holds every
+	// owed event to being sent within EventBound.
+
+	// EventSendFail: the event bus refuses a send (nothing arrives).
+	EventSendFail Fault = "event_send_fail"
+	// EventMarkLost: the send arrives and marking it sent fails, so the
+	// event is sent again (consumers deduplicate on its id).
+	EventMarkLost Fault = "event_mark_lost"
 
 	// The persistent faults each strike one operation (drawn with the
 	// workload) to the end of the run, counted once per operation.
@@ -202,6 +209,7 @@ var Kinds = []Fault{
 	CrashAfterClaim, H2Reset, BodyDrift, LostAck, ClaimDuplicate, ReceiveGap, StaleDelete, OperatorRace,
 	Post408, UnusableJobID, SecondJobID, ForeignObject, UnauthorizedChange, InvocationTimeUsed,
 	IntakeCreateRace, IntakeAnswerLost, IntakeChangeRace, IntakeCancel,
+	EventSendFail, EventMarkLost,
 	PersistentGet5xx, UndecodableBody, CopyNeverVerifies, ArtifactStoreDown,
 }
 
@@ -218,6 +226,7 @@ var defaultRates = map[Fault]float64{
 	CrashAfterClaim: 0.005, H2Reset: 0.01, BodyDrift: 0.01, LostAck: 0.01, ClaimDuplicate: 0.01, ReceiveGap: 0.05, StaleDelete: 0.01, OperatorRace: 0.01,
 	Post408: 0.005, UnusableJobID: 0.005, SecondJobID: 0.02, ForeignObject: 0.005, UnauthorizedChange: 0.005, InvocationTimeUsed: 0.02,
 	IntakeCreateRace: 0.02, IntakeAnswerLost: 0.02, IntakeChangeRace: 0.03, IntakeCancel: 0.01,
+	EventSendFail: 0.05, EventMarkLost: 0.02,
 }
 
 // Faults maps each fault to its probability per opportunity (0..1).

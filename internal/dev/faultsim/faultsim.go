@@ -42,7 +42,9 @@
 // After the run CheckFinal holds each operation to Genace's truth, the
 // artifact store and the sweep's re-arms (a, b, d, e, f, g),
 // checkLiveness to i, and CheckCreates and CheckPostsPerSpec to the
-// application's creates and authorized specs (j, k).
+// application's creates and authorized specs (j, k), and CheckEvents
+// and checkEvents to the events the handlers' and the sweep's sink
+// accepted (n, events.go).
 package faultsim
 
 import (
@@ -270,7 +272,9 @@ type Result struct {
 	LivenessMaxBound time.Duration `json:"liveness_max_operation_bound,omitempty"`
 	LivenessRatio    float64       `json:"liveness_ratio"`
 	StaleDeletes     int64         `json:"stale_deletes"`
-	Violations       []Violation   `json:"violations"`
+	// Events counts the completion events the sink accepted and refused.
+	Events     EventCounts `json:"events"`
+	Violations []Violation `json:"violations"`
 	// Scale is the load the run put on each service (Config.Scale).
 	Scale *Scale `json:"scale,omitempty"`
 	// Histories are the traces of the operations Config.Trace named.
@@ -322,6 +326,8 @@ func (r *Result) WriteSummary(w io.Writer) {
 		}
 		fmt.Fprintf(w, "left uncertain beyond their unknown submissions: %s%s\n", strings.Join(shown, ", "), more)
 	}
+	fmt.Fprintf(w, "events: %d sent (%d duplicates, %d of events sent before or refused), %d sends refused, %d marks lost\n",
+		r.Events.Sent, r.Events.Duplicates, r.Events.Resent, r.Events.Refused, r.Events.MarksLost)
 	fmt.Fprintln(w, "faults injected:")
 	var total int64
 	for _, k := range append(append([]Fault{}, Kinds...), RateLimited) {

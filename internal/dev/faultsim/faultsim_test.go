@@ -587,6 +587,11 @@ func TestPlantedBugIsFound(t *testing.T) {
 		{"get_5xx_persistent: a write forgets the failure count", faultsim.Config{WrapRecords: func(r faultsim.Records) faultsim.Records { return forgetFailures{r} }}, "all,get_5xx_persistent=0.05", faultsim.InvLiveness},
 		{"get_body_undecodable: the client reads a body it cannot decode as a running job", faultsim.Config{WrapGenace: func(g faultsim.Genace) faultsim.Genace { return undecodableRuns{g} }}, "all,get_body_undecodable=0.05", faultsim.InvLiveness},
 		{"copy_sha256_mismatch: the store verifies a copy against its own hash", faultsim.Config{WrapArtifacts: func(a deliver.Artifacts) deliver.Artifacts { return selfVerifying{a} }}, "all,copy_sha256_mismatch=0.05", faultsim.InvDelivery},
+		// The completion events' classes (events_test.go).
+		{"the store marks each event it records as sent, unpublished", faultsim.Config{WrapStore: func(s store.Store) store.Store { return marksSent{s} }}, "all", faultsim.InvEvents},
+		{"the handlers' store announces a delivery at succeeded, before the outputs are stored", faultsim.Config{WrapRecords: func(r faultsim.Records) faultsim.Records { return announcesEarly{r} }}, "all", faultsim.InvEvents},
+		{"event_send_fail: a refused event is marked sent when the sweep defers it", faultsim.Config{WrapRecords: func(r faultsim.Records) faultsim.Records { return deferMarks{r, false} }}, "all,event_send_fail=0.3", faultsim.InvEvents},
+		{"event_send_fail: a refused event is deferred hours", faultsim.Config{WrapRecords: func(r faultsim.Records) faultsim.Records { return deferMarks{r, true} }}, "all,event_send_fail=0.3", faultsim.InvEvents},
 		{"artifact_store_persistent: the store does not keep a record's parking", faultsim.Config{WrapStore: func(s store.Store) store.Store { return dropsParked{s} }}, "all,artifact_store_persistent=0.05", faultsim.InvLiveness},
 	}
 	for _, tc := range cases {

@@ -142,6 +142,7 @@ func (w *world) result() (*Result, error) {
 		}
 	}
 	w.checkLiveness(res, finals)
+	w.checkEvents(res, finals)
 
 	sort.SliceStable(w.violations, func(i, j int) bool { return w.violations[i].OperationID < w.violations[j].OperationID })
 	for i := range w.violations {

@@ -86,6 +86,7 @@ type world struct {
 	bolt   *bolt.Store // the store file, unless Config.Store is set
 	db     store.Store // the store itself, without the wrappers
 	rec    *recorder
+	events *eventSink
 	st     *faultStore
 	arts   *artifacts
 	local  *topology.Local
@@ -224,6 +225,7 @@ func newWorld(cfg Config) (w *world, err error) {
 	}
 	w.rec = &recorder{Store: under, w: w, last: map[string]State{}, prev: map[string]State{}, hist: map[string]*revisions{}, claimOf: map[string]string{}, settles: map[string][]time.Time{}, resumed: map[string]time.Time{}, audited: map[string][]int64{}, closedFirst: map[string]string{}, answered: map[string]string{}, claimed: map[string]bool{}, creates: map[string]int{}}
 	w.st = &faultStore{recorder: w.rec, w: w}
+	w.events = newEventSink(w)
 	d, err := localpack.New(filepath.Join(dir, "artifacts"))
 	if err != nil {
 		return nil, err
@@ -313,6 +315,7 @@ func (w *world) wireUp() error {
 			// measured with; the sweep's is topology.Stack's.
 			Config: config.Config{Concurrency: 1},
 			Store:  records, Genace: g, Artifacts: arts, Extender: ext, Sender: w.disp, Delays: delays, Clock: w.clk, Log: log.With("function", f.Name),
+			Events: w.events,
 			Tune: []stack.Option{
 				stack.Tune(func(c *submit.Config) {
 					c.Worker = "submit"

@@ -439,6 +439,17 @@ func (w *world) crashAfterClaim(ctx context.Context, saved operation.Record) {
 	w.crash(inv, CrashAfterClaim, saved.OperationID, fmt.Sprintf("%s worker dies after its claim, before the POST; message %s stays hidden %s", writerOf(ctx), shortID(inv.records[i].MessageId), w.vis[inv.queueURL]))
 }
 
+// SetEvent injects EventMarkLost into a mark of a sent event: the mark
+// is not written and the caller hears an error.
+func (s *faultStore) SetEvent(ctx context.Context, rec operation.Record) (operation.Record, error) {
+	s.w.alive(ctx)
+	if rec.Event != nil && rec.Event.Sent && s.w.inj.hit(EventMarkLost) {
+		s.w.tracef(rec.OperationID, "FAULT %s: marking event r%d sent fails", EventMarkLost, rec.Event.Revision)
+		return rec, errors.New("faultsim: marking the event sent failed")
+	}
+	return s.recorder.SetEvent(ctx, rec)
+}
+
 // PutReview injects CrashAfterWrite after a successful review write.
 func (s *faultStore) PutReview(ctx context.Context, r review.Record) (bool, error) {
 	s.w.alive(ctx)
@@ -707,6 +718,7 @@ func (r *recorder) observe(ctx context.Context, expected int64, saved operation.
 		}
 	}
 	r.mu.Unlock()
+	r.w.events.owe(saved)
 	var prev, prior *State
 	if had {
 		prev = &old
