@@ -16,6 +16,7 @@ import (
 
 	"github.com/genjobs/genjobs/client"
 	"github.com/genjobs/genjobs/internal/message"
+	"github.com/genjobs/genjobs/internal/operation"
 )
 
 // OpenAPI is the API's OpenAPI 3.1 document, served at GET
@@ -273,7 +274,7 @@ func jsonProblem(err error) *Error {
 		return bad(http.StatusBadRequest, client.CodeMalformedJSON, "", "empty or truncated body")
 	}
 	if name, ok := strings.CutPrefix(err.Error(), "json: unknown field "); ok {
-		if f, err := strconv.Unquote(name); err == nil && safeCode.MatchString(f) {
+		if f, err := strconv.Unquote(name); err == nil && f != "" && operation.SafeCategory(f, "") == f {
 			return bad(http.StatusBadRequest, client.CodeUnknownField, f, "not a field of this request")
 		}
 		return bad(http.StatusBadRequest, client.CodeUnknownField, "", "a field that is not one of this request's")

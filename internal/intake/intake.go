@@ -28,7 +28,6 @@ import (
 	"log/slog"
 	"maps"
 	"net/http"
-	"regexp"
 	"slices"
 	"strings"
 	"time"
@@ -477,7 +476,3 @@ func (s *Service) write(ctx context.Context, next operation.Record, expected int
 	}
 	return saved, nil
 }
-
-// safeCode is the shape of a category that may be shown: a short token,
-// never text that could echo a prompt or carry a URL.
-var safeCode = regexp.MustCompile(`^[A-Za-z0-9][A-Za-z0-9_.:-]{0,63}$`)

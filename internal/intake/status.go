@@ -39,13 +39,13 @@ func View(rec operation.Record) Status {
 		st.Remote = &Remote{JobID: rec.RemoteJobID}
 		if s := rec.Remote; s != nil {
 			st.Remote.State, st.Remote.Progress = client.RemoteState(s.State), s.Progress
-			st.Remote.ErrorCode = safe(s.ErrorCode, "")
+			st.Remote.ErrorCode = operation.SafeCategory(s.ErrorCode, "")
 			st.Remote.Credits = Credits{Reserved: s.Credits.Reserved, Charged: s.Credits.Charged, Refunded: s.Credits.Refunded, RefundState: client.RefundState(s.Credits.RefundState)}
 		}
 	}
 	if worker.NeedsReview(&rec) {
 		// The category, never the parked reason's text.
-		r := &OperatorReview{Reason: safe(rec.LastError, string(rec.Phase))}
+		r := &OperatorReview{Reason: cmp.Or(operation.SafeCategory(rec.LastError, string(rec.Phase)), string(rec.Phase))}
 		if rec.Parked != nil {
 			r.Since = rec.Parked.At
 		}
@@ -60,12 +60,4 @@ func View(rec operation.Record) Status {
 	}
 	slices.SortFunc(st.Outputs, func(a, b Output) int { return cmp.Compare(a.Index, b.Index) })
 	return st
-}
-
-// safe is code when it has a category's shape, else def.
-func safe(code, def string) string {
-	if safeCode.MatchString(code) {
-		return code
-	}
-	return def
 }

@@ -37,7 +37,7 @@ func Of(rec operation.Record) (Event, bool) {
 	}
 	d := client.EventDetail{
 		EventID: operation.EventID(rec.OperationID, ev.Revision), OperationID: rec.OperationID, Revision: ev.Revision,
-		Phase: client.Phase(rec.Phase), Settlement: client.Settlement(rec.Settlement), ErrorCategory: rec.LastError, UpdatedAt: rec.Timestamps.Updated.UTC(),
+		Phase: client.Phase(rec.Phase), Settlement: client.Settlement(rec.Settlement), ErrorCategory: operation.SafeCategory(rec.LastError, string(rec.Phase)), UpdatedAt: rec.Timestamps.Updated.UTC(),
 	}
 	if rec.Remote != nil {
 		d.RemoteState = client.RemoteState(rec.Remote.State)

@@ -184,3 +184,24 @@ func readLines(t *testing.T, path string) []string {
 	}
 	return out
 }
+
+// TestErrorCategoryIsACategory: an event's error_category is the record's
+// last error only when that has a category's shape; Genace's own error
+// code, kept there after a failed submission, may be any text (and echo
+// the prompt), so anything else goes out as the phase.
+func TestErrorCategoryIsACategory(t *testing.T) {
+	t.Parallel()
+	for _, tc := range []struct{ last, want string }{
+		{"artifact_copy_failed", "artifact_copy_failed"},
+		{"a fox in the snow, 4k", "failed"},
+		{"https://files.example/x?X-Amz-Signature=abc", "failed"},
+		{"", ""},
+	} {
+		rec := operation.Record{OperationID: "op-1", Revision: 2, Phase: operation.PhaseFailed, Settlement: operation.SettlementSettled, LastError: tc.last,
+			Event: &operation.EventState{Revision: 2, Type: operation.EventFailed, Settlement: operation.SettlementSettled}}
+		ev, ok := notify.Of(rec)
+		if !ok || ev.Detail.ErrorCategory != tc.want {
+			t.Errorf("last error %q: event category %q (%v), want %q", tc.last, ev.Detail.ErrorCategory, ok, tc.want)
+		}
+	}
+}

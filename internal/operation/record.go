@@ -2,6 +2,7 @@ package operation
 
 import (
 	"encoding/json"
+	"regexp"
 	"slices"
 	"time"
 )
@@ -276,4 +277,17 @@ func (r *Record) SweepDue() (time.Time, bool) {
 		return r.Schedule.Due, true
 	}
 	return time.Time{}, false
+}
+
+// categoryShape is the shape of a category that may be shown outside: a
+// short token, never text that could echo a prompt or carry a URL.
+var categoryShape = regexp.MustCompile(`^[A-Za-z0-9][A-Za-z0-9_.:-]{0,63}$`)
+
+// SafeCategory is code when it has a category's shape (or is empty), else
+// def: what a status view or an event may say of an error.
+func SafeCategory(code, def string) string {
+	if code == "" || categoryShape.MatchString(code) {
+		return code
+	}
+	return def
 }
