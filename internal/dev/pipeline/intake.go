@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"net"
 	"net/http"
+	"strconv"
 	"strings"
 	"sync"
 	"time"
@@ -76,6 +77,17 @@ func localIdentity(r *http.Request) (string, error) {
 	return "local:" + key, nil
 }
 
+// loopbackHost reports whether a request's Host names the listener on
+// port by one of this machine's loopback names.
+func loopbackHost(host string, port int) bool {
+	h, p, err := net.SplitHostPort(host)
+	if err != nil || p != strconv.Itoa(port) {
+		return false
+	}
+	ip := net.ParseIP(h)
+	return h == "localhost" || ip != nil && ip.IsLoopback()
+}
+
 // CheckLoopback refuses a listen address off this machine: the local
 // API identifies callers without verifying signatures.
 func CheckLoopback(addr string) error {
@@ -112,7 +124,15 @@ func (s *localRun) startAPI(sender worker.Sender) error {
 		return fmt.Errorf("local: intake API: %w", err)
 	}
 	a.url = "http://" + ln.Addr().String()
+	port := ln.Addr().(*net.TCPAddr).Port
 	identified := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if !loopbackHost(r.Host, port) {
+			// A page in a browser can reach loopback under a name that
+			// resolves there (DNS rebinding); only this machine's own
+			// names for the listener are served.
+			http.Error(w, "genjobs local: the API answers only requests to 127.0.0.1, [::1] or localhost", http.StatusMisdirectedRequest)
+			return
+		}
 		caller, err := localIdentity(r)
 		if err == nil {
 			r = r.WithContext(intake.WithCaller(r.Context(), caller))
