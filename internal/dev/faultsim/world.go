@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"maps"
 	"math/rand/v2"
 	"os"
 	"path/filepath"
@@ -457,6 +458,24 @@ func (w *world) armSweep() {
 // operation still unsettled then is reported, not waited for.
 const maxVirtual = 48 * time.Hour
 
+// handbackHorizon is when the last operator hand-back's liveness bound
+// (checkLiveness's, plus one sweep) runs out.
+func (w *world) handbackHorizon() time.Time {
+	timing := DeployedLiveness(w.delays)
+	w.rec.mu.Lock()
+	resumed := maps.Clone(w.rec.resumed)
+	w.rec.mu.Unlock()
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	var at time.Time
+	for id, r := range resumed {
+		if end := r.Add(timing.Bound(w.stops[id]-w.failStops[id]) + sweepEvery); end.After(at) {
+			at = end
+		}
+	}
+	return at
+}
+
 // drive runs the system until the queues are drained, nothing is planned
 // and the sweep finds nothing to re-arm, or the virtual time limit.
 func (w *world) drive(ctx context.Context) error {
@@ -492,7 +511,14 @@ func (w *world) drive(ctx context.Context) error {
 			return nil
 		}
 		if next.After(limit) {
-			return nil // the checks report what is still unsettled
+			// An operator's late hand-back restarts that operation's
+			// bound: the run gives it the whole bound before the checks
+			// judge it, rather than ending it mid-way.
+			if ext := w.handbackHorizon(); ext.After(limit) {
+				limit = ext
+			} else {
+				return nil // the checks report what is still unsettled
+			}
 		}
 		w.clk.Set(next)
 		sameInstant = 0
