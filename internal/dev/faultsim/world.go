@@ -458,12 +458,17 @@ func (w *world) armSweep() {
 // operation still unsettled then is reported, not waited for.
 const maxVirtual = 48 * time.Hour
 
-// handbackHorizon is when the last operator hand-back's liveness bound
-// (checkLiveness's, plus one sweep) runs out.
+// handbackHorizon is when the liveness bound (checkLiveness's, plus one
+// sweep) of the last hand-back to an operation still unsettled runs out.
 func (w *world) handbackHorizon() time.Time {
 	timing := DeployedLiveness(w.delays)
 	w.rec.mu.Lock()
 	resumed := maps.Clone(w.rec.resumed)
+	for id := range resumed {
+		if len(w.rec.settles[id])%2 == 1 {
+			delete(resumed, id) // settled: nothing to wait for
+		}
+	}
 	w.rec.mu.Unlock()
 	w.mu.Lock()
 	defer w.mu.Unlock()
@@ -480,6 +485,7 @@ func (w *world) handbackHorizon() time.Time {
 // and the sweep finds nothing to re-arm, or the virtual time limit.
 func (w *world) drive(ctx context.Context) error {
 	limit := w.lastCreated.Add(maxVirtual)
+	extended := false // once: a hand-back during the extension waits no longer
 	stop := w.watchdog()
 	defer stop()
 	lastProgress := time.Now()
@@ -514,8 +520,8 @@ func (w *world) drive(ctx context.Context) error {
 			// An operator's late hand-back restarts that operation's
 			// bound: the run gives it the whole bound before the checks
 			// judge it, rather than ending it mid-way.
-			if ext := w.handbackHorizon(); ext.After(limit) {
-				limit = ext
+			if ext := w.handbackHorizon(); ext.After(limit) && !extended {
+				limit, extended = ext, true
 			} else {
 				return nil // the checks report what is still unsettled
 			}
