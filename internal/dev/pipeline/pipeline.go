@@ -260,7 +260,7 @@ func Run(ctx context.Context, cfg Config) (*Report, error) {
 	if err != nil {
 		return nil, err
 	}
-	if interrupted && cfg.Serve && s.allSettled(context.Background()) {
+	if _, _, all := s.current(context.Background()); interrupted && cfg.Serve && all {
 		// Ctrl-C is how a serving run ends: with nothing left running,
 		// it is no interruption.
 		interrupted = false
@@ -482,14 +482,8 @@ func (s *localRun) wait(ctx context.Context) (bool, error) {
 	reconciled := map[string]bool{}
 	lastProgress, lastSweep := time.Time{}, time.Now()
 	for {
-		ids := slices.DeleteFunc(s.operationIDs(), s.api.refusedID)
-		recs := s.records(ctx, ids)
-		all := len(recs) == len(ids) && !s.cfg.Serve
-		for _, id := range ids {
-			if rec, ok := recs[id]; !ok || !settled(&rec) {
-				all = false
-			}
-		}
+		ids, recs, all := s.current(ctx)
+		all = all && !s.cfg.Serve
 		for _, it := range s.cfg.Workload {
 			rec, ok := recs[it.OperationID]
 			if ok && it.Scenario == workload.ScenarioReconcileFail && s.cfg.Sim != nil && rec.RemoteJobID != "" && !reconciled[it.OperationID] {
@@ -527,16 +521,18 @@ func (s *localRun) wait(ctx context.Context) (bool, error) {
 	}
 }
 
-// allSettled reports whether every operation of the run is settled.
-func (s *localRun) allSettled(ctx context.Context) bool {
+// current reads the run's operations (those the API did not refuse):
+// their ids, the records found, and whether every one is settled.
+func (s *localRun) current(ctx context.Context) ([]string, map[string]operation.Record, bool) {
 	ids := slices.DeleteFunc(s.operationIDs(), s.api.refusedID)
 	recs := s.records(ctx, ids)
+	all := len(recs) == len(ids)
 	for _, r := range recs {
 		if !settled(&r) {
-			return false
+			all = false
 		}
 	}
-	return len(recs) == len(ids)
+	return ids, recs, all
 }
 
 func (s *localRun) records(ctx context.Context, ids []string) map[string]operation.Record {
