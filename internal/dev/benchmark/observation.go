@@ -1,0 +1,146 @@
+package benchmark
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"math"
+	"math/rand/v2"
+	"slices"
+	"time"
+
+	"github.com/genjobs/genjobs/internal/dev/topology"
+)
+
+// The observation benchmark runs the real submit, observe and deliver
+// handlers through the embedded event source mappings and queue
+// (RunPipeline with Virtual), on the virtual clock of a testing/synctest
+// bubble: every long poll, lease, delay and invocation deadline runs as
+// deployed, and only the latencies of Latency stand in for AWS and
+// Genace. Its scenarios must each run in a bubble of their own
+// (observation_test.go), since synctest is only for tests.
+
+// ObservationScenario is one run of the observation benchmark.
+type ObservationScenario struct {
+	// Name says what the scenario is for in the report.
+	Name string
+	// Renders are the render lengths, created Spacing apart.
+	Renders []time.Duration
+	Spacing time.Duration
+	Latency Latency
+	Seed    uint64
+}
+
+// Observed is what one scenario measured.
+type Observed struct {
+	Scenario ObservationScenario
+	Result   *PipelineResult
+	// Wall is the scenario's wall-clock time.
+	Wall time.Duration
+}
+
+// RunObservation runs s; call it inside a synctest bubble.
+func RunObservation(ctx context.Context, s ObservationScenario) (*Observed, error) {
+	lat := s.Latency
+	var horizon time.Duration
+	for _, r := range s.Renders {
+		horizon = max(horizon, r)
+	}
+	horizon += time.Duration(len(s.Renders))*s.Spacing + time.Hour
+	res, err := RunPipeline(ctx, PipelineConfig{Renders: s.Renders, Spacing: s.Spacing, Virtual: &lat, Seed: s.Seed,
+		Timeout: horizon, KeepProcs: true})
+	if err != nil {
+		return nil, fmt.Errorf("observation %s: %w", s.Name, err)
+	}
+	return &Observed{Scenario: s, Result: res}, nil
+}
+
+// GETsPerRender is the mean GETs per render and the mean of the floor
+// (FloorGETs plus delivery's read) over the same renders.
+func (o *Observed) GETsPerRender() (gets, floor float64) {
+	for _, r := range o.Result.Renders {
+		gets += float64(r.GETs)
+		floor += FloorGETs(r.Length, r.Queued) + 1
+	}
+	n := float64(max(len(o.Result.Renders), 1))
+	return gets / n, floor / n
+}
+
+// Detection is the q-quantile (nearest rank) of the renders' detection.
+func (o *Observed) Detection(q float64) time.Duration {
+	ds := make([]time.Duration, 0, len(o.Result.Renders))
+	for _, r := range o.Result.Renders {
+		ds = append(ds, r.Detection)
+	}
+	return quantile(ds, q)
+}
+
+func quantile(ds []time.Duration, q float64) time.Duration {
+	if len(ds) == 0 {
+		return 0
+	}
+	ds = slices.Clone(ds)
+	slices.Sort(ds)
+	i := int(math.Ceil(q*float64(len(ds)))) - 1
+	return ds[min(max(i, 0), len(ds)-1)]
+}
+
+// ObserveGBSecondsPerRender is the observe function's billed compute per
+// render.
+func (o *Observed) ObserveGBSecondsPerRender() float64 {
+	return o.Result.Invocations[topology.Observe].GBSeconds() / float64(max(len(o.Result.Renders), 1))
+}
+
+// StandardRenders are n log-normal render times, median 60 s and 5 %
+// over 10 minutes (mean ≈ 160 s), the same for a seed: the renders the
+// scale runs and the load scenarios use.
+func StandardRenders(n int, seed uint64) []time.Duration {
+	rng := rand.New(rand.NewPCG(seed, 0x6a0b5e))
+	out := make([]time.Duration, n)
+	for i := range out {
+		out[i] = time.Duration(float64(time.Minute) * math.Exp(standardRenderSigma*rng.NormFloat64()))
+	}
+	return out
+}
+
+// standardRenderSigma puts 5 % of renders over ten times the median:
+// ln(10) over the standard normal's 95th percentile.
+var standardRenderSigma = math.Log(10) / 1.6448536269514722
+
+// standardMean is the mean of StandardRenders: median·e^(σ²/2).
+var standardMean = time.Duration(float64(time.Minute) * math.Exp(standardRenderSigma*standardRenderSigma/2))
+
+// LengthScenario is count renders of exactly length, created over a
+// minute.
+func LengthScenario(length time.Duration, count int) ObservationScenario {
+	rs := make([]time.Duration, count)
+	for i := range rs {
+		rs[i] = length
+	}
+	return ObservationScenario{Name: "renders of " + length.String(), Renders: rs, Spacing: time.Minute / time.Duration(count), Latency: DefaultLatency, Seed: 1}
+}
+
+// LoadScenario keeps about inFlight standard renders in flight: they are
+// created at inFlight per mean render time (Little's law) for rounds mean
+// render times.
+func LoadScenario(inFlight int, rounds int) ObservationScenario {
+	n := inFlight * rounds
+	return ObservationScenario{Name: fmt.Sprintf("%d in flight", inFlight), Renders: StandardRenders(n, 1),
+		Spacing: standardMean / time.Duration(inFlight), Latency: DefaultLatency, Seed: 1}
+}
+
+// WriteObservation writes the scenarios' figures as a Markdown report.
+func WriteObservation(w io.Writer, obs []*Observed) error {
+	p := func(format string, args ...any) { fmt.Fprintf(w, format, args...) }
+	p("| scenario | renders | GETs per render (floor) | detection p50 / p99 / p99.9 / max | observe invocations, records per invocation | observe GB-s per render | peak observe concurrency | wall |\n|---|---|---|---|---|---|---|---|\n")
+	for _, o := range obs {
+		gets, floor := o.GETsPerRender()
+		inv := o.Result.Invocations[topology.Observe]
+		p("| %s | %d | %.2f (%.2f, %.3f×) | %s / %s / %s / %s | %d, %.1f (largest %d) | %.3f | %d | %s |\n",
+			o.Scenario.Name, len(o.Result.Renders), gets, floor, gets/floor,
+			fmtMS(o.Detection(0.5)), fmtMS(o.Detection(0.99)), fmtMS(o.Detection(0.999)), fmtMS(o.Detection(1)),
+			inv.Count, float64(inv.Records)/float64(max(inv.Count, 1)), inv.PeakRecords,
+			o.ObserveGBSecondsPerRender(), inv.PeakConcurrent, o.Wall.Round(time.Millisecond))
+	}
+	return nil
+}
