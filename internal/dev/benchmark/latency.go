@@ -91,6 +91,33 @@ type inProcess struct {
 	h   http.Handler
 	lat Latency
 	d   *draws
+	c   *genaceLoad
+}
+
+// genaceLoad is what Genace saw of a run: requests per clock second at
+// their peak, and the ones it refused for its rate limit.
+type genaceLoad struct {
+	mu                   sync.Mutex
+	second               int64
+	inSecond, peak, r429 int
+}
+
+func (g *genaceLoad) arrived(now time.Time) {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	if s := now.Unix(); s != g.second {
+		g.second, g.inSecond = s, 0
+	}
+	g.inSecond++
+	g.peak = max(g.peak, g.inSecond)
+}
+
+func (g *genaceLoad) answered(status int) {
+	if status == http.StatusTooManyRequests {
+		g.mu.Lock()
+		g.r429++
+		g.mu.Unlock()
+	}
 }
 
 func (t inProcess) RoundTrip(r *http.Request) (*http.Response, error) {
@@ -100,7 +127,9 @@ func (t inProcess) RoundTrip(r *http.Request) (*http.Response, error) {
 	}
 	rec := httptest.NewRecorder()
 	sent := time.Now()
+	t.c.arrived(sent)
 	t.h.ServeHTTP(rec, r)
+	t.c.answered(rec.Code)
 	if wait, err := strconv.Atoi(r.URL.Query().Get("wait")); err == nil && wait > 0 && time.Since(sent) < time.Duration(wait)*time.Second {
 		// Answered before its window ran out: the job changed.
 		half += t.d.draw(t.lat.Wake)

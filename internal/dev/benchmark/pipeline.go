@@ -72,6 +72,9 @@ type PipelineConfig struct {
 	Virtual *Latency
 	// Seed seeds Virtual's draws.
 	Seed uint64
+	// GenaceRateLimit is Genace's limit on requests per second (0: none),
+	// beyond which it answers 429.
+	GenaceRateLimit int
 }
 
 // FunctionStats are one function's totals in a pipeline run.
@@ -105,6 +108,10 @@ type PipelineResult struct {
 	// Renders are each render's length, GETs and detection, in creation
 	// order.
 	Renders []RenderResult
+	// GenacePeakPerSecond is the most requests Genace got in one second
+	// of the clock, Genace429 those it refused for its rate limit (a
+	// virtual run's).
+	GenacePeakPerSecond, Genace429 int
 }
 
 // Invocations are one function's invocations, timed on the run's clock
@@ -243,11 +250,12 @@ func RunPipeline(ctx context.Context, cfg PipelineConfig) (*PipelineResult, erro
 		models[renderModel(i)] = genacesim.ModelConfig{Price: 1, QueueFor: q, RunFor: t - q, OutputCount: 1}
 	}
 	sim := genacesim.New(genacesim.Config{
-		APIKey: "bench", Seed: 1, Models: models,
+		APIKey: "bench", Seed: 1, Models: models, RateLimitPerSecond: cfg.GenaceRateLimit,
 		// A price: the zero model means the simulator's defaults.
 		DefaultModel: genacesim.ModelConfig{Price: 1, QueueFor: cfg.QueueFor, RunFor: cfg.RunFor, OutputCount: 1},
 	}, clk)
-	g, stopGenace, err := benchGenace(sim, cfg)
+	load := &genaceLoad{}
+	g, stopGenace, err := benchGenace(sim, cfg, load)
 	if err != nil {
 		return nil, err
 	}
@@ -392,6 +400,7 @@ func RunPipeline(ctx context.Context, cfg PipelineConfig) (*PipelineResult, erro
 	}
 	res.DeadLettered = local.DeadLetterDepth()
 	res.Invocations = invs
+	res.GenacePeakPerSecond, res.Genace429 = load.peak, load.r429
 	for _, j := range sim.Jobs() {
 		m, ok := models[j.Model]
 		if !ok {
@@ -419,9 +428,9 @@ const virtualIdle = 100 * time.Millisecond
 
 // benchGenace is the Genace the run's handlers call: the simulator on
 // loopback, or in this process for a virtual run.
-func benchGenace(sim *genacesim.Simulator, cfg PipelineConfig) (*genace.Client, func(), error) {
+func benchGenace(sim *genacesim.Simulator, cfg PipelineConfig, load *genaceLoad) (*genace.Client, func(), error) {
 	if cfg.Virtual != nil {
-		g, err := genace.New("http://genace.invalid", "bench", &http.Client{Transport: inProcess{h: sim, lat: *cfg.Virtual, d: newDraws(cfg.Seed + 1)}})
+		g, err := genace.New("http://genace.invalid", "bench", &http.Client{Transport: inProcess{h: sim, lat: *cfg.Virtual, d: newDraws(cfg.Seed + 1), c: load}})
 		return g, func() {}, err
 	}
 	base, stopSim, err := sim.Start("127.0.0.1:0")
