@@ -29,8 +29,13 @@ type Budgets struct {
 	Accounting time.Duration
 }
 
-// DefaultBudgets suit renders of seconds to tens of minutes.
-var DefaultBudgets = Budgets{MaxObservations: 200, Polling: 6 * time.Hour, Accounting: 24 * time.Hour}
+// DefaultBudgets suit renders of seconds to hours: an active job is
+// long-polled for up to 6 hours (schedule.DefaultPolicies), one
+// observation per 30 s window and about 3 % more for the polls sent
+// before a window runs out (observe's Overlap), so MaxObservations leaves
+// room for 6 hours of them; past either budget the job is parked for
+// review (PhaseStalled), never observed ever more slowly.
+var DefaultBudgets = Budgets{MaxObservations: 800, Polling: 6 * time.Hour, Accounting: 24 * time.Hour}
 
 // Observe applies a remote snapshot to the record and says what follows.
 // It is the pure core of the observe function.

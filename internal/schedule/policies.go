@@ -9,6 +9,8 @@ import (
 	"sort"
 	"strings"
 	"time"
+
+	"github.com/genjobs/genjobs/internal/operation"
 )
 
 // Policies holds the observation policy per Genace model, because models
@@ -35,19 +37,22 @@ func (ps Policies) For(model string) Policy {
 }
 
 // DefaultPolicies are the values used where the configuration says
-// nothing: watch a job closely for its first hour with long polls of
-// Genace's whole 30 s window, chained back to back by the observe handler
-// (fewer GETs per render: each poll that ends without a change is one),
-// then back off from 30 s, doubling up to 30 min,
-// ±20%. An hour, not less: with renders of median 60 s and 5 % over 10
-// minutes, a 15-minute window left ~3 % of renders to backoff and put the
-// detection latency p99 at minutes (bench/results.md); an hour costs ~9 %
-// more GETs and keeps p99 at the long poll's answer.
+// nothing: long polls of Genace's whole 30 s window, chained back to back
+// by the observe handler (one outstanding at every moment: a render is
+// seen within a round trip of its change, however long it runs), for as
+// long as the polling budget lets an active job run
+// (operation.DefaultBudgets.Polling); a job still active then is parked
+// for review. Backing off instead, as the defaults did after an hour,
+// saved GETs only by seeing long renders late: a 2-hour render was
+// detected up to 28 minutes after it finished (docs/benchmarks.md). The
+// backoff (from 30 s, doubling up to 30 min, ±20 %) applies to a model
+// whose policy sets a shorter Immediate, and a failed job's refund is
+// re-read on Accounting's backoff.
 func DefaultPolicies() Policies {
 	return Policies{
 		Default: Policy{
 			LongPoll:   MaxLongPoll,
-			Immediate:  time.Hour,
+			Immediate:  operation.DefaultBudgets.Polling,
 			Base:       30 * time.Second,
 			Cap:        30 * time.Minute,
 			Multiplier: 2,

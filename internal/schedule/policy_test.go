@@ -6,6 +6,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/genjobs/genjobs/internal/operation"
 	"github.com/genjobs/genjobs/internal/schedule"
 )
 
@@ -195,8 +196,13 @@ func TestDefaultPolicies(t *testing.T) {
 		t.Fatal(err)
 	}
 	want := testPolicy()
-	want.Immediate = time.Hour           // the default watches a render closely for its first hour
-	want.LongPoll = schedule.MaxLongPoll // Genace's whole window, chained back to back
+	// Genace's whole window, chained back to back for the whole polling
+	// budget: a long render is seen as soon as a short one.
+	want.Immediate = operation.DefaultBudgets.Polling
+	want.LongPoll = schedule.MaxLongPoll
+	if b := operation.DefaultBudgets; float64(b.MaxObservations) < 1.05*float64(b.Polling/want.LongPoll) {
+		t.Errorf("MaxObservations %d would park a job long-polled within its %v budget", b.MaxObservations, b.Polling)
+	}
 	if ps.Default != want {
 		t.Errorf("Default = %+v, want %+v", ps.Default, want)
 	}

@@ -2,8 +2,10 @@ package benchmark
 
 import (
 	"context"
+
 	"errors"
 	"fmt"
+	"github.com/aws/aws-lambda-go/events"
 	"io"
 	"log/slog"
 	"net/http"
@@ -16,6 +18,7 @@ import (
 
 	"github.com/genjobs/genjobs/internal/clock"
 	"github.com/genjobs/genjobs/internal/config"
+	"github.com/genjobs/genjobs/internal/dev/eventsource"
 	"github.com/genjobs/genjobs/internal/dev/genacesim"
 	"github.com/genjobs/genjobs/internal/dev/localpack"
 	"github.com/genjobs/genjobs/internal/dev/pipeline"
@@ -57,6 +60,21 @@ type PipelineConfig struct {
 	// KeepProcs leaves GOMAXPROCS as it is instead of raising it as
 	// genjobs local does (pipeline.RaiseProcs).
 	KeepProcs bool
+	// Renders, when set, gives each render its own length (queued
+	// min(2 s, length), then running), instead of QueueFor and RunFor; its
+	// length is also Operations.
+	Renders []time.Duration
+	// Virtual runs Genace in this process with these latencies added, and
+	// every invocation Pickup and Start after its receive. The caller must
+	// run RunPipeline inside a testing/synctest bubble: its clock is
+	// virtual, so a two-hour render takes seconds, and nothing waits on a
+	// socket (which would hold the bubble's time still).
+	Virtual *Latency
+	// Seed seeds Virtual's draws.
+	Seed uint64
+	// GenaceRateLimit is Genace's limit on requests per second (0: none),
+	// beyond which it answers 429.
+	GenaceRateLimit int
 }
 
 // FunctionStats are one function's totals in a pipeline run.
@@ -85,6 +103,68 @@ type PipelineResult struct {
 	GenaceGETs, GenacePOSTs int
 	// DeadLettered counts messages in the dead-letter queues at the end.
 	DeadLettered int
+	// Invocations are each function's invocations as Lambda bills them.
+	Invocations map[string]*Invocations
+	// Renders are each render's length, GETs and detection, in creation
+	// order.
+	Renders []RenderResult
+	// GenacePeakPerSecond is the most requests Genace got in one second
+	// of the clock, Genace429 those it refused for its rate limit (a
+	// virtual run's).
+	GenacePeakPerSecond, Genace429 int
+}
+
+// Invocations are one function's invocations, timed on the run's clock
+// from the handler's start to its return.
+type Invocations struct {
+	// Count and Records: invocations and the batch records they got.
+	Count, Records int64
+	// Busy is their summed duration.
+	Busy time.Duration
+	// PeakConcurrent is the most running at once, PeakRecords the largest
+	// batch, PeakPayload the largest event in bytes.
+	PeakConcurrent, PeakRecords, PeakPayload int64
+	// MemoryMB is the function's MemorySize in template.yaml.
+	MemoryMB int
+
+	mu      sync.Mutex
+	running int64
+}
+
+// GBSeconds is the invocations' billed compute: duration × memory.
+func (i *Invocations) GBSeconds() float64 {
+	return i.Busy.Seconds() * float64(i.MemoryMB) / 1024
+}
+
+func (i *Invocations) begin(records, payload int) {
+	i.mu.Lock()
+	defer i.mu.Unlock()
+	i.Count++
+	i.Records += int64(records)
+	i.running++
+	i.PeakConcurrent = max(i.PeakConcurrent, i.running)
+	i.PeakRecords = max(i.PeakRecords, int64(records))
+	i.PeakPayload = max(i.PeakPayload, int64(payload))
+}
+
+func (i *Invocations) end(d time.Duration) {
+	i.mu.Lock()
+	defer i.mu.Unlock()
+	i.running--
+	i.Busy += d
+}
+
+// RenderResult is one render of a run.
+type RenderResult struct {
+	// Length is the render's time at Genace, queued and running; Queued
+	// its queued part.
+	Length, Queued time.Duration
+	// GETs are the job reads Genace answered for it (delivery's read
+	// included).
+	GETs int
+	// Detection is from the job's success at Genace to the observe write
+	// that recorded it landing.
+	Detection time.Duration
 }
 
 // Actions is the number of handler actions of every function.
@@ -133,6 +213,9 @@ const (
 
 // RunPipeline runs cfg's renders through the pipeline and counts.
 func RunPipeline(ctx context.Context, cfg PipelineConfig) (*PipelineResult, error) {
+	if len(cfg.Renders) > 0 {
+		cfg.Operations = len(cfg.Renders)
+	}
 	if cfg.Operations <= 0 {
 		return nil, errors.New("pipeline: no operations")
 	}
@@ -161,23 +244,22 @@ func RunPipeline(ctx context.Context, cfg PipelineConfig) (*PipelineResult, erro
 		return nil, err
 	}
 	defer st.Close()
+	models := map[string]genacesim.ModelConfig{}
+	for i, t := range cfg.Renders {
+		q := min(renderQueued, t)
+		models[renderModel(i)] = genacesim.ModelConfig{Price: 1, QueueFor: q, RunFor: t - q, OutputCount: 1}
+	}
 	sim := genacesim.New(genacesim.Config{
-		APIKey: "bench", Seed: 1,
+		APIKey: "bench", Seed: 1, Models: models, RateLimitPerSecond: cfg.GenaceRateLimit,
 		// A price: the zero model means the simulator's defaults.
 		DefaultModel: genacesim.ModelConfig{Price: 1, QueueFor: cfg.QueueFor, RunFor: cfg.RunFor, OutputCount: 1},
 	}, clk)
-	base, stopSim, err := sim.Start("127.0.0.1:0")
+	load := &genaceLoad{}
+	g, stopGenace, err := benchGenace(sim, cfg, load)
 	if err != nil {
 		return nil, err
 	}
-	defer stopSim()
-	transport := http.DefaultTransport.(*http.Transport).Clone()
-	transport.MaxIdleConnsPerHost = 64
-	g, err := genace.New(base, "bench", &http.Client{Transport: transport})
-	if err != nil {
-		return nil, err
-	}
-	defer transport.CloseIdleConnections()
+	defer stopGenace()
 
 	local, err := topology.Stack.Local(topology.LocalConfig{Clock: clk})
 	if err != nil {
@@ -189,7 +271,11 @@ func RunPipeline(ctx context.Context, cfg PipelineConfig) (*PipelineResult, erro
 	cache := &sync.Map{}
 	var delivered, lastDelivery atomic.Int64
 	done := make(chan struct{})
+	var succeeded sync.Map // operation id → when its success was written
 	onWritten := func(rec operation.Record) {
+		if rec.Phase == operation.PhaseSucceeded {
+			succeeded.LoadOrStore(rec.OperationID, clk.Now())
+		}
 		if rec.Phase == operation.PhaseDelivered {
 			lastDelivery.Store(time.Now().UnixNano())
 			if delivered.Add(1) == int64(cfg.Operations) { // true once
@@ -226,10 +312,21 @@ func RunPipeline(ctx context.Context, cfg PipelineConfig) (*PipelineResult, erro
 	if err != nil {
 		return nil, err
 	}
+	invs := map[string]*Invocations{}
+	for _, f := range local.Topology.Functions {
+		invs[f.Name] = &Invocations{MemoryMB: f.MemoryMB}
+	}
+	var d *draws
+	if cfg.Virtual != nil {
+		d = newDraws(cfg.Seed)
+	}
 	local.Consume(topology.ConsumeConfig{
 		Handlers:          topology.Batches(hs),
 		Workers:           func(_ topology.Function, m topology.Mapping) int { return m.MaxConcurrency * max(cfg.WorkerScale, 1) },
 		NoBatchingWindows: true,
+		Wrap: func(fn string, _ *eventsource.Mapping, h eventsource.Handler) eventsource.Handler {
+			return timed(invs[fn], cfg.Virtual, d, h)
+		},
 	})
 
 	// The application's records (not timed), then its dispatches.
@@ -237,9 +334,13 @@ func RunPipeline(ctx context.Context, cfg PipelineConfig) (*PipelineResult, erro
 	envs := make([][]byte, cfg.Operations)
 	for i := range cfg.Operations {
 		now := clk.Now()
+		model := "bench-model"
+		if len(cfg.Renders) > 0 {
+			model = renderModel(i)
+		}
 		rec, err := appStore.Create(ctx, operation.Record{
 			OperationID: fmt.Sprintf("bench-%06d", i), SpecRevision: 1, Phase: operation.PhasePrepared, UserID: "bench-user",
-			Model: "bench-model", Input: []byte(`{"prompt_ref":"bench"}`), Authorized: true, AuthorizedSpecRevision: 1,
+			Model: model, Input: []byte(`{"prompt_ref":"bench"}`), Authorized: true, AuthorizedSpecRevision: 1,
 			BudgetCredits: 100, Timestamps: operation.Timestamps{Created: now, Updated: now},
 		})
 		if err != nil {
@@ -255,7 +356,11 @@ func RunPipeline(ctx context.Context, cfg PipelineConfig) (*PipelineResult, erro
 	defer cancel()
 	pollCtx, stopPolling := context.WithCancel(context.Background())
 	var wg sync.WaitGroup
-	wg.Go(func() { _ = local.Run(pollCtx, pipelineIdle) })
+	idle := pipelineIdle
+	if cfg.Virtual != nil {
+		idle = virtualIdle
+	}
+	wg.Go(func() { _ = local.Run(pollCtx, idle) })
 	cpu0 := cpuTime()
 	start := time.Now()
 	sender := countingSender{next: local.Broker, c: app}
@@ -294,7 +399,70 @@ func RunPipeline(ctx context.Context, cfg PipelineConfig) (*PipelineResult, erro
 		res.Functions[fn] = FunctionStats{Actions: s.Records, Batches: s.Invocations, Requests: req}
 	}
 	res.DeadLettered = local.DeadLetterDepth()
+	res.Invocations = invs
+	res.GenacePeakPerSecond, res.Genace429 = load.peak, load.r429
+	for _, j := range sim.Jobs() {
+		m, ok := models[j.Model]
+		if !ok {
+			continue
+		}
+		r := RenderResult{Length: m.QueueFor + m.RunFor, Queued: m.QueueFor, GETs: sim.GetCount(j.ID)}
+		if at, ok := succeeded.Load(j.OperationID); ok {
+			r.Detection = at.(time.Time).Sub(j.CreatedAt.Add(r.Length))
+		}
+		res.Renders = append(res.Renders, r)
+	}
 	return res, nil
+}
+
+// renderQueued is how long a render of PipelineConfig.Renders stays
+// queued at most (the simulator's default).
+const renderQueued = 2 * time.Second
+
+func renderModel(i int) string { return fmt.Sprintf("render-%06d", i) }
+
+// virtualIdle is a virtual run's wait after an empty receive: on the
+// bubble's clock every poller's wake costs CPU, and Latency.Pickup adds
+// the receive's own delay.
+const virtualIdle = 100 * time.Millisecond
+
+// benchGenace is the Genace the run's handlers call: the simulator on
+// loopback, or in this process for a virtual run.
+func benchGenace(sim *genacesim.Simulator, cfg PipelineConfig, load *genaceLoad) (*genace.Client, func(), error) {
+	if cfg.Virtual != nil {
+		g, err := genace.New("http://genace.invalid", "bench", &http.Client{Transport: inProcess{h: sim, lat: *cfg.Virtual, d: newDraws(cfg.Seed + 1), c: load}})
+		return g, func() {}, err
+	}
+	base, stopSim, err := sim.Start("127.0.0.1:0")
+	if err != nil {
+		return nil, nil, err
+	}
+	transport := http.DefaultTransport.(*http.Transport).Clone()
+	transport.MaxIdleConnsPerHost = 64
+	g, err := genace.New(base, "bench", &http.Client{Transport: transport})
+	if err != nil {
+		stopSim()
+		return nil, nil, err
+	}
+	return g, func() { transport.CloseIdleConnections(); stopSim() }, nil
+}
+
+// timed counts and times h's invocations into inv and, for a virtual
+// run, waits lat's pickup and start before each.
+func timed(inv *Invocations, lat *Latency, d *draws, h eventsource.Handler) eventsource.Handler {
+	return func(ctx context.Context, ev events.SQSEvent) (events.SQSEventResponse, error) {
+		if lat != nil {
+			time.Sleep(d.draw(lat.Pickup) + d.draw(lat.Start))
+		}
+		payload := 0
+		for _, r := range ev.Records {
+			payload += len(r.Body) + len(r.MessageId) + len(r.ReceiptHandle) + 200 // attributes
+		}
+		inv.begin(len(ev.Records), payload)
+		start := time.Now()
+		defer func() { inv.end(time.Since(start)) }()
+		return h(ctx, ev)
+	}
 }
 
 // cpuTime is the process's user+system CPU time so far. (The package is

@@ -82,6 +82,9 @@ func (t Topology) Check(tmpl *samlocal.Template) []error {
 		if tf.Timeout != f.Timeout {
 			bad("function %s: Timeout %v in the template, %v in the topology", f.ID, tf.Timeout, f.Timeout)
 		}
+		if tf.MemoryMB != f.MemoryMB {
+			bad("function %s: MemorySize %d in the template, %d in the topology", f.ID, tf.MemoryMB, f.MemoryMB)
+		}
 		var schedules []string
 		mappings := map[string]Mapping{}
 		for _, e := range tf.Events {

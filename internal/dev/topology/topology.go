@@ -74,8 +74,9 @@ type Function struct {
 	ID string
 	// Name is its folder under functions/.
 	Name string
-	// Timeout is the function's timeout.
-	Timeout time.Duration
+	// Timeout is the function's timeout, MemoryMB its MemorySize.
+	Timeout  time.Duration
+	MemoryMB int
 	// Mappings are its SQS event sources, in the template's order.
 	Mappings []Mapping
 	// Schedule is its Schedule event's expression ("" for none).
@@ -115,21 +116,21 @@ var Stack = withEnv(Topology{
 		{ID: "DeliverDLQ", Name: "genjobs-deliver-dlq", Visibility: 3 * time.Minute, Retention: dlqRetention},
 	},
 	Functions: []Function{
-		{ID: "SubmitFunction", Name: Submit, Timeout: time.Minute,
+		{ID: "SubmitFunction", Name: Submit, Timeout: time.Minute, MemoryMB: 128,
 			Mappings: []Mapping{{Queue: "DispatchQueue", BatchSize: 10, BatchingWindow: time.Second, MaxConcurrency: 5}}},
-		{ID: "ObserveFunction", Name: Observe, Timeout: 270 * time.Second,
+		{ID: "ObserveFunction", Name: Observe, Timeout: 270 * time.Second, MemoryMB: 128,
 			Mappings: []Mapping{{Queue: "ObserveQueue", BatchSize: 10, BatchingWindow: 0, MaxConcurrency: 500}}},
-		{ID: "DeliverFunction", Name: Deliver, Timeout: 2 * time.Minute,
+		{ID: "DeliverFunction", Name: Deliver, Timeout: 2 * time.Minute, MemoryMB: 512,
 			Mappings: []Mapping{{Queue: "DeliverQueue", BatchSize: 10, BatchingWindow: time.Second, MaxConcurrency: 20}}},
-		{ID: "TriageFunction", Name: Triage, Timeout: 30 * time.Second,
+		{ID: "TriageFunction", Name: Triage, Timeout: 30 * time.Second, MemoryMB: 128,
 			Mappings: []Mapping{
 				{Queue: "DispatchDLQ", BatchSize: 10, BatchingWindow: 5 * time.Second, MaxConcurrency: 2},
 				{Queue: "ObserveDLQ", BatchSize: 10, BatchingWindow: 5 * time.Second, MaxConcurrency: 2},
 				{Queue: "DeliverDLQ", BatchSize: 10, BatchingWindow: 5 * time.Second, MaxConcurrency: 2},
 			}},
-		{ID: "SweepFunction", Name: Sweep, Timeout: time.Minute, Schedule: "rate(5 minutes)"},
+		{ID: "SweepFunction", Name: Sweep, Timeout: time.Minute, MemoryMB: 128, Schedule: "rate(5 minutes)"},
 		// Invoked through its function URL: no event source.
-		{ID: "IntakeFunction", Name: Intake, Timeout: 10 * time.Second},
+		{ID: "IntakeFunction", Name: Intake, Timeout: 10 * time.Second, MemoryMB: 128},
 	},
 	Sweep: sweep.Config{ClaimTimeout: 2 * time.Minute, OverdueAfter: 5 * time.Minute},
 })

@@ -1,0 +1,201 @@
+package benchmark
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"math"
+	"math/rand/v2"
+	"slices"
+	"time"
+
+	"github.com/genjobs/genjobs/internal/dev/topology"
+)
+
+// The observation benchmark runs the real submit, observe and deliver
+// handlers through the embedded event source mappings and queue
+// (RunPipeline with Virtual), on the virtual clock of a testing/synctest
+// bubble: every long poll, lease, delay and invocation deadline runs as
+// deployed, and only the latencies of Latency stand in for AWS and
+// Genace. Its scenarios must each run in a bubble of their own
+// (observation_test.go), since synctest is only for tests.
+
+// ObservationScenario is one run of the observation benchmark.
+type ObservationScenario struct {
+	// Name says what the scenario is for in the report.
+	Name string
+	// Renders are the render lengths, created Spacing apart.
+	Renders []time.Duration
+	Spacing time.Duration
+	Latency Latency
+	Seed    uint64
+	// GenaceRateLimit is Genace's assumed rate limit (0: none).
+	GenaceRateLimit int
+}
+
+// Observed is what one scenario measured.
+type Observed struct {
+	Scenario ObservationScenario
+	Result   *PipelineResult
+	// Wall is the scenario's wall-clock time.
+	Wall time.Duration
+}
+
+// RunObservation runs s; call it inside a synctest bubble.
+func RunObservation(ctx context.Context, s ObservationScenario) (*Observed, error) {
+	lat := s.Latency
+	var horizon time.Duration
+	for _, r := range s.Renders {
+		horizon = max(horizon, r)
+	}
+	horizon += time.Duration(len(s.Renders))*s.Spacing + time.Hour
+	res, err := RunPipeline(ctx, PipelineConfig{Renders: s.Renders, Spacing: s.Spacing, Virtual: &lat, Seed: s.Seed,
+		Timeout: horizon, KeepProcs: true, GenaceRateLimit: s.GenaceRateLimit})
+	if err != nil {
+		return nil, fmt.Errorf("observation %s: %w", s.Name, err)
+	}
+	return &Observed{Scenario: s, Result: res}, nil
+}
+
+// GETsPerRender is the mean GETs per render and the mean of the floor
+// (FloorGETs plus delivery's read) over the same renders.
+func (o *Observed) GETsPerRender() (gets, floor float64) {
+	for _, r := range o.Result.Renders {
+		gets += float64(r.GETs)
+		floor += FloorGETs(r.Length, r.Queued) + 1
+	}
+	n := float64(max(len(o.Result.Renders), 1))
+	return gets / n, floor / n
+}
+
+// Detection is the q-quantile (nearest rank) of the renders' detection.
+func (o *Observed) Detection(q float64) time.Duration {
+	ds := make([]time.Duration, 0, len(o.Result.Renders))
+	for _, r := range o.Result.Renders {
+		ds = append(ds, r.Detection)
+	}
+	return quantile(ds, q)
+}
+
+func quantile(ds []time.Duration, q float64) time.Duration {
+	if len(ds) == 0 {
+		return 0
+	}
+	ds = slices.Clone(ds)
+	slices.Sort(ds)
+	i := int(math.Ceil(q*float64(len(ds)))) - 1
+	return ds[min(max(i, 0), len(ds)-1)]
+}
+
+// ObserveGBSecondsPerRender is the observe function's billed compute per
+// render.
+func (o *Observed) ObserveGBSecondsPerRender() float64 {
+	return o.Result.Invocations[topology.Observe].GBSeconds() / float64(max(len(o.Result.Renders), 1))
+}
+
+// StandardRenders are n log-normal render times, median 60 s and 5 %
+// over 10 minutes (mean ≈ 160 s), the same for a seed: the renders the
+// scale runs and the load scenarios use.
+func StandardRenders(n int, seed uint64) []time.Duration {
+	rng := rand.New(rand.NewPCG(seed, 0x6a0b5e))
+	out := make([]time.Duration, n)
+	for i := range out {
+		out[i] = time.Duration(float64(time.Minute) * math.Exp(standardRenderSigma*rng.NormFloat64()))
+	}
+	return out
+}
+
+// standardRenderSigma puts 5 % of renders over ten times the median:
+// ln(10) over the standard normal's 95th percentile.
+var standardRenderSigma = math.Log(10) / 1.6448536269514722
+
+// standardMean is the mean of StandardRenders: median·e^(σ²/2).
+var standardMean = time.Duration(float64(time.Minute) * math.Exp(standardRenderSigma*standardRenderSigma/2))
+
+// AssumedGenaceRateLimit is the requests per second the scenarios let
+// Genace answer before it refuses with 429: an assumption, since its API
+// publishes 429 with Retry-After but no number.
+const AssumedGenaceRateLimit = 500
+
+// LengthScenario is count renders of exactly length, created over a
+// minute.
+func LengthScenario(length time.Duration, count int) ObservationScenario {
+	rs := make([]time.Duration, count)
+	for i := range rs {
+		rs[i] = length
+	}
+	return ObservationScenario{Name: "renders of " + length.String(), Renders: rs, Spacing: time.Minute / time.Duration(count), Latency: DefaultLatency, Seed: 1, GenaceRateLimit: AssumedGenaceRateLimit}
+}
+
+// LoadScenario keeps about inFlight standard renders in flight: they are
+// created at inFlight per mean render time (Little's law) for rounds mean
+// render times.
+func LoadScenario(inFlight int, rounds int) ObservationScenario {
+	n := inFlight * rounds
+	return ObservationScenario{Name: fmt.Sprintf("%d in flight", inFlight), Renders: StandardRenders(n, 1),
+		Spacing: standardMean / time.Duration(inFlight), Latency: DefaultLatency, Seed: 1, GenaceRateLimit: AssumedGenaceRateLimit}
+}
+
+// invocationPayloadLimit is Lambda's limit on a synchronous invocation's
+// event, which an event source mapping's batch must fit.
+const invocationPayloadLimit = 6 << 20
+
+// Limit is one limit a run came near, and how near.
+type Limit struct {
+	Name string
+	// Used is the run's peak over the limit.
+	Used float64
+}
+
+// Limits are the limits the run's peaks are held to, nearest first:
+// observe's MaximumConcurrency, the invocation payload, Genace's rate
+// limit (and any 429 it answered).
+func (o *Observed) Limits() []Limit {
+	inv := o.Result.Invocations[topology.Observe]
+	f, _ := topology.Stack.Function(topology.Observe)
+	var ls []Limit
+	if len(f.Mappings) > 0 && f.Mappings[0].MaxConcurrency > 0 {
+		ls = append(ls, Limit{fmt.Sprintf("observe concurrency (MaximumConcurrency %d)", f.Mappings[0].MaxConcurrency),
+			float64(inv.PeakConcurrent) / float64(f.Mappings[0].MaxConcurrency)})
+	}
+	ls = append(ls, Limit{"invocation payload (6 MB)", float64(inv.PeakPayload) / invocationPayloadLimit})
+	if l := o.Scenario.GenaceRateLimit; l > 0 {
+		name := fmt.Sprintf("Genace rate limit (%d/s, assumed)", l)
+		if o.Result.Genace429 > 0 {
+			name += fmt.Sprintf(": %d answered 429", o.Result.Genace429)
+		}
+		ls = append(ls, Limit{name, float64(o.Result.GenacePeakPerSecond) / float64(l)})
+	}
+	slices.SortStableFunc(ls, func(a, b Limit) int { return cmpFloat(b.Used, a.Used) })
+	return ls
+}
+
+func cmpFloat(a, b float64) int {
+	switch {
+	case a < b:
+		return -1
+	case a > b:
+		return 1
+	}
+	return 0
+}
+
+// WriteObservation writes the scenarios' figures as a Markdown report.
+func WriteObservation(w io.Writer, obs []*Observed) error {
+	p := func(format string, args ...any) { fmt.Fprintf(w, format, args...) }
+	p("| scenario | renders | GETs per render (floor) | detection p50 / p99 / p99.9 / max | observe invocations, records per invocation | observe GB-s per render | peak observe concurrency | Genace peak requests/s | nearest limit | wall |\n|---|---|---|---|---|---|---|---|---|---|\n")
+	for _, o := range obs {
+		gets, floor := o.GETsPerRender()
+		inv := o.Result.Invocations[topology.Observe]
+		near := "—"
+		if ls := o.Limits(); len(ls) > 0 {
+			near = fmt.Sprintf("%s at %.0f %%", ls[0].Name, 100*ls[0].Used)
+		}
+		p("| %s | %d | %.2f (%.2f, %.3f×) | %s / %s / %s / %s | %d, %.1f (largest %d) | %.3f | %d | %d | %s | %s |\n",
+			o.Scenario.Name, len(o.Result.Renders), gets, floor, gets/floor,
+			fmtMS(o.Detection(0.5)), fmtMS(o.Detection(0.99)), fmtMS(o.Detection(0.999)), fmtMS(o.Detection(1)),
+			inv.Count, float64(inv.Records)/float64(max(inv.Count, 1)), inv.PeakRecords,
+			o.ObserveGBSecondsPerRender(), inv.PeakConcurrent, o.Result.GenacePeakPerSecond, near, o.Wall.Round(time.Millisecond))
+	}
+	return nil
+}
