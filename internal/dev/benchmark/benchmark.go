@@ -8,12 +8,14 @@ package benchmark
 
 import (
 	"bytes"
+	"cmp"
 	"context"
 	"fmt"
 	"io"
 	"os"
 	"os/exec"
 	"path/filepath"
+	"runtime"
 	"strings"
 	"time"
 
@@ -21,8 +23,6 @@ import (
 	"github.com/genjobs/genjobs/internal/dev/samlocal"
 	"github.com/genjobs/genjobs/internal/dev/topology"
 	"github.com/genjobs/genjobs/internal/schedule"
-	"github.com/genjobs/genjobs/internal/store"
-	"github.com/genjobs/genjobs/internal/store/bolt"
 )
 
 // Options are `genjobs bench`'s flags.
@@ -39,51 +39,6 @@ type Options struct {
 // ResultsFile is the file the benchmark writes under Options.Out.
 const ResultsFile = "results.md"
 
-// ThroughputRun is one measured pipeline run with instant renders.
-type ThroughputRun struct {
-	// Name says what was run: store medium, pollers, policy.
-	Name string
-	// Result is the best of the measurements (the most operations per
-	// second); Rates are every measurement's operations per second, in
-	// the order they ran.
-	Result *PipelineResult
-	Rates  []float64
-	// Skipped says why the run did not happen, if it did not.
-	Skipped string
-}
-
-// OpsPerSecond is the run's delivered operations per second.
-func (t ThroughputRun) OpsPerSecond() float64 {
-	if t.Result == nil || t.Result.Elapsed <= 0 {
-		return 0
-	}
-	return float64(t.Result.Delivered) / t.Result.Elapsed.Seconds()
-}
-
-// ActionsPerSecond is the run's handler actions per second.
-func (t ThroughputRun) ActionsPerSecond() float64 {
-	if t.Result == nil || t.Result.Elapsed <= 0 {
-		return 0
-	}
-	return float64(t.Result.Actions()) / t.Result.Elapsed.Seconds()
-}
-
-// Utilisation is how many CPUs the process kept busy on average.
-func (t ThroughputRun) Utilisation() float64 {
-	if t.Result == nil || t.Result.Elapsed <= 0 {
-		return 0
-	}
-	return t.Result.CPU.Seconds() / t.Result.Elapsed.Seconds()
-}
-
-// CPUPerAction is the process's CPU time per handler action.
-func (t ThroughputRun) CPUPerAction() time.Duration {
-	if t.Result == nil || t.Result.Actions() == 0 {
-		return 0
-	}
-	return t.Result.CPU / time.Duration(t.Result.Actions())
-}
-
 // Results are every figure of one benchmark run.
 type Results struct {
 	// Options are the run's options, with defaults filled in.
@@ -93,8 +48,8 @@ type Results struct {
 	// Count is the pipeline run whose AWS requests per render and records
 	// per invocation the report gives.
 	Count *PipelineResult
-	// Throughput holds the instant-render runs.
-	Throughput []ThroughputRun
+	// Throughput holds the paired instant-render rounds.
+	Throughput Throughput
 	// Local is the real-time `genjobs local` run, or LocalSkipped says
 	// why there is none.
 	Local        *LocalRun
@@ -103,8 +58,8 @@ type Results struct {
 	// ColdStartSkipped says why there are none.
 	ColdStarts       []ColdStart
 	ColdStartSkipped string
-	// Load is the 1-minute load average before the throughput runs and
-	// before the cold starts ("" where unknown).
+	// Load is the 1-minute load average before the cold starts ("" where
+	// unknown); Throughput has its own.
 	Load map[string]string
 }
 
@@ -144,8 +99,7 @@ func Run(ctx context.Context, opts Options, stdout io.Writer) (*Results, error) 
 		return nil, fmt.Errorf("counting run: %w", err)
 	}
 
-	res.Load = map[string]string{"throughput": loadAverage()}
-	opts.progress("pipeline: throughput with instant renders (load average %s)", res.Load["throughput"])
+	res.Load = map[string]string{}
 	if err := res.throughput(ctx); err != nil {
 		return nil, err
 	}
@@ -219,71 +173,83 @@ func instantPolicy() schedule.Policies {
 	return ps
 }
 
-// tmpfs is where the store goes for the runs without a real fsync.
+// tmpfs is where the state goes for the runs without a real fsync.
 const tmpfs = "/dev/shm"
 
+// syncProbe is how long a round measures the fsync rate.
+const syncProbe = 300 * time.Millisecond
+
+// throughput runs the paired rounds: disk, tmpfs and the fsync rate back
+// to back, so that each round's ratio compares runs that shared the
+// machine's load (one run on a shared 2-core machine swings by a fifth).
 func (r *Results) throughput(ctx context.Context) error {
-	// Five rounds: on a shared 2-core machine one run swings by a fifth
-	// either way; the best of five is close to the machine unloaded.
-	n, repeats := 2000, 5
+	n, rounds := 2000, 5
 	if r.Options.Quick {
-		n, repeats = 200, 1
+		n, rounds = 200, 2
 	}
-	type run struct {
-		name    string
-		parent  string
-		scale   int
-		ops     int
-		ps      schedule.Policies
-		quickly bool
-		repeats int
-		open    func(string) (store.Store, error)
-		keep    bool // GOMAXPROCS not raised
+	t := &r.Throughput
+	if !isDir(tmpfs) {
+		t.Skipped = tmpfs + " not available"
+		return nil
 	}
-	noSync := func(path string) (store.Store, error) {
-		return bolt.OpenWith(path, bolt.Options{NoSync: true})
-	}
-	runs := []run{
-		{"disk (bbolt group commit, each commit fsync'd), template concurrency", "", 1, n, instantPolicy(), true, repeats, nil, false},
-		{"tmpfs (fsync ≈ free), template concurrency", tmpfs, 1, n, instantPolicy(), true, repeats, nil, false},
-		{"disk, bbolt NoSync (the artifacts still fsync), template concurrency", "", 1, n, instantPolicy(), false, 1, noSync, false},
-		{"disk, 2× pollers", "", 2, n, instantPolicy(), false, 1, nil, false},
-		{"tmpfs, 2× pollers", tmpfs, 2, n, instantPolicy(), false, 1, nil, false},
-		{"disk, template concurrency, default policy (chained 30 s long polls)", "", 1, 200, schedule.DefaultPolicies(), false, 1, nil, false},
-		{"disk, template concurrency, GOMAXPROCS not raised (the CPUs only)", "", 1, n, instantPolicy(), false, repeats, nil, true},
-	}
-	r.Throughput = make([]ThroughputRun, len(runs))
-	for i, rn := range runs {
-		t := &r.Throughput[i]
-		t.Name = rn.name
-		switch {
-		case r.Options.Quick && !rn.quickly:
-			t.Skipped = "--quick"
-		case rn.parent != "" && !isDir(rn.parent):
-			t.Skipped = rn.parent + " not available"
-		}
-	}
-	// Round by round, so that the disk and tmpfs runs whose ratio is a
-	// target alternate and share the machine's mood.
-	for round := range repeats {
-		for i, rn := range runs {
-			t := &r.Throughput[i]
-			if t.Skipped != "" || round >= rn.repeats {
-				continue
-			}
-			r.Options.progress("  %s: %d operations", rn.name, rn.ops)
-			res, err := RunPipeline(ctx, PipelineConfig{Operations: rn.ops, Dir: rn.parent, Policies: rn.ps, WorkerScale: rn.scale, Open: rn.open, KeepProcs: rn.keep, Timeout: 3 * time.Minute})
+	t.LoadBefore = loadAverage()
+	r.Options.progress("pipeline: throughput, %d paired rounds of %d instant renders (load average %s)", rounds, n, t.LoadBefore)
+	for i := range rounds {
+		var rd Round
+		for _, run := range []struct {
+			dir string
+			res **PipelineResult
+		}{{"", &rd.Disk}, {tmpfs, &rd.Tmpfs}} {
+			res, err := RunPipeline(ctx, PipelineConfig{Operations: n, Dir: run.dir, Policies: instantPolicy(), Timeout: 3 * time.Minute})
 			if err != nil {
-				return fmt.Errorf("throughput %s: %w", rn.name, err)
+				return fmt.Errorf("throughput round %d (%s): %w", i+1, cmp.Or(run.dir, "disk"), err)
 			}
-			rate := (ThroughputRun{Result: res}).OpsPerSecond()
-			t.Rates = append(t.Rates, rate)
-			if t.Result == nil || rate > t.OpsPerSecond() {
-				t.Result = res
-			}
+			*run.res = res
+		}
+		rate, err := syncRate("")
+		if err != nil {
+			return fmt.Errorf("throughput round %d: %w", i+1, err)
+		}
+		rd.SyncsPerSecond, rd.Cores = rate, runtime.NumCPU()
+		t.Rounds = append(t.Rounds, rd)
+		r.Options.progress("  round %d: disk %.0f ops/s, limit %.0f ops/s (%.2f)", i+1, OpsPerSecond(rd.Disk), rd.Limit(), rd.Ratio())
+	}
+	t.LoadAfter = loadAverage()
+	return nil
+}
+
+// syncRate is how many small writes, each fdatasync'd, dir's file system
+// ("" for the system's temporary folder, where the disk runs keep their
+// state) takes per second: 4 KiB written over a file's start, then
+// fdatasync, for syncProbe. It is the cheapest durable write there, so
+// the fsync limit it gives is the most generous.
+func syncRate(dir string) (float64, error) {
+	f, err := os.CreateTemp(dir, "genjobs-bench-sync-")
+	if err != nil {
+		return 0, fmt.Errorf("fsync rate: %w", err)
+	}
+	defer os.Remove(f.Name())
+	defer f.Close()
+	buf := make([]byte, 4096)
+	step := func() error {
+		if _, err := f.WriteAt(buf, 0); err != nil {
+			return fmt.Errorf("fsync rate: %w", err)
+		}
+		if err := fdatasync(f); err != nil {
+			return fmt.Errorf("fsync rate: fdatasync %s: %w", f.Name(), err)
+		}
+		return nil
+	}
+	if err := step(); err != nil { // allocates the block: not timed
+		return 0, err
+	}
+	n, start := 0, time.Now()
+	for ; n == 0 || time.Since(start) < syncProbe; n++ {
+		if err := step(); err != nil {
+			return 0, err
 		}
 	}
-	return nil
+	return float64(n) / time.Since(start).Seconds(), nil
 }
 
 // loadAverage is the 1-minute load average, where /proc tells it.

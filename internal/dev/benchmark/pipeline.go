@@ -29,7 +29,6 @@ import (
 	"github.com/genjobs/genjobs/internal/operation"
 	"github.com/genjobs/genjobs/internal/schedule"
 	"github.com/genjobs/genjobs/internal/stack"
-	"github.com/genjobs/genjobs/internal/store"
 	"github.com/genjobs/genjobs/internal/store/bolt"
 )
 
@@ -53,10 +52,6 @@ type PipelineConfig struct {
 	Spacing time.Duration
 	// Timeout bounds the run (default 2 minutes).
 	Timeout time.Duration
-	// WorkerScale multiplies the template's pollers per function (0: 1).
-	WorkerScale int
-	// Open opens the store file (nil: bolt.Open, an fsync per commit).
-	Open func(path string) (store.Store, error)
 	// KeepProcs leaves GOMAXPROCS as it is instead of raising it as
 	// genjobs local does (pipeline.RaiseProcs).
 	KeepProcs bool
@@ -95,6 +90,9 @@ type PipelineResult struct {
 	// CPU is the process's user+system time over Elapsed, the simulator,
 	// queue and pollers included.
 	CPU time.Duration
+	// Syncs counts the fsyncs the store and the artifact pack issued over
+	// Elapsed (bolt.Store.Syncs, localpack.Dir.Syncs).
+	Syncs int64
 	// Functions holds each function's counts.
 	Functions map[string]FunctionStats
 	// App is the application's part: the records and the dispatches.
@@ -235,11 +233,7 @@ func RunPipeline(ctx context.Context, cfg PipelineConfig) (*PipelineResult, erro
 	}
 	defer os.RemoveAll(dir)
 	clk := clock.Real{}
-	open := cfg.Open
-	if open == nil {
-		open = func(path string) (store.Store, error) { return bolt.Open(path) }
-	}
-	st, err := open(filepath.Join(dir, "genjobs.db"))
+	st, err := bolt.Open(filepath.Join(dir, "genjobs.db"))
 	if err != nil {
 		return nil, err
 	}
@@ -322,7 +316,7 @@ func RunPipeline(ctx context.Context, cfg PipelineConfig) (*PipelineResult, erro
 	}
 	local.Consume(topology.ConsumeConfig{
 		Handlers:          topology.Batches(hs),
-		Workers:           func(_ topology.Function, m topology.Mapping) int { return m.MaxConcurrency * max(cfg.WorkerScale, 1) },
+		Workers:           func(_ topology.Function, m topology.Mapping) int { return m.MaxConcurrency },
 		NoBatchingWindows: true,
 		Wrap: func(fn string, _ *eventsource.Mapping, h eventsource.Handler) eventsource.Handler {
 			return timed(invs[fn], cfg.Virtual, d, h)
@@ -361,7 +355,7 @@ func RunPipeline(ctx context.Context, cfg PipelineConfig) (*PipelineResult, erro
 		idle = virtualIdle
 	}
 	wg.Go(func() { _ = local.Run(pollCtx, idle) })
-	cpu0 := cpuTime()
+	cpu0, syncs0 := cpuTime(), st.Syncs()+pack.Syncs()
 	start := time.Now()
 	sender := countingSender{next: local.Broker, c: app}
 	var runErr error
@@ -379,7 +373,7 @@ func RunPipeline(ctx context.Context, cfg PipelineConfig) (*PipelineResult, erro
 		}
 	}
 	end := time.Unix(0, lastDelivery.Load())
-	cpu := cpuTime() - cpu0
+	cpu, syncs := cpuTime()-cpu0, st.Syncs()+pack.Syncs()-syncs0
 	stopPolling()
 	wg.Wait()
 	if runErr != nil {
@@ -387,7 +381,7 @@ func RunPipeline(ctx context.Context, cfg PipelineConfig) (*PipelineResult, erro
 	}
 
 	res := &PipelineResult{
-		Operations: cfg.Operations, Delivered: int(delivered.Load()), Elapsed: end.Sub(start), CPU: cpu,
+		Operations: cfg.Operations, Delivered: int(delivered.Load()), Elapsed: end.Sub(start), CPU: cpu, Syncs: syncs,
 		Functions: map[string]FunctionStats{}, App: app.snapshot(),
 		GenaceGETs: sim.TotalGets(), GenacePOSTs: sim.TotalPosts(),
 	}

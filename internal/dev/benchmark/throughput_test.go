@@ -1,64 +1,82 @@
 package benchmark
 
 import (
+	"math"
 	"strings"
 	"testing"
 	"time"
-
-	"github.com/genjobs/genjobs/internal/dev/topology"
 )
 
-// fakeRun is a throughput run measured at rates operations per second.
-func fakeRun(name string, rates ...float64) ThroughputRun {
-	t := ThroughputRun{Name: name, Rates: rates}
-	best := 0.0
-	for _, r := range rates {
-		best = max(best, r)
+// round is a paired round: disk at diskOps/s with syncs fsyncs per 1,000
+// operations, tmpfs at cpuMS of CPU per operation, the disk at rate
+// fdatasyncs/s, on 2 cores.
+func round(diskOps float64, syncs int64, cpuMS, rate float64) Round {
+	const ops = 1000
+	return Round{
+		Disk:           &PipelineResult{Operations: ops, Delivered: ops, Elapsed: time.Duration(ops / diskOps * float64(time.Second)), Syncs: syncs},
+		Tmpfs:          &PipelineResult{Operations: ops, Delivered: ops, Elapsed: time.Second, CPU: time.Duration(ops * cpuMS * float64(time.Millisecond))},
+		SyncsPerSecond: rate, Cores: 2,
 	}
-	t.Result = &PipelineResult{Operations: 1000, Delivered: 1000, Elapsed: time.Duration(float64(time.Second) * 1000 / best),
-		Functions: map[string]FunctionStats{topology.Submit: {Actions: 1000}}}
-	return t
 }
 
-// The throughput targets print as ratios from one run: disk ops/s against
-// 500, and disk against tmpfs against 0.8, each with its verdict, and the
-// spread of the runs kept.
-func TestThroughputRowsAreRatios(t *testing.T) {
+// A round's limit is the smaller of cores ÷ CPU per operation and the fsync
+// rate × operations per fsync, and its ratio the disk rate over it.
+func TestRoundLimit(t *testing.T) {
 	t.Parallel()
 	for _, tc := range []struct {
-		name      string
-		disk, shm []float64
-		diskRow   []string
-		ratioRow  []string
+		name                                 string
+		r                                    Round
+		cpuLimit, opsPerSync, syncLimit, lim float64
+		ratio                                float64
 	}{
-		{"both met", []float64{540, 620, 600}, []float64{700, 760, 740},
-			[]string{"620 ops/s", "best of 3; runs 540–620 ops/s", "1.24× the target", "**met**"},
-			[]string{"0.82 (620 / 760 ops/s)", "≥ 0.8", "**met**"}},
-		{"disk short, ratio short", []float64{400}, []float64{1000},
-			[]string{"400 ops/s", "best of 1)", "0.80× the target", "**missed** by 100 ops/s"},
-			[]string{"0.40 (400 / 1000 ops/s)", "**missed** by 0.40"}},
+		// 2 cores ÷ 4 ms = 500; 1,000 fsyncs/s × 1,000/500 = 2,000.
+		{"CPU binds", round(450, 500, 4, 1000), 500, 2, 2000, 500, 0.9},
+		// 2 ÷ 1 ms = 2,000; 100/s × 1,000/400 = 250.
+		{"fsync binds", round(200, 400, 1, 100), 2000, 2.5, 250, 250, 0.8},
+		// No fsync counted: only the CPU limits.
+		{"no fsyncs", round(300, 0, 5, 100), 400, math.Inf(1), math.Inf(1), 400, 0.75},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			t.Parallel()
-			r := &Results{Count: &PipelineResult{}, Throughput: []ThroughputRun{fakeRun("disk", tc.disk...), fakeRun("tmpfs", tc.shm...)}}
-			var disk, ratio string
-			for _, row := range r.rows() {
-				line := strings.Join([]string{row.figure, row.value, row.target, row.verdict}, " | ")
-				switch {
-				case strings.HasSuffix(row.figure, "— disk"):
-					disk = line
-				case strings.HasPrefix(row.figure, "disk / tmpfs"):
-					ratio = line
+			r := tc.r
+			near := func(what string, got, want float64) {
+				if !(math.IsInf(want, 1) && math.IsInf(got, 1)) && math.Abs(got-want) > 1e-6*want {
+					t.Errorf("%s = %v, want %v", what, got, want)
 				}
 			}
-			for _, want := range tc.diskRow {
-				if !strings.Contains(disk, want) {
-					t.Errorf("disk row %q lacks %q", disk, want)
-				}
+			near("CPULimit", r.CPULimit(), tc.cpuLimit)
+			near("OpsPerSync", r.OpsPerSync(), tc.opsPerSync)
+			near("SyncLimit", r.SyncLimit(), tc.syncLimit)
+			near("Limit", r.Limit(), tc.lim)
+			near("Ratio", r.Ratio(), tc.ratio)
+		})
+	}
+}
+
+// The section reports the median of the rounds' ratios with their spread,
+// met at 0.9 of the limit.
+func TestThroughputMedianOfRounds(t *testing.T) {
+	t.Parallel()
+	for _, tc := range []struct {
+		name   string
+		ratios []float64
+		want   []string
+	}{
+		{"odd", []float64{0.95, 0.74, 0.91}, []string{"0.91 (rounds 0.74–0.95;", "**met**"}},
+		{"even", []float64{0.8, 0.98, 0.86, 1.2}, []string{"0.92 (rounds 0.80–1.20;", "**met**"}},
+		{"short", []float64{0.5, 0.89, 1.89}, []string{"0.89 (rounds 0.50–1.89;", "**missed** by 0.01"}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			th := Throughput{LoadBefore: "0.5", LoadAfter: "1.1"}
+			for _, q := range tc.ratios {
+				th.Rounds = append(th.Rounds, round(500*q, 500, 4, 1000)) // limit 500
 			}
-			for _, want := range tc.ratioRow {
-				if !strings.Contains(ratio, want) {
-					t.Errorf("ratio row %q lacks %q", ratio, want)
+			head := th.rows()[0]
+			line := strings.Join([]string{head.value, head.verdict}, " | ")
+			for _, want := range append(tc.want, "load average 0.5 before, 1.1 after", "not a forecast of AWS") {
+				if !strings.Contains(line+head.figure+head.section, want) {
+					t.Errorf("headline %q (figure %q) lacks %q", line, head.figure, want)
 				}
 			}
 		})

@@ -20,6 +20,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"syscall"
 	"time"
 
@@ -56,6 +57,8 @@ type Dir struct {
 	commits groupcommit.Group[*pending]
 	// syncFile is (*os.File).Sync; tests watch and fail it.
 	syncFile func(*os.File) error
+	// syncs counts the commits' fsyncs (Syncs).
+	syncs atomic.Int64
 
 	mu      sync.Mutex
 	end     int64            // next free offset in the pack
@@ -106,6 +109,11 @@ func New(root string) (*Dir, error) {
 	}
 	return d, nil
 }
+
+// Syncs is how many fsyncs d's commits have issued (two per commit that
+// adds an object, one per commit that adds none). `genjobs bench` divides
+// operations by it.
+func (d *Dir) Syncs() int64 { return d.syncs.Load() }
 
 // open opens both files, locks the index, loads it and cuts a torn tail.
 func (d *Dir) open() error {
@@ -320,6 +328,7 @@ func (d *Dir) commit(puts []*pending) []error {
 	if broken != nil {
 		return fail(broken)
 	}
+	d.syncs.Add(1)
 	if err := d.syncFile(d.pack); err != nil {
 		return fail(fmt.Errorf("fsync %s: %w", PackName, err))
 	}
@@ -350,6 +359,7 @@ func (d *Dir) commit(puts []*pending) []error {
 	if _, err := d.index.Write(lines); err != nil {
 		return fail(fmt.Errorf("write %s: %w", IndexName, err))
 	}
+	d.syncs.Add(1)
 	if err := d.syncFile(d.index); err != nil {
 		return fail(fmt.Errorf("fsync %s: %w", IndexName, err))
 	}

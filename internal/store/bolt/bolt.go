@@ -71,7 +71,15 @@ type Store struct {
 	groups groupcommit.Group[func(*bbolt.Tx) error]
 	// commits counts the write transactions begun (tests read it).
 	commits atomic.Int64
+	// syncs counts the fdatasyncs of committed transactions (Syncs).
+	syncs atomic.Int64
 }
+
+// Syncs is how many fdatasyncs b's commits have issued: two per durable
+// commit (bbolt flushes the pages, then the meta page), none with NoSync.
+// The occasional sync of a file growth is not counted. `genjobs bench`
+// divides operations by it.
+func (b *Store) Syncs() int64 { return b.syncs.Load() }
 
 var _ store.Store = (*Store)(nil)
 

@@ -81,6 +81,9 @@ func (b *Store) commit(calls []func(*bbolt.Tx) error) []error {
 			})
 		})
 		b.commits.Add(1)
+		if err == nil && !b.db.NoSync {
+			b.syncs.Add(2)
+		}
 		if err != nil && failed >= 0 && len(calls) > 1 {
 			results[index[failed]] = b.commit(calls[failed : failed+1])[0]
 			calls = append(calls[:failed:failed], calls[failed+1:]...)
