@@ -33,15 +33,19 @@ func observe(t *testing.T, ss ...ObservationScenario) []*Observed {
 }
 
 // TestObservationFigures writes the observation benchmark's report to
-// GENJOBS_OBSERVATION_OUT (make bench); without it, it runs a small set.
+// GENJOBS_OBSERVATION_OUT (make bench). Without it, it runs a few small
+// scenarios and holds them to the targets for GETs and detection.
 func TestObservationFigures(t *testing.T) {
 	out := os.Getenv("GENJOBS_OBSERVATION_OUT")
-	var ss []ObservationScenario
-	for _, l := range []time.Duration{30 * time.Second, 95 * time.Second, 300 * time.Second, 20 * time.Minute, 2 * time.Hour} {
-		ss = append(ss, LengthScenario(l, 20))
-	}
-	for _, n := range []int{10, 100, 1000} {
-		ss = append(ss, LoadScenario(n, 3))
+	ss := []ObservationScenario{LengthScenario(95*time.Second, 5), LoadScenario(10, 1)}
+	if out != "" {
+		ss = ss[:0]
+		for _, l := range []time.Duration{30 * time.Second, 95 * time.Second, 300 * time.Second, 20 * time.Minute, 2 * time.Hour} {
+			ss = append(ss, LengthScenario(l, 20))
+		}
+		for _, n := range []int{10, 100, 1000} {
+			ss = append(ss, LoadScenario(n, 3))
+		}
 	}
 	obs := observe(t, ss...)
 	var b bytes.Buffer
@@ -52,6 +56,18 @@ func TestObservationFigures(t *testing.T) {
 	if out != "" {
 		if err := os.WriteFile(out, b.Bytes(), 0o644); err != nil {
 			t.Fatal(err)
+		}
+		return
+	}
+	for _, o := range obs {
+		if gets, floor := o.GETsPerRender(); gets > 1.05*floor {
+			t.Errorf("%s: %.2f GETs per render, floor %.2f", o.Scenario.Name, gets, floor)
+		}
+		if d := o.Detection(0.99); d <= 0 || d > 2*time.Second {
+			t.Errorf("%s: detection p99 %v, want within (0, 2 s]", o.Scenario.Name, d)
+		}
+		if inv := o.Result.Invocations["observe"]; inv.Count == 0 || inv.GBSeconds() <= 0 {
+			t.Errorf("%s: observe invocations not timed: %+v", o.Scenario.Name, inv)
 		}
 	}
 }
