@@ -263,6 +263,9 @@ var emitted = map[string][][]string{
 	"OperationsParked":         {{"Function", "Reason"}},  // internal/worker (Park): observe, deliver
 	"EventsPublished":          {{"Function", "Phase"}},   // internal/notify
 	"EventPublishFailures":     {{"Function", "Phase"}},   // internal/notify
+	"FeedRecordsReceived":      {{"Function"}},            // observe (feed)
+	"RecordsHeld":              {{"Function"}},            // observe (feed)
+	"FeedDeleteFailures":       {{"Function"}},            // observe (feed)
 }
 
 // seedMeasures must each have a dashboard widget of their own.
