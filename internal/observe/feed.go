@@ -87,7 +87,7 @@ func (f *feed) receive(ctx context.Context, stop time.Time) {
 		left := stop.Sub(h.clk.Now())
 		// Whole seconds, as SQS waits: a shorter wait would be a short
 		// poll, and the loop would spin.
-		wait := min(feedWait, left).Truncate(time.Second)
+		wait := min(h.cfg.FeedWait, left).Truncate(time.Second)
 		if wait <= 0 {
 			return
 		}

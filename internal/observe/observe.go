@@ -91,9 +91,13 @@ type Config struct {
 	// what its feed receives (OBSERVE_HOLD; default DefaultHold; see
 	// feed.go). FeedMargin is how long before the deadline the feed stops
 	// receiving, so that what it takes still gets a useful chain (default
-	// DefaultFeedMargin).
+	// DefaultFeedMargin). FeedWait is the longest one receive waits
+	// (default and at most SQS's 20 s): an invocation that holds nothing
+	// ends only after one comes back empty, so a local run, whose queue
+	// costs nothing to poll, waits less at its end.
 	Hold       int
 	FeedMargin time.Duration
+	FeedWait   time.Duration
 }
 
 // DefaultChain is the default Config.Chain: eight 30 s long polls, a
@@ -126,6 +130,7 @@ func (c Config) Defaults() Config {
 	c.Overlap = cmp.Or(c.Overlap, DefaultOverlap)
 	c.Hold = cmp.Or(c.Hold, DefaultHold)
 	c.FeedMargin = cmp.Or(c.FeedMargin, DefaultFeedMargin)
+	c.FeedWait = min(cmp.Or(c.FeedWait, feedWait), feedWait)
 	return c
 }
 
