@@ -2,7 +2,9 @@
 // back per message, a revision-guarded snapshot write per change, and
 // exactly one follow-up.
 // This file is the composition root only: environment and clients
-// (coldstart), the handler from the table (internal/stack), lambda.Start.
+// (coldstart, which builds the feed's receiver on the function's own
+// queue once per cold start, OBSERVE_HOLD bounding what an invocation
+// holds), the handler from the table (internal/stack), lambda.Start.
 package main
 
 import (

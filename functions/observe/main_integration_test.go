@@ -13,6 +13,7 @@ import (
 	"encoding/hex"
 	"encoding/json"
 	"net/http"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -36,11 +37,11 @@ const opID = "op-sample-2"
 // after a 202: a job created on the simulator for it, claimed then
 // accepted (revision 3, as the sample event expects) with the job's
 // snapshot and an observation due now.
-func acceptedOperation(t *testing.T, st *lambdatest.Stack) operation.Record {
+func acceptedOperation(t *testing.T, st *lambdatest.Stack, id string) operation.Record {
 	t.Helper()
 	ctx := context.Background()
-	rec := handlertest.Create(t, st.Store, handlertest.Prepared(opID))
-	res := st.Genace.Submit(ctx, genace.SubmitRequest{OperationID: opID, Model: rec.Model, Input: rec.Input}, 10*time.Second)
+	rec := handlertest.Create(t, st.Store, handlertest.Prepared(id))
+	res := st.Genace.Submit(ctx, genace.SubmitRequest{OperationID: id, Model: rec.Model, Input: rec.Input}, 10*time.Second)
 	if res.Outcome != genace.OutcomeAccepted {
 		t.Fatalf("simulator refused the job: %v", res.Err)
 	}
@@ -114,6 +115,11 @@ func TestObserveSampleEvent(t *testing.T) {
 		follow    message.Action
 		attempt   int
 		untouched message.Action
+		// timeout, if set, replaces the template's; fed puts a second
+		// operation's observation on the observe queue, for the
+		// invocation's feed to take.
+		timeout time.Duration
+		fed     bool
 	}{{
 		// Queued for an hour: the GET finds it queued, so the observer
 		// saves the snapshot and, inside the immediate window, sends the
@@ -122,6 +128,11 @@ func TestObserveSampleEvent(t *testing.T) {
 		model: genacesim.ModelConfig{Price: 12, QueueFor: time.Hour, RunFor: time.Hour},
 		phase: operation.PhaseAccepted, remote: operation.RemoteQueued,
 		follow: message.ActionObserveGeneration, attempt: 2, untouched: message.ActionDeliverArtifacts,
+		// Left no more than the feed's margin, the invocation receives
+		// nothing, so its follow-up stays on the queue. With more, it
+		// would take its own follow-ups and hold the render until its
+		// feed stops, as deployed.
+		timeout: observe.DefaultFeedMargin,
 	}, {
 		// Finished at creation: the GET finds it succeeded, so the
 		// observer hands over to delivery.
@@ -129,16 +140,37 @@ func TestObserveSampleEvent(t *testing.T) {
 		model: genacesim.ModelConfig{Price: 12, QueueFor: 0, RunFor: 0},
 		phase: operation.PhaseSucceeded, remote: operation.RemoteSucceeded,
 		follow: message.ActionDeliverArtifacts, attempt: 2, untouched: message.ActionObserveGeneration,
+		// The feed takes the waiting observation, hands it to delivery
+		// too and deletes it; then, holding nothing, the invocation ends
+		// after one empty receive.
+		fed: true,
 	}} {
 		t.Run(tc.name, func(t *testing.T) {
 			t.Parallel()
 			st := lambdatest.NewStack(t, genacesim.Config{DefaultModel: tc.model})
-			rec := acceptedOperation(t, st)
+			rec := acceptedOperation(t, st, opID)
+			var other *operation.Record
+			if tc.fed {
+				o := acceptedOperation(t, st, "op-fed")
+				other = &o
+				body, err := message.Envelope{Action: message.ActionObserveGeneration, OperationID: o.OperationID,
+					ExpectedRevision: o.Revision, ExpectedRemoteJobID: o.RemoteJobID, Attempt: 1}.Encode()
+				if err != nil {
+					t.Fatal(err)
+				}
+				if _, err := st.Queue.Send(context.Background(), st.QueueURLs[message.ActionObserveGeneration], body, 0); err != nil {
+					t.Fatal(err)
+				}
+			}
 			// The template's environment, with the local stack's
 			// ObservePolicies (a 1 s long poll: the simulator, like
 			// Genace, holds a long poll for its whole wait unless the job
 			// changes state, and a finished job never does).
-			fn := lambdatest.Start(t, st.Config(t, "observe"))
+			cfg := st.Config(t, "observe")
+			if tc.timeout > 0 {
+				cfg.Timeout = tc.timeout
+			}
+			fn := lambdatest.Start(t, cfg)
 
 			ctx, cancel := context.WithTimeout(context.Background(), 90*time.Second)
 			defer cancel()
@@ -173,8 +205,18 @@ func TestObserveSampleEvent(t *testing.T) {
 				t.Errorf("job id changed from %s to %s", rec.RemoteJobID, saved.RemoteJobID)
 			}
 
-			want := message.Envelope{Action: tc.follow, OperationID: opID, ExpectedRevision: saved.Revision, ExpectedRemoteJobID: rec.RemoteJobID, Attempt: tc.attempt}
-			if msgs := st.Messages(t, tc.follow, 5*time.Second); len(msgs) != 1 || msgs[0] != want {
+			want := []message.Envelope{{Action: tc.follow, OperationID: opID, ExpectedRevision: saved.Revision, ExpectedRemoteJobID: rec.RemoteJobID, Attempt: tc.attempt}}
+			if other != nil {
+				got := handlertest.Get(t, st.Store, other.OperationID)
+				if got.Phase != tc.phase || got.Revision != other.Revision+1 {
+					t.Errorf("%s: phase %s at r%d, want %s at r%d: the feed did not observe it once", other.OperationID, got.Phase, got.Revision, tc.phase, other.Revision+1)
+				}
+				want = append(want, message.Envelope{Action: tc.follow, OperationID: other.OperationID, ExpectedRevision: got.Revision, ExpectedRemoteJobID: other.RemoteJobID, Attempt: 2})
+			}
+			msgs := st.Messages(t, tc.follow, 5*time.Second)
+			slices.SortFunc(msgs, func(a, b message.Envelope) int { return strings.Compare(a.OperationID, b.OperationID) })
+			slices.SortFunc(want, func(a, b message.Envelope) int { return strings.Compare(a.OperationID, b.OperationID) })
+			if !slices.Equal(msgs, want) {
 				t.Errorf("%s queue holds %+v, want exactly %+v", tc.follow, msgs, want)
 			}
 			for _, a := range []message.Action{tc.untouched, message.ActionSubmitGeneration} {

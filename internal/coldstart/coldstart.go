@@ -27,6 +27,7 @@ import (
 	"github.com/genjobs/genjobs/internal/clock"
 	"github.com/genjobs/genjobs/internal/config"
 	"github.com/genjobs/genjobs/internal/genace"
+	"github.com/genjobs/genjobs/internal/message"
 	"github.com/genjobs/genjobs/internal/metrics"
 	"github.com/genjobs/genjobs/internal/notify"
 	"github.com/genjobs/genjobs/internal/queue"
@@ -38,7 +39,8 @@ import (
 
 // Load reads the environment as the named function of the table needs
 // it and builds its clients into the table's dependency set: the store,
-// the queue, the Genace client when the function needs Genace, the S3
+// the queue (and, for a function that holds records, its own queue to
+// receive from while it runs), the Genace client when the function needs Genace, the S3
 // artifact store when it needs artifacts, and the follow-up dispatcher
 // when it sends follow-ups (with EventBridge Scheduler only when one of
 // them can be delayed beyond SQS's limit).
@@ -69,6 +71,12 @@ func Load(ctx context.Context, name string) (stack.Function, stack.Deps, error) 
 	}
 	q := queue.NewSQS(sqs.NewFromConfig(awsCfg))
 	d.Extender = q
+	if slices.Contains(spec.Needs, config.NeedHold) {
+		// Observe's feed: its own queue is the one its next observations
+		// go to, whose URL its follow-ups read.
+		own := cfg.Queues[message.ActionObserveGeneration]
+		d.Receiver = q.Feed(own.URL, own.ARN)
+	}
 	// Only functions that send follow-ups get a dispatcher: triage is
 	// deployed with nothing but its table.
 	if spec.FollowUps != nil {

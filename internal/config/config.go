@@ -61,6 +61,10 @@ const (
 	// EnvEventBus is the EventBridge bus the completion events go to
 	// (internal/notify).
 	EnvEventBus = "EVENT_BUS_NAME"
+	// EnvObserveHold is the most records one observe invocation holds at
+	// once, its batch and what it receives from its own queue while it
+	// runs (observe's feed).
+	EnvObserveHold = "OBSERVE_HOLD"
 )
 
 // Bound is the inclusive range Load accepts for a numeric setting.
@@ -91,6 +95,9 @@ var Bounds = map[string]Bound{
 	// Far inside DynamoDB's 400 KB item, which holds the input and about
 	// 1 KB more of the record.
 	EnvMaxInputBytes: {1 << 10, 256 << 10},
+	// At least the batch it is given; at most what one invocation's
+	// memory and connections plausibly carry.
+	EnvObserveHold: {1, 10000},
 }
 
 // The retention defaults, used when the variable is unset (local runs,
@@ -160,6 +167,8 @@ type Config struct {
 	MaxInputBytes int
 	// EventBus is the completion events' bus (empty when not needed).
 	EventBus string
+	// Hold is OBSERVE_HOLD (0 when not needed).
+	Hold int
 }
 
 // Need names settings a function cannot start without.
@@ -199,6 +208,9 @@ const (
 	// NeedEvents is EVENT_BUS_NAME: the function writes records, and a
 	// write may leave a completion event to send.
 	NeedEvents
+	// NeedHold is OBSERVE_HOLD: the function receives from its own queue
+	// while it runs, up to that many records held at once.
+	NeedHold
 )
 
 // Spec is what one function needs of its environment. Each function's
@@ -283,6 +295,8 @@ func Load(getenv func(string) string, spec Spec) (Config, error) {
 			require(EnvMaxInputBytes, getenv(EnvMaxInputBytes), "")
 		case NeedEvents:
 			require(EnvEventBus, c.EventBus, "")
+		case NeedHold:
+			require(EnvObserveHold, getenv(EnvObserveHold), "")
 		}
 	}
 	whole := func(name string, def int) int {
@@ -299,6 +313,7 @@ func Load(getenv func(string) string, spec Spec) (Config, error) {
 	c.SubmitTimeout = time.Duration(whole(EnvSubmitTimeout, 0)) * time.Second
 	c.BatchSize = whole(EnvBatchSize, 0)
 	c.MaxInputBytes = whole(EnvMaxInputBytes, 0)
+	c.Hold = whole(EnvObserveHold, 0)
 	if v := getenv(EnvModelCatalog); strings.TrimSpace(v) != "" {
 		var cerr error
 		if c.Catalog, cerr = ParseCatalog(v); cerr != nil {

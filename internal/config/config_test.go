@@ -170,7 +170,7 @@ func TestRetention(t *testing.T) {
 // enforces at cold start.
 func TestBounds(t *testing.T) {
 	t.Parallel()
-	for _, name := range []string{EnvVisibility, EnvConcurrency, EnvSweepClaim, EnvSweepOverdue, EnvRecordRetention, EnvAuditRetention} {
+	for _, name := range []string{EnvVisibility, EnvConcurrency, EnvSweepClaim, EnvSweepOverdue, EnvRecordRetention, EnvAuditRetention, EnvObserveHold} {
 		b, ok := Bounds[name]
 		if !ok {
 			t.Errorf("%s has no Bound", name)

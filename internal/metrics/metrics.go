@@ -68,6 +68,14 @@ const (
 	// EventPublishFailuresAlarm tells a person when sends keep failing.
 	EventsPublished      = "EventsPublished"
 	EventPublishFailures = "EventPublishFailures"
+	// FeedReceived counts the records an observe invocation received from
+	// its own queue while it ran (observe's feed), RecordsHeld the most it
+	// held at once (its batch and the feed's), one point of each per
+	// invocation; FeedDeleteFailures counts acknowledged records whose
+	// delete failed (they come back and collapse on the revision check).
+	FeedReceived       = "FeedRecordsReceived"
+	RecordsHeld        = "RecordsHeld"
+	FeedDeleteFailures = "FeedDeleteFailures"
 )
 
 // Dim is a metric dimension. Only the names in allowedDims are accepted

@@ -16,7 +16,7 @@ import (
 // EventBridge Scheduler, which then needs its settings.
 var Needs = config.Spec{
 	Needs: []config.Need{config.NeedTable, config.NeedEvents, config.NeedGenace, config.NeedVisibility, config.NeedConcurrency, config.NeedPolicies, config.NeedRetention,
-		config.NeedOverdue, config.NeedBatchSize},
+		config.NeedOverdue, config.NeedBatchSize, config.NeedHold},
 	FollowUps: func(c config.Config) map[message.Action]time.Duration {
 		return FollowUps(schedule.NewObservation(c.Policies))
 	},
@@ -26,7 +26,7 @@ var Needs = config.Spec{
 // Configured is the handler's Config as the function reads it from its
 // environment.
 func Configured(c config.Config) Config {
-	return Config{QueueURL: c.Queues[message.ActionObserveGeneration].URL, Visibility: c.Visibility, Concurrency: c.Concurrency, OverdueAfter: c.SweepOverdue}
+	return Config{QueueURL: c.Queues[message.ActionObserveGeneration].URL, Visibility: c.Visibility, Concurrency: c.Concurrency, OverdueAfter: c.SweepOverdue, Hold: c.Hold}
 }
 
 // Check holds the settings against each other and the handler's own

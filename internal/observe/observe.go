@@ -87,6 +87,17 @@ type Config struct {
 	// OverdueAfter is the sweep's overdue threshold (SWEEP_OVERDUE_SECONDS;
 	// zero: no sweep to keep informed).
 	OverdueAfter time.Duration
+	// Hold is the most records one invocation holds at once, its batch and
+	// what its feed receives (OBSERVE_HOLD; default DefaultHold; see
+	// feed.go). FeedMargin is how long before the deadline the feed stops
+	// receiving, so that what it takes still gets a useful chain (default
+	// DefaultFeedMargin). FeedWait is the longest one receive waits
+	// (default and at most SQS's 20 s): an invocation that holds nothing
+	// ends only after one comes back empty, so a local run, whose queue
+	// costs nothing to poll, waits less at its end.
+	Hold       int
+	FeedMargin time.Duration
+	FeedWait   time.Duration
 }
 
 // DefaultChain is the default Config.Chain: eight 30 s long polls, a
@@ -117,6 +128,9 @@ func (c Config) Defaults() Config {
 	c.Concurrency = cmp.Or(c.Concurrency, allAtOnce)
 	c.Chain = cmp.Or(c.Chain, DefaultChain)
 	c.Overlap = cmp.Or(c.Overlap, DefaultOverlap)
+	c.Hold = cmp.Or(c.Hold, DefaultHold)
+	c.FeedMargin = cmp.Or(c.FeedMargin, DefaultFeedMargin)
+	c.FeedWait = min(cmp.Or(c.FeedWait, feedWait), feedWait)
 	return c
 }
 
@@ -132,6 +146,9 @@ type Deps struct {
 	Clock    clock.Clock
 	Log      *slog.Logger
 	Metrics  *metrics.Emitter
+	// Receiver, if set, is the observe queue itself: each invocation
+	// receives more records from it while it runs (see feed.go).
+	Receiver Receiver
 }
 
 // Handler handles observation batches.
@@ -142,6 +159,7 @@ type Handler struct {
 	clk     clock.Clock
 	log     *slog.Logger
 	metrics *metrics.Emitter
+	feed    Receiver
 	cfg     Config
 }
 
@@ -149,15 +167,21 @@ type Handler struct {
 func New(d Deps, cfg Config) *Handler {
 	cfg = cfg.Defaults()
 	return &Handler{
-		genace: d.Genace, delays: d.Delays, clk: d.Clock, log: d.Log, metrics: d.Metrics, cfg: cfg,
+		genace: d.Genace, delays: d.Delays, clk: d.Clock, log: d.Log, metrics: d.Metrics, feed: d.Receiver, cfg: cfg,
 		w: worker.New(worker.Deps{Store: d.Store, Extender: d.Extender, Sender: d.Sender, Clock: d.Clock, Log: d.Log, Metrics: d.Metrics},
 			worker.Config{Action: message.ActionObserveGeneration, Name: "observe", Queue: "observe", QueueURL: cfg.QueueURL,
 				Visibility: cfg.Visibility, Concurrency: cfg.Concurrency}),
 	}
 }
 
-// Handle is the Lambda entry point for an SQS batch.
+// Handle is the Lambda entry point for an SQS batch. With a Receiver and
+// a deadline to stop by (Lambda always gives one), the invocation also
+// takes more records from its queue while it runs (fed), and returns
+// once every one of them is done too.
 func (h *Handler) Handle(ctx context.Context, ev events.SQSEvent) (events.SQSEventResponse, error) {
+	if _, ok := ctx.Deadline(); ok && h.feed != nil {
+		return h.fed(ctx, ev), nil
+	}
 	return h.w.Handle(ctx, ev, h.decide), nil
 }
 

@@ -17,6 +17,7 @@ import (
 	"fmt"
 	"os"
 	"regexp"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -198,5 +199,51 @@ func TestSQSIntegrationMissingQueue(t *testing.T) {
 	}
 	if queue.Retryable(err) {
 		t.Errorf("missing queue (code %s) classified as retryable", apiErr.ErrorCode())
+	}
+}
+
+// TestSQSIntegrationFeed: the feed's records carry what Lambda's event
+// gives (the ids, the body, the attributes as strings, the queue's ARN
+// and region) under the queue's own visibility timeout, and its Delete
+// acknowledges: the message does not come back.
+func TestSQSIntegrationFeed(t *testing.T) {
+	t.Parallel()
+	c := newIntegrationClient(t)
+	s := queue.NewSQS(c)
+	url, arn := createQueue(t, c, queueName(t, ""), map[string]string{"VisibilityTimeout": "1"})
+	f := s.Feed(url, arn)
+	body := testBody(t, "op-feed")
+	before := time.Now().Add(-time.Second).UnixMilli()
+	id, err := s.Send(context.Background(), url, body, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	after := time.Now().Add(time.Second).UnixMilli()
+	var first string
+	for n := 1; n <= 2; n++ { // the second receive after the 1 s visibility ran out
+		msgs, err := f.Receive(context.Background(), 10, 5*time.Second)
+		if err != nil || len(msgs) != 1 {
+			t.Fatalf("receive %d: %d messages, %v; want 1", n, len(msgs), err)
+		}
+		r := msgs[0]
+		sent, serr := strconv.ParseInt(r.Attributes["SentTimestamp"], 10, 64)
+		if r.MessageId != id || r.Body != string(body) || r.ReceiptHandle == "" || r.EventSourceARN != arn || r.EventSource != "aws:sqs" ||
+			r.AWSRegion != strings.Split(arn, ":")[3] || r.Attributes["ApproximateReceiveCount"] != strconv.Itoa(n) ||
+			serr != nil || sent < before || sent > after {
+			t.Fatalf("receive %d: %+v; want message %s sent between %d and %d, received %d times, from %s", n, r, id, before, after, n, arn)
+		}
+		if n == 1 {
+			first = r.Attributes["ApproximateFirstReceiveTimestamp"]
+		} else if got := r.Attributes["ApproximateFirstReceiveTimestamp"]; got == "" || got != first {
+			t.Errorf("first receive %q, then %q: want the first receive's time both times", first, got)
+		}
+		if n == 2 {
+			if err := f.Delete(context.Background(), r.ReceiptHandle); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+	if msgs, err := f.Receive(context.Background(), 10, 3*time.Second); err != nil || len(msgs) != 0 {
+		t.Fatalf("after the delete: %d messages, %v; want none", len(msgs), err)
 	}
 }

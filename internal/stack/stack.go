@@ -52,8 +52,8 @@ var Functions = []Function{
 		if delays == nil {
 			delays = schedule.NewObservation(d.Config.Policies)
 		}
-		return batch(observe.New(observe.Deps{Store: d.Store, Genace: d.Genace, Delays: delays, Extender: d.Extender, Sender: d.Sender, Clock: d.Clock, Log: d.Log, Metrics: d.Metrics},
-			tuned(d, observe.Configured(d.Config))).Handle)
+		return batch(observe.New(observe.Deps{Store: d.Store, Genace: d.Genace, Delays: delays, Extender: d.Extender, Sender: d.Sender, Clock: d.Clock, Log: d.Log, Metrics: d.Metrics,
+			Receiver: d.Receiver}, tuned(d, observe.Configured(d.Config))).Handle)
 	}},
 	{Name: Deliver, Needs: deliver.Needs, build: func(d Deps) Handler {
 		c := tuned(d, deliver.Config{QueueURL: d.Config.Queues[message.ActionDeliverArtifacts].URL, Visibility: d.Config.Visibility,
@@ -186,10 +186,14 @@ type Deps struct {
 	Extender worker.Extender
 	Sender   worker.Sender
 	// Delays is observe's delay policy (nil: Config.Policies').
-	Delays  observe.Delays
-	Clock   clock.Clock
-	Log     *slog.Logger
-	Metrics *metrics.Emitter
+	Delays observe.Delays
+	// Receiver is the function's own queue, for a function that receives
+	// from it while it runs (config.NeedHold: observe's feed); nil: the
+	// event's batch alone.
+	Receiver observe.Receiver
+	Clock    clock.Clock
+	Log      *slog.Logger
+	Metrics  *metrics.Emitter
 	// Tune changes a handler's Config after it is derived from Config.
 	Tune []Option
 	// Events receives the completion events (nil: none, notify.Discard).

@@ -367,8 +367,12 @@ func (s *localRun) wire(g *genace.Client, sandbox context.Context) error {
 			Events: events,
 			Config: config.Config{SweepClaimTimeout: sw.ClaimTimeout, SweepOverdue: sw.OverdueAfter},
 			Store:  s.store, Genace: g, Artifacts: dir, Extender: local.Broker, Sender: sender, Delays: delays,
-			Clock: s.clk, Log: log.With("function", f.Name), Metrics: m(f.Name),
-			Tune: append(tune, stack.Tune(func(c *observe.Config) { c.Chain = chain }),
+			// Observe receives from its own queue while it runs, as deployed.
+			Receiver: s.trace.receiver(f.Name, local.Feed(f.Name)),
+			Clock:    s.clk, Log: log.With("function", f.Name), Metrics: m(f.Name),
+			// The embedded queue costs nothing to poll: a short receive,
+			// so the run's end does not wait out an idle feed's 20 s.
+			Tune: append(tune, stack.Tune(func(c *observe.Config) { c.Chain, c.FeedWait = chain, time.Second }),
 				stack.Tune(func(c *deliver.Config) { c.Retry = localDeliverRetry })),
 		}
 	}

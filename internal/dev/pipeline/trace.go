@@ -11,6 +11,7 @@ import (
 
 	"github.com/genjobs/genjobs/internal/dev/eventsource"
 	"github.com/genjobs/genjobs/internal/message"
+	"github.com/genjobs/genjobs/internal/observe"
 	"github.com/genjobs/genjobs/internal/schedule"
 	"github.com/genjobs/genjobs/internal/worker"
 )
@@ -54,14 +55,40 @@ func (t *tracer) handler(fn string, h eventsource.Handler) eventsource.Handler {
 		return h
 	}
 	return func(ctx context.Context, ev events.SQSEvent) (events.SQSEventResponse, error) {
-		now := time.Now()
-		for _, m := range ev.Records {
-			if env, err := message.Decode([]byte(m.Body)); err == nil {
-				t.write(TraceEvent{At: now, Event: "receive", Function: fn, Action: env.Action, OperationID: env.OperationID, Revision: env.ExpectedRevision})
-			}
-		}
+		t.received(fn, ev.Records)
 		return h(ctx, ev)
 	}
+}
+
+func (t *tracer) received(fn string, msgs []events.SQSMessage) {
+	now := time.Now()
+	for _, m := range msgs {
+		if env, err := message.Decode([]byte(m.Body)); err == nil {
+			t.write(TraceEvent{At: now, Event: "receive", Function: fn, Action: env.Action, OperationID: env.OperationID, Revision: env.ExpectedRevision})
+		}
+	}
+}
+
+// receiver traces each message fn's feed receives, as handler does the
+// mapping's; nil stays nil.
+func (t *tracer) receiver(fn string, r observe.Receiver) observe.Receiver {
+	if t == nil || r == nil {
+		return r
+	}
+	return tracedReceiver{Receiver: r, t: t, fn: fn}
+}
+
+type tracedReceiver struct {
+	observe.Receiver
+	t  *tracer
+	fn string
+}
+
+// Receive traces what the inner receiver returned.
+func (tr tracedReceiver) Receive(ctx context.Context, max int, wait time.Duration) ([]events.SQSMessage, error) {
+	msgs, err := tr.Receiver.Receive(ctx, max, wait)
+	tr.t.received(tr.fn, msgs)
+	return msgs, err
 }
 
 // sender traces each message sent through s as event.

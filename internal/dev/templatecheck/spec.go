@@ -230,6 +230,7 @@ var configEnv = []string{
 	"ARTIFACT_BUCKET", "SWEEP_CLAIM_TIMEOUT_SECONDS", "SWEEP_OVERDUE_SECONDS",
 	"SCHEDULE_DLQ_ARN", "RECORD_RETENTION_DAYS", "AUDIT_RETENTION_DAYS",
 	"SUBMIT_TIMEOUT_SECONDS", "BATCH_SIZE", "MODEL_CATALOG", "MAX_INPUT_BYTES", "EVENT_BUS_NAME",
+	"OBSERVE_HOLD",
 }
 
 // localOnlyEnv are config's variables a template must never set.
@@ -263,6 +264,9 @@ var emitted = map[string][][]string{
 	"OperationsParked":         {{"Function", "Reason"}},  // internal/worker (Park): observe, deliver
 	"EventsPublished":          {{"Function", "Phase"}},   // internal/notify
 	"EventPublishFailures":     {{"Function", "Phase"}},   // internal/notify
+	"FeedRecordsReceived":      {{"Function"}},            // observe (feed)
+	"RecordsHeld":              {{"Function"}},            // observe (feed)
+	"FeedDeleteFailures":       {{"Function"}},            // observe (feed)
 }
 
 // seedMeasures must each have a dashboard widget of their own.

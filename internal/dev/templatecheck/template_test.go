@@ -484,7 +484,7 @@ func TestEnvNamesMatchConfig(t *testing.T) {
 		"EnvRecordRetention": config.EnvRecordRetention, "EnvAuditRetention": config.EnvAuditRetention,
 		"EnvSubmitTimeout": config.EnvSubmitTimeout, "EnvBatchSize": config.EnvBatchSize,
 		"EnvModelCatalog": config.EnvModelCatalog, "EnvMaxInputBytes": config.EnvMaxInputBytes,
-		"EnvEventBus": config.EnvEventBus,
+		"EnvEventBus": config.EnvEventBus, "EnvObserveHold": config.EnvObserveHold,
 	}
 	scanned := configConstants(t)
 	for name, v := range explicit {

@@ -6,13 +6,16 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"slices"
 	"sync"
 	"time"
 
 	"github.com/genjobs/genjobs/internal/clock"
+	"github.com/genjobs/genjobs/internal/config"
 	"github.com/genjobs/genjobs/internal/dev/eventsource"
 	"github.com/genjobs/genjobs/internal/dev/localqueue"
 	"github.com/genjobs/genjobs/internal/message"
+	"github.com/genjobs/genjobs/internal/observe"
 	"github.com/genjobs/genjobs/internal/schedule"
 	"github.com/genjobs/genjobs/internal/stack"
 )
@@ -36,9 +39,10 @@ type Local struct {
 	// (functions, then each function's mappings).
 	Mappings []*LocalMapping
 
-	clk  clock.Clock
-	urls map[string]string        // by queue id
-	vis  map[string]time.Duration // by queue id
+	clk   clock.Clock
+	feeds map[string]*eventsource.Feed // by function
+	urls  map[string]string            // by queue id
+	vis   map[string]time.Duration     // by queue id
 }
 
 // LocalMapping is one event source mapping of a Local.
@@ -53,7 +57,8 @@ type LocalMapping struct {
 // dead-letter queue before the queue that redrives to it.
 func (t Topology) Local(cfg LocalConfig) (*Local, error) {
 	clk := cmp.Or[clock.Clock](cfg.Clock, clock.Real{})
-	l := &Local{Topology: t, Broker: localqueue.New(clk), clk: clk, urls: map[string]string{}, vis: map[string]time.Duration{}}
+	l := &Local{Topology: t, Broker: localqueue.New(clk), clk: clk, feeds: map[string]*eventsource.Feed{},
+		urls: map[string]string{}, vis: map[string]time.Duration{}}
 	var create func(q Queue) error
 	create = func(q Queue) error {
 		if _, done := l.urls[q.ID]; done {
@@ -125,6 +130,23 @@ func (l *Local) Handlers(deps func(Function) (stack.Deps, bool)) (map[string]sta
 		out[f.Name] = fn.Build(d)
 	}
 	return out, nil
+}
+
+// Feed is the function's own queue to receive from while it runs, as
+// deployed, for a function that holds records (config.NeedHold:
+// observe's feed; stack.Deps.Receiver), and nil for any other. Its
+// records count in Stats. The fault simulation and the benchmarks use
+// none: they replay what the mappings alone deliver.
+func (l *Local) Feed(function string) observe.Receiver {
+	fn, _ := stack.Lookup(function)
+	_, url, _ := l.Consumed(function)
+	if url == "" || !slices.Contains(fn.Needs.Needs, config.NeedHold) {
+		return nil
+	}
+	if l.feeds[function] == nil {
+		l.feeds[function] = &eventsource.Feed{Broker: l.Broker, Queue: url, Clock: l.clk}
+	}
+	return l.feeds[function]
 }
 
 // Batches are the SQS handlers of hs, for ConsumeConfig.Handlers.
@@ -233,7 +255,8 @@ func (l *Local) Run(ctx context.Context, idle time.Duration) error {
 	return errors.Join(errs...)
 }
 
-// Stats are the mappings' totals per function.
+// Stats are the mappings' totals per function, with the records the
+// functions' feeds received counted as records.
 func (l *Local) Stats() map[string]eventsource.Stats {
 	out := map[string]eventsource.Stats{}
 	for _, m := range l.Mappings {
@@ -245,6 +268,11 @@ func (l *Local) Stats() map[string]eventsource.Stats {
 		s.StaleDeletes += t.StaleDeletes
 		s.InvocationErrors += t.InvocationErrors
 		out[m.Function.Name] = s
+	}
+	for name, f := range l.feeds {
+		s := out[name]
+		s.Records += f.Received()
+		out[name] = s
 	}
 	return out
 }

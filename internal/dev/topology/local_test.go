@@ -126,3 +126,30 @@ func TestConsumeTakesTheTopology(t *testing.T) {
 		})
 	}
 }
+
+// TestLocalFeedIsObservesOwnQueue: only the function that holds records
+// (observe) gets a feed, on the queue it consumes, and what the feed
+// receives counts in that function's Stats.
+func TestLocalFeedIsObservesOwnQueue(t *testing.T) {
+	t.Parallel()
+	l, err := topology.Stack.Local(topology.LocalConfig{Clock: clock.NewManual(time.Date(2030, 1, 1, 0, 0, 0, 0, time.UTC))})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, f := range topology.Stack.Functions {
+		if got := l.Feed(f.Name) != nil; got != (f.Name == topology.Observe) {
+			t.Errorf("%s: a feed %v, want one for observe alone", f.Name, got)
+		}
+	}
+	_, url, _ := l.Consumed(topology.Observe)
+	if _, err := l.Broker.Send(context.Background(), url, []byte("m"), 0); err != nil {
+		t.Fatal(err)
+	}
+	msgs, err := l.Feed(topology.Observe).Receive(context.Background(), 10, 0)
+	if err != nil || len(msgs) != 1 || msgs[0].Body != "m" {
+		t.Fatalf("feed received %+v, %v; want the message sent to observe's queue", msgs, err)
+	}
+	if got := l.Stats()[topology.Observe].Records; got != 1 {
+		t.Errorf("observe's records %d, want the one its feed received", got)
+	}
+}
