@@ -194,9 +194,10 @@ func TestObserveSampleEvent(t *testing.T) {
 				t.Errorf("revision %d, want %d: the snapshot was not saved once", saved.Revision, rec.Revision+1)
 			}
 			// A young job's looks chain inside the invocation (as many as
-			// full 30 s windows fit the chain); they are written once.
-			if saved.Counters.Observations < 1 || saved.Counters.Observations > 1+int(observe.DefaultChain/genace.MaxWait) {
-				t.Errorf("counters.observations %d, want 1..%d", saved.Counters.Observations, 1+int(observe.DefaultChain/genace.MaxWait))
+			// full 30 s windows fit the chain's span, of 1 s polls here,
+			// well within a Chain); they are written once.
+			if saved.Counters.Observations < 1 || saved.Counters.Observations > 1+int(observe.DefaultSpan/genace.MaxWait) {
+				t.Errorf("counters.observations %d, want 1..%d", saved.Counters.Observations, 1+int(observe.DefaultSpan/genace.MaxWait))
 			}
 			if saved.Phase != tc.phase || saved.Remote == nil || saved.Remote.State != tc.remote {
 				t.Errorf("record: phase %s, remote %+v; want %s with remote %s", saved.Phase, saved.Remote, tc.phase, tc.remote)

@@ -101,44 +101,100 @@ func TestOneMessageChainsFullLongPollsUntilTheJobChanges(t *testing.T) {
 	}
 }
 
-// A job that does not change is written once, when the chain hands over
-// to a fresh message: the record then says when it was last looked at and
-// that the next observation is due now, so the sweep knows the chain is
-// alive and the next message's first GET is a long poll again.
-func TestUnchangedJobIsWrittenOnlyAtTheHandover(t *testing.T) {
+// dueStore notes the Schedule.Due and the last look of each write (under
+// heldFor the clock has moved on by the next poll when a write lands).
+type dueStore struct {
+	observe.Store
+	mu           sync.Mutex
+	dues, looked []time.Time
+}
+
+func (s *dueStore) Update(ctx context.Context, rec operation.Record, expected int64) (operation.Record, error) {
+	saved, err := s.Store.Update(ctx, rec, expected)
+	if err == nil && saved.Schedule != nil && saved.Remote != nil {
+		s.mu.Lock()
+		s.dues, s.looked = append(s.dues, saved.Schedule.Due), append(s.looked, saved.Remote.ObservedAt)
+		s.mu.Unlock()
+	}
+	return saved, err
+}
+
+// A job that does not change is written every Chain, with the chain going
+// on with the same message, and handed over to a fresh message only when
+// the invocation's time runs out (its deadline less Overhead and the
+// linger's window, or Span): each write says when the job was last
+// looked at and that the next observation is due now, so the sweep knows
+// the chain is alive, and the next message's first GET is a long poll
+// again.
+func TestQuietChainRenewsEveryChainAndHandsOverAtTheEnd(t *testing.T) {
 	t.Parallel()
-	e, h := newChainEnv(t, genacesim.ModelConfig{Price: 5, QueueFor: time.Second, RunFor: time.Hour},
-		observe.Config{Visibility: time.Minute, Chain: 3 * time.Minute})
-	m := e.accept(t, "op-long")
-	// Let it start running, so the chain sees no change at all.
-	first := e.clk.Now()
-	if failed := e.observe(t, m); len(failed) != 0 {
-		t.Fatalf("failures %v", failed)
-	}
-	sent := e.out.Take()
-	got := handlertest.Get(t, e.store, "op-long")
-	if len(sent) != 1 || sent[0].Env.Action != message.ActionObserveGeneration || sent[0].Delay != 0 || sent[0].Env.ExpectedRevision != got.Revision {
-		t.Fatalf("sent %+v; want the next observation, at once, at r%d", sent, got.Revision)
-	}
-	if took := e.clk.Now().Sub(first); took > 3*time.Minute {
-		t.Fatalf("the chain ran %s, past its 3 minutes", took)
-	}
-	polls := len(h.starts)
-	if polls != 6 || got.Counters.Observations != polls {
-		t.Fatalf("%d polls, %d observations recorded; want 6 of each (3 minutes of 30 s windows)", polls, got.Counters.Observations)
-	}
-	if got.Revision != m.Env.ExpectedRevision+2 {
-		t.Fatalf("revision %d → %d; want two writes: queued→running, and the handover", m.Env.ExpectedRevision, got.Revision)
-	}
-	if got.Schedule == nil || !got.Schedule.Due.Equal(e.clk.Now()) || !got.Remote.ObservedAt.Equal(e.clk.Now()) {
-		t.Fatalf("schedule %+v, observed at %v; want both now (%v)", got.Schedule, got.Remote.ObservedAt, e.clk.Now())
-	}
-	// The next message starts with a long poll: the record is fresh.
-	e.gen.waits = nil
-	h.starts, h.ends = nil, nil
-	e.observe(t, sent[0])
-	if len(e.gen.waits) == 0 || e.gen.waits[0] != 30*time.Second {
-		t.Fatalf("next chain's polls %v; want a long poll first", e.gen.waits)
+	for _, tc := range []struct {
+		name    string
+		timeout time.Duration // the invocation's (0: no deadline)
+		writes  int
+		polls   int
+	}{
+		// 30 s windows from the start; a write at the look after which
+		// the next would pass 3 minutes since the last: 3, 6, 9 and 12
+		// minutes; the hand-over at 14 (Span, or the deadline less
+		// 5 s + 30 s: 14m25s), its next look past the end.
+		{"deadline far off", 15 * time.Minute, 5, 28},
+		{"no deadline", 0, 5, 28},
+		// The deadline less 35 s: 4m25s; the renewal at 3 minutes, the
+		// hand-over at 4.
+		{"deadline near", 5 * time.Minute, 2, 8},
+		// No room for a second window: one look, handed over at once.
+		{"deadline at hand", 40 * time.Second, 1, 1},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			cfg := observe.Config{Visibility: time.Minute, Chain: 3 * time.Minute}
+			e, h := newChainEnv(t, genacesim.ModelConfig{Price: 5, RunFor: time.Hour}, cfg)
+			st := &dueStore{Store: e.store}
+			e.obs = observe.New(observe.Deps{Store: st, Genace: h, Delays: e.delays, Extender: e.ext, Sender: e.out, Clock: e.clk,
+				Log: slog.New(slog.NewJSONHandler(e.logs, nil)), Metrics: metrics.Discard()}, cfg)
+			m := e.accept(t, "op-long")
+			start := e.clk.Now()
+			ctx := context.Background()
+			if tc.timeout > 0 {
+				ctx = deadlineCtx{ctx, start.Add(tc.timeout)}
+			}
+			resp, err := e.obs.Handle(ctx, handlertest.Event(t, start, m))
+			if err != nil || len(handlertest.Failed(resp)) != 0 {
+				t.Fatalf("failures %v, %v\n%s", resp, err, e.logs.String())
+			}
+			sent := e.out.Take()
+			got := handlertest.Get(t, e.store, "op-long")
+			if len(sent) != 1 || sent[0].Env.Action != message.ActionObserveGeneration || sent[0].Delay != 0 || sent[0].Env.ExpectedRevision != got.Revision {
+				t.Fatalf("sent %+v; want one message, the next observation, at once, at r%d", sent, got.Revision)
+			}
+			if end := start.Add(observe.DefaultSpan); e.clk.Now().After(end) || tc.timeout > 0 && e.clk.Now().After(start.Add(tc.timeout-5*time.Second)) {
+				t.Fatalf("the chain ran %s, past its span or its deadline less Overhead", e.clk.Now().Sub(start))
+			}
+			if len(h.starts) != tc.polls || got.Counters.Observations != tc.polls {
+				t.Fatalf("%d polls, %d observations recorded; want %d of each", len(h.starts), got.Counters.Observations, tc.polls)
+			}
+			if got.Revision != m.Env.ExpectedRevision+int64(tc.writes) || len(st.dues) != tc.writes {
+				t.Fatalf("revision %d → %d, %d writes; want %d: a write every Chain, the last the hand-over", m.Env.ExpectedRevision, got.Revision, len(st.dues), tc.writes)
+			}
+			from := start
+			for i, due := range st.dues {
+				if gap := due.Sub(from); gap > cfg.Chain || !st.looked[i].Equal(due) {
+					t.Fatalf("write %d due +%s, %s after the one before, of the look at +%s; want within Chain (%s), due at its look",
+						i+1, due.Sub(start), gap, st.looked[i].Sub(start), cfg.Chain)
+				}
+				from = due
+			}
+			if !got.Remote.ObservedAt.Equal(e.clk.Now()) {
+				t.Fatalf("observed at %v; want the hand-over's look, now (%v)", got.Remote.ObservedAt, e.clk.Now())
+			}
+			// The next message starts with a long poll: the record is fresh.
+			e.gen.waits = nil
+			e.observe(t, sent[0])
+			if len(e.gen.waits) == 0 || e.gen.waits[0] != 30*time.Second {
+				t.Fatalf("next chain's polls %v; want a long poll first", e.gen.waits)
+			}
+		})
 	}
 }
 

@@ -58,8 +58,9 @@ func chainEnvOn(t testing.TB, kind string, model genacesim.ModelConfig, cfg obse
 }
 
 // A hand-over that waited 90 s in the queue starts a quiet chain of
-// observe's full Chain: the record's Schedule.Due is the hand-over's, so
-// the chain would run past the sweep's overdue threshold. The sweep, on
+// observe's full Span, renewing every Chain: the record's Schedule.Due is
+// the hand-over's, so the chain's first renewal would land past the
+// sweep's overdue threshold. The sweep, on
 // the stack's cadence and threshold, must not re-arm it, at whatever
 // phase its ticks fall: the chain keeps it informed. On every store (the
 // sweep reads DynamoDB's sparse index, which lags the table).
@@ -119,8 +120,8 @@ func sweptChains(t *testing.T, kind string, every, phase, waited time.Duration) 
 		if failed := e.observe(t, sent[0]); len(failed) != 0 {
 			t.Fatalf("failures %v", failed)
 		}
-		if ran := e.clk.Now().Sub(start); ran < observe.DefaultChain-time.Minute {
-			t.Fatalf("the chain ran %s; want a quiet chain of about %s", ran, observe.DefaultChain)
+		if ran := e.clk.Now().Sub(start); ran < observe.DefaultSpan-time.Minute {
+			t.Fatalf("the chain ran %s; want a quiet chain of about %s", ran, observe.DefaultSpan)
 		}
 		if rearmed > 0 || sweepOut.Len() > 0 {
 			t.Fatalf("the sweep re-armed a live chain %d times (sent %+v)\n%s", rearmed, sweepOut.Take(), e.logs.String())
@@ -133,8 +134,10 @@ func sweptChains(t *testing.T, kind string, every, phase, waited time.Duration) 
 	}
 }
 
-// Only a chain that would look overdue before it ends writes to keep the
-// sweep informed: one that starts on time writes its hand-over alone.
+// Only a chain that would look overdue before its first write writes to
+// keep the sweep informed: one that starts on time writes its renewals
+// and its hand-over alone (a quiet chain of 30 s windows over Span: at 4,
+// 8 and 12 minutes, and at 14).
 func TestOnlyALateChainRefreshesItsDueTime(t *testing.T) {
 	t.Parallel()
 	overdue := topology.Stack.Sweep.OverdueAfter
@@ -142,7 +145,7 @@ func TestOnlyALateChainRefreshesItsDueTime(t *testing.T) {
 	for _, tc := range []struct {
 		waited time.Duration
 		writes int64
-	}{{0, 1}, {slack - time.Second, 1}, {slack, 2}, {90 * time.Second, 2}, {10 * time.Minute, 2}} {
+	}{{0, 4}, {slack - time.Second, 4}, {slack, 5}, {90 * time.Second, 5}, {10 * time.Minute, 5}} {
 		t.Run(fmt.Sprint("waited ", tc.waited), func(t *testing.T) {
 			t.Parallel()
 			cfg := observe.Config{Visibility: time.Hour, Overlap: -1, OverdueAfter: overdue}

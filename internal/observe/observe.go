@@ -1,15 +1,20 @@
 // Package observe is the observe function's handler: it reads the job an
-// observation message names with long polls chained back to back while
-// the message's lease, the function's deadline and Config.Chain allow
-// (each sent Config.Overlap before the previous window runs out, so one
-// is always waiting at Genace), and writes the record, conditioned on the
-// revision the message expects, only when the job's state or money
-// changed, when the chain hands over to a fresh message, when the next
-// look is not due at once, or when the chain starts so late that the sweep
-// would take it for lost before it ends (see inform). The last write does exactly one thing: schedule the next
-// observation, hand over to delivery, settle, or park the operation for
-// review. Duplicate observations collapse on the revision check; the
-// loser writes and schedules nothing.
+// observation message names with long polls chained back to back for as
+// long as the invocation allows (up to the function's deadline, less
+// room for the linger and its write, or Config.Span; the lease renews as
+// it goes), each sent Config.Overlap before the previous window runs
+// out, so one is always waiting at Genace. It writes the record,
+// conditioned on the revision the message expects, when the job's state
+// or money changed, when the next look is not due at once, at least
+// every Config.Chain while nothing changes (so the sweep, which measures
+// lateness from the record's Schedule.Due, never takes a live chain for
+// lost), and when the invocation's time runs out: then it hands over to
+// a fresh message and lingers on its last poll, still held at Genace, so
+// that a job that changes during the hand-over is seen at once (see
+// chain). The write that ends a chain, or its linger, does exactly one
+// thing: schedule the next observation, hand over to delivery, settle,
+// or park the operation for review. Duplicate observations collapse on
+// the revision check; the loser writes and schedules nothing.
 package observe
 
 import (
@@ -75,11 +80,18 @@ type Config struct {
 	// all of them). A record waiting for a slot would wait out a whole
 	// chain of another, so keep it at least the mapping's batch size.
 	Concurrency int
-	// Chain is how long one message may chain long polls before it hands
-	// over to a fresh message (default DefaultChain). The record is not
-	// written while nothing changes, so its Schedule.Due stays at the last
-	// write: Chain plus Overhead must stay below the sweep's overdue
-	// threshold (OverdueAfter; Check), or the sweep re-arms live chains.
+	// Span bounds one message's chain where the function's deadline does
+	// not end it sooner (default DefaultSpan; without a deadline, as in
+	// tests and tools, it is the only bound). Deployed, the deadline less
+	// Overhead and a window for the linger ends the chain, and Span only
+	// keeps it from running to a timeout beyond Lambda's 15 minutes.
+	Span time.Duration
+	// Chain is the longest a quiet chain goes without writing (default
+	// DefaultChain): the record's Schedule.Due stays at the last write
+	// while nothing changes, so every Chain the next look is written all
+	// the same, and the chain goes on. Chain plus Overhead must stay below
+	// the sweep's overdue threshold (OverdueAfter; Check), or the sweep
+	// re-arms live chains.
 	Chain time.Duration
 	// Overlap is how long before a long poll's window runs out the chain
 	// sends the next one (default DefaultOverlap; negative: never).
@@ -104,6 +116,10 @@ type Config struct {
 // minute below the sweep's default overdue threshold of 5 minutes.
 const DefaultChain = 4 * time.Minute
 
+// DefaultSpan is the default Config.Span: a minute below Lambda's
+// longest timeout, 15 minutes.
+const DefaultSpan = 14 * time.Minute
+
 // DefaultOverlap is the default Config.Overlap. Genace answers a long
 // poll when the job changes after the poll arrives, so a job that changes
 // between one poll's window running out and the next poll arriving (a
@@ -127,6 +143,7 @@ func (c Config) Defaults() Config {
 	c.MaxReadFailures = cmp.Or(c.MaxReadFailures, DefaultMaxReadFailures)
 	c.Concurrency = cmp.Or(c.Concurrency, allAtOnce)
 	c.Chain = cmp.Or(c.Chain, DefaultChain)
+	c.Span = cmp.Or(c.Span, DefaultSpan)
 	c.Overlap = cmp.Or(c.Overlap, DefaultOverlap)
 	c.Hold = cmp.Or(c.Hold, DefaultHold)
 	c.FeedMargin = cmp.Or(c.FeedMargin, DefaultFeedMargin)
@@ -212,67 +229,114 @@ func (h *Handler) decide(ctx context.Context, t worker.Turn) worker.Decision {
 }
 
 // chain observes the job with long polls back to back, as long as the
-// next look is due at once, a whole poll still fits Config.Chain and the
-// function's deadline, and the lease holds. Config.Overlap before a
-// poll's window runs out, while the chain is set to go on, the next poll
-// is sent, so that one is always waiting at Genace: a job that changes
-// between two windows is seen at once, not a window late. Answers are
-// taken in the order the polls were sent; a poll sent before a change and
-// answered with it changes nothing more. An observation that changes
-// nothing the record keeps for a reason (the job's state, its credits,
-// the phase, settlement, parking) stays in memory; any other is written
-// at once, after the next poll has left, and the chain goes on from what
-// it wrote. The last observation is always written, with the follow-up it
-// schedules: the record then carries the observations' counters and the
-// time of the last look (so the next message long-polls again), and a
-// Schedule.Due of now for the sweep. Polls still in flight when the chain
-// ends are cancelled (a GET changes nothing) and waited for. A crash
-// mid-chain loses only unwritten looks: the message comes back (or the
-// sweep re-arms it) and reads again; a write of its own that landed is
-// found and its follow-up re-sent.
+// next look is due at once, a whole poll still fits the chain (its Span,
+// and the function's deadline less Overhead and the room its linger
+// needs) and the lease holds. Config.Overlap before a poll's window runs
+// out, while the chain is set to go on, the next poll is sent, so that
+// one is always waiting at Genace: a job that changes between two windows
+// is seen at once, not a window late. Answers are taken in the order the
+// polls were sent; a poll sent before a change and answered with it
+// changes nothing more. An observation that changes nothing the record
+// keeps for a reason (the job's state, its credits, the phase,
+// settlement, parking) stays in memory, unless Config.Chain has passed
+// since the chain's last write by the next look: then it is written all
+// the same (a renewal), with the observations' counters, the time of the
+// look (so a later message long-polls again) and a Schedule.Due of now
+// for the sweep, and the chain goes on with the same message. Any other
+// look is written at once, after the next poll has left, and the chain
+// goes on from what it wrote. The last look is always written, with the
+// follow-up it schedules. A crash mid-chain loses only unwritten looks:
+// the message comes back (or the sweep re-arms it) and reads again; a
+// write of its own that landed is found and its follow-up re-sent.
 //
-// The chain first keeps the sweep informed (worker.KeepDue): its last
-// write lands at its end plus Overhead. Chain + Overhead below
-// OverdueAfter, which the function checks at start-up, makes one write
-// enough.
+// A chain whose time runs out while the job is still young hands over to
+// a fresh message, and lingers: its next poll, sent Overlap before the
+// last window ran out as if it went on, is still held at Genace while
+// the hand-over is written and its follow-up sent, and the handling waits
+// for it (see linger). Without it a job that finished in the gap before
+// the next message's first poll arrived (the write, the SQS hop, the
+// Lambda start, the GET's trip) would be seen a whole window late. Polls
+// still in flight when the handling ends are cancelled (a GET changes
+// nothing) and waited for.
+//
+// The chain first keeps the sweep informed (worker.KeepDue): its first
+// write lands at most Chain after its start (or at its end) plus
+// Overhead, and each next one at most Chain plus Overhead after the one
+// before. Chain + Overhead below OverdueAfter, which the function checks
+// at start-up, makes that enough.
 func (h *Handler) chain(ctx context.Context, t worker.Turn) worker.Decision {
-	c := &chain{h: h, t: t, f: &flight{}, end: h.clk.Now().Add(h.cfg.Chain)}
-	if dl, ok := ctx.Deadline(); ok && dl.Add(-h.cfg.Overhead).Before(c.end) {
-		c.end = dl.Add(-h.cfg.Overhead)
+	now := h.clk.Now()
+	c := &chain{h: h, t: t, f: &flight{}, poll: h.delays.LongPoll(t.Rec.Model), end: now.Add(h.cfg.Span)}
+	if dl, ok := ctx.Deadline(); ok {
+		// The last look leaves room before the deadline for the linger's
+		// window and its write.
+		c.last = dl.Add(-h.cfg.Overhead)
+		if c.last.Add(-c.poll).Before(c.end) {
+			c.end = c.last.Add(-c.poll)
+		}
 	}
-	return worker.KeepDue{Lands: c.end.Add(h.cfg.Overhead), OverdueAfter: h.cfg.OverdueAfter,
+	// A clock that does not move with the polls must still end the chain,
+	// and so must polls shorter than Genace's window: the chain holds as
+	// many looks as full windows fit in Span, whatever each wait.
+	c.maxPolls = 1
+	if c.poll > 0 {
+		c.maxPolls += int(h.cfg.Span / max(c.poll, genace.MaxWait))
+	}
+	// The first write: the first renewal, or the end, but never before
+	// the first look, which is always taken (within the deadline).
+	first := now.Add(h.cfg.Chain)
+	if c.end.Before(first) {
+		first = c.end
+	}
+	if look := now.Add(c.poll); first.Before(look) {
+		first = look
+		if !c.last.IsZero() && c.last.Before(first) {
+			first = c.last
+		}
+	}
+	return worker.KeepDue{Lands: first.Add(h.cfg.Overhead), OverdueAfter: h.cfg.OverdueAfter,
 		Then: func(ctx context.Context, rec operation.Record) worker.Decision {
-			c.poll = h.delays.LongPoll(rec.Model)
-			// A clock that does not move with the polls must still end the
-			// chain, and so must polls shorter than Genace's window: the
-			// chain holds as many looks as full windows fit in Config.Chain,
-			// whatever each wait.
-			c.maxPolls = 1
-			if c.poll > 0 {
-				c.maxPolls += int(h.cfg.Chain / max(c.poll, genace.MaxWait))
-			}
+			c.wrote = h.clk.Now()
 			return worker.Finally{Do: c.f.stop, Then: c.look(ctx, rec)}
 		}}
 }
 
 // chain is one message's chain of looks.
 type chain struct {
-	h        *Handler
-	t        worker.Turn
-	f        *flight
-	end      time.Time
+	h *Handler
+	t worker.Turn
+	f *flight
+	// end is the latest a look may be taken and the chain go on; last the
+	// latest a poll may be held (the deadline less Overhead; zero: none).
+	end, last time.Time
+	// wrote is when the chain last wrote (or started): the next write is
+	// due Chain after it.
+	wrote    time.Time
 	poll     time.Duration
 	maxPolls int
 	looks    int
 }
 
-// goesOn is whether the chain, with r its last look, will want another
-// poll at at, when the newest poll's window runs out: the conditions of
-// more in look, foreseen.
-func (c *chain) goesOn(r *operation.Record, at time.Time) bool {
-	return r.Phase == operation.PhaseAccepted && r.Parked == nil && c.poll > 0 && c.f.sent < c.maxPolls &&
-		c.h.delays.Next(r, at) == 0 && !at.Add(c.poll).After(c.end) && !c.t.Lease.Lost()
+// young is whether the job, with r its last look, is still observed
+// back to back at at: more's conditions in look that do not depend on
+// the chain's end.
+func (c *chain) young(r *operation.Record, at time.Time) bool {
+	return r.Phase == operation.PhaseAccepted && r.Parked == nil && c.poll > 0 &&
+		c.h.delays.Next(r, at) == 0 && !c.t.Lease.Lost()
 }
+
+// wants is whether the chain, with r its last look, sends another poll
+// at sendAt, when the newest poll's window runs out at at: to go on (the
+// conditions of more in look, foreseen), or, when it hands over then, as
+// its linger, held its whole window before the deadline.
+func (c *chain) wants(r *operation.Record, at, sendAt time.Time) bool {
+	goesOn := c.f.sent < c.maxPolls && !at.Add(c.poll).After(c.end)
+	return c.young(r, at) && (goesOn || c.fits(sendAt))
+}
+
+// fits is whether a poll sent at may be held its whole window before the
+// deadline (less Overhead, the write of its answer).
+func (c *chain) fits(at time.Time) bool { return c.last.IsZero() || !at.Add(c.poll).After(c.last) }
 
 // send starts a poll, with r the last look; since is the last time the
 // job is known to have held still (see window).
@@ -281,7 +345,7 @@ func (c *chain) send(ctx context.Context, r *operation.Record, since time.Time) 
 	wait := h.window(ctx, c.t.Lease, r, since)
 	now := h.clk.Now()
 	var overlap <-chan time.Time
-	if h.cfg.Overlap > 0 && wait > h.cfg.Overlap && c.goesOn(r, now.Add(wait)) {
+	if h.cfg.Overlap > 0 && wait > h.cfg.Overlap && c.wants(r, now.Add(wait), now.Add(wait-h.cfg.Overlap)) {
 		overlap = h.clk.After(wait - h.cfg.Overlap)
 	}
 	c.f.start(ctx, h.genace, h.clk, r.RemoteJobID, wait, wait+h.cfg.Overhead, overlap)
@@ -289,7 +353,7 @@ func (c *chain) send(ctx context.Context, r *operation.Record, since time.Time) 
 
 // look takes the chain's answers from rec on, until one is to be
 // written: it returns that write, which goes on with the next look when
-// the chain does.
+// the chain does, and with the linger when the chain hands over.
 func (c *chain) look(ctx context.Context, rec operation.Record) worker.Decision {
 	h, f := c.h, c.f
 	for {
@@ -309,7 +373,7 @@ func (c *chain) look(ctx context.Context, rec operation.Record) worker.Decision 
 				// stalled process, a virtual clock that jumped) sends
 				// nothing: the answer is due, and the chain goes on from it.
 				windowEnd := newest.sent.Add(newest.wait)
-				if fired.Before(windowEnd) && c.goesOn(&rec, windowEnd) {
+				if fired.Before(windowEnd) && c.wants(&rec, windowEnd, fired) {
 					// The newest poll still holds: the job has not changed
 					// since it arrived.
 					c.send(ctx, &rec, newest.sent)
@@ -322,59 +386,120 @@ func (c *chain) look(ctx context.Context, rec operation.Record) worker.Decision 
 			f.stop()
 			return h.readFailed(ctx, c.t, rec, head.err)
 		}
-		job := head.job
 		now := h.clk.Now()
-		snap := job.Snapshot(now)
-		if !job.CreatedAt.IsZero() {
-			h.metrics.Duration(metrics.RemoteRenderAge, now.Sub(job.CreatedAt), metrics.Dim{Name: "Model", Value: rec.Model})
-		}
-		next, follow, err := operation.Observe(rec, snap, now, h.delays.BudgetsFor(rec.Model))
-		if err != nil {
+		next, follow, delay, ok := h.observe(rec, head.job, now)
+		if !ok {
 			f.stop() // before the acknowledgement, not after it
 			return worker.Obsolete{Why: worker.ReasonNotApplicable}
 		}
-		delay := time.Duration(0)
-		switch follow {
-		case operation.FollowObserve:
-			delay = h.delays.Next(&next, now)
-			if next.Phase == operation.PhaseFailed {
-				delay = h.delays.Accounting(&next, now)
-			}
-			next.Schedule = &operation.NextAction{Action: string(message.ActionObserveGeneration), Due: now.Add(delay)}
-		case operation.FollowDeliver:
-			next.Schedule = &operation.NextAction{Action: string(message.ActionDeliverArtifacts), Due: now}
-		default:
-			next.Schedule = nil
-		}
 		more := follow == operation.FollowObserve && delay == 0 && c.poll > 0 && c.looks < c.maxPolls &&
 			!now.Add(c.poll).After(c.end) && !c.t.Lease.Lost()
-		if more && !changed(&rec, &next) {
+		change := changed(&rec, &next)
+		if more && !change && !now.Add(c.poll).After(c.wrote.Add(h.cfg.Chain)) {
 			rec = next // same revision: the look is kept in memory only
 			continue
 		}
-		if !more {
+		// A hand-over of a young job keeps the poll it sent to go on: it
+		// is the linger.
+		linger := !more && len(f.polls) > 0 && follow == operation.FollowObserve && delay == 0 && !c.t.Lease.Lost()
+		n := len(f.polls)
+		switch stale := n == 0 || f.polls[n-1].sent.Before(head.at); {
+		case !more && !linger:
 			f.stop()
-		} else if n := len(f.polls); (n == 0 || f.polls[n-1].sent.Before(head.at)) && f.sent < c.maxPolls {
+		case more && n == 0, change && stale && (more && f.sent < c.maxPolls || !more && c.fits(now)):
 			// Every poll in flight left before this change reached us, so
 			// may have arrived before it and come back at once with it.
 			// The poll that waits for the next change leaves now, not
-			// after the write.
+			// after the write. (Those in flight for a renewal, which
+			// changed nothing, still hold.)
 			c.send(ctx, &next, now)
 		}
 		// Written only while the record stands where this look read it:
 		// another observer (or the user) that wrote first wins, and this
 		// chain writes and schedules nothing more.
 		return worker.Write{Next: next, What: "save snapshot", Then: func(ctx context.Context, saved operation.Record) worker.Decision {
-			h.log.InfoContext(ctx, "observation saved", "operation_id", saved.OperationID, "revision", saved.Revision,
-				"phase", string(saved.Phase), "remote_state", string(snap.State), "follow", string(follow), "polls", f.sent, "chained", more)
+			c.wrote = now
+			h.saved(ctx, saved, head.job, follow, "polls", f.sent, "chained", more, "lingers", linger)
 			if more {
 				return c.look(ctx, saved)
 			}
-			if follow != operation.FollowObserve {
-				h.metrics.Count(metrics.ObservationsPerOp, float64(saved.Counters.Observations), metrics.Dim{Name: "Phase", Value: string(saved.Phase)})
+			emit := worker.Emit{Outcome: worker.OutcomeOfObservation(follow), Attempt: c.t.Env.Attempt + 1}
+			if linger {
+				emit.Then = c.linger
 			}
+			return emit
+		}}
+	}
+}
+
+// linger takes, after the hand-over (rec, as written and its follow-up
+// sent), the answers of the polls the chain still has in flight, each
+// until its window runs out. The first that changes what the record
+// keeps is written, conditioned on the hand-over's revision, with the
+// follow-up it schedules (a delivery, say): the next message's chain,
+// which may see the same change, collapses on the revision check
+// whichever writes first, and a linger that loses writes and sends
+// nothing more. A linger that sees no change, or whose poll fails, ends
+// quietly: the next message reads again.
+func (c *chain) linger(ctx context.Context, rec operation.Record) worker.Decision {
+	h, f := c.h, c.f
+	for len(f.polls) > 0 {
+		head := f.polls[0]
+		<-head.done
+		f.polls = f.polls[1:]
+		head.cancel()
+		if head.err != nil {
+			h.log.InfoContext(ctx, "lingering poll failed; the next observation reads again", "operation_id", rec.OperationID, "error", head.err.Error())
+			break
+		}
+		now := h.clk.Now()
+		next, follow, _, ok := h.observe(rec, head.job, now)
+		if !ok || !changed(&rec, &next) {
+			continue
+		}
+		f.stop()
+		return worker.Write{Next: next, What: "save the lingering look", Then: func(ctx context.Context, saved operation.Record) worker.Decision {
+			h.saved(ctx, saved, head.job, follow, "lingered", true)
 			return worker.Emit{Outcome: worker.OutcomeOfObservation(follow), Attempt: c.t.Env.Attempt + 1}
 		}}
+	}
+	return worker.Done{Outcome: worker.OutcomeOfObservation(operation.FollowObserve)}
+}
+
+// observe applies the job, read at now, to rec: the record to write,
+// with the next action its follow-up calls for and that action's delay;
+// false when the observation no longer applies to the record.
+func (h *Handler) observe(rec operation.Record, job *genace.Job, now time.Time) (operation.Record, operation.Follow, time.Duration, bool) {
+	if !job.CreatedAt.IsZero() {
+		h.metrics.Duration(metrics.RemoteRenderAge, now.Sub(job.CreatedAt), metrics.Dim{Name: "Model", Value: rec.Model})
+	}
+	next, follow, err := operation.Observe(rec, job.Snapshot(now), now, h.delays.BudgetsFor(rec.Model))
+	if err != nil {
+		return rec, follow, 0, false
+	}
+	delay := time.Duration(0)
+	switch follow {
+	case operation.FollowObserve:
+		delay = h.delays.Next(&next, now)
+		if next.Phase == operation.PhaseFailed {
+			delay = h.delays.Accounting(&next, now)
+		}
+		next.Schedule = &operation.NextAction{Action: string(message.ActionObserveGeneration), Due: now.Add(delay)}
+	case operation.FollowDeliver:
+		next.Schedule = &operation.NextAction{Action: string(message.ActionDeliverArtifacts), Due: now}
+	default:
+		next.Schedule = nil
+	}
+	return next, follow, delay, true
+}
+
+// saved logs a written observation (attrs: how the chain went on) and,
+// when it ends observing, counts the operation's observations.
+func (h *Handler) saved(ctx context.Context, saved operation.Record, job *genace.Job, follow operation.Follow, attrs ...any) {
+	h.log.InfoContext(ctx, "observation saved", append([]any{"operation_id", saved.OperationID, "revision", saved.Revision,
+		"phase", string(saved.Phase), "remote_state", string(job.State), "follow", string(follow)}, attrs...)...)
+	if follow != operation.FollowObserve {
+		h.metrics.Count(metrics.ObservationsPerOp, float64(saved.Counters.Observations), metrics.Dim{Name: "Phase", Value: string(saved.Phase)})
 	}
 }
 

@@ -232,11 +232,12 @@ func TestFinishBetweenWindowsIsSeenAtOnce(t *testing.T) {
 func TestNextPollLeavesBeforeTheWrite(t *testing.T) {
 	t.Parallel()
 	run := runOverlap(t, genacesim.ModelConfig{Price: 5, QueueFor: 10 * time.Second, RunFor: time.Hour},
-		observe.Config{Visibility: 6 * time.Minute, Chain: time.Minute})
+		observe.Config{Visibility: 6 * time.Minute, Span: time.Minute})
 	// The first GET is answered at the change to running (10.1 s), whose
 	// write takes 50 ms; the next is held past the chain's minute, which
-	// ends the chain.
-	want := []string{"GET 1 at +0s", "GET 2 at +10.1s", "write at +10.1s", "write at +40.3s"}
+	// ends the chain: its overlapping GET (39.1 s) is the linger, held
+	// while the hand-over is written (40.3 s).
+	want := []string{"GET 1 at +0s", "GET 2 at +10.1s", "GET 3 at +39.1s", "write at +10.1s", "write at +40.3s"}
 	got := run.log.all()
 	// The GET and the write leave at the same virtual time from two
 	// goroutines: their order in the log is not the order they left in.

@@ -111,10 +111,14 @@ type File struct {
 
 // Emit does what the record as it stands expects next (Emitter.Emit):
 // a redelivered message whose own write landed sends the follow-up it
-// may not have sent.
+// may not have sent. The handling then ends with Outcome, or, with Then
+// set and the follow-up sent, goes on from the record (observe's linger:
+// its last poll, still held at Genace past the hand-over, may yet bring
+// a change to write); a failed send ends it with the error either way.
 type Emit struct {
 	Outcome Outcome
 	Attempt int
+	Then    Then
 }
 
 // Send sends one message the record does not schedule itself (a re-arm,
@@ -172,7 +176,10 @@ func (w *Worker) Commit(ctx context.Context, t Turn, d Decision) (Outcome, error
 		case Obsolete:
 			return w.consumer.Obsolete(ctx, t.Env, &t.Rec, d1.Why)
 		case Emit:
-			return d1.Outcome, w.emitter.Emit(ctx, &t.Rec, d1.Attempt)
+			if err := w.emitter.Emit(ctx, &t.Rec, d1.Attempt); err != nil || d1.Then == nil {
+				return d1.Outcome, err
+			}
+			d = d1.Then(ctx, t.Rec)
 		case Send:
 			if _, err := w.sender.Send(ctx, d1.Env, d1.Delay); err != nil {
 				d = w.failed(&t, d1.What, err)

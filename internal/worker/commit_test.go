@@ -211,3 +211,48 @@ func TestFileFailedGoesOnAsTold(t *testing.T) {
 		t.Error("Failed was not given the review's error")
 	}
 }
+
+// TestEmitThenGoesOnOnlyAfterTheSend: an Emit with Then (observe's
+// linger after a hand-over) goes on from the record once its follow-up
+// is sent; a failed send ends the handling with the error, Then never
+// run, so the message comes back and re-emits.
+func TestEmitThenGoesOnOnlyAfterTheSend(t *testing.T) {
+	t.Parallel()
+	for _, tc := range []struct {
+		name    string
+		fail    bool
+		outcome worker.Outcome
+		went    bool
+	}{
+		{"sent", false, worker.OutcomeDelivered, true},
+		{"send failed", true, "observe", false},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			e := newCommitEnv(t, "bolt")
+			rec := handlertest.Prepared("op-emit")
+			rec.Phase, rec.RemoteJobID = operation.PhaseAccepted, "job_emit"
+			rec.Schedule = &operation.NextAction{Action: string(message.ActionObserveGeneration), Due: e.clk.Now()}
+			rec = handlertest.Create(t, e.st, rec)
+			if tc.fail {
+				e.out.FailNext(1)
+			}
+			var from operation.Record
+			went := false
+			outcome, err := e.w.Commit(context.Background(), e.turn(rec), worker.Emit{Outcome: "observe", Attempt: 2,
+				Then: func(_ context.Context, r operation.Record) worker.Decision {
+					went, from = true, r
+					return worker.Done{Outcome: worker.OutcomeDelivered}
+				}})
+			if outcome != tc.outcome || (err != nil) != tc.fail || went != tc.went {
+				t.Fatalf("outcome %s, %v, went on %t; want %s, error %t, went on %t", outcome, err, went, tc.outcome, tc.fail, tc.went)
+			}
+			if sent := e.out.Take(); len(sent) != map[bool]int{true: 0, false: 1}[tc.fail] {
+				t.Fatalf("sent %+v", sent)
+			}
+			if went && from.Revision != rec.Revision {
+				t.Fatalf("Then went on from r%d; want the record as it stands, r%d", from.Revision, rec.Revision)
+			}
+		})
+	}
+}

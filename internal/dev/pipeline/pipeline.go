@@ -123,18 +123,20 @@ func ReportPath(stateDir string) string { return filepath.Join(stateDir, "report
 // and creates what a run killed while seeding did not.
 func workloadPath(stateDir string) string { return filepath.Join(stateDir, "workload.json") }
 
-// localChain is how long a local observation message chains long polls:
-// as many as a deployed chain holds (observe.DefaultChain of Genace's
-// full windows), so that at the deployed long poll a local run makes
-// production's GETs, and a shorter one keeps the chain's hand-over (and
-// the sweep's threshold below) on the run's time scale.
+// localChain is how long a quiet local observation chain goes without
+// writing: as many long polls as a deployed one (observe.DefaultChain of
+// Genace's full windows), so that at the deployed long poll a local run
+// makes production's writes, and a shorter one keeps the chain's renewal
+// (and the sweep's threshold below) on the run's time scale. (A chain's
+// Span is counted in full windows too, so a local chain holds at most as
+// many polls as a deployed one of Span.)
 func localChain(longPoll time.Duration) time.Duration {
 	return observe.DefaultChain / genace.MaxWait * longPoll
 }
 
-// sweepConfig runs the sweep on a local time scale. A chain writes
-// nothing while the job does not change, so a next action counts as
-// overdue only 20 s after the chain would have handed over.
+// sweepConfig runs the sweep on a local time scale. A quiet chain writes
+// only every chain, so a next action counts as overdue only 20 s after
+// the chain's next write was due.
 func sweepConfig(chain time.Duration) sweep.Config {
 	return sweep.Config{ClaimTimeout: time.Minute, OverdueAfter: chain + 20*time.Second}
 }

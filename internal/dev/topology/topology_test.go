@@ -131,8 +131,10 @@ func TestDeadLettersRedriveOnce(t *testing.T) {
 }
 
 // TestObserveFunctionHoldsAChain: one observe invocation chains long
-// polls for up to observe's Chain, then writes and hands over, so the
-// function's timeout must cover a chain and its last write, and every
+// polls until its deadline allows no more, writing every observe's Chain
+// while nothing changes, then hands over; a timeout shorter than a Chain
+// and its write would make every chain hand over before its first
+// renewal, so the timeout must cover them, and every
 // record of a batch must be observed at once (BATCH_CONCURRENCY's default
 // is the mapping's batch size). The deployed settings pass the bounds
 // the functions check at cold start (a chain and its last write end
