@@ -9,8 +9,8 @@ import (
 	"time"
 )
 
-// observe runs each scenario in a bubble of its own.
-func observe(t *testing.T, ss ...ObservationScenario) []*Observed {
+// runScenarios runs each scenario in a bubble of its own.
+func runScenarios(t *testing.T, ss ...ObservationScenario) []*Observed {
 	t.Helper()
 	var out []*Observed
 	for _, s := range ss {
@@ -47,7 +47,7 @@ func TestObservationFigures(t *testing.T) {
 			ss = append(ss, LoadScenario(n, 3))
 		}
 	}
-	obs := observe(t, ss...)
+	obs := runScenarios(t, ss...)
 	var b bytes.Buffer
 	if err := WriteObservation(&b, obs); err != nil {
 		t.Fatal(err)

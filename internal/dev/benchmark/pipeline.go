@@ -26,6 +26,7 @@ import (
 	"github.com/genjobs/genjobs/internal/genace"
 	"github.com/genjobs/genjobs/internal/message"
 	"github.com/genjobs/genjobs/internal/metrics"
+	"github.com/genjobs/genjobs/internal/observe"
 	"github.com/genjobs/genjobs/internal/operation"
 	"github.com/genjobs/genjobs/internal/schedule"
 	"github.com/genjobs/genjobs/internal/stack"
@@ -115,12 +116,14 @@ type PipelineResult struct {
 // Invocations are one function's invocations, timed on the run's clock
 // from the handler's start to its return.
 type Invocations struct {
-	// Count and Records: invocations and the batch records they got.
+	// Count and Records: invocations and the records they handled, their
+	// batches' and what each received itself (observe's feed).
 	Count, Records int64
 	// Busy is their summed duration.
 	Busy time.Duration
-	// PeakConcurrent is the most running at once, PeakRecords the largest
-	// batch, PeakPayload the largest event in bytes.
+	// PeakConcurrent is the most running at once, PeakRecords the most
+	// records one invocation handled, PeakPayload the largest event in
+	// bytes.
 	PeakConcurrent, PeakRecords, PeakPayload int64
 	// MemoryMB is the function's MemorySize in template.yaml.
 	MemoryMB int
@@ -134,22 +137,32 @@ func (i *Invocations) GBSeconds() float64 {
 	return i.Busy.Seconds() * float64(i.MemoryMB) / 1024
 }
 
-func (i *Invocations) begin(records, payload int) {
+// invocation is one invocation's records: its batch and what its feed
+// received.
+type invocation struct{ records atomic.Int64 }
+
+type invocationKey struct{}
+
+func (i *Invocations) begin(ctx context.Context, records, payload int) context.Context {
 	i.mu.Lock()
 	defer i.mu.Unlock()
 	i.Count++
-	i.Records += int64(records)
 	i.running++
 	i.PeakConcurrent = max(i.PeakConcurrent, i.running)
-	i.PeakRecords = max(i.PeakRecords, int64(records))
 	i.PeakPayload = max(i.PeakPayload, int64(payload))
+	inv := &invocation{}
+	inv.records.Store(int64(records))
+	return context.WithValue(ctx, invocationKey{}, inv)
 }
 
-func (i *Invocations) end(d time.Duration) {
+func (i *Invocations) end(ctx context.Context, d time.Duration) {
+	n := ctx.Value(invocationKey{}).(*invocation).records.Load()
 	i.mu.Lock()
 	defer i.mu.Unlock()
 	i.running--
 	i.Busy += d
+	i.Records += n
+	i.PeakRecords = max(i.PeakRecords, n)
 }
 
 // RenderResult is one render of a run.
@@ -293,6 +306,14 @@ func RunPipeline(ctx context.Context, cfg PipelineConfig) (*PipelineResult, erro
 		return nil, err
 	}
 	defer pack.Close()
+	invs := map[string]*Invocations{}
+	for _, f := range local.Topology.Functions {
+		invs[f.Name] = &Invocations{MemoryMB: f.MemoryMB}
+	}
+	var d *draws
+	if cfg.Virtual != nil {
+		d = newDraws(cfg.Seed)
+	}
 	delays := schedule.NewObservation(cfg.Policies)
 	log := slog.New(slog.DiscardHandler)
 	hs, err := local.Handlers(func(f topology.Function) (stack.Deps, bool) {
@@ -301,18 +322,11 @@ func RunPipeline(ctx context.Context, cfg PipelineConfig) (*PipelineResult, erro
 			Config: config.Config{Concurrency: pipelineConcurrency},
 			Store:  &countingStore{Store: st, c: c, cache: cache, onWritten: onWritten}, Genace: g, Artifacts: countingArtifacts{next: pack, c: c}, Extender: countingExtender{next: local.Broker, c: c},
 			Sender: disps[f.Name], Delays: delays, Clock: clk, Log: log, Metrics: metrics.New(io.Discard, f.Name, clk),
+			Receiver: fed(local.Feed(f.Name), cfg.Virtual, d),
 		}, ok
 	})
 	if err != nil {
 		return nil, err
-	}
-	invs := map[string]*Invocations{}
-	for _, f := range local.Topology.Functions {
-		invs[f.Name] = &Invocations{MemoryMB: f.MemoryMB}
-	}
-	var d *draws
-	if cfg.Virtual != nil {
-		d = newDraws(cfg.Seed)
 	}
 	local.Consume(topology.ConsumeConfig{
 		Handlers:          topology.Batches(hs),
@@ -452,11 +466,40 @@ func timed(inv *Invocations, lat *Latency, d *draws, h eventsource.Handler) even
 		for _, r := range ev.Records {
 			payload += len(r.Body) + len(r.MessageId) + len(r.ReceiptHandle) + 200 // attributes
 		}
-		inv.begin(len(ev.Records), payload)
+		ctx = inv.begin(ctx, len(ev.Records), payload)
 		start := time.Now()
-		defer func() { inv.end(time.Since(start)) }()
+		defer func() { inv.end(ctx, time.Since(start)) }()
 		return h(ctx, ev)
 	}
+}
+
+// fed is a function's own receiver (observe's feed; nil for the others)
+// counting what each invocation receives into its records and, for a
+// virtual run, taking lat's pickup for each receive that returns any.
+func fed(r observe.Receiver, lat *Latency, d *draws) observe.Receiver {
+	if r == nil {
+		return nil
+	}
+	return &countedFeed{Receiver: r, lat: lat, d: d}
+}
+
+type countedFeed struct {
+	observe.Receiver
+	lat *Latency
+	d   *draws
+}
+
+func (f *countedFeed) Receive(ctx context.Context, max int, wait time.Duration) ([]events.SQSMessage, error) {
+	msgs, err := f.Receiver.Receive(ctx, max, wait)
+	if len(msgs) > 0 {
+		if f.lat != nil {
+			time.Sleep(f.d.draw(f.lat.Pickup))
+		}
+		if inv, ok := ctx.Value(invocationKey{}).(*invocation); ok {
+			inv.records.Add(int64(len(msgs)))
+		}
+	}
+	return msgs, err
 }
 
 // cpuTime is the process's user+system CPU time so far. (The package is
