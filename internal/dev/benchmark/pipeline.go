@@ -105,6 +105,9 @@ type PipelineResult struct {
 	// Renders are each render's length, GETs and detection, in creation
 	// order.
 	Renders []RenderResult
+	// Telemetry is what the handlers logged (a virtual run's only: a
+	// real-time run's throughput is measured without).
+	Telemetry *Telemetry
 }
 
 // Invocations are one function's invocations, timed on the run's clock
@@ -292,13 +295,20 @@ func RunPipeline(ctx context.Context, cfg PipelineConfig) (*PipelineResult, erro
 	}
 	defer pack.Close()
 	delays := schedule.NewObservation(cfg.Policies)
-	log := slog.New(slog.DiscardHandler)
+	var tel *Telemetry
+	if cfg.Virtual != nil {
+		tel = newTelemetry()
+	}
 	hs, err := local.Handlers(func(f topology.Function) (stack.Deps, bool) {
 		c, ok := counters[f.Name]
+		log, emf := slog.New(slog.DiscardHandler), io.Discard
+		if tel != nil {
+			log, emf = tel.Log(f.Name), tel.EMF(f.Name)
+		}
 		return stack.Deps{
 			Config: config.Config{Concurrency: pipelineConcurrency},
 			Store:  &countingStore{Store: st, c: c, cache: cache, onWritten: onWritten}, Genace: g, Artifacts: countingArtifacts{next: pack, c: c}, Extender: countingExtender{next: local.Broker, c: c},
-			Sender: disps[f.Name], Delays: delays, Clock: clk, Log: log, Metrics: metrics.New(io.Discard, f.Name, clk),
+			Sender: disps[f.Name], Delays: delays, Clock: clk, Log: log, Metrics: metrics.New(emf, f.Name, clk), Events: countingSink{c},
 		}, ok
 	})
 	if err != nil {
@@ -381,7 +391,7 @@ func RunPipeline(ctx context.Context, cfg PipelineConfig) (*PipelineResult, erro
 	res := &PipelineResult{
 		Operations: cfg.Operations, Delivered: int(delivered.Load()), Elapsed: end.Sub(start), CPU: cpu,
 		Functions: map[string]FunctionStats{}, App: app.snapshot(),
-		GenaceGETs: sim.TotalGets(), GenacePOSTs: sim.TotalPosts(),
+		GenaceGETs: sim.TotalGets(), GenacePOSTs: sim.TotalPosts(), Telemetry: tel,
 	}
 	for fn, s := range local.Stats() {
 		req := counters[fn].snapshot()
