@@ -111,6 +111,9 @@ type PipelineResult struct {
 	// of the clock, Genace429 those it refused for its rate limit (a
 	// virtual run's).
 	GenacePeakPerSecond, Genace429 int
+	// Telemetry is what the handlers logged (a virtual run's only: a
+	// real-time run's throughput is measured without).
+	Telemetry *Telemetry
 }
 
 // Invocations are one function's invocations, timed on the run's clock
@@ -315,13 +318,20 @@ func RunPipeline(ctx context.Context, cfg PipelineConfig) (*PipelineResult, erro
 		d = newDraws(cfg.Seed)
 	}
 	delays := schedule.NewObservation(cfg.Policies)
-	log := slog.New(slog.DiscardHandler)
+	var tel *Telemetry
+	if cfg.Virtual != nil {
+		tel = newTelemetry()
+	}
 	hs, err := local.Handlers(func(f topology.Function) (stack.Deps, bool) {
 		c, ok := counters[f.Name]
+		log, emf := slog.New(slog.DiscardHandler), io.Discard
+		if tel != nil {
+			log, emf = tel.Log(f.Name), tel.EMF(f.Name)
+		}
 		return stack.Deps{
 			Config: config.Config{Concurrency: pipelineConcurrency},
 			Store:  &countingStore{Store: st, c: c, cache: cache, onWritten: onWritten}, Genace: g, Artifacts: countingArtifacts{next: pack, c: c}, Extender: countingExtender{next: local.Broker, c: c},
-			Sender: disps[f.Name], Delays: delays, Clock: clk, Log: log, Metrics: metrics.New(io.Discard, f.Name, clk),
+			Sender: disps[f.Name], Delays: delays, Clock: clk, Log: log, Metrics: metrics.New(emf, f.Name, clk), Events: countingSink{c},
 			Receiver: fed(local.Feed(f.Name), cfg.Virtual, d),
 		}, ok
 	})
@@ -397,7 +407,7 @@ func RunPipeline(ctx context.Context, cfg PipelineConfig) (*PipelineResult, erro
 	res := &PipelineResult{
 		Operations: cfg.Operations, Delivered: int(delivered.Load()), Elapsed: end.Sub(start), CPU: cpu, Syncs: syncs,
 		Functions: map[string]FunctionStats{}, App: app.snapshot(),
-		GenaceGETs: sim.TotalGets(), GenacePOSTs: sim.TotalPosts(),
+		GenaceGETs: sim.TotalGets(), GenacePOSTs: sim.TotalPosts(), Telemetry: tel,
 	}
 	for fn, s := range local.Stats() {
 		req := counters[fn].snapshot()

@@ -37,11 +37,11 @@ func TestPipelineCountsEachAction(t *testing.T) {
 	for fn, w := range map[string]Requests{
 		topology.Submit:  {DynamoGet: 1, DynamoPut: 2, DynamoQuery: 1, SQSSend: 1},
 		topology.Observe: {DynamoGet: 1, DynamoPut: 2, SQSSend: 1}, // a write per change: running, succeeded
-		// The delivered write, then its completion event marked sent.
-		topology.Deliver: {DynamoGet: 1, DynamoPut: 2, DynamoQuery: 1, S3Head: 1, S3Put: 1},
+		// The delivered write, then its completion event sent and marked.
+		topology.Deliver: {DynamoGet: 1, DynamoPut: 2, DynamoQuery: 1, S3Head: 1, S3Put: 1, Events: 1},
 	} {
 		got := res.PerAction(fn)
-		if got.DynamoGet != w.DynamoGet || got.DynamoPut != w.DynamoPut || got.DynamoQuery != w.DynamoQuery || got.SQSSend != w.SQSSend || got.S3Head != w.S3Head || got.S3Put != w.S3Put || got.DynamoTransact != 0 {
+		if got.DynamoGet != w.DynamoGet || got.DynamoPut != w.DynamoPut || got.DynamoQuery != w.DynamoQuery || got.SQSSend != w.SQSSend || got.S3Head != w.S3Head || got.S3Put != w.S3Put || got.Events != w.Events || got.DynamoTransact != 0 {
 			t.Errorf("%s per action %+v, want %+v", fn, got, w)
 		}
 		if got.RRU < got.DynamoGet || got.WRU < got.DynamoPut {

@@ -13,6 +13,7 @@ import (
 
 	"github.com/genjobs/genjobs/internal/artifact"
 	"github.com/genjobs/genjobs/internal/deliver"
+	"github.com/genjobs/genjobs/internal/notify"
 	"github.com/genjobs/genjobs/internal/operation"
 	"github.com/genjobs/genjobs/internal/review"
 	"github.com/genjobs/genjobs/internal/schedule"
@@ -42,6 +43,9 @@ type Requests struct {
 	S3Head, S3Put float64
 	// LambdaInvocations counts the event source mappings' invocations.
 	LambdaInvocations float64
+	// Events counts the completion events sent (PutEvents entries, each
+	// billed on its own).
+	Events float64
 }
 
 // Plus returns r+o field by field.
@@ -314,6 +318,15 @@ type countingExtender struct {
 func (e countingExtender) ChangeVisibility(ctx context.Context, url, handle string, timeout time.Duration) error {
 	e.c.add(func(r *Requests) { r.SQSChangeVisibility++ })
 	return e.next.ChangeVisibility(ctx, url, handle, timeout)
+}
+
+// countingSink counts the completion events a function sends.
+type countingSink struct{ c *counter }
+
+// Publish is one PutEvents of the events, each an entry.
+func (s countingSink) Publish(_ context.Context, events []notify.Event) error {
+	s.c.add(func(r *Requests) { r.Events += float64(len(events)) })
+	return nil
 }
 
 // countingArtifacts counts S3 HeadObject and PutObject.
