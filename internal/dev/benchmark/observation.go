@@ -87,6 +87,17 @@ func quantile(ds []time.Duration, q float64) time.Duration {
 	return ds[min(max(i, 0), len(ds)-1)]
 }
 
+// Late are the renders detected more than after after they finished.
+func (o *Observed) Late(after time.Duration) []RenderResult {
+	var out []RenderResult
+	for _, r := range o.Result.Renders {
+		if r.Detection > after {
+			out = append(out, r)
+		}
+	}
+	return out
+}
+
 // ObserveGBSecondsPerRender is the observe function's billed compute per
 // render.
 func (o *Observed) ObserveGBSecondsPerRender() float64 {
@@ -183,7 +194,7 @@ func cmpFloat(a, b float64) int {
 // WriteObservation writes the scenarios' figures as a Markdown report.
 func WriteObservation(w io.Writer, obs []*Observed) error {
 	p := func(format string, args ...any) { fmt.Fprintf(w, format, args...) }
-	p("| scenario | renders | GETs per render (floor) | detection p50 / p99 / p99.9 / max | observe invocations, records per invocation | observe GB-s per render | peak observe concurrency | Genace peak requests/s | nearest limit | wall |\n|---|---|---|---|---|---|---|---|---|---|\n")
+	p("| scenario | renders | GETs per render (floor) | detection p50 / p99 / p99.9 / max | observe invocations, records per invocation | observe GB-s per render | peak observe concurrency | Genace peak requests/s | nearest limit | heap + stacks per render observed | wall |\n|---|---|---|---|---|---|---|---|---|---|---|\n")
 	for _, o := range obs {
 		gets, floor := o.GETsPerRender()
 		inv := o.Result.Invocations[topology.Observe]
@@ -191,11 +202,25 @@ func WriteObservation(w io.Writer, obs []*Observed) error {
 		if ls := o.Limits(); len(ls) > 0 {
 			near = fmt.Sprintf("%s at %.0f %%", ls[0].Name, 100*ls[0].Used)
 		}
-		p("| %s | %d | %.2f (%.2f, %.3f×) | %s / %s / %s / %s | %d, %.1f (largest %d) | %.3f | %d | %d | %s | %s |\n",
+		p("| %s | %d | %.2f (%.2f, %.3f×) | %s / %s / %s / %s | %d, %.1f (largest %d) | %.3f | %d | %d | %s | %.0f KiB at %d | %s |\n",
 			o.Scenario.Name, len(o.Result.Renders), gets, floor, gets/floor,
 			fmtMS(o.Detection(0.5)), fmtMS(o.Detection(0.99)), fmtMS(o.Detection(0.999)), fmtMS(o.Detection(1)),
 			inv.Count, float64(inv.Records)/float64(max(inv.Count, 1)), inv.PeakRecords,
-			o.ObserveGBSecondsPerRender(), inv.PeakConcurrent, o.Result.GenacePeakPerSecond, near, o.Wall.Round(time.Millisecond))
+			o.ObserveGBSecondsPerRender(), inv.PeakConcurrent, o.Result.GenacePeakPerSecond, near,
+			o.Result.Memory.PerRender()/1024, o.Result.Memory.Observing, o.Wall.Round(time.Millisecond))
+	}
+	for _, o := range obs {
+		if late := o.Late(2 * time.Second); len(late) > 0 {
+			p("\n%s: %d of %d renders detected more than 2 s late:", o.Scenario.Name, len(late), len(o.Result.Renders))
+			for i, r := range late {
+				if i == 10 {
+					p(" …")
+					break
+				}
+				p(" %s long, %s late;", r.Length.Round(100*time.Millisecond), r.Detection.Round(100*time.Millisecond))
+			}
+			p("\n")
+		}
 	}
 	return nil
 }

@@ -11,6 +11,7 @@ import (
 	"net/http"
 	"os"
 	"path/filepath"
+	"runtime"
 	"sync"
 	"sync/atomic"
 	"syscall"
@@ -111,6 +112,9 @@ type PipelineResult struct {
 	// of the clock, Genace429 those it refused for its rate limit (a
 	// virtual run's).
 	GenacePeakPerSecond, Genace429 int
+	// Memory is the process's heap and stacks at the most renders under
+	// observation at once (a virtual run's).
+	Memory MemorySample
 	// Telemetry is what the handlers logged (a virtual run's only: a
 	// real-time run's throughput is measured without).
 	Telemetry *Telemetry
@@ -282,9 +286,18 @@ func RunPipeline(ctx context.Context, cfg PipelineConfig) (*PipelineResult, erro
 	var delivered, lastDelivery atomic.Int64
 	done := make(chan struct{})
 	var succeeded sync.Map // operation id → when its success was written
+	var accepted sync.Map
+	var observing atomic.Int64 // renders accepted, not yet succeeded
 	onWritten := func(rec operation.Record) {
+		if rec.Phase == operation.PhaseAccepted {
+			if _, again := accepted.LoadOrStore(rec.OperationID, true); !again {
+				observing.Add(1)
+			}
+		}
 		if rec.Phase == operation.PhaseSucceeded {
-			succeeded.LoadOrStore(rec.OperationID, clk.Now())
+			if _, again := succeeded.LoadOrStore(rec.OperationID, clk.Now()); !again {
+				observing.Add(-1)
+			}
 		}
 		if rec.Phase == operation.PhaseDelivered {
 			lastDelivery.Store(time.Now().UnixNano())
@@ -379,6 +392,10 @@ func RunPipeline(ctx context.Context, cfg PipelineConfig) (*PipelineResult, erro
 		idle = virtualIdle
 	}
 	wg.Go(func() { _ = local.Run(pollCtx, idle) })
+	var mem MemorySample
+	if cfg.Virtual != nil {
+		wg.Go(func() { mem.sample(pollCtx, &observing) })
+	}
 	cpu0, syncs0 := cpuTime(), st.Syncs()+pack.Syncs()
 	start := time.Now()
 	sender := countingSender{next: local.Broker, c: app}
@@ -418,6 +435,7 @@ func RunPipeline(ctx context.Context, cfg PipelineConfig) (*PipelineResult, erro
 	}
 	res.DeadLettered = local.DeadLetterDepth()
 	res.Invocations = invs
+	res.Memory = mem
 	res.GenacePeakPerSecond, res.Genace429 = load.peak, load.r429
 	for _, j := range sim.Jobs() {
 		m, ok := models[j.Model]
@@ -431,6 +449,44 @@ func RunPipeline(ctx context.Context, cfg PipelineConfig) (*PipelineResult, erro
 		res.Renders = append(res.Renders, r)
 	}
 	return res, nil
+}
+
+// MemorySample is the Go heap and goroutine stacks in use, sampled on the
+// run's clock, at the sample with the most renders under observation.
+type MemorySample struct {
+	// Base is the first sample's bytes, Peak the bytes at the sample with
+	// the most renders Observing.
+	Base, Peak uint64
+	Observing  int64
+}
+
+// PerRender is the bytes each render under observation added.
+func (m MemorySample) PerRender() float64 {
+	if m.Observing <= 0 || m.Peak < m.Base {
+		return 0
+	}
+	return float64(m.Peak-m.Base) / float64(m.Observing)
+}
+
+func (m *MemorySample) sample(ctx context.Context, observing *atomic.Int64) {
+	read := func() uint64 {
+		var ms runtime.MemStats
+		runtime.ReadMemStats(&ms)
+		return ms.HeapInuse + ms.StackInuse
+	}
+	m.Base = read()
+	t := time.NewTicker(15 * time.Second)
+	defer t.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+			if n := observing.Load(); n > m.Observing {
+				m.Observing, m.Peak = n, read()
+			}
+		}
+	}
 }
 
 // renderQueued is how long a render of PipelineConfig.Renders stays

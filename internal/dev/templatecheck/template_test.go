@@ -118,14 +118,14 @@ var brokenCases = []brokenCase{
 			"        Dispatch:\n          Type: SQS\n          Properties:\n            Queue: !GetAtt ObserveQueue.Arn"},
 			// Timeout and lease as the observe queue needs them, so that
 			// only the wiring breaks.
-			{"      Role: !GetAtt SubmitRole.Arn\n      Timeout: !Ref SubmitTimeoutSeconds\n", "      Role: !GetAtt SubmitRole.Arn\n      Timeout: 270\n"},
-			{"          QUEUE_VISIBILITY_SECONDS: \"360\"\n", "          QUEUE_VISIBILITY_SECONDS: \"1620\"\n"}}},
+			{"      Role: !GetAtt SubmitRole.Arn\n      Timeout: !Ref SubmitTimeoutSeconds\n", "      Role: !GetAtt SubmitRole.Arn\n      Timeout: 900\n"},
+			{"          QUEUE_VISIBILITY_SECONDS: \"360\"\n", "          QUEUE_VISIBILITY_SECONDS: \"5400\"\n"}}},
 	{name: "topology-triage-misses-deliver-dlq", rule: RuleTopology, resource: "function TriageFunction",
 		template: []edit{{"        DeliverDeadLetters:\n          Type: SQS\n          Properties:\n            Queue: !GetAtt DeliverDLQ.Arn\n            BatchSize: 10\n            MaximumBatchingWindowInSeconds: 5\n            FunctionResponseTypes: [ReportBatchItemFailures]\n            ScalingConfig:\n              MaximumConcurrency: 2\n", ""}}},
 	// An observation chain sends to the queue that invokes it.
 	{name: "wiring-recursive-loop-terminate", rule: RuleWiring, resource: "ObserveFunction",
-		template: []edit{{"      # function's own queue every 4 minutes (see SubmitFunction).\n      RecursiveLoop: Allow\n",
-			"      # function's own queue every 4 minutes (see SubmitFunction).\n      RecursiveLoop: Terminate\n"}}},
+		template: []edit{{"      # SubmitFunction).\n      RecursiveLoop: Allow\n",
+			"      # SubmitFunction).\n      RecursiveLoop: Terminate\n"}}},
 	// Triage sends nothing: an accidental loop must stay detectable.
 	{name: "wiring-recursive-loop-on-triage", rule: RuleWiring, resource: "TriageFunction",
 		template: []edit{{"      Role: !GetAtt TriageRole.Arn\n", "      Role: !GetAtt TriageRole.Arn\n      RecursiveLoop: Allow\n"}}},
@@ -138,7 +138,7 @@ var brokenCases = []brokenCase{
 	{name: "visibility-globals-timeout", rule: RuleVisibility, also: RuleTopology, resource: "DeliverDLQ",
 		template: []edit{{"    Timeout: 30\n", "    Timeout: 45\n"}}},
 	{name: "visibility-lease-mismatch", rule: RuleVisibility, resource: "ObserveFunction",
-		template: []edit{{"          OBSERVE_POLICIES: !Ref ObservePolicies\n          QUEUE_VISIBILITY_SECONDS: \"1620\"",
+		template: []edit{{"          OBSERVE_POLICIES: !Ref ObservePolicies\n          QUEUE_VISIBILITY_SECONDS: \"5400\"",
 			"          OBSERVE_POLICIES: !Ref ObservePolicies\n          QUEUE_VISIBILITY_SECONDS: \"300\""}}},
 	{name: "batch-failures-deliver-unreported", rule: RuleBatchFailures, resource: "DeliverFunction event Deliver",
 		template: []edit{{"            Queue: !GetAtt DeliverQueue.Arn\n            BatchSize: 10\n            MaximumBatchingWindowInSeconds: 1\n            FunctionResponseTypes: [ReportBatchItemFailures]\n",
@@ -183,8 +183,8 @@ var brokenCases = []brokenCase{
 	{name: "cfnlint-package-type-image", cfnLint: []string{"E0001"},
 		template: []edit{{"      Role: !GetAtt TriageRole.Arn\n", "      Role: !GetAtt TriageRole.Arn\n      PackageType: Image\n"}}},
 	{name: "cfnlint-sqs-event-property", cfnLint: []string{"E0001"},
-		template: []edit{{"            ScalingConfig:\n              MaximumConcurrency: 500\n",
-			"            ScalingConfig:\n              MaximumConcurrency: 500\n            Enabeld: true\n"}}},
+		template: []edit{{"            ScalingConfig:\n              MaximumConcurrency: 10\n",
+			"            ScalingConfig:\n              MaximumConcurrency: 10\n            Enabeld: true\n"}}},
 	{name: "cfnlint-globals", cfnLint: []string{"E0001"},
 		template: []edit{{"    MemorySize: 128\n", "    MemorySize: 128\n    Tracer: Active\n"}}},
 	{name: "table-status-index-projects-all", rule: RuleTable, resource: "OperationsTable",

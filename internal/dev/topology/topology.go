@@ -110,7 +110,7 @@ var Stack = withEnv(Topology{
 	Queues: []Queue{
 		{ID: "DispatchQueue", Name: "genjobs-dispatch", Action: message.ActionSubmitGeneration, Visibility: 6 * time.Minute, Retention: mainRetention, DeadLetter: "DispatchDLQ", MaxReceiveCount: MaxReceiveCount},
 		{ID: "DispatchDLQ", Name: "genjobs-dispatch-dlq", Visibility: 3 * time.Minute, Retention: dlqRetention},
-		{ID: "ObserveQueue", Name: "genjobs-observe", Action: message.ActionObserveGeneration, Visibility: 27 * time.Minute, Retention: mainRetention, DeadLetter: "ObserveDLQ", MaxReceiveCount: MaxReceiveCount},
+		{ID: "ObserveQueue", Name: "genjobs-observe", Action: message.ActionObserveGeneration, Visibility: 90 * time.Minute, Retention: mainRetention, DeadLetter: "ObserveDLQ", MaxReceiveCount: MaxReceiveCount},
 		{ID: "ObserveDLQ", Name: "genjobs-observe-dlq", Visibility: 3 * time.Minute, Retention: dlqRetention},
 		{ID: "DeliverQueue", Name: "genjobs-deliver", Action: message.ActionDeliverArtifacts, Visibility: 12 * time.Minute, Retention: mainRetention, DeadLetter: "DeliverDLQ", MaxReceiveCount: MaxReceiveCount},
 		{ID: "DeliverDLQ", Name: "genjobs-deliver-dlq", Visibility: 3 * time.Minute, Retention: dlqRetention},
@@ -118,8 +118,8 @@ var Stack = withEnv(Topology{
 	Functions: []Function{
 		{ID: "SubmitFunction", Name: Submit, Timeout: time.Minute, MemoryMB: 128,
 			Mappings: []Mapping{{Queue: "DispatchQueue", BatchSize: 10, BatchingWindow: time.Second, MaxConcurrency: 5}}},
-		{ID: "ObserveFunction", Name: Observe, Timeout: 270 * time.Second, MemoryMB: 128,
-			Mappings: []Mapping{{Queue: "ObserveQueue", BatchSize: 10, BatchingWindow: 0, MaxConcurrency: 500}}},
+		{ID: "ObserveFunction", Name: Observe, Timeout: 15 * time.Minute, MemoryMB: 128,
+			Mappings: []Mapping{{Queue: "ObserveQueue", BatchSize: 10, BatchingWindow: 0, MaxConcurrency: 10}}},
 		{ID: "DeliverFunction", Name: Deliver, Timeout: 2 * time.Minute, MemoryMB: 512,
 			Mappings: []Mapping{{Queue: "DeliverQueue", BatchSize: 10, BatchingWindow: time.Second, MaxConcurrency: 20}}},
 		{ID: "TriageFunction", Name: Triage, Timeout: 30 * time.Second, MemoryMB: 128,
