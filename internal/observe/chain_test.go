@@ -148,7 +148,7 @@ func TestQuietChainRenewsEveryChainAndHandsOverAtTheEnd(t *testing.T) {
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			t.Parallel()
-			cfg := observe.Config{Visibility: time.Minute, Chain: 3 * time.Minute}
+			cfg := observe.Config{Visibility: time.Minute, Chain: 3 * time.Minute, Spread: -1}
 			e, h := newChainEnv(t, genacesim.ModelConfig{Price: 5, RunFor: time.Hour}, cfg)
 			st := &dueStore{Store: e.store}
 			e.obs = observe.New(observe.Deps{Store: st, Genace: h, Delays: e.delays, Extender: e.ext, Sender: e.out, Clock: e.clk,

@@ -35,10 +35,12 @@ type Receiver interface {
 
 const (
 	// DefaultHold is the default Config.Hold.
-	DefaultHold = 1000
+	DefaultHold = 1250
 	// DefaultFeedMargin is the default Config.FeedMargin: a record taken
-	// this late still gets a few long polls before the deadline.
-	DefaultFeedMargin = 2 * time.Minute
+	// this late still gets a few long polls before its chain hands over,
+	// however much of DefaultSpread its hand-over draws (and the linger's
+	// window after it).
+	DefaultFeedMargin = 3 * time.Minute
 	// feedMax and feedWait are SQS's most messages per receive and its
 	// longest long poll.
 	feedMax  = 10

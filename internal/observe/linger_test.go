@@ -326,15 +326,17 @@ func TestChainGETsAreTheOverlapsArithmetic(t *testing.T) {
 		// Span (14 min) ends the chain before the deadline less 35 s: 28
 		// polls sent 29 s apart (the last answered at 13m33.2s), the 29th
 		// the linger.
-		{"15 min invocation", 15 * time.Minute, observe.Config{}, 0, 29},
-		{"15 min invocation, no renewal", 15 * time.Minute, observe.Config{Chain: observe.DefaultSpan}, 0, 29},
+		// (Spread -1: the hand-over at the deadline itself; stagger_test.go
+		// holds the staggered ones.)
+		{"15 min invocation", 15 * time.Minute, observe.Config{Spread: -1}, 0, 29},
+		{"15 min invocation, no renewal", 15 * time.Minute, observe.Config{Chain: observe.DefaultSpan, Spread: -1}, 0, 29},
 		// The deadline less 35 s (4m25s) ends it: 9 polls and the linger.
-		{"5 min invocation", 5 * time.Minute, observe.Config{}, 0, 10},
+		{"5 min invocation", 5 * time.Minute, observe.Config{Spread: -1}, 0, 10},
 		// The old hand-over at 4 minutes: its 8 polls, and the linger.
 		{"4 min span, no deadline", 0, observe.Config{Span: 4 * time.Minute}, 0, 9},
 		// Two chains of 29, the next one's first poll overlapping the
 		// first one's linger.
-		{"relayed", 15 * time.Minute, observe.Config{}, 1, 58},
+		{"relayed", 15 * time.Minute, observe.Config{Spread: -1}, 1, 58},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			t.Parallel()

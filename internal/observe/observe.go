@@ -21,6 +21,7 @@ import (
 	"cmp"
 	"context"
 	"fmt"
+	"hash/fnv"
 	"log/slog"
 	"sync"
 	"time"
@@ -86,6 +87,22 @@ type Config struct {
 	// Overhead and a window for the linger ends the chain, and Span only
 	// keeps it from running to a timeout beyond Lambda's 15 minutes.
 	Span time.Duration
+	// Spread staggers the hand-overs of an invocation's chains over its
+	// last Spread before the deadline (default DefaultSpread; negative:
+	// none): each chain's end moves earlier by a share of it drawn from
+	// its message's id. An invocation holds up to Hold renders, and
+	// handing them all over at once would send as many first polls to
+	// Genace in one second (the observation benchmark measured bursts of
+	// 1,600 GETs a second, refused with 429, at 1,000 renders in flight).
+	Spread time.Duration
+	// LifeSpread shortens each fed invocation's life by a share of it
+	// drawn from its first record's id (default DefaultLifeSpread;
+	// negative: none). The mapping starts invocations together when load
+	// arrives, and each replaces one that ended: without it they would
+	// stop feeding and hand over together for good, leaving the queue
+	// without a receiver for their last FeedMargin (the observation
+	// benchmark measured renders waiting up to two minutes for one).
+	LifeSpread time.Duration
 	// Chain is the longest a quiet chain goes without writing (default
 	// DefaultChain): the record's Schedule.Due stays at the last write
 	// while nothing changes, so every Chain the next look is written all
@@ -116,6 +133,15 @@ type Config struct {
 // minute below the sweep's default overdue threshold of 5 minutes.
 const DefaultChain = 4 * time.Minute
 
+// DefaultSpread is the default Config.Spread: within the last minutes,
+// in which the feed takes nothing more (DefaultFeedMargin), so that a
+// record taken late is not handed over as soon as it is looked at.
+const DefaultSpread = time.Minute
+
+// DefaultLifeSpread is the default Config.LifeSpread: fed invocations
+// live from 10 to 15 minutes.
+const DefaultLifeSpread = 5 * time.Minute
+
 // DefaultSpan is the default Config.Span: a minute below Lambda's
 // longest timeout, 15 minutes.
 const DefaultSpan = 14 * time.Minute
@@ -144,6 +170,8 @@ func (c Config) Defaults() Config {
 	c.Concurrency = cmp.Or(c.Concurrency, allAtOnce)
 	c.Chain = cmp.Or(c.Chain, DefaultChain)
 	c.Span = cmp.Or(c.Span, DefaultSpan)
+	c.Spread = cmp.Or(c.Spread, DefaultSpread)
+	c.LifeSpread = cmp.Or(c.LifeSpread, DefaultLifeSpread)
 	c.Overlap = cmp.Or(c.Overlap, DefaultOverlap)
 	c.Hold = cmp.Or(c.Hold, DefaultHold)
 	c.FeedMargin = cmp.Or(c.FeedMargin, DefaultFeedMargin)
@@ -196,7 +224,13 @@ func New(d Deps, cfg Config) *Handler {
 // takes more records from its queue while it runs (fed), and returns
 // once every one of them is done too.
 func (h *Handler) Handle(ctx context.Context, ev events.SQSEvent) (events.SQSEventResponse, error) {
-	if _, ok := ctx.Deadline(); ok && h.feed != nil {
+	if dl, ok := ctx.Deadline(); ok && h.feed != nil {
+		if len(ev.Records) > 0 && dl.Sub(h.clk.Now()) > h.cfg.LifeSpread+h.cfg.FeedMargin {
+			// Ends the invocation earlier by a share of LifeSpread, so
+			// that invocations started together do not stop feeding and
+			// hand over together ever after.
+			ctx = earlier{ctx, dl.Add(-stagger(ev.Records[0].MessageId, h.cfg.LifeSpread))}
+		}
 		return h.fed(ctx, ev), nil
 	}
 	return h.w.Handle(ctx, ev, h.decide), nil
@@ -271,8 +305,8 @@ func (h *Handler) chain(ctx context.Context, t worker.Turn) worker.Decision {
 		// The last look leaves room before the deadline for the linger's
 		// window and its write.
 		c.last = dl.Add(-h.cfg.Overhead)
-		if c.last.Add(-c.poll).Before(c.end) {
-			c.end = c.last.Add(-c.poll)
+		if end := c.last.Add(-c.poll - stagger(t.Msg.MessageId, h.cfg.Spread)); end.Before(c.end) {
+			c.end = end
 		}
 	}
 	// A clock that does not move with the polls must still end the chain,
@@ -299,6 +333,27 @@ func (h *Handler) chain(ctx context.Context, t worker.Turn) worker.Decision {
 			c.wrote = h.clk.Now()
 			return worker.Finally{Do: c.f.stop, Then: c.look(ctx, rec)}
 		}}
+}
+
+// earlier is a context whose deadline, as handlers plan by it, comes
+// before its parent's: the invocation ends sooner than Lambda would end
+// it.
+type earlier struct {
+	context.Context
+	deadline time.Time
+}
+
+func (e earlier) Deadline() (time.Time, bool) { return e.deadline, true }
+
+// stagger is a share of spread drawn from a message id: the same for a
+// redelivery, different across the messages of one invocation.
+func stagger(messageID string, spread time.Duration) time.Duration {
+	if spread <= 0 {
+		return 0
+	}
+	h := fnv.New64a()
+	h.Write([]byte(messageID))
+	return time.Duration(h.Sum64() % uint64(spread))
 }
 
 // chain is one message's chain of looks.

@@ -31,6 +31,9 @@ type ObservationScenario struct {
 	Seed    uint64
 	// GenaceRateLimit is Genace's assumed rate limit (0: none).
 	GenaceRateLimit int
+	// Steady marks a scenario whose creations hold a load steady, for
+	// which a steady state's figures are given.
+	Steady bool
 }
 
 // Observed is what one scenario measured.
@@ -99,9 +102,28 @@ func (o *Observed) Late(after time.Duration) []RenderResult {
 }
 
 // ObserveGBSecondsPerRender is the observe function's billed compute per
-// render.
-func (o *Observed) ObserveGBSecondsPerRender() float64 {
-	return o.Result.Invocations[topology.Observe].GBSeconds() / float64(max(len(o.Result.Renders), 1))
+// render. With steady set, it is the steady state's: the compute within
+// the second half of the renders' creation, over the renders created in
+// it (Little's law: the creations stand for the renders served), so the
+// first renders' ramp-up and the last ones' tail, when few renders share
+// the invocations, are left out.
+func (o *Observed) ObserveGBSecondsPerRender(steady bool) float64 {
+	inv, rs := o.Result.Invocations[topology.Observe], o.Result.Renders
+	if !steady || len(rs) < 2 {
+		return inv.GBSeconds() / float64(max(len(rs), 1))
+	}
+	first, last := rs[0].Created, rs[0].Created
+	for _, r := range rs {
+		first, last = minTime(first, r.Created), maxTime(last, r.Created)
+	}
+	from := first.Add(last.Sub(first) / 2)
+	n := 0
+	for _, r := range rs {
+		if !r.Created.Before(from) && r.Created.Before(last) {
+			n++
+		}
+	}
+	return inv.GBSecondsWithin(from, last) / float64(max(n, 1))
 }
 
 // StandardRenders are n log-normal render times, median 60 s and 5 %
@@ -144,7 +166,7 @@ func LengthScenario(length time.Duration, count int) ObservationScenario {
 func LoadScenario(inFlight int, rounds int) ObservationScenario {
 	n := inFlight * rounds
 	return ObservationScenario{Name: fmt.Sprintf("%d in flight", inFlight), Renders: StandardRenders(n, 1),
-		Spacing: standardMean / time.Duration(inFlight), Latency: DefaultLatency, Seed: 1, GenaceRateLimit: AssumedGenaceRateLimit}
+		Spacing: standardMean / time.Duration(inFlight), Latency: DefaultLatency, Seed: 1, GenaceRateLimit: AssumedGenaceRateLimit, Steady: true}
 }
 
 // invocationPayloadLimit is Lambda's limit on a synchronous invocation's
@@ -191,10 +213,17 @@ func cmpFloat(a, b float64) int {
 	return 0
 }
 
+func steadyCell(o *Observed) string {
+	if !o.Scenario.Steady {
+		return "—"
+	}
+	return fmt.Sprintf("%.3f", o.ObserveGBSecondsPerRender(true))
+}
+
 // WriteObservation writes the scenarios' figures as a Markdown report.
 func WriteObservation(w io.Writer, obs []*Observed) error {
 	p := func(format string, args ...any) { fmt.Fprintf(w, format, args...) }
-	p("| scenario | renders | GETs per render (floor) | detection p50 / p99 / p99.9 / max | observe invocations, records per invocation | observe GB-s per render | peak observe concurrency | Genace peak requests/s | nearest limit | heap + stacks per render observed | wall |\n|---|---|---|---|---|---|---|---|---|---|---|\n")
+	p("| scenario | renders | GETs per render (floor) | detection p50 / p99 / p99.9 / max | observe invocations, records per invocation | observe GB-s per render (steady state) | peak observe concurrency | Genace peak requests/s | nearest limit | heap + stacks per render observed | wall |\n|---|---|---|---|---|---|---|---|---|---|---|\n")
 	for _, o := range obs {
 		gets, floor := o.GETsPerRender()
 		inv := o.Result.Invocations[topology.Observe]
@@ -202,11 +231,11 @@ func WriteObservation(w io.Writer, obs []*Observed) error {
 		if ls := o.Limits(); len(ls) > 0 {
 			near = fmt.Sprintf("%s at %.0f %%", ls[0].Name, 100*ls[0].Used)
 		}
-		p("| %s | %d | %.2f (%.2f, %.3f×) | %s / %s / %s / %s | %d, %.1f (largest %d) | %.3f | %d | %d | %s | %.0f KiB at %d | %s |\n",
+		p("| %s | %d | %.2f (%.2f, %.3f×) | %s / %s / %s / %s | %d, %.1f (largest %d) | %.3f (%s) | %d | %d | %s | %.0f KiB at %d | %s |\n",
 			o.Scenario.Name, len(o.Result.Renders), gets, floor, gets/floor,
 			fmtMS(o.Detection(0.5)), fmtMS(o.Detection(0.99)), fmtMS(o.Detection(0.999)), fmtMS(o.Detection(1)),
 			inv.Count, float64(inv.Records)/float64(max(inv.Count, 1)), inv.PeakRecords,
-			o.ObserveGBSecondsPerRender(), inv.PeakConcurrent, o.Result.GenacePeakPerSecond, near,
+			o.ObserveGBSecondsPerRender(false), steadyCell(o), inv.PeakConcurrent, o.Result.GenacePeakPerSecond, near,
 			o.Result.Memory.PerRender()/1024, o.Result.Memory.Observing, o.Wall.Round(time.Millisecond))
 	}
 	for _, o := range obs {

@@ -4,6 +4,8 @@ import (
 	"bytes"
 	"context"
 	"os"
+	"slices"
+	"strings"
 	"testing"
 	"testing/synctest"
 	"time"
@@ -43,9 +45,12 @@ func TestObservationFigures(t *testing.T) {
 		for _, l := range []time.Duration{30 * time.Second, 95 * time.Second, 300 * time.Second, 20 * time.Minute, 2 * time.Hour} {
 			ss = append(ss, LengthScenario(l, 20))
 		}
-		for _, n := range []int{10, 100, 1000} {
-			ss = append(ss, LoadScenario(n, 3))
+		for _, n := range []int{10, 100, 1000, 10000} {
+			ss = append(ss, LoadScenario(n, 6))
 		}
+	}
+	if only := os.Getenv("GENJOBS_OBSERVATION_ONLY"); only != "" {
+		ss = slices.DeleteFunc(ss, func(s ObservationScenario) bool { return !strings.Contains(s.Name, only) })
 	}
 	obs := runScenarios(t, ss...)
 	var b bytes.Buffer

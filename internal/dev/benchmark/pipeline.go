@@ -12,6 +12,7 @@ import (
 	"os"
 	"path/filepath"
 	"runtime"
+	"strconv"
 	"sync"
 	"sync/atomic"
 	"syscall"
@@ -135,8 +136,36 @@ type Invocations struct {
 	// MemoryMB is the function's MemorySize in template.yaml.
 	MemoryMB int
 
+	// Spans are each invocation's start and end on the run's clock.
+	Spans [][2]time.Time
+
 	mu      sync.Mutex
 	running int64
+}
+
+// GBSecondsWithin is the invocations' billed compute within [from, to).
+func (i *Invocations) GBSecondsWithin(from, to time.Time) float64 {
+	var busy time.Duration
+	for _, s := range i.Spans {
+		if a, b := maxTime(s[0], from), minTime(s[1], to); b.After(a) {
+			busy += b.Sub(a)
+		}
+	}
+	return busy.Seconds() * float64(i.MemoryMB) / 1024
+}
+
+func maxTime(a, b time.Time) time.Time {
+	if a.After(b) {
+		return a
+	}
+	return b
+}
+
+func minTime(a, b time.Time) time.Time {
+	if a.Before(b) {
+		return a
+	}
+	return b
 }
 
 // GBSeconds is the invocations' billed compute: duration × memory.
@@ -162,12 +191,14 @@ func (i *Invocations) begin(ctx context.Context, records, payload int) context.C
 	return context.WithValue(ctx, invocationKey{}, inv)
 }
 
-func (i *Invocations) end(ctx context.Context, d time.Duration) {
+func (i *Invocations) end(ctx context.Context, start time.Time) {
 	n := ctx.Value(invocationKey{}).(*invocation).records.Load()
+	now := time.Now()
 	i.mu.Lock()
 	defer i.mu.Unlock()
 	i.running--
-	i.Busy += d
+	i.Busy += now.Sub(start)
+	i.Spans = append(i.Spans, [2]time.Time{start, now})
 	i.Records += n
 	i.PeakRecords = max(i.PeakRecords, n)
 }
@@ -183,6 +214,8 @@ type RenderResult struct {
 	// Detection is from the job's success at Genace to the observe write
 	// that recorded it landing.
 	Detection time.Duration
+	// Created is when Genace accepted the job.
+	Created time.Time
 }
 
 // Actions is the number of handler actions of every function.
@@ -435,6 +468,9 @@ func RunPipeline(ctx context.Context, cfg PipelineConfig) (*PipelineResult, erro
 	}
 	res.DeadLettered = local.DeadLetterDepth()
 	res.Invocations = invs
+	if cfg.Virtual != nil {
+		mem.End = readMemory()
+	}
 	res.Memory = mem
 	res.GenacePeakPerSecond, res.Genace429 = load.peak, load.r429
 	for _, j := range sim.Jobs() {
@@ -442,7 +478,7 @@ func RunPipeline(ctx context.Context, cfg PipelineConfig) (*PipelineResult, erro
 		if !ok {
 			continue
 		}
-		r := RenderResult{Length: m.QueueFor + m.RunFor, Queued: m.QueueFor, GETs: sim.GetCount(j.ID)}
+		r := RenderResult{Length: m.QueueFor + m.RunFor, Queued: m.QueueFor, GETs: sim.GetCount(j.ID), Created: j.CreatedAt}
 		if at, ok := succeeded.Load(j.OperationID); ok {
 			r.Detection = at.(time.Time).Sub(j.CreatedAt.Add(r.Length))
 		}
@@ -451,30 +487,35 @@ func RunPipeline(ctx context.Context, cfg PipelineConfig) (*PipelineResult, erro
 	return res, nil
 }
 
-// MemorySample is the Go heap and goroutine stacks in use, sampled on the
-// run's clock, at the sample with the most renders under observation.
+// MemorySample is the Go heap and goroutine stacks in use (after a
+// collection), sampled on the run's clock: at the sample with the most
+// renders under observation, and once every render is delivered, when
+// the simulator and the store still hold every job and record but
+// nothing is observed.
 type MemorySample struct {
-	// Base is the first sample's bytes, Peak the bytes at the sample with
-	// the most renders Observing.
-	Base, Peak uint64
-	Observing  int64
+	// Peak is the bytes at the sample with the most renders Observing, End
+	// the bytes after the run.
+	Peak, End uint64
+	Observing int64
 }
 
-// PerRender is the bytes each render under observation added.
+// PerRender is the bytes holding one render under observation costs:
+// its chain, polls, lease and message, not its job's or record's state.
 func (m MemorySample) PerRender() float64 {
-	if m.Observing <= 0 || m.Peak < m.Base {
+	if m.Observing <= 0 || m.Peak < m.End {
 		return 0
 	}
-	return float64(m.Peak-m.Base) / float64(m.Observing)
+	return float64(m.Peak-m.End) / float64(m.Observing)
+}
+
+func readMemory() uint64 {
+	runtime.GC()
+	var ms runtime.MemStats
+	runtime.ReadMemStats(&ms)
+	return ms.HeapInuse + ms.StackInuse
 }
 
 func (m *MemorySample) sample(ctx context.Context, observing *atomic.Int64) {
-	read := func() uint64 {
-		var ms runtime.MemStats
-		runtime.ReadMemStats(&ms)
-		return ms.HeapInuse + ms.StackInuse
-	}
-	m.Base = read()
 	t := time.NewTicker(15 * time.Second)
 	defer t.Stop()
 	for {
@@ -483,7 +524,7 @@ func (m *MemorySample) sample(ctx context.Context, observing *atomic.Int64) {
 			return
 		case <-t.C:
 			if n := observing.Load(); n > m.Observing {
-				m.Observing, m.Peak = n, read()
+				m.Observing, m.Peak = n, readMemory()
 			}
 		}
 	}
@@ -526,7 +567,7 @@ func benchGenace(sim *genacesim.Simulator, cfg PipelineConfig, load *genaceLoad)
 func timed(inv *Invocations, lat *Latency, d *draws, h eventsource.Handler) eventsource.Handler {
 	return func(ctx context.Context, ev events.SQSEvent) (events.SQSEventResponse, error) {
 		if lat != nil {
-			time.Sleep(d.draw(lat.Pickup) + d.draw(lat.Start))
+			time.Sleep(pickupLeft(ev.Records, d.draw(lat.Pickup)) + d.draw(lat.Start))
 		}
 		payload := 0
 		for _, r := range ev.Records {
@@ -534,9 +575,23 @@ func timed(inv *Invocations, lat *Latency, d *draws, h eventsource.Handler) even
 		}
 		ctx = inv.begin(ctx, len(ev.Records), payload)
 		start := time.Now()
-		defer func() { inv.end(ctx, time.Since(start)) }()
+		defer func() { inv.end(ctx, start) }()
 		return h(ctx, ev)
 	}
+}
+
+// pickupLeft is what is left of a pickup delay for a batch whose oldest
+// message was sent a while ago: a message is received no sooner than
+// pickup after it was sent, and a backlog's receives are not slowed
+// further (SQS answers a receive on a non-empty queue at once).
+func pickupLeft(msgs []events.SQSMessage, pickup time.Duration) time.Duration {
+	oldest := time.Now()
+	for _, m := range msgs {
+		if ms, err := strconv.ParseInt(m.Attributes["SentTimestamp"], 10, 64); err == nil {
+			oldest = minTime(oldest, time.UnixMilli(ms))
+		}
+	}
+	return max(0, pickup-time.Since(oldest))
 }
 
 // fed is a function's own receiver (observe's feed; nil for the others)
@@ -559,7 +614,7 @@ func (f *countedFeed) Receive(ctx context.Context, max int, wait time.Duration) 
 	msgs, err := f.Receiver.Receive(ctx, max, wait)
 	if len(msgs) > 0 {
 		if f.lat != nil {
-			time.Sleep(f.d.draw(f.lat.Pickup))
+			time.Sleep(pickupLeft(msgs, f.d.draw(f.lat.Pickup)))
 		}
 		if inv, ok := ctx.Value(invocationKey{}).(*invocation); ok {
 			inv.records.Add(int64(len(msgs)))

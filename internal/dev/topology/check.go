@@ -8,6 +8,7 @@ import (
 
 	"github.com/genjobs/genjobs/internal/config"
 	"github.com/genjobs/genjobs/internal/dev/samlocal"
+	"github.com/genjobs/genjobs/internal/observe"
 )
 
 // sqsQueueType is the CloudFormation type of a queue.
@@ -84,6 +85,11 @@ func (t Topology) Check(tmpl *samlocal.Template) []error {
 		}
 		if tf.MemoryMB != f.MemoryMB {
 			bad("function %s: MemorySize %d in the template, %d in the topology", f.ID, tf.MemoryMB, f.MemoryMB)
+		}
+		// Local runs and the benchmarks observe with the handler's default
+		// hold, which must be the one the template deploys.
+		if v, ok := tf.Env[config.EnvObserveHold]; ok && fmt.Sprint(v) != strconv.Itoa(observe.DefaultHold) {
+			bad("function %s: %s %v in the template, observe.DefaultHold %d", f.ID, config.EnvObserveHold, v, observe.DefaultHold)
 		}
 		var schedules []string
 		mappings := map[string]Mapping{}

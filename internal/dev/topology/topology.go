@@ -119,7 +119,7 @@ var Stack = withEnv(Topology{
 		{ID: "SubmitFunction", Name: Submit, Timeout: time.Minute, MemoryMB: 128,
 			Mappings: []Mapping{{Queue: "DispatchQueue", BatchSize: 10, BatchingWindow: time.Second, MaxConcurrency: 5}}},
 		{ID: "ObserveFunction", Name: Observe, Timeout: 15 * time.Minute, MemoryMB: 128,
-			Mappings: []Mapping{{Queue: "ObserveQueue", BatchSize: 10, BatchingWindow: 0, MaxConcurrency: 10}}},
+			Mappings: []Mapping{{Queue: "ObserveQueue", BatchSize: 10, BatchingWindow: 0, MaxConcurrency: 8}}},
 		{ID: "DeliverFunction", Name: Deliver, Timeout: 2 * time.Minute, MemoryMB: 512,
 			Mappings: []Mapping{{Queue: "DeliverQueue", BatchSize: 10, BatchingWindow: time.Second, MaxConcurrency: 20}}},
 		{ID: "TriageFunction", Name: Triage, Timeout: 30 * time.Second, MemoryMB: 128,
