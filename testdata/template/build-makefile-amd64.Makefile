@@ -107,12 +107,13 @@ $(BIN)/staticcheck:
 fmt: ## format the code
 	gofmt -w $$(git ls-files '*.go')
 
-bench: ## run the Go benchmarks (with DynamoDB Local and moto), then genjobs bench (bench/results.md: requests, throughput, a real-time run, cold starts) and the observation benchmark (bench/observation.md)
+bench: ## run the Go benchmarks (with DynamoDB Local and moto), then genjobs bench (bench/results.md: requests, throughput, a real-time run, cold starts) the observation benchmark (bench/observation.md) and the designs' costs (bench/cost.md, bench/cost.svg)
 	bash .ci/rie.sh install
 	bash .ci/dynamodb-local.sh run -- bash .ci/moto.sh run -- \
 		$(GO) test -tags integration -run='^$$' -bench=. -benchmem -count=1 ./...
 	bash .ci/moto.sh run -- $(GO) run ./cmd/genjobs bench --out bench
 	GENJOBS_OBSERVATION_OUT=$(CURDIR)/bench/observation.md $(GO) test -run 'TestObservationFigures$$' -count=1 -timeout 60m ./internal/dev/benchmark
+	GENJOBS_COST_OUT=$(CURDIR)/bench $(GO) test -run 'TestCostFigures$$' -count=1 -timeout 60m ./internal/dev/benchmark
 
 SOAK_OPS    ?= 100000
 SOAK_SEED   ?= 1

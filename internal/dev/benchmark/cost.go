@@ -161,6 +161,25 @@ type Usage struct {
 	// Renders are the renders measured, P99 their detection's.
 	Renders []RenderResult
 	P99     time.Duration
+	// At, when set, is the usage measured at each volume's own renders in
+	// flight (InFlight): genjobs' observe shares its invocations among
+	// the renders in flight, so its requests and compute per render depend
+	// on the volume. Genjobs' rows take observe's part from it.
+	At map[float64]Usage
+}
+
+// at is the usage measured for a month of n renders, or u.
+func (u Usage) at(n float64) Usage {
+	if v, ok := u.At[n]; ok {
+		return v
+	}
+	return u
+}
+
+// InFlight is the mean renders in flight in a month of n renders of
+// mean length mean (Little's law), at least one.
+func InFlight(n float64, mean time.Duration) int {
+	return max(1, int(math.Ceil(n*mean.Seconds()/(30*24*3600))))
 }
 
 // UsageOf is a run's usage per render.
@@ -173,9 +192,12 @@ func UsageOf(res *PipelineResult) Usage {
 		}
 		return 0
 	}
+	o := &Observed{Result: res, Scenario: ObservationScenario{Steady: true}}
 	u := Usage{Path: res.App.Times(1 / n).Plus(per(topology.Submit)).Plus(per(topology.Deliver)), Observe: per(topology.Observe),
 		ObserveActions: float64(res.Functions[topology.Observe].Actions) / n,
-		SubmitGBs:      gbs(topology.Submit), ObserveGBs: gbs(topology.Observe), DeliverGBs: gbs(topology.Deliver),
+		// Observe's compute as the steady state's: the renders' ramp-up and
+		// tail, when few share the invocations, are not a month's.
+		SubmitGBs: gbs(topology.Submit), ObserveGBs: o.ObserveGBSecondsPerRender(true), DeliverGBs: gbs(topology.Deliver),
 		GETs: float64(res.GenaceGETs) / n, Renders: res.Renders, P99: (&Observed{Result: res}).Detection(0.99)}
 	if t := res.Telemetry; t != nil {
 		u.PathLog = float64(t.Bytes[topology.Submit]+t.Bytes[topology.Deliver]) / n
@@ -444,16 +466,23 @@ func Designs(p Prices, a Assumptions, u Usage, s Stack, hypothetical ...float64)
 		b.monitoring()
 		b.logs("observation", b.n*u.ObserveLog/max(u.ObserveActions, 1))
 	}
+	// genjobs' bill at a fixed observe GB-s per render (>0), or at each
+	// volume's measured one.
 	genjobs := func(observeGBs float64) func(b *biller) {
 		return func(b *biller) {
-			b.record(u.Observe.WRU, u.Observe.RRU)
+			v := u.at(b.n)
+			gbs := observeGBs
+			if gbs <= 0 {
+				gbs = v.ObserveGBs
+			}
+			b.record(v.Observe.WRU, v.Observe.RRU)
 			b.path()
-			b.outputs(u.GETs, false)
+			b.outputs(v.GETs, false)
 			b.monitoring()
 			b.idle(float64(s.Mappings) * a.Pollers)
-			b.add("SQS, observe", b.n*sqs(u.Observe)*p.SQSRequest)
-			b.lambda("observe", b.n*u.Observe.LambdaInvocations, b.n*observeGBs)
-			b.logs("observe", b.n*u.ObserveLog)
+			b.add("SQS, observe", b.n*sqs(v.Observe)*p.SQSRequest)
+			b.lambda("observe", b.n*v.Observe.LambdaInvocations, b.n*gbs)
+			b.logs("observe", b.n*v.ObserveLog)
 		}
 	}
 	lat := a.Latency
@@ -474,7 +503,7 @@ func Designs(p Prices, a Assumptions, u Usage, s Stack, hypothetical ...float64)
 	ds := []Design{
 		{Name: "floor (bounds every design; not a design)", Floor: true, Basis: "—",
 			Month: bill(func(b *biller) { b.record(changeWRU, 0); b.outputs(polls, true) })},
-		{Name: "genjobs (measured)", Genjobs: true, P99: u.P99, Basis: "measured (virtual pipeline)", Month: bill(genjobs(u.ObserveGBs))},
+		{Name: "genjobs (measured)", Genjobs: true, P99: u.P99, Basis: "measured (virtual pipeline)", Month: bill(genjobs(0))},
 	}
 	for _, g := range hypothetical {
 		ds = append(ds, Design{Name: fmt.Sprintf("genjobs at %g observe GB-s per render (hypothetical)", g), Genjobs: true,
@@ -614,6 +643,16 @@ func WriteCost(w io.Writer, u Usage, ds []Design) error {
 		}
 	}
 	p("Usage measured: %s.\n\n", u.Summary())
+	if len(u.At) > 0 {
+		p("genjobs' rows take observe's part at each volume's own renders in flight (Little's law on the standard renders):\n\n")
+		for _, n := range Volumes {
+			if v, ok := u.At[n]; ok {
+				p("- %s a month, %d in flight: observe %.3f GB-s, %.2f Lambda invocations and %.2f SQS requests per render; %s\n",
+					fmtVolume(n), InFlight(n, standardMean), v.ObserveGBs, v.Observe.LambdaInvocations, sqs(v.Observe), v.Summary())
+			}
+		}
+		p("\n")
+	}
 	p("Prices: us-east-1 list prices checked %s, no free tier. Per volume: $/month, $ per 1,000 renders, and %s's cost over the design's.\n\n", PriceDate, ref.Name)
 	p("| design | p99 detection |")
 	for _, n := range Volumes {

@@ -151,7 +151,8 @@ func TestCostFigures(t *testing.T) {
 	out := os.Getenv("GENJOBS_COST_OUT")
 	s := LoadScenario(20, 2)
 	if out != "" {
-		s = LoadScenario(1000, 3)
+		// Each volume's own renders in flight: 1, 62 and 6,173.
+		s = LoadScenario(InFlight(Volumes[1], standardMean), 6)
 	}
 	o := runScenarios(t, s)[0]
 	stack, _ := templateStack(t)
@@ -159,7 +160,17 @@ func TestCostFigures(t *testing.T) {
 	if len(u.Series) == 0 || u.PathLog == 0 || u.ObserveLog == 0 || u.ObserveGBs == 0 {
 		t.Fatalf("usage without its telemetry or compute: %s", u.Summary())
 	}
-	ds := Designs(CurrentPrices, DefaultAssumptions, u, stack, 0.05)
+	if out != "" {
+		u.At = map[float64]Usage{Volumes[1]: u}
+		for _, n := range []float64{Volumes[0], Volumes[2]} {
+			rounds := 6
+			if n == Volumes[2] {
+				rounds = 3 // 18,500 renders
+			}
+			u.At[n] = UsageOf(runScenarios(t, LoadScenario(InFlight(n, standardMean), rounds))[0].Result)
+		}
+	}
+	ds := Designs(CurrentPrices, DefaultAssumptions, u, stack)
 	var md, svg bytes.Buffer
 	if err := WriteCost(&md, u, ds); err != nil {
 		t.Fatal(err)
