@@ -5,14 +5,13 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
-	"math"
-	"math/rand/v2"
 	"os"
 	"strings"
 	"time"
 
 	"github.com/spf13/pflag"
 
+	"github.com/genjobs/genjobs/internal/dev/benchmark"
 	"github.com/genjobs/genjobs/internal/dev/faultsim"
 	"github.com/genjobs/genjobs/internal/operator"
 )
@@ -100,21 +99,7 @@ func verdict(res *faultsim.Result) error {
 // dispatched at once, with no faults, counting the load
 // (faultsim.Config.Scale).
 func scaleConfig(inFlight int, seed uint64) faultsim.Config {
-	return faultsim.Config{Seed: seed, Operations: inFlight, Renders: standardRenders(inFlight, seed), Faults: faultsim.Faults{}, Scale: true,
+	return faultsim.Config{Seed: seed, Operations: inFlight, Renders: benchmark.StandardRenders(inFlight, seed), Faults: faultsim.Faults{}, Scale: true,
 		Interval: time.Nanosecond} // every creation falls on the first virtual second
 }
 
-// standardRenderSigma puts 5 % of renders over ten times the median:
-// ln(10) over the standard normal's 95th percentile.
-var standardRenderSigma = math.Log(10) / 1.6448536269514722
-
-// standardRenders are n log-normal render times, median 60 s and 5 %
-// over 10 minutes, the same for a seed.
-func standardRenders(n int, seed uint64) []time.Duration {
-	rng := rand.New(rand.NewPCG(seed, 0x6a0b5e))
-	out := make([]time.Duration, n)
-	for i := range out {
-		out[i] = time.Duration(float64(time.Minute) * math.Exp(standardRenderSigma*rng.NormFloat64()))
-	}
-	return out
-}

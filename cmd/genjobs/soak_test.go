@@ -5,7 +5,6 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
-	"math"
 	"os"
 	"path/filepath"
 	"slices"
@@ -156,28 +155,3 @@ func TestScaleSimulationCounts(t *testing.T) {
 	}
 }
 
-// The standard render times' median and 95th percentile are 60 s and
-// 10 min on a large seeded sample, and a seed replays exactly.
-func TestStandardRenders(t *testing.T) {
-	t.Parallel()
-	if math.Abs(standardRenderSigma-math.Log(10)/1.645) > 1e-3 {
-		t.Errorf("sigma = %v, want ln(10)/1.645", standardRenderSigma)
-	}
-	got := standardRenders(200000, 42)
-	if !slices.Equal(got, standardRenders(200000, 42)) {
-		t.Fatal("the same seed gave another sample")
-	}
-	if slices.Equal(got[:100], standardRenders(100, 43)) {
-		t.Fatal("another seed gave the same sample")
-	}
-	s := slices.Clone(got)
-	slices.Sort(s)
-	// Nearest rank: the ⌈q·n⌉-th smallest.
-	rank := func(q float64) time.Duration { return s[int(math.Ceil(q*float64(len(s))))-1] }
-	if med := rank(0.5); math.Abs(med.Seconds()-60)/60 > 0.01 {
-		t.Errorf("median %v, want 60 s ±1 %%", med)
-	}
-	if p95 := rank(0.95); math.Abs(p95.Seconds()-600)/600 > 0.03 {
-		t.Errorf("p95 %v, want 600 s ±3 %%", p95)
-	}
-}

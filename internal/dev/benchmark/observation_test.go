@@ -3,6 +3,7 @@ package benchmark
 import (
 	"bytes"
 	"context"
+	"math"
 	"os"
 	"slices"
 	"strings"
@@ -74,5 +75,31 @@ func TestObservationFigures(t *testing.T) {
 		if inv := o.Result.Invocations["observe"]; inv.Count == 0 || inv.GBSeconds() <= 0 {
 			t.Errorf("%s: observe invocations not timed: %+v", o.Scenario.Name, inv)
 		}
+	}
+}
+
+// The standard render times' median and 95th percentile are 60 s and
+// 10 min on a large seeded sample, and a seed replays exactly.
+func TestStandardRenders(t *testing.T) {
+	t.Parallel()
+	if math.Abs(standardRenderSigma-math.Log(10)/1.645) > 1e-3 {
+		t.Errorf("sigma = %v, want ln(10)/1.645", standardRenderSigma)
+	}
+	got := StandardRenders(200000, 42)
+	if !slices.Equal(got, StandardRenders(200000, 42)) {
+		t.Fatal("the same seed gave another sample")
+	}
+	if slices.Equal(got[:100], StandardRenders(100, 43)) {
+		t.Fatal("another seed gave the same sample")
+	}
+	s := slices.Clone(got)
+	slices.Sort(s)
+	// Nearest rank: the ⌈q·n⌉-th smallest.
+	rank := func(q float64) time.Duration { return s[int(math.Ceil(q*float64(len(s))))-1] }
+	if med := rank(0.5); math.Abs(med.Seconds()-60)/60 > 0.01 {
+		t.Errorf("median %v, want 60 s ±1 %%", med)
+	}
+	if p95 := rank(0.95); math.Abs(p95.Seconds()-600)/600 > 0.03 {
+		t.Errorf("p95 %v, want 600 s ±3 %%", p95)
 	}
 }
