@@ -238,6 +238,20 @@ func WriteObservation(w io.Writer, obs []*Observed) error {
 			o.ObserveGBSecondsPerRender(false), steadyCell(o), inv.PeakConcurrent, o.Result.GenacePeakPerSecond, near,
 			o.Result.Memory.PerRender()/1024, o.Result.Memory.Observing, o.Wall.Round(time.Millisecond))
 	}
+	p("\nTargets, from this run:\n\n")
+	for _, o := range obs {
+		gets, floor := o.GETsPerRender()
+		if !o.Scenario.Steady {
+			p("- GETs per render ≤ 1.05× the floor, %s: %.3f× — %s\n", o.Scenario.Name, gets/floor, verdict(gets <= targetGETsFloor*floor, ""))
+			continue
+		}
+		d := o.Detection(0.999)
+		p("- detection p99.9 < 2 s, %s: %s — %s\n", o.Scenario.Name, fmtMS(d), verdict(d < 2*time.Second, fmt.Sprintf("(%d of %d renders over 2 s)", len(o.Late(2*time.Second)), len(o.Result.Renders))))
+		if o.Scenario.Name == "1000 in flight" {
+			g := o.ObserveGBSecondsPerRender(true)
+			p("- observe GB-s per render ≤ 0.2 at 1,000 in flight (steady state): %.3f — %s\n", g, verdict(g <= 0.2, ""))
+		}
+	}
 	for _, o := range obs {
 		if late := o.Late(2 * time.Second); len(late) > 0 {
 			p("\n%s: %d of %d renders detected more than 2 s late:", o.Scenario.Name, len(late), len(o.Result.Renders))
