@@ -53,7 +53,7 @@ func (r *relay) Send(_ context.Context, env message.Envelope, delay time.Duratio
 	pick := r.pick
 	r.mu.Unlock()
 	r.log.add(fmt.Sprintf("send %s at +%s", env.Action, r.clk.Now().Sub(handlertest.Start)))
-	if pick != nil && env.Action == message.ActionObserveGeneration && delay == 0 {
+	if pick != nil && env.Action == message.ActionObserveGeneration {
 		pick(m)
 	}
 	return schedule.RouteSQS, nil
@@ -160,7 +160,7 @@ func runRelay(t *testing.T, o relayOpts) relayRun {
 			hops--
 			mu.Unlock()
 			if pick {
-				invoke(m, o.pickup)
+				invoke(m, m.Delay+o.pickup) // SQS holds a delayed message back
 			}
 		}
 		invoke(m, 0)
@@ -334,8 +334,8 @@ func TestChainGETsAreTheOverlapsArithmetic(t *testing.T) {
 		{"5 min invocation", 5 * time.Minute, observe.Config{Spread: -1}, 0, 10},
 		// The old hand-over at 4 minutes: its 8 polls, and the linger.
 		{"4 min span, no deadline", 0, observe.Config{Span: 4 * time.Minute}, 0, 9},
-		// Two chains of 29, the next one's first poll overlapping the
-		// first one's linger.
+		// Two chains of 29, the next one's first poll taking over from the
+		// first one's linger HandOverLead before its window runs out.
 		{"relayed", 15 * time.Minute, observe.Config{Spread: -1}, 1, 58},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
@@ -346,8 +346,15 @@ func TestChainGETsAreTheOverlapsArithmetic(t *testing.T) {
 			if n := len(run.g.sent); n != tc.gets || run.g.cancelled != 0 {
 				t.Fatalf("%d GETs, %d cancelled; want %d, none cancelled\n%v", n, run.g.cancelled, tc.gets, run.log.all())
 			}
-			if observations, _ := run.out.of(message.ActionObserveGeneration); len(observations) != tc.hops+1 {
+			observations, _ := run.out.of(message.ActionObserveGeneration)
+			if len(observations) != tc.hops+1 {
 				t.Fatalf("%d hand-overs; want %d", len(observations), tc.hops+1)
+			}
+			// The linger was sent a second before the hand-over's look: its
+			// window has 29 s left then, less the lead and the write's time.
+			lead := observe.Config{}.Defaults().HandOverLead
+			if d := observations[0].Delay; d > 29*time.Second-lead || d < 28*time.Second-lead {
+				t.Errorf("hand-over sent with delay %v; want the linger's window less the lead, about %v", d, 29*time.Second-lead)
 			}
 		})
 	}
