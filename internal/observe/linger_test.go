@@ -326,17 +326,17 @@ func TestChainGETsAreTheOverlapsArithmetic(t *testing.T) {
 		// Span (14 min) ends the chain before the deadline less 35 s: 28
 		// polls sent 29 s apart (the last answered at 13m33.2s), the 29th
 		// the linger.
-		// (Spread -1: the hand-over at the deadline itself; stagger_test.go
-		// holds the staggered ones.)
-		{"15 min invocation", 15 * time.Minute, observe.Config{Spread: -1}, 0, 29},
-		{"15 min invocation, no renewal", 15 * time.Minute, observe.Config{Chain: observe.DefaultSpan, Spread: -1}, 0, 29},
+		// (Overlap 1 s: polls 29 s apart. Spread -1: the hand-over at the
+		// deadline itself; stagger_test.go holds the staggered ones.)
+		{"15 min invocation", 15 * time.Minute, observe.Config{Spread: -1, Overlap: time.Second}, 0, 29},
+		{"15 min invocation, no renewal", 15 * time.Minute, observe.Config{Chain: observe.DefaultSpan, Spread: -1, Overlap: time.Second}, 0, 29},
 		// The deadline less 35 s (4m25s) ends it: 9 polls and the linger.
-		{"5 min invocation", 5 * time.Minute, observe.Config{Spread: -1}, 0, 10},
+		{"5 min invocation", 5 * time.Minute, observe.Config{Spread: -1, Overlap: time.Second}, 0, 10},
 		// The old hand-over at 4 minutes: its 8 polls, and the linger.
-		{"4 min span, no deadline", 0, observe.Config{Span: 4 * time.Minute}, 0, 9},
+		{"4 min span, no deadline", 0, observe.Config{Span: 4 * time.Minute, Overlap: time.Second}, 0, 9},
 		// Two chains of 29, the next one's first poll taking over from the
 		// first one's linger HandOverLead before its window runs out.
-		{"relayed", 15 * time.Minute, observe.Config{Spread: -1}, 1, 58},
+		{"relayed", 15 * time.Minute, observe.Config{Spread: -1, Overlap: time.Second}, 1, 58},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			t.Parallel()

@@ -232,7 +232,7 @@ func TestFinishBetweenWindowsIsSeenAtOnce(t *testing.T) {
 func TestNextPollLeavesBeforeTheWrite(t *testing.T) {
 	t.Parallel()
 	run := runOverlap(t, genacesim.ModelConfig{Price: 5, QueueFor: 10 * time.Second, RunFor: time.Hour},
-		observe.Config{Visibility: 6 * time.Minute, Span: time.Minute})
+		observe.Config{Visibility: 6 * time.Minute, Span: time.Minute, Overlap: time.Second})
 	// The first GET is answered at the change to running (10.1 s), whose
 	// write takes 50 ms; the next is held past the chain's minute, which
 	// ends the chain: its overlapping GET (39.1 s) is the linger, held
@@ -257,7 +257,7 @@ func TestChainEndCancelsTheOutstandingPoll(t *testing.T) {
 	// leaves at 29 s and arrives at 29.1 s, after the finish at 29.05 s,
 	// when the first is answered.
 	run := runOverlap(t, genacesim.ModelConfig{Price: 5, RunFor: 29050 * time.Millisecond},
-		observe.Config{Visibility: 6 * time.Minute})
+		observe.Config{Visibility: 6 * time.Minute, Overlap: time.Second})
 	if run.rec.Phase != operation.PhaseSucceeded {
 		t.Fatalf("phase %s; want succeeded", run.rec.Phase)
 	}
