@@ -63,18 +63,31 @@ func RunObservation(ctx context.Context, s ObservationScenario) (*Observed, erro
 // GETsPerRender is the mean GETs per render and the mean of the floor
 // (FloorGETs plus delivery's read) over the same renders.
 func (o *Observed) GETsPerRender() (gets, floor float64) {
-	for _, r := range o.Result.Renders {
+	n := 0
+	for _, r := range o.detected() {
 		gets += float64(r.GETs)
 		floor += FloorGETs(r.Length, r.Queued) + 1
+		n++
 	}
-	n := float64(max(len(o.Result.Renders), 1))
-	return gets / n, floor / n
+	return gets / float64(max(n, 1)), floor / float64(max(n, 1))
+}
+
+// detected are the renders that finished within their polling budget;
+// the others were parked for review (RenderResult.Parked).
+func (o *Observed) detected() []RenderResult {
+	var out []RenderResult
+	for _, r := range o.Result.Renders {
+		if !r.Parked {
+			out = append(out, r)
+		}
+	}
+	return out
 }
 
 // Detection is the q-quantile (nearest rank) of the renders' detection.
 func (o *Observed) Detection(q float64) time.Duration {
 	ds := make([]time.Duration, 0, len(o.Result.Renders))
-	for _, r := range o.Result.Renders {
+	for _, r := range o.detected() {
 		ds = append(ds, r.Detection)
 	}
 	return quantile(ds, q)
@@ -93,7 +106,7 @@ func quantile(ds []time.Duration, q float64) time.Duration {
 // Late are the renders detected more than after after they finished.
 func (o *Observed) Late(after time.Duration) []RenderResult {
 	var out []RenderResult
-	for _, r := range o.Result.Renders {
+	for _, r := range o.detected() {
 		if r.Detection > after {
 			out = append(out, r)
 		}
@@ -213,6 +226,13 @@ func cmpFloat(a, b float64) int {
 	return 0
 }
 
+func rendersCell(r *PipelineResult) string {
+	if r.Stalled == 0 {
+		return fmt.Sprint(len(r.Renders))
+	}
+	return fmt.Sprintf("%d (%d parked for review past the 6 h polling budget)", len(r.Renders), r.Stalled)
+}
+
 func steadyCell(o *Observed) string {
 	if !o.Scenario.Steady {
 		return "—"
@@ -231,8 +251,8 @@ func WriteObservation(w io.Writer, obs []*Observed) error {
 		if ls := o.Limits(); len(ls) > 0 {
 			near = fmt.Sprintf("%s at %.0f %%", ls[0].Name, 100*ls[0].Used)
 		}
-		p("| %s | %d | %.2f (%.2f, %.3f×) | %s / %s / %s / %s | %d, %.1f (largest %d) | %.3f (%s) | %d | %d | %s | %.0f KiB at %d | %s |\n",
-			o.Scenario.Name, len(o.Result.Renders), gets, floor, gets/floor,
+		p("| %s | %s | %.2f (%.2f, %.3f×) | %s / %s / %s / %s | %d, %.1f (largest %d) | %.3f (%s) | %d | %d | %s | %.0f KiB at %d | %s |\n",
+			o.Scenario.Name, rendersCell(o.Result), gets, floor, gets/floor,
 			fmtMS(o.Detection(0.5)), fmtMS(o.Detection(0.99)), fmtMS(o.Detection(0.999)), fmtMS(o.Detection(1)),
 			inv.Count, float64(inv.Records)/float64(max(inv.Count, 1)), inv.PeakRecords,
 			o.ObserveGBSecondsPerRender(false), steadyCell(o), inv.PeakConcurrent, o.Result.GenacePeakPerSecond, near,

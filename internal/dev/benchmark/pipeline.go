@@ -86,8 +86,9 @@ type FunctionStats struct {
 
 // PipelineResult is what a pipeline run measured.
 type PipelineResult struct {
-	// Operations were dispatched, Delivered finished.
-	Operations, Delivered int
+	// Operations were dispatched, Delivered finished, Stalled parked for
+	// review when their polling budget ran out.
+	Operations, Delivered, Stalled int
 	// Elapsed runs from the first dispatch to the last delivery.
 	Elapsed time.Duration
 	// CPU is the process's user+system time over Elapsed, the simulator,
@@ -216,6 +217,9 @@ type RenderResult struct {
 	Detection time.Duration
 	// Created is when Genace accepted the job.
 	Created time.Time
+	// Parked is a render still running when its polling budget ran out:
+	// parked for review, never detected (Detection 0).
+	Parked bool
 }
 
 // Actions is the number of handler actions of every function.
@@ -316,7 +320,8 @@ func RunPipeline(ctx context.Context, cfg PipelineConfig) (*PipelineResult, erro
 	counters := map[string]*counter{topology.Submit: {}, topology.Observe: {}, topology.Deliver: {}}
 	app := &counter{}
 	cache := &sync.Map{}
-	var delivered, lastDelivery atomic.Int64
+	var delivered, settled, lastDelivery atomic.Int64
+	var stalled sync.Map
 	done := make(chan struct{})
 	var succeeded sync.Map // operation id → when its success was written
 	var accepted sync.Map
@@ -332,11 +337,21 @@ func RunPipeline(ctx context.Context, cfg PipelineConfig) (*PipelineResult, erro
 				observing.Add(-1)
 			}
 		}
+		settledNow := false
 		if rec.Phase == operation.PhaseDelivered {
 			lastDelivery.Store(time.Now().UnixNano())
-			if delivered.Add(1) == int64(cfg.Operations) { // true once
-				close(done)
+			delivered.Add(1)
+			settledNow = true
+		}
+		if rec.Phase == operation.PhaseStalled {
+			// Past its polling budget: parked for review, which is where
+			// automation ends for it.
+			if _, again := stalled.LoadOrStore(rec.OperationID, true); !again {
+				settledNow = true
 			}
+		}
+		if settledNow && settled.Add(1) == int64(cfg.Operations) { // true once
+			close(done)
 		}
 	}
 	disps := map[string]*schedule.Dispatcher{}
@@ -443,7 +458,7 @@ func RunPipeline(ctx context.Context, cfg PipelineConfig) (*PipelineResult, erro
 		select {
 		case <-done:
 		case <-runCtx.Done():
-			runErr = fmt.Errorf("pipeline: %d of %d operations delivered before %w", delivered.Load(), cfg.Operations, runCtx.Err())
+			runErr = fmt.Errorf("pipeline: %d of %d operations delivered (%d settled) before %w", delivered.Load(), cfg.Operations, settled.Load(), runCtx.Err())
 		}
 	}
 	end := time.Unix(0, lastDelivery.Load())
@@ -468,6 +483,7 @@ func RunPipeline(ctx context.Context, cfg PipelineConfig) (*PipelineResult, erro
 	}
 	res.DeadLettered = local.DeadLetterDepth()
 	res.Invocations = invs
+	stalled.Range(func(any, any) bool { res.Stalled++; return true })
 	if cfg.Virtual != nil {
 		mem.End = readMemory()
 	}
@@ -482,6 +498,7 @@ func RunPipeline(ctx context.Context, cfg PipelineConfig) (*PipelineResult, erro
 		if at, ok := succeeded.Load(j.OperationID); ok {
 			r.Detection = at.(time.Time).Sub(j.CreatedAt.Add(r.Length))
 		}
+		_, r.Parked = stalled.Load(j.OperationID)
 		res.Renders = append(res.Renders, r)
 	}
 	return res, nil
