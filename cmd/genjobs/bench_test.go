@@ -20,7 +20,7 @@ func TestBenchQuickWritesTable(t *testing.T) {
 	if err := call(context.Background(), "bench", []string{"--quick", "--out", out}, &stdout, &stderr); err != nil {
 		t.Fatalf("bench: %v\n%s", err, stderr.String())
 	}
-	for _, want := range []string{"| section | figure | value | target | verdict |", "1 AWS requests (counted on the real handlers)", "per render: SQS Send", "end-to-end operations/s", "issue 23"} {
+	for _, want := range []string{"| section | figure | value | target | verdict |", "1 AWS requests (counted on the real handlers)", "per render: SQS Send", "end-to-end ops/s on disk", "issue 23"} {
 		if !strings.Contains(stdout.String(), want) {
 			t.Errorf("stdout lacks %q", want)
 		}

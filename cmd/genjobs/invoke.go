@@ -31,6 +31,7 @@ func cmdInvoke(fs *pflag.FlagSet) operator.RunFunc {
 	eventPath := fs.String("event", "", "the event file, e.g. events/submit.json")
 	keep := fs.Bool("keep", false, "keep the emulator, table, queues, bucket, secret and simulator until Ctrl-C, and print how to reach them")
 	asJSON := fs.Bool("json", false, "print the report as JSON")
+	timeout := fs.Duration("timeout", 0, "the function's timeout in place of the template's (observe's feed receives nothing within 2m of the deadline)")
 	return func(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 		root, err := modroot.Find("")
 		if err != nil {
@@ -49,6 +50,8 @@ func cmdInvoke(fs *pflag.FlagSet) operator.RunFunc {
 			return usagef("--function is required (one of %s)", names)
 		case *eventPath == "":
 			return usagef("--event is required, e.g. --event events/%s.json", *function)
+		case *timeout < 0:
+			return usagef("--timeout is %s, want a positive duration", *timeout)
 		}
 		if _, ok := invoke.Lookup(tmpl, *function); !ok {
 			return usagef("unknown function %q: want one of %s", *function, names)
@@ -62,7 +65,7 @@ func cmdInvoke(fs *pflag.FlagSet) operator.RunFunc {
 		}
 		// Prepare checks the event before the services: a typo in a file
 		// name deserves its own error, whatever else is missing.
-		sess, err := invoke.Prepare(ctx, invoke.Options{Root: root, Template: tmpl, Function: *function, EventPath: path, Endpoints: invoke.EndpointsFromEnv(), Progress: stderr})
+		sess, err := invoke.Prepare(ctx, invoke.Options{Root: root, Template: tmpl, Function: *function, EventPath: path, Endpoints: invoke.EndpointsFromEnv(), Progress: stderr, Timeout: *timeout})
 		if err != nil {
 			return err
 		}

@@ -28,6 +28,7 @@ import (
 	"github.com/genjobs/genjobs/internal/dev/modroot"
 	"github.com/genjobs/genjobs/internal/dev/testenv"
 	"github.com/genjobs/genjobs/internal/message"
+	"github.com/genjobs/genjobs/internal/observe"
 	"github.com/genjobs/genjobs/internal/operation"
 	"github.com/genjobs/genjobs/internal/operator"
 )
@@ -40,7 +41,13 @@ type invokeExpectation struct {
 	failures []string
 	// check asserts the state change the event exists to show.
 	check func(t *testing.T, r *invoke.Result)
+	// args are more flags for genjobs invoke.
+	args []string
 }
+
+// feedStopsSoon runs observe with its feed's stop 3 s after the start:
+// holding nothing, it would wait out one empty 20 s receive.
+var feedStopsSoon = []string{"--timeout", (observe.DefaultFeedMargin + 3*time.Second).String()}
 
 // The message ids the expectations name.
 const (
@@ -75,7 +82,7 @@ var invokeExpectations = map[string]invokeExpectation{
 		wantGenace(t, r, invoke.GenaceCounts{})
 		wantQueues(t, r, map[string]int{"dispatch": 1})
 	}},
-	"observe.json": {function: "observe", failures: []string{}, check: func(t *testing.T, r *invoke.Result) {
+	"observe.json": {function: "observe", failures: []string{}, args: feedStopsSoon, check: func(t *testing.T, r *invoke.Result) {
 		// The job finished at once: the snapshot is saved and delivery
 		// follows.
 		c := wantChanged(t, r, "op-sample-2", operation.PhaseAccepted, 3, operation.PhaseSucceeded, 4)
@@ -84,7 +91,7 @@ var invokeExpectations = map[string]invokeExpectation{
 		wantEnvelope(t, r, "deliver", message.Envelope{Action: message.ActionDeliverArtifacts, OperationID: "op-sample-2",
 			ExpectedRevision: 4, ExpectedRemoteJobID: c.After.RemoteJobID, Attempt: 2})
 	}},
-	"observe-stale.json": {function: "observe", failures: []string{}, check: func(t *testing.T, r *invoke.Result) {
+	"observe-stale.json": {function: "observe", failures: []string{}, args: feedStopsSoon, check: func(t *testing.T, r *invoke.Result) {
 		// expected_revision 2 against revision 3: acknowledged as
 		// obsolete, no GET, no write, no follow-up.
 		wantUnchanged(t, r, "op-sample-2", operation.PhaseAccepted, 3)
@@ -191,7 +198,7 @@ func TestInvokeSampleEvents(t *testing.T) {
 		}
 		t.Run(name, func(t *testing.T) {
 			t.Parallel()
-			r := runInvoke(t, exp.function, filepath.Join(root, "events", name))
+			r := runInvoke(t, exp.function, filepath.Join(root, "events", name), exp.args...)
 			if err := r.Err(); err != nil {
 				t.Fatalf("%v\nlog:\n%s\nemulator:\n%s", err, strings.Join(r.Log, "\n"), strings.Join(r.EmulatorLog, "\n"))
 			}
@@ -258,6 +265,7 @@ func TestInvokeCommandLineErrors(t *testing.T) {
 	}{
 		{[]string{"--event", "events/submit.json"}, true, "--function is required"},
 		{[]string{"--function", "submit"}, true, "--event is required"},
+		{[]string{"--function", "submit", "--event", "events/submit.json", "--timeout", "-1s"}, true, "--timeout is -1s"},
 		{[]string{"--function", "render", "--event", "events/submit.json"}, true, `unknown function "render": want one of submit, observe, deliver, triage, sweep`},
 		{[]string{"--function", "submit", "--event", filepath.Join(dir, "missing.json")}, false, "missing.json does not exist"},
 		{[]string{"--function", "submit", "--event", bad}, false, "is not a JSON object: line 4"},
@@ -316,10 +324,10 @@ func invokeContext(t *testing.T) context.Context {
 }
 
 // runInvoke runs `genjobs invoke --json` and decodes its report.
-func runInvoke(t *testing.T, function, event string) *invoke.Result {
+func runInvoke(t *testing.T, function, event string, args ...string) *invoke.Result {
 	t.Helper()
 	var stdout, stderr bytes.Buffer
-	err := call(invokeContext(t), "invoke", []string{"--function", function, "--event", event, "--json"}, &stdout, &stderr)
+	err := call(invokeContext(t), "invoke", append([]string{"--function", function, "--event", event, "--json"}, args...), &stdout, &stderr)
 	if stdout.Len() == 0 {
 		t.Fatalf("no report (error %v)\n%s", err, stderr.String())
 	}

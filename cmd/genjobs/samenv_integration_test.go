@@ -17,6 +17,7 @@ import (
 	"github.com/genjobs/genjobs/internal/dev/emulator"
 	"github.com/genjobs/genjobs/internal/dev/invoke"
 	"github.com/genjobs/genjobs/internal/dev/samlocal"
+	"github.com/genjobs/genjobs/internal/observe"
 )
 
 // syncBuffer is a bytes.Buffer safe to read while the command writes.
@@ -109,8 +110,14 @@ func TestSAMEnvStartsEveryFunction(t *testing.T) {
 			// What sam local invoke adds besides the template's
 			// variables: credentials (the shell's; any work locally).
 			maps.Copy(env, fn.Runtime("local", "local"))
+			timeout := f.Timeout
+			if f.Name == "observe" {
+				// Its feed stops 3 s after the start: holding nothing, it
+				// would wait out one empty 20 s receive.
+				timeout = observe.DefaultFeedMargin + 3*time.Second
+			}
 			emu, err := emulator.Start(ctx, emulator.Config{Root: root, Function: f.Name, Env: env,
-				Timeout: f.Timeout, MemoryMB: f.MemoryMB, Region: "us-east-1"})
+				Timeout: timeout, MemoryMB: f.MemoryMB, Region: "us-east-1"})
 			if err != nil {
 				t.Fatal(err)
 			}

@@ -131,8 +131,10 @@ func TestObserveSampleEvent(t *testing.T) {
 		// Left no more than the feed's margin, the invocation receives
 		// nothing, so its follow-up stays on the queue. With more, it
 		// would take its own follow-ups and hold the render until its
-		// feed stops, as deployed.
-		timeout: observe.DefaultFeedMargin,
+		// feed stops, as deployed. 15 s, not the margin's 2 min: the
+		// chain runs to the deadline (less Overhead and the linger's
+		// window), so a few 1 s polls before the hand-over, not 28.
+		timeout: 15 * time.Second,
 	}, {
 		// Finished at creation: the GET finds it succeeded, so the
 		// observer hands over to delivery.
@@ -142,8 +144,10 @@ func TestObserveSampleEvent(t *testing.T) {
 		follow: message.ActionDeliverArtifacts, attempt: 2, untouched: message.ActionObserveGeneration,
 		// The feed takes the waiting observation, hands it to delivery
 		// too and deletes it; then, holding nothing, the invocation ends
-		// after one empty receive.
-		fed: true,
+		// after one empty receive, which the feed's stop, 10 s after the
+		// start here, cuts short of SQS's 20 s.
+		timeout: observe.DefaultFeedMargin + 10*time.Second,
+		fed:     true,
 	}} {
 		t.Run(tc.name, func(t *testing.T) {
 			t.Parallel()
@@ -178,7 +182,7 @@ func TestObserveSampleEvent(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			t.Logf("observe: first invoke (cold start and a 1 s long poll) %v", fn.FirstInvoke())
+			t.Logf("observe: first invoke (cold start, the chain and the feed) %v", fn.FirstInvoke())
 			if status != http.StatusOK {
 				t.Fatalf("status %d, body %s", status, body)
 			}

@@ -5,6 +5,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/genjobs/genjobs/internal/dev/topology"
 	"github.com/genjobs/genjobs/internal/observe"
 )
 
@@ -12,7 +13,9 @@ import (
 // names both values; the deployed defaults pass.
 func TestConfigCheckNamesBothValues(t *testing.T) {
 	t.Parallel()
-	ok := observe.Config{Visibility: 1620 * time.Second, Concurrency: 10, OverdueAfter: 5 * time.Minute}
+	of, _ := topology.Stack.Function(topology.Observe)
+	q, _ := topology.Stack.Queue(of.Mappings[0].Queue)
+	ok := observe.Config{Visibility: q.Visibility, Concurrency: 10, OverdueAfter: topology.Stack.Sweep.OverdueAfter}
 	for _, tc := range []struct {
 		name  string
 		edit  func(*observe.Config)

@@ -59,7 +59,6 @@ import (
 	"time"
 
 	"github.com/genjobs/genjobs/internal/deliver"
-	"github.com/genjobs/genjobs/internal/dev/topology"
 	"github.com/genjobs/genjobs/internal/intake"
 	"github.com/genjobs/genjobs/internal/operation"
 	"github.com/genjobs/genjobs/internal/replay"
@@ -317,7 +316,7 @@ func (r *Result) WriteSummary(w io.Writer) {
 	fmt.Fprintf(w, "operators asked: %d operations left uncertain (of %d made uncertain) per %d submissions of genuinely unknown outcome = %.2f (at most %.2f); %d open reviews on terminal operations (at most %d)\n",
 		r.LeftUncertain, r.MadeUncertain, r.UnknownSubmissions, r.UncertainPerUnknown(), float64(MaxUncertainPerUnknown), r.ReviewsOfTerminal, MaxReviewsOfTerminal)
 	fmt.Fprintf(w, "liveness: the longest from a render's end to terminal or waiting for an operator was %s (%s, whose bound was %s); bound %s plus %s per chain a fault ended; largest latency / own bound %.2f (at most 1.00)\n",
-		r.LivenessMax.Round(time.Second), cmp.Or(r.LivenessMaxOp, "none"), r.LivenessMaxBound.Round(time.Second), r.LivenessBound, topology.Stack.Sweep.OverdueAfter+sweepEvery, r.LivenessRatio)
+		r.LivenessMax.Round(time.Second), cmp.Or(r.LivenessMaxOp, "none"), r.LivenessMaxBound.Round(time.Second), r.LivenessBound, Rearm(simHeld), r.LivenessRatio)
 	if n := len(r.UncertainBeyondUnknown); n > 0 {
 		shown := r.UncertainBeyondUnknown[:min(n, 20)]
 		more := ""

@@ -38,7 +38,8 @@ type LivenessTiming struct {
 }
 
 // DeployedLiveness is the deployed liveness timing, with the
-// simulation's observation delays.
+// simulation's observation delays and its observe invocations, which hold
+// one batch: the simulation wires no feed.
 func DeployedLiveness(delays *schedule.Observation) LivenessTiming {
 	obs, del := observe.Config{}.Defaults(), deliver.Config{}.Defaults()
 	b := delays.DefaultBudgets
@@ -47,8 +48,26 @@ func DeployedLiveness(delays *schedule.Observation) LivenessTiming {
 		ReadFailures: obs.MaxReadFailures, ReadRetry: delays.Reads,
 		CopyFailures: del.MaxCopyFailures, CopyRetry: del.Retry,
 		Accounting: b.Accounting, AccountingRetry: delays.Policies.Accounting.Cap,
-		Rearm: topology.Stack.Sweep.OverdueAfter + sweepEvery,
+		Rearm: Rearm(simHeld),
 	}
+}
+
+// simHeld is the most chains a simulated observe invocation holds: its
+// batch.
+var simHeld = func() int {
+	of, _ := topology.Stack.Function(topology.Observe)
+	return of.Mappings[0].BatchSize
+}()
+
+// Rearm is the longest a chain waits for the sweep when a fault ends the
+// invocation that held it and held chains in all: each looks overdue
+// OverdueAfter after its last write, the next sweep run comes within a
+// cadence, and a run re-arms at most the sweep's Limit, earliest due
+// first, so the last of them waits ceil(held/Limit) runs. Deployed, an
+// observe invocation holds up to OBSERVE_HOLD chains (its feed).
+func Rearm(held int) time.Duration {
+	limit := topology.Stack.Sweep.Defaults().Limit
+	return topology.Stack.Sweep.OverdueAfter + time.Duration((max(held, 1)+limit-1)/limit)*sweepEvery
 }
 
 // Bound is the longest an operation may take, from its render's end, to

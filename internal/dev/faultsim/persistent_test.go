@@ -15,6 +15,7 @@ import (
 	"github.com/genjobs/genjobs/internal/deliver"
 	"github.com/genjobs/genjobs/internal/dev/faultsim"
 	"github.com/genjobs/genjobs/internal/genace"
+	"github.com/genjobs/genjobs/internal/observe"
 	"github.com/genjobs/genjobs/internal/operation"
 	"github.com/genjobs/genjobs/internal/schedule"
 	"github.com/genjobs/genjobs/internal/store"
@@ -86,6 +87,22 @@ func TestLivenessBound(t *testing.T) {
 	}
 	if got := timing.Bound(3); got != want+30*time.Minute {
 		t.Errorf("Bound(3) = %s, want %s", got, want+30*time.Minute)
+	}
+}
+
+// TestRearm: a chain a fault ended waits for the overdue threshold (5
+// min), then a cadence (5 min) per sweep run its invocation's chains
+// need at 500 a run: one for the simulation's batch of 10, two for the
+// 1,000 a deployed invocation holds (OBSERVE_HOLD).
+func TestRearm(t *testing.T) {
+	t.Parallel()
+	for _, tc := range []struct {
+		held int
+		want time.Duration
+	}{{10, 10 * time.Minute}, {500, 10 * time.Minute}, {501, 15 * time.Minute}, {observe.DefaultHold, 20 * time.Minute}} {
+		if got := faultsim.Rearm(tc.held); got != tc.want {
+			t.Errorf("Rearm(%d) = %s, want %s", tc.held, got, tc.want)
+		}
 	}
 }
 

@@ -9,6 +9,7 @@
 package invoke
 
 import (
+	"cmp"
 	"context"
 	"encoding/json"
 	"errors"
@@ -90,6 +91,10 @@ type Options struct {
 	EventPath string             // the event file
 	Endpoints Endpoints          // the local services
 	Progress  io.Writer          // one line per step; nil discards them
+	// Timeout, if set, replaces the template's: observe, holding nothing,
+	// ends after one empty 20 s receive of its feed unless its deadline
+	// is within the feed's margin (2 min).
+	Timeout time.Duration
 }
 
 // Session is one prepared invocation.
@@ -115,6 +120,7 @@ func Prepare(ctx context.Context, opts Options) (*Session, error) {
 	if !ok {
 		return nil, fmt.Errorf("unknown function %q: want one of %s", opts.Function, strings.Join(FunctionNames(opts.Template), ", "))
 	}
+	spec.Timeout = cmp.Or(opts.Timeout, spec.Timeout)
 	ev, err := ReadEvent(opts.EventPath)
 	if err != nil {
 		return nil, err
