@@ -102,4 +102,3 @@ func scaleConfig(inFlight int, seed uint64) faultsim.Config {
 	return faultsim.Config{Seed: seed, Operations: inFlight, Renders: benchmark.StandardRenders(inFlight, seed), Faults: faultsim.Faults{}, Scale: true,
 		Interval: time.Nanosecond} // every creation falls on the first virtual second
 }
-

@@ -152,4 +152,3 @@ func TestScaleSimulationCounts(t *testing.T) {
 		t.Errorf("delivery times p50 %s p99 %s last %s", s.DeliveredP50, s.DeliveredP99, s.LastDelivered)
 	}
 }
-
