@@ -13,7 +13,9 @@ import (
 	"log/slog"
 	"net/http"
 	"os"
+	"runtime/debug"
 	"slices"
+	"strconv"
 
 	"github.com/aws/aws-lambda-go/lambdacontext"
 	awsconfig "github.com/aws/aws-sdk-go-v2/config"
@@ -37,6 +39,21 @@ import (
 	"github.com/genjobs/genjobs/internal/store/dynamo"
 )
 
+// MemoryLimit is the Go runtime's soft memory limit for a sandbox of
+// AWS_LAMBDA_FUNCTION_MEMORY_SIZE megabytes: 85 % of it, so that the
+// collector runs harder as the heap nears the sandbox's size instead of
+// letting it grow to twice the live heap (GOGC's default), which an
+// observe invocation holding OBSERVE_HOLD renders would carry past its
+// 128 MB and be killed. False when GOMEMLIMIT is set (the operator's
+// choice stands) or the size is not a positive number.
+func MemoryLimit(getenv func(string) string) (int64, bool) {
+	mb, err := strconv.Atoi(getenv("AWS_LAMBDA_FUNCTION_MEMORY_SIZE"))
+	if err != nil || mb <= 0 || getenv("GOMEMLIMIT") != "" {
+		return 0, false
+	}
+	return int64(mb) << 20 * 85 / 100, true
+}
+
 // Load reads the environment as the named function of the table needs
 // it and builds its clients into the table's dependency set: the store,
 // the queue (and, for a function that holds records, its own queue to
@@ -48,6 +65,9 @@ func Load(ctx context.Context, name string) (stack.Function, stack.Deps, error) 
 	fn, ok := stack.Lookup(name)
 	if !ok {
 		return fn, stack.Deps{}, fmt.Errorf("no function %q in the table (internal/stack)", name)
+	}
+	if limit, ok := MemoryLimit(os.Getenv); ok {
+		debug.SetMemoryLimit(limit)
 	}
 	spec := fn.Needs
 	cfg, err := config.Load(os.Getenv, spec)

@@ -28,3 +28,26 @@ func TestInitFailureLine(t *testing.T) {
 		t.Errorf("line %v: want %s=%q, %s=observe, level ERROR", got, slog.MessageKey, InitFailed, FunctionKey)
 	}
 }
+
+// The soft memory limit is most of the sandbox's memory, and the
+// operator's GOMEMLIMIT wins.
+func TestMemoryLimit(t *testing.T) {
+	t.Parallel()
+	for _, tc := range []struct {
+		env   map[string]string
+		limit int64
+		ok    bool
+	}{
+		{map[string]string{"AWS_LAMBDA_FUNCTION_MEMORY_SIZE": "128"}, 128 << 20 * 85 / 100, true},
+		{map[string]string{"AWS_LAMBDA_FUNCTION_MEMORY_SIZE": "512"}, 512 << 20 * 85 / 100, true},
+		{map[string]string{"AWS_LAMBDA_FUNCTION_MEMORY_SIZE": "128", "GOMEMLIMIT": "90MiB"}, 0, false},
+		{map[string]string{}, 0, false},
+		{map[string]string{"AWS_LAMBDA_FUNCTION_MEMORY_SIZE": "lots"}, 0, false},
+		{map[string]string{"AWS_LAMBDA_FUNCTION_MEMORY_SIZE": "0"}, 0, false},
+	} {
+		limit, ok := MemoryLimit(func(k string) string { return tc.env[k] })
+		if limit != tc.limit || ok != tc.ok {
+			t.Errorf("%v: %d, %v; want %d, %v", tc.env, limit, ok, tc.limit, tc.ok)
+		}
+	}
+}
