@@ -239,6 +239,33 @@ func TestFinishJustAfterTheHandoverIsSeenAtOnce(t *testing.T) {
 	}
 }
 
+// A change seen by the hand-over's own look (the job starts running just
+// before the chain ends) leaves no poll in flight to linger on: the chain
+// sends one, so a finish just after that hand-over is still seen at once.
+// Before, the chain stopped there, the next message's first poll arrived
+// after the finish, and Genace held it a whole window.
+func TestChangeAtTheHandoverStillLingers(t *testing.T) {
+	t.Parallel()
+	const timeout = 3 * time.Minute
+	cfg := observe.Config{Visibility: 6 * time.Minute, Spread: -1}
+	handover := handoverAt(t, cfg, timeout)
+	for _, before := range []time.Duration{2 * time.Second, 5 * time.Second, 10 * time.Second} {
+		t.Run(fmt.Sprint("running ", before, " before the hand-over"), func(t *testing.T) {
+			t.Parallel()
+			// The finish comes before the next message (a second's pickup)
+			// could have a poll at Genace.
+			run := runRelay(t, relayOpts{model: genacesim.ModelConfig{Price: 5, QueueFor: handover - before, RunFor: 500 * time.Millisecond},
+				cfg: cfg, timeout: timeout, pickup: time.Second, hops: 1})
+			if run.g.terminal.IsZero() {
+				t.Fatalf("no answer carried the finished job\n%v", run.log.all())
+			}
+			if late := run.g.terminal.Sub(run.finished); late > time.Second {
+				t.Fatalf("finish at +%s detected %s after it happened; want under 1 s\n%v", run.finished.Sub(handlertest.Start), late, run.log.all())
+			}
+		})
+	}
+}
+
 // secondWins holds the first message's writes after its hand-over (its
 // linger's) until another message's write landed (or a minute passed):
 // the next message's chain writes first.

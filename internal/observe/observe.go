@@ -470,29 +470,33 @@ func (c *chain) look(ctx context.Context, rec operation.Record) worker.Decision 
 		}
 		// A hand-over of a young job keeps the poll it sent to go on: it
 		// is the linger.
-		linger := !more && len(f.polls) > 0 && follow == operation.FollowObserve && delay == 0 && !c.t.Lease.Lost()
+		lingers := !more && follow == operation.FollowObserve && delay == 0 && !c.t.Lease.Lost()
 		n := len(f.polls)
+		if stale := n == 0 || f.polls[n-1].sent.Before(head.at); more && n == 0 ||
+			change && stale && (more && f.sent < c.maxPolls || lingers && c.fits(now)) {
+			// Every poll in flight left before this change reached us, so
+			// may have arrived before it and come back at once with it.
+			// The poll that waits for the next change leaves now, not
+			// after the write; at a hand-over it is the linger, so that a
+			// change just before the hand-over leaves no gap after it.
+			// (Those in flight for a renewal, which changed nothing, still
+			// hold.)
+			c.send(ctx, &next, now)
+		}
+		linger := lingers && len(f.polls) > 0
+		if !more && !linger {
+			f.stop()
+		}
 		if linger {
 			// The next message's chain starts HandOverLead before the
 			// lingering poll's window runs out, not at once: its first
 			// poll then takes over from the linger as a chain's next poll
 			// takes over from the one before (the overlap), rather than
 			// doubling a whole window's GET.
-			last := f.polls[n-1]
+			last := f.polls[len(f.polls)-1]
 			if due := last.sent.Add(last.wait - h.cfg.HandOverLead); due.After(now) {
 				next.Schedule.Due = due
 			}
-		}
-		switch stale := n == 0 || f.polls[n-1].sent.Before(head.at); {
-		case !more && !linger:
-			f.stop()
-		case more && n == 0, change && stale && (more && f.sent < c.maxPolls || !more && c.fits(now)):
-			// Every poll in flight left before this change reached us, so
-			// may have arrived before it and come back at once with it.
-			// The poll that waits for the next change leaves now, not
-			// after the write. (Those in flight for a renewal, which
-			// changed nothing, still hold.)
-			c.send(ctx, &next, now)
 		}
 		// Written only while the record stands where this look read it:
 		// another observer (or the user) that wrote first wins, and this
