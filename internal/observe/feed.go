@@ -34,6 +34,9 @@ type Receiver interface {
 }
 
 const (
+	// feedReceiveSlack is how much longer than its wait a receive may
+	// take before it is abandoned.
+	feedReceiveSlack = 10 * time.Second
 	// DefaultHold is the default Config.Hold.
 	DefaultHold = 1250
 	// DefaultFeedMargin is the default Config.FeedMargin: a record taken
@@ -102,7 +105,11 @@ func (f *feed) receive(ctx context.Context, stop time.Time) {
 			}
 			continue
 		}
-		msgs, err := h.feed.Receive(ctx, min(feedMax, room), wait)
+		// A receive that hangs must not hold the invocation (and its
+		// batch's answer) to Lambda's timeout.
+		rctx, cancel := context.WithTimeout(ctx, wait+feedReceiveSlack)
+		msgs, err := h.feed.Receive(rctx, min(feedMax, room), wait)
+		cancel()
 		switch {
 		case ctx.Err() != nil:
 			// The invocation is ending: what came stays in flight and
