@@ -14,6 +14,7 @@ import (
 
 	"github.com/genjobs/genjobs/internal/dev/invoke"
 	"github.com/genjobs/genjobs/internal/dev/modroot"
+	"github.com/genjobs/genjobs/internal/observe"
 	"github.com/genjobs/genjobs/internal/operator"
 	"github.com/genjobs/genjobs/internal/stack"
 )
@@ -31,7 +32,7 @@ func cmdInvoke(fs *pflag.FlagSet) operator.RunFunc {
 	eventPath := fs.String("event", "", "the event file, e.g. events/submit.json")
 	keep := fs.Bool("keep", false, "keep the emulator, table, queues, bucket, secret and simulator until Ctrl-C, and print how to reach them")
 	asJSON := fs.Bool("json", false, "print the report as JSON")
-	timeout := fs.Duration("timeout", 0, "the function's timeout in place of the template's (observe's feed receives nothing within 2m of the deadline)")
+	timeout := fs.Duration("timeout", 0, "the function's timeout in place of the template's (observe's feed receives nothing within "+observe.DefaultFeedMargin.String()+" of the deadline)")
 	return func(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 		root, err := modroot.Find("")
 		if err != nil {
