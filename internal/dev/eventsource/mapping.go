@@ -101,7 +101,8 @@ type Mapping struct {
 	Log *slog.Logger
 	// Sandbox, if set, is the context Run's invocations run under:
 	// cancelling it is the functions' sandboxes dying (a local run's
-	// Ctrl-C), which ends invocations in flight. Nil keeps an invocation
+	// Ctrl-C), which ends invocations in flight; its deadline, if any, is
+	// not theirs (Timeout is). Nil keeps an invocation
 	// in flight running after Run stops, until its handler returns or its
 	// deadline passes, as disabling a Lambda event source mapping does.
 	Sandbox context.Context
@@ -269,6 +270,18 @@ func (m *Mapping) Run(ctx context.Context, idle time.Duration) error {
 	return firstErr
 }
 
+// sandboxed is an invocation's context in sandbox: cancelled when the
+// sandbox ends, but with no deadline of the sandbox's, so the handler's
+// deadline is its function's timeout alone, as on Lambda. A local run's
+// end is the sandboxes dying, not every function's deadline: a handler
+// that plans by its deadline (a delivery's copy window) would otherwise
+// see the run's remaining time and stop working well before it ends.
+func sandboxed(sandbox context.Context) (context.Context, func()) {
+	ctx, cancel := context.WithCancelCause(context.WithoutCancel(sandbox))
+	stop := context.AfterFunc(sandbox, func() { cancel(context.Cause(sandbox)) })
+	return ctx, func() { stop(); cancel(nil) }
+}
+
 // loop is one poller of Run.
 func (m *Mapping) loop(ctx context.Context, idle time.Duration) error {
 	clk := m.clock()
@@ -279,11 +292,12 @@ func (m *Mapping) loop(ctx context.Context, idle time.Duration) error {
 		// Stopping Run stops polling and gathering, not an invocation in
 		// flight (as disabling a Lambda event source mapping does): only
 		// the function's deadline, or the sandbox's end, ends it.
-		invokeCtx := context.WithoutCancel(ctx)
+		invokeCtx, release := context.WithoutCancel(ctx), func() {}
 		if m.Sandbox != nil {
-			invokeCtx = m.Sandbox
+			invokeCtx, release = sandboxed(m.Sandbox)
 		}
 		n, err := m.pollOnce(ctx, invokeCtx)
+		release()
 		switch {
 		case ctx.Err() != nil:
 			return nil

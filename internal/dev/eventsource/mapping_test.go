@@ -599,6 +599,37 @@ func TestRun(t *testing.T) {
 			t.Errorf("the invocation's context was %v once the sandbox ended; want %v", got, context.Canceled)
 		}
 	})
+	t.Run("the sandbox's deadline is not the function's", func(t *testing.T) {
+		// A local run with a timeout: its end kills the sandboxes, but an
+		// invocation's deadline is its function's timeout, as on Lambda. A
+		// delivery that saw the run's end as its deadline handed itself on
+		// without copying, over and over, once the run had under its
+		// minimum copy window left.
+		t.Parallel()
+		b := localqueue.New(nil)
+		url, err := b.Create("sandbox-deadline", localqueue.Config{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		sandbox, die := context.WithTimeout(context.Background(), time.Minute)
+		defer die()
+		seen := make(chan time.Time, 1)
+		m := &Mapping{Broker: b, Queue: url, Sandbox: sandbox, Timeout: time.Hour,
+			Handler: func(ctx context.Context, ev events.SQSEvent) (events.SQSEventResponse, error) {
+				dl, _ := ctx.Deadline()
+				seen <- dl
+				return events.SQSEventResponse{}, nil
+			}}
+		if _, err := b.Send(context.Background(), url, []byte("x"), 0); err != nil {
+			t.Fatal(err)
+		}
+		ctx, cancel := context.WithCancel(context.Background())
+		defer cancel()
+		go func() { _ = m.Run(ctx, time.Millisecond) }()
+		if dl := <-seen; time.Until(dl) < 50*time.Minute {
+			t.Errorf("the invocation's deadline is %v away; want the function's timeout (1h), not the sandbox's end", time.Until(dl).Round(time.Second))
+		}
+	})
 	t.Run("a missing queue stops it", func(t *testing.T) {
 		t.Parallel()
 		m := &Mapping{Broker: localqueue.New(nil), Queue: "local://missing", Handler: ok, Workers: 3}
