@@ -65,6 +65,12 @@ const (
 	// once, its batch and what it receives from its own queue while it
 	// runs (observe's feed).
 	EnvObserveHold = "OBSERVE_HOLD"
+	// EnvObserveMapping is the id (UUID) of observe's event source
+	// mapping, whose concurrency the sweep fits to the observe queue's
+	// load; EnvObserveMaxConcurrency is the most it may set (the
+	// template's MaximumConcurrency for that mapping).
+	EnvObserveMapping        = "OBSERVE_MAPPING_ID"
+	EnvObserveMaxConcurrency = "OBSERVE_MAX_CONCURRENCY"
 )
 
 // Bound is the inclusive range Load accepts for a numeric setting.
@@ -98,6 +104,9 @@ var Bounds = map[string]Bound{
 	// At least the batch it is given; at most what one invocation's
 	// memory and connections plausibly carry.
 	EnvObserveHold: {1, 10000},
+	// Lambda's range for an SQS event source mapping's
+	// MaximumConcurrency.
+	EnvObserveMaxConcurrency: {2, 1000},
 }
 
 // The retention defaults, used when the variable is unset (local runs,
@@ -169,6 +178,10 @@ type Config struct {
 	EventBus string
 	// Hold is OBSERVE_HOLD (0 when not needed).
 	Hold int
+	// ObserveMapping and ObserveMaxConcurrency are OBSERVE_MAPPING_ID and
+	// OBSERVE_MAX_CONCURRENCY (empty and 0 when not needed).
+	ObserveMapping        string
+	ObserveMaxConcurrency int
 }
 
 // Need names settings a function cannot start without.
@@ -211,6 +224,10 @@ const (
 	// NeedHold is OBSERVE_HOLD: the function receives from its own queue
 	// while it runs, up to that many records held at once.
 	NeedHold
+	// NeedFit is OBSERVE_MAPPING_ID, OBSERVE_MAX_CONCURRENCY and
+	// OBSERVE_HOLD: the function fits observe's concurrency to its
+	// queue's load (the sweep).
+	NeedFit
 )
 
 // Spec is what one function needs of its environment. Each function's
@@ -297,6 +314,10 @@ func Load(getenv func(string) string, spec Spec) (Config, error) {
 			require(EnvEventBus, c.EventBus, "")
 		case NeedHold:
 			require(EnvObserveHold, getenv(EnvObserveHold), "")
+		case NeedFit:
+			require(EnvObserveMapping, getenv(EnvObserveMapping), "")
+			require(EnvObserveMaxConcurrency, getenv(EnvObserveMaxConcurrency), "")
+			require(EnvObserveHold, getenv(EnvObserveHold), "")
 		}
 	}
 	whole := func(name string, def int) int {
@@ -314,6 +335,8 @@ func Load(getenv func(string) string, spec Spec) (Config, error) {
 	c.BatchSize = whole(EnvBatchSize, 0)
 	c.MaxInputBytes = whole(EnvMaxInputBytes, 0)
 	c.Hold = whole(EnvObserveHold, 0)
+	c.ObserveMapping = strings.TrimSpace(getenv(EnvObserveMapping))
+	c.ObserveMaxConcurrency = whole(EnvObserveMaxConcurrency, 0)
 	if v := getenv(EnvModelCatalog); strings.TrimSpace(v) != "" {
 		var cerr error
 		if c.Catalog, cerr = ParseCatalog(v); cerr != nil {

@@ -68,7 +68,7 @@ var Functions = []Function{
 		if d.publisher != nil { // nil without a store
 			events = d.publisher
 		}
-		s := sweep.New(sweep.Deps{Store: d.Store, Sender: d.Sender, Events: events, Clock: d.Clock, Log: d.Log, Metrics: d.Metrics},
+		s := sweep.New(sweep.Deps{Store: d.Store, Sender: d.Sender, Events: events, Capacity: d.Capacity, Clock: d.Clock, Log: d.Log, Metrics: d.Metrics},
 			tuned(d, sweep.Configured(d.Config)))
 		return Handler{Lambda: s.Handle, Scheduled: func(ctx context.Context) error { _, err := s.Sweep(ctx); return err }}
 	}},
@@ -191,6 +191,9 @@ type Deps struct {
 	// from it while it runs (config.NeedHold: observe's feed); nil: the
 	// event's batch alone.
 	Receiver observe.Receiver
+	// Capacity is observe's queue and mapping, for the sweep to fit one
+	// to the other (nil: the sweep leaves observe's concurrency as it is).
+	Capacity sweep.Capacity
 	Clock    clock.Clock
 	Log      *slog.Logger
 	Metrics  *metrics.Emitter

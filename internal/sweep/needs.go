@@ -9,9 +9,10 @@ import (
 )
 
 // Needs is what the sweep function needs of its environment. It re-arms
-// an overdue record's next action, whichever it is, at once.
+// an overdue record's next action, whichever it is, at once, and fits
+// observe's concurrency to its queue's load.
 var Needs = config.Spec{
-	Needs:     []config.Need{config.NeedTable, config.NeedEvents, config.NeedSweep, config.NeedRetention, config.NeedSubmitTimeout},
+	Needs:     []config.Need{config.NeedTable, config.NeedEvents, config.NeedSweep, config.NeedRetention, config.NeedSubmitTimeout, config.NeedFit},
 	FollowUps: config.AtOnce(message.Actions...),
 	Check:     func(c config.Config) error { return Configured(c).Check(c.SubmitTimeout) },
 }
@@ -19,7 +20,7 @@ var Needs = config.Spec{
 // Configured is the sweep's Config as the function reads it from its
 // environment.
 func Configured(c config.Config) Config {
-	return Config{ClaimTimeout: c.SweepClaimTimeout, OverdueAfter: c.SweepOverdue}
+	return Config{ClaimTimeout: c.SweepClaimTimeout, OverdueAfter: c.SweepOverdue, Hold: c.Hold, MaxConcurrency: c.ObserveMaxConcurrency}
 }
 
 // Check holds the claim timeout against the submit function's timeout,

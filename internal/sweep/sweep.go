@@ -42,6 +42,11 @@ type Config struct {
 	OverdueAfter time.Duration
 	// Limit bounds the records read per run.
 	Limit int
+	// Hold is observe's OBSERVE_HOLD and MaxConcurrency the template's
+	// MaximumConcurrency of observe's mapping: Fit's bounds, when the
+	// sweep has a Capacity.
+	Hold           int
+	MaxConcurrency int
 }
 
 // Defaults fills zero fields.
@@ -49,6 +54,8 @@ func (c Config) Defaults() Config {
 	c.ClaimTimeout = cmp.Or(c.ClaimTimeout, 2*time.Minute)
 	c.OverdueAfter = cmp.Or(c.OverdueAfter, 5*time.Minute)
 	c.Limit = cmp.Or(c.Limit, 500)
+	c.Hold = cmp.Or(c.Hold, 1)
+	c.MaxConcurrency = cmp.Or(c.MaxConcurrency, MinConcurrency)
 	return c
 }
 
@@ -70,10 +77,13 @@ type Deps struct {
 	Sender worker.Sender
 	// Events sends the unsent completion events it finds (nil: none are
 	// sent, and such records stay in the index).
-	Events  Events
-	Clock   clock.Clock
-	Log     *slog.Logger
-	Metrics *metrics.Emitter
+	Events Events
+	// Capacity, if set, is observe's queue and mapping: each run fits
+	// the mapping's concurrency to the queue's load (Fit).
+	Capacity Capacity
+	Clock    clock.Clock
+	Log      *slog.Logger
+	Metrics  *metrics.Emitter
 }
 
 // Result counts what one run did.
@@ -89,6 +99,9 @@ type Result struct {
 	// run sent, and those whose send failed again (deferred EventRetry).
 	EventsSent   int `json:"events_sent"`
 	EventsFailed int `json:"events_failed"`
+	// ObserveConcurrency is observe's mapping's concurrency as the run
+	// left it (0: the sweep has no Capacity, or its read failed).
+	ObserveConcurrency int `json:"observe_concurrency,omitempty"`
 }
 
 // did is what the sweep did with one record; its text is the "did" of the
@@ -104,18 +117,19 @@ const (
 
 // Sweeper runs sweeps.
 type Sweeper struct {
-	store   Store
-	events  Events
-	w       *worker.Worker
-	clk     clock.Clock
-	log     *slog.Logger
-	metrics *metrics.Emitter
-	cfg     Config
+	store    Store
+	events   Events
+	capacity Capacity
+	w        *worker.Worker
+	clk      clock.Clock
+	log      *slog.Logger
+	metrics  *metrics.Emitter
+	cfg      Config
 }
 
 // New wires a sweeper.
 func New(d Deps, cfg Config) *Sweeper {
-	return &Sweeper{store: d.Store, events: d.Events, clk: d.Clock, log: d.Log, metrics: d.Metrics, cfg: cfg.Defaults(),
+	return &Sweeper{store: d.Store, events: d.Events, capacity: d.Capacity, clk: d.Clock, log: d.Log, metrics: d.Metrics, cfg: cfg.Defaults(),
 		// A write without a verdict is sent again once, at once: it may
 		// have been applied, and sent again it is written or known as this
 		// run's (store.Update), so a record that leaves the index with it
@@ -168,14 +182,22 @@ func (s *Sweeper) Sweep(ctx context.Context) (Result, error) {
 			res.Skipped++
 		}
 	}
+	// After the records: a re-armed chain is load the fit should count.
+	n, err := s.fit(ctx)
+	if err != nil {
+		errs = append(errs, err)
+	}
+	if res.ObserveConcurrency = n; n > 0 {
+		s.metrics.Count("ObserveConcurrency", float64(n))
+	}
 	s.metrics.Count("SweepRearmed", float64(res.Rearmed))
 	s.metrics.Count("SweepClaimsExpired", float64(res.ClaimsExpired))
 	s.metrics.Count("SweepDispatchesDropped", float64(res.DispatchesDropped))
 	s.log.InfoContext(ctx, "sweep done", "read", res.Read, "rearmed", res.Rearmed, "claims_expired", res.ClaimsExpired,
 		"dispatches_dropped", res.DispatchesDropped, "events_sent", res.EventsSent, "events_failed", res.EventsFailed,
-		"skipped", res.Skipped, "errors", len(errs))
+		"skipped", res.Skipped, "observe_concurrency", res.ObserveConcurrency, "errors", len(errs))
 	if len(errs) > 0 {
-		return res, fmt.Errorf("sweep: %d records failed: %w", len(errs), errors.Join(errs...))
+		return res, fmt.Errorf("sweep: %d failed: %w", len(errs), errors.Join(errs...))
 	}
 	return res, nil
 }

@@ -76,5 +76,29 @@ func (t *Template) Names(s Site) Locals {
 		}
 		l.Resources[id] = v
 	}
+	for id := range t.mappings() {
+		// Lambda names a mapping by a UUID of its own; locally its name
+		// stands in, unique on the site.
+		l.Resources[id] = map[string]string{"Ref": s.Name(id, mappingType)}
+	}
 	return l
+}
+
+// mappingType is the resource SAM generates for a function's SQS event.
+const mappingType = "AWS::Lambda::EventSourceMapping"
+
+// mappings are the event source mappings SAM generates from the
+// functions' SQS events, by the logical ids it gives them (the function's
+// and the event's: ObserveFunction's event Observe is
+// ObserveFunctionObserve), which the template may refer to.
+func (t *Template) mappings() map[string]bool {
+	out := map[string]bool{}
+	for _, f := range t.Functions {
+		for _, e := range f.Events {
+			if e.Type == "SQS" {
+				out[f.LogicalID+e.Name] = true
+			}
+		}
+	}
+	return out
 }

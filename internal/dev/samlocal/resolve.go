@@ -97,6 +97,9 @@ func (t *Template) ref(name string, l Locals) (string, error) {
 		return *p.Default, nil
 	}
 	r, ok := t.Resources[name]
+	if !ok && t.mappings()[name] {
+		r, ok = Resource{Type: mappingType}, true
+	}
 	if !ok {
 		return "", fmt.Errorf("!Ref %s: no such parameter or resource", name)
 	}

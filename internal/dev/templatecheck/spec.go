@@ -176,8 +176,13 @@ var allowed = map[string][]grant{
 	// destination with the function's own role.
 	// The due index holds keys only: the sweep reads what it lists with
 	// BatchGetItem.
+	// It fits observe's concurrency to its queue's load (sweep.Fit): the
+	// queue's depth, and observe's mapping, which SAM names after the
+	// function and its event.
 	"SweepRole": slices.Concat(logs("SweepLogGroup"), records, events, grants(tableArn, "dynamodb:BatchGetItem"), grants(statusArn, "dynamodb:Query"),
-		send(allQueues...), send(sweepFailuresID)),
+		send(allQueues...), send(sweepFailuresID), grants(GetAtt("ObserveQueue", "Arn"), "sqs:GetQueueAttributes"),
+		grants(Sub("arn:${AWS::Partition}:lambda:${AWS::Region}:${AWS::AccountId}:event-source-mapping:${"+observeMappingID+"}"),
+			"lambda:GetEventSourceMapping", "lambda:UpdateEventSourceMapping")),
 	// The intake: a create-only Put, a Get, a change's transaction of two
 	// Puts, and the Query of audit entries that knows a transaction whose
 	// answer was lost as its own (store.OwnWrite); the dispatch it owes.
@@ -216,7 +221,12 @@ var envWiring = map[string]string{
 	"RECORD_RETENTION_DAYS":    Ref("RecordRetentionDays"),
 	"AUDIT_RETENTION_DAYS":     Ref("AuditRetentionDays"),
 	"EVENT_BUS_NAME":           Ref(busID),
+	"OBSERVE_MAPPING_ID":       Ref(observeMappingID),
 }
+
+// observeMappingID is the logical id SAM gives observe's event source
+// mapping: the function's and its SQS event's.
+const observeMappingID = "ObserveFunctionObserve"
 
 // configEnv lists the variables internal/config reads that a deployed
 // function may be given (its Env* constants; a test compares the two).
@@ -230,7 +240,7 @@ var configEnv = []string{
 	"ARTIFACT_BUCKET", "SWEEP_CLAIM_TIMEOUT_SECONDS", "SWEEP_OVERDUE_SECONDS",
 	"SCHEDULE_DLQ_ARN", "RECORD_RETENTION_DAYS", "AUDIT_RETENTION_DAYS",
 	"SUBMIT_TIMEOUT_SECONDS", "BATCH_SIZE", "MODEL_CATALOG", "MAX_INPUT_BYTES", "EVENT_BUS_NAME",
-	"OBSERVE_HOLD",
+	"OBSERVE_HOLD", "OBSERVE_MAPPING_ID", "OBSERVE_MAX_CONCURRENCY",
 }
 
 // localOnlyEnv are config's variables a template must never set.
@@ -258,6 +268,7 @@ var emitted = map[string][][]string{
 	"ScheduledFollowUps":       {{"Action", "Function", "Route"}},
 	"OutputsDelivered":         {{"Function", "Outcome"}}, // deliver
 	"SweepRearmed":             {{"Function"}},            // sweep
+	"ObserveConcurrency":       {{"Function"}},            // sweep
 	"SweepClaimsExpired":       {{"Function"}},            // sweep
 	"SweepDispatchesDropped":   {{"Function"}},            // sweep
 	"ReviewsResolved":          {{"Function", "Phase"}},   // internal/worker (Emitter)

@@ -485,6 +485,7 @@ func TestEnvNamesMatchConfig(t *testing.T) {
 		"EnvSubmitTimeout": config.EnvSubmitTimeout, "EnvBatchSize": config.EnvBatchSize,
 		"EnvModelCatalog": config.EnvModelCatalog, "EnvMaxInputBytes": config.EnvMaxInputBytes,
 		"EnvEventBus": config.EnvEventBus, "EnvObserveHold": config.EnvObserveHold,
+		"EnvObserveMapping": config.EnvObserveMapping, "EnvObserveMaxConcurrency": config.EnvObserveMaxConcurrency,
 	}
 	scanned := configConstants(t)
 	for name, v := range explicit {

@@ -91,6 +91,13 @@ func (t Topology) Check(tmpl *samlocal.Template) []error {
 		if v, ok := tf.Env[config.EnvObserveHold]; ok && fmt.Sprint(v) != strconv.Itoa(observe.DefaultHold) {
 			bad("function %s: %s %v in the template, observe.DefaultHold %d", f.ID, config.EnvObserveHold, v, observe.DefaultHold)
 		}
+		// The sweep fits observe's concurrency within the ceiling and with
+		// the hold that observe's mapping and function deploy.
+		if v, ok := tf.Env[config.EnvObserveMaxConcurrency]; ok {
+			if ceiling := t.MaxConcurrency(Observe); fmt.Sprint(v) != strconv.Itoa(ceiling) {
+				bad("function %s: %s %v in the template, observe's MaximumConcurrency %d", f.ID, config.EnvObserveMaxConcurrency, v, ceiling)
+			}
+		}
 		var schedules []string
 		mappings := map[string]Mapping{}
 		for _, e := range tf.Events {

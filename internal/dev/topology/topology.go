@@ -178,3 +178,13 @@ func (t Topology) Function(name string) (Function, bool) {
 	}
 	return Function{}, false
 }
+
+// MaxConcurrency is the function's first event source mapping's
+// MaximumConcurrency (0: it has none): for observe, the ceiling the sweep
+// fits its concurrency under.
+func (t Topology) MaxConcurrency(function string) int {
+	if f, ok := t.Function(function); ok && len(f.Mappings) > 0 {
+		return f.Mappings[0].MaxConcurrency
+	}
+	return 0
+}

@@ -1,0 +1,74 @@
+package sweep
+
+import (
+	"context"
+	"fmt"
+
+	"github.com/genjobs/genjobs/internal/queue"
+)
+
+// Capacity is observe's queue and the event source mapping that invokes
+// observe from it, as the sweep fits the mapping's concurrency to the
+// queue's load (queue.Capacity on AWS; the local topology's otherwise).
+type Capacity interface {
+	// Depth counts the observe queue's messages: waiting, held by an
+	// invocation's chain, and delayed (a later look).
+	Depth(ctx context.Context) (queue.Depth, error)
+	// MaxConcurrency is the mapping's ScalingConfig.MaximumConcurrency
+	// now (0: none set).
+	MaxConcurrency(ctx context.Context) (int, error)
+	// SetMaxConcurrency changes it.
+	SetMaxConcurrency(ctx context.Context, n int) error
+}
+
+// MinConcurrency is the least MaximumConcurrency Lambda accepts for an
+// SQS event source mapping.
+const MinConcurrency = 2
+
+// Fit is how many observe invocations the queue's load needs: each
+// invocation holds up to hold renders (OBSERVE_HOLD), and is planned at
+// half of that, so the load can double between two sweeps before the
+// running invocations' feeds are full; at least MinConcurrency, at most
+// ceiling (the template's MaximumConcurrency). Every message is a render
+// being observed or about to be (one chain per operation), so the queue's
+// depth is the load.
+//
+// Why: Lambda's pollers start an invocation whenever they receive while
+// fewer than MaximumConcurrency run, and observe's invocations live up to
+// 15 minutes: with the ceiling as the cap, a light load spreads over
+// every allowed invocation and pays for all of them, though two would
+// hold it.
+func Fit(d queue.Depth, hold, ceiling int) int {
+	ceiling = max(ceiling, MinConcurrency)
+	per := max(hold/2, 1)
+	want := (d.Total() + per - 1) / per
+	return min(max(want, MinConcurrency), ceiling)
+}
+
+// fit sets observe's mapping's concurrency to Fit of its queue's load,
+// and returns the concurrency it leaves (0 when the sweep has no
+// Capacity). A failed read changes nothing: the mapping keeps what it
+// has, which serves the load it served.
+func (s *Sweeper) fit(ctx context.Context) (int, error) {
+	if s.capacity == nil {
+		return 0, nil
+	}
+	d, err := s.capacity.Depth(ctx)
+	if err != nil {
+		return 0, fmt.Errorf("sweep: fit observe's concurrency: %w", err)
+	}
+	cur, err := s.capacity.MaxConcurrency(ctx)
+	if err != nil {
+		return 0, fmt.Errorf("sweep: fit observe's concurrency: %w", err)
+	}
+	want := Fit(d, s.cfg.Hold, s.cfg.MaxConcurrency)
+	if cur == want {
+		return cur, nil
+	}
+	if err := s.capacity.SetMaxConcurrency(ctx, want); err != nil {
+		return cur, fmt.Errorf("sweep: set observe's concurrency %d → %d: %w", cur, want, err)
+	}
+	s.log.InfoContext(ctx, "observe concurrency fitted", "from", cur, "to", want,
+		"visible", d.Visible, "in_flight", d.InFlight, "delayed", d.Delayed)
+	return want, nil
+}

@@ -1,0 +1,104 @@
+package sweep_test
+
+import (
+	"context"
+	"errors"
+	"log/slog"
+	"testing"
+	"time"
+
+	"github.com/genjobs/genjobs/internal/clock"
+	"github.com/genjobs/genjobs/internal/dev/handlertest"
+	"github.com/genjobs/genjobs/internal/metrics"
+	"github.com/genjobs/genjobs/internal/queue"
+	"github.com/genjobs/genjobs/internal/sweep"
+)
+
+func TestFit(t *testing.T) {
+	t.Parallel()
+	for _, tc := range []struct {
+		name          string
+		d             queue.Depth
+		hold, ceiling int
+		want          int
+	}{
+		{"an empty queue keeps Lambda's least", queue.Depth{}, 1250, 8, 2},
+		{"a light load fits two", queue.Depth{Visible: 3, InFlight: 50, Delayed: 9}, 1250, 8, 2},
+		{"each invocation is planned at half its hold", queue.Depth{InFlight: 1876}, 1250, 8, 4},
+		{"exactly full halves", queue.Depth{InFlight: 1875}, 1250, 8, 3},
+		{"every state counts", queue.Depth{Visible: 700, InFlight: 700, Delayed: 700}, 1250, 8, 4},
+		{"never above the template's ceiling", queue.Depth{InFlight: 100000}, 1250, 8, 8},
+		{"a ceiling below Lambda's least is raised to it", queue.Depth{InFlight: 100000}, 1250, 1, 2},
+		{"a hold of one", queue.Depth{InFlight: 5}, 1, 8, 5},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			if got := sweep.Fit(tc.d, tc.hold, tc.ceiling); got != tc.want {
+				t.Errorf("Fit(%+v, %d, %d) = %d, want %d", tc.d, tc.hold, tc.ceiling, got, tc.want)
+			}
+		})
+	}
+}
+
+// capacity is a hand fake of sweep.Capacity: the sweep's own narrow
+// interface (the AWS and local implementations have their own tests).
+type capacity struct {
+	depth    queue.Depth
+	cur      int
+	sets     []int
+	depthErr error
+	setErr   error
+}
+
+func (c *capacity) Depth(context.Context) (queue.Depth, error) { return c.depth, c.depthErr }
+func (c *capacity) MaxConcurrency(context.Context) (int, error) {
+	return c.cur, nil
+}
+
+func (c *capacity) SetMaxConcurrency(_ context.Context, n int) error {
+	if c.setErr != nil {
+		return c.setErr
+	}
+	c.sets = append(c.sets, n)
+	c.cur = n
+	return nil
+}
+
+var _ sweep.Capacity = (*capacity)(nil)
+
+func TestSweepFitsObserveConcurrency(t *testing.T) {
+	t.Parallel()
+	broken := errors.New("throttled")
+	for _, tc := range []struct {
+		name     string
+		c        capacity
+		want     int
+		wantSets []int
+		wantErr  bool
+	}{
+		{"a light load lowers the ceiling to two", capacity{depth: queue.Depth{InFlight: 60}, cur: 8}, 2, []int{2}, false},
+		{"a load that needs more raises it", capacity{depth: queue.Depth{InFlight: 3000, Visible: 200}, cur: 2}, 6, []int{6}, false},
+		{"a fitted mapping is left alone", capacity{depth: queue.Depth{InFlight: 60}, cur: 2}, 2, nil, false},
+		{"none set (unbounded) is bounded", capacity{depth: queue.Depth{}, cur: 0}, 2, []int{2}, false},
+		{"a failed read changes nothing", capacity{depthErr: broken, cur: 8}, 0, nil, true},
+		{"a refused update leaves the mapping as it was", capacity{depth: queue.Depth{InFlight: 60}, cur: 8, setErr: broken}, 8, nil, true},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			st := handlertest.OpenStore(t, handlertest.StoreKinds()[0])
+			c := tc.c
+			s := sweep.New(sweep.Deps{Store: st, Sender: &handlertest.Outbox{}, Capacity: &c, Clock: clock.NewManual(time.Now()),
+				Log: slog.New(slog.DiscardHandler), Metrics: metrics.Discard()}, sweep.Config{Hold: 1250, MaxConcurrency: 8})
+			res, err := s.Sweep(context.Background())
+			if (err != nil) != tc.wantErr || (tc.wantErr && !errors.Is(err, broken)) {
+				t.Fatalf("Sweep: %v, want an error %t (wrapping the cause)", err, tc.wantErr)
+			}
+			if res.ObserveConcurrency != tc.want {
+				t.Errorf("ObserveConcurrency %d, want %d", res.ObserveConcurrency, tc.want)
+			}
+			if len(c.sets) != len(tc.wantSets) || (len(c.sets) > 0 && c.sets[0] != tc.wantSets[0]) {
+				t.Errorf("set %v, want %v", c.sets, tc.wantSets)
+			}
+		})
+	}
+}
