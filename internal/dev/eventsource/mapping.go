@@ -163,6 +163,9 @@ func (m *Mapping) turn(ctx context.Context, i int, idle time.Duration) bool {
 	defer m.waiting.Add(-1)
 	var tick <-chan time.Time
 	for {
+		if ctx.Err() != nil {
+			return false
+		}
 		// The wake channel is taken before the check: a change after the
 		// check closes it, so none is missed.
 		wake := m.wakeup()
