@@ -62,6 +62,7 @@ type Handler func(context.Context, events.SQSEvent) (events.SQSEventResponse, er
 // Mapping connects a queue to a handler. Set the fields, then call
 // PollOnce or Run; a Mapping must not be copied after first use (its
 // counters are atomic) and its fields must not change while it polls.
+// Its concurrency cap may: SetMaxConcurrency is safe at any time.
 type Mapping struct {
 	// Broker holds the queue.
 	Broker *localqueue.Broker
@@ -82,7 +83,8 @@ type Mapping struct {
 	// wall clock.
 	Clock clock.Clock
 	// Workers is how many pollers Run runs in parallel, as Lambda scales
-	// out concurrent invocations on a backlog; 0 means 1.
+	// out concurrent invocations on a backlog; 0 means 1. It is the
+	// ceiling of SetMaxConcurrency's cap.
 	Workers int
 	// Gap is the time between receiving a batch and invoking the handler
 	// (in Lambda a cold start or a throttled invocation retried), while
@@ -108,6 +110,113 @@ type Mapping struct {
 	Sandbox context.Context
 
 	invocations, records, deleted, failed, staleDeletes, invocationErrors atomic.Int64
+
+	// maxConcurrency is SetMaxConcurrency's cap (≤ 0: none); active
+	// counts Run's pollers inside a poll; waiting counts those waiting
+	// for a turn, so a poll's end wakes them only when there are any.
+	maxConcurrency, active, waiting atomic.Int64
+	// wakeMu guards wake, closed (and forgotten) to wake the waiting
+	// pollers when the cap changes or a poll ends; nil until one waits.
+	wakeMu sync.Mutex
+	wake   chan struct{}
+}
+
+// SetMaxConcurrency caps, from now on, how many of Run's pollers poll at
+// once, as updating a Lambda event source mapping's
+// ScalingConfig.MaximumConcurrency does: n ≤ 0 removes the cap (Workers
+// poll). The value is stored as given; the cap in force is
+// min(n, max(Workers, 1)), since Run starts no more than Workers pollers.
+//
+// Run's poller number i (0-based) polls only while i is below the cap
+// in force and fewer than that many pollers are inside a poll (receiving,
+// gathering or invoking). Lowering the cap stops no invocation in flight:
+// the pollers beyond it finish their poll, then wait, rechecking after
+// each idle on Clock and whenever the cap changes or a poll ends, and no
+// poller starts a poll until fewer than the cap run. Raising it again
+// lets them poll. PollOnce ignores the cap: it is one step its caller
+// chose to take.
+func (m *Mapping) SetMaxConcurrency(n int) {
+	m.maxConcurrency.Store(int64(n))
+	m.broadcast()
+}
+
+// MaxConcurrency is the cap last set by SetMaxConcurrency, as set (it may
+// exceed Workers), or max(Workers, 1) when none is.
+func (m *Mapping) MaxConcurrency() int {
+	if n := m.maxConcurrency.Load(); n > 0 {
+		return int(n)
+	}
+	return m.workers()
+}
+
+// limit is the cap in force: MaxConcurrency, at most the pollers Run
+// starts.
+func (m *Mapping) limit() int64 { return int64(min(m.MaxConcurrency(), m.workers())) }
+
+// turn waits until poller i may poll, and takes a place among the active
+// pollers; false when ctx ended first. Between checks it waits on Clock
+// for idle (as an idle poller does, so a virtual clock's driver sees the
+// waiter) or until woken, whichever is first; a wake that still leaves it
+// waiting keeps the clock's waiter rather than adding one per wake.
+func (m *Mapping) turn(ctx context.Context, i int, idle time.Duration) bool {
+	m.waiting.Add(1)
+	defer m.waiting.Add(-1)
+	var tick <-chan time.Time
+	for {
+		if ctx.Err() != nil {
+			return false
+		}
+		// The wake channel is taken before the check: a change after the
+		// check closes it, so none is missed.
+		wake := m.wakeup()
+		limit := m.limit()
+		if int64(i) < limit {
+			a := m.active.Load()
+			if a < limit {
+				if m.active.CompareAndSwap(a, a+1) {
+					return true
+				}
+				continue // another poller moved first: check again
+			}
+		}
+		if tick == nil {
+			tick = m.clock().After(idle)
+		}
+		select {
+		case <-ctx.Done():
+			return false
+		case <-wake:
+		case <-tick:
+			tick = nil
+		}
+	}
+}
+
+// done gives up the place turn took, waking a poller that may be waiting
+// for it.
+func (m *Mapping) done() {
+	m.active.Add(-1)
+	if m.waiting.Load() > 0 {
+		m.broadcast()
+	}
+}
+
+func (m *Mapping) wakeup() <-chan struct{} {
+	m.wakeMu.Lock()
+	defer m.wakeMu.Unlock()
+	if m.wake == nil {
+		m.wake = make(chan struct{})
+	}
+	return m.wake
+}
+
+func (m *Mapping) broadcast() {
+	m.wakeMu.Lock()
+	defer m.wakeMu.Unlock()
+	if m.wake != nil {
+		close(m.wake)
+		m.wake = nil
+	}
 }
 
 // Stats are a Mapping's running totals.
@@ -239,7 +348,8 @@ func (m *Mapping) gather(ctx context.Context, msgs []localqueue.Message) ([]loca
 // Run polls until ctx is done: again at once after a batch (a backlog is
 // drained as fast as the handler goes), after idle on the clock after an
 // empty receive (idle ≤ 0 means DefaultIdle). With Workers > 1 it runs
-// that many pollers in parallel. Failed invocations are logged and
+// that many pollers in parallel, as many of them at once as
+// SetMaxConcurrency allows. Failed invocations are logged and
 // polling goes on, since their batches come back by themselves; any other
 // error (the queue is gone, the mapping is misconfigured) stops every
 // poller and is returned. A done ctx returns nil.
@@ -250,7 +360,7 @@ func (m *Mapping) Run(ctx context.Context, idle time.Duration) error {
 	if idle <= 0 {
 		idle = DefaultIdle
 	}
-	workers := max(m.Workers, 1)
+	workers := m.workers()
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
 	var (
@@ -258,9 +368,9 @@ func (m *Mapping) Run(ctx context.Context, idle time.Duration) error {
 		once     sync.Once
 		firstErr error
 	)
-	for range workers {
+	for i := range workers {
 		wg.Go(func() {
-			if err := m.loop(ctx, idle); err != nil {
+			if err := m.loop(ctx, i, idle); err != nil {
 				once.Do(func() { firstErr = err })
 				cancel()
 			}
@@ -282,11 +392,11 @@ func sandboxed(sandbox context.Context) (context.Context, func()) {
 	return ctx, func() { stop(); cancel(nil) }
 }
 
-// loop is one poller of Run.
-func (m *Mapping) loop(ctx context.Context, idle time.Duration) error {
+// loop is poller number i of Run.
+func (m *Mapping) loop(ctx context.Context, i int, idle time.Duration) error {
 	clk := m.clock()
 	for {
-		if ctx.Err() != nil {
+		if ctx.Err() != nil || !m.turn(ctx, i, idle) {
 			return nil
 		}
 		// Stopping Run stops polling and gathering, not an invocation in
@@ -298,6 +408,7 @@ func (m *Mapping) loop(ctx context.Context, idle time.Duration) error {
 		}
 		n, err := m.pollOnce(ctx, invokeCtx)
 		release()
+		m.done()
 		switch {
 		case ctx.Err() != nil:
 			return nil
@@ -471,3 +582,4 @@ func (m *Mapping) check() error {
 func (m *Mapping) batchSize() int         { return cmp.Or(m.BatchSize, DefaultBatchSize) }
 func (m *Mapping) timeout() time.Duration { return cmp.Or(m.Timeout, DefaultTimeout) }
 func (m *Mapping) clock() clock.Clock     { return cmp.Or[clock.Clock](m.Clock, clock.Real{}) }
+func (m *Mapping) workers() int           { return max(m.Workers, 1) }

@@ -16,6 +16,7 @@ import (
 	"github.com/genjobs/genjobs/internal/dev/localqueue"
 	"github.com/genjobs/genjobs/internal/message"
 	"github.com/genjobs/genjobs/internal/observe"
+	"github.com/genjobs/genjobs/internal/queue"
 	"github.com/genjobs/genjobs/internal/schedule"
 	"github.com/genjobs/genjobs/internal/stack"
 )
@@ -253,6 +254,108 @@ func (l *Local) Run(ctx context.Context, idle time.Duration) error {
 	}
 	wg.Wait()
 	return errors.Join(errs...)
+}
+
+// Lambda's bounds of an SQS event source mapping's
+// ScalingConfig.MaximumConcurrency; LocalCapacity refuses others, as
+// UpdateEventSourceMapping does.
+const (
+	MinMaximumConcurrency = 2
+	MaxMaximumConcurrency = 1000
+)
+
+// ErrNoMapping is LocalCapacity's error for a function with no event
+// source mapping on its queue (yet): Consume has not run, or gave it no
+// handler.
+var ErrNoMapping = errors.New("no event source mapping")
+
+// Capacity is what the sweep adjusts for function: its event source
+// mapping's concurrency cap and its queue's depth, on the first queue it
+// consumes (Consumed), the local stand-in for UpdateEventSourceMapping
+// and GetQueueAttributes. It may be taken before Consume; its methods
+// find the mapping when called, and fail with ErrNoMapping until there
+// is one. They must not run concurrently with Consume.
+func (l *Local) Capacity(function string) *LocalCapacity {
+	return &LocalCapacity{l: l, function: function}
+}
+
+// LocalCapacity is a function's mapping cap and queue depth on a Local;
+// see Local.Capacity. The context of its methods is checked, as an AWS
+// call's would be; nothing it does blocks.
+type LocalCapacity struct {
+	l        *Local
+	function string
+}
+
+// Depth counts the consumed queue's messages by state.
+func (c *LocalCapacity) Depth(ctx context.Context) (queue.Depth, error) {
+	if err := ctx.Err(); err != nil {
+		return queue.Depth{}, err
+	}
+	_, url, err := c.queue()
+	if err != nil {
+		return queue.Depth{}, err
+	}
+	d := c.l.Broker.Depth(url)
+	return queue.Depth{Visible: d.Visible, InFlight: d.InFlight, Delayed: d.Delayed}, nil
+}
+
+// MaxConcurrency is the mapping's cap as last set, or its pollers
+// (Workers: the topology's MaxConcurrency or ConsumeConfig.Workers) when
+// none was.
+func (c *LocalCapacity) MaxConcurrency(ctx context.Context) (int, error) {
+	if err := ctx.Err(); err != nil {
+		return 0, err
+	}
+	m, err := c.mapping()
+	if err != nil {
+		return 0, err
+	}
+	return m.MaxConcurrency(), nil
+}
+
+// SetMaxConcurrency caps the mapping's concurrent invocations at n
+// (eventsource.Mapping.SetMaxConcurrency: above Workers it is stored, and
+// Workers run), refusing an n outside Lambda's
+// MinMaximumConcurrency..MaxMaximumConcurrency.
+func (c *LocalCapacity) SetMaxConcurrency(ctx context.Context, n int) error {
+	if err := ctx.Err(); err != nil {
+		return err
+	}
+	if n < MinMaximumConcurrency || n > MaxMaximumConcurrency {
+		return fmt.Errorf("topology: %s: MaximumConcurrency %d outside %d..%d", c.function, n, MinMaximumConcurrency, MaxMaximumConcurrency)
+	}
+	m, err := c.mapping()
+	if err != nil {
+		return err
+	}
+	m.SetMaxConcurrency(n)
+	return nil
+}
+
+// queue is the function's first consumed queue and its URL.
+func (c *LocalCapacity) queue() (Queue, string, error) {
+	if _, ok := c.l.Topology.Function(c.function); !ok {
+		return Queue{}, "", fmt.Errorf("topology: no function %q", c.function)
+	}
+	q, url, _ := c.l.Consumed(c.function)
+	if url == "" {
+		return Queue{}, "", fmt.Errorf("topology: function %s consumes no queue", c.function)
+	}
+	return q, url, nil
+}
+
+func (c *LocalCapacity) mapping() (*eventsource.Mapping, error) {
+	q, _, err := c.queue()
+	if err != nil {
+		return nil, err
+	}
+	for _, m := range c.l.Mappings {
+		if m.Function.Name == c.function && m.Queue.ID == q.ID {
+			return m.Mapping, nil
+		}
+	}
+	return nil, fmt.Errorf("topology: function %s on %s: %w (Consume builds one for a function with a handler)", c.function, q.ID, ErrNoMapping)
 }
 
 // Stats are the mappings' totals per function, with the records the
