@@ -196,6 +196,7 @@ func TestMappingErrors(t *testing.T) {
 	}{
 		{http.StatusNotFound, "ResourceNotFoundException", false},
 		{http.StatusBadRequest, "InvalidParameterValueException", false},
+		{http.StatusBadRequest, "ResourceInUseException", true},
 		{http.StatusTooManyRequests, "TooManyRequestsException", true},
 		{http.StatusInternalServerError, "ServiceException", true},
 	} {

@@ -6,6 +6,8 @@
 //
 // The Lambda functions receive their messages from the event source
 // mapping; Receive and Delete are here for tests, local pollers and tools.
+// Depth and Mapping (the mapping's maximum concurrency) are what fitting
+// that consumer to the queue's load reads and sets.
 package queue
 
 import (
