@@ -1,6 +1,8 @@
 #!/usr/bin/env bash
 # moto: local SQS, S3, Secrets Manager and EventBridge in one process (moto_server, from
-# the machine's python) for the integration tests and the local stacks.
+# the machine's python) for the integration tests and the local stacks; also
+# Lambda's control plane (functions, event source mappings: no invocations,
+# which would need docker) and the IAM roles creating a function needs.
 #
 #   bash .ci/moto.sh start            start in the background (idempotent);
 #                                     prints the endpoint, also kept in
@@ -8,7 +10,8 @@
 #   bash .ci/moto.sh stop             stop what start started (idempotent)
 #   bash .ci/moto.sh run -- CMD...    start a private instance, run CMD with
 #                                     AWS_ENDPOINT_URL_SQS, _S3,
-#                                     _SECRETS_MANAGER and _EVENTBRIDGE set to it, stop it (also
+#                                     _SECRETS_MANAGER, _EVENTBRIDGE, _LAMBDA
+#                                     and _IAM set to it, stop it (also
 #                                     when CMD fails), exit with CMD's status
 #
 # run composes with scripts of the same shape, e.g.
@@ -215,6 +218,7 @@ run() {
   local endpoint
   endpoint=$(cat "$STATE/endpoint")
   export AWS_ENDPOINT_URL_SQS=$endpoint AWS_ENDPOINT_URL_S3=$endpoint AWS_ENDPOINT_URL_SECRETS_MANAGER=$endpoint AWS_ENDPOINT_URL_EVENTBRIDGE=$endpoint
+  export AWS_ENDPOINT_URL_LAMBDA=$endpoint AWS_ENDPOINT_URL_IAM=$endpoint
   "$@" || status=$?
   stop
   if [ -z "${MOTO_STATE_DIR:-}" ]; then

@@ -43,6 +43,9 @@ var (
 		"OverLimit", "ServiceUnavailable", "ServiceUnavailableException",
 		"InternalError", "InternalFailure", "InternalServerError", "InternalServerException",
 		"RequestTimeout", "RequestTimeoutException",
+		// Lambda: the event source mapping is still applying the previous
+		// update (or being created); it settles within seconds.
+		"ResourceInUseException",
 	)
 )
 
@@ -71,7 +74,8 @@ var sdkRetryables = retry.IsErrorRetryables(retry.DefaultRetryables)
 // recognise. The SDK has already retried each call a few times, so a
 // retryable error here is for the message-level retry (let SQS redeliver),
 // and a non-retryable one should fail loudly instead of looping. It works
-// on any error wrapping an AWS SDK error, EventBridge Scheduler's included.
+// on any error wrapping an AWS SDK error, EventBridge Scheduler's and
+// Lambda's (Mapping) included.
 func Retryable(err error) bool {
 	if err == nil {
 		return false

@@ -6,6 +6,8 @@
 //
 // The Lambda functions receive their messages from the event source
 // mapping; Receive and Delete are here for tests, local pollers and tools.
+// Depth and Mapping (the mapping's maximum concurrency) are what fitting
+// that consumer to the queue's load reads and sets.
 package queue
 
 import (
@@ -191,6 +193,63 @@ func (s *SQS) Receive(ctx context.Context, queueURL string, maxMessages int, wai
 		})
 	}
 	return msgs, nil
+}
+
+// Depth is how many messages a queue holds, by state, as SQS counts them:
+// approximately, and eventually consistent (a message sent a moment ago
+// may not be counted yet). It is what sizing a consumer to its load needs:
+// what waits now, what is being worked on, what is due later.
+type Depth struct {
+	// Visible is ApproximateNumberOfMessages: messages a receive can get
+	// now.
+	Visible int
+	// InFlight is ApproximateNumberOfMessagesNotVisible: received and not
+	// yet deleted, hidden by their visibility timeout.
+	InFlight int
+	// Delayed is ApproximateNumberOfMessagesDelayed: sent with a delay
+	// that has not run out yet.
+	Delayed int
+}
+
+// Total is every message the queue holds, in whichever state: each one is
+// work a consumer will have to do.
+func (d Depth) Total() int { return d.Visible + d.InFlight + d.Delayed }
+
+// depthAttributes are the attributes Depth asks for, in Depth's order.
+var depthAttributes = []types.QueueAttributeName{
+	types.QueueAttributeNameApproximateNumberOfMessages,
+	types.QueueAttributeNameApproximateNumberOfMessagesNotVisible,
+	types.QueueAttributeNameApproximateNumberOfMessagesDelayed,
+}
+
+// Depth reads the queue's message counts in one GetQueueAttributes call.
+// A count SQS leaves out or reports as anything but a non-negative integer
+// is an error, not zero: a caller sizing capacity by Depth would otherwise
+// take a malformed answer for an empty queue and scale down.
+func (s *SQS) Depth(ctx context.Context, queueURL string) (Depth, error) {
+	if queueURL == "" {
+		return Depth{}, fmt.Errorf("queue depth: %w: empty queue URL", ErrInvalidArgument)
+	}
+	out, err := s.c.GetQueueAttributes(ctx, &sqs.GetQueueAttributesInput{
+		QueueUrl:       aws.String(queueURL),
+		AttributeNames: depthAttributes,
+	})
+	if err != nil {
+		return Depth{}, fmt.Errorf("queue depth %s: %w", queueURL, err)
+	}
+	var counts [3]int
+	for i, name := range depthAttributes {
+		raw, ok := out.Attributes[string(name)]
+		if !ok {
+			return Depth{}, fmt.Errorf("queue depth %s: SQS did not report %s", queueURL, name)
+		}
+		n, err := strconv.Atoi(raw)
+		if err != nil || n < 0 {
+			return Depth{}, fmt.Errorf("queue depth %s: %s is %q, not a count", queueURL, name, raw)
+		}
+		counts[i] = n
+	}
+	return Depth{Visible: counts[0], InFlight: counts[1], Delayed: counts[2]}, nil
 }
 
 // parseAttributes reads the system attributes SQS reports as strings.

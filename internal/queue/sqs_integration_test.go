@@ -39,7 +39,17 @@ import (
 // guard that keeps these tests off a real account.
 func newIntegrationClient(t *testing.T) *sqs.Client {
 	t.Helper()
-	testenv.Endpoint(t, "AWS_ENDPOINT_URL_SQS")
+	return sqs.NewFromConfig(integrationConfig(t, "AWS_ENDPOINT_URL_SQS"))
+}
+
+// integrationConfig is the SDK's configuration for moto, once each of
+// endpointVars (the services the test calls) is set; it skips (fails
+// under GENJOBS_REQUIRE_INTEGRATION=1) otherwise.
+func integrationConfig(t *testing.T, endpointVars ...string) aws.Config {
+	t.Helper()
+	for _, v := range endpointVars {
+		testenv.Endpoint(t, v)
+	}
 	var opts []func(*config.LoadOptions) error
 	if os.Getenv("AWS_ACCESS_KEY_ID") == "" {
 		opts = append(opts, config.WithCredentialsProvider(credentials.NewStaticCredentialsProvider("test", "test", "")))
@@ -51,7 +61,7 @@ func newIntegrationClient(t *testing.T) *sqs.Client {
 	if err != nil {
 		t.Fatal(err)
 	}
-	return sqs.NewFromConfig(cfg)
+	return cfg
 }
 
 var unsafeQueueChars = regexp.MustCompile(`[^A-Za-z0-9_-]+`)

@@ -13,6 +13,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"maps"
 	"net"
 	"net/http"
 	"net/http/httptest"
@@ -412,5 +413,63 @@ func TestQueueURLFromARN(t *testing.T) {
 		if err == nil || !strings.Contains(err.Error(), tc.problem) {
 			t.Errorf("QueueURLFromARN(%q) error = %v, want one mentioning %q", tc.arn, err, tc.problem)
 		}
+	}
+}
+
+// TestDepth asks for the three counts in one call and reads them; a count
+// missing, negative or not a number is an error naming it, never a zero
+// that would read as an empty queue.
+func TestDepth(t *testing.T) {
+	t.Parallel()
+	full := map[string]string{
+		"ApproximateNumberOfMessages":           "7",
+		"ApproximateNumberOfMessagesNotVisible": "2",
+		"ApproximateNumberOfMessagesDelayed":    "1",
+	}
+	f, s := newFake(t, func(op string, body map[string]any) (int, http.Header, any) {
+		return http.StatusOK, nil, map[string]any{"Attributes": full}
+	})
+	d, err := s.Depth(context.Background(), testQueueURL)
+	if err != nil || d != (queue.Depth{Visible: 7, InFlight: 2, Delayed: 1}) || d.Total() != 10 {
+		t.Fatalf("Depth = %+v (total %d), %v; want 7 visible, 2 in flight, 1 delayed, total 10", d, d.Total(), err)
+	}
+	calls := f.Calls()
+	if len(calls) != 1 || calls[0].Op != "GetQueueAttributes" || calls[0].Body["QueueUrl"] != testQueueURL {
+		t.Fatalf("calls %+v, want one GetQueueAttributes of %s", calls, testQueueURL)
+	}
+	names, _ := json.Marshal(calls[0].Body["AttributeNames"])
+	if want := `["ApproximateNumberOfMessages","ApproximateNumberOfMessagesNotVisible","ApproximateNumberOfMessagesDelayed"]`; string(names) != want {
+		t.Errorf("asked for %s, want %s", names, want)
+	}
+
+	for _, name := range []string{"ApproximateNumberOfMessages", "ApproximateNumberOfMessagesNotVisible", "ApproximateNumberOfMessagesDelayed"} {
+		for _, bad := range []string{"", "x", "-1", "1.5", "absent"} {
+			attrs := maps.Clone(full)
+			if bad == "absent" {
+				delete(attrs, name)
+			} else {
+				attrs[name] = bad
+			}
+			_, s := newFake(t, func(string, map[string]any) (int, http.Header, any) {
+				return http.StatusOK, nil, map[string]any{"Attributes": attrs}
+			})
+			d, err := s.Depth(context.Background(), testQueueURL)
+			if err == nil || !strings.Contains(err.Error(), name) || !strings.Contains(err.Error(), testQueueURL) {
+				t.Errorf("%s %q: Depth = %+v, %v; want an error naming %s and the queue", name, bad, d, err, name)
+			}
+		}
+	}
+
+	_, s = newFake(t, func(string, map[string]any) (int, http.Header, any) {
+		return http.StatusBadRequest, http.Header{"X-Amzn-Query-Error": {"AWS.SimpleQueueService.NonExistentQueue;Sender"}},
+			map[string]any{"__type": "com.amazonaws.sqs#QueueDoesNotExist", "message": "The specified queue does not exist."}
+	})
+	_, err = s.Depth(context.Background(), testQueueURL)
+	var apiErr smithy.APIError
+	if !errors.As(err, &apiErr) || !strings.HasPrefix(err.Error(), "queue depth "+testQueueURL+": ") || queue.Retryable(err) {
+		t.Errorf("missing queue: %v; want the API error wrapped as queue depth %s, not retryable", err, testQueueURL)
+	}
+	if _, err := s.Depth(context.Background(), ""); !errors.Is(err, queue.ErrInvalidArgument) {
+		t.Errorf("empty URL: %v, want ErrInvalidArgument", err)
 	}
 }
