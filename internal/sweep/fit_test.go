@@ -24,9 +24,9 @@ func TestFit(t *testing.T) {
 	}{
 		{"an empty queue keeps Lambda's least", queue.Depth{}, 1250, 8, 2},
 		{"a light load fits two", queue.Depth{Visible: 3, InFlight: 50, Delayed: 9}, 1250, 8, 2},
-		{"each invocation is planned at half its hold", queue.Depth{InFlight: 1876}, 1250, 8, 4},
-		{"exactly full halves", queue.Depth{InFlight: 1875}, 1250, 8, 3},
-		{"every state counts", queue.Depth{Visible: 700, InFlight: 700, Delayed: 700}, 1250, 8, 4},
+		{"each invocation is planned at a quarter of its hold", queue.Depth{InFlight: 937}, 1250, 8, 4},
+		{"exactly three quarters", queue.Depth{InFlight: 936}, 1250, 8, 3},
+		{"every state counts", queue.Depth{Visible: 300, InFlight: 300, Delayed: 337}, 1250, 8, 4},
 		{"never above the template's ceiling", queue.Depth{InFlight: 100000}, 1250, 8, 8},
 		{"a ceiling below Lambda's least is raised to it", queue.Depth{InFlight: 100000}, 1250, 1, 2},
 		{"a hold of one", queue.Depth{InFlight: 5}, 1, 8, 5},
@@ -37,6 +37,17 @@ func TestFit(t *testing.T) {
 				t.Errorf("Fit(%+v, %d, %d) = %d, want %d", tc.d, tc.hold, tc.ceiling, got, tc.want)
 			}
 		})
+	}
+}
+
+func TestToward(t *testing.T) {
+	t.Parallel()
+	for _, tc := range []struct{ cur, want, next int }{
+		{8, 2, 4}, {4, 2, 2}, {3, 2, 2}, {7, 2, 4}, {2, 6, 6}, {2, 8, 8}, {8, 8, 8}, {0, 3, 3}, {5, 4, 4},
+	} {
+		if got := sweep.Toward(tc.cur, tc.want); got != tc.next {
+			t.Errorf("Toward(%d, %d) = %d, want %d", tc.cur, tc.want, got, tc.next)
+		}
 	}
 }
 
@@ -76,12 +87,13 @@ func TestSweepFitsObserveConcurrency(t *testing.T) {
 		wantSets []int
 		wantErr  bool
 	}{
-		{"a light load lowers the ceiling to two", capacity{depth: queue.Depth{InFlight: 60}, cur: 8}, 2, []int{2}, false},
-		{"a load that needs more raises it", capacity{depth: queue.Depth{InFlight: 3000, Visible: 200}, cur: 2}, 6, []int{6}, false},
+		{"a light load halves the ceiling on the way to two", capacity{depth: queue.Depth{InFlight: 60}, cur: 8}, 4, []int{4}, false},
+		{"and reaches two", capacity{depth: queue.Depth{InFlight: 60}, cur: 4}, 2, []int{2}, false},
+		{"a load that needs more raises it", capacity{depth: queue.Depth{InFlight: 1500, Visible: 100}, cur: 2}, 6, []int{6}, false},
 		{"a fitted mapping is left alone", capacity{depth: queue.Depth{InFlight: 60}, cur: 2}, 2, nil, false},
 		{"none set (unbounded) is bounded", capacity{depth: queue.Depth{}, cur: 0}, 2, []int{2}, false},
 		{"a failed read changes nothing", capacity{depthErr: broken, cur: 8}, 0, nil, true},
-		{"a refused update leaves the mapping as it was", capacity{depth: queue.Depth{InFlight: 60}, cur: 8, setErr: broken}, 8, nil, true},
+		{"a refused update leaves the mapping as it was", capacity{depth: queue.Depth{InFlight: 60}, cur: 4, setErr: broken}, 4, nil, true},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			t.Parallel()

@@ -30,8 +30,10 @@ import (
 	"github.com/genjobs/genjobs/internal/metrics"
 	"github.com/genjobs/genjobs/internal/observe"
 	"github.com/genjobs/genjobs/internal/operation"
+	"github.com/genjobs/genjobs/internal/queue"
 	"github.com/genjobs/genjobs/internal/schedule"
 	"github.com/genjobs/genjobs/internal/stack"
+	"github.com/genjobs/genjobs/internal/sweep"
 	"github.com/genjobs/genjobs/internal/store/bolt"
 )
 
@@ -120,6 +122,10 @@ type PipelineResult struct {
 	// Telemetry is what the handlers logged (a virtual run's only: a
 	// real-time run's throughput is measured without).
 	Telemetry *Telemetry
+	// ObserveConcurrency is observe's mapping's MaximumConcurrency after
+	// each of the sweep's runs (a virtual run's: it sweeps on the
+	// template's cadence).
+	ObserveConcurrency []int
 }
 
 // Invocations are one function's invocations, timed on the run's clock
@@ -317,7 +323,7 @@ func RunPipeline(ctx context.Context, cfg PipelineConfig) (*PipelineResult, erro
 		return nil, err
 	}
 	_, submitURL, _ := local.Consumed(topology.Submit)
-	counters := map[string]*counter{topology.Submit: {}, topology.Observe: {}, topology.Deliver: {}}
+	counters := map[string]*counter{topology.Submit: {}, topology.Observe: {}, topology.Deliver: {}, topology.Sweep: {}}
 	app := &counter{}
 	cache := &sync.Map{}
 	var delivered, settled, lastDelivery atomic.Int64
@@ -389,12 +395,18 @@ func RunPipeline(ctx context.Context, cfg PipelineConfig) (*PipelineResult, erro
 		if tel != nil {
 			log, emf = tel.Log(f.Name), tel.EMF(f.Name)
 		}
-		return stack.Deps{
+		d := stack.Deps{
 			Config: config.Config{Concurrency: pipelineConcurrency},
 			Store:  &countingStore{Store: st, c: c, cache: cache, onWritten: onWritten}, Genace: g, Artifacts: countingArtifacts{next: pack, c: c}, Extender: countingExtender{next: local.Broker, c: c},
 			Sender: disps[f.Name], Delays: delays, Clock: clk, Log: log, Metrics: metrics.New(emf, f.Name, clk), Events: countingSink{c},
 			Receiver: fed(local.Feed(f.Name), cfg.Virtual, d),
-		}, ok
+		}
+		if f.Name == topology.Sweep {
+			// A virtual run sweeps on the template's cadence, which fits
+			// observe's concurrency to the load as deployed.
+			d = local.Fitting(d)
+		}
+		return d, ok
 	})
 	if err != nil {
 		return nil, err
@@ -431,6 +443,14 @@ func RunPipeline(ctx context.Context, cfg PipelineConfig) (*PipelineResult, erro
 		}
 	}
 
+	if cfg.Virtual != nil {
+		// The load arrives at an idle stack, whose sweep has fitted
+		// observe's concurrency to an empty queue.
+		if err := local.Capacity(topology.Observe).SetMaxConcurrency(ctx,
+			sweep.Fit(queue.Depth{}, observe.DefaultHold, local.Topology.MaxConcurrency(topology.Observe))); err != nil {
+			return nil, err
+		}
+	}
 	runCtx, cancel := context.WithTimeout(ctx, cfg.Timeout)
 	defer cancel()
 	pollCtx, stopPolling := context.WithCancel(context.Background())
@@ -441,8 +461,12 @@ func RunPipeline(ctx context.Context, cfg PipelineConfig) (*PipelineResult, erro
 	}
 	wg.Go(func() { _ = local.Run(pollCtx, idle) })
 	var mem MemorySample
+	var fitted concurrencyTrace
 	if cfg.Virtual != nil {
 		wg.Go(func() { mem.sample(pollCtx, &observing) })
+		sweepFn, _ := local.Topology.Function(topology.Sweep)
+		every, _ := sweepFn.Cadence()
+		wg.Go(func() { fitted.run(pollCtx, every, hs[topology.Sweep].Scheduled, local.Capacity(topology.Observe)) })
 	}
 	cpu0, syncs0 := cpuTime(), st.Syncs()+pack.Syncs()
 	start := time.Now()
@@ -488,6 +512,7 @@ func RunPipeline(ctx context.Context, cfg PipelineConfig) (*PipelineResult, erro
 		mem.End = readMemory()
 	}
 	res.Memory = mem
+	res.ObserveConcurrency = fitted.levels
 	res.GenacePeakPerSecond, res.Genace429 = load.peak, load.r429
 	for _, j := range sim.Jobs() {
 		m, ok := models[j.Model]
@@ -502,6 +527,30 @@ func RunPipeline(ctx context.Context, cfg PipelineConfig) (*PipelineResult, erro
 		res.Renders = append(res.Renders, r)
 	}
 	return res, nil
+}
+
+// concurrencyTrace runs the sweep on its cadence and notes observe's
+// concurrency after each run.
+type concurrencyTrace struct{ levels []int }
+
+func (c *concurrencyTrace) run(ctx context.Context, every time.Duration, sweep func(context.Context) error, capacity *topology.LocalCapacity) {
+	if every <= 0 || sweep == nil {
+		return
+	}
+	t := time.NewTicker(every)
+	defer t.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+			// A failed record is the next run's to retry, as deployed.
+			_ = sweep(ctx)
+			if n, err := capacity.MaxConcurrency(ctx); err == nil {
+				c.levels = append(c.levels, n)
+			}
+		}
+	}
 }
 
 // MemorySample is the Go heap and goroutine stacks in use (after a

@@ -378,7 +378,12 @@ func (s *localRun) wire(g *genace.Client, sandbox context.Context) error {
 				stack.Tune(func(c *deliver.Config) { c.Retry = localDeliverRetry })),
 		}
 	}
-	hs, err := local.Handlers(func(f topology.Function) (stack.Deps, bool) { return deps(f), true })
+	hs, err := local.Handlers(func(f topology.Function) (stack.Deps, bool) {
+		if f.Name == topology.Sweep {
+			return local.Fitting(deps(f)), true
+		}
+		return deps(f), true
+	})
 	if err != nil {
 		return err
 	}

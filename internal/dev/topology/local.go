@@ -269,6 +269,19 @@ const (
 // handler.
 var ErrNoMapping = errors.New("no event source mapping")
 
+// Fitting returns d with what the sweep needs to fit observe's
+// concurrency to its queue's load, as deployed: observe's Capacity, the
+// hold it runs with (observe.DefaultHold, which the template deploys) and
+// its mapping's MaximumConcurrency as the ceiling. A local tool that runs
+// the sweep and observe's feed gives it to the sweep; one that replays
+// the mappings alone (no feed) must not, since without a feed two
+// invocations cannot hold the load.
+func (l *Local) Fitting(d stack.Deps) stack.Deps {
+	d.Capacity = l.Capacity(Observe)
+	d.Config.Hold, d.Config.ObserveMaxConcurrency = observe.DefaultHold, l.Topology.MaxConcurrency(Observe)
+	return d
+}
+
 // Capacity is what the sweep adjusts for function: its event source
 // mapping's concurrency cap and its queue's depth, on the first queue it
 // consumes (Consumed), the local stand-in for UpdateEventSourceMapping
