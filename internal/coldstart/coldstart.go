@@ -20,6 +20,7 @@ import (
 	"github.com/aws/aws-lambda-go/lambdacontext"
 	awsconfig "github.com/aws/aws-sdk-go-v2/config"
 	"github.com/aws/aws-sdk-go-v2/service/eventbridge"
+	"github.com/aws/aws-sdk-go-v2/service/lambda"
 	"github.com/aws/aws-sdk-go-v2/service/s3"
 	"github.com/aws/aws-sdk-go-v2/service/scheduler"
 	"github.com/aws/aws-sdk-go-v2/service/secretsmanager"
@@ -96,6 +97,11 @@ func Load(ctx context.Context, name string) (stack.Function, stack.Deps, error) 
 		// go to, whose URL its follow-ups read.
 		own := cfg.Queues[message.ActionObserveGeneration]
 		d.Receiver = q.Feed(own.URL, own.ARN)
+	}
+	if slices.Contains(spec.Needs, config.NeedFit) {
+		// The sweep fits observe's concurrency to its queue's load.
+		d.Capacity = queue.Capacity{Queue: q, QueueURL: cfg.Queues[message.ActionObserveGeneration].URL,
+			Mapping: queue.NewMapping(lambda.NewFromConfig(awsCfg), cfg.ObserveMapping)}
 	}
 	// Only functions that send follow-ups get a dispatcher: triage is
 	// deployed with nothing but its table.
