@@ -155,6 +155,11 @@ func TestEndpointsCheck(t *testing.T) {
 		{with(func(e *Endpoints) { e.DynamoDB = "https://dynamodb.us-east-1.amazonaws.com" }), "is not on this machine"},
 		{with(func(e *Endpoints) { e.SecretsManager = "https://secretsmanager.us-east-1.amazonaws.com" }), "is not on this machine"},
 		{with(func(e *Endpoints) { e.DynamoDB = "127.0.0.1:8000" }), "is not a URL"},
+		// Defaulted to SQS's, and checked: invoke creates buses, roles,
+		// functions and mappings there.
+		{with(func(e *Endpoints) { e.Lambda = "https://lambda.us-east-1.amazonaws.com" }), "AWS_ENDPOINT_URL_LAMBDA=https://lambda.us-east-1.amazonaws.com is not on this machine"},
+		{with(func(e *Endpoints) { e.IAM = "https://iam.amazonaws.com" }), "AWS_ENDPOINT_URL_IAM=https://iam.amazonaws.com is not on this machine"},
+		{with(func(e *Endpoints) { e.EventBridge = "https://events.us-east-1.amazonaws.com" }), "AWS_ENDPOINT_URL_EVENTBRIDGE=https://events.us-east-1.amazonaws.com is not on this machine"},
 	} {
 		err := tc.ep.Check()
 		if (tc.want == "") != (err == nil) || (err != nil && !strings.Contains(err.Error(), tc.want)) {

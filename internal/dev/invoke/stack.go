@@ -23,6 +23,8 @@ import (
 	"github.com/aws/aws-sdk-go-v2/credentials"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
 	"github.com/aws/aws-sdk-go-v2/service/eventbridge"
+	"github.com/aws/aws-sdk-go-v2/service/iam"
+	"github.com/aws/aws-sdk-go-v2/service/lambda"
 	"github.com/aws/aws-sdk-go-v2/service/s3"
 	s3types "github.com/aws/aws-sdk-go-v2/service/s3/types"
 	"github.com/aws/aws-sdk-go-v2/service/secretsmanager"
@@ -49,9 +51,12 @@ type Endpoints struct {
 	// SecretsManager are AWS_ENDPOINT_URL_SQS, AWS_ENDPOINT_URL_S3 and
 	// AWS_ENDPOINT_URL_SECRETS_MANAGER (moto). All must be loopback URLs.
 	DynamoDB, SQS, S3, SecretsManager string
-	// EventBridge is AWS_ENDPOINT_URL_EVENTBRIDGE (moto), SQS's when
-	// unset: moto serves every service on one port.
-	EventBridge string
+	// EventBridge is AWS_ENDPOINT_URL_EVENTBRIDGE and Lambda
+	// AWS_ENDPOINT_URL_LAMBDA (moto), SQS's when unset: moto serves every
+	// service on one port. IAM is AWS_ENDPOINT_URL_IAM (moto; Lambda's when
+	// unset), where the role of the functions standing in for the event
+	// source mappings' targets is made: no function reaches it.
+	EventBridge, Lambda, IAM string
 	// Region, AccessKey and SecretKey are used by this process's clients
 	// and handed to the function.
 	Region, AccessKey, SecretKey string
@@ -59,7 +64,8 @@ type Endpoints struct {
 
 // EndpointsFromEnv reads the endpoints from the SDK's standard variables
 // (AWS_ENDPOINT_URL_DYNAMODB, _SQS, _S3, _SECRETS_MANAGER, AWS_REGION or
-// AWS_DEFAULT_REGION, the access keys), with a local region and dummy
+// AWS_DEFAULT_REGION, the access keys; _EVENTBRIDGE, _LAMBDA and _IAM
+// default to SQS's), with a local region and dummy
 // credentials where they are unset. Check them before use.
 func EndpointsFromEnv() Endpoints {
 	return Endpoints{
@@ -68,6 +74,8 @@ func EndpointsFromEnv() Endpoints {
 		S3:             os.Getenv("AWS_ENDPOINT_URL_S3"),
 		SecretsManager: os.Getenv("AWS_ENDPOINT_URL_SECRETS_MANAGER"),
 		EventBridge:    cmp.Or(os.Getenv("AWS_ENDPOINT_URL_EVENTBRIDGE"), os.Getenv("AWS_ENDPOINT_URL_SQS")),
+		Lambda:         cmp.Or(os.Getenv("AWS_ENDPOINT_URL_LAMBDA"), os.Getenv("AWS_ENDPOINT_URL_SQS")),
+		IAM:            cmp.Or(os.Getenv("AWS_ENDPOINT_URL_IAM"), os.Getenv("AWS_ENDPOINT_URL_LAMBDA"), os.Getenv("AWS_ENDPOINT_URL_SQS")),
 		Region:         cmp.Or(os.Getenv("AWS_REGION"), os.Getenv("AWS_DEFAULT_REGION"), "us-east-1"),
 		AccessKey:      cmp.Or(os.Getenv("AWS_ACCESS_KEY_ID"), "local"),
 		SecretKey:      cmp.Or(os.Getenv("AWS_SECRET_ACCESS_KEY"), "local"),
@@ -75,11 +83,14 @@ func EndpointsFromEnv() Endpoints {
 }
 
 // Check reports a missing or non-local endpoint: invoke creates tables
-// queues, buckets and secrets, and must never do so in a real account.
+// queues, buckets, secrets, buses, roles, functions and event source
+// mappings, and must never do so in a real account.
 func (e Endpoints) Check() error {
 	for _, v := range []struct{ name, value string }{
 		{"AWS_ENDPOINT_URL_DYNAMODB", e.DynamoDB}, {"AWS_ENDPOINT_URL_SQS", e.SQS},
 		{"AWS_ENDPOINT_URL_S3", e.S3}, {"AWS_ENDPOINT_URL_SECRETS_MANAGER", e.SecretsManager},
+		// Never empty once SQS is set: they default to it.
+		{"AWS_ENDPOINT_URL_EVENTBRIDGE", e.eventBridge()}, {"AWS_ENDPOINT_URL_LAMBDA", e.lambda()}, {"AWS_ENDPOINT_URL_IAM", e.iam()},
 	} {
 		if v.value == "" {
 			return fmt.Errorf("%s is not set: run `make invoke FN=... EVENT=...`, which starts DynamoDB Local and moto and sets the endpoints", v.name)
@@ -132,8 +143,9 @@ type StackConfig struct {
 }
 
 // Stack is what the functions talk to, stood up for one run: the
-// template's table in DynamoDB Local, its queues, buckets and secrets in
-// moto, and the Genace simulator. Every name starts with the stack's
+// template's table in DynamoDB Local, its queues, buckets, secrets and the
+// event source mappings the functions are given in moto, and the Genace
+// simulator. Every name starts with the stack's
 // prefix, so stacks may run at once on the same services.
 type Stack struct {
 	Template *samlocal.Template   // the template the stack was made from
@@ -230,10 +242,17 @@ func NewStack(ctx context.Context, cfg StackConfig) (_ *Stack, err error) {
 	}
 	st.cleanup = append(st.cleanup, func(context.Context) { _ = st.unavailable.Close() })
 	st.secrets = secretsmanager.NewFromConfig(awsCfg, func(o *secretsmanager.Options) { o.BaseEndpoint = aws.String(ep.SecretsManager) })
-	// Registered before Wire runs, so a half-wired stack leaves no secret behind.
+	// Registered before Wire runs, so a half-wired stack leaves no secret
+	// or mapping behind.
 	st.cleanup = append(st.cleanup, st.deleteSecrets)
+	mappings := &samlocal.Mappings{
+		Lambda: lambda.NewFromConfig(awsCfg, func(o *lambda.Options) { o.BaseEndpoint = aws.String(ep.lambda()) }),
+		IAM:    iam.NewFromConfig(awsCfg, func(o *iam.Options) { o.BaseEndpoint = aws.String(ep.iam()) }),
+		Role:   site.Name("MappingTargetRole", "AWS::IAM::Role"),
+	}
+	st.cleanup = append(st.cleanup, mappings.Remove)
 	err = t.Wire(ctx, st.Locals, site, samlocal.Wiring{
-		GenaceURL: st.SimURL, APIKey: st.APIKey, Secrets: &samlocal.Secrets{Client: st.secrets},
+		GenaceURL: st.SimURL, APIKey: st.APIKey, Secrets: &samlocal.Secrets{Client: st.secrets}, Mappings: mappings,
 		Endpoints: map[string]string{
 			"AWS_ENDPOINT_URL_DYNAMODB":        ep.DynamoDB,
 			"AWS_ENDPOINT_URL_SQS":             ep.SQS,
@@ -241,6 +260,7 @@ func NewStack(ctx context.Context, cfg StackConfig) (_ *Stack, err error) {
 			"AWS_ENDPOINT_URL_SECRETS_MANAGER": ep.SecretsManager,
 			"AWS_ENDPOINT_URL_SCHEDULER":       st.unavailable.URL(),
 			"AWS_ENDPOINT_URL_EVENTBRIDGE":     st.eventBridge(),
+			"AWS_ENDPOINT_URL_LAMBDA":          ep.lambda(),
 		},
 		Parameters: localParameters(t),
 	})
@@ -384,7 +404,12 @@ func (st *Stack) createBuckets(ctx context.Context, cfg aws.Config) error {
 }
 
 // eventBridge is the EventBridge endpoint: moto's.
-func (st *Stack) eventBridge() string { return cmp.Or(st.endpoints.EventBridge, st.endpoints.SQS) }
+func (st *Stack) eventBridge() string { return st.endpoints.eventBridge() }
+
+// eventBridge, lambda and iam are the endpoints with their defaults.
+func (e Endpoints) eventBridge() string { return cmp.Or(e.EventBridge, e.SQS) }
+func (e Endpoints) lambda() string      { return cmp.Or(e.Lambda, e.SQS) }
+func (e Endpoints) iam() string         { return cmp.Or(e.IAM, e.lambda()) }
 
 // createBuses creates the template's event buses in moto, so the
 // functions' completion events land there.
@@ -444,7 +469,7 @@ func (st *Stack) deleteSecrets(ctx context.Context) {
 	}
 }
 
-// Close removes the table, queues, buckets and secrets and stops the
+// Close removes the table, queues, buckets, secrets and mappings and stops the
 // simulator, in reverse order of creation. It is safe to call more than once.
 func (st *Stack) Close() {
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)

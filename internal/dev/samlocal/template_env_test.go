@@ -4,6 +4,7 @@ import (
 	"context"
 	"maps"
 	"slices"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -32,6 +33,7 @@ var endpoints = map[string]string{
 	"AWS_ENDPOINT_URL_DYNAMODB": "http://127.0.0.1:8000", "AWS_ENDPOINT_URL_SQS": "http://127.0.0.1:4100",
 	"AWS_ENDPOINT_URL_S3": "http://127.0.0.1:9000", "AWS_ENDPOINT_URL_SECRETS_MANAGER": "http://127.0.0.1:9001",
 	"AWS_ENDPOINT_URL_SCHEDULER": "http://127.0.0.1:9001", "AWS_ENDPOINT_URL_EVENTBRIDGE": "http://127.0.0.1:4100",
+	"AWS_ENDPOINT_URL_LAMBDA": "http://127.0.0.1:4100",
 }
 
 func loadTemplate(t *testing.T) *samlocal.Template {
@@ -222,5 +224,50 @@ func TestTemplateBoundsAreCrossCheckedAtColdStart(t *testing.T) {
 				t.Fatalf("%s cold start: %v; want %q", tc.function, err, tc.want)
 			}
 		})
+	}
+}
+
+// mappingUUIDs records the mappings Wire makes and names each by a UUID
+// of its own.
+type mappingUUIDs struct{ made []samlocal.Mapping }
+
+func (m *mappingUUIDs) Map(_ context.Context, mp samlocal.Mapping) (string, error) {
+	m.made = append(m.made, mp)
+	return "uuid-of-" + mp.ID, nil
+}
+
+// TestWireMakesTheMappingsTheEnvironmentNames: the sweep's
+// OBSERVE_MAPPING_ID names observe's mapping, so Wire makes that one (and
+// no other: nothing else names one) from the event's queue, batch size and
+// ceiling, and the sweep is given the UUID the store returned.
+func TestWireMakesTheMappingsTheEnvironmentNames(t *testing.T) {
+	tmpl := loadTemplate(t)
+	site := samlocal.Site{Region: "us-east-1", AccountID: "000000000000", Prefix: "genjobs-test", SQS: "http://127.0.0.1:4100"}
+	l := tmpl.Names(site)
+	store := &mappingUUIDs{}
+	if err := tmpl.Wire(context.Background(), l, site, samlocal.Wiring{GenaceURL: "http://127.0.0.1:3000", APIKey: "k", Secrets: secretNames{},
+		Mappings: store, Endpoints: endpoints}); err != nil {
+		t.Fatal(err)
+	}
+	batch := tmpl.Parameters["ObserveBatchSize"].Default
+	if batch == nil {
+		t.Fatal("ObserveBatchSize has no default")
+	}
+	want := samlocal.Mapping{ID: "ObserveFunctionObserve", Function: "genjobs-test-observe-function",
+		QueueARN: l.Resources["ObserveQueue"]["Arn"], MaxConcurrency: 8}
+	if n, err := strconv.Atoi(*batch); err != nil {
+		t.Fatal(err)
+	} else {
+		want.BatchSize = int32(n)
+	}
+	if len(store.made) != 1 || store.made[0] != want {
+		t.Fatalf("mappings made %+v, want only %+v", store.made, want)
+	}
+	env, err := tmpl.Environment("SweepFunction", l)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := env[config.EnvObserveMapping]; got != "uuid-of-ObserveFunctionObserve" {
+		t.Errorf("the sweep's %s = %q, want the store's UUID", config.EnvObserveMapping, got)
 	}
 }
