@@ -33,8 +33,8 @@ import (
 	"github.com/genjobs/genjobs/internal/queue"
 	"github.com/genjobs/genjobs/internal/schedule"
 	"github.com/genjobs/genjobs/internal/stack"
-	"github.com/genjobs/genjobs/internal/sweep"
 	"github.com/genjobs/genjobs/internal/store/bolt"
+	"github.com/genjobs/genjobs/internal/sweep"
 )
 
 // PipelineConfig describes one run of the pipeline harness: the real
