@@ -56,10 +56,16 @@ func Fit(d queue.Depth, hold, ceiling int) int {
 // starts none until enough end, and each stops feeding near its end
 // (observe.Config.FeedMargin): cut from 8 to 2 at once, the observation
 // benchmark measured renders waiting up to two minutes for a receiver.
-// cur 0 (no cap) goes to want.
-func Toward(cur, want int) int {
-	if cur <= 0 || want >= cur {
-		return want
+// Never above ceiling; a cur of 0 (no cap) or above ceiling counts as
+// ceiling.
+func Toward(cur, want, ceiling int) int {
+	if cur <= 0 || cur > ceiling {
+		// No cap, or one above the ceiling (set by hand, or a ceiling
+		// lowered since): go down from the ceiling.
+		cur = ceiling
+	}
+	if want >= cur {
+		return min(want, ceiling)
 	}
 	return max(want, (cur+1)/2)
 }
@@ -74,20 +80,34 @@ func (s *Sweeper) fit(ctx context.Context) (int, error) {
 	}
 	d, err := s.capacity.Depth(ctx)
 	if err != nil {
-		return 0, fmt.Errorf("sweep: fit observe's concurrency: %w", err)
+		return 0, s.unfitted(ctx, fmt.Errorf("sweep: fit observe's concurrency: %w", err))
 	}
 	cur, err := s.capacity.MaxConcurrency(ctx)
 	if err != nil {
-		return 0, fmt.Errorf("sweep: fit observe's concurrency: %w", err)
+		return 0, s.unfitted(ctx, fmt.Errorf("sweep: fit observe's concurrency: %w", err))
 	}
-	want := Toward(cur, Fit(d, s.cfg.Hold, s.cfg.MaxConcurrency))
+	ceiling := max(s.cfg.MaxConcurrency, MinConcurrency)
+	want := Toward(cur, Fit(d, s.cfg.Hold, ceiling), ceiling)
 	if cur == want {
 		return cur, nil
 	}
 	if err := s.capacity.SetMaxConcurrency(ctx, want); err != nil {
-		return cur, fmt.Errorf("sweep: set observe's concurrency %d → %d: %w", cur, want, err)
+		return cur, s.unfitted(ctx, fmt.Errorf("sweep: set observe's concurrency %d → %d: %w", cur, want, err))
 	}
 	s.log.InfoContext(ctx, "observe concurrency fitted", "from", cur, "to", want,
 		"visible", d.Visible, "in_flight", d.InFlight, "delayed", d.Delayed)
 	return want, nil
+}
+
+// unfitted decides what a failed fit does to the run: a transient
+// failure (a throttle, a mapping still applying a deploy's update: Lambda
+// answers ResourceInUseException) is logged and left to the next run,
+// five minutes later; any other (a missing grant, a mapping that is gone)
+// fails the run, whose failure the stack alarms on.
+func (s *Sweeper) unfitted(ctx context.Context, err error) error {
+	if queue.Retryable(err) {
+		s.log.WarnContext(ctx, "observe concurrency not fitted; the next run tries again", "error", err.Error())
+		return nil
+	}
+	return err
 }

@@ -152,7 +152,12 @@ func (s *Sweeper) Sweep(ctx context.Context) (Result, error) {
 	horizon := now.Add(-min(s.cfg.ClaimTimeout, s.cfg.OverdueAfter))
 	due, err := s.store.Due(ctx, horizon, s.cfg.Limit)
 	if err != nil {
-		return Result{}, fmt.Errorf("sweep: read due records: %w", err)
+		// The fit needs no table: a throttled or failing one must not
+		// freeze observe's concurrency.
+		res := Result{}
+		n, ferr := s.fit(ctx)
+		res.ObserveConcurrency = n
+		return res, errors.Join(fmt.Errorf("sweep: read due records: %w", err), ferr)
 	}
 	var res Result
 	var errs []error
@@ -182,7 +187,6 @@ func (s *Sweeper) Sweep(ctx context.Context) (Result, error) {
 			res.Skipped++
 		}
 	}
-	// After the records: a re-armed chain is load the fit should count.
 	n, err := s.fit(ctx)
 	if err != nil {
 		errs = append(errs, err)

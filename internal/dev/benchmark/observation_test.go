@@ -28,6 +28,9 @@ func runScenarios(t *testing.T, ss ...ObservationScenario) []*Observed {
 		if o == nil {
 			t.FailNow()
 		}
+		if f := o.Result.SweepFailures; len(f) > 0 {
+			t.Errorf("%s: %d sweep runs failed, the first: %s", s.Name, len(f), f[0])
+		}
 		o.Wall = time.Since(start)
 		t.Logf("%s: %s", s.Name, o.Wall)
 		out = append(out, o)

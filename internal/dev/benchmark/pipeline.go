@@ -126,6 +126,9 @@ type PipelineResult struct {
 	// each of the sweep's runs (a virtual run's: it sweeps on the
 	// template's cadence).
 	ObserveConcurrency []int
+	// SweepFailures are the errors of the sweep's failed runs (a virtual
+	// run's).
+	SweepFailures []string
 }
 
 // Invocations are one function's invocations, timed on the run's clock
@@ -512,7 +515,7 @@ func RunPipeline(ctx context.Context, cfg PipelineConfig) (*PipelineResult, erro
 		mem.End = readMemory()
 	}
 	res.Memory = mem
-	res.ObserveConcurrency = fitted.levels
+	res.ObserveConcurrency, res.SweepFailures = fitted.levels, fitted.failures
 	res.GenacePeakPerSecond, res.Genace429 = load.peak, load.r429
 	for _, j := range sim.Jobs() {
 		m, ok := models[j.Model]
@@ -531,7 +534,10 @@ func RunPipeline(ctx context.Context, cfg PipelineConfig) (*PipelineResult, erro
 
 // concurrencyTrace runs the sweep on its cadence and notes observe's
 // concurrency after each run.
-type concurrencyTrace struct{ levels []int }
+type concurrencyTrace struct {
+	levels   []int
+	failures []string
+}
 
 func (c *concurrencyTrace) run(ctx context.Context, every time.Duration, sweep func(context.Context) error, capacity *topology.LocalCapacity) {
 	if every <= 0 || sweep == nil {
@@ -544,8 +550,11 @@ func (c *concurrencyTrace) run(ctx context.Context, every time.Duration, sweep f
 		case <-ctx.Done():
 			return
 		case <-t.C:
-			// A failed record is the next run's to retry, as deployed.
-			_ = sweep(ctx)
+			// A failed run is the next one's to retry, as deployed; the
+			// result keeps its error, which a benchmark must not hide.
+			if err := sweep(ctx); err != nil && ctx.Err() == nil {
+				c.failures = append(c.failures, err.Error())
+			}
 			if n, err := capacity.MaxConcurrency(ctx); err == nil {
 				c.levels = append(c.levels, n)
 			}

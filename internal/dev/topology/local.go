@@ -136,8 +136,8 @@ func (l *Local) Handlers(deps func(Function) (stack.Deps, bool)) (map[string]sta
 // Feed is the function's own queue to receive from while it runs, as
 // deployed, for a function that holds records (config.NeedHold:
 // observe's feed; stack.Deps.Receiver), and nil for any other. Its
-// records count in Stats. The fault simulation and the benchmarks use
-// none: they replay what the mappings alone deliver.
+// records count in Stats. The fault simulation uses none: it replays
+// what the mappings alone deliver.
 func (l *Local) Feed(function string) observe.Receiver {
 	fn, _ := stack.Lookup(function)
 	_, url, _ := l.Consumed(function)
