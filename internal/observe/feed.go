@@ -40,10 +40,14 @@ const (
 	// DefaultHold is the default Config.Hold.
 	DefaultHold = 1250
 	// DefaultFeedMargin is the default Config.FeedMargin: a record taken
-	// this late still gets a few long polls before its chain hands over,
-	// however much of DefaultSpread its hand-over draws (and the linger's
-	// window after it).
-	DefaultFeedMargin = 3 * time.Minute
+	// this late still gets a long poll before its chain hands over. It is
+	// short because an invocation that stops feeding leaves the queue to
+	// the others, and the sweep fits observe's concurrency down to 2
+	// (sweep.Fit): with 3 minutes, 100 renders in flight on 2 invocations
+	// waited up to a minute whenever both were in their last 3 minutes
+	// (p99 detection 32 s; 30 s: 0.31 s, GETs per render 1.018× the
+	// floor). A record taken late costs one hand-over more.
+	DefaultFeedMargin = 30 * time.Second
 	// feedMax and feedWait are SQS's most messages per receive and its
 	// longest long poll.
 	feedMax  = 10

@@ -139,9 +139,11 @@ type Config struct {
 // minute below the sweep's default overdue threshold of 5 minutes.
 const DefaultChain = 4 * time.Minute
 
-// DefaultSpread is the default Config.Spread: within the last minutes,
-// in which the feed takes nothing more (DefaultFeedMargin), so that a
-// record taken late is not handed over as soon as it is looked at.
+// DefaultSpread is the default Config.Spread: chains hand over within
+// the invocation's last minute. The feed still takes records in its
+// first half (until DefaultFeedMargin is left), which keeps the queue
+// fed when few invocations run; such a record is handed over after a
+// look or two.
 const DefaultSpread = time.Minute
 
 // DefaultHandOverLead is the default Config.HandOverLead: SQS delays
