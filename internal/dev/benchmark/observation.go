@@ -34,6 +34,10 @@ type ObservationScenario struct {
 	// Steady marks a scenario whose creations hold a load steady, for
 	// which a steady state's figures are given.
 	Steady bool
+	// FittedTo is the renders in flight the stack ran before the scenario:
+	// the sweep had fitted observe's concurrency to them (0: an idle
+	// stack, fitted to an empty queue).
+	FittedTo int
 }
 
 // Observed is what one scenario measured.
@@ -53,7 +57,7 @@ func RunObservation(ctx context.Context, s ObservationScenario) (*Observed, erro
 	}
 	horizon += time.Duration(len(s.Renders))*s.Spacing + time.Hour
 	res, err := RunPipeline(ctx, PipelineConfig{Renders: s.Renders, Spacing: s.Spacing, Virtual: &lat, Seed: s.Seed,
-		Timeout: horizon, KeepProcs: true, GenaceRateLimit: s.GenaceRateLimit})
+		Timeout: horizon, KeepProcs: true, GenaceRateLimit: s.GenaceRateLimit, FittedTo: s.FittedTo})
 	if err != nil {
 		return nil, fmt.Errorf("observation %s: %w", s.Name, err)
 	}
@@ -179,7 +183,17 @@ func LengthScenario(length time.Duration, count int) ObservationScenario {
 func LoadScenario(inFlight int, rounds int) ObservationScenario {
 	n := inFlight * rounds
 	return ObservationScenario{Name: fmt.Sprintf("%d in flight", inFlight), Renders: StandardRenders(n, 1),
-		Spacing: standardMean / time.Duration(inFlight), Latency: DefaultLatency, Seed: 1, GenaceRateLimit: AssumedGenaceRateLimit, Steady: true}
+		Spacing: standardMean / time.Duration(inFlight), Latency: DefaultLatency, Seed: 1, GenaceRateLimit: AssumedGenaceRateLimit, Steady: true,
+		FittedTo: inFlight}
+}
+
+// SurgeScenario is LoadScenario arriving at an idle stack: observe's
+// concurrency starts at the sweep's fit for an empty queue, and only the
+// sweep's runs raise it.
+func SurgeScenario(inFlight int, rounds int) ObservationScenario {
+	s := LoadScenario(inFlight, rounds)
+	s.Name, s.FittedTo = fmt.Sprintf("%d in flight, arriving at an idle stack", inFlight), 0
+	return s
 }
 
 // invocationPayloadLimit is Lambda's limit on a synchronous invocation's

@@ -52,6 +52,7 @@ func TestObservationFigures(t *testing.T) {
 		for _, n := range []int{10, 100, 1000, 10000} {
 			ss = append(ss, LoadScenario(n, 6))
 		}
+		ss = append(ss, SurgeScenario(10000, 2))
 	}
 	if only := os.Getenv("GENJOBS_OBSERVATION_ONLY"); only != "" {
 		ss = slices.DeleteFunc(ss, func(s ObservationScenario) bool { return !strings.Contains(s.Name, only) })

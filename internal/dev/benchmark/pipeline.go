@@ -75,6 +75,9 @@ type PipelineConfig struct {
 	// GenaceRateLimit is Genace's limit on requests per second (0: none),
 	// beyond which it answers 429.
 	GenaceRateLimit int
+	// FittedTo is the renders in flight observe's concurrency was fitted
+	// to before a virtual run (sweep.Fit; 0: an idle stack's empty queue).
+	FittedTo int
 }
 
 // FunctionStats are one function's totals in a pipeline run.
@@ -447,10 +450,10 @@ func RunPipeline(ctx context.Context, cfg PipelineConfig) (*PipelineResult, erro
 	}
 
 	if cfg.Virtual != nil {
-		// The load arrives at an idle stack, whose sweep has fitted
-		// observe's concurrency to an empty queue.
+		// The stack ran FittedTo renders before, and its sweep fitted
+		// observe's concurrency to them.
 		if err := local.Capacity(topology.Observe).SetMaxConcurrency(ctx,
-			sweep.Fit(queue.Depth{}, observe.DefaultHold, local.Topology.MaxConcurrency(topology.Observe))); err != nil {
+			sweep.Fit(queue.Depth{InFlight: cfg.FittedTo}, observe.DefaultHold, local.Topology.MaxConcurrency(topology.Observe))); err != nil {
 			return nil, err
 		}
 	}
