@@ -60,8 +60,10 @@ func TestInvokeSweepFitsObservesMapping(t *testing.T) {
 			t.Errorf("the sweep logged a failure: %s", l)
 		}
 	}
-	if got := maxConcurrency(t, lc, uuid); got != 2 {
-		t.Errorf("after the sweep: mapping %s MaximumConcurrency %d, want 2 (one observation queued)\nlog:\n%s", uuid, got, strings.Join(res.Log, "\n"))
+	// One observation queued fits Lambda's least, 2; a sweep halves the
+	// template's 8 on the way (sweep.Toward).
+	if got := maxConcurrency(t, lc, uuid); got != 4 {
+		t.Errorf("after the sweep: mapping %s MaximumConcurrency %d, want 4 (8 halved towards 2 for one observation queued)\nlog:\n%s", uuid, got, strings.Join(res.Log, "\n"))
 	}
 	// The mapping is disabled, so moto did not take the sweep's
 	// observation off the queue to run the placeholder function.
