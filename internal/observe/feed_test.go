@@ -405,3 +405,25 @@ func TestFeedReturnsAfterItsRecords(t *testing.T) {
 	}
 	fe.handledOnce(t, ids)
 }
+
+// An empty batch holds nothing, and no event source mapping sends one:
+// it comes from a test, a manual invoke or the cold-start benchmark, and
+// must not start the feed (whose receive then timed the cold start's
+// empty invoke at 80 ms, retrying SQS on a closed port).
+func TestEmptyBatchDoesNotFeed(t *testing.T) {
+	t.Parallel()
+	fe := newFeedEnv(t, observe.Config{})
+	fe.enqueue(t, 2, false)
+	ctx, cancel := context.WithTimeout(context.Background(), 15*time.Minute)
+	defer cancel()
+	resp, err := fe.obs.Handle(ctx, events.SQSEvent{})
+	if err != nil || len(resp.BatchItemFailures) > 0 {
+		t.Fatalf("Handle(empty): %+v, %v", resp, err)
+	}
+	if n := fe.recv.count(); n > 0 {
+		t.Errorf("%d receives for an empty batch, want none", n)
+	}
+	if d := fe.broker.Depth(fe.url); d.Visible != 2 {
+		t.Errorf("queue %+v, want both messages left for a mapping", d)
+	}
+}

@@ -240,8 +240,10 @@ func New(d Deps, cfg Config) *Handler {
 // takes more records from its queue while it runs (fed), and returns
 // once every one of them is done too.
 func (h *Handler) Handle(ctx context.Context, ev events.SQSEvent) (events.SQSEventResponse, error) {
-	if dl, ok := ctx.Deadline(); ok && h.feed != nil {
-		if len(ev.Records) > 0 && dl.Sub(h.clk.Now()) > h.cfg.LifeSpread+h.cfg.FeedMargin {
+	// An empty batch holds nothing, and no mapping sends one: it does not
+	// feed either.
+	if dl, ok := ctx.Deadline(); ok && h.feed != nil && len(ev.Records) > 0 {
+		if dl.Sub(h.clk.Now()) > h.cfg.LifeSpread+h.cfg.FeedMargin {
 			// Ends the invocation earlier by a share of LifeSpread, so
 			// that invocations started together do not stop feeding and
 			// hand over together ever after.
