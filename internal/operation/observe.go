@@ -31,9 +31,9 @@ type Budgets struct {
 
 // DefaultBudgets suit renders of seconds to hours: an active job is
 // long-polled for up to 6 hours (schedule.DefaultPolicies), one
-// observation per 30 s window and about 3 % more for the polls sent
-// before a window runs out (observe's Overlap), so MaxObservations leaves
-// room for 6 hours of them; past either budget the job is parked for
+// observation per 30 s window and about 1 % more for the polls sent
+// before a window runs out (observe's Overlap) and the hand-overs, so
+// MaxObservations leaves room for 6 hours of them; past either budget the job is parked for
 // review (PhaseStalled), never observed ever more slowly.
 var DefaultBudgets = Budgets{MaxObservations: 800, Polling: 6 * time.Hour, Accounting: 24 * time.Hour}
 
