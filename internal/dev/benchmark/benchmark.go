@@ -10,6 +10,7 @@ import (
 	"bytes"
 	"cmp"
 	"context"
+	"errors"
 	"fmt"
 	"io"
 	"os"
@@ -17,6 +18,7 @@ import (
 	"path/filepath"
 	"runtime"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/genjobs/genjobs/internal/dev/modroot"
@@ -50,9 +52,9 @@ type Results struct {
 	Count *PipelineResult
 	// Throughput holds the paired instant-render rounds.
 	Throughput Throughput
-	// Local is the real-time `genjobs local` run, or LocalSkipped says
-	// why there is none.
-	Local        *LocalRun
+	// Local are the real-time `genjobs local` runs, one per length of
+	// LocalRenders, or LocalSkipped says why there are none.
+	Local        []LocalRun
 	LocalSkipped string
 	// ColdStarts holds the functions' sizes and first invokes, or
 	// ColdStartSkipped says why there are none.
@@ -107,12 +109,19 @@ func Run(ctx context.Context, opts Options, stdout io.Writer) (*Results, error) 
 	if opts.Quick {
 		res.LocalSkipped = "--quick"
 	} else {
-		opts.progress("real time: %d renders of %s through genjobs local's defaults", localRenders, localQueueFor+localRunFor)
-		l, err := MeasureLocal(ctx, localRenders)
-		if err != nil {
+		// The lengths run at once: they are waits on the wall clock, not
+		// work, and each has its own simulator, store and queue.
+		res.Local = make([]LocalRun, len(LocalRenders))
+		errs := make([]error, len(LocalRenders))
+		var wg sync.WaitGroup
+		for i, r := range LocalRenders {
+			opts.progress("real time: %d renders of %s through genjobs local's defaults", localRenders, r.QueueFor+r.RunFor)
+			wg.Go(func() { res.Local[i], errs[i] = MeasureLocal(ctx, localRenders, r.QueueFor, r.RunFor) })
+		}
+		wg.Wait()
+		if err := errors.Join(errs...); err != nil {
 			return nil, err
 		}
-		res.Local = &l
 	}
 
 	_, noGo := exec.LookPath("go")
