@@ -6,6 +6,7 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"strconv"
+	"strings"
 	"sync"
 	"time"
 )
@@ -95,11 +96,76 @@ type inProcess struct {
 }
 
 // genaceLoad is what Genace saw of a run: requests per clock second at
-// their peak, and the ones it refused for its rate limit.
+// their peak, the ones it refused for its rate limit, and each job's
+// reads as they reached it.
 type genaceLoad struct {
 	mu                   sync.Mutex
 	second               int64
 	inSecond, peak, r429 int
+	reads                map[string][]read
+}
+
+// read is one GET of a job as Genace saw it: when it arrived, how long it
+// might be held, and when Genace answered (before the way back).
+type read struct {
+	arrived, answered time.Time
+	wait              time.Duration
+}
+
+func (g *genaceLoad) read(jobID string, r read) {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	if g.reads == nil {
+		g.reads = map[string][]read{}
+	}
+	g.reads[jobID] = append(g.reads[jobID], r)
+}
+
+// Blind says why a render's finish was seen late, from its job's reads
+// at Genace: what was there to see it when it finished.
+type Blind string
+
+// The causes of a late detection.
+const (
+	// BlindBeforeFirstRead: the job finished before its first read
+	// reached Genace, which held that read its whole window (it answers
+	// a change after a read's arrival, and none came).
+	BlindBeforeFirstRead Blind = "finished before its first read reached Genace"
+	// BlindAfterChange: no read was held when it finished; the last one
+	// had been answered by the job's previous change (queued→running),
+	// and the next arrived after the finish, a round trip later.
+	BlindAfterChange Blind = "finished within a round trip of its previous change, before the next read arrived"
+	// BlindGap: no read was held when it finished, and the last one had
+	// run out its window or been refused (a gap between windows, a
+	// hand-over, a 429).
+	BlindGap Blind = "no read held at Genace when it finished (a gap between windows, or a refused read)"
+	// BlindHeld: a read was held when it finished, so Genace answered
+	// it; the delay was on the client's side.
+	BlindHeld Blind = "a read was held at the finish; the answer's handling was late"
+)
+
+// blind classifies a finish at end by the reads of its job.
+func blind(reads []read, end time.Time) Blind {
+	var last *read
+	for i := range reads {
+		r := &reads[i]
+		if r.arrived.After(end) {
+			continue
+		}
+		if !r.answered.Before(end) {
+			return BlindHeld
+		}
+		if last == nil || r.answered.After(last.answered) {
+			last = r
+		}
+	}
+	switch {
+	case last == nil:
+		return BlindBeforeFirstRead
+	case last.wait > 0 && last.answered.Before(last.arrived.Add(last.wait)):
+		return BlindAfterChange
+	}
+	return BlindGap
 }
 
 func (g *genaceLoad) arrived(now time.Time) {
@@ -130,7 +196,18 @@ func (t inProcess) RoundTrip(r *http.Request) (*http.Response, error) {
 	t.c.arrived(sent)
 	t.h.ServeHTTP(rec, r)
 	t.c.answered(rec.Code)
-	if wait, err := strconv.Atoi(r.URL.Query().Get("wait")); err == nil && wait > 0 && time.Since(sent) < time.Duration(wait)*time.Second {
+	wait, err := strconv.Atoi(r.URL.Query().Get("wait"))
+	if err != nil {
+		wait = 0
+	}
+	if id, ok := strings.CutPrefix(r.URL.Path, "/api/v1/jobs/"); ok && r.Method == http.MethodGet && !strings.Contains(id, "/") {
+		held := time.Duration(wait) * time.Second
+		if rec.Code == http.StatusTooManyRequests {
+			held = 0
+		}
+		t.c.read(id, read{arrived: sent, answered: time.Now(), wait: held})
+	}
+	if wait > 0 && time.Since(sent) < time.Duration(wait)*time.Second {
 		// Answered before its window ran out: the job changed.
 		half += t.d.draw(t.lat.Wake)
 	}

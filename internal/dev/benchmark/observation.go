@@ -7,6 +7,7 @@ import (
 	"math"
 	"math/rand/v2"
 	"slices"
+	"strings"
 	"time"
 
 	"github.com/genjobs/genjobs/internal/dev/topology"
@@ -288,7 +289,18 @@ func WriteObservation(w io.Writer, obs []*Observed) error {
 	}
 	for _, o := range obs {
 		if late := o.Late(2 * time.Second); len(late) > 0 {
-			p("\n%s: %d of %d renders detected more than 2 s late:", o.Scenario.Name, len(late), len(o.Result.Renders))
+			p("\n%s: %d of %d renders detected more than 2 s late", o.Scenario.Name, len(late), len(o.Result.Renders))
+			causes := map[Blind]int{}
+			for _, r := range late {
+				causes[r.Blind]++
+			}
+			var why []string
+			for _, b := range []Blind{BlindBeforeFirstRead, BlindAfterChange, BlindGap, BlindHeld} {
+				if causes[b] > 0 {
+					why = append(why, fmt.Sprintf("%d %s", causes[b], b))
+				}
+			}
+			p(" (%s):", strings.Join(why, "; "))
 			for i, r := range late {
 				if i == 10 {
 					p(" …")

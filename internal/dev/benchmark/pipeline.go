@@ -232,6 +232,9 @@ type RenderResult struct {
 	// Parked is a render still running when its polling budget ran out:
 	// parked for review, never detected (Detection 0).
 	Parked bool
+	// Blind says what Genace held of the job's reads when it finished
+	// (virtual runs only).
+	Blind Blind
 }
 
 // Actions is the number of handler actions of every function.
@@ -530,6 +533,9 @@ func RunPipeline(ctx context.Context, cfg PipelineConfig) (*PipelineResult, erro
 			r.Detection = at.(time.Time).Sub(j.CreatedAt.Add(r.Length))
 		}
 		_, r.Parked = stalled.Load(j.OperationID)
+		if cfg.Virtual != nil {
+			r.Blind = blind(load.reads[j.ID], j.CreatedAt.Add(r.Length))
+		}
 		res.Renders = append(res.Renders, r)
 	}
 	return res, nil
