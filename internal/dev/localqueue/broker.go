@@ -194,7 +194,10 @@ type msg struct {
 	// from there.
 	rcvAt     time.Time
 	visibleAt time.Time
-	receives  int
+	// shownAt is when the message last became visible before the current
+	// receipt took it (see Broker.ShownAt).
+	shownAt  time.Time
+	receives int
 	// handle is the current receipt handle; "" when the message has not
 	// been received in this queue (new, or just redriven).
 	handle string
@@ -341,6 +344,7 @@ func (b *Broker) Receive(ctx context.Context, url string, max int, visibility ti
 		b.rcpSeq++
 		m.handle = fmt.Sprintf("%s#%d", m.id, b.rcpSeq)
 		m.rcvAt = now
+		m.shownAt = m.visibleAt
 		m.visibleAt = now.Add(vis)
 		q.byHandle[m.handle] = m
 		taken = append(taken, m)
@@ -357,6 +361,22 @@ func (b *Broker) Receive(ctx context.Context, url string, max int, visibility ti
 		heap.Push(&q.msgs, m)
 	}
 	return out, nil
+}
+
+// ShownAt is when the message a current receipt handle holds became
+// visible before that receive took it: its send plus its delay, or the
+// end of its last visibility timeout. SQS does not say this; a
+// simulation that delays receives after a message shows (a poller's
+// pickup) needs it, since a delayed message is no older for its wait.
+func (b *Broker) ShownAt(receiptHandle string) (time.Time, bool) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	for _, q := range b.byURL {
+		if m, ok := q.byHandle[receiptHandle]; ok {
+			return m.shownAt, true
+		}
+	}
+	return time.Time{}, false
 }
 
 // Delete removes the message received with receiptHandle, which must be

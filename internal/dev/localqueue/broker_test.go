@@ -583,3 +583,25 @@ func TestConcurrentUse(t *testing.T) {
 		t.Errorf("Depth at the end = %+v", d)
 	}
 }
+
+// ShownAt is when a message became visible before the receive holding it:
+// its delay's end, then its visibility timeout's; a stale or unknown
+// handle has none.
+func TestShownAt(t *testing.T) {
+	t.Parallel()
+	b, clk, url := setup(t, 30*time.Second, 0)
+	send(t, b, url, "x", 5*time.Second)
+	clk.Advance(7 * time.Second)
+	first := receiveOne(t, b, url)
+	if at, ok := b.ShownAt(first.ReceiptHandle); !ok || !at.Equal(t0.Add(5*time.Second)) {
+		t.Errorf("ShownAt after the delay = %v, %v; want %v (the send was at %v)", at, ok, t0.Add(5*time.Second), first.SentAt)
+	}
+	clk.Advance(40 * time.Second)
+	second := receiveOne(t, b, url)
+	if at, ok := b.ShownAt(second.ReceiptHandle); !ok || !at.Equal(t0.Add(37*time.Second)) {
+		t.Errorf("ShownAt after the visibility timeout = %v, %v; want %v", at, ok, t0.Add(37*time.Second))
+	}
+	if _, ok := b.ShownAt(first.ReceiptHandle); ok {
+		t.Error("a stale receipt handle has a shown time")
+	}
+}
