@@ -179,7 +179,7 @@ func (u Usage) at(n float64) Usage {
 // InFlight is the mean renders in flight in a month of n renders of
 // mean length mean (Little's law), at least one.
 func InFlight(n float64, mean time.Duration) int {
-	return max(1, int(math.Ceil(n*mean.Seconds()/(30*24*3600))))
+	return max(1, int(math.Ceil(n*mean.Seconds()/month.Seconds())))
 }
 
 // UsageOf is a run's usage per render.
@@ -445,8 +445,19 @@ func (b *biller) units(perUnit float64) float64 {
 }
 
 // Designs are the floor, genjobs (measured, then at each hypothetical
-// observe GB-s per render) and its rivals, each on u's renders.
+// observe GB-s per render) and its rivals. Each volume's bill, every
+// design's alike, is on the renders measured for that volume (u.At), or
+// on u's: the comparison is on the same renders at each volume.
 func Designs(p Prices, a Assumptions, u Usage, s Stack, hypothetical ...float64) []Design {
+	ds := designs(p, a, u, s, hypothetical...)
+	for i := range ds {
+		ds[i].Month = func(n float64) Bill { return designs(p, a, u.at(n), s, hypothetical...)[i].Month(n) }
+	}
+	return ds
+}
+
+// designs are Designs on u's renders at every volume.
+func designs(p Prices, a Assumptions, u Usage, s Stack, hypothetical ...float64) []Design {
 	bill := func(f func(b *biller)) func(float64) Bill {
 		return func(n float64) Bill {
 			b := &biller{p: p, a: a, u: u, s: s, n: n}

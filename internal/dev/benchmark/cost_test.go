@@ -151,7 +151,7 @@ func TestCostFigures(t *testing.T) {
 	out := os.Getenv("GENJOBS_COST_OUT")
 	s := LoadScenario(20, 2)
 	if out != "" {
-		// Each volume's own renders in flight: 1, 62 and 6,173.
+		// Each volume's own renders in flight: under 1, 62 and 6,167.
 		s = LoadScenario(InFlight(Volumes[1], standardMean), 6)
 	}
 	o := runScenarios(t, s)[0]
@@ -163,11 +163,14 @@ func TestCostFigures(t *testing.T) {
 	if out != "" {
 		u.At = map[float64]Usage{Volumes[1]: u}
 		for _, n := range []float64{Volumes[0], Volumes[2]} {
-			rounds := 6
-			if n == Volumes[2] {
-				rounds = 3 // 18,500 renders
+			s := LoadScenario(InFlight(n, standardMean), 3) // 18,500 renders
+			if n == Volumes[0] {
+				// Under one render in flight: 200 renders at the month's
+				// own rate, not one in flight's.
+				s = LoadScenario(1, 200)
+				s.Spacing = time.Duration(float64(month) / n)
 			}
-			u.At[n] = UsageOf(runScenarios(t, LoadScenario(InFlight(n, standardMean), rounds))[0].Result)
+			u.At[n] = UsageOf(runScenarios(t, s)[0].Result)
 		}
 	}
 	ds := Designs(CurrentPrices, DefaultAssumptions, u, stack)
