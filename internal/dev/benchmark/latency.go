@@ -106,10 +106,12 @@ type genaceLoad struct {
 }
 
 // read is one GET of a job as Genace saw it: when it arrived, how long it
-// might be held, and when Genace answered (before the way back).
+// might be held, and when Genace answered (before the way back), or the
+// client gave up on it (cancelled).
 type read struct {
 	arrived, answered time.Time
 	wait              time.Duration
+	cancelled         bool
 }
 
 func (g *genaceLoad) read(jobID string, r read) {
@@ -136,9 +138,9 @@ const (
 	// and the next arrived after the finish, a round trip later.
 	BlindAfterChange Blind = "finished within a round trip of its previous change, before the next read arrived"
 	// BlindGap: no read was held when it finished, and the last one had
-	// run out its window or been refused (a gap between windows, a
-	// hand-over, a 429).
-	BlindGap Blind = "no read held at Genace when it finished (a gap between windows, or a refused read)"
+	// run out its window, been refused (a 429) or been given up by the
+	// client (a gap between windows, a hand-over).
+	BlindGap Blind = "no read held at Genace when it finished (a gap between windows, or a read refused or given up)"
 	// BlindHeld: a read was held when it finished, so Genace answered
 	// it; the delay was on the client's side.
 	BlindHeld Blind = "a read was held at the finish; the answer's handling was late"
@@ -162,7 +164,7 @@ func blind(reads []read, end time.Time) Blind {
 	switch {
 	case last == nil:
 		return BlindBeforeFirstRead
-	case last.wait > 0 && last.answered.Before(last.arrived.Add(last.wait)):
+	case !last.cancelled && last.wait > 0 && last.answered.Before(last.arrived.Add(last.wait)):
 		return BlindAfterChange
 	}
 	return BlindGap
@@ -205,7 +207,7 @@ func (t inProcess) RoundTrip(r *http.Request) (*http.Response, error) {
 		if rec.Code == http.StatusTooManyRequests {
 			held = 0
 		}
-		t.c.read(id, read{arrived: sent, answered: time.Now(), wait: held})
+		t.c.read(id, read{arrived: sent, answered: time.Now(), wait: held, cancelled: r.Context().Err() != nil})
 	}
 	if wait > 0 && time.Since(sent) < time.Duration(wait)*time.Second {
 		// Answered before its window ran out: the job changed.

@@ -281,7 +281,13 @@ func WriteObservation(w io.Writer, obs []*Observed) error {
 			continue
 		}
 		d := o.Detection(0.999)
-		p("- detection p99.9 < 2 s, %s: %s — %s\n", o.Scenario.Name, fmtMS(d), verdict(d < 2*time.Second, fmt.Sprintf("(%d of %d renders over 2 s)", len(o.Late(2*time.Second)), len(o.Result.Renders))))
+		few := ""
+		if n := len(o.detected()); n < 1000 {
+			// Nearest rank: under 1,000 renders the 99.9th percentile is
+			// the largest, and says little.
+			few = fmt.Sprintf(" (of %d renders, the largest: too few for a 99.9th percentile)", n)
+		}
+		p("- detection p99.9 < 2 s, %s: %s%s — %s\n", o.Scenario.Name, fmtMS(d), few, verdict(d < 2*time.Second, fmt.Sprintf("(%d of %d renders over 2 s)", len(o.Late(2*time.Second)), len(o.Result.Renders))))
 		if o.Scenario.Name == "1000 in flight" {
 			g := o.ObserveGBSecondsPerRender(true)
 			p("- observe GB-s per render ≤ 0.2 at 1,000 in flight (steady state): %.3f — %s\n", g, verdict(g <= 0.2, ""))

@@ -408,7 +408,7 @@ func RunPipeline(ctx context.Context, cfg PipelineConfig) (*PipelineResult, erro
 			Config: config.Config{Concurrency: pipelineConcurrency},
 			Store:  &countingStore{Store: st, c: c, cache: cache, onWritten: onWritten}, Genace: g, Artifacts: countingArtifacts{next: pack, c: c}, Extender: countingExtender{next: local.Broker, c: c},
 			Sender: disps[f.Name], Delays: delays, Clock: clk, Log: log, Metrics: metrics.New(emf, f.Name, clk), Events: countingSink{c},
-			Receiver: fed(local.Feed(f.Name), cfg.Virtual, d),
+			Receiver: fed(local.Feed(f.Name), c, cfg.Virtual, d, local.Broker.ShownAt),
 		}
 		if f.Name == topology.Sweep {
 			// A virtual run sweeps on the template's cadence, which fits
@@ -425,7 +425,7 @@ func RunPipeline(ctx context.Context, cfg PipelineConfig) (*PipelineResult, erro
 		Workers:           func(_ topology.Function, m topology.Mapping) int { return m.MaxConcurrency },
 		NoBatchingWindows: true,
 		Wrap: func(fn string, _ *eventsource.Mapping, h eventsource.Handler) eventsource.Handler {
-			return timed(invs[fn], cfg.Virtual, d, h)
+			return timed(invs[fn], cfg.Virtual, d, local.Broker.ShownAt, h)
 		},
 	})
 
@@ -648,10 +648,10 @@ func benchGenace(sim *genacesim.Simulator, cfg PipelineConfig, load *genaceLoad)
 
 // timed counts and times h's invocations into inv and, for a virtual
 // run, waits lat's pickup and start before each.
-func timed(inv *Invocations, lat *Latency, d *draws, h eventsource.Handler) eventsource.Handler {
+func timed(inv *Invocations, lat *Latency, d *draws, shown shownAt, h eventsource.Handler) eventsource.Handler {
 	return func(ctx context.Context, ev events.SQSEvent) (events.SQSEventResponse, error) {
 		if lat != nil {
-			time.Sleep(pickupLeft(ev.Records, d.draw(lat.Pickup)) + d.draw(lat.Start))
+			time.Sleep(pickupLeft(ev.Records, d.draw(lat.Pickup), shown) + d.draw(lat.Start))
 		}
 		payload := 0
 		for _, r := range ev.Records {
@@ -664,14 +664,22 @@ func timed(inv *Invocations, lat *Latency, d *draws, h eventsource.Handler) even
 	}
 }
 
+// shownAt is when a received message became visible (the broker's
+// ShownAt, by its receipt handle).
+type shownAt func(receiptHandle string) (time.Time, bool)
+
 // pickupLeft is what is left of a pickup delay for a batch whose oldest
-// message was sent a while ago: a message is received no sooner than
-// pickup after it was sent, and a backlog's receives are not slowed
-// further (SQS answers a receive on a non-empty queue at once).
-func pickupLeft(msgs []events.SQSMessage, pickup time.Duration) time.Duration {
+// message became visible a while ago: a message is received no sooner
+// than pickup after it became visible (its send, its delay's end, or its
+// visibility timeout's), and a backlog's receives are not slowed further
+// (SQS answers a receive on a non-empty queue at once). A message whose
+// visible time is unknown counts from its send.
+func pickupLeft(msgs []events.SQSMessage, pickup time.Duration, shown shownAt) time.Duration {
 	oldest := time.Now()
 	for _, m := range msgs {
-		if ms, err := strconv.ParseInt(m.Attributes["SentTimestamp"], 10, 64); err == nil {
+		if at, ok := shown(m.ReceiptHandle); ok {
+			oldest = minTime(oldest, at)
+		} else if ms, err := strconv.ParseInt(m.Attributes["SentTimestamp"], 10, 64); err == nil {
 			oldest = minTime(oldest, time.UnixMilli(ms))
 		}
 	}
@@ -679,32 +687,46 @@ func pickupLeft(msgs []events.SQSMessage, pickup time.Duration) time.Duration {
 }
 
 // fed is a function's own receiver (observe's feed; nil for the others)
-// counting what each invocation receives into its records and, for a
-// virtual run, taking lat's pickup for each receive that returns any.
-func fed(r observe.Receiver, lat *Latency, d *draws) observe.Receiver {
+// counting its SQS requests into c (a receive per call, empty ones
+// included, a delete per acknowledged record) and what each invocation
+// receives into its records and, for a virtual run, taking lat's pickup
+// for each receive that returns any.
+func fed(r observe.Receiver, c *counter, lat *Latency, d *draws, shown shownAt) observe.Receiver {
 	if r == nil {
 		return nil
 	}
-	return &countedFeed{Receiver: r, lat: lat, d: d}
+	return &countedFeed{Receiver: r, c: c, lat: lat, d: d, shown: shown}
 }
 
 type countedFeed struct {
 	observe.Receiver
-	lat *Latency
-	d   *draws
+	c     *counter
+	lat   *Latency
+	d     *draws
+	shown shownAt
 }
 
 func (f *countedFeed) Receive(ctx context.Context, max int, wait time.Duration) ([]events.SQSMessage, error) {
 	msgs, err := f.Receiver.Receive(ctx, max, wait)
+	if f.c != nil {
+		f.c.add(func(r *Requests) { r.SQSReceive++ })
+	}
 	if len(msgs) > 0 {
 		if f.lat != nil {
-			time.Sleep(pickupLeft(msgs, f.d.draw(f.lat.Pickup)))
+			time.Sleep(pickupLeft(msgs, f.d.draw(f.lat.Pickup), f.shown))
 		}
 		if inv, ok := ctx.Value(invocationKey{}).(*invocation); ok {
 			inv.records.Add(int64(len(msgs)))
 		}
 	}
 	return msgs, err
+}
+
+func (f *countedFeed) Delete(ctx context.Context, receiptHandle string) error {
+	if f.c != nil {
+		f.c.add(func(r *Requests) { r.SQSDelete++ })
+	}
+	return f.Receiver.Delete(ctx, receiptHandle)
 }
 
 // cpuTime is the process's user+system CPU time so far. (The package is
