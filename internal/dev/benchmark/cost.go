@@ -400,6 +400,9 @@ func sqs(r Requests) float64 { return r.SQSSend + r.SQSReceive + r.SQSDelete + r
 func (b *biller) path() {
 	u, n := b.u, b.n
 	b.add("SQS, submit and deliver", n*sqs(u.Path)*b.p.SQSRequest)
+	// Every mapping but observe's serves the path (submit, deliver and
+	// triage's), which every design keeps: their pollers' empty receives.
+	b.fixed("SQS idle receives, the path's mappings", float64(max(b.s.Mappings-1, 0))*b.a.Pollers*float64(month/b.a.IdleWait)*b.p.SQSRequest)
 	b.lambda("intake", n, n*b.a.Intake.Seconds()*0.125)
 	b.lambda("submit and deliver", n*u.Path.LambdaInvocations, n*(u.SubmitGBs+u.DeliverGBs))
 	b.logs("submit and deliver", n*u.PathLog)
@@ -490,7 +493,7 @@ func designs(p Prices, a Assumptions, u Usage, s Stack, hypothetical ...float64)
 			b.path()
 			b.outputs(v.GETs, false)
 			b.monitoring()
-			b.idle(float64(s.Mappings) * a.Pollers)
+			b.idle(a.Pollers) // observe's mapping; the path's are in path
 			b.add("SQS, observe", b.n*sqs(v.Observe)*p.SQSRequest)
 			b.lambda("observe", b.n*v.Observe.LambdaInvocations, b.n*gbs)
 			b.logs("observe", b.n*v.ObserveLog)
