@@ -131,8 +131,11 @@ func Load(ctx context.Context, name string) (stack.Function, stack.Deps, error) 
 			return fn, stack.Deps{}, err
 		}
 		// Per-call timeouts bound every request; the transport is shared
-		// across warm invocations so connections are reused.
-		if d.Genace, err = genace.New(cfg.GenaceURL, key, &http.Client{Transport: http.DefaultTransport}); err != nil {
+		// across warm invocations so connections are reused, and keeps
+		// one idle connection per poll an invocation may hold (observe's
+		// OBSERVE_HOLD; the others' batch concurrency).
+		held := max(cfg.Hold, cfg.Concurrency)
+		if d.Genace, err = genace.New(cfg.GenaceURL, key, &http.Client{Transport: genace.Transport(held)}); err != nil {
 			return fn, stack.Deps{}, err
 		}
 	}
