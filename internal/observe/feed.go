@@ -19,7 +19,6 @@ import (
 
 	"github.com/aws/aws-lambda-go/events"
 
-	"github.com/genjobs/genjobs/internal/genace"
 	"github.com/genjobs/genjobs/internal/metrics"
 )
 
@@ -41,18 +40,14 @@ const (
 	// DefaultHold is the default Config.Hold.
 	DefaultHold = 1250
 	// DefaultFeedMargin is the default Config.FeedMargin: a record taken
-	// this late still gets a long poll and, if its job goes on, the
-	// linger that covers its hand-over, before the deadline less
-	// Overhead: two windows, Overhead (5 s) and 5 s for the record's read
-	// and write. With 30 s, a record taken in its invocation's last
-	// minute had room for one poll and no linger, and a job finishing in
-	// the next chain's pickup was seen a window late (one of 1,200
-	// renders at 10 in flight). It is no longer, because an invocation
-	// that stops feeding leaves the queue to the others, and the sweep
-	// fits observe's concurrency down to 2 (sweep.Fit): with 3 minutes,
-	// 100 renders in flight on 2 invocations waited up to a minute
-	// whenever both were in their last 3 minutes (p99 detection 32 s).
-	DefaultFeedMargin = 2*genace.MaxWait + 10*time.Second
+	// this late still gets a long poll before its chain hands over. It is
+	// short because an invocation that stops feeding leaves the queue to
+	// the others, and the sweep fits observe's concurrency down to 2
+	// (sweep.Fit): with 3 minutes, 100 renders in flight on 2 invocations
+	// waited up to a minute whenever both were in their last 3 minutes
+	// (p99 detection 32 s; 30 s: 0.31 s, GETs per render 1.018× the
+	// floor). A record taken late costs one hand-over more.
+	DefaultFeedMargin = 30 * time.Second
 	// feedMax and feedWait are SQS's most messages per receive and its
 	// longest long poll.
 	feedMax  = 10
