@@ -239,33 +239,6 @@ func TestFinishJustAfterTheHandoverIsSeenAtOnce(t *testing.T) {
 	}
 }
 
-// A record taken late in its invocation (the feed takes records until
-// FeedMargin before the deadline) has room for only one whole poll: it
-// is cut so that a linger still covers the hand-over, and a finish just
-// after the hand-over is seen at once. Before, the one poll took the
-// whole window, no linger fitted, and the next chain's first poll, a
-// pickup later, found the job finished and was held a whole window (a
-// render at 10 in flight seen 30 s late in the observation benchmark).
-func TestLateTakenRecordStillLingers(t *testing.T) {
-	t.Parallel()
-	const timeout = 40 * time.Second // a record taken 40 s before its invocation ends
-	cfg := observe.Config{Visibility: 6 * time.Minute, Spread: -1}
-	handover := handoverAt(t, cfg, timeout)
-	for _, after := range []time.Duration{200 * time.Millisecond, 900 * time.Millisecond} {
-		t.Run(fmt.Sprint("finish ", after, " after the hand-over"), func(t *testing.T) {
-			t.Parallel()
-			run := runRelay(t, relayOpts{model: genacesim.ModelConfig{Price: 5, RunFor: handover + after},
-				cfg: cfg, timeout: timeout, pickup: time.Second, hops: 1})
-			if run.g.terminal.IsZero() {
-				t.Fatalf("no answer carried the finished job\n%v", run.log.all())
-			}
-			if late := run.g.terminal.Sub(run.finished); late > time.Second {
-				t.Fatalf("finish at +%s detected %s after it happened; want under 1 s\n%v", run.finished.Sub(handlertest.Start), late, run.log.all())
-			}
-		})
-	}
-}
-
 // A change seen by the hand-over's own look (the job starts running just
 // before the chain ends) leaves no poll in flight to linger on: the chain
 // sends one, so a finish just after that hand-over is still seen at once.

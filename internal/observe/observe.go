@@ -411,42 +411,20 @@ func (c *chain) young(r *operation.Record, at time.Time) bool {
 // conditions of more in look, foreseen), or, when it hands over then, as
 // its linger, held its whole window before the deadline.
 func (c *chain) wants(r *operation.Record, at, sendAt time.Time) bool {
-	return c.young(r, at) && (c.goesOn(at) || c.fits(sendAt))
+	goesOn := c.f.sent < c.maxPolls && !at.Add(c.poll).After(c.end)
+	return c.young(r, at) && (goesOn || c.fits(sendAt))
 }
 
-// goesOn is whether the chain, its newest poll's window running out at
-// at, sends another poll to go on rather than as its linger.
-func (c *chain) goesOn(at time.Time) bool {
-	return c.f.sent < c.maxPolls && !at.Add(c.poll).After(c.end)
-}
-
-// fits is whether a linger sent at may be held long enough to cover its
-// hand-over (lingerLeast) before the deadline (less Overhead, the write
-// of its answer); it is cut to the deadline (window).
-func (c *chain) fits(at time.Time) bool {
-	return c.last.IsZero() || !at.Add(c.lingerLeast()).After(c.last)
-}
-
-// lingerLeast is the shortest linger that covers a hand-over: the next
-// chain starts HandOverLead before it runs out, and its first poll must
-// arrive before then, so twice that.
-func (c *chain) lingerLeast() time.Duration { return min(c.poll, 2*c.h.cfg.HandOverLead) }
+// fits is whether a poll sent at may be held its whole window before the
+// deadline (less Overhead, the write of its answer).
+func (c *chain) fits(at time.Time) bool { return c.last.IsZero() || !at.Add(c.poll).After(c.last) }
 
 // send starts a poll, with r the last look; since is the last time the
-// job is known to have held still (see window). A poll that is not the
-// linger, after which a linger would no longer fit (a record taken late
-// in its invocation, the chain's first and last poll at once), is cut so
-// that one does: without it, a job finishing during the next chain's
-// pickup would be seen a window late.
-func (c *chain) send(ctx context.Context, r *operation.Record, since time.Time, linger bool) {
+// job is known to have held still (see window).
+func (c *chain) send(ctx context.Context, r *operation.Record, since time.Time) {
 	h := c.h
 	wait := h.window(ctx, c.t.Lease, r, since)
 	now := h.clk.Now()
-	if !linger && wait > h.cfg.Overlap && c.young(r, now.Add(wait)) && !c.fits(now.Add(wait-h.cfg.Overlap)) {
-		if cut := (c.last.Sub(now) - c.lingerLeast() + h.cfg.Overlap).Truncate(time.Second); cut >= time.Second && cut < wait {
-			wait = cut
-		}
-	}
 	var overlap <-chan time.Time
 	if h.cfg.Overlap > 0 && wait > h.cfg.Overlap && c.wants(r, now.Add(wait), now.Add(wait-h.cfg.Overlap)) {
 		overlap = h.clk.After(wait - h.cfg.Overlap)
@@ -462,7 +440,7 @@ func (c *chain) look(ctx context.Context, rec operation.Record) worker.Decision 
 	for {
 		c.looks++
 		if len(f.polls) == 0 {
-			c.send(ctx, &rec, lastLook(&rec), false)
+			c.send(ctx, &rec, lastLook(&rec))
 		}
 		head := f.polls[0]
 		for waiting := true; waiting; {
@@ -479,7 +457,7 @@ func (c *chain) look(ctx context.Context, rec operation.Record) worker.Decision 
 				if fired.Before(windowEnd) && c.wants(&rec, windowEnd, fired) {
 					// The newest poll still holds: the job has not changed
 					// since it arrived.
-					c.send(ctx, &rec, newest.sent, !c.goesOn(windowEnd))
+					c.send(ctx, &rec, newest.sent)
 				}
 			}
 		}
@@ -515,7 +493,7 @@ func (c *chain) look(ctx context.Context, rec operation.Record) worker.Decision 
 			// change just before the hand-over leaves no gap after it.
 			// (Those in flight for a renewal, which changed nothing, still
 			// hold.)
-			c.send(ctx, &next, now, !more)
+			c.send(ctx, &next, now)
 		}
 		linger := lingers && len(f.polls) > 0
 		if !more && !linger {
