@@ -402,7 +402,7 @@ func (b *biller) path() {
 	b.add("SQS, submit and deliver", n*sqs(u.Path)*b.p.SQSRequest)
 	// Every mapping but observe's serves the path (submit, deliver and
 	// triage's), which every design keeps: their pollers' empty receives.
-	b.fixed("SQS idle receives, the path's mappings", float64(max(b.s.Mappings-1, 0))*b.a.Pollers*float64(month/b.a.IdleWait)*b.p.SQSRequest)
+	b.idleAs("SQS idle receives, the path's mappings", float64(max(b.s.Mappings-1, 0))*b.a.Pollers)
 	b.lambda("intake", n, n*b.a.Intake.Seconds()*0.125)
 	b.lambda("submit and deliver", n*u.Path.LambdaInvocations, n*(u.SubmitGBs+u.DeliverGBs))
 	b.logs("submit and deliver", n*u.PathLog)
@@ -436,8 +436,11 @@ func (b *biller) monitoring() {
 }
 
 // idle is pollers' empty receives, each a long poll of IdleWait.
-func (b *biller) idle(pollers float64) {
-	b.fixed("SQS idle receives", pollers*float64(month/b.a.IdleWait)*b.p.SQSRequest)
+func (b *biller) idle(pollers float64) { b.idleAs("SQS idle receives", pollers) }
+
+// idleAs is idle's bill under its own line.
+func (b *biller) idleAs(item string, pollers float64) {
+	b.fixed(item, pollers*float64(month/b.a.IdleWait)*b.p.SQSRequest)
 }
 
 // units is how many always-on units, each holding perUnit renders, the
